@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the system packages OrbitMQ needs when they are missing, using apt when run as root.
+set -euo pipefail
+need=()
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing system packages: ${need[*]} (run as root or install them with apt)" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${need[@]}"

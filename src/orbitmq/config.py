@@ -1,0 +1,153 @@
+"""Frozen dataclass configs with RocketMQ's defaults, plus a tiny TEST_MIN preset.
+
+Names are RocketMQ's in snake_case; units go last (``flush_interval_ms``). The CLI maps one flag
+onto each field and TOML files use the same names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = [
+    "FlushDiskType",
+    "StoreConfig",
+    "BrokerConfig",
+    "NamesrvConfig",
+    "TEST_MIN_STORE",
+    "load_toml",
+    "replace_fields",
+]
+
+GiB = 1024 * 1024 * 1024
+MiB = 1024 * 1024
+
+
+class FlushDiskType(enum.StrEnum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreConfig:
+    """Settings of one broker's message store (directory layout in DESIGN.md section 1)."""
+
+    store_path: str = "./data/broker-a"
+    mapped_file_size_commitlog: int = GiB
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commitlog_ms: int = 500
+    flush_interval_consume_queue_ms: int = 1000
+    sync_flush_timeout_ms: int = 5000
+    max_message_size: int = 4 * MiB
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    file_reserved_time_hours: float = 72.0
+    disk_max_used_space_ratio: float = 0.75
+    clean_resource_interval_ms: int = 10_000
+    delete_when: str = "04"
+    message_index_enable: bool = True
+    duplication_enable: bool = False
+
+
+# Small segments and short delays so that edge cases (segment rolls, index rolls) come fast.
+TEST_MIN_STORE = StoreConfig(
+    mapped_file_size_commitlog=256 * 1024,
+    mapped_file_size_consume_queue=1000 * 20,
+    max_hash_slot_num=1000,
+    max_index_num=4000,
+    flush_interval_commitlog_ms=10,
+    flush_interval_consume_queue_ms=10,
+    clean_resource_interval_ms=100,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NamesrvConfig:
+    """Settings of a name server."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9876
+    broker_expire_ms: int = 120_000
+    scan_not_active_broker_interval_ms: int = 5_000
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    """Settings of a broker (its store settings live in ``store``)."""
+
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911
+    broker_ip: str = ""
+    namesrv_addr: str = ""
+    auto_create_topic: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    register_broker_interval_ms: int = 30_000
+    client_channel_expire_ms: int = 120_000
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1000
+    long_polling_recheck_ms: int = 5000
+    max_frame_size: int = 16 * MiB
+    max_in_flight_per_connection: int = 256
+    store: StoreConfig = dataclasses.field(default_factory=StoreConfig)
+
+
+T = TypeVar("T")
+
+
+def replace_fields(cfg: T, **changes: Any) -> T:
+    """Return a copy of a frozen config with ``changes`` applied, converting strings to field types."""
+    fields = {f.name: f for f in dataclasses.fields(cfg)}  # type: ignore[arg-type]
+    converted: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name not in fields:
+            raise ValueError(f"unknown config field {name!r} for {type(cfg).__name__}")
+        current = getattr(cfg, name)
+        converted[name] = _coerce(name, value, current)
+    return dataclasses.replace(cfg, **converted)  # type: ignore[type-var]
+
+
+def _coerce(name: str, value: Any, current: Any) -> Any:
+    if dataclasses.is_dataclass(current) and isinstance(value, dict):
+        return replace_fields(current, **value)
+    if isinstance(current, enum.Enum):
+        try:
+            return type(current)(value)
+        except ValueError:
+            allowed = ", ".join(m.value for m in type(current))
+            raise ValueError(f"{name}: {value!r} is not one of {allowed}") from None
+    if isinstance(current, bool):
+        if isinstance(value, str):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"{name}: {value!r} is not a boolean")
+        return bool(value)
+    if isinstance(current, int):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: {value!r} is not an integer") from None
+    if isinstance(current, float):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: {value!r} is not a number") from None
+    return value if isinstance(value, str) else str(value)
+
+
+def load_toml(path: str | Path, cfg: T) -> T:
+    """Apply the fields of a TOML file to ``cfg``; unknown names are an error, not silently ignored."""
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    return replace_fields(cfg, **data)
