@@ -1,0 +1,175 @@
+"""The name server's tables: which brokers are alive and which queues each topic has on them.
+
+Pure state, no I/O: handlers feed it registrations and ask it for routes; a timer asks it to drop
+brokers that went silent. Times are milliseconds passed in by the caller so tests need no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+
+__all__ = ["TopicQueues", "BrokerLiveInfo", "RegisterResult", "RouteTable", "PERM_READ", "PERM_WRITE"]
+
+log = logging.getLogger(__name__)
+
+PERM_INHERIT = 1
+PERM_WRITE = 2
+PERM_READ = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicQueues:
+    """The queues one broker serves for one topic."""
+
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = PERM_READ | PERM_WRITE
+    topic_sys_flag: int = 0
+
+
+@dataclasses.dataclass
+class BrokerLiveInfo:
+    last_update_ms: int
+    broker_name: str
+    ha_server_addr: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisterResult:
+    master_addr: str
+    ha_server_addr: str
+
+
+@dataclasses.dataclass
+class _Broker:
+    cluster: str
+    name: str
+    addrs: dict[int, str] = dataclasses.field(default_factory=dict)
+
+
+class RouteTable:
+    """Brokers, clusters and topic routes as brokers report them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._topics: dict[str, dict[str, TopicQueues]] = {}  # topic -> broker name -> queues
+        self._brokers: dict[str, _Broker] = {}  # broker name -> cluster and addresses by id
+        self._clusters: dict[str, set[str]] = {}  # cluster -> broker names
+        self._live: dict[str, BrokerLiveInfo] = {}  # broker address -> last heartbeat
+
+    def register_broker(
+        self,
+        *,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topics: dict[str, TopicQueues],
+        now_ms: int,
+    ) -> RegisterResult:
+        """Record a broker's registration; a master's topic list replaces what it had before."""
+        with self._lock:
+            self._clusters.setdefault(cluster, set()).add(broker_name)
+            broker = self._brokers.get(broker_name)
+            if broker is None:
+                broker = self._brokers[broker_name] = _Broker(cluster, broker_name)
+            # An address moving to another id (a slave promoted, a restart with a new id) replaces it.
+            for bid, addr in list(broker.addrs.items()):
+                if addr == broker_addr and bid != broker_id:
+                    del broker.addrs[bid]
+            first = broker.addrs.get(broker_id) != broker_addr
+            broker.addrs[broker_id] = broker_addr
+            if broker_id == 0:
+                for topic, queues in self._topics.items():
+                    if topic not in topics:
+                        queues.pop(broker_name, None)
+                for topic, tq in topics.items():
+                    self._topics.setdefault(topic, {})[broker_name] = tq
+                self._drop_empty_topics()
+            self._live[broker_addr] = BrokerLiveInfo(now_ms, broker_name, ha_server_addr)
+            if first:
+                log.info("broker registered name=%s addr=%s id=%d", broker_name, broker_addr, broker_id)
+            master = broker.addrs.get(0, "") if broker_id != 0 else ""
+            master_ha = self._live[master].ha_server_addr if master in self._live else ""
+            return RegisterResult(master, master_ha)
+
+    def unregister_broker(self, *, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        with self._lock:
+            self._live.pop(broker_addr, None)
+            broker = self._brokers.get(broker_name)
+            if broker is None:
+                return
+            if broker.addrs.get(broker_id) == broker_addr:
+                del broker.addrs[broker_id]
+            log.info("broker unregistered name=%s addr=%s", broker_name, broker_addr)
+            if not broker.addrs:
+                del self._brokers[broker_name]
+                names = self._clusters.get(broker.cluster)
+                if names is not None:
+                    names.discard(broker_name)
+                    if not names:
+                        del self._clusters[broker.cluster]
+                for queues in self._topics.values():
+                    queues.pop(broker_name, None)
+                self._drop_empty_topics()
+
+    def remove_broker_addr(self, broker_addr: str) -> None:
+        """Forget whatever broker was at ``broker_addr`` (its connection closed, or it expired)."""
+        with self._lock:
+            info = self._live.get(broker_addr)
+            name = info.broker_name if info else None
+            if name is None:
+                return
+            broker = self._brokers.get(name)
+            bid = next((i for i, a in (broker.addrs.items() if broker else ()) if a == broker_addr), None)
+            self.unregister_broker(broker_addr=broker_addr, broker_name=name, broker_id=bid or 0)
+
+    def expire(self, now_ms: int, expire_ms: int) -> list[str]:
+        """Drop brokers silent for longer than ``expire_ms``; returns their addresses."""
+        with self._lock:
+            dead = [a for a, info in self._live.items() if now_ms - info.last_update_ms > expire_ms]
+            for addr in dead:
+                log.warning("broker expired addr=%s silent_ms>%d", addr, expire_ms)
+                self.remove_broker_addr(addr)
+            return dead
+
+    def _drop_empty_topics(self) -> None:
+        for topic in [t for t, q in self._topics.items() if not q]:
+            del self._topics[topic]
+
+    # -- queries ----------------------------------------------------------------------------
+    def topic_route(self, topic: str) -> tuple[dict[str, TopicQueues], dict[str, tuple[str, dict[int, str]]]] | None:
+        """(queues by broker name, (cluster, addresses by id) by broker name) or None if unknown."""
+        with self._lock:
+            queues = self._topics.get(topic)
+            if not queues:
+                return None
+            brokers = {
+                name: (self._brokers[name].cluster, dict(self._brokers[name].addrs))
+                for name in queues
+                if name in self._brokers
+            }
+            if not brokers:
+                return None
+            return dict(queues), brokers
+
+    def topics(self) -> list[str]:
+        with self._lock:
+            return sorted(self._topics)
+
+    def delete_topic(self, topic: str) -> None:
+        with self._lock:
+            self._topics.pop(topic, None)
+
+    def cluster_info(self) -> tuple[dict[str, tuple[str, dict[int, str]]], dict[str, set[str]]]:
+        """(brokers by name as (cluster, addrs), broker names by cluster)."""
+        with self._lock:
+            brokers = {n: (b.cluster, dict(b.addrs)) for n, b in self._brokers.items()}
+            return brokers, {c: set(n) for c, n in self._clusters.items()}
+
+    def live_broker_addrs(self) -> list[str]:
+        with self._lock:
+            return list(self._live)

@@ -1,0 +1,164 @@
+"""The name server: request handlers over a :class:`RouteTable`, and its lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from orbitmq.config import NamesrvConfig
+from orbitmq.protocol.bodies import (
+    BrokerData,
+    ClusterInfo,
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    TopicList,
+    TopicRouteData,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
+from orbitmq.namesrv.route_table import RouteTable, TopicQueues
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
+
+__all__ = ["NameServer"]
+
+log = logging.getLogger(__name__)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class NameServer:
+    """Broker registry and topic routes, rebuilt from broker registrations (memory only)."""
+
+    def __init__(self, config: NamesrvConfig | None = None, *, clock: Callable[[], int] = _wall_ms) -> None:
+        self.config = config or NamesrvConfig()
+        self.routes = RouteTable()
+        self._clock = clock
+        self.server = RemotingServer(
+            self.config.listen_host, self.config.listen_port, name="namesrv"
+        )
+        self._broker_conns: dict[RemotingConnection, str] = {}
+        self._scan_task: asyncio.Task[None] | None = None
+        s = self.server
+        s.register(RequestCode.REGISTER_BROKER, self._register_broker)
+        s.register(RequestCode.UNREGISTER_BROKER, self._unregister_broker)
+        s.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._get_route)
+        s.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
+        s.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._topic_list)
+        s.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
+        s.on_connection_closed(self._connection_closed)
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop())
+        log.info("orbitmq namesrv ready on %s", self.address)
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            await asyncio.gather(self._scan_task, return_exceptions=True)
+        await self.server.stop()
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.routes.expire(self._clock(), self.config.broker_expire_ms)
+
+    # -- handlers ---------------------------------------------------------------------------
+    def _register_broker(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        h = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        wrapper = _parse_register_body(cmd.body)
+        topics = {
+            name: TopicQueues(tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
+            for name, tc in wrapper.topic_config_table.items()
+        }
+        result = self.routes.register_broker(
+            cluster=h.cluster_name,
+            broker_addr=h.broker_addr,
+            broker_name=h.broker_name,
+            broker_id=h.broker_id,
+            ha_server_addr=h.ha_server_addr,
+            topics=topics,
+            now_ms=self._clock(),
+        )
+        self._broker_conns[conn] = h.broker_addr
+        resp = RegisterBrokerResponseHeader(
+            ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
+        )
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=resp.to_ext_fields())
+
+    def _unregister_broker(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        h = UnregisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.routes.unregister_broker(
+            broker_addr=h.broker_addr, broker_name=h.broker_name, broker_id=h.broker_id
+        )
+        self._broker_conns.pop(conn, None)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _get_route(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        h = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        found = self.routes.topic_route(h.topic)
+        if found is None:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {h.topic}"
+            )
+        queues, brokers = found
+        route = TopicRouteData(
+            queue_datas=[
+                QueueData(name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+                for name, q in sorted(queues.items())
+            ],
+            broker_datas=[
+                BrokerData(cluster, name, addrs) for name, (cluster, addrs) in sorted(brokers.items())
+            ],
+        )
+        return cmd.response(ResponseCode.SUCCESS, body=route.to_json())
+
+    def _cluster_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        brokers, clusters = self.routes.cluster_info()
+        info = ClusterInfo(
+            broker_addr_table={n: BrokerData(c, n, a) for n, (c, a) in brokers.items()},
+            cluster_addr_table={c: sorted(names) for c, names in clusters.items()},
+        )
+        return cmd.response(ResponseCode.SUCCESS, body=info.to_json())
+
+    def _topic_list(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=TopicList(self.routes.topics()).to_json())
+
+    def _delete_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        h = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.routes.delete_topic(h.topic)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _connection_closed(self, conn: RemotingConnection) -> None:
+        addr = self._broker_conns.pop(conn, None)
+        if addr is not None:
+            log.info("broker connection closed addr=%s; removing its routes", addr)
+            self.routes.remove_broker_addr(addr)
+
+
+def _parse_register_body(body: bytes | memoryview) -> TopicConfigSerializeWrapper:
+    """REGISTER_BROKER bodies come as RegisterBrokerBody (Java 4.x) or a bare wrapper."""
+    if not body:
+        return TopicConfigSerializeWrapper()
+    reg = RegisterBrokerBody.from_json(bytes(body))
+    if reg.topic_config_serialize_wrapper.topic_config_table:
+        return reg.topic_config_serialize_wrapper
+    return TopicConfigSerializeWrapper.from_json(bytes(body))

@@ -1,0 +1,200 @@
+"""Numbers of the RocketMQ 4.x remoting protocol: request codes, response codes, languages and
+serialize types.
+
+The values are RocketMQ's and must never change meaning: real clients (Java, Go, the C++ client in
+PyPI's ``rocketmq`` wheel) send and expect exactly these numbers.
+
+OrbitMQ-only request codes, when we add capabilities RocketMQ lacks, live in the range
+``ORBITMQ_CODE_MIN..ORBITMQ_CODE_MAX`` (9000-9999), which RocketMQ does not use; a RocketMQ client
+never sends them and a broker that does not know one answers NOT_SUPPORTED like for any unknown code.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "RequestCode",
+    "ResponseCode",
+    "LanguageCode",
+    "SerializeType",
+    "ORBITMQ_CODE_MIN",
+    "ORBITMQ_CODE_MAX",
+]
+
+ORBITMQ_CODE_MIN = 9000
+ORBITMQ_CODE_MAX = 9999
+
+
+class RequestCode(enum.IntEnum):
+    """Request codes (RocketMQ's ``RequestCode``); the comment says who sends it to whom."""
+
+    SEND_MESSAGE = 10  # producer -> broker (V1 header names; the C++ client uses it for batches too)
+    PULL_MESSAGE = 11  # consumer -> broker
+    QUERY_MESSAGE = 12  # by key, client -> broker
+    QUERY_BROKER_OFFSET = 13
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17  # admin -> broker
+    GET_ALL_TOPIC_CONFIG = 21  # slave / admin -> broker
+    GET_TOPIC_CONFIG_LIST = 22
+    GET_TOPIC_NAME_LIST = 23
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
+    TRIGGER_DELETE_FILES = 27
+    GET_BROKER_RUNTIME_INFO = 28
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34  # client -> broker
+    UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36  # consumer -> broker: retry a failed message
+    END_TRANSACTION = 37  # producer -> broker, oneway
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39  # broker -> producer
+    NOTIFY_CONSUMER_IDS_CHANGED = 40  # broker -> consumer
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    GET_ALL_CONSUMER_OFFSET = 43
+    GET_ALL_DELAY_OFFSET = 45
+    CHECK_CLIENT_CONFIG = 46
+    PUT_KV_CONFIG = 100  # name server KV table
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    REGISTER_BROKER = 103  # broker -> name server
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105  # client -> name server
+    GET_BROKER_CLUSTER_INFO = 106
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    GET_TOPIC_STATS_INFO = 202
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_SUBSCRIPTIONGROUP = 207
+    GET_CONSUME_STATS = 208
+    SUSPEND_CONSUMER = 209
+    RESUME_CONSUMER = 210
+    RESET_CONSUMER_OFFSET_IN_CONSUMER = 211
+    RESET_CONSUMER_OFFSET_IN_BROKER = 212
+    ADJUST_CONSUMER_THREAD_POOL = 213
+    WHO_CONSUME_THE_MESSAGE = 214
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+    GET_KVLIST_BY_NAMESPACE = 219
+    RESET_CONSUMER_CLIENT_OFFSET = 220  # broker -> consumer
+    GET_CONSUMER_STATUS_FROM_CLIENT = 221  # broker -> consumer
+    INVOKE_BROKER_TO_RESET_OFFSET = 222  # admin -> broker
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
+    GET_TOPICS_BY_CLUSTER = 224
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
+    QUERY_CONSUME_TIME_SPAN = 303
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
+    CLEAN_EXPIRED_CONSUMEQUEUE = 306
+    GET_CONSUMER_RUNNING_INFO = 307  # broker -> consumer (on an admin's behalf)
+    QUERY_CORRECTION_OFFSET = 308
+    CONSUME_MESSAGE_DIRECTLY = 309  # broker -> consumer
+    SEND_MESSAGE_V2 = 310  # producer -> broker, short header names a..n
+    GET_UNIT_TOPIC_LIST = 311
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+    CLONE_GROUP_OFFSET = 314
+    VIEW_BROKER_STATS_DATA = 315
+    CLEAN_UNUSED_TOPIC = 316
+    GET_BROKER_CONSUME_STATS = 317
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    SEND_BATCH_MESSAGE = 320  # producer -> broker, V2 header names, batch body
+    QUERY_CONSUME_QUEUE = 321
+    QUERY_DATA_VERSION = 322
+    RESUME_CHECK_HALF_MESSAGE = 323
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    ADD_WRITE_PERM_OF_BROKER = 327
+
+
+class ResponseCode(enum.IntEnum):
+    """Response codes (RocketMQ's ``RemotingSysResponseCode`` + ``ResponseCode``)."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    NOT_SUPPORTED = 3  # Java calls it REQUEST_CODE_NOT_SUPPORTED; kept as an alias below
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
+    TRANSACTION_SHOULD_COMMIT = 200
+    TRANSACTION_SHOULD_ROLLBACK = 201
+    TRANSACTION_STATE_UNKNOW = 202  # sic, RocketMQ's spelling
+    TRANSACTION_STATE_GROUP_WRONG = 203
+    NO_BUYER_ID = 204
+    NOT_IN_CURRENT_UNIT = 205
+    CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
+    NO_MESSAGE = 208
+    FLOW_CONTROL = 215
+
+
+class LanguageCode(enum.IntEnum):
+    """The ``language`` of a command: a name in JSON headers, one byte in binary headers.
+
+    Unknown names or numbers from a peer decode as OTHER (see ``parse``): a client we have never
+    heard of must still be served.
+    """
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+
+    @classmethod
+    def parse(cls, value: object) -> LanguageCode:
+        """Lenient lookup by name (any case) or number; anything unknown is OTHER."""
+        if isinstance(value, str):
+            member = cls.__members__.get(value.upper())
+            return member if member is not None else cls.OTHER
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                return cls.OTHER
+        return cls.OTHER
+
+
+class SerializeType(enum.IntEnum):
+    """How the header of a frame is encoded (the high byte of the second length word)."""
+
+    JSON = 0
+    ROCKETMQ = 1

@@ -1,0 +1,627 @@
+"""Typed request/response headers: the ``extFields`` of a RemotingCommand as dataclasses.
+
+One small mechanism serves every header: the wire name of a field is its camelCase name (or the
+``wire("...")`` override where RocketMQ spells it otherwise, e.g. ``clientID``), its type (``int``,
+``str``, ``bool``, optionally ``| None``) says how to parse it, and a field without a default is
+required. Parsing is lenient the way real clients need: numbers may come as strings or JSON numbers
+(the C++ client sends ``queueId`` as a number), booleans as ``"true"``/``"True"``/``"1"``/``1``, and an
+empty string for a number counts as absent. Writing always produces strings Java parses: integers in
+decimal, booleans as ``"true"``/``"false"``, ``None`` fields left out.
+
+Field names and which ones are required follow RocketMQ 4.x's header classes (``@CFNotNull``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from orbitmq.errors import RemoteProtocolError
+
+__all__ = [
+    "Header",
+    "wire",
+    "PullSysFlag",
+    "SendMessageRequestHeader",
+    "SendMessageResponseHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "SearchOffsetByTimestampRequestHeader",
+    "SearchOffsetByTimestampResponseHeader",
+    "GetEarliestMsgStoretimeRequestHeader",
+    "GetEarliestMsgStoretimeResponseHeader",
+    "ViewMessageRequestHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "GetRouteInfoRequestHeader",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
+    "UnregisterBrokerRequestHeader",
+    "UnregisterClientRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "CreateTopicRequestHeader",
+    "DeleteTopicRequestHeader",
+    "DeleteTopicFromNamesrvRequestHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "EndTransactionRequestHeader",
+    "CheckTransactionStateRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "ResetOffsetRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
+    "GetTopicsByClusterRequestHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
+    "GetConsumerStatusRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
+    "ConsumeMessageDirectlyResultRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
+]
+
+_TRUE = frozenset({"true", "1", "yes", "y", "on"})
+_FALSE = frozenset({"false", "0", "no", "n", "off"})
+
+
+def wire(name: str, **kwargs: Any) -> Any:
+    """A dataclass field whose wire name is ``name`` instead of its derived camelCase name."""
+    return dataclasses.field(metadata={"wire": name}, **kwargs)
+
+
+class PullSysFlag(enum.IntFlag):
+    """Bits of PullMessageRequestHeader.sys_flag."""
+
+    COMMIT_OFFSET = 1  # commit_offset carries the consumer's offset to store
+    SUSPEND = 2  # hold the request (long polling) when nothing is there yet
+    SUBSCRIPTION = 4  # the request carries its subscription expression
+    CLASS_FILTER = 8
+    LITE_PULL = 16
+
+
+# ------------------------------------------------------------------------------- the mechanism
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str  # Python attribute
+    wire: str  # default wire name
+    kind: type  # int, str or bool
+    required: bool
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _kind_of(owner: type, name: str, hint: object) -> type:
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else ()
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if base not in (int, str, bool):
+        raise TypeError(f"{owner.__name__}.{name}: header fields are int, str or bool, not {hint}")
+    return typing.cast(type, base)
+
+
+# Per-class field specs, derived once from the class definition and never changed afterwards.
+_SPECS: dict[type, tuple[_FieldSpec, ...]] = {}
+
+
+def _spec(cls: type) -> tuple[_FieldSpec, ...]:
+    cached = _SPECS.get(cls)
+    if cached is None:
+        cached = _SPECS[cls] = _derive_spec(cls)
+    return cached
+
+
+def _derive_spec(cls: type) -> tuple[_FieldSpec, ...]:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append(
+            _FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)),
+                       _kind_of(cls, f.name, hints[f.name]), required)
+        )
+    return tuple(specs)
+
+
+def _parse_int(raw: object, where: str) -> int:
+    if type(raw) is int:
+        return raw
+    if isinstance(raw, str):
+        try:
+            return int(raw.strip())
+        except ValueError:
+            pass
+    elif isinstance(raw, bool) or (isinstance(raw, float) and raw.is_integer()):
+        return int(raw)
+    raise RemoteProtocolError(f"{where}: expected an integer, got {raw!r}")
+
+
+def _parse_bool(raw: object, where: str) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int) and raw in (0, 1):
+        return bool(raw)
+    if isinstance(raw, str):
+        text = raw.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    raise RemoteProtocolError(f"{where}: expected a boolean, got {raw!r}")
+
+
+def _parse_str(raw: object, where: str) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, int | float):
+        return str(raw)
+    raise RemoteProtocolError(f"{where}: expected a string, got {raw!r}")
+
+
+_PARSERS = {int: _parse_int, bool: _parse_bool, str: _parse_str}
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(int(typing.cast(int, value)))
+
+
+def _decode(cls: type[Any], fields: Mapping[str, object], names: Mapping[str, str] | None) -> Any:
+    if not isinstance(fields, Mapping):
+        raise RemoteProtocolError(f"{cls.__name__}: extFields must be a mapping")
+    kwargs: dict[str, Any] = {}
+    for spec in _spec(cls):
+        wire_name = names[spec.name] if names is not None else spec.wire
+        raw = fields.get(wire_name)
+        if raw is None or (spec.kind is not str and isinstance(raw, str) and not raw.strip()):
+            if spec.required:
+                raise RemoteProtocolError(f"{cls.__name__}: missing required field {wire_name!r}")
+            continue
+        kwargs[spec.name] = _PARSERS[spec.kind](raw, f"{cls.__name__}.{wire_name}")
+    return cls(**kwargs)
+
+
+def _encode(header: object, names: Mapping[str, str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for spec in _spec(type(header)):
+        value = getattr(header, spec.name)
+        if value is not None:
+            out[names[spec.name] if names is not None else spec.wire] = _format(value)
+    return out
+
+
+class Header:
+    """Base of every header dataclass: extFields in, extFields out."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, object]) -> Self:
+        """Parses a command's extFields (unknown keys, like the C++ client's ACL fields, ignored).
+
+        Raises:
+            RemoteProtocolError: a required field is missing (the message names it) or a value
+                does not parse as its type.
+        """
+        return typing.cast(Self, _decode(cls, fields, None))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        """The extFields of this header: camelCase wire names, string values, None left out."""
+        return _encode(self, None)
+
+    @classmethod
+    def wire_names(cls) -> dict[str, str]:
+        """Python field name -> wire name, for tools and tests."""
+        return {spec.name: spec.wire for spec in _spec(cls)}
+
+
+# ------------------------------------------------------------------------------- send
+@dataclasses.dataclass(slots=True)
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10) with these names; SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)
+    carry the same fields under the one-letter names of ``V2_NAMES``."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int = 0
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: int | None = None
+    broker_name: str | None = None
+
+    V2_NAMES: ClassVar[Mapping[str, str]] = types.MappingProxyType({
+        "producer_group": "a", "topic": "b", "default_topic": "c", "default_topic_queue_nums": "d",
+        "queue_id": "e", "sys_flag": "f", "born_timestamp": "g", "flag": "h", "properties": "i",
+        "reconsume_times": "j", "unit_mode": "k", "max_reconsume_times": "l", "batch": "m",
+        "broker_name": "n",
+    })
+
+    @classmethod
+    def from_v2_ext_fields(cls, fields: Mapping[str, object]) -> SendMessageRequestHeader:
+        """Parses the short a..n names of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE."""
+        return typing.cast(SendMessageRequestHeader, _decode(cls, fields, cls.V2_NAMES))
+
+    def to_v2_ext_fields(self) -> dict[str, str]:
+        """The extFields under the short a..n names (smaller headers, what Java sends)."""
+        return _encode(self, self.V2_NAMES)
+
+    @classmethod
+    def from_any_ext_fields(cls, fields: Mapping[str, object]) -> SendMessageRequestHeader:
+        """Either naming, judged by the fields themselves: the C++ client sends V1 names under
+        code 10 even for batches, Java sends V2 names under 310 and 320."""
+        if "producerGroup" not in fields and "a" in fields:
+            return cls.from_v2_ext_fields(fields)
+        return cls.from_ext_fields(fields)
+
+
+@dataclasses.dataclass(slots=True)
+class SendMessageResponseHeader(Header):
+    """Answer to a send; msg_id is the offset message id of the (first) stored message."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+
+
+# ------------------------------------------------------------------------------- pull & offsets
+@dataclasses.dataclass(slots=True)
+class PullMessageRequestHeader(Header):
+    """PULL_MESSAGE (11); sys_flag bits in PullSysFlag, suspend timeout for long polling."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    subscription: str | None = None
+    sub_version: int = 0
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class PullMessageResponseHeader(Header):
+    """Answer to a pull; the body is the stored messages as they lie in the CommitLog."""
+
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(Header):
+    """QUERY_CONSUMER_OFFSET (14): a group's committed offset in one queue."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@dataclasses.dataclass(slots=True)
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(Header):
+    """UPDATE_CONSUMER_OFFSET (15), often sent oneway."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class GetMaxOffsetRequestHeader(Header):
+    """GET_MAX_OFFSET (30): one past the last message of a queue."""
+
+    topic: str
+    queue_id: int
+
+
+@dataclasses.dataclass(slots=True)
+class GetMaxOffsetResponseHeader(Header):
+    offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class GetMinOffsetRequestHeader(Header):
+    """GET_MIN_OFFSET (31): the first message still stored in a queue."""
+
+    topic: str
+    queue_id: int
+
+
+@dataclasses.dataclass(slots=True)
+class GetMinOffsetResponseHeader(Header):
+    offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class SearchOffsetByTimestampRequestHeader(Header):
+    """SEARCH_OFFSET_BY_TIMESTAMP (29); Java's SearchOffsetRequestHeader."""
+
+    topic: str
+    queue_id: int
+    timestamp: int
+
+
+@dataclasses.dataclass(slots=True)
+class SearchOffsetByTimestampResponseHeader(Header):
+    offset: int
+
+
+@dataclasses.dataclass(slots=True)
+class GetEarliestMsgStoretimeRequestHeader(Header):
+    """GET_EARLIEST_MSG_STORETIME (32)."""
+
+    topic: str
+    queue_id: int
+
+
+@dataclasses.dataclass(slots=True)
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+# ------------------------------------------------------------------------------- messages
+@dataclasses.dataclass(slots=True)
+class ViewMessageRequestHeader(Header):
+    """VIEW_MESSAGE_BY_ID (33): offset is the CommitLog offset decoded from an offset msg id."""
+
+    offset: int
+    topic: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE (12): messages of a topic by key within a time range."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+
+
+@dataclasses.dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+# ------------------------------------------------------------------------------- name server
+@dataclasses.dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    """GET_ROUTEINFO_BY_TOPIC (105)."""
+
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER (103); the body carries the broker's topic configs."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class UnregisterBrokerRequestHeader(Header):
+    """UNREGISTER_BROKER (104)."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclasses.dataclass(slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    """DELETE_TOPIC_IN_NAMESRV (216)."""
+
+    topic: str
+    cluster_name: str | None = None
+
+
+# ------------------------------------------------------------------------------- clients
+@dataclasses.dataclass(slots=True)
+class UnregisterClientRequestHeader(Header):
+    """UNREGISTER_CLIENT (35); the C++ client sends the unused group as ``""``."""
+
+    client_id: str = wire("clientID")
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class GetConsumerListByGroupRequestHeader(Header):
+    """GET_CONSUMER_LIST_BY_GROUP (38)."""
+
+    consumer_group: str
+
+
+@dataclasses.dataclass(slots=True)
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    """NOTIFY_CONSUMER_IDS_CHANGED (40), broker -> consumer, oneway."""
+
+    consumer_group: str
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    """CONSUMER_SEND_MSG_BACK (36): offset is the failed message's CommitLog offset."""
+
+    offset: int
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class EndTransactionRequestHeader(Header):
+    """END_TRANSACTION (37), oneway; commit_or_rollback 0 unknown, 8 commit, 12 rollback."""
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class CheckTransactionStateRequestHeader(Header):
+    """CHECK_TRANSACTION_STATE (39), broker -> producer; the body is the half message."""
+
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220)."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = False
+
+
+@dataclasses.dataclass(slots=True)
+class GetConsumerStatusRequestHeader(Header):
+    """GET_CONSUMER_STATUS_FROM_CLIENT (221)."""
+
+    topic: str
+    group: str
+    client_addr: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (307), broker -> consumer."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309), broker -> consumer."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+
+
+# ------------------------------------------------------------------------------- admin
+@dataclasses.dataclass(slots=True)
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (17); defaults are what RocketMQ's admin tools send."""
+
+    topic: str
+    default_topic: str = "TBW102"
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+@dataclasses.dataclass(slots=True)
+class DeleteTopicRequestHeader(Header):
+    """DELETE_TOPIC_IN_BROKER (215)."""
+
+    topic: str
+
+
+@dataclasses.dataclass(slots=True)
+class GetTopicStatsInfoRequestHeader(Header):
+    """GET_TOPIC_STATS_INFO (202)."""
+
+    topic: str
+
+
+@dataclasses.dataclass(slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    """GET_CONSUME_STATS (208); no topic means every topic of the group."""
+
+    consumer_group: str
+    topic: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class GetConsumerConnectionListRequestHeader(Header):
+    """GET_CONSUMER_CONNECTION_LIST (203)."""
+
+    consumer_group: str
+
+
+@dataclasses.dataclass(slots=True)
+class GetTopicsByClusterRequestHeader(Header):
+    """GET_TOPICS_BY_CLUSTER (224)."""
+
+    cluster: str
+
+
+@dataclasses.dataclass(slots=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str
+
+
+@dataclasses.dataclass(slots=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP (207)."""
+
+    group_name: str
+    remove_offset: bool = False

@@ -1,0 +1,228 @@
+"""A ConsumeQueue: the per topic-queue index of 20-byte entries into the CommitLog.
+
+Entry ``i`` (the message of queue offset ``i``) lies at byte ``i * 20`` of the queue's global
+offset space: commit log offset i64 | size i32 | tags code i64. Only the dispatch thread writes;
+readers take snapshots of the segment list. Retention raises ``min_offset`` when the CommitLog
+segments its first entries point to are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable
+
+from orbitmq.errors import ClientError
+from orbitmq.store.file_ops import FileOps
+from orbitmq.store.mapped_file import MappedFile
+from orbitmq.store.mapped_file_queue import MappedFileQueue
+
+__all__ = ["ConsumeQueue", "CQ_ENTRY", "CQ_ENTRY_SIZE", "BLANK_ENTRY_SIZE_FIELD"]
+
+log = logging.getLogger(__name__)
+
+CQ_ENTRY = struct.Struct(">qiq")
+CQ_ENTRY_SIZE = 20
+BLANK_ENTRY_SIZE_FIELD = 0x7FFFFFFF  # size of a filler entry (RocketMQ's blank), never read
+
+
+class ConsumeQueue:
+    """Entries of one (topic, queue id)."""
+
+    def __init__(
+        self, topic: str, queue_id: int, root: str, file_size: int, file_ops: FileOps
+    ) -> None:
+        if file_size % CQ_ENTRY_SIZE:
+            raise ClientError(f"consume queue file size {file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.topic_raw = topic.encode("utf-8")
+        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size, file_ops)
+        self.min_offset = 0  # first readable queue offset
+        self.max_phy_end = 0  # commit log offset just past the last entry's message
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last entry's queue offset."""
+        return self.mfq.max_offset // CQ_ENTRY_SIZE
+
+    def entry(self, index: int) -> tuple[int, int, int] | None:
+        """(commit log offset, size, tags code) of entry ``index``; None when absent."""
+        mf = self.mfq.find(index * CQ_ENTRY_SIZE)
+        if mf is None:
+            return None
+        pos = index * CQ_ENTRY_SIZE - mf.file_from_offset
+        if pos + CQ_ENTRY_SIZE > mf.wrote_position:
+            return None
+        try:
+            return CQ_ENTRY.unpack_from(mf.view, pos)  # type: ignore[return-value]
+        except ValueError:  # segment deleted meanwhile
+            return None
+
+    def entries_from(self, index: int, count_max: int) -> memoryview | None:
+        """Raw entries from ``index`` to the end of its segment's written part (at most
+        ``count_max``), or None when ``index`` is not stored."""
+        mf = self.mfq.find(index * CQ_ENTRY_SIZE)
+        if mf is None:
+            return None
+        pos = index * CQ_ENTRY_SIZE - mf.file_from_offset
+        end = min(mf.wrote_position, pos + count_max * CQ_ENTRY_SIZE)
+        if pos >= end:
+            return None
+        try:
+            return mf.slice(pos, end - pos)
+        except ValueError:
+            return None
+
+    def roll_next_index(self, index: int) -> int:
+        """First queue offset of the segment after the one holding ``index``."""
+        return self.mfq.roll_next_offset(index * CQ_ENTRY_SIZE) // CQ_ENTRY_SIZE
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def put(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """Record the message of ``queue_offset``. A duplicate (re-dispatch after recovery) is
+        skipped; a gap is filled with blank entries and logged. Returns False when skipped.
+
+        Raises:
+            OSError: a new segment cannot be created.
+        """
+        expected = queue_offset * CQ_ENTRY_SIZE
+        mfq = self.mfq
+        if not mfq.files:
+            mf = mfq.last_file_for_append(expected)
+            mf.reset_positions(expected - mf.file_from_offset)
+            self._fill_blank(mf, mf.file_from_offset, expected)
+            self.min_offset = queue_offset
+        current = mfq.max_offset
+        if expected < current:
+            return False
+        if expected > current:
+            log.error(
+                "consume queue gap filled topic=%s queue=%d from=%d to=%d",
+                self.topic, self.queue_id, current // 20, queue_offset,
+            )
+            while current < expected:
+                self._put_raw(0, BLANK_ENTRY_SIZE_FIELD, 0)
+                current += CQ_ENTRY_SIZE
+        self._put_raw(phy_offset, size, tags_code)
+        self.max_phy_end = phy_offset + size
+        return True
+
+    def _put_raw(self, phy_offset: int, size: int, tags_code: int) -> None:
+        mf = self.mfq.last_file_for_append()
+        pos = mf.wrote_position
+        CQ_ENTRY.pack_into(mf.buf, pos, phy_offset, size, tags_code)
+        mf.wrote_position = pos + CQ_ENTRY_SIZE
+
+    @staticmethod
+    def _fill_blank(mf: MappedFile, start: int, end: int) -> None:
+        # Entries before a queue's first real one, as when RocketMQ creates a queue mid-way.
+        blank = CQ_ENTRY.pack(0, BLANK_ENTRY_SIZE_FIELD, 0)
+        for at in range(start - mf.file_from_offset, end - mf.file_from_offset, CQ_ENTRY_SIZE):
+            mf.buf[at : at + CQ_ENTRY_SIZE] = blank
+
+    def flush(self) -> int:
+        return self.mfq.flush()
+
+    # -- recovery -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.mfq.load()
+
+    def recover(self, cut: int, is_stored: Callable[[int, int, int], bool]) -> int:
+        """Keep the entries that point below ``cut`` and whose message ``is_stored(index, phy,
+        size)`` confirms; drop the rest. Returns how many entries were dropped.
+
+        Valid entries form a prefix (they are written in order, and everything below the last
+        checkpoint was synced), so a binary search finds the end even across whole segments of
+        zeros or torn garbage, checking a handful of entries against the CommitLog.
+        """
+        files = self.mfq.files
+        if not files:
+            return 0
+        lo = files[0].file_from_offset // CQ_ENTRY_SIZE
+        hi = (files[-1].file_from_offset + self.mfq.file_size) // CQ_ENTRY_SIZE
+        first = lo
+
+        def good(i: int) -> bool:
+            mf = self.mfq.find(i * CQ_ENTRY_SIZE)
+            assert mf is not None
+            phy, size, _ = CQ_ENTRY.unpack_from(mf.buf, i * CQ_ENTRY_SIZE - mf.file_from_offset)
+            if size == BLANK_ENTRY_SIZE_FIELD and phy == 0:
+                return True
+            return size > 0 and 0 <= phy < cut and is_stored(i, phy, size)
+
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if good(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        dropped_end = self.mfq.max_offset // CQ_ENTRY_SIZE
+        self.mfq.truncate(lo * CQ_ENTRY_SIZE)
+        self.max_phy_end = 0
+        for i in range(lo - 1, first - 1, -1):
+            found = self.entry(i)
+            if found is not None and found[1] != BLANK_ENTRY_SIZE_FIELD:
+                self.max_phy_end = found[0] + found[1]
+                break
+        self.min_offset = max(self.min_offset, first)
+        return max(0, dropped_end - lo)
+
+    def truncate_to(self, queue_offset: int) -> None:
+        """Drop entries at or past ``queue_offset``."""
+        self.mfq.truncate(queue_offset * CQ_ENTRY_SIZE)
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def correct_min_offset(self, min_phy_offset: int) -> None:
+        """Raise ``min_offset`` to the first entry whose message is still in the CommitLog."""
+        files = self.mfq.files
+        if not files:
+            return
+        lo = max(self.min_offset, files[0].file_from_offset // CQ_ENTRY_SIZE)
+        hi = self.max_offset
+        while lo < hi:  # commit log offsets grow with queue offsets
+            mid = (lo + hi) // 2
+            found = self.entry(mid)
+            if found is not None and (found[0] < min_phy_offset or found[1] == BLANK_ENTRY_SIZE_FIELD):
+                lo = mid + 1
+            else:
+                hi = mid
+        self.min_offset = lo
+
+    def delete_expired(self, min_phy_offset: int, count_max: int = 10) -> int:
+        """Delete leading segments whose every entry points below ``min_phy_offset``."""
+        last_at = self.mfq.file_size - CQ_ENTRY_SIZE
+
+        def expired(mf: MappedFile) -> bool:
+            phy, size, _ = CQ_ENTRY.unpack_from(mf.buf, last_at)
+            return phy + size <= min_phy_offset or size == BLANK_ENTRY_SIZE_FIELD
+
+        deleted = self.mfq.delete_first_files(expired, count_max)
+        self.correct_min_offset(min_phy_offset)
+        return deleted
+
+    def offset_by_time(self, timestamp_ms: int, store_timestamp_at: Callable[[int], int]) -> int:
+        """First queue offset whose message was stored at or after ``timestamp_ms`` (the max
+        offset when every message is older)."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = self.entry(mid)
+            ts = -1 if found is None else store_timestamp_at(found[0])
+            if ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def close(self) -> None:
+        self.mfq.close()
+
+    def destroy(self) -> None:
+        self.mfq.destroy()

@@ -1,0 +1,187 @@
+"""The file operations the store needs, behind a small protocol so that tests can swap the disk.
+
+The real implementation maps segment files with ``mmap``; ``orbitmq.testing.faulty_files`` provides
+one over byte buffers that remembers what an fsync made durable and can simulate a power cut.
+A region's ``buf`` is written in place (slice assignment, ``struct.pack_into``) and read through
+memoryviews; nothing the store writes is durable before ``sync`` covers it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+import shutil
+from typing import Any, Protocol
+
+__all__ = ["MappedRegion", "FileOps", "OsFileOps", "OsRegion"]
+
+log = logging.getLogger(__name__)
+
+
+class MappedRegion(Protocol):
+    """A fixed-size file opened for in-place writes."""
+
+    buf: Any  # writable buffer: mmap.mmap or bytearray
+
+    def sync(self, start: int, end: int) -> None:
+        """Make bytes [start, end) durable (msync/fsync); returns when they are."""
+
+    def close(self) -> bool:
+        """Release the mapping; False if readers still hold views (retry later)."""
+
+
+class FileOps(Protocol):
+    """Directory and file operations of the store."""
+
+    def makedirs(self, path: str) -> None: ...
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in ``path``; empty when it does not exist."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def file_size(self, path: str) -> int: ...
+
+    def open_region(self, path: str, size: int, *, create: bool) -> MappedRegion:
+        """Map ``path``; with ``create`` make a new zero-filled file of ``size`` bytes first.
+
+        Raises:
+            OSError: the file cannot be created (e.g. no space left) or opened.
+        """
+
+    def remove(self, path: str) -> None: ...
+
+    def remove_tree(self, path: str) -> None: ...
+
+    def read_file(self, path: str) -> bytes | None:
+        """Whole contents of a small file, or None when it does not exist."""
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Replace a small file's contents durably (write, fsync) before returning."""
+
+    def disk_used_ratio(self, path: str) -> float:
+        """Used fraction (0..1) of the file system holding ``path``."""
+
+
+class OsRegion:
+    """A segment file mapped with ``mmap``."""
+
+    __slots__ = ("path", "buf")
+
+    def __init__(self, path: str, buf: mmap.mmap) -> None:
+        self.path = path
+        self.buf = buf
+
+    def sync(self, start: int, end: int) -> None:
+        if end <= start:
+            return
+        aligned = start - start % mmap.PAGESIZE
+        self.buf.flush(aligned, end - aligned)  # msync(MS_SYNC) over the range
+
+    def close(self) -> bool:
+        try:
+            self.buf.close()
+        except BufferError:  # a reader still holds a memoryview of it
+            return False
+        return True
+
+
+class OsFileOps:
+    """The real file system."""
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            return []
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def file_size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def open_region(self, path: str, size: int, *, create: bool) -> OsRegion:
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                _allocate(fd, size)
+            elif os.fstat(fd).st_size < size:
+                raise OSError(errno.EINVAL, f"{path} is shorter than {size} bytes")
+            buf = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            if create:
+                os.remove(path)
+            raise
+        os.close(fd)  # the mapping keeps its own reference to the file
+        if create:
+            _fsync_dir(os.path.dirname(path))
+        return OsRegion(path, buf)
+
+    def remove(self, path: str) -> None:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def read_file(self, path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write_file(self, path: str, data: bytes) -> None:
+        created = not os.path.exists(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(os.path.dirname(path))
+
+    def disk_used_ratio(self, path: str) -> float:
+        st = os.statvfs(path)
+        total = st.f_blocks * st.f_frsize
+        if total <= 0:
+            return 0.0
+        return 1.0 - (st.f_bavail * st.f_frsize) / total
+
+
+def _allocate(fd: int, size: int) -> None:
+    # Real blocks up front: a write into a hole of a full disk would kill the process with SIGBUS,
+    # while posix_fallocate fails cleanly with ENOSPC (and later writes need no block allocation).
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+            os.ftruncate(fd, size)
+        else:
+            raise
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a new directory entry durable, so that a power cut cannot lose a whole segment."""
+    try:
+        fd = os.open(path or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:  # some file systems refuse fsync on directories
+        log.debug("directory fsync failed path=%s err=%s", path, e)
+    finally:
+        os.close(fd)

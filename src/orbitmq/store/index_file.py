@@ -1,0 +1,662 @@
+"""Key index of the store: RocketMQ's IndexFile layout, one ``mmap`` per file.
+
+The index maps a message key (each KEYS entry and the UNIQ_KEY, as ``topic#key``) to the commit-log
+offsets of the messages carrying it, so that QUERY_MESSAGE finds messages without scanning the log.
+
+File layout, big-endian, the same as RocketMQ 4.x so that files can be read by either:
+
+    header   40 B              begin timestamp i64 | end timestamp i64 | begin phy offset i64
+                               | end phy offset i64 | used hash slot count i32 | index count i32
+    slots    hash_slot_num x 4 B   number of the newest entry whose key hash falls in the slot (0: none)
+    entries  index_num x 20 B      key hash i32 | phy offset i64 | seconds since begin timestamp i32
+                                   | number of the previous entry of the same slot (0: end of chain)
+
+Entries are numbered from 1 so that 0 can mean "none". The header's index count is the number of the
+next entry (1 in an empty file) and the space of entry 0 is never used, so a file holds
+``index_num - 1`` entries, as in RocketMQ.
+
+Invariants the code relies on (the service guarantees them):
+- entries are appended in non-decreasing phy offset order, so a chain runs from newer to older entries
+  and ``prev < n`` always holds for entry ``n``; readers refuse any link that breaks this, which bounds
+  every walk even over a damaged file;
+- a put writes the entry, then the header, then the slot: a process killed in between leaves at worst
+  one counted entry that its slot does not reach yet, which ``repair_torn_put`` links after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import operator
+import os
+import re
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from orbitmq.errors import ClientError, StoreError
+
+__all__ = [
+    "HEADER_SIZE",
+    "HASH_SLOT_SIZE",
+    "INDEX_ENTRY_SIZE",
+    "java_string_hash",
+    "index_key_hash",
+    "build_key",
+    "IndexFile",
+    "IndexService",
+    "QueryOffsetResult",
+]
+
+log = logging.getLogger(__name__)
+
+HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_ENTRY_SIZE = 20
+
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+_INT32_MAX = 0x7FFF_FFFF
+_INT32_MIN = -0x8000_0000
+_MASK32 = 0xFFFF_FFFF
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+_FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
+_TMP_SUFFIX = ".tmp"
+_HASH_CHUNK = 256
+_POW31 = [pow(31, i, 1 << 32) for i in range(_HASH_CHUNK + 1)]  # 31^i mod 2^32
+_POW31_DESC = _POW31[_HASH_CHUNK - 1 :: -1]  # 31^(CHUNK-1) ... 31^0
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as int32."""
+    units: bytes | memoryview
+    if s.isascii():
+        units = s.encode("ascii")
+    else:
+        # Java hashes UTF-16 code units: a character beyond the BMP counts as its two surrogates.
+        units = memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
+    # sum(map(mul)) runs in C and is faster than a Python loop; chunks keep the ints small.
+    n = len(units)
+    if n <= _HASH_CHUNK:  # the usual case, in one step
+        h = sum(map(operator.mul, units, _POW31_DESC[_HASH_CHUNK - n :])) & _MASK32
+        return h - 0x1_0000_0000 if h > _INT32_MAX else h
+    h = 0
+    for start in range(0, n, _HASH_CHUNK):
+        chunk = units[start : start + _HASH_CHUNK]
+        powers = _POW31_DESC[_HASH_CHUNK - len(chunk) :]
+        h = (h * _POW31[len(chunk)] + sum(map(operator.mul, chunk, powers))) & _MASK32
+    return h - 0x1_0000_0000 if h > _INT32_MAX else h
+
+
+def index_key_hash(key: str) -> int:
+    """The hash an entry stores: ``abs(hashCode)``; Integer.MIN_VALUE, whose abs overflows, gives 0."""
+    h = java_string_hash(key)
+    return 0 if h == _INT32_MIN else abs(h)
+
+
+def build_key(topic: str, key: str) -> str:
+    """The indexed form of a key: RocketMQ's ``topic#key``."""
+    return f"{topic}#{key}"
+
+
+def _check_geometry(hash_slot_num: int, index_num: int) -> None:
+    if hash_slot_num < 1 or index_num < 2:  # entry 0 is never used: one fewer could hold nothing
+        raise ClientError(f"need hash_slot_num >= 1, index_num >= 2: {hash_slot_num}, {index_num}")
+
+
+class _CorruptHeader(StoreError):
+    """The header of an index file is impossible (damage from a crash or from another writer)."""
+
+
+class IndexFile:
+    """One index file, written through ``mmap``.
+
+    Opens ``path`` if it exists (its size must match the geometry), otherwise creates it. Not
+    thread-safe: IndexService serializes every call except ``flush``, which may run beside writes.
+    """
+
+    def __init__(self, path: str, hash_slot_num: int, index_num: int) -> None:
+        _check_geometry(hash_slot_num, index_num)
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self._entries_at = HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self.file_size = self._entries_at + index_num * INDEX_ENTRY_SIZE
+        self._io_lock = threading.Lock()  # flush() against close()
+        self._closed = False
+        self._dirty = False
+        self._fd = _open_or_create(path, self.file_size, hash_slot_num, index_num)
+        mm = None
+        try:
+            self._mm = mm = mmap.mmap(self._fd, self.file_size)
+            self._read_header()
+        except BaseException:
+            if mm is not None:
+                mm.close()
+            os.close(self._fd)
+            raise
+
+    # -- header -------------------------------------------------------------------------------
+
+    def _read_header(self) -> None:
+        fields = _HEADER.unpack_from(self._mm)
+        begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = fields
+        if index_count == 0:  # a file created but never written, as RocketMQ also accepts
+            index_count = 1
+        if (
+            not 1 <= index_count <= self.index_num
+            or not 0 <= slot_count <= self.hash_slot_num
+            or (index_count > 1 and not 0 <= begin_phy <= end_phy)
+        ):
+            raise _CorruptHeader(
+                f"index file {self.path}: impossible header index_count={index_count} "
+                f"slot_count={slot_count} phy={begin_phy}..{end_phy}"
+            )
+        self._begin_ts, self._end_ts = begin_ts, end_ts
+        self._begin_phy, self._end_phy = begin_phy, end_phy
+        self._slot_count, self._index_count = slot_count, index_count
+
+    def _write_header(self) -> None:
+        fields = (self._begin_ts, self._end_ts, self._begin_phy, self._end_phy)
+        _HEADER.pack_into(self._mm, 0, *fields, self._slot_count, self._index_count)
+
+    def _slot_at(self, key_hash: int) -> int:
+        return HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+
+    def _entry(self, n: int) -> tuple[int, int, int, int]:
+        return _ENTRY.unpack_from(self._mm, self._entries_at + n * INDEX_ENTRY_SIZE)
+
+    @property
+    def begin_timestamp(self) -> int:
+        """Store timestamp (ms) of the first entry; 0 in an empty file."""
+        return self._begin_ts
+
+    @property
+    def end_timestamp(self) -> int:
+        """Newest store timestamp (ms) indexed here; 0 in an empty file."""
+        return self._end_ts
+
+    @property
+    def begin_phy_offset(self) -> int:
+        """Commit-log offset of the first entry's message; 0 in an empty file."""
+        return self._begin_phy
+
+    @property
+    def end_phy_offset(self) -> int:
+        """Commit-log offset of the last entry's message (its start, not its end); 0 when empty."""
+        return self._end_phy
+
+    @property
+    def hash_slot_count(self) -> int:
+        """How many slots hold a chain (statistics only)."""
+        return self._slot_count
+
+    @property
+    def entry_count(self) -> int:
+        """How many entries the file holds (the header's index count minus one)."""
+        return self._index_count - 1
+
+    @property
+    def is_write_full(self) -> bool:
+        """True when no entry fits any more."""
+        return self._index_count >= self.index_num
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp_ms: int) -> bool:
+        """Index ``key`` (already in ``topic#key`` form) at ``phy_offset``; False when the file is full."""
+        return self.put_hash(index_key_hash(key), phy_offset, store_timestamp_ms)
+
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp_ms: int) -> bool:
+        """``put_key`` with the hash already computed (the service hashes each key once)."""
+        n = self._index_count
+        if n >= self.index_num:
+            return False
+        assert 0 <= key_hash <= _INT32_MAX, key_hash
+        assert n == 1 or phy_offset >= self._end_phy, "phy offsets must not decrease in a file"
+        slot_at = self._slot_at(key_hash)
+        (head,) = _SLOT.unpack_from(self._mm, slot_at)
+        if not 0 < head < n:  # empty, or garbage that must not become a link
+            head = 0
+        if n == 1:
+            self._begin_ts, self._begin_phy = store_timestamp_ms, phy_offset
+        # Seconds since the file's first entry, clamped into an i32 (a clock stepping back gives 0).
+        diff_s = min(max((store_timestamp_ms - self._begin_ts) // 1000, 0), _INT32_MAX)
+        _ENTRY.pack_into(
+            self._mm, self._entries_at + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff_s, head
+        )
+        self._index_count = n + 1
+        self._end_phy = phy_offset
+        self._end_ts = max(self._end_ts, store_timestamp_ms)
+        if head == 0:
+            self._slot_count += 1
+        self._write_header()
+        _SLOT.pack_into(self._mm, slot_at, n)  # last: see the module docstring on torn puts
+        self._dirty = True
+        return True
+
+    def truncate_from(self, phy_offset: int) -> None:
+        """Remove the entries of messages at or past ``phy_offset`` (a truncated commit log's end).
+
+        Removed entries are unlinked newest first, each giving its slot back to its predecessor, which
+        restores the chains exactly as they were before those puts.
+        """
+        cut = self._first_entry_at_or_past(phy_offset)
+        if cut >= self._index_count:
+            return
+        for n in range(self._index_count - 1, cut - 1, -1):
+            key_hash, _, _, prev = self._entry(n)
+            slot_at = self._slot_at(key_hash)
+            if _SLOT.unpack_from(self._mm, slot_at)[0] == n:
+                prev = prev if 0 < prev < n else 0
+                _SLOT.pack_into(self._mm, slot_at, prev)
+                if prev == 0:
+                    self._slot_count = max(self._slot_count - 1, 0)
+        # The bytes of removed entries stay: nothing reads past the index count and puts overwrite them.
+        self._index_count = cut
+        if cut > 1:
+            _, phy, diff_s, _ = self._entry(cut - 1)
+            self._end_phy = phy
+            self._end_ts = self._begin_ts + diff_s * 1000  # only the second is stored: round down
+        else:
+            self._begin_ts = self._end_ts = self._begin_phy = self._end_phy = 0
+            self._slot_count = 0
+        self._write_header()
+        self._dirty = True
+
+    def _first_entry_at_or_past(self, phy_offset: int) -> int:
+        lo, hi = 1, self._index_count
+        while lo < hi:  # binary search: phy offsets never decrease along entry numbers
+            mid = (lo + hi) // 2
+            if self._entry(mid)[1] < phy_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def repair_torn_put(self) -> bool:
+        """After a crash, link the last entry if the process died between the header and the slot.
+
+        Returns True when a repair was made.
+        """
+        n = self._index_count - 1
+        if n < 1:
+            return False
+        key_hash, _, _, prev = self._entry(n)
+        if key_hash < 0:
+            return False
+        slot_at = self._slot_at(key_hash)
+        (head,) = _SLOT.unpack_from(self._mm, slot_at)
+        if head == n or head != prev:  # linked already, or not the state a torn put leaves
+            return False
+        _SLOT.pack_into(self._mm, slot_at, n)
+        self._dirty = True
+        log.warning("index entry relinked after crash path=%s entry=%d", self.path, n)
+        return True
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read_entry(self, n: int) -> tuple[int, int, int, int]:
+        """Entry ``n`` (1-based) as (key hash, phy offset, seconds since begin, previous entry)."""
+        if not 1 <= n < self._index_count:
+            raise IndexError(f"entry {n} not in 1..{self._index_count - 1}")
+        return self._entry(n)
+
+    def is_time_matched(self, begin_ms: int, end_ms: int) -> bool:
+        """Whether [begin_ms, end_ms] overlaps the file's [begin timestamp, end timestamp]."""
+        return self._index_count > 1 and begin_ms <= self._end_ts and end_ms >= self._begin_ts
+
+    def select_phy_offsets(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Offsets of entries with ``key``'s hash stored within [begin_ms, end_ms], newest first.
+
+        Hashes collide, so callers check the key on each message. As in RocketMQ, an entry's time is
+        known to the second: it counts as ``begin timestamp + whole seconds``.
+        """
+        return self.select_by_hash(index_key_hash(key), max_num, begin_ms, end_ms)
+
+    def select_by_hash(self, key_hash: int, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """``select_phy_offsets`` with the hash already computed."""
+        found: list[int] = []
+        count = self._index_count
+        if max_num <= 0 or count <= 1 or begin_ms > end_ms:
+            return found
+        mm, entries_at, begin_ts = self._mm, self._entries_at, self._begin_ts
+        (n,) = _SLOT.unpack_from(mm, self._slot_at(key_hash))
+        while 0 < n < count:
+            entry_hash, phy, diff_s, prev = _ENTRY.unpack_from(
+                mm, entries_at + n * INDEX_ENTRY_SIZE
+            )
+            if diff_s < 0:
+                break
+            entry_ms = begin_ts + diff_s * 1000
+            if entry_hash == key_hash and begin_ms <= entry_ms <= end_ms:
+                found.append(phy)
+                if len(found) >= max_num:
+                    break
+            # Older entries are older still (timestamps do not go back); prev >= n is damage.
+            if entry_ms < begin_ms or prev >= n:
+                break
+            n = prev
+        return found
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make the writes durable. Safe beside puts (another thread) and after close (no-op)."""
+        with self._io_lock:
+            if self._closed or not self._dirty:
+                return
+            self._dirty = False  # cleared first: a put racing the fsync marks the file dirty again
+            # fsync on the descriptor covers writes through a shared mapping (Linux msync(MS_SYNC) is
+            # the same call) and, unlike mmap.flush, lets other threads run meanwhile.
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Unmap and close without flushing; idempotent."""
+        with self._io_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._mm.close()
+            os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+        log.info("index file destroyed path=%s", self.path)
+
+
+def _open_or_create(path: str, size: int, hash_slot_num: int, index_num: int) -> int:
+    """Descriptor of ``path``, created at ``size`` bytes (sparse) if missing."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return _create(path, size)
+    actual = os.fstat(fd).st_size
+    if actual != size:
+        os.close(fd)
+        raise StoreError(
+            f"index file {path} has {actual} bytes, expected {size} for hash_slot_num={hash_slot_num} "
+            f"index_num={index_num} (were max_hash_slot_num or max_index_num changed?)"
+        )
+    return fd
+
+
+def _create(path: str, size: int) -> int:
+    # Built under a temporary name and renamed, so that a crash never leaves a short file behind
+    # (a wrong size at load then means a changed configuration, not damage).
+    tmp = path + _TMP_SUFFIX
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        os.pwrite(fd, _HEADER.pack(0, 0, 0, 0, 0, 1), 0)
+        os.fsync(fd)
+        os.rename(tmp, path)
+        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)  # make the new name durable
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _format_name(ms: int) -> str:
+    # UTC, unlike RocketMQ's local time: names then sort in creation order across DST changes.
+    return datetime.fromtimestamp(ms // 1000, UTC).strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
+
+
+def _parse_name(name: str) -> int:
+    seconds = datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC).timestamp()
+    return int(seconds) * 1000 + int(name[14:17])
+
+
+@dataclass
+class QueryOffsetResult:
+    """Answer of ``IndexService.query_offsets``; ``index_last_update_*`` describe the newest entry."""
+
+    phy_offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
+
+
+class IndexService:
+    """The index files of a store, in creation order, with rolling, querying and cleanup.
+
+    One lock serializes the dispatch thread's ``build_index`` with queries and cleanup; ``flush``
+    does its fsyncs outside it so that dispatch never waits for the disk.
+    """
+
+    def __init__(
+        self,
+        index_dir: str,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        """Args: ``clock`` returns wall time in ms and names new files (default: the system clock)."""
+        _check_geometry(hash_slot_num, index_num)
+        self._dir = index_dir
+        self._hash_slot_num = hash_slot_num
+        self._index_num = index_num
+        self._clock = clock if clock is not None else _wall_clock_ms
+        self._lock = threading.Lock()
+        self._files: list[IndexFile] = []
+        self._last_name_ms = 0
+        self._loaded = False
+
+    def load(self, last_exit_ok: bool) -> None:
+        """Open the files of ``index_dir`` (created if missing).
+
+        After an abnormal exit (``last_exit_ok`` False), a file with an impossible header is deleted
+        rather than failing the start, and a put torn by the crash is relinked; entries past the
+        recovered commit log are removed by ``truncate_after``, which the store calls next.
+
+        Raises:
+            StoreError: a file's size does not match ``hash_slot_num``/``index_num``, or (after a
+                clean exit) a header is damaged.
+        """
+        with self._lock:
+            if self._loaded:
+                raise ClientError("IndexService.load called twice")
+            os.makedirs(self._dir, exist_ok=True)
+            names: list[str] = []
+            for name in sorted(os.listdir(self._dir)):
+                if name.endswith(_TMP_SUFFIX):  # a creation cut short by a crash
+                    os.remove(os.path.join(self._dir, name))
+                elif _FILE_NAME.fullmatch(name):
+                    names.append(name)
+            try:
+                for name in names:
+                    self._open_file(os.path.join(self._dir, name), last_exit_ok)
+            except BaseException:
+                for f in self._files:
+                    f.close()
+                self._files = []
+                raise
+            if names:
+                self._last_name_ms = _parse_name(names[-1])
+            self._loaded = True
+            log.info(
+                "index loaded dir=%s files=%d clean=%s", self._dir, len(self._files), last_exit_ok
+            )
+
+    def _open_file(self, path: str, last_exit_ok: bool) -> None:
+        try:
+            f = IndexFile(path, self._hash_slot_num, self._index_num)
+        except _CorruptHeader as e:
+            if last_exit_ok:
+                raise
+            log.warning("damaged index file deleted path=%s reason=%s", path, e)
+            os.remove(path)
+            return
+        if f.entry_count == 0:  # made just before a stop: holds nothing, and an empty file in the
+            f.destroy()  # list would only complicate every "newest entry" question
+            return
+        if not last_exit_ok:
+            f.repair_torn_put()
+        self._files.append(f)
+
+    def build_index(
+        self,
+        topic: str,
+        keys: list[str],
+        uniq_key: str | None,
+        phy_offset: int,
+        store_timestamp_ms: int,
+    ) -> None:
+        """Index one message under ``topic#k`` for its UNIQ_KEY and each of its KEYS.
+
+        Empty keys are skipped and keys sharing a hash are indexed once (the entries would be the
+        same). A message at or before the newest indexed one is skipped, except for the keys it
+        lacks, so that re-dispatching after recovery never indexes a message twice.
+        """
+        hashes: list[int] = []
+        for key in [uniq_key, *keys] if uniq_key else keys:
+            if key:
+                key_hash = index_key_hash(build_key(topic, key))
+                if key_hash not in hashes:
+                    hashes.append(key_hash)
+        if not hashes:
+            return
+        with self._lock:
+            if not self._loaded:
+                raise ClientError("IndexService.build_index before load")
+            last = self._last_indexed_phy()
+            if last is not None and phy_offset <= last:
+                if phy_offset < last:
+                    return
+                for key_hash in self._hashes_indexed_at(phy_offset):
+                    if key_hash in hashes:
+                        hashes.remove(key_hash)
+            for key_hash in hashes:
+                f = self._files[-1] if self._files else None
+                if f is None or f.is_write_full:
+                    f = self._new_file()
+                put = f.put_hash(key_hash, phy_offset, store_timestamp_ms)
+                assert put, "a file that is not full accepts a put"
+
+    def _new_file(self) -> IndexFile:
+        name_ms = max(self._clock(), self._last_name_ms + 1)  # strictly increasing, even in one ms
+        path = os.path.join(self._dir, _format_name(name_ms))
+        while os.path.exists(path):
+            name_ms += 1
+            path = os.path.join(self._dir, _format_name(name_ms))
+        self._last_name_ms = name_ms
+        f = IndexFile(path, self._hash_slot_num, self._index_num)
+        self._files.append(f)
+        log.info("index file created path=%s files=%d", path, len(self._files))
+        return f
+
+    def _last_indexed_phy(self) -> int | None:
+        for f in reversed(self._files):
+            if f.entry_count:
+                return f.end_phy_offset
+        return None
+
+    def _hashes_indexed_at(self, phy_offset: int) -> list[int]:
+        """Key hashes of the entries of the message at ``phy_offset``, the newest entries."""
+        found: list[int] = []
+        for f in reversed(self._files):
+            for n in range(f.entry_count, 0, -1):
+                key_hash, phy, _, _ = f.read_entry(n)
+                if phy != phy_offset:
+                    return found
+                found.append(key_hash)
+        return found
+
+    def query_offsets(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> QueryOffsetResult:
+        """Commit-log offsets of messages that may carry ``key``, stored in [begin_ms, end_ms].
+
+        Newest first, at most ``max_num``. Hashes collide: the caller checks the key on each message.
+        """
+        key_hash = index_key_hash(build_key(topic, key))
+        found: list[int] = []
+        with self._lock:
+            newest = next((f for f in reversed(self._files) if f.entry_count), None)
+            for f in reversed(self._files):
+                if len(found) >= max_num:
+                    break
+                if f.is_time_matched(begin_ms, end_ms):
+                    found.extend(f.select_by_hash(key_hash, max_num - len(found), begin_ms, end_ms))
+                if f.entry_count and f.begin_timestamp < begin_ms:
+                    break  # older files end before this one begins
+            if newest is None:
+                return QueryOffsetResult(found, 0, 0)
+            return QueryOffsetResult(found, newest.end_timestamp, newest.end_phy_offset)
+
+    def truncate_after(self, phy_offset: int) -> None:
+        """Forget messages at or past ``phy_offset``, where the recovered commit log now ends.
+
+        Newer files are destroyed whole, the file that straddles the offset loses only its entries
+        at or past it; ``max_phy_offset`` then tells how far the index still reaches.
+        """
+        with self._lock:
+            if not self._loaded:
+                raise ClientError("IndexService.truncate_after before load")
+            while self._files:
+                f = self._files[-1]
+                if f.entry_count and f.begin_phy_offset < phy_offset:
+                    if f.end_phy_offset >= phy_offset:
+                        f.truncate_from(phy_offset)
+                        log.info("index file truncated path=%s phy_offset=%d", f.path, phy_offset)
+                    break
+                self._files.pop()
+                f.destroy()
+
+    def delete_expired(self, min_phy_offset: int) -> None:
+        """Destroy files whose messages all lie before ``min_phy_offset``; never the newest file."""
+        with self._lock:
+            expired = [f for f in self._files[:-1] if f.end_phy_offset < min_phy_offset]
+            if not expired:
+                return
+            self._files = [f for f in self._files if f not in expired]
+            for f in expired:
+                f.destroy()
+
+    def flush(self) -> None:
+        """fsync every file written since its last flush, outside the lock."""
+        with self._lock:
+            files = list(self._files)
+        for f in files:
+            f.flush()  # a file destroyed meanwhile is closed, and flushing it is a no-op
+
+    @property
+    def max_phy_offset(self) -> int:
+        """Commit-log offset of the newest indexed message (its start); 0 when nothing is indexed."""
+        with self._lock:
+            last = self._last_indexed_phy()
+        return 0 if last is None else last
+
+    @property
+    def files(self) -> list[IndexFile]:
+        """A snapshot of the open files, oldest first (for tests and tooling)."""
+        with self._lock:
+            return list(self._files)
+
+    def shutdown(self) -> None:
+        """Flush and close every file; ``load`` may open them again."""
+        with self._lock:
+            for f in self._files:
+                f.flush()
+                f.close()
+            self._files = []
+            self._loaded = False
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,153 @@
+"""One fixed-size segment file, written in place through a mapped region.
+
+A MappedFile knows two positions: ``wrote_position`` (bytes appended so far, all visible to readers)
+and ``flushed_position`` (bytes made durable by a sync). Appends come from one writer at a time (the
+owner serializes them); ``flush`` may run in another thread, and readers take memoryview slices.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from orbitmq.store.file_ops import FileOps, MappedRegion
+
+__all__ = ["MappedFile", "segment_name", "ZERO_CHUNK_SIZE"]
+
+log = logging.getLogger(__name__)
+
+ZERO_CHUNK_SIZE = 64 * 1024
+_ZEROS = bytes(ZERO_CHUNK_SIZE)
+
+
+def segment_name(offset: int) -> str:
+    """RocketMQ's file name for a segment: its start offset on 20 digits."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A segment of a MappedFileQueue: ``file_from_offset`` is its first byte's global offset."""
+
+    __slots__ = (
+        "path",
+        "file_from_offset",
+        "file_size",
+        "buf",
+        "view",
+        "wrote_position",
+        "flushed_position",
+        "destroyed",
+        "_region",
+        "_io_lock",
+    )
+
+    def __init__(self, path: str, file_from_offset: int, file_size: int, region: MappedRegion):
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self._region = region
+        self.buf = region.buf
+        self.view = memoryview(region.buf)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.destroyed = False
+        self._io_lock = threading.Lock()  # flush against destroy
+
+    @classmethod
+    def open(
+        cls, file_ops: FileOps, path: str, file_from_offset: int, file_size: int, *, create: bool
+    ) -> MappedFile:
+        """Map an existing segment or create a zero-filled one.
+
+        Raises:
+            OSError: the file cannot be created or mapped.
+        """
+        region = file_ops.open_region(path, file_size, create=create)
+        return cls(path, file_from_offset, file_size, region)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    @property
+    def remaining(self) -> int:
+        """Bytes still free."""
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the wrote position; returns the position it starts at."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        assert end <= self.file_size, "append past the end of a segment"
+        self.buf[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def flush(self) -> int:
+        """Sync everything written so far; returns the new flushed position."""
+        with self._io_lock:
+            if self.destroyed:
+                return self.flushed_position
+            end = self.wrote_position
+            if end > self.flushed_position:
+                self._region.sync(self.flushed_position, end)
+                self.flushed_position = end
+            return end
+
+    def reset_positions(self, position: int) -> None:
+        """Set both positions (after loading, recovery has found where valid data ends)."""
+        self.wrote_position = position
+        self.flushed_position = position
+
+    def zero_from(self, position: int) -> None:
+        """Clear bytes from ``position`` to the end, so no stale entry can look valid later.
+
+        Chunks that are already zero are left alone (the common case: the space was never used).
+        The cleared range is synced before returning.
+        """
+        buf = self.buf
+        dirty_from = -1
+        at = position
+        while at < self.file_size:
+            end = min(at - at % ZERO_CHUNK_SIZE + ZERO_CHUNK_SIZE, self.file_size)
+            if buf[at:end] != _ZEROS[: end - at]:
+                buf[at:end] = _ZEROS[: end - at]
+                if dirty_from < 0:
+                    dirty_from = at
+                dirty_to = end
+            at = end
+        if dirty_from >= 0:
+            self._region.sync(dirty_from, dirty_to)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def slice(self, position: int, size: int) -> memoryview:
+        """A view of ``size`` bytes at ``position`` (no copy)."""
+        return self.view[position : position + size]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> bool:
+        """Unmap; False if readers still hold slices (the caller keeps the object and retries)."""
+        with self._io_lock:
+            self.destroyed = True
+            try:
+                self.view.release()
+            except BufferError:  # something holds a buffer exported by the view itself
+                return False
+            return self._region.close()
+
+    def destroy(self, file_ops: FileOps) -> bool:
+        """Unmap and delete the file; returns ``close``'s answer (the file is gone either way)."""
+        closed = self.close()
+        file_ops.remove(self.path)
+        log.info("segment destroyed path=%s", self.path)
+        return closed
+
+    def __repr__(self) -> str:
+        return (
+            f"MappedFile({self.path!r}, from={self.file_from_offset}, wrote={self.wrote_position}, "
+            f"flushed={self.flushed_position})"
+        )

@@ -1,0 +1,68 @@
+"""Background loops of the store: one thread each, woken early on demand, stopped with a bound.
+
+Every service also works without its thread: tests and the power-loss simulation call
+``run_once`` themselves, which makes a run deterministic.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+__all__ = ["ServiceThread"]
+
+log = logging.getLogger(__name__)
+
+JOIN_TIMEOUT_S = 10.0
+
+
+class ServiceThread:
+    """Calls ``run_once`` every ``interval_s`` seconds, or sooner after ``wakeup``."""
+
+    def __init__(self, name: str, interval_s: float) -> None:
+        self.name = name
+        self.interval_s = interval_s
+        self._event = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> None:
+        """One round of the service's work."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._event.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stopped
+
+    def _loop(self) -> None:
+        log.debug("service started name=%s", self.name)
+        while not self._stopped:
+            self._event.wait(self.interval_s)
+            self._event.clear()
+            if self._stopped:
+                break
+            try:
+                self.run_once()
+            except Exception:  # a service must outlive one bad round; the error is logged
+                log.exception("service round failed name=%s", self.name)
+        log.debug("service stopped name=%s", self.name)
+
+    def shutdown(self) -> None:
+        """Stop the thread (the current round finishes first); callers run a last round if needed."""
+        self._stopped = True
+        self._event.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(JOIN_TIMEOUT_S)
+            if thread.is_alive():
+                log.error("service did not stop in time name=%s", self.name)

@@ -1,0 +1,145 @@
+"""Outcomes of store calls: RocketMQ's status enums and the result objects that carry them.
+
+Expected outcomes (a full disk, an offset past the end) are statuses, never exceptions.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import enum
+
+__all__ = [
+    "PutMessageStatus",
+    "GetMessageStatus",
+    "AppendMessageResult",
+    "PutMessageResult",
+    "GetMessageResult",
+    "QueryMessageResult",
+]
+
+
+class PutMessageStatus(enum.Enum):
+    """Outcome of a put, as RocketMQ's PutMessageStatus."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetMessageStatus(enum.Enum):
+    """Outcome of a read from a queue, as RocketMQ's GetMessageStatus."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+class AppendMessageResult:
+    """Where an append landed: one message or a whole batch written in one piece.
+
+    ``msg_ids`` (offset message ids, one per message) are built on first access: the append path
+    does not pay for strings nobody reads.
+    """
+
+    __slots__ = (
+        "wrote_offset",
+        "wrote_bytes",
+        "store_timestamp",
+        "queue_offset",
+        "msg_num",
+        "_offsets",
+        "_id_prefix",
+        "_msg_ids",
+    )
+
+    def __init__(
+        self,
+        wrote_offset: int,
+        wrote_bytes: int,
+        store_timestamp: int,
+        queue_offset: int,
+        msg_num: int,
+        offsets: list[int],
+        id_prefix: bytes,
+    ) -> None:
+        self.wrote_offset = wrote_offset
+        self.wrote_bytes = wrote_bytes
+        self.store_timestamp = store_timestamp
+        self.queue_offset = queue_offset
+        self.msg_num = msg_num
+        self._offsets = offsets
+        self._id_prefix = id_prefix  # store ip + port: the first half of every offset message id
+        self._msg_ids: list[str] | None = None
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """Offset message ids of the appended messages, in order."""
+        if self._msg_ids is None:
+            prefix = self._id_prefix
+            self._msg_ids = [(prefix + o.to_bytes(8, "big")).hex().upper() for o in self._offsets]
+        return self._msg_ids
+
+    @property
+    def offsets(self) -> list[int]:
+        """Commit log offset of each appended message."""
+        return list(self._offsets)
+
+    def __repr__(self) -> str:
+        return (
+            f"AppendMessageResult(wrote_offset={self.wrote_offset}, wrote_bytes={self.wrote_bytes}, "
+            f"queue_offset={self.queue_offset}, msg_num={self.msg_num})"
+        )
+
+
+@dataclasses.dataclass(slots=True)
+class PutMessageResult:
+    """Answer of ``MessageStore.put_message(s)``.
+
+    ``flush_future`` is set only under SYNC_FLUSH with ``wait_flush=False``: it resolves True once
+    the message is durable, False when the flush failed or came after ``sync_flush_timeout_ms``.
+    """
+
+    status: PutMessageStatus
+    append: AppendMessageResult | None = None
+    flush_future: concurrent.futures.Future[bool] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True for PUT_OK."""
+        return self.status is PutMessageStatus.PUT_OK
+
+
+@dataclasses.dataclass(slots=True)
+class GetMessageResult:
+    """Answer of ``MessageStore.get_message``: raw stored messages, ready for the wire."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[memoryview | bytes] = dataclasses.field(default_factory=list)
+    message_count: int = 0
+    total_size: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class QueryMessageResult:
+    """Answer of ``MessageStore.query_message_raw`` (the QUERY_MESSAGE response's parts)."""
+
+    buffers: list[memoryview | bytes]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int

@@ -1,0 +1,118 @@
+"""The client side of remoting: one connection per address, opened on demand and reopened after loss."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from orbitmq.errors import ConnectionClosedError
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.connection import HandlerResult, RemotingConnection
+
+__all__ = ["RemotingClient"]
+
+log = logging.getLogger(__name__)
+
+RequestHandler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
+
+
+class RemotingClient:
+    """Talks to name servers and brokers by address ("host:port").
+
+    Requests the servers send us (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED, ...) go to the
+    handler registered for their code. Connections are created lazily; a lost one is replaced by the
+    next request, so a restarted broker is reached again without the caller doing anything.
+    """
+
+    def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = 16 * 1024 * 1024) -> None:
+        self._connect_timeout = connect_timeout
+        self._max_frame_size = max_frame_size
+        self._conns: dict[str, RemotingConnection] = {}
+        self._connecting: dict[str, asyncio.Future[RemotingConnection]] = {}
+        self._handlers: dict[int, RequestHandler] = {}
+        self._closed = False
+
+    def register(self, code: int, handler: RequestHandler) -> None:
+        self._handlers[int(code)] = handler
+
+    async def connection(self, addr: str) -> RemotingConnection:
+        """The open connection to ``addr``, connecting if there is none."""
+        conn = self._conns.get(addr)
+        if conn is not None and conn.is_open:
+            return conn
+        if self._closed:
+            raise ConnectionClosedError("client is closed")
+        pending = self._connecting.get(addr)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[RemotingConnection] = asyncio.get_running_loop().create_future()
+        self._connecting[addr] = fut
+        try:
+            conn = await self._connect(addr)
+            self._conns[addr] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as e:
+            fut.set_exception(e if isinstance(e, Exception) else ConnectionClosedError(str(e)))
+            fut.exception()  # mark retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._connecting.pop(addr, None)
+
+    async def _connect(self, addr: str) -> RemotingConnection:
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConnectionClosedError(f"bad address {addr!r}: expected host:port")
+        loop = asyncio.get_running_loop()
+        try:
+            _, proto = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: RemotingConnection(self, max_frame_size=self._max_frame_size),
+                    host,
+                    int(port),
+                ),
+                self._connect_timeout,
+            )
+        except (OSError, asyncio.TimeoutError) as e:
+            raise ConnectionClosedError(f"cannot connect to {addr}: {e or 'timed out'}") from None
+        return proto
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and wait for the response."""
+        conn = await self.connection(addr)
+        return await conn.invoke(cmd, timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        conn.invoke_oneway(cmd)
+
+    def close_connection(self, addr: str) -> None:
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close()
+        waits = [c.closed for c in conns if c.closed is not None]
+        if waits:
+            await asyncio.wait(waits, timeout=2)
+
+    # -- Dispatcher ---------------------------------------------------------------------------
+    def dispatch(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client"
+            )
+        return handler(cmd, conn)
+
+    def connection_lost(self, conn: RemotingConnection) -> None:
+        for addr, c in list(self._conns.items()):
+            if c is conn:
+                del self._conns[addr]

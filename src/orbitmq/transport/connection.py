@@ -1,0 +1,226 @@
+"""One remoting connection, either side: frames in, commands dispatched, responses matched by opaque.
+
+Both ends of a RocketMQ connection may send requests (the broker asks producers about transactions
+and tells consumers that their group changed), so the server's and the client's connections share
+this class. Request handling is delegated to a :class:`Dispatcher`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from orbitmq.errors import ConnectionClosedError, RemoteProtocolError, TimeoutError
+from orbitmq.protocol.command import RemotingCommand, encode_header
+from orbitmq.protocol.frame import FrameDecoder
+
+__all__ = ["Dispatcher", "RemotingConnection", "HandlerResult"]
+
+log = logging.getLogger(__name__)
+
+HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+
+# Opaques are unique per process: responses are matched per connection, but a process-wide counter
+# makes logs and captured traffic easier to follow.
+_opaques = itertools.count(1)
+
+
+def next_opaque() -> int:
+    return next(_opaques) & 0x7FFFFFFF
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult: ...
+
+    def connection_lost(self, conn: RemotingConnection) -> None: ...
+
+
+class RemotingConnection(asyncio.Protocol):
+    """An asyncio protocol speaking RemotingCommand frames.
+
+    Args:
+        dispatcher: answers incoming requests (may be None for a pure client).
+        max_frame_size: a frame declaring more is refused and the connection closed.
+        max_in_flight: requests being handled at once; past it reading pauses (back-pressure to the
+            peer through TCP) until some finish.
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher | None,
+        *,
+        max_frame_size: int = 16 * 1024 * 1024,
+        max_in_flight: int = 256,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._decoder = FrameDecoder(max_frame_size)
+        self._max_in_flight = max_in_flight
+        self._in_flight = 0
+        self._paused = False
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed: asyncio.Future[None] | None = None
+        self.peer: str = "?"
+        self.attributes: dict[str, Any] = {}  # per-connection state for handlers (client id, ...)
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self.closed = asyncio.get_running_loop().create_future()
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except RemoteProtocolError as e:
+            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
+            self.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            else:
+                self._handle_request(cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        err = ConnectionClosedError(f"connection to {self.peer} closed")
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+        if self.closed is not None and not self.closed.done():
+            self.closed.set_result(None)
+        if self._dispatcher is not None:
+            self._dispatcher.connection_lost(self)
+
+    def pause_writing(self) -> None:  # the peer reads slowly: stop reading its requests too
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._maybe_resume_reading()
+
+    # -- requests from the peer -------------------------------------------------------------
+    def _handle_request(self, cmd: RemotingCommand) -> None:
+        if self._dispatcher is None:
+            return
+        try:
+            result = self._dispatcher.dispatch(cmd, self)
+        except Exception as e:  # the dispatcher turns expected errors into responses itself
+            log.exception("handler failed code=%s peer=%s", cmd.code, self.peer)
+            result = _system_error(cmd, e)
+        if isinstance(result, RemotingCommand) or result is None:
+            self._reply(cmd, result)
+            return
+        self._in_flight += 1
+        if self._in_flight >= self._max_in_flight:
+            self._pause_reading()
+        task = asyncio.ensure_future(result)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t, req=cmd: self._request_done(req, t))
+
+    def _request_done(self, req: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:
+        self._tasks.discard(task)
+        self._in_flight -= 1
+        self._maybe_resume_reading()
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("handler failed code=%s peer=%s: %r", req.code, self.peer, exc)
+            self._reply(req, _system_error(req, exc))
+        else:
+            self._reply(req, task.result())
+
+    def _reply(self, req: RemotingCommand, resp: RemotingCommand | None) -> None:
+        if resp is None or req.is_oneway:
+            return
+        self.send(resp)
+
+    def _pause_reading(self) -> None:
+        if not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._paused
+            and self._transport is not None
+            and self._in_flight < self._max_in_flight
+            and not self._transport.is_closing()
+            and self._transport.get_write_buffer_size() < 4 * 1024 * 1024
+        ):
+            self._paused = False
+            self._transport.resume_reading()
+
+    # -- sending ----------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write one command; the body goes out as given (a memoryview is not copied here)."""
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        body = cmd.body
+        if body:
+            self._transport.writelines((encode_header(cmd), body))
+        else:
+            self._transport.write(encode_header(cmd))
+
+    def send_parts(self, cmd: RemotingCommand, parts: list[bytes | memoryview]) -> None:
+        """Write ``cmd`` whose body is the concatenation of ``parts`` (pull responses: file slices).
+
+        ``cmd.body`` must be empty; the header's length fields account for the parts.
+        """
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        total = sum(len(p) for p in parts)
+        header = encode_header(cmd, body_length=total)
+        self._transport.writelines([header, *parts])
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait for its response (``timeout`` in seconds)."""
+        cmd.opaque = next_opaque()
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(
+                f"no answer to request code={cmd.code} from {self.peer} within {timeout:.3g}s"
+            ) from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request that expects no response."""
+        cmd.opaque = next_opaque()
+        cmd.flag |= 0b10
+        self.send(cmd)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+
+def _system_error(req: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    from orbitmq.protocol.codes import ResponseCode
+
+    return req.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]

@@ -1,0 +1,129 @@
+"""The asyncio remoting server: accepts connections and dispatches requests by request code."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+
+from orbitmq.errors import BrokerError, RemoteProtocolError
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.connection import HandlerResult, RemotingConnection
+
+__all__ = ["RemotingServer", "Handler"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
+
+
+class RemotingServer:
+    """Serves RemotingCommand requests on one TCP port.
+
+    Handlers return a response, None (no answer, e.g. for oneway requests) or an awaitable of one.
+    A handler that raises :class:`BrokerError` is answered with its code and remark; a malformed
+    header (:class:`RemoteProtocolError`) with SYSTEM_ERROR and a remark; an unknown request code with
+    REQUEST_CODE_NOT_SUPPORTED. Nothing a client sends stops the server.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        name: str = "server",
+        max_frame_size: int = 16 * 1024 * 1024,
+        max_in_flight_per_connection: int = 256,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.name = name
+        self._max_frame_size = max_frame_size
+        self._max_in_flight = max_in_flight_per_connection
+        self._handlers: dict[int, Handler] = {}
+        self._server: asyncio.Server | None = None
+        self.connections: set[RemotingConnection] = set()
+        self._close_listeners: list[Callable[[RemotingConnection], None]] = []
+
+    def register(self, code: int, handler: Handler) -> None:
+        self._handlers[int(code)] = handler
+
+    def on_connection_closed(self, listener: Callable[[RemotingConnection], None]) -> None:
+        self._close_listeners.append(listener)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, self.host, self.port)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+
+    def _new_connection(self) -> RemotingConnection:
+        conn = RemotingConnection(
+            self, max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight
+        )
+        self.connections.add(conn)
+        return conn
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, give in-flight requests ``grace`` seconds, then close every connection."""
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        closing = [c.closed for c in self.connections if c.closed is not None]
+        if closing:
+            await asyncio.wait(closing, timeout=grace)
+        for conn in list(self.connections):
+            conn.abort()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), grace)
+        except asyncio.TimeoutError:
+            log.warning("server=%s stop: connections still open after %.1fs", self.name, grace)
+        self._server = None
+
+    # -- Dispatcher ---------------------------------------------------------------------------
+    def dispatch(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f"request code {cmd.code} not supported by {self.name}",
+            )
+        try:
+            result = handler(cmd, conn)
+        except Exception as e:
+            return _error_response(cmd, e)
+        if inspect.isawaitable(result):
+            return _guard(cmd, result)
+        return result
+
+    def connection_lost(self, conn: RemotingConnection) -> None:
+        self.connections.discard(conn)
+        for listener in self._close_listeners:
+            try:
+                listener(conn)
+            except Exception:
+                log.exception("connection close listener failed")
+
+
+async def _guard(cmd: RemotingCommand, aw: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+    try:
+        return await aw
+    except Exception as e:
+        return _error_response(cmd, e)
+
+
+def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+    if isinstance(e, BrokerError):
+        return cmd.response(e.code, e.remark)
+    if isinstance(e, RemoteProtocolError):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request: {e}")
+    log.exception("handler failed code=%s", cmd.code, exc_info=e)
+    return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
