@@ -53,6 +53,11 @@ class StoreConfig:
     delete_when: str = "04"
     message_index_enable: bool = True
     duplication_enable: bool = False
+    disk_space_clean_forcibly_ratio: float = 0.85
+    disk_space_warning_level_ratio: float = 0.90
+    delete_files_batch_max: int = 10
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    dispatch_round_max: int = 4096
 
 
 # Small segments and short delays so that edge cases (segment rolls, index rolls) come fast.

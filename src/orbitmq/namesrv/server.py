@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from orbitmq.config import NamesrvConfig
+from orbitmq.namesrv.route_table import RouteTable, TopicQueues
 from orbitmq.protocol.bodies import (
     BrokerData,
     ClusterInfo,
@@ -26,7 +27,6 @@ from orbitmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from orbitmq.namesrv.route_table import RouteTable, TopicQueues
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.server import RemotingServer
 

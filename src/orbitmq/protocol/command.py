@@ -124,6 +124,9 @@ def body_length(body: bytes | bytearray | memoryview) -> int:
     return body.nbytes if isinstance(body, memoryview) else len(body)
 
 
+_body_length = body_length  # encode_header's keyword of the same name shadows the function
+
+
 # ----------------------------------------------------------------------------------- encoding
 def _ext_value(value: object) -> str:
     """Our own ext fields should be strings already; tolerate numbers and bools from callers."""
@@ -171,11 +174,12 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
     return b"".join((fixed, remark, _I32.pack(len(ext)), ext))
 
 
-def encode_header(cmd: RemotingCommand) -> bytes:
+def encode_header(cmd: RemotingCommand, *, body_length: int | None = None) -> bytes:
     """The frame prefix (total length, type and header length) followed by the header.
 
     ``encode_header(cmd) + bytes(cmd.body)`` is the whole frame; a transport can instead write the
-    two pieces with ``writelines`` and never copy a large body.
+    two pieces with ``writelines`` and never copy a large body. ``body_length`` overrides the
+    length of ``cmd.body`` when the body travels as separate parts (pull responses: file slices).
 
     Raises:
         ClientError: the command cannot be encoded in its serialize type.
@@ -189,7 +193,8 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     header_length = len(header)
     if header_length > HEADER_LENGTH_MAX:
         raise ClientError(f"command header of {header_length} bytes exceeds {HEADER_LENGTH_MAX}")
-    total = 4 + header_length + body_length(cmd.body)
+    size = _body_length(cmd.body) if body_length is None else body_length
+    total = 4 + header_length + size
     if total > _I32_MAX:
         raise ClientError(f"frame of {total} bytes does not fit a 32-bit length")
     return _PREFIX.pack(total, (int(cmd.serialize_type) << 24) | header_length) + header

@@ -101,25 +101,29 @@ class MappedFile:
         self.wrote_position = position
         self.flushed_position = position
 
-    def zero_from(self, position: int) -> None:
+    def zero_from(self, position: int) -> int:
         """Clear bytes from ``position`` to the end, so no stale entry can look valid later.
 
         Chunks that are already zero are left alone (the common case: the space was never used).
-        The cleared range is synced before returning.
+        The cleared range is synced before returning. Returns how many bytes had to be cleared
+        (whole chunks: a measure of what was discarded, not an exact count).
         """
+        cleared = 0
         buf = self.buf
-        dirty_from = -1
+        dirty_from = dirty_to = -1
         at = position
         while at < self.file_size:
             end = min(at - at % ZERO_CHUNK_SIZE + ZERO_CHUNK_SIZE, self.file_size)
             if buf[at:end] != _ZEROS[: end - at]:
                 buf[at:end] = _ZEROS[: end - at]
+                cleared += end - at
                 if dirty_from < 0:
                     dirty_from = at
                 dirty_to = end
             at = end
         if dirty_from >= 0:
             self._region.sync(dirty_from, dirty_to)
+        return cleared
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -149,9 +149,13 @@ class MappedFileQueue:
             self.flushed_where = where
         return self.flushed_where
 
-    def truncate(self, offset: int) -> None:
+    def truncate(self, offset: int) -> int:
         """Drop everything at or past ``offset``: later segments are deleted, the one holding it is
-        cleared from there (both positions set), so appends continue exactly at ``offset``."""
+        cleared from there (both positions set), so appends continue exactly at ``offset``.
+
+        Returns a measure of the non-zero bytes discarded (cleared chunks plus deleted segments).
+        """
+        discarded = 0
         keep: list[MappedFile] = []
         drop: list[MappedFile] = []
         for mf in self.files:
@@ -159,7 +163,7 @@ class MappedFileQueue:
                 keep.append(mf)
             elif mf.file_from_offset <= offset:
                 pos = offset - mf.file_from_offset
-                mf.zero_from(pos)
+                discarded += mf.zero_from(pos)
                 mf.reset_positions(pos)
                 keep.append(mf)
             else:
@@ -167,8 +171,10 @@ class MappedFileQueue:
         with self._list_lock:
             self.files = keep
         for mf in drop:
+            discarded += mf.file_size
             self._destroy(mf)
         self.flushed_where = min(self.flushed_where, offset) if keep else offset
+        return discarded
 
     def delete_first_files(self, predicate: Callable[[MappedFile], bool], count_max: int) -> int:
         """Delete leading segments while ``predicate`` holds, never the last one; at most

@@ -75,7 +75,7 @@ class RemotingClient:
                 ),
                 self._connect_timeout,
             )
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             raise ConnectionClosedError(f"cannot connect to {addr}: {e or 'timed out'}") from None
         return proto
 

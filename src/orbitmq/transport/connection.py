@@ -8,6 +8,7 @@ this class. Request handling is delegated to a :class:`Dispatcher`.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -195,7 +196,7 @@ class RemotingConnection(asyncio.Protocol):
         try:
             self.send(cmd)
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except builtins.TimeoutError:
             raise TimeoutError(
                 f"no answer to request code={cmd.code} from {self.peer} within {timeout:.3g}s"
             ) from None

@@ -84,7 +84,7 @@ class RemotingServer:
             conn.abort()
         try:
             await asyncio.wait_for(self._server.wait_closed(), grace)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("server=%s stop: connections still open after %.1fs", self.name, grace)
         self._server = None
 

@@ -1,0 +1,116 @@
+"""``orbitmq namesrv | broker | standalone``: run servers in the foreground until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+from typing import Any
+
+import click
+
+from orbitmq.cli.config_options import build_config, config_as_toml, config_options
+from orbitmq.config import BrokerConfig, NamesrvConfig
+
+log = logging.getLogger("orbitmq.cli")
+
+
+async def _serve(*servers: Any, ready_line: str | None = None) -> None:
+    """Start ``servers`` in order, wait for a stop signal, stop them in reverse order."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    started: list[Any] = []
+    try:
+        for server in servers:
+            await server.start()
+            started.append(server)
+        if ready_line:
+            log.info(ready_line)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        for server in reversed(started):
+            await server.stop()
+
+
+def _run(*servers: Any, ready_line: str | None = None) -> None:
+    from orbitmq.transport.loop import run
+
+    try:
+        run(_serve(*servers, ready_line=ready_line))
+    except OSError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
+
+
+@click.command("namesrv")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="TOML file")
+@click.option("--print-config", is_flag=True, help="print the effective configuration and exit")
+@config_options(NamesrvConfig)
+def namesrv_cmd(config_path: str | None, print_config: bool, **params: Any) -> None:
+    """Run a name server (broker registry and topic routes)."""
+    from orbitmq.namesrv import NameServer
+
+    cfg = build_config(NamesrvConfig, params, toml_path=config_path)
+    if print_config:
+        click.echo(config_as_toml(cfg))
+        return
+    _run(NameServer(cfg))
+
+
+@click.command("broker")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="TOML file")
+@click.option("--print-config", is_flag=True, help="print the effective configuration and exit")
+@config_options(BrokerConfig)
+def broker_cmd(config_path: str | None, print_config: bool, **params: Any) -> None:
+    """Run a broker that registers with the name servers given by --namesrv."""
+    cfg = build_config(BrokerConfig, params, toml_path=config_path)
+    if print_config:
+        click.echo(config_as_toml(cfg))
+        return
+    from orbitmq.broker.controller import BrokerController
+
+    if not cfg.namesrv_addr:
+        raise click.UsageError("--namesrv HOST:PORT is required (several: separated by ';')")
+    _run(BrokerController(cfg))
+
+
+@click.command("standalone")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="TOML file")
+@click.option("--print-config", is_flag=True, help="print the effective configuration and exit")
+@click.option("--namesrv-port", type=int, default=9876, show_default=True)
+@click.option("--broker-port", type=int, default=10911, show_default=True)
+@config_options(BrokerConfig, skip=("listen_port", "namesrv_addr"))
+def standalone_cmd(
+    config_path: str | None, print_config: bool, namesrv_port: int, broker_port: int, **params: Any
+) -> None:
+    """Run a name server and one broker in one process (what `make run` starts)."""
+    cfg = build_config(BrokerConfig, params, toml_path=config_path)
+    if print_config:
+        click.echo(config_as_toml(dataclasses.replace(cfg, listen_port=broker_port)))
+        return
+    from orbitmq.broker.controller import BrokerController
+    from orbitmq.namesrv import NameServer
+
+    ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=namesrv_port))
+
+    class _Broker:
+        """Starts the broker once the name server's port is known (it may be 0)."""
+
+        def __init__(self) -> None:
+            self.controller: BrokerController | None = None
+
+        async def start(self) -> None:
+            self.controller = BrokerController(
+                dataclasses.replace(cfg, listen_port=broker_port, namesrv_addr=ns.address)
+            )
+            await self.controller.start()
+
+        async def stop(self) -> None:
+            if self.controller is not None:
+                await self.controller.stop()
+
+    broker = _Broker()
+    _run(ns, broker, ready_line=None)

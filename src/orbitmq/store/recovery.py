@@ -1,0 +1,239 @@
+"""Recovery at start: find where valid data ends, cut everything past it, rebuild what depends on it.
+
+1. Scan the commit log from a safe point (the segment holding the oldest checkpoint offset, or the
+   first segment without a checkpoint), checking every message: magic, lengths, its own offset
+   field, body CRC and well-formed properties. The first failure (or a zero entry) is the end.
+2. Truncate the commit log there (the rest of that segment is zeroed, later segments deleted).
+3. Consume queues keep only entries that point below ``cut`` (the checkpoint's dispatched offset, or
+   the valid end if lower) and match their message; the index forgets entries past ``cut``.
+4. Re-dispatch [cut, valid end) so queues and index cover the log again.
+A clean exit (no abort file) runs the same steps: they then find nothing to cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import zlib
+from collections.abc import Callable, Iterable
+
+from orbitmq.protocol.message import (
+    BLANK_ENTRY_SIZE,
+    BLANK_MAGIC_CODE,
+    MAGIC_CODE,
+    MIN_STORED_SIZE,
+    SYSFLAG_AT,
+    header_struct,
+    properties_well_formed,
+)
+from orbitmq.store.checkpoint import StoreCheckpoint
+from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.mapped_file_queue import MappedFileQueue
+
+__all__ = ["RecoveryReport", "scan_commit_log", "check_message", "recover_store"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+@dataclasses.dataclass
+class RecoveryReport:
+    """What recovery found and did; ``MessageStore.recovery_report`` after ``start``.
+
+    Attributes:
+        last_exit_ok: no abort file was present (the previous run shut down cleanly).
+        checkpoint_valid: the checkpoint file was present and intact.
+        scan_from: commit log offset the validation scan started at.
+        valid_end: where valid data ends; appends continue here.
+        truncated_from: set when non-zero bytes past ``valid_end`` were discarded (a torn tail or
+            corruption), None when the log simply ended there.
+        reason: why the scan stopped (``"end of data"`` when it met zeros or the last segment end).
+        corrupted_durable_data: the stop lies below the checkpoint's synced offset, i.e. data that
+            had been made durable was damaged (not a torn tail): worth an operator's attention.
+        messages_checked: messages validated by the scan.
+        queue_entries_dropped: consume queue entries removed.
+        redispatch_from: commit log offset re-dispatch started at.
+        messages_redispatched: messages given queue/index entries again.
+    """
+
+    last_exit_ok: bool
+    checkpoint_valid: bool
+    scan_from: int = 0
+    valid_end: int = 0
+    truncated_from: int | None = None
+    reason: str = "end of data"
+    corrupted_durable_data: bool = False
+    discarded_bytes: int = 0
+    messages_checked: int = 0
+    queue_entries_dropped: int = 0
+    redispatch_from: int = 0
+    messages_redispatched: int = 0
+
+    def summary(self) -> str:
+        return " ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+
+
+def check_message(view: memoryview, pos: int, phy: int, file_size: int) -> str | None:
+    """Why the message at ``pos`` of a segment is not valid, or None when it is."""
+    total, magic = _PREFIX.unpack_from(view, pos)
+    if magic != MAGIC_CODE:
+        return f"bad magic code {magic & 0xFFFFFFFF:#010x}"
+    if total < MIN_STORED_SIZE or pos + total + BLANK_ENTRY_SIZE > file_size:
+        return f"impossible total size {total}"
+    (sys_flag,) = _I32.unpack_from(view, pos + SYSFLAG_AT)
+    head = header_struct(sys_flag)
+    fields = head.unpack_from(view, pos)
+    if fields[6] != phy:
+        return f"physical offset field {fields[6]} differs from the position"
+    if fields[3] < 0 or fields[5] < 0:
+        return "negative queue id or queue offset"
+    body_len = fields[16]
+    at = pos + head.size
+    if body_len < 0 or head.size + body_len + 3 > total:
+        return f"body length {body_len} overruns the message"
+    if zlib.crc32(view[at : at + body_len]) & 0x7FFFFFFF != fields[2]:
+        return "body CRC mismatch"
+    at += body_len
+    topic_len = view[at]
+    if topic_len == 0 or head.size + body_len + 1 + topic_len + 2 > total:
+        return f"bad topic length {topic_len}"
+    try:
+        bytes(view[at + 1 : at + 1 + topic_len]).decode("utf-8")
+    except UnicodeDecodeError:
+        return "topic is not UTF-8"
+    at += 1 + topic_len
+    (props_len,) = _I16.unpack_from(view, at)
+    if head.size + body_len + 1 + topic_len + 2 + props_len != total:
+        return "field lengths disagree with the total size"
+    if not properties_well_formed(view[at + 2 : at + 2 + props_len]):
+        return "malformed properties"
+    return None
+
+
+def scan_commit_log(mfq: MappedFileQueue, start: int) -> tuple[int, str, int]:
+    """Validate messages from ``start`` (a message boundary) on.
+
+    Returns (offset where valid data ends, why the scan stopped, messages checked).
+    """
+    offset = start
+    count = 0
+    file_size = mfq.file_size
+    while True:
+        mf = mfq.find(offset)
+        if mf is None:
+            return offset, "end of data", count
+        view = mf.view
+        base = mf.file_from_offset
+        pos = offset - base
+        while pos < file_size:
+            if pos + BLANK_ENTRY_SIZE > file_size:
+                return base + pos, "segment ends inside an entry header", count
+            total, magic = _PREFIX.unpack_from(view, pos)
+            if magic == BLANK_MAGIC_CODE:
+                if total != file_size - pos:
+                    return base + pos, f"blank entry of wrong size {total}", count
+                pos = file_size
+                break
+            if total == 0 and magic == 0:
+                return base + pos, "end of data", count
+            problem = check_message(view, pos, base + pos, file_size)
+            if problem is not None:
+                return base + pos, problem, count
+            pos += total
+            count += 1
+        offset = base + file_size
+
+
+def _entry_checker(commit_log: CommitLog, cq: ConsumeQueue) -> Callable[[int, int, int], bool]:
+    """Whether a consume queue entry (index, phy, size) points at its own message."""
+    min_phy = commit_log.min_offset
+
+    def is_stored(index: int, phy: int, size: int) -> bool:
+        if phy < min_phy:  # its segment was deleted by retention: nothing to compare with
+            return True
+        raw = commit_log.read(phy, size)
+        if raw is None or size < MIN_STORED_SIZE:
+            return False
+        total, magic = _PREFIX.unpack_from(raw, 0)
+        if total != size or magic != MAGIC_CODE:
+            return False
+        (sys_flag,) = _I32.unpack_from(raw, SYSFLAG_AT)
+        head = header_struct(sys_flag)
+        fields = head.unpack_from(raw, 0)
+        if fields[3] != cq.queue_id or fields[5] != index:
+            return False
+        at = head.size + fields[16]
+        if at >= size:
+            return False
+        topic_len = raw[at]
+        return bytes(raw[at + 1 : at + 1 + topic_len]) == cq.topic_raw
+
+    return is_stored
+
+
+def recover_store(
+    commit_log: CommitLog,
+    consume_queues: Iterable[ConsumeQueue],
+    index_truncate: Callable[[int], None] | None,
+    redispatch: Callable[[int, int], tuple[int, int]],
+    checkpoint: StoreCheckpoint | None,
+    last_exit_ok: bool,
+) -> RecoveryReport:
+    """Run the recovery steps of the module docstring on loaded (not yet started) components."""
+    report = RecoveryReport(last_exit_ok=last_exit_ok, checkpoint_valid=checkpoint is not None)
+    mfq = commit_log.mfq
+    loaded_end = mfq.max_offset
+    min_phy = mfq.min_offset
+    if checkpoint is not None:
+        safe = min(checkpoint.physic_offset, checkpoint.logics_offset, checkpoint.index_offset)
+        safe = max(min(safe, loaded_end), min_phy)
+        mf = mfq.find(safe) or mfq.last_file()
+        scan_from = mf.file_from_offset if mf is not None else min_phy
+    else:
+        scan_from = min_phy
+    valid_end, reason, checked = scan_commit_log(mfq, scan_from)
+    report.scan_from, report.valid_end, report.reason = scan_from, valid_end, reason
+    report.messages_checked = checked
+    if mfq.files:
+        discarded = mfq.truncate(valid_end)
+        report.discarded_bytes = discarded
+        if discarded:
+            report.truncated_from = valid_end
+    _sync_from(mfq, scan_from)
+    if report.truncated_from is not None:
+        durable = checkpoint.physic_offset if checkpoint is not None else 0
+        report.corrupted_durable_data = valid_end < durable
+        level = logging.ERROR if report.corrupted_durable_data else logging.WARNING
+        log.log(
+            level,
+            "commit log truncated offset=%d reason=%s discarded_bytes>=%d durable_before=%d",
+            valid_end, reason, report.discarded_bytes, durable,
+        )
+
+    cut = min(checkpoint.logics_offset, valid_end) if checkpoint is not None else min_phy
+    cut = max(cut, min_phy)
+    for cq in consume_queues:
+        report.queue_entries_dropped += cq.recover(cut, _entry_checker(commit_log, cq))
+    if index_truncate is not None:
+        index_truncate(cut)
+    reached, count = redispatch(cut, valid_end)
+    report.redispatch_from, report.messages_redispatched = cut, count
+    if reached != valid_end:
+        log.error("re-dispatch stopped early offset=%d valid_end=%d", reached, valid_end)
+    log.info("recovery done %s", report.summary())
+    return report
+
+
+def _sync_from(mfq: MappedFileQueue, offset: int) -> None:
+    """Sync what a killed process may have left in the page cache, so the log is durable as found."""
+    for mf in mfq.files:
+        if mf.file_from_offset + mf.file_size <= offset:
+            continue
+        mf.flushed_position = 0
+        mf.flush()
+    mfq.flushed_where = mfq.max_offset

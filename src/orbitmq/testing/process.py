@@ -1,0 +1,108 @@
+"""Run OrbitMQ servers as real child processes and wait for their readiness lines.
+
+Used by tests that need a process boundary (kill -9, the C++ client, the CLI) and available to
+users' own tests. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO
+
+__all__ = ["ServerProcess", "standalone_process"]
+
+READY = re.compile(r"orbitmq (\w+) ready on (\S+):(\d+)")
+
+
+class ServerProcess:
+    """A child process running ``orbitmq ...``; its stderr is collected and scanned for ready lines.
+
+    Attributes:
+        addresses: role -> "host:port" from each ``orbitmq <role> ready on HOST:PORT`` line seen.
+    """
+
+    def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+        self.args = [sys.executable, "-m", "orbitmq.cli.main", *args]
+        self.addresses: dict[str, str] = {}
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(
+            self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                m = READY.search(line)
+                if m:
+                    self.addresses[m.group(1)] = f"{m.group(2)}:{m.group(3)}"
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_ready(self, *roles: str, timeout: float = 30.0) -> dict[str, str]:
+        """Wait until every role in ``roles`` logged its ready line; raise with the output if not."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(r in self.addresses for r in roles):
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    out = "\n".join(self.lines[-40:])
+                    raise RuntimeError(f"{' '.join(self.args)} not ready (rc={self.proc.poll()}):\n{out}")
+                self._cond.wait(min(left, 0.2))
+            return dict(self.addresses)
+
+    def output(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGINT (as Ctrl-C would), then SIGKILL after ``timeout``; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._reader.join(5)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """kill -9: no chance to clean up, like a crash or a power cut of the process."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(5)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def standalone_process(store: str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
+    """``orbitmq standalone`` on ephemeral ports of 127.0.0.1 with its store in ``store``."""
+    return ServerProcess(
+        ["standalone", "--namesrv-port", "0", "--broker-port", "0", "--store", store, *extra], env=env
+    )
