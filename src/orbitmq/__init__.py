@@ -1,3 +1,83 @@
-"""OrbitMQ: a RocketMQ-compatible distributed message queue in Python."""
+"""OrbitMQ: a RocketMQ-compatible distributed message queue in Python.
+
+The SDK's public names are importable from here. They load on first use, so that ``import orbitmq``
+(e.g. by the CLI or a server process) stays light and does not pull in the client machinery.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.errors import (
+    BrokerError,
+    ClientError,
+    ConnectionClosedError,
+    OrbitMQError,
+    RemoteProtocolError,
+    StoreError,
+    TimeoutError,
+)
 
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY = {
+    "Message": "orbitmq.protocol.message",
+    "MessageExt": "orbitmq.protocol.message",
+    "MessageQueue": "orbitmq.protocol.bodies",
+    "Producer": "orbitmq.client.producer",
+    "AsyncProducer": "orbitmq.client.producer",
+    "PullConsumer": "orbitmq.client.pull_consumer",
+    "AsyncPullConsumer": "orbitmq.client.pull_consumer",
+    "Admin": "orbitmq.client.admin",
+    "AsyncAdmin": "orbitmq.client.admin",
+    "SendResult": "orbitmq.client.results",
+    "SendStatus": "orbitmq.client.results",
+    "PullResult": "orbitmq.client.results",
+    "PullStatus": "orbitmq.client.results",
+    "select_by_hash": "orbitmq.client.selectors",
+    "select_random": "orbitmq.client.selectors",
+}
+
+__all__ = [
+    "__version__",
+    *_LAZY,
+    "OrbitMQError",
+    "ClientError",
+    "BrokerError",
+    "RemoteProtocolError",
+    "StoreError",
+    "TimeoutError",
+    "ConnectionClosedError",
+]
+
+if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ loads them
+    from orbitmq.client.admin import Admin as Admin
+    from orbitmq.client.admin import AsyncAdmin as AsyncAdmin
+    from orbitmq.client.producer import AsyncProducer as AsyncProducer
+    from orbitmq.client.producer import Producer as Producer
+    from orbitmq.client.pull_consumer import AsyncPullConsumer as AsyncPullConsumer
+    from orbitmq.client.pull_consumer import PullConsumer as PullConsumer
+    from orbitmq.client.results import PullResult as PullResult
+    from orbitmq.client.results import PullStatus as PullStatus
+    from orbitmq.client.results import SendResult as SendResult
+    from orbitmq.client.results import SendStatus as SendStatus
+    from orbitmq.client.selectors import select_by_hash as select_by_hash
+    from orbitmq.client.selectors import select_random as select_random
+    from orbitmq.protocol.bodies import MessageQueue as MessageQueue
+    from orbitmq.protocol.message import Message as Message
+    from orbitmq.protocol.message import MessageExt as MessageExt
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orbitmq' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

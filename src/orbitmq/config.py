@@ -103,6 +103,12 @@ class BrokerConfig:
     long_polling_recheck_ms: int = 5000
     max_frame_size: int = 16 * MiB
     max_in_flight_per_connection: int = 256
+    broker_permission: int = 6  # PermName bits: READ 4 | WRITE 2
+    flush_consumer_offset_interval_ms: int = 5000
+    register_broker_timeout_ms: int = 6000
+    default_query_max_num: int = 32
+    max_msgs_num_batch: int = 64
+    notify_consumer_ids_changed_enable: bool = True
     store: StoreConfig = dataclasses.field(default_factory=StoreConfig)
 
 

@@ -152,7 +152,7 @@ def test_message_queue_is_frozen_ordered_and_hashable() -> None:
     assert sorted(queues) == [queues[2], queues[1], queues[0]]
     assert len({MQ, MessageQueue("T", "broker-a", 1)}) == 1
     with pytest.raises(AttributeError):
-        MQ.queue_id = 2  # type: ignore[misc]
+        MQ.queue_id = 2
     assert MQ.to_dict() == {"topic": "T", "brokerName": "broker-a", "queueId": 1}
 
 

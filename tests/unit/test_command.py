@@ -89,7 +89,7 @@ def test_json_remark_written_when_present() -> None:
 
 
 def test_ext_field_numbers_from_callers_are_written_as_strings() -> None:
-    cmd = RemotingCommand(code=10, ext_fields={"queueId": 3, "batch": True})  # type: ignore[dict-item]
+    cmd = RemotingCommand(code=10, ext_fields={"queueId": 3, "batch": True})
     back = decode_command(encode(cmd)[4:])
     assert back.ext_fields == {"queueId": "3", "batch": "true"}
 
@@ -134,7 +134,7 @@ def test_binary_refuses_long_ext_key() -> None:
 
 
 def test_unknown_serialize_type_on_encode_is_misuse() -> None:
-    cmd = RemotingCommand(code=10, serialize_type=5)  # type: ignore[arg-type]
+    cmd = RemotingCommand(code=10, serialize_type=5)
     with pytest.raises(ClientError):
         encode(cmd)
 

@@ -129,10 +129,14 @@ def test_empty_string_number_counts_as_absent() -> None:
     assert send.max_reconsume_times is None
 
 
-def test_cpp_empty_group_stays_an_empty_string() -> None:
+def test_cpp_empty_group_counts_as_absent() -> None:
     header = h.UnregisterClientRequestHeader.from_ext_fields(
         {"clientID": "1-127.0.0.1@DEFAULT", "producerGroup": "", "consumerGroup": "G"})
-    assert header.producer_group == "" and header.consumer_group == "G"
+    assert header.producer_group is None and header.consumer_group == "G"
+
+
+def test_required_string_may_be_empty() -> None:
+    assert h.GetRouteInfoRequestHeader.from_ext_fields({"topic": ""}).topic == ""
 
 
 def test_string_fields_accept_numbers() -> None:
@@ -142,7 +146,7 @@ def test_string_fields_accept_numbers() -> None:
 
 def test_not_a_mapping() -> None:
     with pytest.raises(RemoteProtocolError):
-        h.GetRouteInfoRequestHeader.from_ext_fields(["topic"])  # type: ignore[arg-type]
+        h.GetRouteInfoRequestHeader.from_ext_fields(["topic"])
 
 
 def test_to_ext_fields_writes_java_parsable_strings() -> None:

@@ -1,0 +1,27 @@
+"""The OrbitMQ SDK: producers, consumers and the admin client (imports protocol and transport only).
+
+Every blocking class has an asyncio twin with the same methods as coroutines; every client is a
+context manager that starts on enter and shuts down on exit.
+"""
+
+from orbitmq.client.admin import Admin, AsyncAdmin
+from orbitmq.client.producer import AsyncProducer, Producer
+from orbitmq.client.pull_consumer import AsyncPullConsumer, PullConsumer
+from orbitmq.client.results import PullResult, PullStatus, SendResult, SendStatus
+from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
+
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "AsyncProducer",
+    "Producer",
+    "AsyncPullConsumer",
+    "PullConsumer",
+    "SendResult",
+    "SendStatus",
+    "PullResult",
+    "PullStatus",
+    "MessageQueueSelector",
+    "select_by_hash",
+    "select_random",
+]

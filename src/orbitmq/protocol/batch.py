@@ -41,7 +41,10 @@ def _encode_properties(properties: Mapping[str, str]) -> bytes:
         _PROPERTY_SEPARATOR
     ) != len(properties):
         raise ClientError("message property names and values must not contain \\x01 or \\x02")
-    return text.encode()
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:
+        raise ClientError(f"message properties are not encodable as UTF-8: {exc}") from None
 
 
 def _decode_properties(raw: memoryview) -> dict[str, str]:

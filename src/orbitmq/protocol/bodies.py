@@ -22,6 +22,7 @@ from typing import Any, Self
 import orjson
 
 from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol._lenient import bad_value, camel, parse_bool, parse_int, parse_str
 
 __all__ = [
     "JsonBody",
@@ -132,49 +133,6 @@ def json_field(name: str, *, aliases: tuple[str, ...] = (), mirror: bool = False
                              **kwargs)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _bad(where: str, expected: str, value: object) -> RemoteProtocolError:
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return RemoteProtocolError(f"{where}: expected {expected}, got {shown}")
-
-
-def _load_str(value: Any, where: str) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    raise _bad(where, "a string", value)
-
-
-def _load_int(value: Any, where: str) -> int:
-    if type(value) is int:
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise _bad(where, "an integer", value)
-
-
-def _load_bool(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if value in (0, 1) and isinstance(value, int):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
-        return value.strip().lower() in ("true", "1")
-    raise _bad(where, "a boolean", value)
-
-
 def _enum_codec(tp: type[enum.IntEnum]) -> tuple[_Load, _Dump]:
     def load(value: Any, where: str) -> Any:
         if isinstance(value, str):
@@ -184,13 +142,13 @@ def _enum_codec(tp: type[enum.IntEnum]) -> tuple[_Load, _Dump]:
             try:
                 value = int(value)
             except ValueError:
-                raise _bad(where, f"a {tp.__name__} name", value) from None
+                raise bad_value(where, f"a {tp.__name__} name", value) from None
         if type(value) is int:
             try:
                 return tp(value)
             except ValueError:
                 pass
-        raise _bad(where, f"a {tp.__name__}", value)
+        raise bad_value(where, f"a {tp.__name__}", value)
 
     return load, lambda member: tp(member).name
 
@@ -210,17 +168,17 @@ def _codec(tp: Any) -> tuple[_Load, _Dump]:
 
         def load_list(value: Any, where: str) -> list[Any]:
             if not isinstance(value, list):
-                raise _bad(where, "an array", value)
+                raise bad_value(where, "an array", value)
             return [load_item(item, f"{where}[{i}]") for i, item in enumerate(value)]
 
         return load_list, lambda v: [dump_item(item) for item in v]
     if origin is dict:
-        load_key = _load_int if args[0] is int else _load_str
+        load_key = parse_int if args[0] is int else parse_str
         load_value, dump_value = _codec(args[1])
 
         def load_dict(value: Any, where: str) -> dict[Any, Any]:
             if not isinstance(value, dict):
-                raise _bad(where, "an object", value)
+                raise bad_value(where, "an object", value)
             return {load_key(k, f"{where} key"): load_value(v, f"{where}[{k!r}]")
                     for k, v in value.items()}
 
@@ -229,7 +187,7 @@ def _codec(tp: Any) -> tuple[_Load, _Dump]:
         return tp._load, lambda v: v.to_dict()
     if isinstance(tp, type) and issubclass(tp, enum.IntEnum):
         return _enum_codec(tp)
-    simple: dict[Any, _Load] = {str: _load_str, int: _load_int, bool: _load_bool}
+    simple: dict[Any, _Load] = {str: parse_str, int: parse_int, bool: parse_bool}
     if tp in simple:
         return simple[tp], lambda v: v
     raise TypeError(f"unsupported body field type {tp!r}")
@@ -261,7 +219,7 @@ def _derive_codecs(cls: type) -> tuple[_FieldCodec, ...]:
     codecs = []
     for f in dataclasses.fields(cls):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        names = (f.metadata.get("json", _camel(f.name)), *f.metadata.get("aliases", ()))
+        names = (f.metadata.get("json", camel(f.name)), *f.metadata.get("aliases", ()))
         load, dump = _codec(hints[f.name])
         codecs.append(_FieldCodec(f.name, names, bool(f.metadata.get("mirror")), required,
                                   load, dump))
@@ -276,7 +234,7 @@ class JsonBody:
     @classmethod
     def _load(cls, value: Any, where: str) -> Self:
         if not isinstance(value, dict):
-            raise _bad(where, f"a {cls.__name__} object", value)
+            raise bad_value(where, f"a {cls.__name__} object", value)
         kwargs: dict[str, Any] = {}
         for codec in _fields_of(cls):
             raw = next((value[n] for n in codec.json_names if value.get(n) is not None), None)

@@ -158,9 +158,9 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
-    remark = cmd.remark.encode() if cmd.remark else b""
     parts: list[bytes] = []
     try:
+        remark = cmd.remark.encode() if cmd.remark else b""
         for key, value in cmd.ext_fields.items():
             raw_key, raw_value = key.encode(), _ext_value(value).encode()
             parts += (_I16.pack(len(raw_key)), raw_key, _I32.pack(len(raw_value)), raw_value)
@@ -169,7 +169,7 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
             int(cmd.code), int(cmd.language), int(cmd.version), int(cmd.opaque), int(cmd.flag),
             len(remark),
         )
-    except struct.error as exc:
+    except (struct.error, UnicodeEncodeError) as exc:
         raise ClientError(f"command does not fit the binary (ROCKETMQ) header: {exc}") from None
     return b"".join((fixed, remark, _I32.pack(len(ext)), ext))
 

@@ -5,7 +5,8 @@ One small mechanism serves every header: the wire name of a field is its camelCa
 ``str``, ``bool``, optionally ``| None``) says how to parse it, and a field without a default is
 required. Parsing is lenient the way real clients need: numbers may come as strings or JSON numbers
 (the C++ client sends ``queueId`` as a number), booleans as ``"true"``/``"True"``/``"1"``/``1``, and an
-empty string for a number counts as absent. Writing always produces strings Java parses: integers in
+empty string counts as absent for a number, a boolean or an optional string (the C++ client sends
+the group that does not apply as ``""``). Writing always produces strings Java parses: integers in
 decimal, booleans as ``"true"``/``"false"``, ``None`` fields left out.
 
 Field names and which ones are required follow RocketMQ 4.x's header classes (``@CFNotNull``).
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol._lenient import camel, parse_bool, parse_int, parse_str
 
 __all__ = [
     "Header",
@@ -69,10 +71,6 @@ __all__ = [
     "DeleteSubscriptionGroupRequestHeader",
 ]
 
-_TRUE = frozenset({"true", "1", "yes", "y", "on"})
-_FALSE = frozenset({"false", "0", "no", "n", "off"})
-
-
 def wire(name: str, **kwargs: Any) -> Any:
     """A dataclass field whose wire name is ``name`` instead of its derived camelCase name."""
     return dataclasses.field(metadata={"wire": name}, **kwargs)
@@ -95,11 +93,7 @@ class _FieldSpec:
     wire: str  # default wire name
     kind: type  # int, str or bool
     required: bool
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+    empty_is_absent: bool  # "" means "not given": every non-str field, and optional str fields
 
 
 def _kind_of(owner: type, name: str, hint: object) -> type:
@@ -126,51 +120,14 @@ def _derive_spec(cls: type) -> tuple[_FieldSpec, ...]:
     specs = []
     for f in dataclasses.fields(cls):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        specs.append(
-            _FieldSpec(f.name, f.metadata.get("wire", _camel(f.name)),
-                       _kind_of(cls, f.name, hints[f.name]), required)
-        )
+        kind = _kind_of(cls, f.name, hints[f.name])
+        empty_is_absent = kind is not str or (not required and f.default is None)
+        specs.append(_FieldSpec(f.name, f.metadata.get("wire", camel(f.name)), kind, required,
+                                empty_is_absent))
     return tuple(specs)
 
 
-def _parse_int(raw: object, where: str) -> int:
-    if type(raw) is int:
-        return raw
-    if isinstance(raw, str):
-        try:
-            return int(raw.strip())
-        except ValueError:
-            pass
-    elif isinstance(raw, bool) or (isinstance(raw, float) and raw.is_integer()):
-        return int(raw)
-    raise RemoteProtocolError(f"{where}: expected an integer, got {raw!r}")
-
-
-def _parse_bool(raw: object, where: str) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int) and raw in (0, 1):
-        return bool(raw)
-    if isinstance(raw, str):
-        text = raw.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    raise RemoteProtocolError(f"{where}: expected a boolean, got {raw!r}")
-
-
-def _parse_str(raw: object, where: str) -> str:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, bool):
-        return "true" if raw else "false"
-    if isinstance(raw, int | float):
-        return str(raw)
-    raise RemoteProtocolError(f"{where}: expected a string, got {raw!r}")
-
-
-_PARSERS = {int: _parse_int, bool: _parse_bool, str: _parse_str}
+_PARSERS = {int: parse_int, bool: parse_bool, str: parse_str}
 
 
 def _format(value: object) -> str:
@@ -186,7 +143,8 @@ def _decode(cls: type[Any], fields: Mapping[str, object], names: Mapping[str, st
     for spec in _spec(cls):
         wire_name = names[spec.name] if names is not None else spec.wire
         raw = fields.get(wire_name)
-        if raw is None or (spec.kind is not str and isinstance(raw, str) and not raw.strip()):
+        blank = isinstance(raw, str) and not (raw if spec.kind is str else raw.strip())
+        if raw is None or (blank and spec.empty_is_absent):
             if spec.required:
                 raise RemoteProtocolError(f"{cls.__name__}: missing required field {wire_name!r}")
             continue

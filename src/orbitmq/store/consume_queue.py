@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = 20
 BLANK_ENTRY_SIZE_FIELD = 0x7FFFFFFF  # size of a filler entry (RocketMQ's blank), never read
+_ZERO_ENTRY = bytes(CQ_ENTRY_SIZE)
 
 
 class ConsumeQueue:
@@ -58,7 +59,7 @@ class ConsumeQueue:
         if pos + CQ_ENTRY_SIZE > mf.wrote_position:
             return None
         try:
-            return CQ_ENTRY.unpack_from(mf.view, pos)  # type: ignore[return-value]
+            return CQ_ENTRY.unpack_from(mf.view, pos)
         except ValueError:  # segment deleted meanwhile
             return None
 
@@ -145,7 +146,7 @@ class ConsumeQueue:
         if not files:
             return 0
         lo = files[0].file_from_offset // CQ_ENTRY_SIZE
-        hi = (files[-1].file_from_offset + self.mfq.file_size) // CQ_ENTRY_SIZE
+        hi = capacity = (files[-1].file_from_offset + self.mfq.file_size) // CQ_ENTRY_SIZE
         first = lo
 
         def good(i: int) -> bool:
@@ -162,7 +163,14 @@ class ConsumeQueue:
                 lo = mid + 1
             else:
                 hi = mid
-        dropped_end = self.mfq.max_offset // CQ_ENTRY_SIZE
+        dropped = 0
+        while lo + dropped < capacity:  # non-zero entries past the cut (for the report)
+            mf = self.mfq.find((lo + dropped) * CQ_ENTRY_SIZE)
+            assert mf is not None
+            at = (lo + dropped) * CQ_ENTRY_SIZE - mf.file_from_offset
+            if mf.buf[at : at + CQ_ENTRY_SIZE] == _ZERO_ENTRY:
+                break
+            dropped += 1
         self.mfq.truncate(lo * CQ_ENTRY_SIZE)
         self.max_phy_end = 0
         for i in range(lo - 1, first - 1, -1):
@@ -171,7 +179,7 @@ class ConsumeQueue:
                 self.max_phy_end = found[0] + found[1]
                 break
         self.min_offset = max(self.min_offset, first)
-        return max(0, dropped_end - lo)
+        return dropped
 
     def truncate_to(self, queue_offset: int) -> None:
         """Drop entries at or past ``queue_offset``."""

@@ -88,6 +88,9 @@ class DispatchService(ServiceThread):
         self.lock = threading.Lock()  # against delete_topics and checkpoint snapshots
         self._topics: dict[bytes, str] = {}
 
+    def has_work(self) -> bool:
+        return self.reput_offset < self.commit_log.max_offset
+
     def run_once(self) -> None:
         """Dispatch everything published so far, telling listeners after each bounded round."""
         while True:

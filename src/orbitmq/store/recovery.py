@@ -204,6 +204,8 @@ def recover_store(
         report.discarded_bytes = discarded
         if discarded:
             report.truncated_from = valid_end
+            if reason == "end of data":
+                report.reason = "zero entry header before non-zero bytes (torn write)"
     _sync_from(mfq, scan_from)
     if report.truncated_from is not None:
         durable = checkpoint.physic_offset if checkpoint is not None else 0
@@ -212,7 +214,7 @@ def recover_store(
         log.log(
             level,
             "commit log truncated offset=%d reason=%s discarded_bytes>=%d durable_before=%d",
-            valid_end, reason, report.discarded_bytes, durable,
+            valid_end, report.reason, report.discarded_bytes, durable,
         )
 
     cut = min(checkpoint.logics_offset, valid_end) if checkpoint is not None else min_phy

@@ -31,6 +31,10 @@ class ServiceThread:
         """One round of the service's work."""
         raise NotImplementedError
 
+    def has_work(self) -> bool:
+        """Whether a round should run without waiting (services woken by hot paths override it)."""
+        return False
+
     def start(self) -> None:
         if self._thread is not None:
             return
@@ -55,7 +59,8 @@ class ServiceThread:
         log.debug("service started name=%s", self.name)
         while not self._stopped:
             self.waiting = True
-            self._event.wait(self.interval_s)
+            if not self.has_work():  # checked after raising the flag: no wakeup can slip between
+                self._event.wait(self.interval_s)
             self.waiting = False
             self._event.clear()
             if self._stopped:

@@ -1,0 +1,193 @@
+"""Administration: topics, subscription groups, statistics and broker runtime information.
+
+Handled codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
+(21), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43),
+GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207).
+
+JSON bodies whose Java classes use a MessageQueue as a map key (TopicStatsTable, ConsumeStats)
+cannot be written as Java's fastjson writes them (an object as a key is not JSON). OrbitMQ writes
+standard JSON where each such key is a *string holding the compact JSON of the MessageQueue*, with
+fastjson's alphabetical field order::
+
+    {"offsetTable": {"{\\"brokerName\\":\\"broker-a\\",\\"queueId\\":0,\\"topic\\":\\"T\\"}":
+                     {"minOffset": 0, "maxOffset": 12, "lastUpdateTimestamp": 1700000000000}}}
+
+Any JSON parser reads it; decode each key with a second ``json.loads`` (fastjson also turns such
+string keys back into MessageQueue objects). ConsumeStats is ``{"consumeTps": 0.0, "offsetTable":
+{MQ: {"brokerOffset", "consumerOffset", "lastTimestamp"}}}``; GET_ALL_CONSUMER_OFFSET answers
+``{"offsetTable": {"topic@group": {"0": 12}}}``; GET_BROKER_RUNTIME_INFO answers Java's KVTable,
+``{"table": {name: string value}}``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
+from orbitmq.broker.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
+from orbitmq.protocol.bodies import TopicConfig
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+)
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+__all__ = ["AdminProcessor", "message_queue_key"]
+
+VERSION_DESC = "OrbitMQ 0.1.0 (RocketMQ 4.x protocol)"
+
+
+def message_queue_key(topic: str, broker_name: str, queue_id: int) -> str:
+    """A MessageQueue as a map key: its compact JSON, fields in fastjson's alphabetical order."""
+    return orjson.dumps({"brokerName": broker_name, "queueId": queue_id, "topic": topic}).decode()
+
+
+class AdminProcessor:
+    """Admin requests of the CLI and of RocketMQ's admin tools."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.store = broker.store
+
+    def register(self, server: RemotingServer) -> None:
+        s, wait = server, self.broker.after_dispatch
+        s.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic)
+        s.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
+        s.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config)
+        s.register(RequestCode.GET_TOPIC_STATS_INFO, wait(self.get_topic_stats_info))
+        s.register(RequestCode.GET_CONSUME_STATS, wait(self.get_consume_stats))
+        s.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset)
+        s.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info)
+        s.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_subscription_group)
+        s.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group)
+        s.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group)
+
+    # -- topics ---------------------------------------------------------------------------------
+    def update_and_create_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        reason = validate_topic(h.topic)
+        if reason is not None:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, reason)
+        if h.topic in SYSTEM_TOPICS or h.topic == self.broker.config.broker_cluster_name:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the topic[{h.topic}] is conflict with system topic")
+        for name, n in (("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)):
+            if not 1 <= n <= QUEUE_NUMS_MAX:
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"{name} {n} out of range [1, {QUEUE_NUMS_MAX}]")
+        self.broker.topics.update(TopicConfig(
+            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm & 0xF, h.topic_filter_type,
+            h.topic_sys_flag, h.order,
+        ))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: the topic's config, its consumer offsets and its queues go;
+        the CommitLog keeps its bytes until retention, as in RocketMQ."""
+        h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        if h.topic in SYSTEM_TOPICS:
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the system topic[{h.topic}] cannot be deleted")
+        self.broker.topics.delete(h.topic)
+        self.broker.offsets.remove_topic(h.topic)
+        self.store.delete_topics([h.topic])
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all_topic_config(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=self.broker.topics.wrapper().to_json())
+
+    # -- statistics -----------------------------------------------------------------------------
+    def get_topic_stats_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """Per queue: min and max offset and the store time of the newest message."""
+        h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        tc = self.broker.topics.get(h.topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        table: dict[str, Any] = {}
+        for qid in range(tc.write_queue_nums):
+            max_offset = self.store.get_max_offset_in_queue(h.topic, qid)
+            last = self.store.get_message_store_timestamp(h.topic, qid, max_offset - 1) if max_offset > 0 else 0
+            table[message_queue_key(h.topic, self.broker.config.broker_name, qid)] = {
+                "minOffset": self.store.get_min_offset_in_queue(h.topic, qid),
+                "maxOffset": max_offset,
+                "lastUpdateTimestamp": max(last, 0),
+            }
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
+
+    def get_consume_stats(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """Per queue of the group's topics (or of the one topic asked): broker offset, committed
+        consumer offset (0 when none) and the store time of the last consumed message: the lag."""
+        h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
+        broker = self.broker
+        topics = [h.topic] if h.topic else broker.offsets.topics_of_group(h.consumer_group)
+        table: dict[str, Any] = {}
+        for topic in topics:
+            tc = broker.topics.get(topic)
+            if tc is None:
+                continue
+            for qid in range(tc.write_queue_nums):
+                consumer_offset = max(broker.offsets.query(h.consumer_group, topic, qid), 0)
+                last = (self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
+                        if consumer_offset > 0 else 0)
+                table[message_queue_key(topic, broker.config.broker_name, qid)] = {
+                    "brokerOffset": self.store.get_max_offset_in_queue(topic, qid),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": max(last, 0),
+                }
+        return cmd.response(ResponseCode.SUCCESS,
+                            body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
+
+    def get_all_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=self.broker.offsets.encode())
+
+    def get_broker_runtime_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        broker, store = self.broker, self.store
+        now = int(time.time() * 1000)
+        table = {
+            "brokerVersionDesc": VERSION_DESC,
+            "brokerName": broker.config.broker_name,
+            "brokerAddr": broker.address,
+            "bootTimestamp": str(broker.boot_timestamp_ms),
+            "runtime": f"{(now - broker.boot_timestamp_ms) // 1000} seconds",
+            "commitLogMinOffset": str(store.min_physical_offset()),
+            "commitLogMaxOffset": str(store.max_physical_offset()),
+            "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
+            "flushDiskType": str(broker.config.store.flush_disk_type),
+            "topicCount": str(len(broker.topics.table)),
+            "consumerGroupCount": str(len(broker.clients.consumers)),
+            "producerGroupCount": str(len(broker.clients.producers)),
+            "pullHeldCount": str(broker.pull.long_poll.held_count),
+        }
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))
+
+    # -- subscription groups --------------------------------------------------------------------
+    def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        if not cmd.body:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "subscription group config body missing")
+        cfg = SubscriptionGroupConfig.from_json(cmd.body)
+        if not cfg.group_name or validate_topic(cfg.group_name) is not None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"illegal group name {cfg.group_name!r}")
+        self.broker.sub_groups.update(cfg)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_all_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=self.broker.sub_groups.wrapper().to_json())
+
+    def delete_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.broker.sub_groups.delete(h.group_name)
+        if h.remove_offset:
+            self.broker.offsets.remove_group(h.group_name)
+        return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,93 @@
+"""HEART_BEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST_BY_GROUP, over the ClientManager tables.
+
+A heartbeat of a consumer group also makes sure the group's config and its retry topic
+(``%RETRY%group``, one queue) exist: the C++ push consumer subscribes to the retry topic right
+away and needs a route for it. Nothing here is required before a send or a pull: the C++ client
+sends its first message before its first heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from orbitmq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
+from orbitmq.protocol.bodies import ConsumerListBody, HeartbeatData
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    GetConsumerListByGroupRequestHeader,
+    UnregisterClientRequestHeader,
+)
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+__all__ = ["ClientProcessor"]
+
+log = logging.getLogger(__name__)
+
+
+class ClientProcessor:
+    """Client registration requests."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.clients = broker.clients
+
+    def register(self, server: RemotingServer) -> None:
+        server.register(RequestCode.HEART_BEAT, self.heart_beat)
+        server.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
+        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group)
+
+    def heart_beat(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """HEART_BEAT (34): body HeartbeatData (enums as names or the C++ client's ordinals)."""
+        if not cmd.body:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "heartbeat without a body")
+        data = HeartbeatData.from_json(cmd.body)
+        client_id = data.client_id
+        for consumer in data.consumer_data_set:
+            group_cfg = self.broker.sub_groups.find(consumer.group_name)
+            if group_cfg is not None:
+                self.broker.topics.create_system_topic(
+                    RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, group_cfg.retry_queue_nums
+                )
+            if self.clients.register_consumer(consumer, conn, client_id, cmd):
+                self.clients.notify_consumer_ids_changed(consumer.group_name)
+        for producer in data.producer_data_set:
+            self.clients.register_producer(producer.group_name, conn, client_id, cmd)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """UNREGISTER_CLIENT (35); the C++ client sends the group that does not apply as ``""``."""
+        h = UnregisterClientRequestHeader.from_ext_fields(cmd.ext_fields)
+        if h.producer_group:
+            self.clients.unregister_producer(h.producer_group, conn)
+        if h.consumer_group and self.clients.unregister_consumer(h.consumer_group, conn):
+            self.clients.notify_consumer_ids_changed(h.consumer_group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def get_consumer_list_by_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """GET_CONSUMER_LIST_BY_GROUP (38): body ``{"consumerIdList": [...]}``."""
+        h = GetConsumerListByGroupRequestHeader.from_ext_fields(cmd.ext_fields)
+        ids = self.clients.consumer_ids(h.consumer_group)
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
+        return cmd.response(ResponseCode.SUCCESS, body=ConsumerListBody(ids).to_json())
+
+    def connection_closed(self, conn: RemotingConnection) -> None:
+        """A client connection closed: it leaves its groups, whose other members are told."""
+        for group in self.clients.connection_closed(conn):
+            self.clients.notify_consumer_ids_changed(group)
+
+    def scan_expired(self) -> None:
+        """Drop silent members (no heartbeat for ``client_channel_expire_ms``) and close their
+        connections when they belong to nothing any more."""
+        changed, doomed = self.clients.scan_expired(self.broker.config.client_channel_expire_ms)
+        for group in changed:
+            self.clients.notify_consumer_ids_changed(group)
+        for conn in doomed:
+            log.warning("closing silent client connection peer=%s", conn.peer)
+            conn.close()

@@ -1,0 +1,188 @@
+"""Long polling: pulls that found nothing wait here until a message arrives or their time is up.
+
+No busy polling. A held pull is woken by:
+- the store's arrival listener (called on the dispatch thread after each round with the queue's
+  new max offset and the tags code of what arrived) -> ``loop.call_soon_threadsafe``; a held pull
+  whose filter rejects that tags code keeps waiting;
+- its own timer at ``suspendTimeoutMillis`` (then the pull runs once more and answers whatever it
+  finds, normally PULL_NOT_FOUND);
+- a recheck every ``long_polling_recheck_ms`` comparing each queue's max offset with the held
+  offsets: a safety net for a lost notification, never the normal path.
+
+No lost wake-up: ``hold`` registers the request and only then reads the queue's max offset, while
+the dispatch thread writes the queue entry before it looks for held requests. Whichever runs second
+sees the other's write.
+
+Everything but ``on_arrival`` runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from orbitmq.broker.message_filter import TagFilter
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import PullMessageRequestHeader
+from orbitmq.transport.connection import RemotingConnection
+
+if TYPE_CHECKING:
+    from orbitmq.store.message_store import MessageStore
+
+__all__ = ["HeldPull", "LongPollService", "HELD_PER_CONNECTION_MAX"]
+
+log = logging.getLogger(__name__)
+
+# A consumer holds one pull per queue it owns; past this a connection's pulls are answered at once.
+HELD_PER_CONNECTION_MAX = 4096
+_Key = tuple[str, int]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class HeldPull:
+    """A pull request waiting for a message."""
+
+    cmd: RemotingCommand
+    conn: RemotingConnection
+    header: PullMessageRequestHeader
+    message_filter: TagFilter | None
+    timer: asyncio.TimerHandle | None = None
+
+    @property
+    def key(self) -> _Key:
+        return (self.header.topic, self.header.queue_id)
+
+
+class LongPollService:
+    """Held pulls by (topic, queue id).
+
+    Args:
+        store: asked for queue max offsets (hold-time check and periodic recheck).
+        resume: runs a woken pull again (without suspending) and answers it.
+        recheck_ms: period of the safety-net recheck.
+    """
+
+    def __init__(self, store: MessageStore, resume: Callable[[HeldPull], None], recheck_ms: int) -> None:
+        self.store = store
+        self._resume = resume
+        self._recheck_s = max(recheck_ms, 10) / 1000
+        self._held: dict[_Key, list[HeldPull]] = {}
+        self._by_conn: dict[RemotingConnection, set[HeldPull]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._recheck_task: asyncio.Task[None] | None = None
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._recheck_task = self._loop.create_task(self._recheck_loop())
+
+    async def stop(self) -> None:
+        """Forget every held pull (their connections are being closed with the server)."""
+        if self._recheck_task is not None:
+            self._recheck_task.cancel()
+            await asyncio.gather(self._recheck_task, return_exceptions=True)
+            self._recheck_task = None
+        for waiting in self._held.values():
+            for held in waiting:
+                if held.timer is not None:
+                    held.timer.cancel()
+        self._held.clear()
+        self._by_conn.clear()
+        self._loop = None
+
+    # -- holding --------------------------------------------------------------------------------
+    def hold(self, held: HeldPull, timeout_ms: int) -> bool:
+        """Park ``held`` for up to ``timeout_ms``; False when it cannot be held (answer it now)."""
+        loop = self._loop
+        if loop is None:
+            return False
+        mine = self._by_conn.get(held.conn)
+        if mine is not None and len(mine) >= HELD_PER_CONNECTION_MAX:
+            return False
+        self._held.setdefault(held.key, []).append(held)
+        self._by_conn.setdefault(held.conn, set()).add(held)
+        held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._wake, held)
+        # A message may have been dispatched between the pull's read and the registration above.
+        h = held.header
+        if self.store.get_max_offset_in_queue(h.topic, h.queue_id) > h.queue_offset:
+            loop.call_soon(self._wake, held)
+        return True
+
+    def _take(self, held: HeldPull) -> bool:
+        """Unregister ``held``; False when it was already woken."""
+        waiting = self._held.get(held.key)
+        if waiting is None:
+            return False
+        try:
+            waiting.remove(held)
+        except ValueError:
+            return False
+        if not waiting:
+            del self._held[held.key]
+        mine = self._by_conn.get(held.conn)
+        if mine is not None:
+            mine.discard(held)
+            if not mine:
+                del self._by_conn[held.conn]
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        return True
+
+    def _wake(self, held: HeldPull) -> None:
+        if not self._take(held):
+            return
+        if not held.conn.is_open:
+            return
+        try:
+            self._resume(held)
+        except Exception:
+            log.exception("resuming a held pull failed topic=%s queue=%d", *held.key)
+
+    # -- waking ---------------------------------------------------------------------------------
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
+        """The store's arrival listener (dispatch thread): hand over to the loop only when some
+        pull waits on that queue, so a busy broker without long polls pays one dict lookup."""
+        loop = self._loop
+        if loop is None or (topic, queue_id) not in self._held:
+            return
+        try:
+            loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
+        except RuntimeError:  # the loop closed meanwhile (shutdown)
+            pass
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
+        """Wake the pulls of a queue that can now read something (loop thread)."""
+        waiting = self._held.get((topic, queue_id))
+        if not waiting:
+            return
+        for held in list(waiting):
+            if max_offset <= held.header.queue_offset:
+                continue
+            if held.message_filter is not None and not held.message_filter.match_tags_code(tags_code):
+                continue
+            self._wake(held)
+
+    def connection_closed(self, conn: RemotingConnection) -> None:
+        for held in list(self._by_conn.get(conn, ())):
+            self._take(held)
+
+    async def _recheck_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._recheck_s)
+            try:
+                self.recheck()
+            except Exception:
+                log.exception("long-poll recheck failed")
+
+    def recheck(self) -> None:
+        """Wake every held pull whose queue grew past its offset (tags unknown: let it run)."""
+        for topic, queue_id in list(self._held):
+            max_offset = self.store.get_max_offset_in_queue(topic, queue_id)
+            self.notify(topic, queue_id, max_offset, None)

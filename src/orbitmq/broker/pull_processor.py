@@ -1,0 +1,215 @@
+"""PULL_MESSAGE (11): read a queue from an offset, filtered by tags, held when there is nothing yet.
+
+Response codes from the store's status, as RocketMQ's PullMessageProcessor:
+
+======================================  =======================================================
+store status                            response
+======================================  =======================================================
+FOUND                                   SUCCESS, body = the stored messages as they lie on disk
+NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING PULL_RETRY_IMMEDIATELY (nextBeginOffset past the scan)
+NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_Q  PULL_OFFSET_MOVED if offset != 0, else PULL_NOT_FOUND
+OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL  PULL_NOT_FOUND (held first when the suspend bit is set)
+OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL PULL_OFFSET_MOVED (nextBeginOffset = a valid offset)
+======================================  =======================================================
+
+Every answer other than PULL_NOT_FOUND moves ``nextBeginOffset`` away from the request's offset
+(the C++ PullConsumer loops until NO_NEW_MSG). Response extFields are strings. The body goes out
+with ``send_parts``: the file slices are never copied or re-encoded.
+
+The subscription is the request's own when it has the subscription bit; otherwise the group's
+from its heartbeats; otherwise the request's ``subscription`` field or ``*``: the C++ PullConsumer
+and benchmarks pull without ever sending a heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.broker.long_poll_service import HeldPull, LongPollService
+from orbitmq.broker.message_filter import TagFilter, build_filter
+from orbitmq.errors import ConnectionClosedError
+from orbitmq.protocol.bodies import ExpressionType, Perm
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
+from orbitmq.store.status import GetMessageStatus
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+__all__ = ["PullProcessor", "pull_response_code"]
+
+log = logging.getLogger(__name__)
+
+# Plain ints: IntFlag arithmetic is slow on the hot path.
+_PERM_READ = int(Perm.READ)
+_FLAG_COMMIT = int(PullSysFlag.COMMIT_OFFSET)
+_FLAG_SUSPEND = int(PullSysFlag.SUSPEND)
+_FLAG_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+_RETRY = (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING)
+_EMPTY_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
+_NOT_FOUND = (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_FOUND_NULL)
+
+
+def pull_response_code(status: GetMessageStatus, request_offset: int) -> ResponseCode:
+    """The response code of a pull whose store read ended with ``status``."""
+    if status is GetMessageStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in _RETRY:
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in _EMPTY_QUEUE:
+        return ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    if status in _NOT_FOUND:
+        return ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL
+
+
+class _Refused(Exception):
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        self.code = code
+        self.remark = remark
+
+
+class PullProcessor:
+    """The pull handler and the long-poll service that holds its empty answers."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.store = broker.store
+        cfg = broker.config
+        self.long_polling_enable = cfg.long_polling_enable
+        self.short_polling_time_ms = cfg.short_polling_time_ms
+        self.long_poll = LongPollService(broker.store, self._resume, cfg.long_polling_recheck_ms)
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    def register(self, server: RemotingServer) -> None:
+        server.register(RequestCode.PULL_MESSAGE, self.pull_message)
+
+    async def stop(self) -> None:
+        """Forget held pulls and pulls waiting for the dispatch (the server closes their
+        connections anyway)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.long_poll.stop()
+
+    def pull_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """Answers errors directly; found messages and empty results are written by ``_execute``
+        (zero copy), so the transport gets None."""
+        h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            message_filter = self._check(h, conn)
+        except _Refused as r:
+            return cmd.response(r.code, r.remark)
+        self._execute(cmd, conn, h, message_filter, allow_suspend=True)
+        return None
+
+    # -- checks ---------------------------------------------------------------------------------
+    def _check(self, h: PullMessageRequestHeader, conn: RemotingConnection) -> TagFilter | None:
+        broker = self.broker
+        if not broker.config.broker_permission & _PERM_READ:
+            raise _Refused(ResponseCode.NO_PERMISSION,
+                           f"the broker[{broker.config.broker_name}] pulling message is forbidden")
+        group = broker.sub_groups.find(h.consumer_group)
+        if group is None:
+            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           f"subscription group [{h.consumer_group}] does not exist")
+        if not group.consume_enable:
+            raise _Refused(ResponseCode.NO_PERMISSION,
+                           f"subscription group [{h.consumer_group}] has consumption disabled")
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & _PERM_READ:
+            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if not 0 <= h.queue_id < tc.read_queue_nums:
+            raise _Refused(ResponseCode.SYSTEM_ERROR,
+                           f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                           f"readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]")
+        expression, expression_type = self._subscription(h)
+        if expression_type and expression_type.upper() != ExpressionType.TAG:
+            raise _Refused(ResponseCode.SYSTEM_ERROR,
+                           f"The broker does not support consumer to filter message by {expression_type}")
+        return build_filter(expression)
+
+    def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str | None]:
+        if h.sys_flag & _FLAG_SUBSCRIPTION:
+            return h.subscription or "*", h.expression_type
+        sub = self.broker.clients.subscription(h.consumer_group, h.topic)
+        if sub is not None:
+            return sub.sub_string, sub.expression_type
+        return h.subscription or "*", h.expression_type
+
+    # -- reading and answering ------------------------------------------------------------------
+    def _execute(self, cmd: RemotingCommand, conn: RemotingConnection, h: PullMessageRequestHeader,
+                 message_filter: TagFilter | None, *, allow_suspend: bool,
+                 dispatched: bool = False) -> None:
+        result = self.store.get_message(
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
+        )
+        code = pull_response_code(result.status, h.queue_offset)
+        if allow_suspend and h.sys_flag & _FLAG_COMMIT and h.commit_offset >= 0 and not dispatched:
+            self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & _FLAG_SUSPEND:
+            timeout = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_ms
+            if self.long_poll.hold(HeldPull(cmd, conn, h, message_filter), timeout):
+                return
+        if (not dispatched and (code is ResponseCode.PULL_NOT_FOUND or result.status in _EMPTY_QUEUE)
+                and self.store.dispatch_behind_bytes() > 0):
+            # Sends acknowledged before this pull may not be in the queue yet: look again once
+            # they are, so that a pull never misses a message whose send was already answered.
+            self._spawn(self._after_dispatch(cmd, conn, h, message_filter, allow_suspend))
+            return
+        next_offset = result.next_begin_offset
+        if code is ResponseCode.PULL_OFFSET_MOVED:
+            log.info("pull offset moved group=%s topic=%s queue=%d from=%d to=%d status=%s",
+                     h.consumer_group, h.topic, h.queue_id, h.queue_offset, next_offset,
+                     result.status.value)
+        resp = cmd.response(code, None if code is ResponseCode.SUCCESS else result.status.value, {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(next_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        })
+        try:
+            if result.buffers:
+                conn.send_parts(resp, result.buffers)
+            else:
+                conn.send(resp)
+        except ConnectionClosedError:
+            pass  # the consumer left; its next pull (elsewhere) starts from its committed offset
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _after_dispatch(self, cmd: RemotingCommand, conn: RemotingConnection,
+                              h: PullMessageRequestHeader, message_filter: TagFilter | None,
+                              allow_suspend: bool) -> None:
+        await self.broker.wait_dispatched()
+        if not conn.is_open:
+            return
+        try:
+            self._execute(cmd, conn, h, message_filter, allow_suspend=allow_suspend, dispatched=True)
+        except Exception as e:
+            log.exception("pull after dispatch failed topic=%s queue=%d", h.topic, h.queue_id)
+            try:
+                conn.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+            except ConnectionClosedError:
+                pass
+
+    def _resume(self, held: HeldPull) -> None:
+        try:
+            self._execute(held.cmd, held.conn, held.header, held.message_filter, allow_suspend=False)
+        except Exception as e:
+            log.exception("held pull failed topic=%s queue=%d", *held.key)
+            try:
+                held.conn.send(held.cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+            except ConnectionClosedError:
+                pass

@@ -1,0 +1,194 @@
+"""The broker's topic table: which topics it serves, with how many queues and which permissions.
+
+Persisted as ``STORE/config/topics.json`` (Java's TopicConfigSerializeWrapper JSON), rewritten
+atomically on every change; every change bumps the data version and asks the controller to
+re-register with the name servers at once, so that a topic created by a send shows up in routes
+without waiting for the 30 s registration.
+
+Auto-creation works as in RocketMQ: with ``auto_create_topic`` the default topic ``TBW102`` exists
+with the INHERIT permission; a send to an unknown topic naming it as ``defaultTopic`` creates the
+topic with ``min(defaultTopicQueueNums, TBW102's write queues)`` queues and TBW102's permission
+minus INHERIT.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+
+from orbitmq.broker.config_file import config_path, read_json, write_atomic
+from orbitmq.config import BrokerConfig
+from orbitmq.errors import RemoteProtocolError, StoreError
+from orbitmq.protocol.bodies import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
+
+__all__ = [
+    "TopicConfigManager",
+    "validate_topic",
+    "DEFAULT_TOPIC",
+    "SCHEDULE_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "SYSTEM_TOPICS",
+    "NOT_ALLOWED_SEND_TOPICS",
+    "TOPIC_MAX_LENGTH",
+    "QUEUE_NUMS_MAX",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+SYSTEM_TOPICS = frozenset({
+    DEFAULT_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT,
+})
+# Topics only the broker itself writes: a producer sending there would corrupt a service's state.
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    DEFAULT_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+})
+
+TOPIC_MAX_LENGTH = 127
+# Not a RocketMQ limit, but a bound: stats and registration walk every queue of a topic.
+QUEUE_NUMS_MAX = 1024
+_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+_RW = int(Perm.READ | Perm.WRITE)
+
+
+def validate_topic(topic: str) -> str | None:
+    """RocketMQ's topic name rules; returns the reason a name is refused, None when it is fine."""
+    if not topic or not topic.strip():
+        return "the specified topic is blank"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
+    if not _TOPIC_PATTERN.match(topic):
+        return f"the specified topic[{topic}] contains illegal characters, allowing only {_TOPIC_PATTERN.pattern}"
+    return None
+
+
+class TopicConfigManager:
+    """Topic configs of one broker; mutated from the event loop, read from anywhere.
+
+    Args:
+        config: the broker's settings (store path, auto-creation, default queue numbers).
+        on_change: called after every change (the controller re-registers with name servers).
+    """
+
+    def __init__(self, config: BrokerConfig, on_change: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.path = config_path(config.store.store_path, "topics.json")
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(int(time.time() * 1000), 0)
+        self._on_change = on_change
+        self._lock = threading.Lock()
+
+    # -- persistence ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read topics.json and make sure the system topics this broker needs exist."""
+        data = read_json(self.path)
+        if data is not None:
+            try:
+                wrapper = TopicConfigSerializeWrapper.from_dict(data)
+            except RemoteProtocolError as e:
+                raise StoreError(f"{self.path}: {e}") from None
+            self.table.update(wrapper.topic_config_table)
+            self.data_version = wrapper.data_version
+        changed = False
+        if self.config.auto_create_topic and DEFAULT_TOPIC not in self.table:
+            nums = self.config.default_topic_queue_nums
+            self.table[DEFAULT_TOPIC] = TopicConfig(DEFAULT_TOPIC, nums, nums, _RW | int(Perm.INHERIT))
+            changed = True
+        if changed:
+            self._bump()
+            self.persist()
+        log.info("topics loaded count=%d path=%s", len(self.table), self.path)
+
+    def persist(self) -> None:
+        write_atomic(self.path, self.wrapper().to_json())
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        """Every topic and the data version: the body of GET_ALL_TOPIC_CONFIG and REGISTER_BROKER."""
+        with self._lock:
+            return TopicConfigSerializeWrapper(
+                dict(self.table), DataVersion(self.data_version.timestamp, self.data_version.counter)
+            )
+
+    def _bump(self) -> None:
+        self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
+
+    def _changed(self) -> None:
+        self._bump()
+        self.persist()
+        if self._on_change is not None:
+            self._on_change()
+
+    # -- queries --------------------------------------------------------------------------------
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def topics(self) -> list[str]:
+        return sorted(self.table)
+
+    # -- changes --------------------------------------------------------------------------------
+    def update(self, tc: TopicConfig) -> None:
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
+        with self._lock:
+            old = self.table.get(tc.topic_name)
+            self.table[tc.topic_name] = tc
+        log.info("topic %s topic=%s queues=%d/%d perm=%d", "updated" if old else "created",
+                 tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm)
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        with self._lock:
+            removed = self.table.pop(topic, None)
+        if removed is None:
+            return False
+        log.info("topic deleted topic=%s", topic)
+        self._changed()
+        return True
+
+    def create_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int
+    ) -> TopicConfig | None:
+        """The topic config for a send to an unknown topic, created from ``default_topic`` when
+        that one may be inherited; None when the broker refuses to create it."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        parent = self.table.get(default_topic)
+        if parent is None or not parent.perm & Perm.INHERIT:
+            log.warning("auto-create refused topic=%s default_topic=%s (absent or not inheritable)",
+                        topic, default_topic)
+            return None
+        nums = max(1, min(client_queue_nums, parent.write_queue_nums, QUEUE_NUMS_MAX))
+        tc = TopicConfig(
+            topic, nums, nums, parent.perm & ~int(Perm.INHERIT),
+            parent.topic_filter_type, topic_sys_flag,
+        )
+        self.update(tc)
+        return tc
+
+    def create_system_topic(self, topic: str, queue_nums: int, perm: int = _RW,
+                            topic_sys_flag: int = 0) -> TopicConfig:
+        """A topic the broker itself needs (retry topics, schedule/transaction topics)."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+        self.update(tc)
+        return tc

@@ -1,0 +1,249 @@
+"""What the client-side commands share: the ``--namesrv`` option, turning SDK failures into one
+readable line, and parsing and printing of times, properties and message bodies.
+
+The parsing and formatting helpers are pure functions, so their edge cases (ISO dates without a
+zone, bodies that are not UTF-8) are tested without a server.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import contextlib
+import datetime
+import enum
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from orbitmq.errors import BrokerError, OrbitMQError
+from orbitmq.protocol.codes import ResponseCode
+
+__all__ = [
+    "DEFAULT_NAMESRV",
+    "NAMESRV_ENV",
+    "namesrv_option",
+    "format_option",
+    "cli_errors",
+    "describe_error",
+    "Position",
+    "parse_timestamp",
+    "parse_properties",
+    "parse_keys",
+    "format_ms",
+    "body_text",
+    "body_json_fields",
+    "echo_json",
+    "table",
+    "handles_errors",
+    "timestamp_param",
+    "now_ms",
+]
+
+log = logging.getLogger("orbitmq.cli")
+
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+NAMESRV_ENV = "ORBITMQ_NAMESRV"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_namesrv(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Validate ``host:port[;host:port...]`` up front, so a typo is a usage error, not a timeout."""
+    addrs = [a.strip() for a in value.split(";") if a.strip()]
+    if not addrs:
+        raise click.BadParameter("expected HOST:PORT")
+    for addr in addrs:
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise click.BadParameter(f"{addr!r} is not HOST:PORT")
+    return ";".join(addrs)
+
+
+def namesrv_option(func: F) -> F:
+    """``--namesrv HOST:PORT`` (several separated by ';'), from ORBITMQ_NAMESRV when not given."""
+    return click.option(
+        "--namesrv",
+        default=DEFAULT_NAMESRV,
+        show_default=True,
+        envvar=NAMESRV_ENV,
+        show_envvar=True,
+        callback=_check_namesrv,
+        metavar="HOST:PORT",
+        help="name server address; several separated by ';'",
+    )(func)
+
+
+def format_option(func: F) -> F:
+    """``--format text|json`` for commands that print records."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="text for people, json (one object per line) for programs",
+    )(func)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line saying what went wrong, in terms a CLI user can act on."""
+    if isinstance(exc, BrokerError):
+        try:
+            name = ResponseCode(exc.code).name
+        except ValueError:
+            name = f"code {exc.code}"
+        return f"server refused: {name}" + (f": {exc.remark}" if exc.remark else "")
+    if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):
+        return f"no answer in time{': ' + str(exc) if str(exc) else ''}"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())  # one line, whatever the message held
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn failures into a ClickException: a non-zero exit and one line on stderr.
+
+    Errors the SDK raises on purpose (and OS errors such as a refused connection) are expected in
+    a CLI; anything else is a bug, so its traceback still goes to the log at DEBUG level.
+    """
+    try:
+        yield
+    except (click.ClickException, click.Abort, KeyboardInterrupt):
+        raise
+    except (OrbitMQError, OSError, concurrent.futures.TimeoutError) as exc:
+        raise click.ClickException(describe_error(exc)) from None
+    except Exception as exc:
+        log.debug("unexpected error", exc_info=True)
+        raise click.ClickException(f"unexpected {type(exc).__name__}: {describe_error(exc)}") from None
+
+
+def handles_errors(func: F) -> F:
+    """Decorator form of :func:`cli_errors` for a command callback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with cli_errors():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Position(enum.Enum):
+    """The ends of a queue, as symbolic timestamps: ``earliest`` (first message) and ``now``."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
+_POSITION_WORDS = {
+    "earliest": Position.EARLIEST,
+    "first": Position.EARLIEST,
+    "now": Position.LATEST,
+    "latest": Position.LATEST,
+    "last": Position.LATEST,
+}
+
+
+def parse_timestamp(text: str) -> int | Position:
+    """Milliseconds since the epoch from ``text``.
+
+    Accepts an integer (milliseconds), an ISO 8601 date or datetime (local time when it has no
+    zone; ``Z`` allowed), or a word: ``earliest``/``first`` or ``now``/``latest``/``last``.
+
+    Raises:
+        click.BadParameter: none of those.
+    """
+    raw = text.strip()
+    word = _POSITION_WORDS.get(raw.lower())
+    if word is not None:
+        return word
+    if raw.isdigit():
+        return int(raw)
+    try:
+        moment = datetime.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a timestamp: give milliseconds, an ISO datetime "
+            "(2024-05-01T12:00:00), 'now' or 'earliest'"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # naive means local time, as a person typing it means
+    return int(moment.timestamp() * 1000)
+
+
+def timestamp_param(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | Position | None:
+    """click callback wrapping :func:`parse_timestamp`."""
+    return None if value is None else parse_timestamp(value)
+
+
+def parse_properties(items: Sequence[str]) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; the value may contain '='.
+
+    Raises:
+        click.BadParameter: an item without '=' or with an empty key.
+    """
+    props: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="'--property'")
+        props[key.strip()] = value
+    return props
+
+
+def parse_keys(text: str | None) -> list[str]:
+    """``"k1,k2"`` as ``["k1", "k2"]`` (blanks dropped)."""
+    return [k.strip() for k in (text or "").split(",") if k.strip()]
+
+
+def format_ms(ms: int) -> str:
+    """Milliseconds since the epoch as a local ISO datetime with milliseconds; '-' for 0 (unknown)."""
+    if ms <= 0:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(ms / 1000).astimezone()
+    return moment.isoformat(timespec="milliseconds")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def body_text(body: bytes) -> str:
+    """A body on one line: UTF-8 text (invalid bytes as ``\\xNN``), with newlines and tabs
+    escaped so that one message stays one line of output."""
+    text = bytes(body).decode("utf-8", errors="backslashreplace")
+    return text.translate(_ESCAPES)
+
+
+def body_json_fields(body: bytes) -> dict[str, str]:
+    """``{"body": text}`` for a UTF-8 body, ``{"body_base64": ...}`` otherwise: JSON output must
+    give back the exact bytes."""
+    raw = bytes(body)
+    try:
+        return {"body": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body_base64": base64.b64encode(raw).decode("ascii")}
+
+
+def echo_json(value: Any, *, indent: int | None = None) -> None:
+    """Print ``value`` as JSON (keys sorted, so output is stable for scripts and tests)."""
+    click.echo(json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows in left-aligned columns (numbers too: a terminal table, not a report)."""
+    widths = [len(h) for h in header]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+             for r in (header, *rows)]
+    return "\n".join(lines)

@@ -1,0 +1,322 @@
+"""``orbitmq consume``: print a topic's messages, committing the group's offsets as it goes.
+
+Every readable queue gets its own long-polling pull loop, so an idle queue never delays a busy
+one; their results meet in one bounded asyncio queue (the bound is the flow control: a loop waits
+while the printer is behind). Offsets are committed per *printed* message, so that stopping in the
+middle of a batch (``--count``, Ctrl-C, a closed pipe) never skips what was not shown: the next
+run of the same group starts exactly after the last line printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from orbitmq.cli.common import (
+    Position,
+    body_json_fields,
+    body_text,
+    echo_json,
+    format_option,
+    handles_errors,
+    namesrv_option,
+    parse_timestamp,
+)
+
+__all__ = ["consume_cmd", "ConsumeSettings", "message_line", "message_json"]
+
+log = logging.getLogger("orbitmq.cli")
+
+SUSPEND_MAX_S = 15.0  # RocketMQ's broker-side long-poll limit (brokerSuspendMaxTimeMillis)
+RETRY_BACKOFF_S = 1.0  # after a retriable pull failure (broker restarting, connection lost)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumeSettings:
+    """What one ``orbitmq consume`` run does.
+
+    Attributes:
+        start: where queues without a committed offset of the group begin: EARLIEST, LATEST or
+            the first message stored at or after a timestamp (ms).
+        count_max: stop after printing this many messages (None: no limit).
+        idle_timeout_s: stop after this many seconds without a message (None: until stopped).
+    """
+
+    topic: str
+    group: str
+    expression: str = "*"
+    start: int | Position = Position.EARLIEST
+    count_max: int | None = None
+    idle_timeout_s: float | None = None
+    batch_size: int = 32
+
+    @property
+    def suspend_s(self) -> float:
+        """Long-poll time of each pull: no longer than the idle timeout needs."""
+        if self.idle_timeout_s is None:
+            return SUSPEND_MAX_S
+        return max(0.05, min(SUSPEND_MAX_S, self.idle_timeout_s))
+
+
+def message_line(msg: Any, broker_name: str) -> str:
+    """One line of text for a consumed message; the body last, escaped to stay on the line."""
+    keys = ",".join(msg.keys) or "-"
+    return (
+        f"queue={broker_name}:{msg.queue_id} offset={msg.queue_offset} msg_id={msg.msg_id} "
+        f"tags={msg.tags or '-'} keys={keys} body={body_text(msg.body)}"
+    )
+
+
+def message_json(msg: Any, broker_name: str | None = None) -> dict[str, Any]:
+    """A message as a JSON object (the exact body: text, or base64 when not UTF-8)."""
+    extra = {} if broker_name is None else {"broker": broker_name}
+    return {
+        **extra,
+        "topic": msg.topic,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "msg_id": msg.msg_id,
+        "offset_msg_id": msg.offset_msg_id,
+        "tags": msg.tags,
+        "keys": list(msg.keys),
+        "properties": dict(msg.properties),
+        "born_timestamp": msg.born_timestamp,
+        "store_timestamp": msg.store_timestamp,
+        "born_host": f"{msg.born_host[0]}:{msg.born_host[1]}",
+        "store_host": f"{msg.store_host[0]}:{msg.store_host[1]}",
+        "reconsume_times": msg.reconsume_times,
+        **body_json_fields(msg.body),
+    }
+
+
+Emit = Callable[[Any, Any], None]  # (MessageQueue, MessageExt) -> None; raises to stop
+
+
+async def _pull_loop(consumer: Any, mq: Any, offset: int, settings: ConsumeSettings,
+                     out: asyncio.Queue[tuple[Any, Any]]) -> None:
+    """Long-poll ``mq`` from ``offset`` forever, handing every result to ``out``.
+
+    Retriable failures (a broker restarting) are retried after a pause; anything else is handed
+    over too, for the printer to raise.
+    """
+    from orbitmq.errors import OrbitMQError
+
+    while True:
+        try:
+            result = await consumer.pull(mq, offset, settings.batch_size, settings.expression,
+                                         suspend=settings.suspend_s)
+        except OrbitMQError as exc:
+            if not exc.retriable:
+                await out.put((mq, exc))
+                return
+            log.warning("pull %s:%d failed, retrying: %s", mq.broker_name, mq.queue_id, exc)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            continue
+        await out.put((mq, result))
+        offset = result.next_begin_offset
+
+
+async def _start_offsets(consumer: Any, admin: Any, settings: ConsumeSettings,
+                         queues: list[Any]) -> dict[Any, int]:
+    """Where each queue starts: the group's committed offset, else ``settings.start``.
+
+    The broker answers a never-committed queue whose first message is still stored with offset
+    0 (as RocketMQ does, so that new groups read from the start), which cannot be told apart from
+    a real commit of 0. So for any start other than EARLIEST, the group's committed topics are
+    asked first: a group that never committed on this topic starts where ``--from`` says.
+    """
+    committed_topic = True
+    if settings.start is not Position.EARLIEST:
+        status = await admin.group_status(settings.group)
+        committed_topic = any(q.queue.topic == settings.topic for q in status.queues)
+
+    async def one(mq: Any) -> tuple[Any, int]:
+        if committed_topic:
+            offset = await consumer.fetch_offset(mq)
+            if offset >= 0:
+                return mq, offset
+        if settings.start is Position.EARLIEST:
+            offset = await consumer.min_offset(mq)
+        elif settings.start is Position.LATEST:
+            offset = await consumer.max_offset(mq)
+        else:
+            offset = await consumer.search_offset(mq, settings.start)
+        consumer.update_offset(mq, offset)  # so the next run starts here too
+        return mq, offset
+
+    return dict(await asyncio.gather(*(one(mq) for mq in queues)))
+
+
+class _Stopper:
+    """Ctrl-C and SIGTERM set an event instead of raising, so the run ends by committing."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self._installed: list[int] = []
+
+    def __enter__(self) -> _Stopper:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.event.set)
+            except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
+                continue
+            self._installed.append(sig)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self._installed:
+            loop.remove_signal_handler(sig)
+
+
+async def _next_result(results: asyncio.Queue[tuple[Any, Any]], stop: asyncio.Event,
+                       deadline: float | None) -> tuple[Any, Any] | None:
+    """The next pull result; None when stopped or when ``deadline`` (monotonic) passed."""
+    if stop.is_set():
+        return None
+    getter = asyncio.ensure_future(results.get())
+    stopper = asyncio.ensure_future(stop.wait())
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        await asyncio.wait({getter, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not getter.done():
+            getter.cancel()
+    if getter.done() and not getter.cancelled():
+        return getter.result()  # taken from the queue: never drop it
+    return None
+
+
+async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Emit,
+                  stop: asyncio.Event) -> int:
+    """Print messages through ``emit`` until a limit or ``stop``; returns how many.
+
+    Offsets go into the consumer's local table as messages are emitted; the caller persists
+    them (the consumer's shutdown does too).
+    """
+    from orbitmq.errors import BrokerError
+    from orbitmq.protocol.codes import ResponseCode
+
+    queues = await consumer.fetch_queues(settings.topic)
+    if not queues:
+        raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {settings.topic!r} has no readable queue")
+    offsets = await _start_offsets(consumer, admin, settings, queues)
+    results: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue(maxsize=len(queues))
+    tasks = [asyncio.create_task(_pull_loop(consumer, mq, offsets[mq], settings, results))
+             for mq in queues]
+    consumed = 0
+    idle = settings.idle_timeout_s
+    deadline = None if idle is None else time.monotonic() + idle
+    try:
+        while settings.count_max is None or consumed < settings.count_max:
+            item = await _next_result(results, stop, deadline)
+            if item is None:
+                break
+            mq, result = item
+            if isinstance(result, BaseException):
+                raise result
+            for msg in result.messages:
+                try:
+                    emit(mq, msg)
+                except BrokenPipeError:  # `orbitmq consume ... | head`: the reader has enough
+                    stop.set()
+                    break
+                consumed += 1
+                consumer.update_offset(mq, msg.queue_offset + 1)
+                if settings.count_max is not None and consumed >= settings.count_max:
+                    break
+            else:  # the whole batch is shown: skip what the filter left out too
+                consumer.update_offset(mq, result.next_begin_offset)
+            if result.messages and idle is not None:
+                deadline = time.monotonic() + idle
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return consumed
+
+
+async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
+    from orbitmq.client import AsyncAdmin, AsyncPullConsumer
+
+    consumer = AsyncPullConsumer(settings.group, namesrv)
+    admin = AsyncAdmin(namesrv)
+    async with admin, consumer:
+        with _Stopper() as stopper:
+            consumed = await consume(consumer, admin, settings, emit, stopper.event)
+            await consumer.persist_offsets()
+    return consumed
+
+
+@click.command("consume")
+@namesrv_option
+@click.option("--topic", "-t", required=True, help="topic to read")
+@click.option("--group", "-g", required=True, help="consumer group; its offsets are committed, "
+              "so the next run continues where this one stopped")
+@click.option("--expression", "-e", default="*", show_default=True,
+              help="tag filter: '*' or 'tagA || tagB'")
+@click.option("--from", "start", default="first", show_default=True, metavar="first|last|TIME",
+              help="where a group without committed offsets starts: the first stored message, "
+              "after the last one, or at a time (ms since the epoch or ISO datetime)")
+@click.option("--count", type=click.IntRange(min=1), help="stop after this many messages")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              help="stop after this many seconds without a message [default: run until Ctrl-C]")
+@click.option("--batch-size", type=click.IntRange(1, 1024), default=32, show_default=True,
+              help="messages per pull request")
+@format_option
+@handles_errors
+def consume_cmd(namesrv: str, topic: str, group: str, expression: str, start: str,
+                count: int | None, timeout: float | None, batch_size: int, fmt: str) -> None:
+    """Consume a topic with a pull consumer over all its queues, printing one line per message.
+
+    Text lines read 'queue=BROKER:QUEUE offset=N msg_id=ID tags=T keys=K1,K2 body=...' (newlines
+    in bodies escaped); --format json prints one object per line with every field. Offsets are
+    committed to the brokers under the group when the command stops (Ctrl-C included) and every
+    few seconds meanwhile.
+    """
+    from orbitmq.transport.loop import run
+
+    try:
+        position = parse_timestamp(start)
+    except click.BadParameter as exc:
+        exc.param_hint = "'--from'"
+        raise
+    settings = ConsumeSettings(topic, group, expression, position, count, timeout, batch_size)
+
+    output_closed = [False]
+
+    def emit(mq: Any, msg: Any) -> None:
+        try:
+            if fmt == "json":
+                echo_json(message_json(msg, mq.broker_name))
+            else:
+                click.echo(message_line(msg, mq.broker_name))
+        except BrokenPipeError:
+            output_closed[0] = True
+            raise
+
+    consumed = run(_run(namesrv, settings, emit))
+    if output_closed[0]:
+        _silence_stdout()
+    click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null after its reader went away, so that the interpreter's final
+    flush does not print a BrokenPipeError."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -1,0 +1,102 @@
+"""``orbitmq message get|query``: look messages up by id or by key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from orbitmq.cli.common import (
+    body_text,
+    echo_json,
+    format_ms,
+    format_option,
+    handles_errors,
+    namesrv_option,
+)
+from orbitmq.cli.consume_cmd import message_json
+
+__all__ = ["message_group", "describe_message"]
+
+ADMIN_TIMEOUT_S = 5.0
+INTERNAL_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", "MIN_OFFSET",
+                                 "MAX_OFFSET"})
+
+
+def _admin(namesrv: str) -> Any:
+    from orbitmq.client import Admin
+
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+
+
+def _host(host: tuple[str, int]) -> str:
+    return f"{host[0]}:{host[1]}"
+
+
+def describe_message(msg: Any) -> str:
+    """Every field of a message, one per line, for a person to read."""
+    user = {k: v for k, v in sorted(msg.properties.items()) if k not in INTERNAL_PROPERTIES}
+    lines = [
+        ("topic", msg.topic),
+        ("queue", f"{msg.queue_id} (offset {msg.queue_offset})"),
+        ("msg id", msg.msg_id or "-"),
+        ("offset msg id", msg.offset_msg_id or "-"),
+        ("tags", msg.tags or "-"),
+        ("keys", ",".join(msg.keys) or "-"),
+        ("born", f"{format_ms(msg.born_timestamp)} from {_host(msg.born_host)}"),
+        ("stored", f"{format_ms(msg.store_timestamp)} at {_host(msg.store_host)}"),
+        ("reconsume times", str(msg.reconsume_times)),
+        ("properties", " ".join(f"{k}={v}" for k, v in user.items()) or "-"),
+        (f"body ({len(msg.body)} bytes)", body_text(msg.body)),
+    ]
+    width = max(len(name) for name, _ in lines) + 1
+    return "\n".join(f"{(name + ':').ljust(width)} {value}" for name, value in lines)
+
+
+@click.group("message")
+def message_group() -> None:
+    """Look messages up by message id or by key."""
+
+
+@message_group.command("get")
+@namesrv_option
+@click.option("--topic", "-t", help="needed for a producer's message id (UNIQ_KEY); a broker's "
+              "offset message id is enough on its own")
+@format_option
+@click.argument("msg_id")
+@handles_errors
+def get_cmd(namesrv: str, topic: str | None, fmt: str, msg_id: str) -> None:
+    """Show one message by MSG_ID: the offset message id `orbitmq send` prints, or the message
+    id consumers see (then with --topic)."""
+    with _admin(namesrv) as admin:
+        msg = admin.view_message(msg_id.strip(), topic)
+    if fmt == "json":
+        echo_json(message_json(msg))
+    else:
+        click.echo(describe_message(msg))
+
+
+@message_group.command("query")
+@namesrv_option
+@click.option("--topic", "-t", required=True)
+@click.option("--key", "-k", required=True, help="a key given at send time (--keys), or a "
+              "message id")
+@click.option("--max", "max_num", type=click.IntRange(1, 64 * 1024), default=64,
+              show_default=True, help="at most this many messages per broker")
+@format_option
+@handles_errors
+def query_cmd(namesrv: str, topic: str, key: str, max_num: int, fmt: str) -> None:
+    """List a topic's messages carrying a key, oldest first, one line each."""
+    with _admin(namesrv) as admin:
+        found = admin.query_messages(topic, key, max_num)
+    for msg in found:
+        if fmt == "json":
+            echo_json(message_json(msg))
+        else:
+            click.echo(
+                f"queue={msg.queue_id} offset={msg.queue_offset} msg_id={msg.msg_id} "
+                f"offset_msg_id={msg.offset_msg_id} stored={format_ms(msg.store_timestamp)} "
+                f"tags={msg.tags or '-'} keys={','.join(msg.keys) or '-'} body={body_text(msg.body)}"
+            )
+    if not found:
+        raise click.ClickException(f"no message with key {key!r} in topic {topic}")

@@ -1,0 +1,420 @@
+"""The admin client behind the ``orbitmq`` CLI: AsyncAdmin (asyncio) and Admin (blocking twin).
+
+Topic and group management spans every broker of a cluster (a topic is created on each master,
+deleted from each master and from every name server), so these calls fan out concurrently and
+report per broker. The shapes of the admin answers (topic stats, consume stats, connections) are
+parsed in :mod:`orbitmq.client.admin_models`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any, Self
+
+from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.admin_models import (
+    ConsumerConnection,
+    ConsumerConnectionInfo,
+    GroupStatus,
+    QueueConsumeStatus,
+    TopicQueueStatus,
+    parse_consume_stats,
+    parse_consumer_connection,
+    parse_offset_groups,
+    parse_subscription_groups,
+    parse_topic_stats,
+)
+from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
+from orbitmq.client.validation import check_group, check_topic
+from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
+from orbitmq.protocol.bodies import (
+    ClusterInfo,
+    ConsumerListBody,
+    MessageQueue,
+    TopicList,
+    TopicRouteData,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    QueryMessageRequestHeader,
+    SearchOffsetByTimestampRequestHeader,
+    SearchOffsetByTimestampResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+from orbitmq.protocol.message import MessageExt, decode_stored_message, iter_stored_messages
+from orbitmq.protocol.msgid import decode_offset_msg_id
+
+__all__ = ["AsyncAdmin", "Admin"]
+
+QUERY_MAX_NUM_DEFAULT = 64
+
+
+class AsyncAdmin:
+    """Cluster administration (asyncio). Args: ``namesrv`` addresses, ``timeout`` per request."""
+
+    def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0) -> None:
+        self.timeout = timeout
+        self._instance = ClientInstance(namesrv, rpc_timeout=timeout)
+
+    async def start(self) -> Self:
+        await self._instance.start()
+        return self
+
+    async def shutdown(self) -> None:
+        await self._instance.shutdown()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    # -- plumbing ----------------------------------------------------------------------------
+    async def _ns(self, code: int, header: Any = None) -> RemotingCommand:
+        fields = header.to_ext_fields() if header is not None else None
+        return await self._instance.invoke_namesrv(RemotingCommand.request(code, fields))
+
+    async def _broker(self, addr: str, code: int, header: Any = None, *,
+                      ok: Sequence[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        fields = header.to_ext_fields() if header is not None else None
+        resp = await self._instance.remoting.invoke(addr, RemotingCommand.request(code, fields),
+                                                    self.timeout)
+        return check_response(resp, ok)
+
+    async def _masters(self, cluster: str | None) -> dict[str, str]:
+        """Broker name -> master address, of one cluster or of all."""
+        info = await self.cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise ClientError(f"no cluster named {cluster!r}; known: "
+                              f"{sorted(info.cluster_addr_table)}")
+        names = (info.cluster_addr_table[cluster] if cluster is not None
+                 else list(info.broker_addr_table))
+        masters = {}
+        for name in names:
+            bd = info.broker_addr_table.get(name)
+            if bd is not None and MASTER_ID in bd.broker_addrs:
+                masters[name] = bd.broker_addrs[MASTER_ID]
+        return masters
+
+    async def _route_masters(self, topic: str) -> tuple[TopicRouteData, dict[str, str]]:
+        route = await self.topic_route(topic)
+        masters = {bd.broker_name: bd.broker_addrs[MASTER_ID]
+                   for bd in route.broker_datas if MASTER_ID in bd.broker_addrs}
+        return route, masters
+
+    # -- cluster and topics ------------------------------------------------------------------
+    async def cluster_info(self) -> ClusterInfo:
+        """Brokers by name and broker names by cluster, as a name server knows them."""
+        resp = check_response(await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO))
+        return ClusterInfo.from_json(resp.body)
+
+    async def list_topics(self) -> list[str]:
+        """Every topic a name server has a route for (system topics included)."""
+        resp = check_response(await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        return sorted(TopicList.from_json(resp.body).topic_list)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """The topic's route. Raises BrokerError(TOPIC_NOT_EXIST) when there is none."""
+        route = await self._instance.fetch_route(check_topic(topic))
+        if route is None:
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic!r}")
+        return route
+
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = 6,
+        order: bool = False,
+    ) -> list[str]:
+        """Create or update ``topic`` on every master of ``cluster`` (all clusters when None).
+
+        Returns the names of the brokers that now have it.
+
+        Raises:
+            ClientError: bad name or queue counts, or no broker to create it on.
+            BrokerError: a broker refused (the others may have it already: run again).
+        """
+        check_topic(topic)
+        if not (1 <= read_queue_nums <= 1024 and 1 <= write_queue_nums <= 1024):
+            raise ClientError("queue counts must be within 1..1024")
+        masters = await self._masters(cluster)
+        if not masters:
+            raise ClientError("no master broker to create the topic on")
+        header = CreateTopicRequestHeader(topic, read_queue_nums=read_queue_nums,
+                                          write_queue_nums=write_queue_nums, perm=perm, order=order)
+        await asyncio.gather(*(self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+                               for addr in masters.values()))
+        return sorted(masters)
+
+    update_topic = create_topic
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        """Delete ``topic`` from the masters of ``cluster`` (or those of its route) and from every
+        name server. Returns the broker names it was deleted from."""
+        check_topic(topic)
+        if cluster is not None:
+            masters = await self._masters(cluster)
+        else:
+            try:
+                masters = (await self._route_masters(topic))[1]
+            except BrokerError:
+                masters = await self._masters(None)
+        await asyncio.gather(*(self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER,
+                                            DeleteTopicRequestHeader(topic))
+                               for addr in masters.values()))
+        header = DeleteTopicFromNamesrvRequestHeader(topic, cluster)
+        for ns in self._instance.namesrv_addrs:
+            cmd = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV,
+                                          header.to_ext_fields())
+            check_response(await self._instance.remoting.invoke(ns, cmd, self.timeout))
+        return sorted(masters)
+
+    async def topic_status(self, topic: str) -> list[TopicQueueStatus]:
+        """Per queue: min and max offsets and the store time of the last message."""
+        _route, masters = await self._route_masters(topic)
+        answers = await asyncio.gather(*(
+            self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO,
+                         GetTopicStatsInfoRequestHeader(topic))
+            for addr in masters.values()))
+        out: list[TopicQueueStatus] = []
+        for resp in answers:
+            out.extend(parse_topic_stats(resp.body))
+        return sorted(out, key=lambda s: s.queue)
+
+    # -- groups ------------------------------------------------------------------------------
+    async def group_status(self, group: str, topic: str | None = None) -> GroupStatus:
+        """Per queue of the group's topics (or of ``topic``): broker offset, committed consumer
+        offset and lag, from every master broker."""
+        check_group(group)
+        masters = (await self._route_masters(topic))[1] if topic else await self._masters(None)
+        header = GetConsumeStatsRequestHeader(group, topic)
+        answers = await asyncio.gather(
+            *(self._broker(addr, RequestCode.GET_CONSUME_STATS, header,
+                           ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE,
+                               ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST))
+              for addr in masters.values()))
+        queues: list[QueueConsumeStatus] = []
+        for resp in answers:
+            if resp.code == ResponseCode.SUCCESS and resp.body:
+                queues.extend(parse_consume_stats(resp.body))
+        if topic:
+            queues = [q for q in queues if q.queue.topic == topic]
+        return GroupStatus(group, sorted(queues, key=lambda q: q.queue))
+
+    async def consumer_connections(self, group: str) -> ConsumerConnectionInfo:
+        """The group's live clients and subscriptions, merged over every master broker.
+
+        A broker without GET_CONSUMER_CONNECTION_LIST is asked GET_CONSUMER_LIST_BY_GROUP
+        instead, which gives the client ids only.
+        """
+        check_group(group)
+        masters = await self._masters(None)
+        answers = await asyncio.gather(*(self._connections_of(addr, group)
+                                         for addr in masters.values()))
+        merged = ConsumerConnectionInfo(group)
+        for info in answers:
+            merged = merged.merge(info)
+        return merged
+
+    async def _connections_of(self, addr: str, group: str) -> ConsumerConnectionInfo:
+        resp = await self._broker(
+            addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+            GetConsumerConnectionListRequestHeader(group),
+            ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.NOT_SUPPORTED))
+        if resp.code == ResponseCode.SUCCESS and resp.body:
+            return parse_consumer_connection(group, resp.body)
+        if resp.code != ResponseCode.NOT_SUPPORTED:
+            return ConsumerConnectionInfo(group)
+        resp = await self._broker(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                  GetConsumerListByGroupRequestHeader(group),
+                                  ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+        if resp.code != ResponseCode.SUCCESS or not resp.body:
+            return ConsumerConnectionInfo(group)  # RocketMQ answers SYSTEM_ERROR for no consumer
+        ids = ConsumerListBody.from_json(resp.body).consumer_id_list
+        return ConsumerConnectionInfo(group, tuple(ConsumerConnection(i) for i in sorted(ids)))
+
+    async def list_groups(self) -> list[str]:
+        """Consumer groups known to any master: subscription groups and groups with offsets."""
+        masters = await self._masters(None)
+        groups: set[str] = set()
+        for addr in masters.values():
+            subs = await self._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            groups.update(parse_subscription_groups(subs.body))
+            offsets = await self._broker(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+            groups.update(parse_offset_groups(offsets.body))
+        return sorted(groups)
+
+    async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """Move the group's committed offsets of ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (queue by queue: SEARCH_OFFSET_BY_TIMESTAMP then UPDATE_CONSUMER_OFFSET).
+
+        Consumers running meanwhile may commit over it: stop them first.
+        """
+        check_group(group)
+        route, masters = await self._route_masters(topic)
+
+        async def reset(mq: MessageQueue) -> tuple[MessageQueue, int]:
+            addr = masters[mq.broker_name]
+            search = SearchOffsetByTimestampRequestHeader(topic, mq.queue_id, timestamp_ms)
+            resp = await self._broker(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search)
+            offset = SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
+            update = UpdateConsumerOffsetRequestHeader(group, topic, mq.queue_id, offset)
+            await self._broker(addr, RequestCode.UPDATE_CONSUMER_OFFSET, update)
+            return mq, offset
+
+        queues = [mq for mq in subscribe_queues_from_route(topic, route) if mq.broker_name in masters]
+        return dict(await asyncio.gather(*(reset(mq) for mq in queues)))
+
+    async def consumer_offset(self, group: str, mq: MessageQueue) -> int:
+        """The group's committed offset of one queue (-1 when none)."""
+        _route, masters = await self._route_masters(mq.topic)
+        header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
+        resp = await self._broker(masters[mq.broker_name], RequestCode.QUERY_CONSUMER_OFFSET,
+                                  header, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """One past the newest message of one queue."""
+        _route, masters = await self._route_masters(mq.topic)
+        resp = await self._broker(masters[mq.broker_name], RequestCode.GET_MAX_OFFSET,
+                                  GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
+        return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    # -- messages ----------------------------------------------------------------------------
+    async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """A message by id: an offset message id is looked up on the broker it names
+        (VIEW_MESSAGE_BY_ID); anything else is taken as a UNIQ_KEY and searched in ``topic``.
+
+        Raises:
+            ClientError: a UNIQ_KEY without ``topic``.
+            BrokerError: not found (QUERY_NOT_FOUND) or refused.
+        """
+        addr = await self._offset_id_broker(msg_id)
+        if addr is not None:
+            _host, _port, offset = decode_offset_msg_id(msg_id)
+            resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                      ViewMessageRequestHeader(offset, topic))
+            return decode_stored_message(resp.body, decompress=True)
+        if topic is None:
+            raise ClientError(f"{msg_id!r} is not the offset id of a known broker; "
+                              "give the topic to look it up as a message key (UNIQ_KEY)")
+        found = [m for m in await self.query_messages(topic, msg_id) if m.msg_id == msg_id]
+        if not found:
+            raise BrokerError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id} in {topic!r}")
+        return min(found, key=lambda m: m.store_timestamp)
+
+    async def _offset_id_broker(self, msg_id: str) -> str | None:
+        """The address of the broker an offset message id names, if it names a known one (a
+        UNIQ_KEY has the same length, so the address decides)."""
+        try:
+            host, port, _offset = decode_offset_msg_id(msg_id)
+        except RemoteProtocolError:
+            return None
+        addr = f"{host}:{port}"
+        info = await self.cluster_info()
+        known = {a for bd in info.broker_addr_table.values() for a in bd.broker_addrs.values()}
+        return addr if addr in known else None
+
+    async def query_messages(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = QUERY_MAX_NUM_DEFAULT,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS (or UNIQ_KEY) include ``key``, from every broker of the
+        topic, oldest first."""
+        _route, masters = await self._route_masters(topic)
+        end = int(time.time() * 1000) + 1 if end_ms is None else end_ms
+        header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end)
+        answers = await asyncio.gather(*(
+            self._broker(addr, RequestCode.QUERY_MESSAGE, header,
+                         ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            for addr in masters.values()))
+        found: dict[str, MessageExt] = {}
+        for resp in answers:
+            if resp.code != ResponseCode.SUCCESS or not resp.body:
+                continue
+            for msg in iter_stored_messages(resp.body, decompress=True):
+                # The index matches key hashes: keep only real matches.
+                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                    found.setdefault(msg.offset_msg_id, msg)
+        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset))
+
+
+class Admin(BlockingClient[AsyncAdmin]):
+    """Cluster administration (blocking); the methods of :class:`AsyncAdmin`."""
+
+    _thread_name = "orbitmq-admin"
+
+    def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0) -> None:
+        super().__init__(AsyncAdmin(namesrv, timeout=timeout))
+
+    def cluster_info(self) -> ClusterInfo:
+        return self._call(self._client.cluster_info())
+
+    def list_topics(self) -> list[str]:
+        return self._call(self._client.list_topics())
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        return self._call(self._client.topic_route(topic))
+
+    def create_topic(self, topic: str, **options: Any) -> list[str]:
+        return self._call(self._client.create_topic(topic, **options))
+
+    def update_topic(self, topic: str, **options: Any) -> list[str]:
+        return self._call(self._client.update_topic(topic, **options))
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        return self._call(self._client.delete_topic(topic, cluster=cluster))
+
+    def topic_status(self, topic: str) -> list[TopicQueueStatus]:
+        return self._call(self._client.topic_status(topic))
+
+    def group_status(self, group: str, topic: str | None = None) -> GroupStatus:
+        return self._call(self._client.group_status(group, topic))
+
+    def consumer_connections(self, group: str) -> ConsumerConnectionInfo:
+        return self._call(self._client.consumer_connections(group))
+
+    def list_groups(self) -> list[str]:
+        return self._call(self._client.list_groups())
+
+    def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        return self._call(self._client.reset_offset(group, topic, timestamp_ms))
+
+    def consumer_offset(self, group: str, mq: MessageQueue) -> int:
+        return self._call(self._client.consumer_offset(group, mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._client.max_offset(mq))
+
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        return self._call(self._client.view_message(msg_id, topic))
+
+    def query_messages(self, topic: str, key: str, max_num: int = QUERY_MAX_NUM_DEFAULT,
+                       begin_ms: int = 0, end_ms: int | None = None) -> list[MessageExt]:
+        return self._call(self._client.query_messages(topic, key, max_num, begin_ms, end_ms))

@@ -1,0 +1,340 @@
+"""The producer: AsyncProducer (asyncio) and Producer (blocking twin).
+
+A send picks a write queue round robin over the topic's route, sends SEND_MESSAGE_V2 to that
+queue's master and, when the broker cannot be reached or answers a retriable code, tries again up
+to ``retry_times_when_send_failed`` times on a queue of another broker, all within one
+``send_timeout`` budget (RocketMQ's behaviour). A topic without a route is sent over TBW102's
+brokers, which then create it. Every message gets a UNIQ_KEY, its ``msg_id`` for consumers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Coroutine, Sequence
+from typing import Any, Self, TypeVar
+
+from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.instance import ClientInstance
+from orbitmq.client.results import SendResult
+from orbitmq.client.route import TopicPublishInfo, publish_info_from_route
+from orbitmq.client.selectors import MessageQueueSelector
+from orbitmq.client.send_codec import (
+    PreparedMessage,
+    build_send_request,
+    parse_send_response,
+    prepare_batch,
+    prepare_message,
+)
+from orbitmq.client.validation import check_group, check_message
+from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
+from orbitmq.protocol.bodies import MessageQueue
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.message import Message
+from orbitmq.protocol.msgid import UniqIdGenerator
+
+__all__ = ["AsyncProducer", "Producer", "MAX_MESSAGE_SIZE"]
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+T = TypeVar("T")
+
+
+class AsyncProducer:
+    """Sends messages (asyncio). Use ``async with AsyncProducer(...) as p`` or start/shutdown.
+
+    Args:
+        group: the producer group (RocketMQ uses it for transaction checks and statistics).
+        namesrv: name server addresses, ``"host:port;host:port"``.
+        send_timeout: seconds for one send, retries included.
+        retry_times_when_send_failed: extra attempts after a failed one (each on another broker
+            when the topic has one).
+        compress_over: bodies larger than this many bytes are zlib-compressed.
+        max_message_size: the largest body (or batch encoding) accepted, in bytes.
+        default_topic_queue_nums: queues per broker for a topic that does not exist yet.
+        poll_name_server_interval, heartbeat_broker_interval: seconds between route refreshes
+            and between heartbeats.
+        unreachable_broker_backoff: seconds during which round robin skips a broker that could
+            not be reached or did not answer in time (while other brokers have queues), so that
+            one dead or hung broker costs one failed attempt, not one per send until the route
+            changes (RocketMQ's latency fault tolerance, simplified); 0 turns it off.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        send_timeout: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        compress_over: int = 4096,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        default_topic_queue_nums: int = 4,
+        poll_name_server_interval: float = 30.0,
+        heartbeat_broker_interval: float = 30.0,
+        unreachable_broker_backoff: float = 10.0,
+    ) -> None:
+        self.group = check_group(group)
+        if send_timeout <= 0 or retry_times_when_send_failed < 0 or default_topic_queue_nums < 1:
+            raise ClientError("send_timeout must be > 0, retries >= 0, default queue nums >= 1")
+        self.send_timeout = send_timeout
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.compress_over = compress_over
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.unreachable_broker_backoff = unreachable_broker_backoff
+        self._unreachable: dict[str, float] = {}  # broker name -> loop time it may be tried again
+        self._instance = ClientInstance(
+            namesrv,
+            poll_name_server_interval=poll_name_server_interval,
+            heartbeat_broker_interval=heartbeat_broker_interval,
+        )
+        self._instance.producer_groups.add(self.group)
+        self._ids = UniqIdGenerator(self._instance.ip)
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._started = False
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The connections, routes and heartbeats underneath."""
+        return self._instance
+
+    async def start(self) -> Self:
+        await self._instance.start()
+        self._started = True
+        return self
+
+    async def shutdown(self) -> None:
+        """Wait for asynchronous sends still under way (each within its timeout), unregister from
+        the brokers and close the connections."""
+        if self._inflight:
+            await asyncio.wait(list(self._inflight), timeout=self.send_timeout + 1)
+        self._started = False
+        await self._instance.shutdown()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    # -- public sends ------------------------------------------------------------------------
+    async def send(
+        self,
+        msg: Message,
+        selector: MessageQueueSelector | None = None,
+        arg: object = None,
+        *,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send one message and wait for the broker's receipt.
+
+        With ``selector``, the queue is ``selector(queues, msg, arg)`` and there is no retry on
+        another queue (that would break the order the selector keeps).
+
+        Raises:
+            ClientError: invalid message or producer not started.
+            BrokerError: the broker refused it, or the topic has no route (TOPIC_NOT_EXIST).
+            TimeoutError, ConnectionClosedError: every attempt failed to get an answer.
+        """
+        self._check_started()
+        check_message(msg, self.max_message_size)
+        prepared = prepare_message(msg, self._ids.next(), self.compress_over)
+        result = await self._dispatch(prepared, msg, selector, arg, timeout, oneway=False)
+        assert result is not None
+        return result
+
+    def send_async(
+        self, msg: Message, selector: MessageQueueSelector | None = None, arg: object = None
+    ) -> asyncio.Task[SendResult]:
+        """Start sending ``msg`` and return at once; await the task (or add a callback) for the
+        SendResult. Shutdown waits for these sends."""
+        return asyncio.ensure_future(self.tracked(self.send(msg, selector, arg)))
+
+    async def send_oneway(
+        self, msg: Message, selector: MessageQueueSelector | None = None, arg: object = None
+    ) -> None:
+        """Send without waiting for any answer: one attempt, no receipt, lowest latency."""
+        self._check_started()
+        check_message(msg, self.max_message_size)
+        prepared = prepare_message(msg, self._ids.next(), self.compress_over)
+        await self._dispatch(prepared, msg, selector, arg, None, oneway=True)
+
+    async def send_batch(
+        self, messages: Sequence[Message], *, timeout: float | None = None
+    ) -> SendResult:
+        """Send messages of one topic as one request (SEND_BATCH_MESSAGE): one queue, one
+        write on the broker. ``msg_id`` of the result joins the messages' ids with commas.
+
+        Raises:
+            ClientError: empty, several topics, delayed messages, or over ``max_message_size``.
+        """
+        self._check_started()
+        messages = list(messages)
+        for msg in messages:
+            check_message(msg, self.max_message_size)
+        prepared = prepare_batch(messages, [self._ids.next() for _ in messages],
+                                 self.max_message_size)
+        result = await self._dispatch(prepared, messages[0], None, None, timeout, oneway=False)
+        assert result is not None
+        return result
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's write queues after a fresh route lookup (TBW102's if it has none)."""
+        self._check_started()
+        await self._instance.update_route(topic)
+        return list((await self._publish_info(topic)).queues)
+
+    async def tracked(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` as an asynchronous send that shutdown waits for."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            return await coro
+        finally:
+            self._inflight.discard(task)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _check_started(self) -> None:
+        if not self._started:
+            raise ClientError("producer is not started; call start() or use `async with`")
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        route = await self._instance.route_for_publish(topic, self.default_topic_queue_nums)
+        if route is None:
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST,
+                              f"no route for topic {topic!r} nor for the default topic")
+        info = self._publish.get(topic)
+        if info is None or info.route is not route:
+            info = publish_info_from_route(
+                topic, route, from_default=self._instance.is_default_route(topic))
+            self._publish[topic] = info
+        if not info.ok:
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {topic!r} has no writable queue")
+        return info
+
+    async def _dispatch(
+        self,
+        prepared: PreparedMessage,
+        msg: Message,
+        selector: MessageQueueSelector | None,
+        arg: object,
+        timeout: float | None,
+        *,
+        oneway: bool,
+    ) -> SendResult | None:
+        budget = self.send_timeout if timeout is None else timeout
+        deadline = asyncio.get_running_loop().time() + budget
+        info = await self._publish_info(prepared.topic)
+        if selector is None:
+            return await self._send_with_retries(prepared, info, deadline, oneway=oneway)
+        mq = selector(list(info.queues), msg, arg)
+        if not isinstance(mq, MessageQueue):
+            raise ClientError(f"selector returned {type(mq).__name__}, not a MessageQueue")
+        return await self._send_to(prepared, mq, deadline, oneway=oneway)
+
+    async def _send_with_retries(
+        self, prepared: PreparedMessage, info: TopicPublishInfo, deadline: float, *, oneway: bool
+    ) -> SendResult | None:
+        attempts = 1 if oneway else 1 + self.retry_times_when_send_failed
+        loop = asyncio.get_running_loop()
+        failed_broker: str | None = None
+        last: Exception | None = None
+        for attempt in range(attempts):
+            mq = info.select_queue(self._brokers_to_avoid(failed_broker, loop.time()))
+            try:
+                result = await self._send_to(prepared, mq, deadline, oneway=oneway)
+                self._unreachable.pop(mq.broker_name, None)
+                return result
+            except (ConnectionClosedError, TimeoutError, BrokerError) as e:
+                if not e.retriable:
+                    raise
+                last, failed_broker = e, mq.broker_name
+                if not isinstance(e, BrokerError) and self.unreachable_broker_backoff > 0:
+                    self._unreachable[mq.broker_name] = loop.time() + self.unreachable_broker_backoff
+                log.info("send topic=%s broker=%s attempt=%d failed: %s",
+                         prepared.topic, mq.broker_name, attempt + 1, e)
+                self._instance.refresh_route_soon(prepared.topic)
+                if asyncio.get_running_loop().time() >= deadline:
+                    break
+                info = await self._publish_info(prepared.topic)
+        assert last is not None
+        last.add_note(f"send to topic {prepared.topic!r} failed after {attempt + 1} attempt(s)")
+        raise last
+
+    def _brokers_to_avoid(self, failed_broker: str | None, now: float) -> set[str]:
+        for name in [n for n, until in self._unreachable.items() if until <= now]:
+            del self._unreachable[name]
+        avoid = set(self._unreachable)
+        if failed_broker is not None:
+            avoid.add(failed_broker)
+        return avoid
+
+    async def _send_to(
+        self, prepared: PreparedMessage, mq: MessageQueue, deadline: float, *, oneway: bool
+    ) -> SendResult | None:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise TimeoutError(f"send to topic {prepared.topic!r} ran out of its send timeout")
+        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
+        cmd = build_send_request(prepared, mq, self.group, self.default_topic_queue_nums)
+        if oneway:
+            await self._instance.remoting.invoke_oneway(addr, cmd)
+            return None
+        resp = await self._instance.remoting.invoke(addr, cmd, remaining)
+        return parse_send_response(resp, prepared, mq)
+
+
+class Producer(BlockingClient[AsyncProducer]):
+    """Sends messages (blocking). Use ``with Producer(...) as p`` or start/shutdown.
+
+    Takes the arguments of :class:`AsyncProducer`; any thread may call it.
+    """
+
+    _thread_name = "orbitmq-producer"
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, **options: Any) -> None:
+        super().__init__(AsyncProducer(group, namesrv, **options))
+
+    @property
+    def client_id(self) -> str:
+        return self._client.client_id
+
+    def send(
+        self,
+        msg: Message,
+        selector: MessageQueueSelector | None = None,
+        arg: object = None,
+        *,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """See :meth:`AsyncProducer.send`."""
+        return self._call(self._client.send(msg, selector, arg, timeout=timeout))
+
+    def send_async(
+        self, msg: Message, selector: MessageQueueSelector | None = None, arg: object = None
+    ) -> concurrent.futures.Future[SendResult]:
+        """Start sending and return a Future of the SendResult (done from the client's thread)."""
+        return self._submit(self._client.tracked(self._client.send(msg, selector, arg)))
+
+    def send_oneway(
+        self, msg: Message, selector: MessageQueueSelector | None = None, arg: object = None
+    ) -> None:
+        """See :meth:`AsyncProducer.send_oneway`."""
+        self._call(self._client.send_oneway(msg, selector, arg))
+
+    def send_batch(self, messages: Sequence[Message], *, timeout: float | None = None) -> SendResult:
+        """See :meth:`AsyncProducer.send_batch`."""
+        return self._call(self._client.send_batch(messages, timeout=timeout))
+
+    def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """See :meth:`AsyncProducer.fetch_publish_queues`."""
+        return self._call(self._client.fetch_publish_queues(topic))

@@ -1,0 +1,400 @@
+"""The pull consumer: AsyncPullConsumer (asyncio) and PullConsumer (blocking twin).
+
+The caller drives everything: which queues, which offsets, when to commit. The consumer adds the
+parts that are easy to get wrong: the pull request flags, long polling, decoding the stored
+messages (decompressing bodies), re-checking tags on the client (the broker filters by tag *hash*,
+so a colliding tag can slip through), and a local offset table persisted to the brokers every
+``persist_consumer_offset_interval`` seconds, on ``persist_offsets()`` and at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, Self
+
+from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.results import PullResult, PullStatus
+from orbitmq.client.route import subscribe_queues_from_route
+from orbitmq.client.validation import check_group, check_topic
+from orbitmq.errors import BrokerError, ClientError
+from orbitmq.protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetByTimestampRequestHeader,
+    SearchOffsetByTimestampResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from orbitmq.protocol.message import iter_stored_messages
+
+__all__ = [
+    "AsyncPullConsumer",
+    "PullConsumer",
+    "parse_tags",
+    "build_pull_request",
+    "parse_pull_response",
+]
+
+log = logging.getLogger(__name__)
+
+PULL_BATCH_SIZE_MAX = 1024  # RocketMQ caps a pull at 1,024 messages whatever is asked
+
+
+def parse_tags(expression: str | None) -> frozenset[str] | None:
+    """The tags of a TAG expression (``"a || b"``); None means every message (``*`` or empty)."""
+    if expression is None or not expression.strip() or expression.strip() == "*":
+        return None
+    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+    return tags or None
+
+
+def build_pull_request(
+    group: str,
+    mq: MessageQueue,
+    offset: int,
+    max_nums: int,
+    expression: str,
+    suspend: float | None,
+) -> RemotingCommand:
+    """PULL_MESSAGE for ``mq`` from ``offset``; SUSPEND (long polling) when ``suspend`` seconds
+    are given. The subscription travels with every request, so the broker needs no heartbeat."""
+    sys_flag = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend else 0)
+    header = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=mq.topic,
+        queue_id=mq.queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=int(sys_flag),
+        commit_offset=0,
+        suspend_timeout_millis=int((suspend or 0) * 1000),
+        subscription=expression,
+        sub_version=0,
+        expression_type="TAG",
+    )
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+
+
+def parse_pull_response(resp: RemotingCommand, tags: frozenset[str] | None) -> PullResult:
+    """The PullResult of a broker's answer: messages decoded (CRC checked, bodies inflated) and
+    kept only when their tag is one of ``tags`` (all when None).
+
+    Raises:
+        BrokerError: a failure code (e.g. SUBSCRIPTION_PARSE_FAILED, TOPIC_NOT_EXIST).
+        RemoteProtocolError: a malformed header or body.
+    """
+    status = PullStatus.from_response_code(resp.code)
+    if status is None:
+        check_response(resp)  # raises: SUCCESS would have given a status
+    assert status is not None
+    header = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
+    messages = []
+    if status is PullStatus.FOUND and resp.body:
+        messages = list(iter_stored_messages(resp.body, check_crc=True, decompress=True))
+        if tags is not None:
+            messages = [m for m in messages if m.tags in tags]
+    return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
+                      messages)
+
+
+class AsyncPullConsumer:
+    """Pulls messages from queues the caller chooses (asyncio).
+
+    Args:
+        group: the consumer group, under which offsets are committed.
+        namesrv: name server addresses, ``"host:port;host:port"``.
+        pull_timeout: seconds to wait for a pull answer (added to a long poll's suspend time).
+        persist_consumer_offset_interval: seconds between automatic offset commits.
+        poll_name_server_interval, heartbeat_broker_interval: as for the producer.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        pull_timeout: float = 10.0,
+        persist_consumer_offset_interval: float = 5.0,
+        poll_name_server_interval: float = 30.0,
+        heartbeat_broker_interval: float = 30.0,
+    ) -> None:
+        self.group = check_group(group)
+        self.pull_timeout = pull_timeout
+        self.persist_consumer_offset_interval = persist_consumer_offset_interval
+        self._instance = ClientInstance(
+            namesrv,
+            poll_name_server_interval=poll_name_server_interval,
+            heartbeat_broker_interval=heartbeat_broker_interval,
+        )
+        self._instance.consumers[self.group] = self._consumer_data
+        self._topics: set[str] = set()
+        self._offsets: dict[MessageQueue, int] = {}
+        self._dirty: set[MessageQueue] = set()
+        self._started = False
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    @property
+    def instance(self) -> ClientInstance:
+        return self._instance
+
+    async def start(self) -> Self:
+        await self._instance.start()
+        self._instance.schedule_periodic(self.persist_consumer_offset_interval, self._persist_quietly)
+        self._started = True
+        return self
+
+    async def shutdown(self) -> None:
+        """Commit the local offsets, unregister from the brokers and close the connections."""
+        if self._started:
+            await self._persist_quietly()  # while started: requests check it
+            self._started = False
+        await self._instance.shutdown()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            self.group,
+            ConsumeType.CONSUME_ACTIVELY,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            [SubscriptionData(topic) for topic in sorted(self._topics)],
+        )
+
+    def _check_started(self) -> None:
+        if not self._started:
+            raise ClientError("consumer is not started; call start() or use `async with`")
+
+    # -- queues and pulls --------------------------------------------------------------------
+    async def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, from a fresh route lookup.
+
+        Raises:
+            BrokerError: TOPIC_NOT_EXIST when no name server knows the topic.
+        """
+        self._check_started()
+        check_topic(topic)
+        route = await self._instance.update_route(topic)
+        if route is None:
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic!r}")
+        self._topics.add(topic)
+        return subscribe_queues_from_route(topic, route)
+
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: str = "*",
+        *,
+        timeout: float | None = None,
+        suspend: float | None = None,
+    ) -> PullResult:
+        """Pull up to ``max_nums`` messages of ``mq`` from ``offset`` whose tag matches
+        ``expression`` (``"*"`` or ``"tagA || tagB"``).
+
+        Args:
+            timeout: seconds to wait for the answer (default ``pull_timeout``).
+            suspend: long poll: when nothing is there, the broker holds the request up to this
+                many seconds and answers as soon as a message arrives.
+
+        Raises:
+            ClientError: negative offset or max_nums out of 1..1024.
+            BrokerError: the broker refused the pull.
+        """
+        self._check_started()
+        if offset < 0:
+            raise ClientError(f"offset must not be negative, got {offset}")
+        if not 1 <= max_nums <= PULL_BATCH_SIZE_MAX:
+            raise ClientError(f"max_nums must be within 1..{PULL_BATCH_SIZE_MAX}, got {max_nums}")
+        if suspend is not None and suspend <= 0:
+            suspend = None
+        expression = expression.strip() if expression and expression.strip() else "*"
+        self._topics.add(mq.topic)
+        cmd = build_pull_request(self.group, mq, offset, max_nums, expression, suspend)
+        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False)
+        wait = (self.pull_timeout if timeout is None else timeout) + (suspend or 0.0)
+        resp = await self._instance.remoting.invoke(addr, cmd, wait)
+        return parse_pull_response(resp, parse_tags(expression))
+
+    # -- committed offsets -------------------------------------------------------------------
+    async def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
+        """The group's committed offset of ``mq``: from the broker (default), or the local
+        table's value when ``from_store`` is False and it has one. -1 when there is none."""
+        self._check_started()
+        if not from_store and mq in self._offsets:
+            return self._offsets[mq]
+        header = QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id)
+        resp = await self._invoke_broker(mq, RequestCode.QUERY_CONSUMER_OFFSET, header)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        check_response(resp)
+        return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    def update_offset(self, mq: MessageQueue, offset: int) -> None:
+        """Set ``mq``'s offset in the local table (the next message to consume); the broker gets
+        it at the next persist."""
+        if offset < 0:
+            raise ClientError(f"offset must not be negative, got {offset}")
+        self._offsets[mq] = offset
+        self._dirty.add(mq)
+
+    def local_offsets(self) -> dict[MessageQueue, int]:
+        """A copy of the local offset table."""
+        return dict(self._offsets)
+
+    async def persist_offsets(self) -> None:
+        """Commit every changed local offset to its broker (UPDATE_CONSUMER_OFFSET).
+
+        Raises:
+            the first failure, after trying every queue (the failed ones stay to be retried).
+        """
+        self._check_started()
+        await self._persist()
+
+    async def _persist(self) -> None:
+        pending = sorted(self._dirty)
+        results = await asyncio.gather(
+            *(self._commit(mq, self._offsets[mq]) for mq in pending), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def _commit(self, mq: MessageQueue, offset: int) -> None:
+        header = UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, offset)
+        check_response(await self._invoke_broker(mq, RequestCode.UPDATE_CONSUMER_OFFSET, header))
+        if self._offsets.get(mq) == offset:  # unless it moved on while we were committing
+            self._dirty.discard(mq)
+
+    async def _persist_quietly(self) -> None:
+        try:
+            await self._persist()
+        except Exception as e:
+            log.warning("group=%s offset persist failed: %r", self.group, e)
+
+    # -- queue bounds ------------------------------------------------------------------------
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """The offset of the oldest message still stored in ``mq``."""
+        header = GetMinOffsetRequestHeader(mq.topic, mq.queue_id)
+        resp = check_response(await self._invoke_broker(mq, RequestCode.GET_MIN_OFFSET, header))
+        return GetMinOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """One past the offset of the newest message of ``mq``."""
+        header = GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)
+        resp = check_response(await self._invoke_broker(mq, RequestCode.GET_MAX_OFFSET, header))
+        return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of ``mq`` stored at or after ``timestamp_ms``."""
+        header = SearchOffsetByTimestampRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        resp = check_response(
+            await self._invoke_broker(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header))
+        return SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        """The store time (ms) of the oldest message still in ``mq``."""
+        header = GetEarliestMsgStoretimeRequestHeader(mq.topic, mq.queue_id)
+        resp = check_response(
+            await self._invoke_broker(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, header))
+        return GetEarliestMsgStoretimeResponseHeader.from_ext_fields(resp.ext_fields).timestamp
+
+    async def _invoke_broker(self, mq: MessageQueue, code: int, header: Any) -> RemotingCommand:
+        self._check_started()
+        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
+        cmd = RemotingCommand.request(code, header.to_ext_fields())
+        return await self._instance.remoting.invoke(addr, cmd, self._instance.rpc_timeout)
+
+
+class PullConsumer(BlockingClient[AsyncPullConsumer]):
+    """Pulls messages from queues the caller chooses (blocking); arguments of
+    :class:`AsyncPullConsumer`. Any thread may call it."""
+
+    _thread_name = "orbitmq-pull-consumer"
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, **options: Any) -> None:
+        super().__init__(AsyncPullConsumer(group, namesrv, **options))
+
+    @property
+    def client_id(self) -> str:
+        return self._client.client_id
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """See :meth:`AsyncPullConsumer.fetch_queues`."""
+        return self._call(self._client.fetch_queues(topic))
+
+    def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: str = "*",
+        *,
+        timeout: float | None = None,
+        suspend: float | None = None,
+    ) -> PullResult:
+        """See :meth:`AsyncPullConsumer.pull`."""
+        return self._call(self._client.pull(mq, offset, max_nums, expression,
+                                            timeout=timeout, suspend=suspend))
+
+    def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
+        """See :meth:`AsyncPullConsumer.fetch_offset`."""
+        return self._call(self._client.fetch_offset(mq, from_store=from_store))
+
+    def update_offset(self, mq: MessageQueue, offset: int) -> None:
+        """See :meth:`AsyncPullConsumer.update_offset`."""
+        self._call(_run_sync(self._client.update_offset, mq, offset))
+
+    def local_offsets(self) -> dict[MessageQueue, int]:
+        """See :meth:`AsyncPullConsumer.local_offsets`."""
+        return self._call(_run_sync(self._client.local_offsets))
+
+    def persist_offsets(self) -> None:
+        """See :meth:`AsyncPullConsumer.persist_offsets`."""
+        self._call(self._client.persist_offsets())
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._client.min_offset(mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._client.max_offset(mq))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._call(self._client.search_offset(mq, timestamp_ms))
+
+    def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        return self._call(self._client.earliest_msg_store_time(mq))
+
+
+async def _run_sync(fn: Any, *args: Any) -> Any:
+    """Run a plain method on the client's loop, so the offset table is only touched there."""
+    return fn(*args)

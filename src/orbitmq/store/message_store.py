@@ -1,0 +1,446 @@
+"""MessageStore: the facade the broker uses (RocketMQ's DefaultMessageStore).
+
+Layout under ``config.store_path``: ``commitlog/``, ``consumequeue/{topic}/{queueId}/``, ``index/``,
+``checkpoint`` and ``abort`` (present while running; found at start it means a crash). Puts are
+thread-safe; the broker calls them from its event loop with ``wait_flush=False`` and awaits the
+flush future under SYNC_FLUSH. Expected outcomes are statuses (status.py), not exceptions.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from orbitmq.config import FlushDiskType, StoreConfig
+from orbitmq.errors import ClientError, RemoteProtocolError
+from orbitmq.protocol.message import MessageExt, decode_stored_message
+from orbitmq.store.checkpoint import StoreCheckpoint
+from orbitmq.store.clean import CleanService
+from orbitmq.store.commit_log import CommitLog, encode_messages
+from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.dispatch import ArrivalListener, DispatchService, parse_delay_levels
+from orbitmq.store.file_ops import FileOps, OsFileOps
+from orbitmq.store.flush import AsyncFlushService, FlushConsumeQueueService, GroupCommitService
+from orbitmq.store.index_file import IndexService
+from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.queue_reader import read_queue
+from orbitmq.store.recovery import RecoveryReport, recover_store
+from orbitmq.store.status import (
+    AppendMessageResult,
+    GetMessageResult,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+__all__ = ["MessageStore", "MessageFilter"]
+
+log = logging.getLogger(__name__)
+
+
+class MessageFilter(Protocol):
+    """What ``get_message`` asks of a subscription filter."""
+
+    def match_tags_code(self, code: int) -> bool: ...
+
+    def match_message(self, raw: memoryview | bytes) -> bool: ...
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    """A broker's message store.
+
+    Args:
+        config: store settings.
+        clock: wall time in ms (store timestamps, retention ages); default the system clock.
+        file_ops: file layer for commit log, queues, checkpoint and abort file; default the OS.
+        run_threads: start the background services. Without them (tests, simulation) the caller
+            drives ``run_services_once`` and SYNC_FLUSH puts with ``wait_flush`` flush inline.
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], int] | None = None,
+        file_ops: FileOps | None = None,
+        run_threads: bool = True,
+    ) -> None:
+        if config.mapped_file_size_consume_queue % 20:
+            raise ClientError("mapped_file_size_consume_queue must be a multiple of 20")
+        self.config = config
+        self.clock = clock if clock is not None else _wall_clock_ms
+        self.file_ops: FileOps = file_ops if file_ops is not None else OsFileOps()
+        self.run_threads = run_threads
+        root = config.store_path
+        self._cq_root = os.path.join(root, "consumequeue")
+        self._abort_path = os.path.join(root, "abort")
+        self._checkpoint_path = os.path.join(root, "checkpoint")
+        self.commit_log = CommitLog(root, config.mapped_file_size_commitlog, self.file_ops, self.clock)
+        self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index: IndexService | None = None
+        if config.message_index_enable:
+            self.index = IndexService(
+                os.path.join(root, "index"), config.max_hash_slot_num, config.max_index_num,
+                clock=self.clock,
+            )
+        self.dispatcher = DispatchService(
+            self.commit_log,
+            self._find_or_create_cq,
+            self.index.build_index if self.index is not None else None,
+            parse_delay_levels(config.message_delay_level),
+            config.dispatch_round_max,
+        )
+        self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
+        self.group_commit = GroupCommitService(self.commit_log, config.sync_flush_timeout_ms)
+        self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms)
+        self.flush_consume_queue = FlushConsumeQueueService(
+            config.flush_interval_consume_queue_ms,
+            self.commit_log,
+            self._consume_queues,
+            lambda: self.dispatcher.reput_offset,
+            self.index.flush if self.index is not None else None,
+            self.file_ops,
+            self._checkpoint_path,
+            self.clock,
+        )
+        self.clean_service = CleanService(
+            config, self.commit_log, self._consume_queues,
+            self.index.delete_expired if self.index is not None else None,
+            self.file_ops, self.clock,
+        )
+        self.recovery_report: RecoveryReport | None = None
+        self._running = False
+        self._state_lock = threading.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> MessageStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def _services(self) -> list:
+        flush = self.group_commit if self.sync_flush else self.async_flush
+        return [self.dispatcher, flush, self.flush_consume_queue, self.clean_service]
+
+    def start(self) -> None:
+        """Load, recover (see recovery.py), write the abort file, start the services.
+
+        Raises:
+            StoreError: the store's files are unusable (wrong sizes, a missing segment).
+        """
+        with self._state_lock:
+            if self._running:
+                return
+            fo = self.file_ops
+            fo.makedirs(self.config.store_path)
+            last_exit_ok = not fo.exists(self._abort_path)
+            checkpoint = StoreCheckpoint.load(fo, self._checkpoint_path)
+            self.commit_log.mfq.load()
+            self._load_consume_queues()
+            if self.index is not None:
+                self.index.load(last_exit_ok)
+            self.recovery_report = recover_store(
+                self.commit_log,
+                list(self.consume_queue_table.values()),
+                self.index.truncate_after if self.index is not None else None,
+                lambda start, end: self.dispatcher.dispatch_to(start, end, None),
+                checkpoint,
+                last_exit_ok,
+            )
+            self.dispatcher.reput_offset = self.recovery_report.valid_end
+            min_phy = self.commit_log.min_offset
+            for cq in self.consume_queue_table.values():
+                cq.correct_min_offset(min_phy)
+            self.commit_log.topic_queue_table = {
+                key: cq.max_offset for key, cq in self.consume_queue_table.items()
+            }
+            self.flush_consume_queue.run_once()  # the recovered state becomes the checkpoint
+            fo.write_file(self._abort_path, b"")
+            self._running = True
+            if self.run_threads:
+                for service in self._services():
+                    service.start()
+            log.info(
+                "store started path=%s max_offset=%d queues=%d",
+                self.config.store_path, self.commit_log.max_offset, len(self.consume_queue_table),
+            )
+
+    def _load_consume_queues(self) -> None:
+        fo = self.file_ops
+        for topic in sorted(fo.listdir(self._cq_root)):
+            for qid in sorted(fo.listdir(os.path.join(self._cq_root, topic))):
+                if not qid.isdigit():
+                    continue
+                cq = self._new_cq(topic, int(qid))
+                cq.load()
+                self.consume_queue_table[(topic, int(qid))] = cq
+
+    def shutdown(self) -> None:
+        """Stop services, make everything durable, write the checkpoint, remove the abort file."""
+        with self._state_lock:
+            if not self._running:
+                return
+            with self.commit_log.put_lock:
+                self._running = False  # no put is half done past this point
+            for service in reversed(self._services()):
+                service.shutdown()
+            self.dispatcher.run_once()
+            self.commit_log.flush()
+            self.group_commit.run_once()
+            self.flush_consume_queue.run_once()
+            if self.index is not None:
+                self.index.shutdown()
+            for cq in self.consume_queue_table.values():
+                cq.close()
+            self.commit_log.close()
+            self.file_ops.remove(self._abort_path)
+            log.info("store shut down path=%s", self.config.store_path)
+
+    def run_services_once(self) -> None:
+        """One round of every service, in dependency order (for ``run_threads=False``)."""
+        self.dispatcher.run_once()
+        (self.group_commit if self.sync_flush else self.async_flush).run_once()
+        self.flush_consume_queue.run_once()
+        self.clean_service.run_once()
+
+    # -- put ------------------------------------------------------------------------------------
+
+    def put_message(self, msg: MessageInner, *, wait_flush: bool = True) -> PutMessageResult:
+        """Append one message. Under SYNC_FLUSH, ``wait_flush`` blocks until it is durable (or
+        ``sync_flush_timeout_ms`` passes: FLUSH_DISK_TIMEOUT); otherwise ``flush_future`` tells."""
+        return self.put_messages([msg], wait_flush=wait_flush)
+
+    def put_messages(self, batch: list[MessageInner], *, wait_flush: bool = True) -> PutMessageResult:
+        """Append messages of one topic and queue in one write, with consecutive queue offsets."""
+        if not self._running or self.clean_service.disk_full:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        if not batch:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        cfg = self.config
+        encoded = encode_messages(
+            batch, cfg.max_message_size, cfg.mapped_file_size_commitlog - 8
+        )
+        if isinstance(encoded, PutMessageStatus):
+            return PutMessageResult(encoded)
+        try:
+            appended = self.commit_log.append(encoded)
+        except Exception:
+            log.exception("append failed topic=%s", encoded.topic)
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
+        if isinstance(appended, PutMessageStatus):
+            return PutMessageResult(appended)
+        self.dispatcher.wakeup_if_waiting()
+        if not self.sync_flush:
+            return PutMessageResult(PutMessageStatus.PUT_OK, appended)
+        return self._wait_flush(appended, wait_flush)
+
+    def _wait_flush(self, appended: AppendMessageResult, wait: bool) -> PutMessageResult:
+        future = self.group_commit.submit(appended.wrote_offset + appended.wrote_bytes)
+        if not wait:
+            return PutMessageResult(PutMessageStatus.PUT_OK, appended, future)
+        if not self.run_threads:
+            self.group_commit.run_once()
+        try:
+            durable = future.result(self.config.sync_flush_timeout_ms / 1000)
+        except concurrent.futures.TimeoutError:
+            durable = False
+        status = PutMessageStatus.PUT_OK if durable else PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return PutMessageResult(status, appended)
+
+    # -- reading queues -------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Up to ``max_msg_nums`` stored messages of a queue from ``offset`` (raw, for the wire),
+        bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...``."""
+        return read_queue(
+            self.consume_queue_table.get((topic, queue_id)),
+            self.commit_log,
+            offset,
+            max_msg_nums,
+            message_filter,
+            self.config,
+        )
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        return cq.min_offset if cq is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of one queue entry's message; -1 when absent."""
+        cq = self.consume_queue_table.get((topic, queue_id))
+        found = cq.entry(offset) if cq is not None and offset >= cq.min_offset else None
+        return -1 if found is None else self.commit_log.store_timestamp_at(found[0])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the oldest message still in the queue; -1 when none."""
+        return self.get_message_store_timestamp(
+            topic, queue_id, self.get_min_offset_in_queue(topic, queue_id)
+        )
+
+    def queue_entry(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
+        """(commit log offset, size, tags code) of a queue entry, for the broker's own scans."""
+        cq = self.consume_queue_table.get((topic, queue_id))
+        return cq.entry(offset) if cq is not None else None
+
+    # -- reading the commit log -----------------------------------------------------------------
+
+    def get_message_raw(self, commit_offset: int, size: int | None = None) -> memoryview | None:
+        """The stored bytes of the message at ``commit_offset`` (size read from it when omitted)."""
+        if size is None:
+            head = self.commit_log.read(commit_offset, 8)
+            if head is None:
+                return None
+            size = int.from_bytes(head[:4], "big", signed=True)
+            if size <= 0:
+                return None
+        return self.commit_log.read(commit_offset, size)
+
+    def look_message_by_offset(self, commit_offset: int, size: int | None = None) -> MessageExt | None:
+        """Decode the message at a commit log offset; None when absent or not a message."""
+        raw = self.get_message_raw(commit_offset, size)
+        if raw is None:
+            return None
+        try:
+            return decode_stored_message(raw, check_crc=False)
+        except RemoteProtocolError:
+            return None
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None:
+        """Bytes from ``offset`` to the end of its segment's written part (replication)."""
+        return self.commit_log.read_to_end(offset)
+
+    def max_physical_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    def min_physical_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    def flushed_physical_offset(self) -> int:
+        return self.commit_log.flushed_offset
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.commit_log.max_offset - self.dispatcher.reput_offset
+
+    def wait_dispatched(self, timeout_s: float = 5.0) -> bool:
+        """Wait (bounded) until everything appended is in the queues and the index."""
+        deadline = time.monotonic() + timeout_s
+        while self.dispatch_behind_bytes() > 0:
+            if not self.run_threads:
+                self.dispatcher.run_once()
+                continue
+            if time.monotonic() > deadline:
+                return False
+            self.dispatcher.wakeup()
+            time.sleep(0.001)
+        return True
+
+    # -- keys -----------------------------------------------------------------------------------
+
+    def query_message_raw(
+        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62
+    ) -> QueryMessageResult:
+        """Stored messages of ``topic`` whose KEYS or UNIQ_KEY is ``key`` (newest first)."""
+        if self.index is None:
+            return QueryMessageResult([], 0, 0)
+        found = self.index.query_offsets(topic, key, max_num, begin_ms, end_ms)
+        buffers: list[memoryview | bytes] = []
+        for phy in found.phy_offsets:
+            msg = self.look_message_by_offset(phy)
+            if msg is None or msg.topic != topic or (key not in msg.keys and msg.uniq_key != key):
+                continue  # hash collision or data gone
+            raw = self.get_message_raw(phy, msg.store_size)
+            if raw is not None:
+                buffers.append(raw)
+        return QueryMessageResult(
+            buffers, found.index_last_update_timestamp, found.index_last_update_phy_offset
+        )
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62
+    ) -> list[MessageExt]:
+        """Decoded form of ``query_message_raw``."""
+        result = self.query_message_raw(topic, key, max_num, begin_ms, end_ms)
+        return [decode_stored_message(raw, check_crc=False) for raw in result.buffers]
+
+    # -- administration -------------------------------------------------------------------------
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """``listener(topic, queue_id, max_offset, tags_code)``, called from the dispatch thread."""
+        self.dispatcher.listeners.append(listener)
+
+    def delete_topics(self, topics: Iterable[str]) -> int:
+        """Drop the queues (and offsets) of ``topics``; commit log data ages out normally."""
+        doomed = set(topics)
+        deleted = 0
+        with self.dispatcher.lock:
+            for key in [k for k in self.consume_queue_table if k[0] in doomed]:
+                cq = self.consume_queue_table.pop(key)
+                cq.destroy()
+                deleted += 1
+            with self.commit_log.put_lock:
+                for key in [k for k in self.commit_log.topic_queue_table if k[0] in doomed]:
+                    del self.commit_log.topic_queue_table[key]
+        for topic in doomed:
+            self.file_ops.remove_tree(os.path.join(self._cq_root, topic))
+        return deleted
+
+    def clean_expired_files(self) -> None:
+        """Run retention now, ignoring ``delete_when`` (RocketMQ's executeDeleteFilesManually)."""
+        self.clean_service.request_manual_delete()
+        if not self.run_threads:
+            self.clean_service.run_once()
+
+    def topics(self) -> set[str]:
+        return {topic for topic, _ in self.consume_queue_table}
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _consume_queues(self) -> list[ConsumeQueue]:
+        return list(self.consume_queue_table.values())
+
+    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(
+            topic, queue_id, self._cq_root, self.config.mapped_file_size_consume_queue, self.file_ops
+        )
+
+    def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None:
+            cq = self.consume_queue_table[(topic, queue_id)] = self._new_cq(topic, queue_id)
+        return cq
+

@@ -1,0 +1,82 @@
+"""Reading a queue: RocketMQ's getMessage, turning queue offsets into raw commit log slices."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orbitmq.config import StoreConfig
+from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.consume_queue import BLANK_ENTRY_SIZE_FIELD, CQ_ENTRY, ConsumeQueue
+from orbitmq.store.status import GetMessageResult, GetMessageStatus
+
+if TYPE_CHECKING:
+    from orbitmq.store.message_store import MessageFilter
+
+__all__ = ["read_queue"]
+
+FILTER_ENTRIES_MIN = 800  # RocketMQ scans at least 16,000 bytes of queue entries per pull
+
+
+def read_queue(
+    cq: ConsumeQueue | None,
+    commit_log: CommitLog,
+    offset: int,
+    max_msg_nums: int,
+    message_filter: MessageFilter | None,
+    config: StoreConfig,
+) -> GetMessageResult:
+    """Messages of ``cq`` from queue ``offset``; statuses and next offsets as RocketMQ's."""
+    if cq is None:
+        return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    min_offset, max_offset = cq.min_offset, cq.max_offset
+    if max_offset == 0:
+        return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+    if offset < min_offset:
+        return GetMessageResult(
+            GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset
+        )
+    if offset == max_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+    if offset > max_offset:
+        corrected = min_offset if min_offset == 0 else max_offset
+        return GetMessageResult(
+            GetMessageStatus.OFFSET_OVERFLOW_BADLY, corrected, min_offset, max_offset
+        )
+    entries = cq.entries_from(offset, max(FILTER_ENTRIES_MIN, max_msg_nums))
+    if entries is None:
+        return GetMessageResult(
+            GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_index(offset), min_offset, max_offset
+        )
+    result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+    buffers = result.buffers
+    count_max = min(max_msg_nums, config.max_transfer_count_on_message_in_memory)
+    bytes_max = config.max_transfer_bytes_on_message_in_memory
+    total = 0
+    scanned = 0
+    skip_below = -1  # commit log offsets in a segment found deleted
+    removing = False
+    for phy, size, tags_code in CQ_ENTRY.iter_unpack(entries):
+        if buffers and (len(buffers) >= count_max or total + size > bytes_max):
+            break
+        scanned += 1
+        if size == BLANK_ENTRY_SIZE_FIELD or phy < skip_below:
+            continue
+        if message_filter is not None and not message_filter.match_tags_code(tags_code):
+            continue
+        raw = commit_log.read(phy, size)
+        if raw is None:
+            removing = not buffers
+            skip_below = commit_log.roll_next_file(phy)
+            continue
+        if message_filter is not None and not message_filter.match_message(raw):
+            continue
+        buffers.append(raw)
+        total += size
+    result.next_begin_offset = offset + scanned
+    result.message_count = len(buffers)
+    result.total_size = total
+    if buffers:
+        result.status = GetMessageStatus.FOUND
+    elif removing:
+        result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+    return result

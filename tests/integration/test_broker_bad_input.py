@@ -1,0 +1,164 @@
+"""Bad input over the wire gets a response code with a remark or a closed connection; the broker
+keeps serving others and its store does not change."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from test_broker_support import BrokerHarness, RawConnection, broker_config, length_prefix
+
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand, encode
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def h(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHarness]:
+    harness = BrokerHarness(broker_config(tmp_path_factory.mktemp("bad-input")))
+    harness.send_ok("Healthy", b"seed")
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def unchanged(h: BrokerHarness) -> Iterator[None]:
+    """The store and the topic table are the same after the test; the broker still serves."""
+    h.wait_dispatched()
+    store = h.broker.store
+    before = (store.max_physical_offset(), sorted(h.broker.topics.table))
+    yield
+    h.wait_dispatched()
+    assert (store.max_physical_offset(), sorted(h.broker.topics.table)) == before
+    assert [m.body for m in h.pull_all("Healthy", 0)][:1] == [b"seed"]
+
+
+def _json_frame(header: bytes, body: bytes = b"") -> bytes:
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_absurd_frame_length_closes_the_connection(h: BrokerHarness) -> None:
+    for total in (0x7FFFFFFF, -5, 2):
+        c = RawConnection(h.port)
+        c.send(length_prefix(total))
+        assert c.is_closed_by_peer()
+        c.close()
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_garbage_header_closes_the_connection(h: BrokerHarness) -> None:
+    for header in (b"{not json", b"[1, 2]", b'{"code": "ten"}', b"\xff\xfe"):
+        c = RawConnection(h.port)
+        c.send(_json_frame(header))
+        assert c.is_closed_by_peer(), header
+        c.close()
+    c = RawConnection(h.port)
+    c.send(struct.pack(">ii", 12, (7 << 24) | 4) + b"abcd" + b"efgh")  # unknown serialize type
+    assert c.is_closed_by_peer()
+    c.close()
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_unknown_code_and_malformed_fields_get_a_code_and_remark(h: BrokerHarness) -> None:
+    c = RawConnection(h.port)
+    try:
+        c.send(encode(RemotingCommand.request(4242, {"x": "y"})))
+        r = c.response()
+        assert r is not None and r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4242" in r.remark
+        c.send(encode(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"}, b"x")))
+        r = c.response()
+        assert r is not None and r.code == ResponseCode.SYSTEM_ERROR and "producerGroup" in r.remark
+        fields = h.pull_fields("Healthy", 0, 0)
+        fields["queueId"] = "zero"
+        c.send(encode(RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)))
+        r = c.response()
+        assert r is not None and r.code == ResponseCode.SYSTEM_ERROR and "queueId" in r.remark
+        c.send(encode(RemotingCommand.request(RequestCode.HEART_BEAT, {}, b"\x00garbage")))
+        r = c.response()
+        assert r is not None and r.code == ResponseCode.SYSTEM_ERROR and r.remark
+        # the same connection still works
+        c.send(encode(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "Healthy", "queueId": "0"})))
+        r = c.response()
+        assert r is not None and r.code == ResponseCode.SUCCESS
+    finally:
+        c.close()
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_illegal_topics_are_refused(h: BrokerHarness) -> None:
+    for topic, code, words in (
+        ("has space", ResponseCode.MESSAGE_ILLEGAL, "illegal characters"),
+        ("slash/topic", ResponseCode.MESSAGE_ILLEGAL, "illegal characters"),
+        ("t" * 128, ResponseCode.MESSAGE_ILLEGAL, "max length"),
+        ("TBW102", ResponseCode.NO_PERMISSION, "forbidden"),
+        ("SCHEDULE_TOPIC_XXXX", ResponseCode.NO_PERMISSION, "forbidden"),
+        ("RMQ_SYS_TRANS_HALF_TOPIC", ResponseCode.NO_PERMISSION, "forbidden"),
+    ):
+        r = h.send(topic, b"x")
+        assert r.code == code and words in r.remark, (topic, r.code, r.remark)
+
+
+def test_unknown_topic_without_auto_create(tmp_path_factory: pytest.TempPathFactory) -> None:
+    h2 = BrokerHarness(broker_config(tmp_path_factory.mktemp("no-auto"), auto_create_topic=False))
+    try:
+        r = h2.send("NeverCreated", b"x")
+        assert r.code == ResponseCode.TOPIC_NOT_EXIST and "NeverCreated" in r.remark
+        assert h2.broker.store.max_physical_offset() == 0
+    finally:
+        h2.close()
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_oversized_body_properties_and_bad_batches(h: BrokerHarness) -> None:
+    r = h.send("Healthy", b"x" * (4 * MiB + 1))
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "exceeds" in r.remark
+    r = h.send("Healthy", b"x", props={"big": "p" * 40_000})
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "properties" in r.remark
+    h_fields = h.send_header("Healthy", 0, batch=True).to_ext_fields()
+    for body in (b"\x00\x00\x00\x05junk", b"\x00" * 30, b""):
+        r = h.invoke(RequestCode.SEND_MESSAGE, h_fields, body)
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL and r.remark, body
+    transaction = h.send_header("Healthy", 0).to_ext_fields()
+    transaction["sysFlag"] = "4"
+    r = h.invoke(RequestCode.SEND_MESSAGE, transaction, b"half")
+    assert r.code == ResponseCode.NO_PERMISSION and "transaction" in r.remark
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_frame_cut_midway_then_closed(h: BrokerHarness) -> None:
+    frame = encode(RemotingCommand.request(RequestCode.SEND_MESSAGE,
+                                           h.send_header("Healthy").to_ext_fields(), b"z" * 10_000))
+    for cut in (3, 10, len(frame) // 2, len(frame) - 1):
+        c = RawConnection(h.port)
+        c.send(frame[:cut])
+        c.close()
+    # A whole frame after the cut ones is served normally on a fresh connection.
+    c = RawConnection(h.port)
+    c.send(encode(RemotingCommand.request(RequestCode.GET_MIN_OFFSET, {"topic": "Healthy", "queueId": "0"})))
+    r = c.response()
+    assert r is not None and r.code == ResponseCode.SUCCESS
+    c.close()
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_frame_over_the_maximum_is_refused_before_it_arrives(h: BrokerHarness) -> None:
+    header = orjson.dumps({"code": 10, "flag": 0, "opaque": 1, "extFields": {}})
+    c = RawConnection(h.port)
+    c.send(struct.pack(">ii", 17 * MiB, len(header)) + header)  # then nothing of the 17 MiB
+    assert c.is_closed_by_peer()
+    c.close()
+
+
+def test_other_clients_are_served_while_one_misbehaves(h: BrokerHarness) -> None:
+    bad = RawConnection(h.port)
+    bad.send(_json_frame(b'{"code": 10, "opaque": 1, "flag": 0}')[:9])  # half a frame, then silence
+    try:
+        r = h.send_ok("Healthy", b"during")
+        assert r.ext_fields["queueId"] == "0"
+        assert h.pull_all("Healthy", 0)[-1].body == b"during"
+    finally:
+        bad.close()

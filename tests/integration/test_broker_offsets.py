@@ -1,0 +1,91 @@
+"""Consumer offsets: query/update semantics, atomic persistence, and survival across restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from test_broker_support import BrokerHarness, broker_config
+
+from orbitmq.broker import BrokerController
+from orbitmq.errors import StoreError
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.transport import LoopThread
+
+
+def _query(h: BrokerHarness, group: str, topic: str, qid: int):
+    return h.invoke(RequestCode.QUERY_CONSUMER_OFFSET,
+                    {"consumerGroup": group, "topic": topic, "queueId": str(qid)})
+
+
+def _update(h: BrokerHarness, group: str, topic: str, qid: int, offset: int):
+    return h.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": topic, "queueId": str(qid), "commitOffset": str(offset)})
+
+
+def test_offsets_survive_a_restart_and_are_written_atomically(tmp_path: Path) -> None:
+    h = BrokerHarness(broker_config(tmp_path))
+    try:
+        for i in range(10):
+            h.send_ok("Offsets", f"{i}".encode(), queue_id=i % 4)
+        assert _update(h, "g1", "Offsets", 0, 3).code == ResponseCode.SUCCESS
+        assert _update(h, "g1", "Offsets", 1, 2).code == ResponseCode.SUCCESS
+        assert _update(h, "g2", "Offsets", 0, 1).code == ResponseCode.SUCCESS
+        r = _query(h, "g1", "Offsets", 0)
+        assert (r.code, r.ext_fields["offset"]) == (ResponseCode.SUCCESS, "3")
+        h.restart()
+        assert _query(h, "g1", "Offsets", 0).ext_fields["offset"] == "3"
+        assert _query(h, "g1", "Offsets", 1).ext_fields["offset"] == "2"
+        assert _query(h, "g2", "Offsets", 0).ext_fields["offset"] == "1"
+        path = tmp_path / "config" / "consumerOffset.json"
+        table = json.loads(path.read_text())["offsetTable"]
+        assert table["Offsets@g1"] == {"0": 3, "1": 2}
+        assert not list((tmp_path / "config").glob("*.tmp"))  # temp files renamed away
+    finally:
+        h.close()
+
+
+def test_offsets_are_flushed_periodically_without_a_stop(tmp_path: Path) -> None:
+    h = BrokerHarness(broker_config(tmp_path, flush_consumer_offset_interval_ms=50))
+    try:
+        _update(h, "periodic", "T", 0, 42)
+        path = tmp_path / "config" / "consumerOffset.json"
+        deadline = time.monotonic() + 5
+        while not (path.exists() and "T@periodic" in path.read_text()):
+            assert time.monotonic() < deadline, "offsets never flushed"
+            time.sleep(0.02)
+    finally:
+        h.close()
+
+
+def test_query_without_commit(tmp_path: Path) -> None:
+    h = BrokerHarness(broker_config(tmp_path))
+    try:
+        # A queue whose first message is still there: a new group starts from 0.
+        h.send_ok("Fresh", b"x")
+        h.wait_dispatched()
+        r = _query(h, "new-group", "Fresh", 0)
+        assert (r.code, r.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+        # A queue whose head was deleted: QUERY_NOT_FOUND, the client applies ConsumeFromWhere.
+        cq = h.broker.store.consume_queue_table[("Fresh", 0)]
+        cq.min_offset = 1
+        r = _query(h, "new-group", "Fresh", 0)
+        assert r.code == ResponseCode.QUERY_NOT_FOUND and r.remark
+        assert _update(h, "new-group", "Fresh", 0, -5).code == ResponseCode.SYSTEM_ERROR
+    finally:
+        h.close()
+
+
+def test_corrupt_offset_file_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir(parents=True)
+    (tmp_path / "config" / "consumerOffset.json").write_text("{not json")
+    loop = LoopThread()
+    broker = BrokerController(broker_config(tmp_path))
+    try:
+        with pytest.raises(StoreError, match="consumerOffset.json"):
+            loop.call(broker.start(), 30)
+        assert not broker.store.running  # the store was closed again
+    finally:
+        loop.stop()

@@ -1,0 +1,86 @@
+"""Helpers shared by the store tests: small configs, messages, a settable clock, counting files."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any
+
+from orbitmq.config import TEST_MIN_STORE, StoreConfig
+from orbitmq.protocol.message import decode_stored_message
+from orbitmq.store import GetMessageResult, MessageInner
+from orbitmq.store.file_ops import OsFileOps, OsRegion
+
+
+def config(tmp_path: Path, **changes: Any) -> StoreConfig:
+    """TEST_MIN_STORE in ``tmp_path`` with small segments (64 KiB commit log, 50-entry queues)."""
+    base = dict(
+        store_path=str(tmp_path / "store"),
+        mapped_file_size_commitlog=64 * 1024,
+        mapped_file_size_consume_queue=50 * 20,
+        max_hash_slot_num=128,
+        max_index_num=1024,
+    )
+    base.update(changes)
+    return dataclasses.replace(TEST_MIN_STORE, **base)
+
+
+def msg(topic: str = "T", queue_id: int = 0, body: bytes = b"body", **props: str) -> MessageInner:
+    return MessageInner(topic, queue_id, body, dict(props))
+
+
+def bodies(result: GetMessageResult) -> list[bytes]:
+    return [decode_stored_message(b).body for b in result.buffers]
+
+
+class Clock:
+    """A wall clock in ms that moves only when told."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+class CountingRegion:
+    """An OsRegion that counts syncs and can be slowed down."""
+
+    def __init__(self, inner: OsRegion, owner: CountingFileOps) -> None:
+        self._inner = inner
+        self._owner = owner
+        self.buf = inner.buf
+
+    def sync(self, start: int, end: int) -> None:
+        with self._owner.lock:
+            self._owner.syncs += 1
+        if self._owner.sync_delay_s:
+            self._owner.release.wait(self._owner.sync_delay_s)
+        self._inner.sync(start, end)
+
+    def close(self) -> bool:
+        return self._inner.close()
+
+
+class CountingFileOps(OsFileOps):
+    """The real file system, with sync counting, slow syncs, a fake disk ratio, failing creation."""
+
+    def __init__(self) -> None:
+        self.syncs = 0
+        self.lock = threading.Lock()
+        self.sync_delay_s = 0.0
+        self.release = threading.Event()
+        self.disk_ratio = 0.1
+        self.fail_create = False
+
+    def open_region(self, path: str, size: int, *, create: bool) -> CountingRegion:  # type: ignore[override]
+        if create and self.fail_create:
+            raise OSError(28, "No space left on device (simulated)")
+        return CountingRegion(super().open_region(path, size, create=create), self)
+
+    def disk_used_ratio(self, path: str) -> float:
+        return self.disk_ratio

@@ -1,0 +1,264 @@
+"""MessageStore puts and reads on real files: offsets, batches, segment rolls, statuses, filters."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from store_fixtures import Clock, CountingFileOps, bodies, config, msg
+
+from orbitmq.protocol.message import (
+    BLANK_MAGIC_CODE,
+    decode_stored_message,
+    java_string_hash,
+    offset_msg_id,
+)
+from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
+from orbitmq.store.dispatch import SCHEDULE_TOPIC
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with MessageStore(config(tmp_path)) as s:
+        yield s
+
+
+def test_put_then_get_returns_the_stored_bytes(store: MessageStore) -> None:
+    r = store.put_message(msg("T", 1, b"hello", TAGS="a", KEYS="k1"))
+    assert r.status is PutMessageStatus.PUT_OK and r.append is not None
+    assert (r.append.wrote_offset, r.append.queue_offset, r.append.msg_num) == (0, 0, 1)
+    assert r.append.msg_ids == [offset_msg_id(bytes([127, 0, 0, 1]), 10911, 0)]
+    r2 = store.put_message(msg("T", 1, b"world"))
+    assert r2.append is not None
+    assert r2.append.wrote_offset == r.append.wrote_bytes and r2.append.queue_offset == 1
+    assert store.wait_dispatched()
+    got = store.get_message("g", "T", 1, 0, 32)
+    assert got.status is GetMessageStatus.FOUND
+    assert (got.message_count, got.next_begin_offset, got.min_offset, got.max_offset) == (2, 2, 0, 2)
+    first = decode_stored_message(got.buffers[0])
+    assert (first.body, first.topic, first.queue_id, first.tags, first.keys) == (
+        b"hello", "T", 1, "a", ["k1"]
+    )
+    assert got.total_size == sum(len(b) for b in got.buffers)
+    assert store.look_message_by_offset(r2.append.wrote_offset).body == b"world"  # type: ignore[union-attr]
+    assert store.max_physical_offset() == r2.append.wrote_offset + r2.append.wrote_bytes
+
+
+def test_batch_is_one_contiguous_write_with_consecutive_queue_offsets(store: MessageStore) -> None:
+    store.put_message(msg("B", 0, b"first"))
+    batch = [msg("B", 0, bytes([i]) * i, KEYS=f"k{i}") for i in range(10)]
+    r = store.put_messages(batch)
+    assert r.status is PutMessageStatus.PUT_OK and r.append is not None
+    assert (r.append.queue_offset, r.append.msg_num) == (1, 10)
+    offsets = r.append.offsets
+    assert offsets[0] == r.append.wrote_offset
+    assert r.append.wrote_offset + r.append.wrote_bytes == store.max_physical_offset()
+    assert store.wait_dispatched()
+    got = store.get_message("g", "B", 0, 1, 32)
+    assert bodies(got) == [bytes([i]) * i for i in range(10)]
+    assert [decode_stored_message(b).commit_log_offset for b in got.buffers] == offsets
+    mixed = store.put_messages([msg("B", 0), msg("B", 1)])
+    assert mixed.status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_messages([]).status is PutMessageStatus.MESSAGE_ILLEGAL
+
+
+def test_segments_roll_with_blank_padding_and_everything_reads_back(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    payloads = [os.urandom(i * 37 % 3000) for i in range(400)]
+    with MessageStore(cfg) as store:
+        for i, p in enumerate(payloads):
+            assert store.put_message(msg("R", i % 3, p)).ok
+        assert store.wait_dispatched()
+        files = store.commit_log.mfq.files
+        assert len(files) > 3
+        names = sorted(os.listdir(os.path.join(cfg.store_path, "commitlog")))
+        assert names == [f"{mf.file_from_offset:020d}" for mf in files]
+        for mf in files[:-1]:  # every full segment ends with a blank entry or exactly
+            pos = 0
+            while pos < mf.file_size:
+                total = int.from_bytes(mf.buf[pos : pos + 4], "big", signed=True)
+                magic = int.from_bytes(mf.buf[pos + 4 : pos + 8], "big", signed=True)
+                if magic == BLANK_MAGIC_CODE:
+                    assert pos + total == mf.file_size
+                    break
+                pos += total
+        for q in range(3):
+            expect = payloads[q::3]
+            got: list[bytes] = []
+            offset = 0
+            while offset < store.get_max_offset_in_queue("R", q):
+                r = store.get_message("g", "R", q, offset, 32)
+                assert r.status is GetMessageStatus.FOUND
+                got += bodies(r)
+                offset = r.next_begin_offset
+            assert got == expect
+
+
+def test_get_message_statuses(store: MessageStore) -> None:
+    def get(topic: str, offset: int):
+        return store.get_message("g", topic, 0, offset, 8)
+
+    assert get("Nope", 0).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    store._find_or_create_cq("Empty", 0)
+    assert get("Empty", 3).status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
+    for i in range(5):
+        store.put_message(msg("S", 0, b"%d" % i))
+    assert store.wait_dispatched()
+    r = get("S", 5)
+    assert (r.status, r.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 5)
+    r = get("S", 9)
+    assert (r.status, r.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 0)
+    r = get("S", 2)
+    assert (r.status, r.message_count, r.next_begin_offset) == (GetMessageStatus.FOUND, 3, 5)
+
+
+def test_transfer_limits_bound_a_pull(tmp_path: Path) -> None:
+    cfg = config(
+        tmp_path,
+        max_transfer_count_on_message_in_memory=5,
+        max_transfer_bytes_on_message_in_memory=2500,
+    )
+    with MessageStore(cfg) as store:
+        for _ in range(20):
+            store.put_message(msg("L", 0, b"x" * 100))
+        store.put_message(msg("L", 0, b"y" * 5000))
+        assert store.wait_dispatched()
+        r = store.get_message("g", "L", 0, 0, 32)
+        assert (r.message_count, r.next_begin_offset) == (5, 5)
+        r = store.get_message("g", "L", 0, 0, 3)
+        assert r.message_count == 3
+        r = store.get_message("g", "L", 0, 20, 32)  # one message over the byte limit still comes
+        assert r.message_count == 1 and r.total_size > 2500
+
+
+class TagFilter:
+    def __init__(self, tag: str, body_prefix: bytes = b"") -> None:
+        self.code = java_string_hash(tag)
+        self.prefix = body_prefix
+
+    def match_tags_code(self, code: int) -> bool:
+        return code == self.code
+
+    def match_message(self, raw) -> bool:
+        return decode_stored_message(raw).body.startswith(self.prefix)
+
+
+def test_filters_by_tags_code_and_message(store: MessageStore) -> None:
+    for i in range(10):
+        store.put_message(msg("F", 0, b"keep" if i % 4 == 0 else b"drop", TAGS="a" if i % 2 else "b"))
+    assert store.wait_dispatched()
+    r = store.get_message("g", "F", 0, 0, 32, TagFilter("b"))
+    assert r.status is GetMessageStatus.FOUND and r.message_count == 5
+    r = store.get_message("g", "F", 0, 0, 32, TagFilter("b", b"keep"))
+    assert r.message_count == 3 and r.next_begin_offset == 10
+    r = store.get_message("g", "F", 0, 0, 32, TagFilter("zzz"))
+    assert (r.status, r.next_begin_offset) == (GetMessageStatus.NO_MATCHED_MESSAGE, 10)
+
+
+def test_transaction_prepared_and_rollback_are_not_dispatched(store: MessageStore) -> None:
+    prepared = MessageInner("X", 0, b"half", {"KEYS": "p"}, sys_flag=4)
+    rollback = MessageInner("X", 0, b"rolled", {"KEYS": "r"}, sys_flag=12)
+    commit = MessageInner("X", 0, b"commit", {"KEYS": "c"}, sys_flag=8)
+    for m in (prepared, rollback, commit, msg("X", 0, b"plain")):
+        r = store.put_message(m)
+        assert r.ok
+    assert store.wait_dispatched()
+    assert bodies(store.get_message("g", "X", 0, 0, 32)) == [b"commit", b"plain"]
+    assert store.get_max_offset_in_queue("X", 0) == 2
+    assert store.query_message("X", "p", 4) == [] and store.query_message("X", "r", 4) == []
+    assert [m.body for m in store.query_message("X", "c", 4)] == [b"commit"]
+
+
+def test_put_statuses(tmp_path: Path) -> None:
+    cfg = config(tmp_path, max_message_size=1000)
+    store = MessageStore(cfg)
+    assert store.put_message(msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    store.start()
+    assert store.put_message(msg(body=b"x" * 1001)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_message(msg(topic="a/b")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_message(msg(topic="t" * 200)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_message(msg(k="\x00")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    too_many = {f"k{i}": "v" * 100 for i in range(400)}
+    big = MessageInner("T", 0, b"", too_many)
+    assert store.put_message(big).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    bad_host = MessageInner("T", 0, b"", {}, born_host=("localhost", 1))
+    assert store.put_message(bad_host).status is PutMessageStatus.MESSAGE_ILLEGAL
+    store.shutdown()
+    assert store.put_message(msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_create_mapped_file_failure_is_a_status(tmp_path: Path) -> None:
+    ops = CountingFileOps()
+    with MessageStore(config(tmp_path), file_ops=ops) as store:
+        assert store.put_message(msg(body=b"x" * 1000)).ok
+        ops.fail_create = True
+        results = [store.put_message(msg(body=b"x" * 1000)).status for _ in range(80)]
+        assert PutMessageStatus.CREATE_MAPPED_FILE_FAILED in results
+        ops.fail_create = False
+        assert store.put_message(msg(body=b"x" * 1000)).ok
+
+
+def test_offsets_by_time_and_store_times(tmp_path: Path) -> None:
+    clock = Clock()
+    start = clock.now_ms
+    with MessageStore(config(tmp_path), clock=clock) as store:
+        for _ in range(10):
+            store.put_message(msg("Q", 0))
+            clock.advance(1000)
+        assert store.wait_dispatched()
+        assert store.get_offset_in_queue_by_time("Q", 0, start - 5) == 0
+        assert store.get_offset_in_queue_by_time("Q", 0, start + 3000) == 3
+        assert store.get_offset_in_queue_by_time("Q", 0, start + 3500) == 4
+        assert store.get_offset_in_queue_by_time("Q", 0, start + 99_000) == 10
+        assert store.get_earliest_message_time("Q", 0) == start
+        assert store.get_message_store_timestamp("Q", 0, 7) == start + 7000
+        assert store.get_earliest_message_time("None", 0) == -1
+
+
+def test_concurrent_puts_get_unique_contiguous_queue_offsets(store: MessageStore) -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        for _ in range(200):
+            r = store.put_message(msg("C", 0, b"c"))
+            assert r.append is not None
+            with lock:
+                seen.append(r.append.queue_offset)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(seen) == list(range(800))
+    assert store.wait_dispatched()
+    assert store.get_max_offset_in_queue("C", 0) == 800
+
+
+def test_arrival_listener_and_delay_topic_tags_code(tmp_path: Path) -> None:
+    clock = Clock()
+    heard: list[tuple[str, int, int, int]] = []
+    with MessageStore(config(tmp_path), clock=clock) as store:
+        store.add_arrival_listener(lambda *args: heard.append(args))
+        store.put_message(msg("A", 2, TAGS="t1"))
+        store.put_message(msg("A", 2, TAGS="t1"))
+        store.put_message(msg(SCHEDULE_TOPIC, 2, DELAY="3"))  # level 3 = 10 s
+        assert store.wait_dispatched()
+        assert ("A", 2, 2, java_string_hash("t1")) in heard
+        entry = store.queue_entry(SCHEDULE_TOPIC, 2, 0)
+        assert entry is not None and entry[2] == clock.now_ms + 10_000
+
+
+def test_delete_topics_drops_queues_and_offsets(store: MessageStore) -> None:
+    for q in range(3):
+        store.put_message(msg("D", q))
+    store.put_message(msg("Keep", 0))
+    assert store.wait_dispatched()
+    assert store.delete_topics(["D"]) == 3
+    assert store.get_message("g", "D", 0, 0, 1).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+    assert store.topics() == {"Keep"}
+    r = store.put_message(msg("D", 0))
+    assert r.append is not None and r.append.queue_offset == 0
