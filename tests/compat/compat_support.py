@@ -140,6 +140,10 @@ class CppClient:
         return (f"C++ driver scenario {scenario!r} failed: {what}\n--- stdout\n{out[-3000:]}\n"
                 f"--- stderr\n{err[-6000:]}\n--- client log\n{self.log_tail()}")
 
+    def log_text(self) -> str:
+        """Everything the client logged under this runner's $HOME."""
+        return "\n".join(p.read_text(errors="replace") for p in sorted((self.home / "logs").rglob("*.log*")))
+
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the client's own logs ($HOME/logs/rocketmq-cpp), newest file last."""
         logs = sorted((self.home / "logs").rglob("*.log*"), key=lambda p: p.stat().st_mtime)

@@ -14,7 +14,8 @@ that raises is reported inside the result ({"error": class name, "message": text
 so that a test can say which request failed and how. The push scenario also prints event lines
 ({"event": "started"}, {"event": "received", ...}) that a test follows while it runs.
 
-Messages in a spec: {"topic", "body" (text), "tags", "keys", "properties": {name: value}}; received
+Messages in a spec: {"topic", "body" (text), "tags", "keys", "properties": {name: value}} (or
+"random_body_size" and "seed" instead of "body", for incompressible bytes); received
 messages come back with their body in base64 (`body_b64`) because bodies are bytes.
 """
 
@@ -25,6 +26,7 @@ import ctypes
 import faulthandler
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -66,7 +68,12 @@ def build_message(spec: dict[str, Any]) -> Any:
         msg.set_keys(spec["keys"])
     for name, value in (spec.get("properties") or {}).items():
         msg.set_property(name, value)
-    msg.set_body(spec["body"].encode("utf-8"))
+    if "random_body_size" in spec:
+        # Incompressible bytes without NUL (the wrapper passes bodies as C strings).
+        body = random.Random(spec.get("seed", 0)).randbytes(int(spec["random_body_size"]))
+        msg.set_body(body.replace(b"\0", b"\1"))
+    else:
+        msg.set_body(spec["body"].encode("utf-8"))
     return msg
 
 
@@ -101,6 +108,8 @@ def with_producer(spec: dict[str, Any], body: Any) -> dict[str, Any]:
     producer.set_namesrv_addr(spec["namesrv"])
     if spec.get("send_timeout_ms"):
         producer.set_timeout(int(spec["send_timeout_ms"]))
+    if spec.get("max_message_size"):
+        producer.set_max_message_size(int(spec["max_message_size"]))
     try:
         producer.start()
     except Exception as e:  # noqa: BLE001 - reported to the test
@@ -308,15 +317,24 @@ def fetch_queues(consumer: Any, topic: str) -> list[Any]:
 
 def pull_queue(consumer: Any, mq: Any, spec: dict[str, Any], extra: list[str]) -> dict[str, Any]:
     """Pulls one queue from spec["offset"] (default 0), at most spec["max_pulls"] times, recording
-    each answer; stops at NO_NEW_MSG or when an answer does not move the offset forward."""
+    each answer; stops at NO_NEW_MSG or when an answer does not move the offset forward.
+
+    BROKER_TIMEOUT is what the C API reports when the client got no answer at all, e.g. when its
+    first connection to the broker lost librocketmq's transport-table race (see warm_up); such a
+    pull is tried again (as the wrapper's pull loop does), counted in `broker_timeouts`."""
     from rocketmq.ffi import dll
 
     offset = int(spec.get("offset", 0))
-    trace, messages = [], []
-    for _ in range(int(spec.get("max_pulls", 20))):
+    trace, messages, timeouts = [], [], 0
+    while len(trace) < int(spec.get("max_pulls", 20)):
         res = dll.Pull(consumer._handle, ctypes.pointer(mq), spec.get("expression", "*").encode(),
                        ctypes.c_longlong(offset), int(spec.get("max_num", 32)))
         status = PULL_STATUS.get(res.pullStatus, str(res.pullStatus))
+        if status == "BROKER_TIMEOUT" and timeouts < 5:
+            timeouts += 1
+            dll.ReleasePullResult(res)
+            time.sleep(0.2)
+            continue
         trace.append({"offset": offset, "status": status, "next_begin_offset": res.nextBeginOffset,
                       "min_offset": res.minOffset, "max_offset": res.maxOffset, "count": res.size})
         if res.pullStatus == 0:
@@ -328,7 +346,7 @@ def pull_queue(consumer: Any, mq: Any, spec: dict[str, Any], extra: list[str]) -
             break
         offset = trace[-1]["next_begin_offset"]
     return {"queue_id": mq.queueId, "broker_name": mq.brokerName.decode(), "pulls": trace,
-            "messages": messages}
+            "messages": messages, "broker_timeouts": timeouts}
 
 
 def scenario_pull_raw(spec: dict[str, Any]) -> dict[str, Any]:

@@ -230,6 +230,26 @@ def test_large_body_is_compressed_and_read_back(cpp: CppClient, ours: OurClient)
     assert_exactly(ours.pull_all(unique("CompatSdkPull"), topic), [big, small])
 
 
+def test_oversized_body_is_refused_with_message_illegal(cpp: CppClient, raw: RawClient) -> None:
+    """A body over the broker's 4 MiB (incompressible, the client's own limit raised) is answered
+    MESSAGE_ILLEGAL (13) with a remark, which the C++ client reports; nothing is stored and the
+    same connection goes on serving."""
+    topic = unique("CompatOversize")
+    big = {"topic": topic, "random_body_size": 5 * 1024 * 1024, "seed": 7, "tags": "Big",
+           "keys": "oversize"}
+    small = spec(topic, 0, prefix="after-oversize")
+    result = cpp.run("send_sync", group=unique("CompatProducer"), messages=[big, small],
+                     max_message_size=8 * 1024 * 1024)
+    first, second = result["results"]
+    assert "error" in first, f"a 5 MiB body was accepted: {first}"
+    log = cpp.log_text()
+    assert re.search(r"processSendResponse error remark:.+, error code:13", log), (
+        "the client did not log a MESSAGE_ILLEGAL answer with a remark:\n" + cpp.log_tail())
+    assert second.get("status") == "OK", second
+    wait_stored(raw, topic, 1)
+    assert_exactly(cpp_pull(cpp, topic), [small])
+
+
 # ----------------------------------------------------------------------------- pull consumer
 @pytest.fixture(scope="module")
 def tagged_topic(module_cpp: CppClient, servers: Servers) -> tuple[str, list[dict[str, Any]]]:
@@ -362,6 +382,9 @@ def test_push_consumer_round_trip(cpp: CppClient, ours: OurClient, raw: RawClien
     assert sorted(received) == sorted(w["body"].encode() for w in want)
     for w in want:
         assert_matches(received[w["body"].encode()], w)
+
+    # UNREGISTER_CLIENT at shutdown (producerGroup "" in it) removed the consumer from its group.
+    assert raw.consumer_ids(servers.broker, group) == []
 
     # The consumer commits its offsets (in its pulls and at shutdown): 8 messages in all.
     deadline = time.monotonic() + 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -9,10 +10,13 @@ from collections.abc import Iterator
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.broker.pull_processor import pull_response_code
+from orbitmq.broker.topic_config_manager import validate_topic
 from orbitmq.config import FlushDiskType
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.message import PropertyKey, iter_stored_messages
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.store.status import GetMessageStatus
 
 
 @pytest.fixture(scope="module")
@@ -157,5 +161,59 @@ def test_sync_flush_sends_are_acknowledged_after_fsync(tmp_path_factory: pytest.
             h2.send_ok("Durable", f"{i}".encode())
         assert time.monotonic() - started < 10
         assert h2.broker.store.flushed_physical_offset() >= h2.broker.store.max_physical_offset()
+
+        # A group commit that reports failure: FLUSH_DISK_TIMEOUT, with the stored position.
+        real_put = h2.broker.store.put_messages
+
+        def failing_flush(msgs, *, wait_flush=True):
+            result = real_put(msgs, wait_flush=wait_flush)
+            failed: concurrent.futures.Future[bool] = concurrent.futures.Future()
+            failed.set_result(False)
+            result.flush_future = failed
+            return result
+
+        h2.broker.store.put_messages = failing_flush  # type: ignore[method-assign]
+        r = h2.send("Durable", b"late")
+        assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT and r.remark
+        assert r.ext_fields["queueOffset"] == "20" and r.ext_fields["msgId"]
     finally:
         h2.close()
+
+
+def test_send_to_a_retry_topic_creates_it_with_the_groups_retry_queues(h: BrokerHarness) -> None:
+    r = h.send_ok("%RETRY%SomeGroup", b"again", queue_id=3)
+    assert r.ext_fields["queueId"] == "0"  # one retry queue: the out-of-range id is replaced
+    tc = h.broker.topics.get("%RETRY%SomeGroup")
+    assert tc is not None and (tc.read_queue_nums, tc.write_queue_nums) == (1, 1)
+
+
+@pytest.mark.parametrize(("status", "offset", "code"), [
+    (GetMessageStatus.FOUND, 5, ResponseCode.SUCCESS),
+    (GetMessageStatus.NO_MATCHED_MESSAGE, 5, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    (GetMessageStatus.MESSAGE_WAS_REMOVING, 5, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    (GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, ResponseCode.PULL_NOT_FOUND),
+    (GetMessageStatus.NO_MESSAGE_IN_QUEUE, 5, ResponseCode.PULL_OFFSET_MOVED),
+    (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, ResponseCode.PULL_NOT_FOUND),
+    (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 5, ResponseCode.PULL_OFFSET_MOVED),
+    (GetMessageStatus.OFFSET_OVERFLOW_ONE, 5, ResponseCode.PULL_NOT_FOUND),
+    (GetMessageStatus.OFFSET_FOUND_NULL, 5, ResponseCode.PULL_NOT_FOUND),
+    (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 5, ResponseCode.PULL_OFFSET_MOVED),
+    (GetMessageStatus.OFFSET_TOO_SMALL, 5, ResponseCode.PULL_OFFSET_MOVED),
+])
+def test_pull_response_code_table(status: GetMessageStatus, offset: int, code: ResponseCode) -> None:
+    assert pull_response_code(status, offset) is code
+
+
+def test_every_store_status_has_a_pull_answer() -> None:
+    assert {pull_response_code(s, 1) for s in GetMessageStatus} <= {
+        ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_OFFSET_MOVED}
+
+
+@pytest.mark.parametrize(("topic", "ok"), [
+    ("Good_Topic-1", True), ("%RETRY%g", True), ("a|b", True), ("x" * 127, True),
+    ("", False), ("   ", False), ("x" * 128, False), ("dot.topic", False), ("tab\t", False),
+    ("ünïcode", False),
+])
+def test_topic_name_rules(topic: str, ok: bool) -> None:
+    assert (validate_topic(topic) is None) is ok

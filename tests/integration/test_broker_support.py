@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import socket
 import struct
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from orbitmq.broker import BrokerController
 from orbitmq.config import TEST_MIN_STORE, BrokerConfig
@@ -240,10 +243,12 @@ def length_prefix(total: int) -> bytes:
     return struct.pack(">i", total)
 
 
-def test_harness_starts_serves_and_stops(tmp_path: Path) -> None:
+def test_harness_starts_serves_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="orbitmq.broker")
     h = BrokerHarness(broker_config(tmp_path))
     try:
         assert h.addr.startswith("127.0.0.1:") and h.port > 0
+        assert f"orbitmq broker ready on {h.addr}" in caplog.messages
         r = h.send_ok("HarnessTopic", b"hello")
         assert r.ext_fields["queueOffset"] == "0"
         assert [m.body for m in h.pull_all("HarnessTopic", 0)] == [b"hello"]

@@ -194,8 +194,25 @@ def test_invalid_input_is_refused_before_the_wire(servers: Servers):
 def test_long_poll_answers_soon_after_a_message_arrives(servers: Servers):
     servers.create_topic("LongPoll", 1)
     held = servers.broker.pull.long_poll
+    rounds = 7
 
-    async def scenario() -> tuple[float, float, int]:
+    async def wake_once(consumer: AsyncPullConsumer, producer: AsyncProducer,
+                        mq: MessageQueue, offset: int) -> float:
+        """Seconds from the send's acknowledgement to the held pull's answer (may be < 0)."""
+        loop = asyncio.get_running_loop()
+        before = held.held_count
+        pull = asyncio.ensure_future(consumer.pull(mq, offset, suspend=10))
+        for _ in range(1000):  # until the broker holds it (bounded)
+            if held.held_count > before:
+                break
+            await asyncio.sleep(0.005)
+        await producer.send(Message("LongPoll", b"wake up"))
+        acked = loop.time()
+        result = await asyncio.wait_for(pull, 5)
+        assert [m.queue_offset for m in result.messages] == [offset]
+        return loop.time() - acked
+
+    async def scenario() -> tuple[float, list[float]]:
         async with AsyncPullConsumer("lp-consumer", servers.ns) as consumer, \
                 AsyncProducer("lp-producer", servers.ns) as producer:
             (mq,) = await consumer.fetch_queues("LongPoll")
@@ -204,21 +221,14 @@ def test_long_poll_answers_soon_after_a_message_arrives(servers: Servers):
             empty = await consumer.pull(mq, 0, suspend=0.3)
             waited_empty = loop.time() - started
             assert empty.status is PullStatus.NO_NEW_MSG and not empty.messages
-            before = held.held_count
-            pull = asyncio.ensure_future(consumer.pull(mq, 0, suspend=10))
-            for _ in range(1000):  # until the broker holds it (bounded)
-                if held.held_count > before:
-                    break
-                await asyncio.sleep(0.005)
-            await producer.send(Message("LongPoll", b"wake up"))
-            acked = loop.time()
-            result = await asyncio.wait_for(pull, 5)
-            return waited_empty, loop.time() - acked, len(result.messages)
+            delays = [await wake_once(consumer, producer, mq, i) for i in range(rounds)]
+            return waited_empty, delays
 
-    waited_empty, after_ack, count = run(scenario())
+    waited_empty, delays = run(scenario())
     assert 0.25 <= waited_empty < 2.0
-    assert count == 1
-    assert after_ack < 0.05
+    # Typically a few ms; the median keeps one scheduler hiccup of a busy CI box from failing it.
+    assert sorted(delays)[rounds // 2] < 0.05, delays
+    assert max(delays) < 0.5, delays
 
 
 # -- offsets --------------------------------------------------------------------------------------

@@ -132,6 +132,8 @@ class BrokerController:
                 min(CLIENT_SCAN_INTERVAL_MAX_MS, max(cfg.client_channel_expire_ms // 4, 50)),
                 self._scan_clients)),
         ]
+        if cfg.listen_host in ("0.0.0.0", "::", "") and not cfg.broker_ip:
+            log.warning("listening on all interfaces without broker_ip: advertising %s", self.address)
         log.info("orbitmq broker ready on %s", self.address)
 
     async def stop(self) -> None:

@@ -167,7 +167,7 @@ class PullProcessor:
             return
         next_offset = result.next_begin_offset
         if code is ResponseCode.PULL_OFFSET_MOVED:
-            log.info("pull offset moved group=%s topic=%s queue=%d from=%d to=%d status=%s",
+            log.debug("pull offset moved group=%s topic=%s queue=%d from=%d to=%d status=%s",
                      h.consumer_group, h.topic, h.queue_id, h.queue_offset, next_offset,
                      result.status.value)
         resp = cmd.response(code, None if code is ResponseCode.SUCCESS else result.status.value, {

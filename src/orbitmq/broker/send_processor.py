@@ -24,7 +24,11 @@ import itertools
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from orbitmq.broker.topic_config_manager import NOT_ALLOWED_SEND_TOPICS, validate_topic
+from orbitmq.broker.topic_config_manager import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    validate_topic,
+)
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import Perm, TopicConfig
@@ -156,6 +160,11 @@ class SendProcessor:
         reason = validate_topic(h.topic)
         if reason is not None:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, reason)
+        if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # A group's retry topic has the group's retry queues (1), not the default topic's.
+            group = self.broker.sub_groups.find(h.topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+            if group is not None:
+                return self.topics.create_system_topic(h.topic, group.retry_queue_nums)
         tc = self.topics.create_in_send(h.topic, h.default_topic, h.default_topic_queue_nums, 0)
         if tc is None:
             raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")

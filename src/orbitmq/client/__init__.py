@@ -5,6 +5,13 @@ context manager that starts on enter and shuts down on exit.
 """
 
 from orbitmq.client.admin import Admin, AsyncAdmin
+from orbitmq.client.admin_models import (
+    ConsumerConnection,
+    ConsumerConnectionInfo,
+    GroupStatus,
+    QueueConsumeStatus,
+    TopicQueueStatus,
+)
 from orbitmq.client.producer import AsyncProducer, Producer
 from orbitmq.client.pull_consumer import AsyncPullConsumer, PullConsumer
 from orbitmq.client.results import PullResult, PullStatus, SendResult, SendStatus
@@ -13,6 +20,11 @@ from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, selec
 __all__ = [
     "Admin",
     "AsyncAdmin",
+    "TopicQueueStatus",
+    "QueueConsumeStatus",
+    "GroupStatus",
+    "ConsumerConnection",
+    "ConsumerConnectionInfo",
     "AsyncProducer",
     "Producer",
     "AsyncPullConsumer",

@@ -258,8 +258,13 @@ class ClientInstance:
         if running is None:
             running = asyncio.ensure_future(self._update_route(topic))
             self._refreshing[topic] = running
-            running.add_done_callback(lambda _t: self._refreshing.pop(topic, None))
+            running.add_done_callback(lambda task: self._refresh_done(topic, task))
         return await asyncio.shield(running)
+
+    def _refresh_done(self, topic: str, task: asyncio.Task[TopicRouteData | None]) -> None:
+        self._refreshing.pop(topic, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here: every waiter may have been cancelled
 
     async def _update_route(self, topic: str) -> TopicRouteData | None:
         route = await self.fetch_route(topic)
