@@ -1,0 +1,23 @@
+"""The examples shown in README run against real servers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from orbitmq.testing import EmbeddedCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quickstart_sends_and_reads_back(tmp_path):
+    with EmbeddedCluster(tmp_path) as cluster:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "quickstart.py"), cluster.namesrv],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("SendStatus.OK")
+    assert any("created" in line and "order-17" in line and '{"order": 17}' in line for line in lines[1:])
