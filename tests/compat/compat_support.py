@@ -38,6 +38,7 @@ DRIVER_TIMEOUT_S = 60.0  # one scenario; the driver's own watchdog fires a littl
 LOG_TAIL_LINES = 60
 WARMUP_TOPIC = "CompatWarmup"  # producers' first send, before the scenario's own (cpp_driver.warm_up)
 
+
 # ----------------------------------------------------------------------------- the compat venv
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
@@ -99,6 +100,7 @@ class CppClient:
         self.namesrv = namesrv
         self.home = home
         self.home.mkdir(parents=True, exist_ok=True)
+        self.started: list[RunningDriver] = []
 
     def _command(self, scenario: str) -> list[str]:
         return [str(self.python), str(DRIVER), scenario]
@@ -128,7 +130,14 @@ class CppClient:
         proc = subprocess.Popen(self._command(scenario), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=self._env())
-        return RunningDriver(self, scenario, proc, self._spec(spec, timeout), timeout)
+        driver = RunningDriver(self, scenario, proc, self._spec(spec, timeout), timeout)
+        self.started.append(driver)
+        return driver
+
+    def close(self) -> None:
+        """Kills background drivers a failed test left running."""
+        for driver in self.started:
+            driver.kill()
 
     def _result(self, scenario: str, rc: int, out: str, err: str) -> dict[str, Any]:
         lines = [line for line in out.splitlines() if line.startswith("{")]
@@ -142,7 +151,8 @@ class CppClient:
 
     def log_text(self) -> str:
         """Everything the client logged under this runner's $HOME."""
-        return "\n".join(p.read_text(errors="replace") for p in sorted((self.home / "logs").rglob("*.log*")))
+        logs = sorted((self.home / "logs").rglob("*.log*"))
+        return "\n".join(p.read_text(errors="replace") for p in logs)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the client's own logs ($HOME/logs/rocketmq-cpp), newest file last."""
@@ -197,10 +207,6 @@ class RunningDriver:
     def _join_pumps(self) -> None:
         for pump in self._pumps:
             pump.join(10)
-
-    def count(self, event: str) -> int:
-        with self._cond:
-            return self.events.count(event)
 
     def received_so_far(self) -> list[tuple[int, bytes]]:
         """(queue id, body) of each message the consumer reported so far."""
@@ -293,11 +299,10 @@ class Received:
 
 
 class RawClient:
-    """Plain remoting requests through orbitmq.transport: the name server's routes and the broker's
-    offsets, which the tests read to check what the C++ client did."""
+    """Plain remoting requests through orbitmq.transport: routes, offsets, consumer lists and
+    stored bytes, which the tests read to check what the C++ client did."""
 
     def __init__(self, namesrv: str) -> None:
-
         self.namesrv = namesrv
         self._loop = LoopThread("compat-raw")
         self._client = RemotingClient()
@@ -313,13 +318,11 @@ class RawClient:
         self._loop.stop()
 
     def invoke(self, addr: str, code: int, fields: dict[str, str], body: bytes = b"") -> Any:
-
         return self._loop.call(
             self._client.invoke(addr, RemotingCommand.request(code, fields, body), 10.0), 15)
 
     def route(self, topic: str) -> Any:
         """The topic's TopicRouteData, or None when the name server answers TOPIC_NOT_EXIST."""
-
         resp = self.invoke(self.namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
@@ -333,14 +336,12 @@ class RawClient:
 
     def consumer_offset(self, broker: str, group: str, topic: str, queue_id: int) -> int | None:
         """The group's committed offset, or None when the broker has none (QUERY_NOT_FOUND)."""
-
         resp = self.invoke(broker, RequestCode.QUERY_CONSUMER_OFFSET,
                            {"consumerGroup": group, "topic": topic, "queueId": str(queue_id)})
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         assert resp.code == ResponseCode.SUCCESS, f"query offset: {resp.code} {resp.remark}"
         return int(resp.ext_fields["offset"])
-
 
     def max_offsets(self, topic: str) -> list[int]:
         """GET_MAX_OFFSET of each of the topic's queues (one past its last dispatched message)."""

@@ -64,8 +64,10 @@ def servers(compat_python: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture
-def cpp(compat_python: Path, servers: Servers, tmp_path: Path) -> CppClient:
-    return CppClient(compat_python, servers.namesrv, tmp_path / "cpp-home")
+def cpp(compat_python: Path, servers: Servers, tmp_path: Path) -> Iterator[CppClient]:
+    client = CppClient(compat_python, servers.namesrv, tmp_path / "cpp-home")
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_support import CppClient, OurClient, Outgoing, RawClient, Received, Servers, unique
+from compat_support import (
+    CppClient,
+    OurClient,
+    Outgoing,
+    RawClient,
+    Received,
+    RunningDriver,
+    Servers,
+    unique,
+)
 
 pytestmark = pytest.mark.compat
 
@@ -215,7 +224,7 @@ def test_large_body_is_compressed_and_read_back(cpp: CppClient, ours: OurClient)
     """Over 4 KiB the C++ client deflates the body (sysFlag 1); both clients must read it inflated."""
     topic = unique("CompatLarge")
     big = spec(topic, 0, prefix="large")
-    big["body"] = ("large body line %05d " * 1500) % tuple(range(1500))  # ~30 KiB, compressible
+    big["body"] = "".join(f"large body line {n:05d} " for n in range(1500))  # ~30 KiB, compressible
     small = spec(topic, 1, prefix="small")
     sent_ok(cpp.run("send_sync", group=unique("CompatProducer"), messages=[big, small]), 2)
 
@@ -317,9 +326,14 @@ def test_messages_from_our_sdk_read_by_cpp(cpp: CppClient, ours: OurClient) -> N
     outgoing = [Outgoing(topic, f"sdk-{i} {UTF8_BODY}".encode(), tags=f"Tag{i % 2}",
                          keys=[f"sdk-key-{i}", "shared"], properties={"origin": "sdk", "color": f"c{i}"})
                 for i in range(6)]
+    # Over 4 KiB the SDK deflates the body (sysFlag 1): the C++ client must inflate it.
+    outgoing[3].body = "".join(f"sdk large body {n:05d} " for n in range(1000)).encode()
     sent = ours.send(unique("CompatSdkProducer"), outgoing)
 
-    wait_stored(ours.raw, topic, 6)
+    route = wait_stored(ours.raw, topic, 6)
+    broker = route.broker_datas[0].broker_addrs[0]
+    stored = [m for q in range(CLIENT_QUEUE_NUMS) for m in ours.raw.stored(broker, topic, q)]
+    assert [m.sys_flag & 1 for m in stored if m.properties["KEYS"].startswith("sdk-key-3 ")] == [1]
     got = cpp_pull(cpp, topic)
     want = [{"topic": topic, "body": o.body.decode(), "tags": o.tags, "keys": " ".join(o.keys),
              "properties": o.properties} for o in outgoing]
@@ -445,38 +459,35 @@ def test_two_push_consumers_of_one_group_share_the_queues(cpp: CppClient, raw: R
     stop = tmp_path / "stop"
     common = {"group": group, "topic": topic, "wait_s": 50, "stop_file": str(stop)}
     first = cpp.start("push", timeout=70, **common)
-    second = None
-    try:
-        first.wait_event("received")  # the seed: the first consumer holds the queues and pulls
-        second = cpp.start("push", timeout=70, **common)
-        second.wait_event("started")
-        deadline = time.monotonic() + 10
-        while len(raw.consumer_ids(servers.broker, group)) < 2:
-            assert time.monotonic() < deadline, raw.consumer_ids(servers.broker, group)
-            time.sleep(0.05)
-        sent_bodies = {seed["body"].encode()}
-        waves = []
-        for wave in range(5):
-            items = [{**spec(topic, i, prefix=f"wave{wave}"), "arg": i} for i in range(8)]
-            sent_ok(cpp.run("send_orderly", group=unique("CompatProducer"), messages=items), 8)
-            bodies = {i["body"].encode() for i in items}
-            sent_bodies |= bodies
-            split = wait_for_wave(first, second, bodies)
-            waves.append(split)
-            queues = [{q for q, _ in part} for part in split]
-            all_once = sum(len(part) for part in split) == len(bodies)
-            if all_once and all(split) and not queues[0] & queues[1]:
-                break
-        else:
-            raise AssertionError(f"no wave split cleanly between the two consumers: {waves}")
-    finally:
-        stop.touch()
-        results = [d.result() for d in (first, second) if d is not None]
+    first.wait_event("received")  # the seed: the first consumer holds the queues and pulls
+    second = cpp.start("push", timeout=70, **common)
+    second.wait_event("started")
+    deadline = time.monotonic() + 10
+    while len(raw.consumer_ids(servers.broker, group)) < 2:
+        assert time.monotonic() < deadline, raw.consumer_ids(servers.broker, group)
+        time.sleep(0.05)
+    sent_bodies = {seed["body"].encode()}
+    waves = []
+    for wave in range(5):
+        items = [{**spec(topic, i, prefix=f"wave{wave}"), "arg": i} for i in range(8)]
+        sent_ok(cpp.run("send_orderly", group=unique("CompatProducer"), messages=items), 8)
+        bodies = {i["body"].encode() for i in items}
+        sent_bodies |= bodies
+        split = wait_for_wave(first, second, bodies)
+        waves.append(split)
+        queues = [{q for q, _ in part} for part in split]
+        all_once = sum(len(part) for part in split) == len(bodies)
+        if all_once and all(split) and not queues[0] & queues[1]:
+            break
+    else:
+        raise AssertionError(f"no wave split cleanly between the two consumers: {waves}")
+    stop.touch()
+    results = [first.result(), second.result()]
     delivered = {base64.b64decode(m["body_b64"]) for r in results for m in r["messages"]}
     assert delivered == sent_bodies, "every message delivered at least once"
 
 
-def wait_for_wave(first: Any, second: Any, bodies: set[bytes],
+def wait_for_wave(first: RunningDriver, second: RunningDriver, bodies: set[bytes],
                   timeout: float = 20.0) -> list[list[tuple[int, bytes]]]:
     """What each consumer received of ``bodies`` once both together have all of them."""
     deadline = time.monotonic() + timeout

@@ -42,6 +42,9 @@ __all__ = [
     "table",
     "handles_errors",
     "timestamp_param",
+    "BadValue",
+    "value_callback",
+    "parse_namesrv",
     "now_ms",
 ]
 
@@ -53,15 +56,38 @@ NAMESRV_ENV = "ORBITMQ_NAMESRV"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _check_namesrv(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """Validate ``host:port[;host:port...]`` up front, so a typo is a usage error, not a timeout."""
+class BadValue(click.ClickException):
+    """An option value we could not parse: exit code 2 like click's usage errors, but one line
+    naming the option, without the usage text around it."""
+
+    exit_code = 2
+
+
+def value_callback(parse: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback applying ``parse`` to a given value; its ValueError becomes a
+    :class:`BadValue` naming the option."""
+
+    def callback(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None or value == ():
+            return value
+        try:
+            return parse(value)
+        except ValueError as exc:
+            name = param.opts[0] if param.opts else param.name
+            raise BadValue(f"invalid value for {name}: {exc}") from None
+
+    return callback
+
+
+def parse_namesrv(value: str) -> str:
+    """Validate ``host:port[;host:port...]`` up front, so a typo is an error, not a timeout."""
     addrs = [a.strip() for a in value.split(";") if a.strip()]
     if not addrs:
-        raise click.BadParameter("expected HOST:PORT")
+        raise ValueError("expected HOST:PORT")
     for addr in addrs:
         host, _, port = addr.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise click.BadParameter(f"{addr!r} is not HOST:PORT")
+            raise ValueError(f"{addr!r} is not HOST:PORT")
     return ";".join(addrs)
 
 
@@ -73,7 +99,7 @@ def namesrv_option(func: F) -> F:
         show_default=True,
         envvar=NAMESRV_ENV,
         show_envvar=True,
-        callback=_check_namesrv,
+        callback=value_callback(parse_namesrv),
         metavar="HOST:PORT",
         help="name server address; several separated by ';'",
     )(func)
@@ -91,18 +117,31 @@ def format_option(func: F) -> F:
     )(func)
 
 
+# Answers that mean "no such thing" rather than a refusal.
+_NOT_FOUND = {
+    ResponseCode.TOPIC_NOT_EXIST: "topic not found",
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: "group not found",
+    ResponseCode.QUERY_NOT_FOUND: "not found",
+}
+
+
 def describe_error(exc: BaseException) -> str:
     """One line saying what went wrong, in terms a CLI user can act on."""
     if isinstance(exc, BrokerError):
-        try:
-            name = ResponseCode(exc.code).name
-        except ValueError:
-            name = f"code {exc.code}"
-        return f"server refused: {name}" + (f": {exc.remark}" if exc.remark else "")
+        what = _NOT_FOUND.get(exc.code)
+        if what is None:
+            try:
+                what = f"server refused: {ResponseCode(exc.code).name}"
+            except ValueError:
+                what = f"server refused: code {exc.code}"
+        return _one_line(what + (f": {exc.remark}" if exc.remark else ""))
     if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):
         return f"no answer in time{': ' + str(exc) if str(exc) else ''}"
-    text = str(exc) or type(exc).__name__
-    return " ".join(text.split())  # one line, whatever the message held
+    return _one_line(str(exc) or type(exc).__name__)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())  # whatever the message held
 
 
 @contextlib.contextmanager
@@ -157,7 +196,7 @@ def parse_timestamp(text: str) -> int | Position:
     zone; ``Z`` allowed), or a word: ``earliest``/``first`` or ``now``/``latest``/``last``.
 
     Raises:
-        click.BadParameter: none of those.
+        ValueError: none of those.
     """
     raw = text.strip()
     word = _POSITION_WORDS.get(raw.lower())
@@ -168,7 +207,7 @@ def parse_timestamp(text: str) -> int | Position:
     try:
         moment = datetime.datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise click.BadParameter(
+        raise ValueError(
             f"{text!r} is not a timestamp: give milliseconds, an ISO datetime "
             "(2024-05-01T12:00:00), 'now' or 'earliest'"
         ) from None
@@ -177,22 +216,20 @@ def parse_timestamp(text: str) -> int | Position:
     return int(moment.timestamp() * 1000)
 
 
-def timestamp_param(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | Position | None:
-    """click callback wrapping :func:`parse_timestamp`."""
-    return None if value is None else parse_timestamp(value)
+timestamp_param = value_callback(parse_timestamp)
 
 
 def parse_properties(items: Sequence[str]) -> dict[str, str]:
     """``["k=v", ...]`` as a dict; the value may contain '='.
 
     Raises:
-        click.BadParameter: an item without '=' or with an empty key.
+        ValueError: an item without '=' or with an empty key.
     """
     props: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="'--property'")
+            raise ValueError(f"{item!r} is not KEY=VALUE")
         props[key.strip()] = value
     return props
 

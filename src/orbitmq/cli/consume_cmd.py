@@ -31,6 +31,7 @@ from orbitmq.cli.common import (
     handles_errors,
     namesrv_option,
     parse_timestamp,
+    value_callback,
 )
 
 __all__ = ["consume_cmd", "ConsumeSettings", "message_line", "message_json"]
@@ -39,6 +40,7 @@ log = logging.getLogger("orbitmq.cli")
 
 SUSPEND_MAX_S = 15.0  # RocketMQ's broker-side long-poll limit (brokerSuspendMaxTimeMillis)
 RETRY_BACKOFF_S = 1.0  # after a retriable pull failure (broker restarting, connection lost)
+STOP_WAIT_MAX_S = 5.0  # for the pull loops to end after the run stops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,15 +105,17 @@ Emit = Callable[[Any, Any], None]  # (MessageQueue, MessageExt) -> None; raises 
 
 
 async def _pull_loop(consumer: Any, mq: Any, offset: int, settings: ConsumeSettings,
-                     out: asyncio.Queue[tuple[Any, Any]]) -> None:
-    """Long-poll ``mq`` from ``offset`` forever, handing every result to ``out``.
+                     out: asyncio.Queue[tuple[Any, Any]], closing: asyncio.Event) -> None:
+    """Long-poll ``mq`` from ``offset`` until ``closing``, handing every result to ``out``.
 
     Retriable failures (a broker restarting) are retried after a pause; anything else is handed
-    over too, for the printer to raise.
+    over too, for the printer to raise. ``closing`` is checked besides cancellation because on
+    Python 3.11 ``asyncio.wait_for`` (under the SDK's requests) swallows a cancellation that
+    arrives together with the answer, and the loop would then pull on.
     """
     from orbitmq.errors import OrbitMQError
 
-    while True:
+    while not closing.is_set():
         try:
             result = await consumer.pull(mq, offset, settings.batch_size, settings.expression,
                                          suspend=settings.suspend_s)
@@ -214,7 +218,8 @@ async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Em
         raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {settings.topic!r} has no readable queue")
     offsets = await _start_offsets(consumer, admin, settings, queues)
     results: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue(maxsize=len(queues))
-    tasks = [asyncio.create_task(_pull_loop(consumer, mq, offsets[mq], settings, results))
+    closing = asyncio.Event()
+    tasks = [asyncio.create_task(_pull_loop(consumer, mq, offsets[mq], settings, results, closing))
              for mq in queues]
     consumed = 0
     idle = settings.idle_timeout_s
@@ -242,10 +247,25 @@ async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Em
             if result.messages and idle is not None:
                 deadline = time.monotonic() + idle
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _stop_pull_loops(tasks, results, closing)
     return consumed
+
+
+async def _stop_pull_loops(tasks: list[asyncio.Task[None]], results: asyncio.Queue[Any],
+                           closing: asyncio.Event) -> None:
+    """Cancel the pull loops and wait for them, emptying ``results`` so that none stays blocked
+    on a full queue (what it holds was never shown, so its offsets were never taken)."""
+    closing.set()
+    for task in tasks:
+        task.cancel()
+    deadline = time.monotonic() + STOP_WAIT_MAX_S
+    pending: set[asyncio.Task[None]] = set(tasks)
+    while pending and time.monotonic() < deadline:
+        while not results.empty():
+            results.get_nowait()
+        _done, pending = await asyncio.wait(pending, timeout=0.05)
+    if pending:
+        log.warning("%d pull loop(s) did not stop in time", len(pending))
 
 
 async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
@@ -268,6 +288,7 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
 @click.option("--expression", "-e", default="*", show_default=True,
               help="tag filter: '*' or 'tagA || tagB'")
 @click.option("--from", "start", default="first", show_default=True, metavar="first|last|TIME",
+              callback=value_callback(parse_timestamp),
               help="where a group without committed offsets starts: the first stored message, "
               "after the last one, or at a time (ms since the epoch or ISO datetime)")
 @click.option("--count", type=click.IntRange(min=1), help="stop after this many messages")
@@ -277,7 +298,7 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
               help="messages per pull request")
 @format_option
 @handles_errors
-def consume_cmd(namesrv: str, topic: str, group: str, expression: str, start: str,
+def consume_cmd(namesrv: str, topic: str, group: str, expression: str, start: int | Position,
                 count: int | None, timeout: float | None, batch_size: int, fmt: str) -> None:
     """Consume a topic with a pull consumer over all its queues, printing one line per message.
 
@@ -288,12 +309,7 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: str, start: st
     """
     from orbitmq.transport.loop import run
 
-    try:
-        position = parse_timestamp(start)
-    except click.BadParameter as exc:
-        exc.param_hint = "'--from'"
-        raise
-    settings = ConsumeSettings(topic, group, expression, position, count, timeout, batch_size)
+    settings = ConsumeSettings(topic, group, expression, start, count, timeout, batch_size)
 
     output_closed = [False]
 

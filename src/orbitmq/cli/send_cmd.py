@@ -14,6 +14,7 @@ from orbitmq.cli.common import (
     namesrv_option,
     parse_keys,
     parse_properties,
+    value_callback,
 )
 
 __all__ = ["send_cmd", "read_lines", "receipt_line"]
@@ -59,6 +60,7 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--tags", help="the message's tag (what consumers filter on)")
 @click.option("--keys", help="comma-separated keys, indexed for `orbitmq message query`")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              callback=value_callback(parse_properties),
               help="a user property; repeat for several")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="send each body this many times")
@@ -73,7 +75,7 @@ def send_cmd(
     topic: str,
     tags: str | None,
     keys: str | None,
-    properties: tuple[str, ...],
+    properties: dict[str, str] | tuple[()],
     count: int,
     group: str,
     send_timeout: float,
@@ -88,7 +90,7 @@ def send_cmd(
     from orbitmq.client import Producer
     from orbitmq.protocol.message import Message
 
-    props = parse_properties(properties)
+    props = dict(properties)
     key_list = parse_keys(keys)
     if body == "-":
         bodies: Iterator[bytes] = read_lines(click.get_binary_stream("stdin"))

@@ -15,6 +15,7 @@ from orbitmq.cli.common import (
     handles_errors,
     namesrv_option,
     table,
+    value_callback,
 )
 
 __all__ = ["topic_group", "parse_perm", "create_on_brokers"]
@@ -27,18 +28,17 @@ def parse_perm(text: str) -> int:
     """A topic permission from RocketMQ's number (2 write, 4 read, 6 both) or letters (r, w, rw).
 
     Raises:
-        click.BadParameter: anything else.
+        ValueError: anything else.
     """
     raw = text.strip().lower()
     if raw.isdigit() and int(raw) in (2, 4, 6):
         return int(raw)
     if raw and set(raw) <= {"r", "w"}:
         return (4 if "r" in raw else 0) | (2 if "w" in raw else 0)
-    raise click.BadParameter(f"{text!r}: use 6 or rw (read and write), 4 or r, 2 or w")
+    raise ValueError(f"{text!r}: use 6 or rw (read and write), 4 or r, 2 or w")
 
 
-def _perm_param(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
-    return None if value is None else parse_perm(value)
+_perm_param = value_callback(parse_perm)
 
 
 def _perm_text(perm: int) -> str:

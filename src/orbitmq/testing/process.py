@@ -49,13 +49,14 @@ class ServerProcess:
 
     def _read(self, stream: IO[str] | None) -> None:
         assert stream is not None
-        for line in stream:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                m = READY.search(line)
-                if m:
-                    self.addresses[m.group(1)] = f"{m.group(2)}:{m.group(3)}"
-                self._cond.notify_all()
+        with stream:
+            for line in stream:
+                with self._cond:
+                    self.lines.append(line.rstrip("\n"))
+                    m = READY.search(line)
+                    if m:
+                        self.addresses[m.group(1)] = f"{m.group(2)}:{m.group(3)}"
+                    self._cond.notify_all()
         with self._cond:
             self._cond.notify_all()
 
