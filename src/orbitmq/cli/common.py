@@ -118,7 +118,7 @@ def format_option(func: F) -> F:
 
 
 # Answers that mean "no such thing" rather than a refusal.
-_NOT_FOUND = {
+_NOT_FOUND: dict[int, str] = {
     ResponseCode.TOPIC_NOT_EXIST: "topic not found",
     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: "group not found",
     ResponseCode.QUERY_NOT_FOUND: "not found",

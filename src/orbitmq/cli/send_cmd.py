@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -93,7 +94,7 @@ def send_cmd(
     props = dict(properties)
     key_list = parse_keys(keys)
     if body == "-":
-        bodies: Iterator[bytes] = read_lines(click.get_binary_stream("stdin"))
+        bodies: Iterator[bytes] = read_lines(sys.stdin.buffer)
     else:
         bodies = iter([body.encode("utf-8", errors="surrogateescape")])
     sent = 0

@@ -146,6 +146,8 @@ class RemotingConnection(asyncio.Protocol):
     def _reply(self, req: RemotingCommand, resp: RemotingCommand | None) -> None:
         if resp is None or req.is_oneway:
             return
+        if self._transport is None or self._transport.is_closing():
+            return  # the peer left while its request was being handled: nobody to answer
         self.send(resp)
 
     def _pause_reading(self) -> None:
