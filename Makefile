@@ -32,8 +32,11 @@ lint: install
 	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store
 	$(VENV)/bin/lint-imports
 
+BENCH_ARGS ?=
+
 bench: install
-	$(PY) bench/store_bench.py
+	$(PY) bench/store_bench.py $(BENCH_ARGS)
+	$(PY) bench/e2e_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache

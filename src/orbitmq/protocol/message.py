@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orbitmq.errors import ClientError, RemoteProtocolError
+from orbitmq.protocol.java_hash import java_string_hash
 
 __all__ = [
     "MAGIC_CODE",
@@ -191,19 +192,6 @@ def find_property(data: bytes, name: bytes) -> str | None:
 
 
 # -- hashes -----------------------------------------------------------------------------------
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()`` (over UTF-16 code units) as a signed i32."""
-    h = 0
-    if s.isascii():
-        for c in s.encode("ascii"):
-            h = (31 * h + c) & 0xFFFFFFFF
-    else:
-        raw = s.encode("utf-16-be", "surrogatepass")
-        for i in range(0, len(raw), 2):
-            h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
 
 
 @functools.lru_cache(maxsize=4096)

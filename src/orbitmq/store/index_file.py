@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import logging
 import mmap
-import operator
 import os
 import re
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from orbitmq.errors import ClientError, StoreError
+from orbitmq.protocol.java_hash import java_string_hash
 
 __all__ = [
     "HEADER_SIZE",
@@ -63,34 +62,8 @@ _SLOT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
 _INT32_MAX = 0x7FFF_FFFF
 _INT32_MIN = -0x8000_0000
-_MASK32 = 0xFFFF_FFFF
-_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 _FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
 _TMP_SUFFIX = ".tmp"
-_HASH_CHUNK = 256
-_POW31 = [pow(31, i, 1 << 32) for i in range(_HASH_CHUNK + 1)]  # 31^i mod 2^32
-_POW31_DESC = _POW31[_HASH_CHUNK - 1 :: -1]  # 31^(CHUNK-1) ... 31^0
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as int32."""
-    units: bytes | memoryview
-    if s.isascii():
-        units = s.encode("ascii")
-    else:
-        # Java hashes UTF-16 code units: a character beyond the BMP counts as its two surrogates.
-        units = memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
-    # sum(map(mul)) runs in C and is faster than a Python loop; chunks keep the ints small.
-    n = len(units)
-    if n <= _HASH_CHUNK:  # the usual case, in one step
-        h = sum(map(operator.mul, units, _POW31_DESC[_HASH_CHUNK - n :])) & _MASK32
-        return h - 0x1_0000_0000 if h > _INT32_MAX else h
-    h = 0
-    for start in range(0, n, _HASH_CHUNK):
-        chunk = units[start : start + _HASH_CHUNK]
-        powers = _POW31_DESC[_HASH_CHUNK - len(chunk) :]
-        h = (h * _POW31[len(chunk)] + sum(map(operator.mul, chunk, powers))) & _MASK32
-    return h - 0x1_0000_0000 if h > _INT32_MAX else h
 
 
 def index_key_hash(key: str) -> int:
