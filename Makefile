@@ -17,7 +17,7 @@ system-deps:
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark]"
 	@bash scripts/compat-venv.sh
 	@touch $(STAMP)
 

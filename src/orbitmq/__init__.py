@@ -38,6 +38,22 @@ _LAZY = {
     "PullStatus": "orbitmq.client.results",
     "select_by_hash": "orbitmq.client.selectors",
     "select_random": "orbitmq.client.selectors",
+    "PushConsumer": "orbitmq.client.push_consumer",
+    "AsyncPushConsumer": "orbitmq.client.push_consumer",
+    "ConsumeResult": "orbitmq.client.consume_types",
+    "ConsumeFrom": "orbitmq.client.consume_types",
+    "ConsumeContext": "orbitmq.client.consume_types",
+    "MessageModel": "orbitmq.client.consume_types",
+    "AllocateAveragely": "orbitmq.client.rebalance",
+    "AllocateAveragelyByCircle": "orbitmq.client.rebalance",
+    "AllocateByConfig": "orbitmq.client.rebalance",
+    "AllocateByMachineRoom": "orbitmq.client.rebalance",
+    "AllocateConsistentHash": "orbitmq.client.rebalance",
+    "TransactionProducer": "orbitmq.client.transaction_producer",
+    "AsyncTransactionProducer": "orbitmq.client.transaction_producer",
+    "TransactionListener": "orbitmq.client.transaction_producer",
+    "LocalTransactionState": "orbitmq.client.transaction_producer",
+    "TransactionSendResult": "orbitmq.client.transaction_producer",
 }
 
 __all__ = [
@@ -55,16 +71,34 @@ __all__ = [
 if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ loads them
     from orbitmq.client.admin import Admin as Admin
     from orbitmq.client.admin import AsyncAdmin as AsyncAdmin
+    from orbitmq.client.consume_types import ConsumeContext as ConsumeContext
+    from orbitmq.client.consume_types import ConsumeFrom as ConsumeFrom
+    from orbitmq.client.consume_types import ConsumeResult as ConsumeResult
+    from orbitmq.client.consume_types import MessageModel as MessageModel
     from orbitmq.client.producer import AsyncProducer as AsyncProducer
     from orbitmq.client.producer import Producer as Producer
     from orbitmq.client.pull_consumer import AsyncPullConsumer as AsyncPullConsumer
     from orbitmq.client.pull_consumer import PullConsumer as PullConsumer
+    from orbitmq.client.push_consumer import AsyncPushConsumer as AsyncPushConsumer
+    from orbitmq.client.push_consumer import PushConsumer as PushConsumer
+    from orbitmq.client.rebalance import AllocateAveragely as AllocateAveragely
+    from orbitmq.client.rebalance import AllocateAveragelyByCircle as AllocateAveragelyByCircle
+    from orbitmq.client.rebalance import AllocateByConfig as AllocateByConfig
+    from orbitmq.client.rebalance import AllocateByMachineRoom as AllocateByMachineRoom
+    from orbitmq.client.rebalance import AllocateConsistentHash as AllocateConsistentHash
     from orbitmq.client.results import PullResult as PullResult
     from orbitmq.client.results import PullStatus as PullStatus
     from orbitmq.client.results import SendResult as SendResult
     from orbitmq.client.results import SendStatus as SendStatus
     from orbitmq.client.selectors import select_by_hash as select_by_hash
     from orbitmq.client.selectors import select_random as select_random
+    from orbitmq.client.transaction_producer import (
+        AsyncTransactionProducer as AsyncTransactionProducer,
+    )
+    from orbitmq.client.transaction_producer import LocalTransactionState as LocalTransactionState
+    from orbitmq.client.transaction_producer import TransactionListener as TransactionListener
+    from orbitmq.client.transaction_producer import TransactionProducer as TransactionProducer
+    from orbitmq.client.transaction_producer import TransactionSendResult as TransactionSendResult
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message
     from orbitmq.protocol.message import MessageExt as MessageExt

@@ -20,10 +20,36 @@ __all__ = [
     "TEST_MIN_STORE",
     "load_toml",
     "replace_fields",
+    "parse_delay_levels_ms",
 ]
 
 GiB = 1024 * 1024 * 1024
 MiB = 1024 * 1024
+DELAY_LEVELS_MAX = 64  # a bound on the schedule topic's queues (RocketMQ ships 18 levels)
+_DELAY_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels_ms(spec: str) -> tuple[int, ...]:
+    """``message_delay_level`` (``"1s 5s 10s 30s 1m ..."``) as the delay of each level in ms,
+    level 1 first. Units: s, m, h, d; every delay a positive whole number of its unit.
+
+    Raises:
+        ValueError: an empty list, more than DELAY_LEVELS_MAX levels, or an item that is not
+            ``<digits><unit>`` (the message names the item).
+    """
+    items = spec.split()
+    if not items:
+        raise ValueError("message_delay_level: no delay level given (expected e.g. '1s 5s 10s')")
+    if len(items) > DELAY_LEVELS_MAX:
+        raise ValueError(f"message_delay_level: {len(items)} levels, at most {DELAY_LEVELS_MAX}")
+    levels = []
+    for item in items:
+        number, unit = item[:-1], item[-1:]
+        if unit not in _DELAY_UNIT_MS or not number.isdigit() or int(number) <= 0:
+            raise ValueError(f"message_delay_level: {item!r} is not a delay such as 5s, 10m, "
+                             "2h or 1d (a positive whole number and a unit s, m, h or d)")
+        levels.append(int(number) * _DELAY_UNIT_MS[unit])
+    return tuple(levels)
 
 
 class FlushDiskType(enum.StrEnum):
@@ -58,6 +84,11 @@ class StoreConfig:
     delete_files_batch_max: int = 10
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     dispatch_round_max: int = 4096
+
+    def __post_init__(self) -> None:
+        # A typo in the delay levels must stop the broker at start, not when a delayed message
+        # first arrives: parse it once here (raises ValueError naming the field).
+        parse_delay_levels_ms(self.message_delay_level)
 
 
 # Small segments and short delays so that edge cases (segment rolls, index rolls) come fast.
@@ -109,6 +140,15 @@ class BrokerConfig:
     default_query_max_num: int = 32
     max_msgs_num_batch: int = 64
     notify_consumer_ids_changed_enable: bool = True
+    # Orderly consumption: how long a queue lock lives without renewal (RocketMQ's
+    # rebalance.lock.maxLiveTime).
+    rebalance_lock_max_live_time_ms: int = 60_000
+    # Transactional messages (RocketMQ's transactionTimeOut, transactionCheckMax,
+    # transactionCheckInterval, rejectTransactionMessage).
+    transaction_timeout_ms: int = 6000
+    transaction_check_max: int = 15
+    transaction_check_interval_ms: int = 60_000
+    reject_transaction_message: bool = False
     store: StoreConfig = dataclasses.field(default_factory=StoreConfig)
 
 

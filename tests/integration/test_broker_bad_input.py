@@ -10,6 +10,7 @@ import orjson
 import pytest
 from test_broker_support import BrokerHarness, RawConnection, broker_config, length_prefix
 
+from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, encode
 
@@ -122,10 +123,10 @@ def test_oversized_body_properties_and_bad_batches(h: BrokerHarness) -> None:
     for body in (b"\x00\x00\x00\x05junk", b"\x00" * 30, b""):
         r = h.invoke(RequestCode.SEND_MESSAGE, h_fields, body)
         assert r.code == ResponseCode.MESSAGE_ILLEGAL and r.remark, body
-    transaction = h.send_header("Healthy", 0).to_ext_fields()
-    transaction["sysFlag"] = "4"
-    r = h.invoke(RequestCode.SEND_MESSAGE, transaction, b"half")
-    assert r.code == ResponseCode.NO_PERMISSION and "transaction" in r.remark
+    transaction = h.send_header("Healthy", 0, batch=True).to_ext_fields()
+    transaction["sysFlag"] = "4"  # a batch cannot be a transaction's half message
+    r = h.invoke(RequestCode.SEND_MESSAGE, transaction, encode_batch([(0, b"half", {})]))
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "transaction" in r.remark
 
 
 @pytest.mark.usefixtures("unchanged")

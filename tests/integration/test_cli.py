@@ -19,6 +19,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 import click
@@ -294,6 +295,7 @@ def test_message_get_and_query(orbitmq: Orbitmq) -> None:
      "--timestamp"),
     (["consume", "--topic", "T", "--group", "g", "--from", "someday"], "--from"),
     (["send", "--topic", "bad topic!", "x"], "topic"),
+    (["consume", "--topic", "T", "--group", "bad group!", "--timeout", "1"], "group"),
     (["send", "--topic", "T", "--property", "novalue", "x"], "--property"),
     (["send", "--topic", "T", "-"], "nothing to send"),
     (["topic", "create", "--topic", "T", "--perm", "9"], "--perm"),
@@ -336,7 +338,7 @@ def _orbitmq_child(*args: str, namesrv: str, input: str | None = None) -> subpro
     )
 
 
-def test_send_and_consume_processes_against_standalone(tmp_path: pytest.TempPathFactory) -> None:
+def test_send_and_consume_processes_against_standalone(tmp_path: Path) -> None:
     with standalone_process(str(tmp_path / "store")) as server:
         namesrv = server.wait_ready("namesrv", "broker")["namesrv"]
         bodies = [f"message-{i}" for i in range(5)]

@@ -23,13 +23,18 @@ from collections.abc import Awaitable, Callable
 from orbitmq.broker.admin_processor import AdminProcessor
 from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.client_processor import ClientProcessor
+from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
+from orbitmq.broker.queue_lock_manager import QueueLockManager
 from orbitmq.broker.register_service import RegisterService
+from orbitmq.broker.schedule_service import ScheduleService
+from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
+from orbitmq.broker.transaction import TransactionService
 from orbitmq.config import BrokerConfig
 from orbitmq.errors import ClientError
 from orbitmq.protocol.codes import RequestCode
@@ -92,6 +97,15 @@ class BrokerController:
         self.admin = AdminProcessor(self)
         for processor in (self.send, self.pull, self.client_processor, self.query, self.admin):
             processor.register(self.server)
+        self.transactions = TransactionService(self)  # half messages, END_TRANSACTION, checks
+        self.transactions.register(self.server)
+        # Delay levels, retries and dead letters, orderly queue locks, consumer info.
+        self.schedule = ScheduleService(config, self.store, self.topics, lambda: self.store_host)
+        self.send_back = SendBackProcessor(self)
+        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms)
+        self.consumer_info = ConsumerInfoProcessor(self)
+        for extra in (self.send_back, self.locks, self.consumer_info):
+            extra.register(self.server)
         self.server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.offsets.query_consumer_offset)
         self.server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.offsets.update_consumer_offset)
         self.server.on_connection_closed(self._connection_closed)
@@ -114,6 +128,7 @@ class BrokerController:
             self.topics.load()
             self.offsets.load()
             self.sub_groups.load()
+            self.schedule.load()
             self.pull.long_poll.start()
             self.store.add_arrival_listener(self.pull.long_poll.on_arrival)
             await self.server.start()
@@ -122,6 +137,8 @@ class BrokerController:
             self.store.shutdown()
             raise
         self.store_host = (self.store_host[0], self.server.port)
+        self.transactions.start()  # no await since the server started: rebuilt before any request
+        self.schedule.start()
         self._started = True
         self.boot_timestamp_ms = int(time.time() * 1000)
         self.registrar.start()
@@ -145,8 +162,10 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        await self.transactions.stop()
         await self.registrar.stop()
         await self.pull.stop()
+        await self.schedule.stop()
         await self.server.stop(grace=2.0)
         await self.remoting_client.close()
         try:
@@ -225,6 +244,8 @@ class BrokerController:
     def _connection_closed(self, conn: RemotingConnection) -> None:
         self.pull.long_poll.connection_closed(conn)
         try:
+            members = self.locks.members_on(conn, self.clients)
             self.client_processor.connection_closed(conn)
+            self.locks.release_departed(members, self.clients)
         except Exception:  # a listener must not break the transport's close path
             log.exception("client cleanup failed peer=%s", conn.peer)

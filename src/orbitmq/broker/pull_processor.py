@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.long_poll_service import HeldPull, LongPollService
 from orbitmq.broker.message_filter import TagFilter, build_filter
 from orbitmq.errors import ConnectionClosedError
-from orbitmq.protocol.bodies import ExpressionType, Perm
+from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
@@ -122,6 +122,11 @@ class PullProcessor:
         if not group.consume_enable:
             raise _Refused(ResponseCode.NO_PERMISSION,
                            f"subscription group [{h.consumer_group}] has consumption disabled")
+        if not group.consume_broadcast_enable:
+            members = broker.clients.consumers.get(h.consumer_group)
+            if members is not None and members.message_model is MessageModel.BROADCASTING:
+                raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
+                               "may not consume in broadcasting mode")
         tc = broker.topics.get(h.topic)
         if tc is None:
             raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")

@@ -10,7 +10,13 @@ Checks, each answered with a response code and a remark (the store stays untouch
 - unknown topic without auto-creation: TOPIC_NOT_EXIST;
 - body over ``max_message_size`` (4 MiB), properties of 32 KiB or more, a malformed batch:
   MESSAGE_ILLEGAL;
-- transaction (prepared) messages: NO_PERMISSION until the transaction service exists.
+- transaction messages (sysFlag prepared or TRAN_MSG=true) go to the TransactionService as half
+  messages (NO_PERMISSION with ``reject_transaction_message``); their answer adds
+  ``transactionId`` (the UNIQ_KEY); a batch may not be one (MESSAGE_ILLEGAL).
+
+A message with a DELAY level is stored in SCHEDULE_TOPIC_XXXX (schedule_service.apply_delay);
+a send to ``%RETRY%{group}`` past the group's retries goes to ``%DLQ%{group}``
+(send_back_processor.route_retry_send).
 
 A queue id outside ``[0, writeQueueNums)`` is replaced by one picked round robin. Every response
 extField is a string (the C++ client reads numbers as 0): ``msgId`` is the offset message id (the
@@ -24,9 +30,11 @@ import itertools
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
+    TRANS_HALF_TOPIC,
     validate_topic,
 )
 from orbitmq.errors import RemoteProtocolError
@@ -126,9 +134,10 @@ class SendProcessor:
         except _Refused as r:
             return cmd.response(r.code, r.remark)
         result = self.store.put_messages(msgs, wait_flush=False)
+        tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY) if msgs[0].topic == TRANS_HALF_TOPIC else None
         if result.flush_future is not None:
-            return self._await_flush(cmd, result, queue_id)
-        return self._response(cmd, result, queue_id)
+            return self._await_flush(cmd, result, queue_id, tx_id)
+        return self._response(cmd, result, queue_id, tx_id)
 
     # -- checks ---------------------------------------------------------------------------------
     def _check(self, h: SendMessageRequestHeader, body_size: int) -> TopicConfig:
@@ -151,9 +160,6 @@ class SendProcessor:
             raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if tc.write_queue_nums <= 0:
             raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
-        if h.sys_flag & _PREPARED:
-            raise _Refused(ResponseCode.NO_PERMISSION,
-                           f"the broker[{self.broker.config.broker_name}] does not accept transaction messages yet")
         return tc
 
     def _create_topic(self, h: SendMessageRequestHeader) -> TopicConfig:
@@ -181,14 +187,18 @@ class SendProcessor:
     def _single(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
                 queue_id: int) -> MessageInner:
         props = parse_properties(h.properties)
-        if props.get(PropertyKey.TRAN_MSG) == "true":
-            raise _Refused(ResponseCode.NO_PERMISSION,
-                           f"the broker[{self.broker.config.broker_name}] does not accept transaction messages yet")
         body = cmd.body if isinstance(cmd.body, bytes) else bytes(cmd.body)
-        return MessageInner(
+        msg = MessageInner(
             h.topic, queue_id, body, props, h.flag, h.sys_flag & _USER_SYS_FLAGS, h.born_timestamp,
             self._born_host(conn), self.broker.store_host, h.reconsume_times,
         )
+        if h.sys_flag & _PREPARED or props.get(PropertyKey.TRAN_MSG) == "true":
+            return self.broker.transactions.to_half(msg, h.producer_group)  # a half message
+        if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            self.broker.send_back.route_retry_send(h, msg)  # past its retries: to the DLQ
+        if PropertyKey.DELAY in props:
+            apply_delay(msg, self.broker.schedule.level_count)  # parked in SCHEDULE_TOPIC_XXXX
+        return msg
 
     def _batch(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
                queue_id: int) -> list[MessageInner]:
@@ -199,6 +209,8 @@ class SendProcessor:
         if not entries:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
         born_host, store_host = self._born_host(conn), self.broker.store_host
+        if h.sys_flag & _PREPARED:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transaction messages")
         sys_flag = h.sys_flag & _USER_SYS_FLAGS
         msgs = []
         for flag, body, props in entries:
@@ -210,7 +222,8 @@ class SendProcessor:
         return msgs
 
     # -- answering ------------------------------------------------------------------------------
-    def _response(self, cmd: RemotingCommand, result: PutMessageResult, queue_id: int) -> RemotingCommand:
+    def _response(self, cmd: RemotingCommand, result: PutMessageResult, queue_id: int,
+                  tx_id: str | None = None) -> RemotingCommand:
         append = result.append
         if append is None or result.status not in (PutMessageStatus.PUT_OK,
                                                    PutMessageStatus.FLUSH_DISK_TIMEOUT):
@@ -222,12 +235,14 @@ class SendProcessor:
             "queueId": str(queue_id),
             "queueOffset": str(append.queue_offset),
         }
+        if tx_id is not None:
+            fields["transactionId"] = tx_id
         if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
             return cmd.response(ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out", fields)
         return cmd.response(ResponseCode.SUCCESS, None, fields)
 
     async def _await_flush(self, cmd: RemotingCommand, result: PutMessageResult,
-                           queue_id: int) -> RemotingCommand:
+                           queue_id: int, tx_id: str | None = None) -> RemotingCommand:
         assert result.flush_future is not None
         try:
             durable = await asyncio.wait_for(
@@ -237,4 +252,4 @@ class SendProcessor:
             durable = False
         if not durable:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        return self._response(cmd, result, queue_id)
+        return self._response(cmd, result, queue_id, tx_id)

@@ -135,8 +135,8 @@ def describe_error(exc: BaseException) -> str:
             except ValueError:
                 what = f"server refused: code {exc.code}"
         return _one_line(what + (f": {exc.remark}" if exc.remark else ""))
-    if isinstance(exc, concurrent.futures.TimeoutError | TimeoutError):
-        return f"no answer in time{': ' + str(exc) if str(exc) else ''}"
+    if isinstance(exc, TimeoutError):  # the builtin one, from waiting on a blocking client
+        return _one_line(f"no answer in time: {exc}" if str(exc) else "no answer in time")
     return _one_line(str(exc) or type(exc).__name__)
 
 

@@ -1,4 +1,4 @@
-"""``orbitmq group list|status|reset-offset``: consumer group administration."""
+"""``orbitmq group list|status|reset-offset|update``: consumer group administration."""
 
 from __future__ import annotations
 
@@ -56,10 +56,12 @@ def list_cmd(namesrv: str, fmt: str) -> None:
 @format_option
 @handles_errors
 def status_cmd(namesrv: str, group: str, topic: str | None, fmt: str) -> None:
-    """Per queue: the broker's offset (one past its last message), the group's committed offset
-    and the lag between them, with totals."""
+    """Per queue: the broker's offset (one past its last message), the group's committed offset,
+    the lag between them and the client holding the queue (as the clients report it; blank when
+    unknown), with totals."""
     with _admin(namesrv) as admin:
         status = admin.group_status(group, topic)
+        holders = admin.queue_holders(group) if status.queues else {}
     if not status.queues:
         where = f" on topic {topic}" if topic else ""
         raise click.ClickException(f"group {group} has no committed offsets{where}")
@@ -70,13 +72,15 @@ def status_cmd(namesrv: str, group: str, topic: str | None, fmt: str) -> None:
             "queues": [{"topic": q.queue.topic, "broker": q.queue.broker_name,
                         "queue_id": q.queue.queue_id, "broker_offset": q.broker_offset,
                         "consumer_offset": q.consumer_offset, "lag": q.lag,
-                        "last_timestamp": q.last_timestamp} for q in status.queues],
+                        "last_timestamp": q.last_timestamp,
+                        "client": holders.get(q.queue)} for q in status.queues],
         })
         return
     rows = [(q.queue.topic, q.queue.broker_name, str(q.queue.queue_id), str(q.broker_offset),
-             str(q.consumer_offset), str(q.lag), format_ms(q.last_timestamp))
-            for q in status.queues]
-    header = ("TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "LAST_CONSUMED")
+             str(q.consumer_offset), str(q.lag), format_ms(q.last_timestamp),
+             holders.get(q.queue, "")) for q in status.queues]
+    header = ("TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG", "LAST_CONSUMED",
+              "CLIENT")
     click.echo(table(header, rows))
     broker_total = sum(q.broker_offset for q in status.queues)
     consumer_total = sum(max(q.consumer_offset, 0) for q in status.queues)
@@ -107,3 +111,28 @@ def reset_offset_cmd(namesrv: str, group: str, topic: str, timestamp: int | Posi
     rows = [(mq.broker_name, str(mq.queue_id), str(offset)) for mq, offset in sorted(offsets.items())]
     click.echo(table(("BROKER", "QUEUE", "NEW_OFFSET"), rows))
     click.echo(f"group {group} reset on topic {topic} to {format_ms(ms) if ms else 'earliest'}")
+
+
+@group_group.command("update")
+@namesrv_option
+@click.option("--group", "-g", required=True)
+@click.option("--retry-max-times", type=click.IntRange(0, 10_000),
+              help="retries of a failed message before it goes to %DLQ%GROUP")
+@click.option("--consume-enable", type=click.BOOL, metavar="true|false",
+              help="false: the brokers refuse the group's pulls (NO_PERMISSION)")
+@click.option("--consume-broadcast-enable", type=click.BOOL, metavar="true|false",
+              help="false: the brokers refuse the group's pulls in broadcasting mode")
+@click.option("--retry-queue-nums", type=click.IntRange(0, 1024),
+              help="queues of %RETRY%GROUP (0: failed messages are dropped, not retried)")
+@handles_errors
+def update_cmd(namesrv: str, group: str, **settings: Any) -> None:
+    """Change a consumer group's settings on every broker (creating the group if needed); the
+    settings not given keep their values."""
+    changes = {name: value for name, value in settings.items() if value is not None}
+    if not changes:
+        raise click.UsageError("nothing to change: give --retry-max-times, --consume-enable, "
+                               "--consume-broadcast-enable or --retry-queue-nums")
+    with _admin(namesrv) as admin:
+        brokers = admin.update_group(group, **changes)
+    shown = " ".join(f"{name}={value}" for name, value in sorted(changes.items()))
+    click.echo(f"group {group} updated on {', '.join(brokers)}: {shown}")

@@ -9,11 +9,13 @@ import click
 
 from orbitmq import __version__
 from orbitmq.cli.consume_cmd import consume_cmd
+from orbitmq.cli.dlq_cmd import dlq_group
 from orbitmq.cli.group_cmd import group_group
 from orbitmq.cli.message_cmd import message_group
 from orbitmq.cli.send_cmd import send_cmd
 from orbitmq.cli.servers import broker_cmd, namesrv_cmd, standalone_cmd
 from orbitmq.cli.topic_cmd import topic_group
+from orbitmq.cli.transaction_cmd import transaction_group
 
 SERVER_COMMANDS = frozenset({"namesrv", "broker", "standalone"})
 
@@ -45,6 +47,8 @@ cli.add_command(group_group)
 cli.add_command(send_cmd)
 cli.add_command(consume_cmd)
 cli.add_command(message_group)
+cli.add_command(dlq_group)
+cli.add_command(transaction_group)
 
 
 def main() -> None:

@@ -12,8 +12,18 @@ from orbitmq.client.admin_models import (
     QueueConsumeStatus,
     TopicQueueStatus,
 )
+from orbitmq.client.consume_types import ConsumeContext, ConsumeFrom, ConsumeResult, MessageModel
 from orbitmq.client.producer import AsyncProducer, Producer
 from orbitmq.client.pull_consumer import AsyncPullConsumer, PullConsumer
+from orbitmq.client.push_consumer import AsyncPushConsumer, PushConsumer
+from orbitmq.client.rebalance import (
+    AllocateAveragely,
+    AllocateAveragelyByCircle,
+    AllocateByConfig,
+    AllocateByMachineRoom,
+    AllocateConsistentHash,
+    AllocateStrategy,
+)
 from orbitmq.client.results import PullResult, PullStatus, SendResult, SendStatus
 from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
 
@@ -29,6 +39,18 @@ __all__ = [
     "Producer",
     "AsyncPullConsumer",
     "PullConsumer",
+    "AsyncPushConsumer",
+    "PushConsumer",
+    "ConsumeResult",
+    "ConsumeFrom",
+    "ConsumeContext",
+    "MessageModel",
+    "AllocateStrategy",
+    "AllocateAveragely",
+    "AllocateAveragelyByCircle",
+    "AllocateByConfig",
+    "AllocateByMachineRoom",
+    "AllocateConsistentHash",
     "SendResult",
     "SendStatus",
     "PullResult",

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Self
 
+from orbitmq.client import group_admin
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.admin_models import (
     ConsumerConnection,
@@ -28,6 +29,7 @@ from orbitmq.client.admin_models import (
 )
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
+from orbitmq.client.transaction_models import PendingTransactions, parse_pending_transactions
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
 from orbitmq.protocol.bodies import (
@@ -37,7 +39,7 @@ from orbitmq.protocol.bodies import (
     TopicList,
     TopicRouteData,
 )
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -302,6 +304,21 @@ class AsyncAdmin:
                                   GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
         return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
+    async def update_group(self, group: str, **settings: Any) -> list[str]:
+        """Change subscription group settings (``retry_max_times``, ``consume_enable``,
+        ``consume_broadcast_enable``, ``retry_queue_nums``) on every master, creating the group
+        when needed; other settings keep their values. Returns the broker names."""
+        return await group_admin.update_group(self, group, settings)
+
+    async def dead_letters(self, group: str, max_messages: int = 1000) -> list[MessageExt]:
+        """The group's dead letters (``%DLQ%{group}``), oldest first; read, never consumed."""
+        return await group_admin.dead_letters(self, group, max_messages)
+
+    async def queue_holders(self, group: str) -> dict[MessageQueue, str]:
+        """Which client of the group holds each queue (GET_CONSUMER_RUNNING_INFO through the
+        brokers); best effort, queues of clients that do not answer are missing."""
+        return await group_admin.queue_holders(self, group)
+
     # -- messages ----------------------------------------------------------------------------
     async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """A message by id: an offset message id is looked up on the broker it names
@@ -364,6 +381,23 @@ class AsyncAdmin:
                     found.setdefault(msg.offset_msg_id, msg)
         return sorted(found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset))
 
+    # -- transactions --------------------------------------------------------------------------
+    async def list_transactions(self, limit: int = 1000) -> PendingTransactions:
+        """Unresolved transactions (half messages neither committed, rolled back nor discarded)
+        of every master broker, oldest first (OrbitMQ's LIST_PENDING_TRANSACTIONS)."""
+        masters = await self._masters(None)
+
+        async def ask(addr: str) -> RemotingCommand:
+            cmd = RemotingCommand.request(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS,
+                                          {"limit": str(limit)})
+            return check_response(await self._instance.remoting.invoke(addr, cmd, self.timeout))
+
+        answers = [parse_pending_transactions(r.body)
+                   for r in await asyncio.gather(*(ask(a) for a in masters.values()))]
+        items = sorted((t for a in answers for t in a.transactions),
+                       key=lambda t: (t.born_timestamp, t.broker_name, t.half_offset))
+        return PendingTransactions(tuple(items), any(a.truncated for a in answers))
+
 
 class Admin(BlockingClient[AsyncAdmin]):
     """Cluster administration (blocking); the methods of :class:`AsyncAdmin`."""
@@ -418,3 +452,15 @@ class Admin(BlockingClient[AsyncAdmin]):
     def query_messages(self, topic: str, key: str, max_num: int = QUERY_MAX_NUM_DEFAULT,
                        begin_ms: int = 0, end_ms: int | None = None) -> list[MessageExt]:
         return self._call(self._client.query_messages(topic, key, max_num, begin_ms, end_ms))
+
+    def update_group(self, group: str, **settings: Any) -> list[str]:
+        return self._call(self._client.update_group(group, **settings))
+
+    def dead_letters(self, group: str, max_messages: int = 1000) -> list[MessageExt]:
+        return self._call(self._client.dead_letters(group, max_messages))
+
+    def queue_holders(self, group: str) -> dict[MessageQueue, str]:
+        return self._call(self._client.queue_holders(group))
+
+    def list_transactions(self, limit: int = 1000) -> PendingTransactions:
+        return self._call(self._client.list_transactions(limit))

@@ -20,6 +20,7 @@ __all__ = [
     "SerializeType",
     "ORBITMQ_CODE_MIN",
     "ORBITMQ_CODE_MAX",
+    "OrbitMQRequestCode",
 ]
 
 ORBITMQ_CODE_MIN = 9000
@@ -116,6 +117,20 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+
+
+class OrbitMQRequestCode(enum.IntEnum):
+    """OrbitMQ-only request codes, in ``ORBITMQ_CODE_MIN..ORBITMQ_CODE_MAX``: kept apart from
+    RequestCode, which holds RocketMQ's numbers only.
+
+    LIST_PENDING_TRANSACTIONS (admin -> broker, ``orbitmq transaction list``): the broker's
+    unresolved transactions. Optional extField ``limit`` (default 1000). Body (JSON):
+    ``{"brokerName", "brokerAddr", "truncated": bool, "transactions": [{"topic", "queueId",
+    "msgId", "transactionId", "offsetMsgId", "producerGroup", "tags", "keys", "bornTimestamp",
+    "ageMs", "checkTimes", "originOffset", "halfOffset", "commitLogOffset"}]}``, oldest first.
+    """
+
+    LIST_PENDING_TRANSACTIONS = 9100
 
 
 class ResponseCode(enum.IntEnum):

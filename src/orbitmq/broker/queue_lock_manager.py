@@ -1,0 +1,175 @@
+"""Queue locks of orderly consumption: LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42).
+
+An orderly consumer consumes a queue only while it holds the broker's lock on it, so that two
+members of a group never consume one queue at the same time, even while a rebalance moves it.
+The table is per consumer group: queue -> (owner client id, last renewal). A lock lives
+``rebalance_lock_max_live_time_ms`` (60 s) after its last renewal; its owner renews it by locking
+again (clients do every 20 s). A request locks every queue that is free, expired or already its
+own, and is answered with ``{"lockOKMQSet": [...]}``: the queues of the request it now holds.
+UNLOCK_BATCH_MQ releases the queues the client owns (others' locks are left alone).
+
+When a client's connection closes and it has no other connection left in the group, its locks
+are released at once instead of after 60 s: a killed orderly consumer's queues move on as soon as
+the rebalance gives them to someone else. (RocketMQ waits for the expiry. A client that merely
+lost its connection stops consuming once it notices; the window where it might finish a batch
+it had already started is the same as with an expired lock.)
+
+Locks live in memory only: after a broker restart every queue is free, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from orbitmq.protocol.bodies import (
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageQueue,
+    UnlockBatchRequestBody,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
+
+if TYPE_CHECKING:
+    from orbitmq.broker.client_manager import ClientManager
+
+__all__ = ["QueueLockManager", "LockEntry"]
+
+log = logging.getLogger(__name__)
+
+LOCK_BATCH_QUEUES_MAX = 4096  # queues per request: a bound on one request's work
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclasses.dataclass(slots=True)
+class LockEntry:
+    client_id: str
+    last_update_ms: int
+
+
+class QueueLockManager:
+    """Group -> queue -> LockEntry; used from the broker's event loop only.
+
+    Args:
+        max_live_ms: a lock's life after its last renewal.
+        clock_ms: monotonic milliseconds (injectable for tests).
+    """
+
+    def __init__(self, max_live_ms: int, clock_ms: Callable[[], int] = _monotonic_ms) -> None:
+        self.max_live_ms = max_live_ms
+        self._clock_ms = clock_ms
+        self.table: dict[str, dict[MessageQueue, LockEntry]] = {}
+
+    def register(self, server: RemotingServer) -> None:
+        server.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
+        server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
+
+    # -- the table ------------------------------------------------------------------------------
+    def _expired(self, entry: LockEntry, now: int) -> bool:
+        return now - entry.last_update_ms > self.max_live_ms
+
+    def try_lock(self, group: str, queues: list[MessageQueue], client_id: str) -> list[MessageQueue]:
+        """Lock (or renew) every queue free, expired or owned by ``client_id``; returns those it
+        holds now, in request order."""
+        now = self._clock_ms()
+        locks = self.table.setdefault(group, {})
+        held = []
+        for mq in queues:
+            entry = locks.get(mq)
+            if entry is None or entry.client_id == client_id or self._expired(entry, now):
+                if entry is not None and entry.client_id != client_id:
+                    log.info("queue lock expired, taken over group=%s mq=%s from=%s to=%s",
+                             group, mq, entry.client_id, client_id)
+                locks[mq] = LockEntry(client_id, now)
+                held.append(mq)
+        return held
+
+    def unlock(self, group: str, queues: list[MessageQueue], client_id: str) -> int:
+        """Release the queues ``client_id`` owns; returns how many were released."""
+        locks = self.table.get(group)
+        if not locks:
+            return 0
+        released = 0
+        for mq in queues:
+            entry = locks.get(mq)
+            if entry is not None and entry.client_id == client_id:
+                del locks[mq]
+                released += 1
+        if not locks:
+            del self.table[group]
+        return released
+
+    def owner(self, group: str, mq: MessageQueue) -> str | None:
+        """The client holding a live lock on ``mq``, or None."""
+        entry = self.table.get(group, {}).get(mq)
+        if entry is None or self._expired(entry, self._clock_ms()):
+            return None
+        return entry.client_id
+
+    def release_client(self, group: str, client_id: str) -> int:
+        """Drop every lock ``client_id`` holds in ``group``; returns how many."""
+        locks = self.table.get(group)
+        if not locks:
+            return 0
+        doomed = [mq for mq, entry in locks.items() if entry.client_id == client_id]
+        for mq in doomed:
+            del locks[mq]
+        if not locks:
+            del self.table[group]
+        return len(doomed)
+
+    # -- departures -----------------------------------------------------------------------------
+    @staticmethod
+    def members_on(conn: RemotingConnection, clients: ClientManager) -> list[tuple[str, str]]:
+        """(group, client id) of every consumer group ``conn`` belongs to: call before the
+        client tables forget a closing connection, then pass to :meth:`release_departed`."""
+        return [(group, info.channels[conn].client_id)
+                for group, info in clients.consumers.items() if conn in info.channels]
+
+    def release_departed(self, members: list[tuple[str, str]], clients: ClientManager) -> None:
+        """Release the locks of each (group, client id) no longer in its group."""
+        for group, client_id in members:
+            if client_id in clients.consumer_ids(group):
+                continue  # still there through another connection
+            released = self.release_client(group, client_id)
+            if released:
+                log.info("queue locks released group=%s client=%s count=%d (connection closed)",
+                         group, client_id, released)
+
+    # -- handlers -------------------------------------------------------------------------------
+    def lock_batch_mq(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        if not cmd.body:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "LOCK_BATCH_MQ without a body")
+        body = LockBatchRequestBody.from_json(cmd.body)
+        refused = self._refuse(body.consumer_group, body.client_id, body.mq_set)
+        if refused is not None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, refused)
+        held = self.try_lock(body.consumer_group, body.mq_set, body.client_id)
+        return cmd.response(ResponseCode.SUCCESS, body=LockBatchResponseBody(held).to_json())
+
+    def unlock_batch_mq(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        if not cmd.body:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "UNLOCK_BATCH_MQ without a body")
+        body = UnlockBatchRequestBody.from_json(cmd.body)
+        refused = self._refuse(body.consumer_group, body.client_id, body.mq_set)
+        if refused is not None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, refused)
+        self.unlock(body.consumer_group, body.mq_set, body.client_id)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    @staticmethod
+    def _refuse(group: str, client_id: str, queues: list[MessageQueue]) -> str | None:
+        if not group or not client_id:
+            return "consumerGroup and clientId are required"
+        if len(queues) > LOCK_BATCH_QUEUES_MAX:
+            return f"{len(queues)} queues in one request, at most {LOCK_BATCH_QUEUES_MAX}"
+        return None

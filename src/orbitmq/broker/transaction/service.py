@@ -1,0 +1,235 @@
+"""TransactionService: the broker's transactional messages (RocketMQ's TransactionalMessageService).
+
+It owns the half/op message layout (half_store.py), the state of every transaction
+(state.py), the END_TRANSACTION handler (end_transaction_processor.py) and the check service
+(check_service.py), and answers the OrbitMQ-only LIST_PENDING_TRANSACTIONS admin request.
+
+Nothing lives only in memory: at start the outcomes are read back from the op queue, the check
+progress from the consumer offset of the system group ``CID_SYS_RMQ_TRANS`` on the half queue, and
+the check counts from the half messages themselves (TRANSACTION_CHECK_TIMES).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from orbitmq.broker.topic_config_manager import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from orbitmq.broker.transaction.check_service import TransactionCheckService
+from orbitmq.broker.transaction.end_transaction_processor import EndTransactionProcessor
+from orbitmq.broker.transaction.half_store import (
+    HALF_QUEUE_ID,
+    HalfStore,
+    check_times_of,
+    origin_of,
+)
+from orbitmq.broker.transaction.state import HalfState, ResolutionTable
+from orbitmq.errors import BrokerError
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.status import PutMessageResult, PutMessageStatus
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
+
+if TYPE_CHECKING:
+    from orbitmq.broker.controller import BrokerController
+
+__all__ = ["TransactionService", "CHECK_GROUP", "PENDING_SCAN_MAX", "LIST_LIMIT_DEFAULT"]
+
+log = logging.getLogger(__name__)
+
+CHECK_GROUP = "CID_SYS_RMQ_TRANS"  # RocketMQ's system group for the half and op queues
+PENDING_SCAN_MAX = 200_000  # half queue entries one floor refresh or listing reads at most
+LIST_LIMIT_DEFAULT = 1000
+
+
+class TransactionService:
+    """Transactional messages of one broker (loop-owned).
+
+    Attributes:
+        half: the half/op message layout over the store.
+        table: the outcome of every transaction still above the floor.
+        progress: the first half queue offset the check service has not passed yet.
+    """
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.half = HalfStore(broker.store, broker.store_host)
+        self.table = ResolutionTable(broker.store.clock)
+        self.progress = 0
+        self.boot_ms = 0
+        self.checker = TransactionCheckService(self)
+        self.end = EndTransactionProcessor(self)
+
+    def register(self, server: RemotingServer) -> None:
+        server.register(RequestCode.END_TRANSACTION, self.end.end_transaction)
+        server.register(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS,
+                        self.broker.after_dispatch(self.list_pending))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Rebuild the state from the op and half queues and start checking."""
+        self.half.store_host = self.broker.store_host
+        self.boot_ms = self.broker.store.clock()
+        for topic in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
+            self.broker.topics.create_system_topic(topic, 1)
+        self.rebuild()
+        self.checker.start()
+
+    async def stop(self) -> None:
+        await self.checker.stop()
+        self.save_progress()
+
+    def rebuild(self) -> None:
+        self.table.clear()
+        ops = 0
+        for origin, outcome in self.half.iter_ops():
+            self.table.load(origin, outcome)
+            ops += 1
+        low, high = self.half.half_bounds()
+        saved = self.broker.offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        self.progress = min(max(saved, low), high)
+        floor = self._pending_floor(high)
+        if floor is not None:
+            self.table.raise_floor(floor)
+        log.info("transactions rebuilt ops=%d half_queue=[%d,%d) progress=%d kept=%d",
+                 ops, low, high, self.progress, len(self.table))
+
+    def save_progress(self) -> None:
+        self.broker.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, self.progress)
+
+    # -- sends ----------------------------------------------------------------------------------
+    def to_half(self, msg: MessageInner, producer_group: str) -> MessageInner:
+        """The send processor's hook for a transactional send.
+
+        Raises:
+            BrokerError: NO_PERMISSION when ``reject_transaction_message`` is set.
+        """
+        if self.config.reject_transaction_message:
+            raise BrokerError(ResponseCode.NO_PERMISSION,
+                              f"the broker[{self.config.broker_name}] sending transaction message "
+                              "is forbidden (reject_transaction_message)")
+        return self.half.to_half(msg, producer_group)
+
+    # -- outcomes -------------------------------------------------------------------------------
+    def state_of(self, half: MessageExt) -> HalfState:
+        """The transaction's state; a pending one stored before this run whose committed message
+        is already in its real topic (the broker died between the two writes of a commit) is
+        marked committed here instead of being delivered again."""
+        origin = origin_of(half)
+        state = self.table.state_of(origin)
+        if (state is HalfState.PENDING and half.store_timestamp < self.boot_ms
+                and self.half.committed_copy_exists(half)):
+            log.warning("transaction found committed without its op message origin=%d msg=%s",
+                        origin, half.uniq_key)
+            self._resolve(half, HalfState.COMMITTED)
+            return HalfState.COMMITTED
+        return state
+
+    def settle(self, half: MessageExt, outcome: HalfState) -> PutMessageResult | None:
+        """Carry out ``outcome`` for a pending transaction: store the committed (or discarded)
+        message, then record the outcome (memory and op message).
+
+        Returns the put result of the committed or discarded copy (None for a rollback). When it
+        failed, the transaction stays pending and a later check retries.
+        """
+        result = None
+        if outcome is HalfState.COMMITTED:
+            result = self.half.put(self.half.committed(half))
+        elif outcome is HalfState.DISCARDED:
+            self.broker.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+            result = self.half.put(self.half.discarded(half))
+        if result is not None and result.status is not PutMessageStatus.PUT_OK:
+            log.error("transaction %s not carried out: store said %s origin=%d", outcome.value,
+                      result.status.value, origin_of(half))
+            return result
+        self._resolve(half, outcome)
+        return result
+
+    def _resolve(self, half: MessageExt, outcome: HalfState) -> None:
+        resolved = self.table.resolve(origin_of(half), outcome)
+        assert resolved, "only a pending transaction is resolved"
+        op = self.half.put(self.half.op_message(half, outcome))
+        if op.status is not PutMessageStatus.PUT_OK:
+            # The outcome holds in memory; after a restart the check asks the producer again and
+            # a commit is recognised by state_of (the committed message is in the index).
+            log.error("op message not stored origin=%d status=%s", origin_of(half), op.status.value)
+
+    # -- scans ----------------------------------------------------------------------------------
+    def pending_copies(self, end: int, scan_max: int = PENDING_SCAN_MAX) -> tuple[dict[int, MessageExt], bool]:
+        """Latest copy of every pending transaction in [progress, end), by origin; and whether
+        the scan stopped at ``scan_max`` entries (the answer is then partial)."""
+        latest: dict[int, MessageExt] = {}
+        stop = min(end, self.progress + scan_max)
+        for offset in range(self.progress, stop):
+            half = self.half.read_half(offset)
+            if half is None:
+                continue
+            origin = origin_of(half)
+            if self.table.state_of(origin) is HalfState.PENDING:
+                latest[origin] = half
+        return latest, stop < end
+
+    def _pending_floor(self, end: int) -> int | None:
+        """The smallest pending origin (``end`` when none); None when the scan was cut short."""
+        latest, partial = self.pending_copies(end)
+        if partial:
+            return None
+        return min(latest, default=end)
+
+    async def refresh_floor(self) -> None:
+        """Forget outcomes no late request can need any more (after a check round).
+
+        Only once the store has dispatched every copy the round re-stored: a copy missing from
+        the half queue would make its (old) origin look settled.
+        """
+        if not await self.broker.wait_dispatched():
+            return
+        floor = self._pending_floor(self.half.half_bounds()[1])
+        if floor is not None:
+            self.table.raise_floor(floor)
+
+    # -- admin ----------------------------------------------------------------------------------
+    def list_pending(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """LIST_PENDING_TRANSACTIONS (OrbitMQ): unresolved transactions, oldest first."""
+        raw = cmd.ext_fields.get("limit", "")
+        limit = int(raw) if raw.isdigit() and int(raw) > 0 else LIST_LIMIT_DEFAULT
+        latest, partial = self.pending_copies(self.half.half_bounds()[1])
+        now = self.broker.store.clock()
+        items = [_describe(origin, half, now) for origin, half in sorted(latest.items())]
+        body = {
+            "brokerName": self.config.broker_name,
+            "brokerAddr": self.broker.address,
+            "transactions": items[:limit],
+            "truncated": partial or len(items) > limit,
+        }
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+
+def _describe(origin: int, half: MessageExt, now_ms: int) -> dict[str, Any]:
+    props = half.properties
+    return {
+        "topic": props.get(PropertyKey.REAL_TOPIC, ""),
+        "queueId": int(props.get(PropertyKey.REAL_QID, "0") or 0),
+        "msgId": half.msg_id,
+        "transactionId": half.uniq_key or "",
+        "offsetMsgId": half.offset_msg_id,
+        "producerGroup": props.get(PropertyKey.PGROUP, ""),
+        "tags": half.tags or "",
+        "keys": " ".join(half.keys),
+        "bornTimestamp": half.born_timestamp,
+        "ageMs": max(0, now_ms - min(half.born_timestamp, half.store_timestamp)),
+        "checkTimes": check_times_of(half),
+        "originOffset": origin,
+        "halfOffset": half.queue_offset,
+        "commitLogOffset": half.commit_log_offset,
+    }

@@ -1,0 +1,263 @@
+"""What a push consumer's listener sees and answers, and the consumer's settings.
+
+- :class:`ConsumeResult`: the listener's answer. Concurrent consumers answer SUCCESS or
+  RECONSUME_LATER (the failed messages go back to the broker and return after a delay level);
+  orderly consumers answer SUCCESS or SUSPEND_CURRENT_QUEUE_A_MOMENT (the same messages are
+  consumed again after a pause, nothing is skipped). A listener that raises, or returns None,
+  failed: RECONSUME_LATER (or SUSPEND for orderly), as RocketMQ treats a null status.
+- :class:`ConsumeFrom`: where a group with no committed offset starts.
+- :class:`ConsumeContext`: the queue being consumed and the knobs a listener may turn.
+- :class:`PushConsumerConfig`: every setting, validated once.
+- :class:`ListenerRunner`: calls listeners: plain functions on the consume thread pool, coroutine
+  functions on the event loop, both bounded by ``consume_thread_nums``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import enum
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from orbitmq.errors import ClientError
+from orbitmq.protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+from orbitmq.protocol.message import MessageExt, PropertyKey
+
+__all__ = [
+    "ConsumeResult",
+    "ConsumeFrom",
+    "ConsumeContext",
+    "MessageModel",
+    "Listener",
+    "PushConsumerConfig",
+    "ListenerRunner",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "retry_topic",
+    "restore_retry_topic",
+]
+
+log = logging.getLogger(__name__)
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+_HALF_HOUR_MS = 30 * 60 * 1000
+# RocketMQ's "unlimited" for orderly consumers (Integer.MAX_VALUE).
+UNLIMITED_RECONSUME_TIMES = 2**31 - 1
+
+
+class ConsumeResult(enum.Enum):
+    """A listener's answer for a batch of messages."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"  # concurrent: send back, retry after a delay level
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"  # orderly: pause, retry
+
+
+class ConsumeFrom(enum.Enum):
+    """Where a group starts on a queue for which the broker has no offset of it (a new group).
+
+    A group with a committed offset always resumes from it. Like RocketMQ's broker, ours answers
+    0 for a new group on a queue whose first message is still stored, so such a group reads the
+    queue from the start whatever this says.
+    """
+
+    LAST = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    TIMESTAMP = ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+
+    @property
+    def where(self) -> ConsumeFromWhere:
+        """The wire value carried in heartbeats."""
+        return ConsumeFromWhere(self.value)
+
+
+@dataclasses.dataclass
+class ConsumeContext:
+    """Passed to the listener with each batch.
+
+    Attributes:
+        queue: the queue the messages come from (a ``%RETRY%group`` queue for retried messages,
+            whose ``topic`` the listener sees restored to the original one).
+        group: the consumer group.
+        orderly: whether this is an orderly consumer.
+        delay_level_when_next_consume: concurrent only: the delay level failed messages are sent
+            back with; 0 lets the broker choose (3 + reconsume times); -1 sends them straight to
+            the dead letter queue.
+        ack_index: concurrent only: with SUCCESS, the messages after this index count as failed
+            (None: all succeeded).
+        suspend_current_queue_time_ms: orderly only: how long SUSPEND_CURRENT_QUEUE_A_MOMENT
+            pauses the queue.
+    """
+
+    queue: MessageQueue
+    group: str
+    orderly: bool = False
+    delay_level_when_next_consume: int = 0
+    ack_index: int | None = None
+    suspend_current_queue_time_ms: int = 1000
+
+
+Listener = Callable[[list[MessageExt], ConsumeContext], Any]
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def restore_retry_topic(messages: list[MessageExt], group: str) -> None:
+    """Messages pulled from ``%RETRY%group`` show their original topic (the RETRY_TOPIC
+    property), so that listeners see the topic they subscribed to, as RocketMQ does."""
+    rt = retry_topic(group)
+    for msg in messages:
+        if msg.topic == rt:
+            original = msg.properties.get(PropertyKey.RETRY_TOPIC)
+            if original:
+                msg.topic = original
+
+
+@dataclasses.dataclass(frozen=True)
+class PushConsumerConfig:
+    """Every setting of a push consumer (see :class:`orbitmq.client.push_consumer.AsyncPushConsumer`
+    for what each one means); units last."""
+
+    group: str
+    orderly: bool = False
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from: ConsumeFrom = ConsumeFrom.LAST
+    consume_timestamp_ms: int | None = None
+    consume_thread_nums: int = 20
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue_mib: int = 100
+    consume_concurrently_max_span: int = 2000
+    max_reconsume_times: int = -1
+    suspend_current_queue_time_ms: int = 1000
+    offset_store_dir: str = "~/.orbitmq/offsets"
+    instance_name: str = "DEFAULT"
+    persist_consumer_offset_interval: float = 5.0
+    rebalance_interval: float = 10.0
+    lock_renew_interval: float = 20.0
+    lock_max_live_time: float = 30.0
+    pull_suspend_time: float = 15.0
+    pull_timeout: float = 30.0
+    pull_delay_on_exception: float = 3.0
+    await_termination: float = 10.0
+
+    def __post_init__(self) -> None:
+        positive = {
+            "consume_thread_nums": self.consume_thread_nums,
+            "consume_message_batch_max_size": self.consume_message_batch_max_size,
+            "pull_threshold_for_queue": self.pull_threshold_for_queue,
+            "pull_threshold_size_for_queue_mib": self.pull_threshold_size_for_queue_mib,
+            "consume_concurrently_max_span": self.consume_concurrently_max_span,
+            "persist_consumer_offset_interval": self.persist_consumer_offset_interval,
+            "rebalance_interval": self.rebalance_interval,
+            "pull_suspend_time": self.pull_suspend_time,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ClientError(f"{name} must be positive, got {value}")
+        if not 1 <= self.pull_batch_size <= 1024:
+            raise ClientError(f"pull_batch_size must be within 1..1024, got {self.pull_batch_size}")
+        if self.max_reconsume_times < -1:
+            raise ClientError("max_reconsume_times must be -1 (mode default) or >= 0")
+        if self.pull_timeout <= self.pull_suspend_time:
+            raise ClientError("pull_timeout must exceed pull_suspend_time (the broker holds the "
+                              "request that long)")
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model is MessageModel.CLUSTERING
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        """-1 means RocketMQ's default: 16 for concurrent consumers, unlimited for orderly."""
+        if self.max_reconsume_times >= 0:
+            return self.max_reconsume_times
+        return UNLIMITED_RECONSUME_TIMES if self.orderly else 16
+
+    @property
+    def pull_threshold_size_bytes(self) -> int:
+        return self.pull_threshold_size_for_queue_mib * 1024 * 1024
+
+    def start_timestamp_ms(self) -> int:
+        """The TIMESTAMP start point: the configured one, else half an hour ago (RocketMQ)."""
+        if self.consume_timestamp_ms is not None:
+            return self.consume_timestamp_ms
+        return int(time.time() * 1000) - _HALF_HOUR_MS
+
+    def local_offset_path(self) -> str:
+        """Where a broadcasting consumer keeps its offsets:
+        ``{offset_store_dir}/{instance_name}/{group}/offsets.json``."""
+        root = os.path.expanduser(self.offset_store_dir)
+        return os.path.join(root, self.instance_name, self.group, "offsets.json")
+
+
+class ListenerRunner:
+    """Calls listeners by topic, at most ``consume_thread_nums`` at a time.
+
+    A plain function runs on a thread pool (so a slow listener never blocks the event loop); a
+    coroutine function runs on the loop. Exceptions and None answers become failures.
+    """
+
+    def __init__(self, listeners: dict[str, Listener], threads: int, failure: ConsumeResult) -> None:
+        self._listeners = listeners
+        self._failure = failure
+        self._threads = threads
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._slots: asyncio.Semaphore | None = None
+
+    def _listener_for(self, topic: str) -> Listener:
+        listener = self._listeners.get(topic)
+        if listener is None:  # a retried message of a topic no longer subscribed
+            listener = next(iter(self._listeners.values()))
+        return listener
+
+    async def run(self, messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
+        """The listener's answer for ``messages`` (never raises but for cancellation)."""
+        listener = self._listener_for(messages[0].topic)
+        try:
+            if inspect.iscoroutinefunction(listener):
+                if self._slots is None:
+                    self._slots = asyncio.Semaphore(self._threads)
+                async with self._slots:
+                    answer = await listener(messages, context)
+            else:
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    self._executor(), listener, messages, context)
+                if inspect.isawaitable(answer):
+                    answer = await answer
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("listener failed group=%s queue=%s offsets=%d..%d", context.group,
+                          context.queue, messages[0].queue_offset, messages[-1].queue_offset)
+            return self._failure
+        return self._normalize(answer, context)
+
+    def _normalize(self, answer: object, context: ConsumeContext) -> ConsumeResult:
+        if isinstance(answer, ConsumeResult):
+            return answer
+        if answer is None:
+            log.warning("listener returned None group=%s queue=%s: treated as a failure",
+                        context.group, context.queue)
+        else:
+            log.warning("listener returned %r, not a ConsumeResult: treated as a failure", answer)
+        return self._failure
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self._threads, thread_name_prefix="orbitmq-consume")
+        return self._pool
+
+    def shutdown(self) -> None:
+        """Release the threads (running listeners finish on their own)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

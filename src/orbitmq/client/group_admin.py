@@ -1,0 +1,252 @@
+"""The admin client's consumer group operations: settings, dead letters, queue holders.
+
+:class:`~orbitmq.client.admin.AsyncAdmin` delegates ``update_group``, ``dead_letters`` and
+``queue_holders`` to the coroutines here; the helpers below them are pure.
+
+- Subscription group settings travel as Java's SubscriptionGroupConfig JSON. An update sends the
+  group's whole config, so :func:`updated_group_config` starts from what the broker has (or
+  RocketMQ's defaults for a new group) and changes only the settings given.
+- Dead letters live in ``%DLQ%{group}``; :func:`resend_properties` strips the bookkeeping the
+  broker added while retrying, so a resent message looks like the original send.
+- Which client holds a queue is only known to the clients: :func:`running_info_queues` reads the
+  queues of a GET_CONSUMER_RUNNING_INFO answer (``mqTable``), whether its keys are MessageQueue
+  JSON strings (OrbitMQ), a list of entries, or fastjson-style object keys (the C++ client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from orbitmq.client.instance import check_response
+from orbitmq.client.route import subscribe_queues_from_route
+from orbitmq.client.validation import check_group
+from orbitmq.errors import BrokerError, ClientError, OrbitMQError, RemoteProtocolError
+from orbitmq.protocol.bodies import MessageQueue, loads_lenient
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    GetConsumerRunningInfoRequestHeader,
+    PullMessageRequestHeader,
+    PullSysFlag,
+)
+from orbitmq.protocol.message import MessageExt, PropertyKey, iter_stored_messages
+
+if TYPE_CHECKING:
+    from orbitmq.client.admin import AsyncAdmin
+
+__all__ = [
+    "update_group",
+    "dead_letters",
+    "queue_holders",
+    "GROUP_SETTINGS",
+    "TOOLS_CONSUMER_GROUP",
+    "RETRY_TOPIC_PREFIX",
+    "DLQ_TOPIC_PREFIX",
+    "RETRY_BOOKKEEPING",
+    "updated_group_config",
+    "resend_properties",
+    "original_topic",
+    "running_info_queues",
+]
+
+RETRY_TOPIC_PREFIX = "%RETRY%"
+DLQ_TOPIC_PREFIX = "%DLQ%"
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # RocketMQ's group for admin reads (no offsets committed)
+
+# Python name -> (JSON name, type) of the settings ``orbitmq group update`` may change.
+GROUP_SETTINGS: dict[str, tuple[str, type]] = {
+    "retry_max_times": ("retryMaxTimes", int),
+    "retry_queue_nums": ("retryQueueNums", int),
+    "consume_enable": ("consumeEnable", bool),
+    "consume_broadcast_enable": ("consumeBroadcastEnable", bool),
+    "consume_from_min_enable": ("consumeFromMinEnable", bool),
+}
+_DEFAULTS: dict[str, Any] = {
+    "consumeEnable": True, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
+    "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
+    "notifyConsumerIdsChangedEnable": True,
+}
+# Properties the broker (or a consumer) adds while a message is retried; not the sender's.
+RETRY_BOOKKEEPING = frozenset({
+    PropertyKey.RETRY_TOPIC, PropertyKey.ORIGIN_MESSAGE_ID, PropertyKey.REAL_TOPIC,
+    PropertyKey.REAL_QID, PropertyKey.DELAY, PropertyKey.RECONSUME_TIME,
+    PropertyKey.MAX_RECONSUME_TIMES, PropertyKey.CONSUME_START_TIME, PropertyKey.MIN_OFFSET,
+    PropertyKey.MAX_OFFSET, PropertyKey.WAIT,
+})
+
+
+def updated_group_config(all_groups_body: bytes | memoryview, group: str,
+                         changes: dict[str, Any]) -> bytes:
+    """The SubscriptionGroupConfig JSON to send for ``group`` with ``changes`` applied.
+
+    Args:
+        all_groups_body: the broker's GET_ALL_SUBSCRIPTIONGROUP_CONFIG answer.
+        changes: Python names of GROUP_SETTINGS -> new values.
+
+    Raises:
+        ClientError: an unknown setting or a negative number.
+    """
+    data = loads_lenient(bytes(all_groups_body)) if all_groups_body else {}
+    table = data.get("subscriptionGroupTable") if isinstance(data, dict) else None
+    current = table.get(group) if isinstance(table, dict) else None
+    cfg = {**_DEFAULTS, **(current if isinstance(current, dict) else {}), "groupName": group}
+    for name, value in changes.items():
+        if name not in GROUP_SETTINGS:
+            raise ClientError(f"unknown group setting {name!r}; known: {sorted(GROUP_SETTINGS)}")
+        json_name, kind = GROUP_SETTINGS[name]
+        if kind is int and int(value) < 0:
+            raise ClientError(f"{name} must not be negative, got {value}")
+        cfg[json_name] = kind(value)
+    return orjson.dumps(cfg)
+
+
+def original_topic(msg: MessageExt) -> str | None:
+    """The topic a dead letter (or retry message) was first sent to (its RETRY_TOPIC)."""
+    topic = msg.properties.get(PropertyKey.RETRY_TOPIC)
+    if topic and not topic.startswith((RETRY_TOPIC_PREFIX, DLQ_TOPIC_PREFIX)):
+        return topic
+    return None
+
+
+def resend_properties(msg: MessageExt) -> dict[str, str]:
+    """The properties to send a dead letter again with: the sender's own (UNIQ_KEY included, so
+    consumers see the same message id), without TAGS and KEYS (given separately) and without
+    RETRY_BOOKKEEPING."""
+    skip = RETRY_BOOKKEEPING | {PropertyKey.TAGS, PropertyKey.KEYS}
+    return {k: v for k, v in msg.properties.items() if k not in skip}
+
+
+# -- running info -------------------------------------------------------------------------------
+_MQ_KEY = re.compile(rb'\{[^{}]*"topic"[^{}]*\}\s*:')
+
+
+def _queue_of(value: Any) -> MessageQueue | None:
+    if isinstance(value, str | bytes):
+        try:
+            value = loads_lenient(value)
+        except RemoteProtocolError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    try:
+        return MessageQueue.from_dict(value)
+    except RemoteProtocolError:
+        return None
+
+
+def running_info_queues(body: bytes | memoryview) -> list[MessageQueue]:
+    """The queues of a ConsumerRunningInfo's ``mqTable`` (see the module docstring); [] when the
+    body holds none or cannot be read."""
+    raw = bytes(body)
+    try:
+        data = loads_lenient(raw)
+    except RemoteProtocolError:
+        data = None
+    found: list[MessageQueue] = []
+    table = data.get("mqTable") if isinstance(data, dict) else None
+    if isinstance(table, dict):
+        found = [mq for mq in map(_queue_of, table) if mq is not None]
+    elif isinstance(table, list):
+        for entry in table:
+            if isinstance(entry, dict):
+                mq = _queue_of(entry.get("messageQueue", entry.get("mq", entry)))
+                if mq is not None:
+                    found.append(mq)
+    elif data is None and b'"mqTable"' in raw:
+        # Object keys are not JSON: pick the MessageQueue objects written as keys.
+        start = raw.index(b'"mqTable"')
+        found = [mq for m in _MQ_KEY.finditer(raw, start)
+                 if (mq := _queue_of(m.group(0)[:-1].rstrip())) is not None]
+    return sorted(set(found))
+
+
+# -- operations (over AsyncAdmin's connections) -------------------------------------------------
+PULL_BATCH = 32
+PULLS_PER_QUEUE_MAX = 10_000  # a bound on one queue's read: 320,000 dead letters
+_PULL_ANSWERS = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
+                 ResponseCode.PULL_RETRY_IMMEDIATELY)
+
+
+async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any]) -> list[str]:
+    """Apply ``changes`` (GROUP_SETTINGS names) to ``group`` on every master; the broker names."""
+    check_group(group)
+    masters = await admin._masters(None)
+    if not masters:
+        raise ClientError("no master broker to update the group on")
+    for addr in masters.values():
+        current = await admin._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        body = updated_group_config(current.body, group, changes)
+        cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
+        check_response(await admin._instance.remoting.invoke(addr, cmd, admin.timeout))
+    return sorted(masters)
+
+
+async def _read_queue(admin: AsyncAdmin, addr: str, mq: MessageQueue, limit: int) -> list[MessageExt]:
+    """Up to ``limit`` messages of one queue from its first, without committing any offset."""
+    offset, out = 0, []
+    for _ in range(PULLS_PER_QUEUE_MAX):
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP, topic=mq.topic, queue_id=mq.queue_id,
+            queue_offset=offset, max_msg_nums=PULL_BATCH, sys_flag=int(PullSysFlag.SUBSCRIPTION),
+            commit_offset=0, suspend_timeout_millis=0, subscription="*")
+        resp = await admin._broker(addr, RequestCode.PULL_MESSAGE, header, ok=_PULL_ANSWERS)
+        if resp.code == ResponseCode.SUCCESS and resp.body:
+            out.extend(iter_stored_messages(bytes(resp.body), decompress=True))
+        nxt = int(resp.ext_fields.get("nextBeginOffset", offset))
+        if resp.code == ResponseCode.PULL_NOT_FOUND or nxt <= offset or len(out) >= limit:
+            break
+        offset = nxt
+    return out[:limit]
+
+
+async def dead_letters(admin: AsyncAdmin, group: str, max_messages: int) -> list[MessageExt]:
+    """The messages of ``%DLQ%{group}`` on every broker, oldest first ([] when it has none)."""
+    topic = DLQ_TOPIC_PREFIX + check_group(group)
+    try:
+        route, masters = await admin._route_masters(topic)
+    except BrokerError as e:
+        if e.code == ResponseCode.TOPIC_NOT_EXIST:
+            return []
+        raise
+    out: list[MessageExt] = []
+    for mq in sorted(subscribe_queues_from_route(topic, route)):
+        addr = masters.get(mq.broker_name)
+        if addr is not None and len(out) < max_messages:
+            out.extend(await _read_queue(admin, addr, mq, max_messages - len(out)))
+    return sorted(out, key=lambda m: (m.store_timestamp, m.commit_log_offset))
+
+
+async def _held_by(admin: AsyncAdmin, masters: list[str], group: str,
+                   client_id: str) -> list[MessageQueue]:
+    header = GetConsumerRunningInfoRequestHeader(group, client_id, False)
+    ok = (ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.SYSTEM_ERROR,
+          ResponseCode.NOT_SUPPORTED)
+    for addr in masters:  # the client answers through any broker it is connected to
+        try:
+            resp = await admin._broker(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, ok=ok)
+        except (OrbitMQError, OSError):
+            continue
+        if resp.code == ResponseCode.SUCCESS and resp.body:
+            return running_info_queues(resp.body)
+    return []
+
+
+async def queue_holders(admin: AsyncAdmin, group: str) -> dict[MessageQueue, str]:
+    """Queue -> id of the client of ``group`` that holds it, as the clients report it; best
+    effort: a client that does not answer is left out."""
+    try:
+        info = await admin.consumer_connections(group)
+        masters = list((await admin._masters(None)).values())
+    except (OrbitMQError, OSError):
+        return {}
+    ids = [c.client_id for c in info.connections]
+    held = await asyncio.gather(*(_held_by(admin, masters, group, i) for i in ids))
+    holders: dict[MessageQueue, str] = {}
+    for client_id, queues in zip(ids, held, strict=True):
+        for mq in queues:
+            holders.setdefault(mq, client_id)
+    return holders

@@ -1,0 +1,428 @@
+"""The push consumer: AsyncPushConsumer (asyncio) and PushConsumer (blocking twin).
+
+The consumer the application does not drive: it joins its group, takes its share of the
+subscribed topics' queues, pulls them with long polling and calls the listener with the messages,
+retrying failed ones through the broker. Moving parts, one module each (as aiokafka's consumer/
+splits fetcher and coordinator):
+
+- :mod:`rebalance_service` + :mod:`rebalance`: which queues this member holds;
+- :mod:`pull_service`: one long-polling pull loop per held queue, with flow control;
+- :mod:`process_queue`: a held queue's pulled, unacknowledged messages;
+- :mod:`consume_concurrently` / :mod:`consume_orderly`: calling the listener, acknowledging,
+  sending failed messages back (or suspending an orderly queue);
+- :mod:`offset_store`: offsets on the brokers (clustering) or in a local file (broadcasting);
+- :mod:`running_info`: the answer to GET_CONSUMER_RUNNING_INFO.
+
+Everything runs on one event loop; plain-function listeners run on a thread pool of
+``consume_thread_nums`` threads, coroutine listeners on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Self
+
+import orjson
+
+from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.consume_concurrently import ConcurrentConsumeService
+from orbitmq.client.consume_orderly import OrderlyConsumeService
+from orbitmq.client.consume_types import (
+    ConsumeFrom,
+    ConsumeResult,
+    Listener,
+    ListenerRunner,
+    PushConsumerConfig,
+    retry_topic,
+)
+from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from orbitmq.client.pull_consumer import parse_tags
+from orbitmq.client.pull_service import PullService
+from orbitmq.client.rebalance import AllocateAveragely, AllocateStrategy
+from orbitmq.client.rebalance_service import RebalanceService
+from orbitmq.client.running_info import build_running_info
+from orbitmq.client.validation import check_group, check_topic
+from orbitmq.errors import ClientError
+from orbitmq.protocol.bodies import (
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
+from orbitmq.protocol.message import MessageExt, java_string_hash
+from orbitmq.transport.connection import RemotingConnection
+
+__all__ = ["AsyncPushConsumer", "PushConsumer", "build_subscription"]
+
+log = logging.getLogger(__name__)
+
+
+def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
+    """The SubscriptionData of a TAG expression (``*`` or ``"a || b"``)."""
+    expression = expression.strip() if expression and expression.strip() else "*"
+    tags = sorted(parse_tags(expression) or ())
+    return SubscriptionData(topic, expression, tags, [java_string_hash(t) for t in tags],
+                            sub_version=int(time.time() * 1000))
+
+
+def _enum_member(enum_cls: Any, value: Any) -> Any:
+    """An enum member from a member or its name (``"BROADCASTING"``, ``"first"``)."""
+    if isinstance(value, str):
+        try:
+            return enum_cls[value.strip().upper()]
+        except KeyError:
+            names = ", ".join(enum_cls.__members__)
+            raise ClientError(f"{value!r} is not one of {names}") from None
+    return enum_cls(value)
+
+
+def _timestamp_ms(value: int | float | datetime.datetime | None) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
+
+
+class AsyncPushConsumer:
+    """Consumes a group's share of its subscriptions and calls listeners (asyncio).
+
+    Args:
+        group: the consumer group.
+        namesrv: name server addresses, ``"host:port;host:port"`` (None: the environment).
+        orderly: consume each queue in order, one batch at a time (locks queues on the brokers).
+        message_model: CLUSTERING (the group shares the queues) or BROADCASTING (every member
+            gets every message; offsets in a local file; no retries).
+        consume_from: where to start when the group has no offset yet (see ConsumeFrom).
+        consume_timestamp: the TIMESTAMP start (epoch ms or a datetime); default 30 min ago.
+        consume_thread_nums: listener calls at once (threads for plain functions).
+        consume_message_batch_max_size: messages per listener call.
+        pull_batch_size: messages per pull.
+        pull_threshold_for_queue, pull_threshold_size_for_queue_mib,
+        consume_concurrently_max_span: flow control per queue: pulling pauses past this many
+            cached messages, MiB of bodies, or offset span between the lowest and highest.
+        rebalance_strategy: an AllocateStrategy (default AllocateAveragely).
+        max_reconsume_times: retries before the dead letter queue; -1: 16 for concurrent
+            consumers, unlimited for orderly ones (RocketMQ's defaults).
+        suspend_current_queue_time_ms: orderly: pause after a failed batch.
+        offset_store_dir, instance_name: broadcasting offsets live in
+            ``{offset_store_dir}/{instance_name}/{group}/offsets.json``.
+        persist_consumer_offset_interval: seconds between offset commits.
+        rebalance_interval: seconds between rebalances (also on membership changes).
+        poll_name_server_interval, heartbeat_broker_interval: as for the producer.
+        tuning: further PushConsumerConfig fields (lock_renew_interval, lock_max_live_time,
+            pull_suspend_time, pull_timeout, pull_delay_on_exception, await_termination).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        orderly: bool = False,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFrom = ConsumeFrom.LAST,
+        consume_timestamp: int | datetime.datetime | None = None,
+        rebalance_strategy: AllocateStrategy | None = None,
+        poll_name_server_interval: float = 30.0,
+        heartbeat_broker_interval: float = 30.0,
+        **tuning: Any,
+    ) -> None:
+        try:
+            self.config = PushConsumerConfig(
+                check_group(group), orderly=orderly,
+                message_model=_enum_member(MessageModel, message_model),
+                consume_from=_enum_member(ConsumeFrom, consume_from),
+                consume_timestamp_ms=_timestamp_ms(consume_timestamp), **tuning)
+        except TypeError as e:
+            raise ClientError(f"bad push consumer option: {e}") from None
+        self.group = self.config.group
+        self.strategy: AllocateStrategy = rebalance_strategy or AllocateAveragely()
+        self._instance = ClientInstance(namesrv, poll_name_server_interval=poll_name_server_interval,
+                                        heartbeat_broker_interval=heartbeat_broker_interval)
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self._listeners: dict[str, Listener] = {}
+        self._started = False
+        self._started_ms = 0
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._offsets: OffsetStore | None = None
+        self._rebalance: RebalanceService | None = None
+        self._pull: PullService | None = None
+        self._consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
+        self._runner: ListenerRunner | None = None
+
+    @property
+    def client_id(self) -> str:
+        return self._instance.client_id
+
+    @property
+    def instance(self) -> ClientInstance:
+        return self._instance
+
+    # -- subscriptions ---------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str = "*",
+                  listener: Listener | None = None) -> Any:
+        """Subscribe to ``topic``'s messages whose tag matches ``expression`` (``"*"``,
+        ``"a || b"``). Without ``listener``, returns a decorator that registers the function::
+
+            @consumer.subscribe("OrderTopic", "created || paid")
+            def on_orders(messages, context):
+                return ConsumeResult.SUCCESS
+
+        The listener gets ``(list[MessageExt], ConsumeContext)`` and returns a ConsumeResult
+        (may be a coroutine function). May be called after start (call it on the consumer's loop).
+        """
+        check_topic(topic)
+        if listener is None:
+            def register(fn: Listener) -> Listener:
+                self.subscribe(topic, expression, fn)
+                return fn
+
+            return register
+        if not callable(listener):
+            raise ClientError(f"listener must be callable, got {type(listener).__name__}")
+        self._subscriptions[topic] = build_subscription(topic, expression)
+        self._listeners[topic] = listener
+        if self._started:
+            self._spawn(self._after_subscription_change(topic))
+        return listener
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic`` (its queues are let go at the next rebalance)."""
+        self._subscriptions.pop(topic, None)
+        self._listeners.pop(topic, None)
+        if self._started:
+            self._spawn(self._after_subscription_change(None))
+
+    async def _after_subscription_change(self, topic: str | None) -> None:
+        if topic is not None:
+            await self._instance.update_route(topic)
+        await self._instance.send_heartbeat_to_all()
+        if self._rebalance is not None:
+            self._rebalance.request()
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.config.message_model,
+                            self.config.consume_from.where,
+                            [s for _, s in sorted(self._subscriptions.items())])
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> Self:
+        """Join the group and start consuming.
+
+        Raises:
+            ClientError: no subscription, or already shut down.
+        """
+        if self._started:
+            return self
+        if not self._listeners:
+            raise ClientError("subscribe to at least one topic (with a listener) before start()")
+        cfg = self.config
+        if cfg.clustering:
+            self._subscriptions[retry_topic(self.group)] = build_subscription(
+                retry_topic(self.group), "*")
+        self._build_services()
+        assert self._offsets is not None and self._rebalance is not None
+        await self._offsets.load()
+        await self._instance.start()
+        self._instance.consumers[self.group] = self._consumer_data
+        self._instance.on_consumer_ids_changed(self.group, lambda _g: self._on_ids_changed())
+        self._instance.register_request_handler(RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                                self._on_running_info)
+        self._started = True
+        self._started_ms = int(time.time() * 1000)
+        for topic in list(self._subscriptions):
+            try:
+                await self._instance.update_route(topic)
+            except Exception as e:  # the rebalance asks again
+                log.warning("route of topic=%s unavailable at start: %r", topic, e)
+        await self._instance.send_heartbeat_to_all()
+        self._instance.schedule_periodic(cfg.persist_consumer_offset_interval, self.persist_offsets)
+        if cfg.orderly and cfg.clustering:
+            self._instance.schedule_periodic(cfg.lock_renew_interval, self._renew_locks)
+        self._rebalance.start()
+        log.info("push consumer started group=%s client=%s model=%s orderly=%s", self.group,
+                 self.client_id, cfg.message_model.name, cfg.orderly)
+        return self
+
+    def _build_services(self) -> None:
+        cfg = self.config
+        self._offsets = (RemoteOffsetStore(self.group, self._invoke) if cfg.clustering
+                         else LocalOffsetStore(self.group, cfg.local_offset_path()))
+        failure = (ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT if cfg.orderly
+                   else ConsumeResult.RECONSUME_LATER)
+        self._runner = ListenerRunner(self._listeners, cfg.consume_thread_nums, failure)
+        service_cls = OrderlyConsumeService if cfg.orderly else ConcurrentConsumeService
+        self._consume = service_cls(cfg, self._runner, self._offsets, self._send_back)
+        self._rebalance = RebalanceService(cfg, self._instance, self.strategy, self._subscriptions,
+                                           self._offsets, self._invoke)
+        self._pull = PullService(cfg, self._instance, self._subscriptions, self._offsets,
+                                 self._consume, self._rebalance.forget)
+        self._rebalance.pull = self._pull
+        if isinstance(self._consume, OrderlyConsumeService):
+            self._rebalance.kick = self._consume.kick
+
+    async def shutdown(self) -> None:
+        """Stop pulling, let running listener calls finish (up to ``await_termination`` s),
+        commit offsets, unlock orderly queues, leave the group and close the connections."""
+        if not self._started:
+            await self._instance.shutdown()
+            return
+        self._started = False
+        assert self._rebalance and self._pull and self._consume and self._runner
+        await self._rebalance.stop()
+        await self._pull.shutdown()
+        await self._consume.shutdown(self.config.await_termination)
+        await self.persist_offsets()
+        if self.config.orderly and self.config.clustering:
+            await self._rebalance.unlock_all()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._instance.shutdown()
+        self._runner.shutdown()
+        log.info("push consumer shut down group=%s client=%s", self.group, self.client_id)
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    # -- what the services need ------------------------------------------------------------------
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_ids_changed(self) -> None:
+        if self._started and self._rebalance is not None:
+            self._rebalance.request()
+
+    async def _renew_locks(self) -> None:
+        if self._started and self._rebalance is not None:
+            await self._rebalance.lock_all()
+
+    async def _invoke(self, mq: MessageQueue, code: int, header: Any) -> RemotingCommand:
+        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
+        cmd = RemotingCommand.request(code, header.to_ext_fields())
+        return await self._instance.remoting.invoke(addr, cmd, self._instance.rpc_timeout)
+
+    async def _send_back(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK: the broker re-stores the failed message for a later retry."""
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commit_log_offset, group=self.group, delay_level=delay_level,
+            origin_msg_id=msg.msg_id, origin_topic=msg.topic,
+            max_reconsume_times=self.config.effective_max_reconsume_times)
+        try:
+            check_response(await self._invoke(mq, RequestCode.CONSUMER_SEND_MSG_BACK, header))
+            return True
+        except Exception as e:
+            log.warning("send back failed group=%s msg=%s queue=%s: %r", self.group, msg.msg_id,
+                        mq, e)
+            return False
+
+    async def persist_offsets(self) -> None:
+        """Commit the offsets of the held queues now (also done periodically and at shutdown)."""
+        if self._offsets is None or self._rebalance is None:
+            return
+        try:
+            await self._offsets.persist(list(self._rebalance.table))
+        except Exception as e:
+            log.warning("offset persist failed group=%s: %r", self.group, e)
+
+    # -- introspection ---------------------------------------------------------------------------
+    def assigned_queues(self, topic: str | None = None) -> list[MessageQueue]:
+        """The queues this member holds now (of ``topic``, or of every subscription)."""
+        table = self._rebalance.table if self._rebalance is not None else {}
+        return sorted(mq for mq in table if topic is None or mq.topic == topic)
+
+    def running_info(self) -> dict[str, Any]:
+        """What GET_CONSUMER_RUNNING_INFO answers (see :mod:`orbitmq.client.running_info`)."""
+        if self._rebalance is None or self._offsets is None or self._consume is None:
+            raise ClientError("consumer is not started")
+        status: dict[str, Any] = {"pulledTotal": self._pull.pulled_messages if self._pull else 0}
+        status.update(self._consume.stats.as_dict())
+        return build_running_info(self.config, self.client_id, self.strategy.name,
+                                  self._started_ms, self._subscriptions, self._rebalance.table,
+                                  self._offsets, status, self._rebalance.rounds)
+
+    def _on_running_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        header = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        if header.consumer_group != self.group or not self._started:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"The Consumer Group <{header.consumer_group}> not exist in this "
+                                "consumer")
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.running_info()))
+
+
+class PushConsumer(BlockingClient[AsyncPushConsumer]):
+    """Consumes a group's share of its subscriptions and calls listeners (blocking); takes the
+    arguments of :class:`AsyncPushConsumer`. Listeners run on the consume thread pool."""
+
+    _thread_name = "orbitmq-push-consumer"
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None,
+                 **options: Any) -> None:
+        super().__init__(AsyncPushConsumer(group, namesrv, **options))
+
+    @property
+    def client_id(self) -> str:
+        return self._client.client_id
+
+    @property
+    def group(self) -> str:
+        return self._client.group
+
+    def subscribe(self, topic: str, expression: str = "*",
+                  listener: Listener | None = None) -> Any:
+        """See :meth:`AsyncPushConsumer.subscribe` (decorator form too)."""
+        if listener is None:
+            check_topic(topic)
+
+            def register(fn: Listener) -> Listener:
+                self.subscribe(topic, expression, fn)
+                return fn
+
+            return register
+        if self._loop is None:
+            return self._client.subscribe(topic, expression, listener)
+        return self._call(_on_loop(self._client.subscribe, topic, expression, listener))
+
+    def unsubscribe(self, topic: str) -> None:
+        """See :meth:`AsyncPushConsumer.unsubscribe`."""
+        if self._loop is None:
+            self._client.unsubscribe(topic)
+        else:
+            self._call(_on_loop(self._client.unsubscribe, topic))
+
+    def assigned_queues(self, topic: str | None = None) -> list[MessageQueue]:
+        """See :meth:`AsyncPushConsumer.assigned_queues`."""
+        if self._loop is None:
+            return []
+        return self._call(_on_loop(self._client.assigned_queues, topic))
+
+    def running_info(self) -> dict[str, Any]:
+        """See :meth:`AsyncPushConsumer.running_info`."""
+        return self._call(_on_loop(self._client.running_info))
+
+    def persist_offsets(self) -> None:
+        """See :meth:`AsyncPushConsumer.persist_offsets`."""
+        self._call(self._client.persist_offsets())
+
+
+async def _on_loop(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a plain method on the consumer's loop, where its state lives."""
+    return fn(*args)

@@ -1,0 +1,322 @@
+"""Transactional messages: AsyncTransactionProducer (asyncio) and TransactionProducer (blocking).
+
+A transaction ties a local database transaction and a message together, so that both happen or
+neither does (RocketMQ's two-phase scheme):
+
+1. the producer sends a *half message* (TRAN_MSG=true, PGROUP, sysFlag prepared); the broker stores
+   it where no consumer looks;
+2. only if the broker stored it, the listener's ``execute_local_transaction(msg, arg)`` runs;
+3. its verdict goes to the broker that stored the half message in END_TRANSACTION (oneway): COMMIT
+   delivers the message, ROLLBACK drops it, UNKNOWN leaves it pending;
+4. a half message left pending (verdict UNKNOWN, END_TRANSACTION lost, producer crashed) is checked
+   back: the broker sends CHECK_TRANSACTION_STATE to a live producer of the group, which answers
+   with ``check_local_transaction(msg)`` in an END_TRANSACTION marked fromTransactionCheck.
+
+The listener must answer checks from durable state (its database), not from memory: after a crash
+another process of the group answers. ``msg.properties["UNIQ_KEY"]`` (in execute) and
+``msg.msg_id`` (in check) are the transaction id to key that state by (see :func:`transaction_id`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Self, cast
+
+from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.producer import AsyncProducer, Producer
+from orbitmq.client.send_codec import prepare_message
+from orbitmq.client.transaction_state import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionPhase,
+    TransactionSendResult,
+    TransactionTracker,
+    coerce_state,
+    transaction_id,
+)
+from orbitmq.client.validation import DEFAULT_TOPIC, check_message
+from orbitmq.errors import ClientError, ConnectionClosedError, OrbitMQError, RemoteProtocolError
+from orbitmq.protocol.codes import RequestCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from orbitmq.protocol.message import (
+    Message,
+    MessageExt,
+    MessageSysFlag,
+    PropertyKey,
+    decode_stored_message,
+)
+from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.transport.connection import RemotingConnection
+
+__all__ = [
+    "AsyncTransactionProducer",
+    "TransactionProducer",
+    "TransactionListener",
+    "LocalTransactionState",
+    "TransactionSendResult",
+    "transaction_id",
+]
+
+log = logging.getLogger(__name__)
+
+CHECK_REQUEST_HOLD_MAX = 2000  # RocketMQ's checkRequestHoldMax: checks waiting for an answer
+_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
+
+
+class AsyncTransactionProducer(AsyncProducer):
+    """Sends transactional messages (asyncio); also every send of :class:`AsyncProducer`.
+
+    Args:
+        group: the producer group; the broker checks back any live producer of it.
+        namesrv: name server addresses.
+        listener: runs the local transaction and answers checks. Its methods may be coroutine
+            functions (awaited) or plain functions (called on the event loop: keep them short, or
+            pass ``check_executor``).
+        check_executor: run ``check_local_transaction`` there instead of on the loop.
+        check_request_hold_max: checks answered at once at most; more are dropped (logged) and
+            the broker asks again at its next round.
+        topics: topics whose brokers to heartbeat from the start, so that a producer that has
+            sent nothing yet (one restarted after a crash) is asked about its group's pending
+            transactions. TBW102's brokers are always included.
+        **options: the options of :class:`AsyncProducer`.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        listener: TransactionListener,
+        check_executor: concurrent.futures.Executor | None = None,
+        check_request_hold_max: int = CHECK_REQUEST_HOLD_MAX,
+        topics: Sequence[str] = (),
+        **options: Any,
+    ) -> None:
+        if listener is None:
+            raise ClientError("a TransactionProducer needs a TransactionListener")
+        if check_request_hold_max < 1:
+            raise ClientError("check_request_hold_max must be >= 1")
+        super().__init__(group, namesrv, **options)
+        self.listener = listener
+        self.check_request_hold_max = check_request_hold_max
+        self._check_executor = check_executor
+        self._topics = [DEFAULT_TOPIC, *topics]
+        self._checks: set[asyncio.Task[None]] = set()
+        self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
+
+    async def start(self) -> Self:
+        """Start, learn the brokers of ``topics`` (and TBW102) and heartbeat them at once."""
+        await super().start()
+        for topic in self._topics:
+            try:
+                await self._instance.update_route(topic)
+            except OrbitMQError as e:
+                log.info("route of %s not fetched at start: %s", topic, e)
+        await self._instance.send_heartbeat_to_all()
+        return self
+
+    async def shutdown(self) -> None:
+        for task in list(self._checks):
+            task.cancel()
+        await asyncio.gather(*self._checks, return_exceptions=True)
+        await super().shutdown()
+
+    # -- sending ---------------------------------------------------------------------------------
+    async def send_in_transaction(self, msg: Message, arg: object = None, *,
+                                  timeout: float | None = None) -> TransactionSendResult:
+        """Send ``msg`` as a transaction around the listener's local transaction.
+
+        Raises:
+            ClientError: invalid (or delayed) message, or producer not started.
+            BrokerError, TimeoutError, ConnectionClosedError: the half message was not stored;
+                the local transaction did not run.
+        """
+        tx = await self.send_half(msg, timeout=timeout)
+        if tx.runs_local:
+            state, error = await self._call_listener(
+                self.listener.execute_local_transaction, tx.message, arg, off_loop=False)
+            tx.local_done(state, error)
+        else:
+            tx.local_done(LocalTransactionState.ROLLBACK, None)
+        await self.end_transaction(tx)
+        return tx.result()
+
+    async def send_half(self, msg: Message, *, timeout: float | None = None) -> TransactionTracker:
+        """Phase one: the half message. Raises as :meth:`send_in_transaction` when not stored."""
+        self._check_started()
+        check_message(msg, self.max_message_size)
+        if msg.delay_level > 0:
+            raise ClientError("a transactional message cannot be delayed")
+        tx = TransactionTracker()
+        props = dict(msg.properties)
+        props[PropertyKey.TRAN_MSG] = "true"
+        props[PropertyKey.PGROUP] = self.group
+        props.setdefault(PropertyKey.UNIQ_KEY, self._ids.next())
+        half_msg = dataclasses.replace(msg, properties=props)
+        prepared = prepare_message(half_msg, props[PropertyKey.UNIQ_KEY], self.compress_over)
+        prepared = dataclasses.replace(prepared, sys_flag=prepared.sys_flag | _PREPARED)
+        try:
+            sent = await self._dispatch(prepared, half_msg, None, None, timeout, oneway=False)
+        except BaseException:
+            tx.advance(TransactionPhase.HALF_FAILED)
+            raise
+        assert sent is not None
+        tx.half_stored(sent, half_msg)
+        return tx
+
+    async def end_transaction(self, tx: TransactionTracker) -> None:
+        """Phase two: END_TRANSACTION (oneway) to the broker that stored the half message. A
+        failure is logged, not raised: the broker's check resolves the transaction."""
+        sent = tx.send_result
+        assert sent is not None and tx.local_state is not None
+        tx.advance(TransactionPhase.ENDED)
+        try:
+            commit_log_offset = decode_offset_msg_id(sent.offset_msg_id)[2]
+            addr = await self._instance.find_broker_addr(sent.queue.broker_name, sent.queue.topic)
+        except (OrbitMQError, RemoteProtocolError) as e:
+            log.warning("END_TRANSACTION not sent msg=%s: %s; the broker will check", sent.msg_id, e)
+            return
+        header = EndTransactionRequestHeader(
+            producer_group=self.group, tran_state_table_offset=sent.queue_offset,
+            commit_log_offset=commit_log_offset, commit_or_rollback=tx.local_state.commit_or_rollback,
+            msg_id=sent.msg_id, from_transaction_check=False,
+            transaction_id=sent.transaction_id or sent.msg_id,
+        )
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
+        if tx.error is not None:
+            cmd.remark = f"executeLocalTransactionBranch exception: {tx.error!r}"
+        try:
+            await self._send_end_transaction(addr, cmd)
+        except OrbitMQError as e:
+            log.warning("END_TRANSACTION to %s failed msg=%s: %s; the broker will check",
+                        addr, sent.msg_id, e)
+
+    async def _send_end_transaction(self, addr: str, cmd: RemotingCommand) -> None:
+        """Hands END_TRANSACTION to the connection (a seam for tests that lose it)."""
+        await self._instance.remoting.invoke_oneway(addr, cmd)
+
+    # -- checks from brokers ---------------------------------------------------------------------
+    def _on_check(self, cmd: RemotingCommand, conn: RemotingConnection) -> None:
+        """CHECK_TRANSACTION_STATE: answered later by a task, with END_TRANSACTION on ``conn``."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
+            msg = decode_stored_message(cmd.body, check_crc=False, decompress=True)
+        except RemoteProtocolError as e:
+            log.warning("malformed transaction check from %s: %s", conn.peer, e)
+            return None
+        group = msg.properties.get(PropertyKey.PGROUP)
+        if group and group != self.group:
+            log.warning("transaction check for group %s reached producer of %s", group, self.group)
+            return None
+        if len(self._checks) >= self.check_request_hold_max:
+            log.warning("transaction check dropped msg=%s: %d checks under way", msg.msg_id,
+                        len(self._checks))
+            return None
+        task = asyncio.ensure_future(self._answer_check(header, msg, conn))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+        return None
+
+    async def _answer_check(self, h: CheckTransactionStateRequestHeader, msg: MessageExt,
+                            conn: RemotingConnection) -> None:
+        state, error = await self._call_listener(self.listener.check_local_transaction, msg,
+                                                 off_loop=True)
+        log.info("transaction check answered %s msg=%s from=%s", state.name, msg.msg_id, conn.peer)
+        header = EndTransactionRequestHeader(
+            producer_group=self.group, tran_state_table_offset=h.tran_state_table_offset,
+            commit_log_offset=h.commit_log_offset, commit_or_rollback=state.commit_or_rollback,
+            msg_id=h.msg_id or msg.msg_id, from_transaction_check=True,
+            transaction_id=h.transaction_id or msg.uniq_key,
+        )
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
+        if error is not None:
+            cmd.remark = f"checkLocalTransaction exception: {error!r}"
+        try:
+            conn.invoke_oneway(cmd)
+        except ConnectionClosedError:
+            log.info("broker connection closed before a check answer msg=%s", msg.msg_id)
+
+    async def _call_listener(self, method: Callable[..., Any], *args: Any,
+                             off_loop: bool) -> tuple[LocalTransactionState, BaseException | None]:
+        """The listener's verdict; an exception or anything but a LocalTransactionState is UNKNOWN."""
+        try:
+            if off_loop and self._check_executor is not None:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._check_executor, method, *args)
+            else:
+                result = method(*args)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:
+            log.warning("transaction listener %s failed: %r", getattr(method, "__name__", method), e)
+            return LocalTransactionState.UNKNOWN, e
+        return coerce_state(result), None
+
+
+class TransactionProducer(Producer):
+    """Sends transactional messages (blocking); also every send of :class:`Producer`.
+
+    The local transaction runs in the thread that calls :meth:`send_in_transaction`; checks are
+    answered on a pool of ``check_thread_pool_nums`` threads. Other arguments as
+    :class:`AsyncTransactionProducer`.
+    """
+
+    _thread_name = "orbitmq-tx-producer"
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
+                 listener: TransactionListener, check_thread_pool_nums: int = 1,
+                 **options: Any) -> None:
+        if check_thread_pool_nums < 1:
+            raise ClientError("check_thread_pool_nums must be >= 1")
+        self._check_pool = concurrent.futures.ThreadPoolExecutor(
+            check_thread_pool_nums, thread_name_prefix="orbitmq-tx-check")
+        BlockingClient.__init__(self, AsyncTransactionProducer(
+            group, namesrv, listener=listener, check_executor=self._check_pool, **options))
+
+    @property
+    def _tx(self) -> AsyncTransactionProducer:
+        return cast(AsyncTransactionProducer, self._client)
+
+    @property
+    def listener(self) -> TransactionListener:
+        return self._tx.listener
+
+    def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            self._check_pool.shutdown(wait=False, cancel_futures=True)
+
+    def send_in_transaction(self, msg: Message, arg: object = None, *,
+                            timeout: float | None = None) -> TransactionSendResult:
+        """See :meth:`AsyncTransactionProducer.send_in_transaction`; the local transaction runs
+        in the calling thread."""
+        tx = self._call(self._tx.send_half(msg, timeout=timeout))
+        if tx.runs_local:
+            state, error = self._run_local(tx.message, arg)
+            tx.local_done(state, error)
+        else:
+            tx.local_done(LocalTransactionState.ROLLBACK, None)
+        self._call(self._tx.end_transaction(tx))
+        return tx.result()
+
+    def _run_local(self, msg: Message | None, arg: object) -> tuple[LocalTransactionState,
+                                                                    BaseException | None]:
+        try:
+            result = self.listener.execute_local_transaction(msg, arg)
+            if inspect.isawaitable(result):
+                result = self._call(_awaited(result))
+        except Exception as e:
+            log.warning("execute_local_transaction failed: %r", e)
+            return LocalTransactionState.UNKNOWN, e
+        return coerce_state(result), None
+
+
+async def _awaited(aw: Awaitable[Any]) -> Any:
+    return await aw

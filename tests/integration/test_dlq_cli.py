@@ -1,0 +1,124 @@
+"""``orbitmq dlq list|resend`` and ``orbitmq group update`` against a real name server and broker
+(an EmbeddedCluster), through click's CliRunner; messages sent and read with the SDK."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner, Result
+
+import orbitmq
+from orbitmq.cli.main import cli
+from orbitmq.config import TEST_MIN_STORE
+from orbitmq.errors import BrokerError
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader
+from orbitmq.protocol.message import MessageExt
+from orbitmq.testing import EmbeddedCluster
+from orbitmq.transport import RemotingClient
+
+LEVELS = "1s 1s 1s"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    store = dataclasses.replace(TEST_MIN_STORE, message_delay_level=LEVELS)
+    with EmbeddedCluster(tmp_path_factory.mktemp("dlq-cli"), store=store) as c:
+        yield c
+
+
+def run(cluster: EmbeddedCluster, *args: str, ok: bool = True) -> Result:
+    result = CliRunner().invoke(cli, [*args, "--namesrv", cluster.namesrv])
+    if ok:
+        assert result.exit_code == 0, (args, result.output, result.exception)
+    return result
+
+
+def read_topic(cluster: EmbeddedCluster, topic: str, group: str = "dlq-cli-reader") -> list[MessageExt]:
+    """Every message of every queue of ``topic`` from offset 0."""
+    out: list[MessageExt] = []
+    with orbitmq.PullConsumer(group, namesrv=cluster.namesrv) as consumer:
+        for mq in consumer.fetch_queues(topic):
+            offset = 0
+            for _ in range(100):
+                res = consumer.pull(mq, offset, max_nums=32)
+                out.extend(res.messages)
+                if res.status.name == "NO_NEW_MSG" or res.next_begin_offset <= offset:
+                    break
+                offset = res.next_begin_offset
+    return out
+
+
+def fail_message(cluster: EmbeddedCluster, msg: MessageExt, group: str) -> None:
+    """What a consumer does with a message it failed: CONSUMER_SEND_MSG_BACK to its broker."""
+    header = ConsumerSendMsgBackRequestHeader(msg.commit_log_offset, group, 0, msg.msg_id, msg.topic)
+    client = RemotingClient()
+    try:
+        cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+        resp = cluster.call(client.invoke(cluster.brokers[0].address, cmd, 5.0))
+    finally:
+        cluster.call(client.close())
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def test_dlq_list_and_resend_bring_a_dead_letter_back(cluster: EmbeddedCluster) -> None:
+    topic, group = "DlqCliTopic", "dlq-cli-group"
+    assert "no dead letters" in run(cluster, "dlq", "list", "--group", group).output
+    out = run(cluster, "group", "update", "--group", group, "--retry-max-times", "0").output
+    assert f"group {group} updated on broker-a: retry_max_times=0" in out
+    with orbitmq.Producer("dlq-cli-producer", namesrv=cluster.namesrv) as producer:
+        sent = producer.send(orbitmq.Message(topic, b"poison pill", tags="bad", keys=["k-1"],
+                                             properties={"color": "blue"}))
+    [original] = read_topic(cluster, topic)
+    fail_message(cluster, original, group)  # no retry allowed: straight to %DLQ%
+
+    listing = run(cluster, "dlq", "list", "--group", group).output
+    row = next(line for line in listing.splitlines() if line.startswith(sent.msg_id))
+    assert topic in row and "poison pill" in row and row.split()[2] == "1"
+    assert listing.splitlines()[-1] == "total: 1"
+    [entry] = [json.loads(line) for line in
+               run(cluster, "dlq", "list", "--group", group, "--format", "json").output.splitlines()]
+    assert entry["original_topic"] == topic and entry["msg_id"] == sent.msg_id
+    assert entry["topic"] == f"%DLQ%{group}" and entry["reconsume_times"] == 1
+
+    out = run(cluster, "dlq", "resend", "--group", group, "--msg-id", sent.msg_id).output
+    assert out.startswith(f"resent {sent.msg_id} to {topic}:")
+    again = [m for m in read_topic(cluster, topic) if m.commit_log_offset != original.commit_log_offset]
+    assert len(again) == 1
+    back = again[0]
+    assert back.body == b"poison pill" and back.tags == "bad" and back.keys == ["k-1"]
+    assert back.msg_id == sent.msg_id and back.properties["color"] == "blue"
+    assert back.reconsume_times == 0
+    for bookkeeping in ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID", "DELAY"):
+        assert bookkeeping not in back.properties
+
+
+def test_dlq_resend_input_errors(cluster: EmbeddedCluster) -> None:
+    both = run(cluster, "dlq", "resend", "--group", "g-none", ok=False)
+    assert both.exit_code == 2 and "exactly one of --msg-id ID and --all" in both.output
+    missing = run(cluster, "dlq", "resend", "--group", "g-none", "--msg-id", "NOPE", ok=False)
+    assert missing.exit_code == 1 and "no dead letter NOPE" in missing.output
+    assert "no dead letters" in run(cluster, "dlq", "resend", "--group", "g-none", "--all").output
+
+
+def test_group_update_disables_and_enables_consumption(cluster: EmbeddedCluster) -> None:
+    topic, group = "GateCliTopic", "gate-cli-group"
+    with orbitmq.Producer("gate-cli-producer", namesrv=cluster.namesrv) as producer:
+        sent = producer.send(orbitmq.Message(topic, b"x"))
+    out = run(cluster, "group", "update", "--group", group, "--consume-enable", "false").output
+    assert "consume_enable=False" in out
+    with orbitmq.PullConsumer(group, namesrv=cluster.namesrv) as consumer:
+        with pytest.raises(BrokerError) as refused:
+            consumer.pull(sent.queue, 0)
+        assert refused.value.code == ResponseCode.NO_PERMISSION == 16
+        run(cluster, "group", "update", "--group", group, "--consume-enable", "true",
+            "--retry-max-times", "3")
+        assert [m.body for m in consumer.pull(sent.queue, 0).messages] == [b"x"]
+    groups = cluster.brokers[0].sub_groups.table
+    assert groups[group].retry_max_times == 3 and groups[group].consume_enable
+    nothing = run(cluster, "group", "update", "--group", group, ok=False)
+    assert nothing.exit_code == 2 and "nothing to change" in nothing.output
