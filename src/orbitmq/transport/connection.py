@@ -209,7 +209,10 @@ class RemotingConnection(asyncio.Protocol):
         self._pending[cmd.opaque] = fut
         try:
             self.send(cmd)
-            return await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races
+            # with the answer, leaving a cancelled caller running on.
+            async with asyncio.timeout(timeout):
+                return await fut
         except builtins.TimeoutError:
             raise TimeoutError(
                 f"no answer to request code={cmd.code} from {self.peer} within {timeout:.3g}s"
