@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test lint bench clean
+.PHONY: install system-deps run test lint bench bench-peers pipeline clean
 
 install: system-deps $(STAMP)
 
@@ -17,7 +17,7 @@ system-deps:
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
 	@bash scripts/compat-venv.sh
 	@touch $(STAMP)
 
@@ -34,9 +34,26 @@ lint: install
 
 BENCH_ARGS ?=
 
+# OrbitMQ next to the installed peers (bench/run_bench.py), the Python clients side by side, the
+# store against the raw disk. Never part of `make test`; BENCH_ARGS=--quick for a smoke run.
 bench: install
+	$(PY) bench/run_bench.py $(BENCH_ARGS)
+	$(PY) bench/client_bench.py $(BENCH_ARGS)
 	$(PY) bench/store_bench.py $(BENCH_ARGS)
-	$(PY) bench/e2e_bench.py $(BENCH_ARGS)
+	$(PY) bench/spark_bench.py $(BENCH_ARGS)
+
+# Redis, RabbitMQ and NATS from Debian (their services stopped: the bench starts its own on
+# 127.0.0.1) and the peers' Python clients (the `bench` extra).
+bench-peers: install
+	@bash bench/install_peers.sh
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[bench]"
+
+PIPELINE_ARGS ?=
+
+# The order pipeline (examples/order_pipeline): order service -> Spark stats job -> consumer, on a
+# standalone broker; ends by itself with a summary check against SQLite.
+pipeline: install
+	$(PY) examples/order_pipeline/run.py $(PIPELINE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache

@@ -3,6 +3,8 @@
 set -euo pipefail
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+# PostgreSQL for the orbitmq.reliable tests: they start their own server with initdb and pg_ctl.
+ls /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or install them with apt)" >&2

@@ -369,11 +369,48 @@ def scenario_pull_raw(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- push consumer
+def push_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """spec["orderly"] (bool) and spec["message_model"] ("CLUSTERING" or "BROADCASTING")."""
+    options: dict[str, Any] = {}
+    if spec.get("orderly"):
+        options["orderly"] = True
+    if spec.get("message_model"):
+        options["message_model"] = rmq.MessageModel[spec["message_model"]]
+    return options
+
+
+def subscribe_push(consumer: Any, spec: dict[str, Any], on_message: Any) -> None:
+    """Subscribes on_message. With spec["reconsume_later"] ({body text: n}), the callback answers
+    RECONSUME_LATER (1) to the first n deliveries of that body: the wrapper's own subscribe cannot
+    (it turns an exception into a ctypes error, not a status), so the C callback is registered
+    here, through the wrapper's own registration (which keeps it alive)."""
+    fail_left = dict(spec.get("reconsume_later") or {})
+    if not fail_left:
+        consumer.subscribe(spec["topic"], on_message, spec.get("expression", "*"))
+        return
+    lock = threading.Lock()
+
+    def callback(_consumer: Any, msg_pointer: Any) -> int:
+        msg = rmq.RecvMessage(msg_pointer)
+        on_message(msg)
+        with lock:
+            body = text(msg.body) or ""
+            if fail_left.get(body, 0) > 0:
+                fail_left[body] -= 1
+                return 1  # RECONSUME_LATER
+        return 0  # CONSUME_SUCCESS
+
+    rmq.ffi_check(rmq.dll.Subscribe(consumer._handle, spec["topic"].encode(),
+                                    spec.get("expression", "*").encode()))
+    consumer._register_callback(callback)
+
+
 def scenario_push(spec: dict[str, Any]) -> dict[str, Any]:
     """A PushConsumer on spec["topic"] with spec["expression"]. Prints {"event": "started"} after
     start and {"event": "received", "count", "queue_id", "body_b64"} for each message, collects until spec["expect"]
     messages arrived (if given), spec["stop_file"] exists (if given) or spec["wait_s"] passed, then
-    shuts down (which commits its offsets). Messages in arrival order."""
+    shuts down (which commits its offsets). Messages in arrival order. Optional: "orderly",
+    "message_model", "reconsume_later" (see push_options and subscribe_push)."""
     extra = spec.get("properties") or []
     expect = int(spec.get("expect") or 0)
     stop_file = spec.get("stop_file")
@@ -389,11 +426,11 @@ def scenario_push(spec: dict[str, Any]) -> dict[str, Any]:
             if expect and len(received) >= expect:
                 enough.set()
 
-    consumer = rmq.PushConsumer(spec["group"])
+    consumer = rmq.PushConsumer(spec["group"], **push_options(spec))
     consumer.set_namesrv_addr(spec["namesrv"])
     if spec.get("thread_count"):
         consumer.set_thread_count(int(spec["thread_count"]))
-    consumer.subscribe(spec["topic"], on_message, spec.get("expression", "*"))
+    subscribe_push(consumer, spec, on_message)
     try:
         consumer.start()
     except Exception as e:  # noqa: BLE001

@@ -70,7 +70,7 @@ class ChildConsumer:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+        for line in iter(self.proc.stdout.readline, ""):
             line = line.rstrip("\n")
             self.lines.append(line)
             if line.startswith("ready "):
@@ -89,10 +89,12 @@ class ChildConsumer:
         return read_log(self.log)
 
     def kill(self) -> None:
+        """SIGKILL: no unregister, no last offset commit."""
         self.proc.kill()
         self.proc.wait(10)
 
     def stop(self) -> None:
+        """SIGTERM (a clean shutdown), SIGKILL after 20 s; then release the pipe."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -100,6 +102,9 @@ class ChildConsumer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._reader.join(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def assignments_partition(children: list[ChildConsumer], queue_count: int) -> bool:

@@ -146,9 +146,23 @@ def test_delay_survives_a_broker_restart_without_loss_or_duplicate(harness: Brok
     assert sorted(m.body for m in h.pull_all("DelayRestart", 0)) == [b"after", b"quick", b"slow"]
 
 
+def test_messages_of_a_level_removed_by_a_restart_are_still_delivered(tmp_path: Path) -> None:
+    h = BrokerHarness(delay_config(tmp_path))
+    try:
+        h.send_ok("DelayShrink", b"parked", props={"DELAY": "4"})  # 2 s
+        parked = only(h, SCHEDULE, 3)
+        h.config = dataclasses.replace(h.config, store=dataclasses.replace(
+            h.config.store, message_delay_level="1s 1s"))
+        h.restart()
+        [msg] = delivered(h, "DelayShrink")
+        assert msg.store_timestamp - parked.store_timestamp >= LEVEL_MS[3]
+    finally:
+        h.close()
+
+
 def test_bad_delay_levels_stop_the_broker_at_start(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'5x' is not a delay"):
-        delay_config(tmp_path).store.__class__(message_delay_level="1s 5x")
+        dataclasses.replace(delay_config(tmp_path).store, message_delay_level="1s 5x")
     result = CliRunner().invoke(cli, ["broker", "--namesrv", "127.0.0.1:1", "--print-config",
                                       "--message-delay-level", "1s 5x 10s"])
     assert result.exit_code == 2, result.output

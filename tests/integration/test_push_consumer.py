@@ -3,6 +3,7 @@ with consumers in this process or in child processes that are killed with SIGKIL
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import threading
@@ -21,6 +22,7 @@ from orbitmq import (
     AllocateByConfig,
     AllocateByMachineRoom,
     AllocateConsistentHash,
+    AsyncPushConsumer,
     ConsumeFrom,
     ConsumeResult,
     Message,
@@ -33,6 +35,7 @@ from orbitmq.config import TEST_MIN_STORE
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import MessageExt
 from orbitmq.testing import EmbeddedCluster
+from orbitmq.transport.loop import run
 
 FAST = {"rebalance_interval": 2.0, "persist_consumer_offset_interval": 1.0}
 
@@ -48,7 +51,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
 def create_topic(cluster: EmbeddedCluster, topic: str, queues: int) -> None:
     with Admin(cluster.namesrv) as admin:
         admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-        wait_until(lambda: len(admin.topic_route(topic).queue_datas) > 0, 10, f"route of {topic}")
+        wait_until(lambda: topic in admin.list_topics(), 10, f"route of {topic}")
 
 
 def produce(cluster: EmbeddedCluster, topic: str, count: int, start: int = 0, batch: int = 50,
@@ -302,3 +305,47 @@ def test_a_message_that_always_fails_ends_in_the_dead_letter_queue(cluster: Embe
             dead = admin.dead_letters(group)
     assert [m.body for m in dead] == [b"poison"]
     assert len(rec.seen) == 2  # first delivery + max_reconsume_times retries
+
+
+def test_a_delayed_message_arrives_after_its_level(cluster: EmbeddedCluster) -> None:
+    topic, group = "delay-topic", "delay-group"
+    create_topic(cluster, topic, 1)
+    rec = Recorder()
+    consumer = PushConsumer(group, namesrv=cluster.namesrv, **FAST)
+    consumer.subscribe(topic, "*", rec)
+    with consumer, Producer("delay-producer", namesrv=cluster.namesrv) as producer:
+        wait_until(lambda: len(consumer.assigned_queues()) == 2, 20, "queues")
+        sent = time.monotonic()
+        producer.send(Message(topic, b"later", delay_level=1))  # level 1 = 1 s on this broker
+        producer.send(Message(topic, b"now"))
+        wait_until(lambda: len(rec.seen) >= 2, 20, "both messages")
+        waited = time.monotonic() - sent
+    assert rec.bodies() == ["now", "later"]
+    assert 0.9 <= waited < 8
+
+
+def test_async_push_consumer_with_a_coroutine_listener(cluster: EmbeddedCluster) -> None:
+    topic, group, total = "async-topic", "async-group", 300
+    create_topic(cluster, topic, 4)
+    produce(cluster, topic, total, batch=25)
+
+    async def scenario() -> list[str]:
+        got: list[str] = []
+        done = asyncio.Event()
+
+        consumer = AsyncPushConsumer(group, cluster.namesrv, consume_message_batch_max_size=8,
+                                     **FAST)
+
+        @consumer.subscribe(topic, "*")
+        async def on_messages(messages: list[MessageExt], context: object) -> ConsumeResult:
+            await asyncio.sleep(0)  # runs on the consumer's loop: may await freely
+            got.extend(m.body.decode() for m in messages)
+            if len(set(got)) >= total:
+                done.set()
+            return ConsumeResult.SUCCESS
+
+        async with consumer, asyncio.timeout(30):
+            await done.wait()
+        return got
+
+    assert sorted(set(run(scenario()))) == sorted(f"m{i}" for i in range(total))

@@ -60,6 +60,8 @@ class Deliveries:
 
 def consumer(cluster: EmbeddedCluster, group: str, topic: str, deliveries: Deliveries,
              fail: Any) -> orbitmq.PushConsumer:
+    with orbitmq.Admin(cluster.namesrv) as admin:  # the topic exists before its consumer starts
+        admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
     c = orbitmq.PushConsumer(group, namesrv=cluster.namesrv, consume_from="first",
                              persist_consumer_offset_interval=0.2)
 

@@ -18,6 +18,7 @@ from orbitmq.protocol.bodies import (
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
+    MessageModel,
     MessageQueue,
     UnlockBatchRequestBody,
 )
@@ -124,3 +125,31 @@ def test_bad_lock_requests_are_refused(harness: BrokerHarness) -> None:
         body = LockBatchRequestBody(GROUP, "", queues(0)).to_json()
         r = h.invoke(code, body=body)
         assert r.code == ResponseCode.SYSTEM_ERROR and "clientId" in (r.remark or "")
+
+
+def test_broadcasting_members_all_get_the_queues(harness: BrokerHarness) -> None:
+    """Each broadcasting member reads every queue itself: locks exclude nobody."""
+    h = harness
+    data = ConsumerData("broadcast-group", message_model=MessageModel.BROADCASTING)
+    r = h.invoke(RequestCode.HEART_BEAT, body=HeartbeatData("member-1", [], [data]).to_json())
+    assert r.code == ResponseCode.SUCCESS
+    assert lock(h, "member-1", queues(0, 1), group="broadcast-group") == queues(0, 1)
+    assert lock(h, "member-2", queues(0, 1), group="broadcast-group") == queues(0, 1)
+
+
+def test_locks_of_a_client_that_unregisters_are_released(harness: BrokerHarness) -> None:
+    """UNREGISTER_CLIENT takes a consumer out of its group; its locks go with it (the C++ client
+    does not unlock its queues when it shuts down)."""
+    h = harness
+    leaving = RemotingClient()
+    try:
+        heartbeat = HeartbeatData("client-leaving", [], [ConsumerData(GROUP)]).to_json()
+        assert h.invoke(RequestCode.HEART_BEAT, body=heartbeat, client=leaving).code == 0
+        assert lock(h, "client-leaving", queues(0), client=leaving) == queues(0)
+        r = h.invoke(RequestCode.UNREGISTER_CLIENT,
+                     {"clientID": "client-leaving", "consumerGroup": GROUP, "producerGroup": ""},
+                     client=leaving)
+        assert r.code == ResponseCode.SUCCESS
+        assert lock(h, "client-b", queues(0)) == queues(0)
+    finally:
+        h.call(leaving.close())

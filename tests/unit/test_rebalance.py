@@ -59,6 +59,7 @@ def test_shares_are_disjoint_and_cover_every_queue(strategy: AllocateStrategy, n
 
 @pytest.mark.parametrize("strategy", [AllocateAveragely(), AllocateAveragelyByCircle()],
                          ids=lambda s: s.name)
+@settings(deadline=None)
 @given(n_queues=st.integers(0, 64), n_clients=st.integers(1, 16))
 def test_average_strategies_balance_within_one(strategy: AllocateStrategy, n_queues: int,
                                                n_clients: int) -> None:
@@ -91,6 +92,7 @@ def test_a_client_the_broker_does_not_list_gets_nothing_but_by_config(strategy: 
     assert mine == []
 
 
+@settings(deadline=None)
 @given(n_queues=st.integers(1, 30), n_clients=st.integers(1, 8), data=st.data())
 def test_by_config_partitions_when_configured_as_one(n_queues: int, n_clients: int,
                                                      data: st.DataObject) -> None:
@@ -107,6 +109,7 @@ def test_by_config_leaves_out_queues_the_topic_lacks() -> None:
     assert strategy.allocate(GROUP, "c", queues(4), ["c"]) == [MessageQueue("T", "broker-a", 1)]
 
 
+@settings(deadline=None)
 @given(n_queues=st.integers(0, 20), n_clients=st.integers(1, 6))
 def test_by_machine_room_takes_only_its_rooms(n_queues: int, n_clients: int) -> None:
     mqs = queues(n_queues, ("hz@broker-a", "hz@broker-b", "sh@broker-c"))
@@ -127,6 +130,7 @@ def test_md5_hash_is_the_first_four_digest_bytes_like_rocketmq() -> None:
     assert md5_hash("a") == 0x0CC175B9  # md5("a") = 0cc175b9c0f1b6a8...
 
 
+@settings(deadline=None)
 @given(n_queues=st.integers(1, 40), n_clients=st.integers(1, 8))
 def test_consistent_hash_moves_only_queues_to_a_joining_client(n_queues: int, n_clients: int) -> None:
     mqs = queues(n_queues)

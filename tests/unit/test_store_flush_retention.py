@@ -77,7 +77,8 @@ def _fill_segments(store: MessageStore, clock: Clock, count: int) -> None:
 def test_retention_deletes_old_segments_at_the_delete_hour(tmp_path: Path) -> None:
     clock = Clock(_at_hour(0))
     cfg = config(tmp_path, file_reserved_time_hours=1.0, delete_when="04")
-    with MessageStore(cfg, clock=clock, run_threads=False) as store:
+    ops = CountingFileOps()  # disk use 10 %: only the delete hour may trigger the clean-up
+    with MessageStore(cfg, clock=clock, file_ops=ops, run_threads=False) as store:
         _fill_segments(store, clock, 200)  # ~200 KiB: four segments, 100 minutes
         files_before = len(store.commit_log.mfq.files)
         store.clean_service.run_once()
@@ -97,7 +98,7 @@ def test_retention_deletes_old_segments_at_the_delete_hour(tmp_path: Path) -> No
         assert store.get_message("g", "Old", 0, low, 4).status is GetMessageStatus.FOUND
         assert store.query_message("Old", "k0", 4) == []
         assert store.query_message("Old", "k199", 4) != []
-    with MessageStore(cfg, clock=clock) as store:  # the new minimum survives a restart
+    with MessageStore(cfg, clock=clock, file_ops=ops) as store:  # the new minimum survives a restart
         assert store.min_physical_offset() == min_phy
         assert store.get_min_offset_in_queue("Old", 0) == low
 

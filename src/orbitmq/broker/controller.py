@@ -7,7 +7,9 @@ a free one), registers with every name server and logs ``orbitmq broker ready on
 
 Request families live in their own modules: send_processor, pull_processor (+ long_poll_service),
 consumer_offset_manager (QUERY/UPDATE_CONSUMER_OFFSET), client_processor (heartbeats),
-query_processor (offsets by queue, messages by id or key) and admin_processor.
+query_processor (offsets by queue, messages by id or key) and admin_processor; delay levels in
+schedule_service, retries and dead letters in send_back_processor, orderly queue locks in
+queue_lock_manager, consumer connection and running info in consumer_info_processor.
 """
 
 from __future__ import annotations
@@ -102,10 +104,12 @@ class BrokerController:
         # Delay levels, retries and dead letters, orderly queue locks, consumer info.
         self.schedule = ScheduleService(config, self.store, self.topics, lambda: self.store_host)
         self.send_back = SendBackProcessor(self)
-        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms)
+        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
         self.consumer_info = ConsumerInfoProcessor(self)
         for extra in (self.send_back, self.locks, self.consumer_info):
             extra.register(self.server)
+        self.server.register(RequestCode.UNREGISTER_CLIENT, self.locks.releasing(
+            self.client_processor.unregister_client, self.clients))
         self.server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.offsets.query_consumer_offset)
         self.server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.offsets.update_consumer_offset)
         self.server.on_connection_closed(self._connection_closed)

@@ -8,11 +8,18 @@ again (clients do every 20 s). A request locks every queue that is free, expired
 own, and is answered with ``{"lockOKMQSet": [...]}``: the queues of the request it now holds.
 UNLOCK_BATCH_MQ releases the queues the client owns (others' locks are left alone).
 
-When a client's connection closes and it has no other connection left in the group, its locks
-are released at once instead of after 60 s: a killed orderly consumer's queues move on as soon as
-the rebalance gives them to someone else. (RocketMQ waits for the expiry. A client that merely
-lost its connection stops consuming once it notices; the window where it might finish a batch
-it had already started is the same as with an expired lock.)
+When a client leaves a group (UNREGISTER_CLIENT, or its connection closes) and has no other
+connection left in it, its locks are released at once instead of after 60 s: a stopped or killed
+orderly consumer's queues move on as soon as the rebalance gives them to someone else (the C++
+client does not unlock its queues when it shuts down). RocketMQ waits for the expiry. A client
+that merely lost its connection stops consuming once it notices; the window where it might finish
+a batch it had already started is the same as with an expired lock.
+
+A group whose members consume in BROADCASTING mode (as their heartbeats say) gets every queue it
+asks for, without exclusivity: each member reads every queue with offsets of its own, so there is
+nothing to exclude, and an orderly broadcasting client (which locks like a clustering one) would
+otherwise starve every member but the first. (RocketMQ 4.x has that flaw; later clients stopped
+locking in broadcasting mode.)
 
 Locks live in memory only: after a broker restart every queue is free, as in RocketMQ.
 """
@@ -20,21 +27,23 @@ Locks live in memory only: after a broker restart every queue is free, as in Roc
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from orbitmq.protocol.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
+    MessageModel,
     MessageQueue,
     UnlockBatchRequestBody,
 )
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
+from orbitmq.transport.connection import HandlerResult, RemotingConnection
+from orbitmq.transport.server import Handler, RemotingServer
 
 if TYPE_CHECKING:
     from orbitmq.broker.client_manager import ClientManager
@@ -61,11 +70,14 @@ class QueueLockManager:
 
     Args:
         max_live_ms: a lock's life after its last renewal.
+        clients: the broker's client tables (a group's message model), if any.
         clock_ms: monotonic milliseconds (injectable for tests).
     """
 
-    def __init__(self, max_live_ms: int, clock_ms: Callable[[], int] = _monotonic_ms) -> None:
+    def __init__(self, max_live_ms: int, clients: ClientManager | None = None,
+                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
         self.max_live_ms = max_live_ms
+        self.clients = clients
         self._clock_ms = clock_ms
         self.table: dict[str, dict[MessageQueue, LockEntry]] = {}
 
@@ -142,8 +154,28 @@ class QueueLockManager:
                 continue  # still there through another connection
             released = self.release_client(group, client_id)
             if released:
-                log.info("queue locks released group=%s client=%s count=%d (connection closed)",
+                log.info("queue locks released group=%s client=%s count=%d (left the group)",
                          group, client_id, released)
+
+    def releasing(self, handler: Handler, clients: ClientManager) -> Handler:
+        """``handler`` (UNREGISTER_CLIENT), followed by the release of the locks of every client
+        it took out of a group."""
+
+        def run(cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+            members = self.members_on(conn, clients)
+            result = handler(cmd, conn)
+            if inspect.isawaitable(result):
+                return finish(result, members)
+            self.release_departed(members, clients)
+            return result
+
+        async def finish(pending: Awaitable[RemotingCommand | None],
+                         members: list[tuple[str, str]]) -> RemotingCommand | None:
+            answer = await pending
+            self.release_departed(members, clients)
+            return answer
+
+        return run
 
     # -- handlers -------------------------------------------------------------------------------
     def lock_batch_mq(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -153,7 +185,10 @@ class QueueLockManager:
         refused = self._refuse(body.consumer_group, body.client_id, body.mq_set)
         if refused is not None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, refused)
-        held = self.try_lock(body.consumer_group, body.mq_set, body.client_id)
+        if self._broadcasting(body.consumer_group):
+            held = list(body.mq_set)
+        else:
+            held = self.try_lock(body.consumer_group, body.mq_set, body.client_id)
         return cmd.response(ResponseCode.SUCCESS, body=LockBatchResponseBody(held).to_json())
 
     def unlock_batch_mq(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -165,6 +200,10 @@ class QueueLockManager:
             return cmd.response(ResponseCode.SYSTEM_ERROR, refused)
         self.unlock(body.consumer_group, body.mq_set, body.client_id)
         return cmd.response(ResponseCode.SUCCESS)
+
+    def _broadcasting(self, group: str) -> bool:
+        info = self.clients.consumers.get(group) if self.clients is not None else None
+        return info is not None and info.message_model is MessageModel.BROADCASTING
 
     @staticmethod
     def _refuse(group: str, client_id: str, queues: list[MessageQueue]) -> str | None:

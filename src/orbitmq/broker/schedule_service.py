@@ -163,7 +163,10 @@ class ScheduleService:
             self.topics.update(TopicConfig(SCHEDULE_TOPIC, self.level_count, self.level_count,
                                            tc.perm))
         self.store.add_arrival_listener(self._on_arrival)
-        for level in range(1, self.level_count + 1):
+        # Queues of levels no longer configured (the list got shorter) are still delivered.
+        stored = max((qid + 1 for topic, qid in list(self.store.consume_queue_table)
+                      if topic == SCHEDULE_TOPIC), default=0)
+        for level in range(1, max(self.level_count, stored) + 1):
             self._events[level - 1] = asyncio.Event()
             self._sleep_until[level - 1] = None
             self._tasks.append(asyncio.create_task(self._run_level(level),
@@ -248,7 +251,8 @@ class ScheduleService:
         """
         offset, high = self._bounded_offset(level)
         now = self.store.clock()
-        start, pending, next_due = offset, [], None
+        start, next_due = offset, None
+        pending: list[tuple[int, MessageInner | None]] = []
         while offset < high and len(pending) < DELIVER_BATCH_MAX:
             entry = self.store.queue_entry(SCHEDULE_TOPIC, level - 1, offset)
             if entry is None:
@@ -281,7 +285,7 @@ class ScheduleService:
                 pending: list[tuple[int, MessageInner | None]]) -> tuple[int, list[PutMessageResult]]:
         """Append in queue order, stopping at the first refused put; returns the offset reached
         and the results whose flush is still to be awaited."""
-        results = []
+        results: list[PutMessageResult] = []
         reached = pending[0][0]
         for offset, inner in pending:
             if inner is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.topic_config_manager import (
@@ -108,6 +108,8 @@ class SendProcessor:
         self.max_message_size = broker.config.store.max_message_size
         self.sync_flush_timeout_s = broker.config.store.sync_flush_timeout_ms / 1000
         self._round_robin = itertools.count()
+        # SYNC_FLUSH: store flush future -> (timeout timer, sends waiting for it); see _await_flush
+        self._flush_groups: dict[object, tuple[asyncio.TimerHandle, list[Any]]] = {}
 
     def register(self, server: RemotingServer) -> None:
         server.register(RequestCode.SEND_MESSAGE, self.send_message)
@@ -241,15 +243,36 @@ class SendProcessor:
             return cmd.response(ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out", fields)
         return cmd.response(ResponseCode.SUCCESS, None, fields)
 
-    async def _await_flush(self, cmd: RemotingCommand, result: PutMessageResult,
-                           queue_id: int, tx_id: str | None = None) -> RemotingCommand:
-        assert result.flush_future is not None
-        try:
-            durable = await asyncio.wait_for(
-                asyncio.wrap_future(result.flush_future), self.sync_flush_timeout_s + 1.0
-            )
-        except TimeoutError:
-            durable = False
-        if not durable:
-            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        return self._response(cmd, result, queue_id, tx_id)
+    def _await_flush(self, cmd: RemotingCommand, result: PutMessageResult,
+                     queue_id: int, tx_id: str | None = None) -> asyncio.Future[RemotingCommand]:
+        """The answer once the group commit has synced: a loop future, no task per send. Sends
+        of one group share the store's flush future, so its completion crosses threads once per
+        group; one timer per group answers FLUSH_DISK_TIMEOUT if the sync never ends."""
+        flush = result.flush_future
+        assert flush is not None
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[RemotingCommand] = loop.create_future()
+        group = self._flush_groups.get(flush)
+        if group is None:
+            timer = loop.call_later(self.sync_flush_timeout_s + 1.0, self._flushed, flush, False)
+            group = self._flush_groups[flush] = (timer, [])
+
+            def done(f: Any) -> None:  # on the flush thread
+                if not loop.is_closed():
+                    ok = not f.cancelled() and f.exception() is None and f.result()
+                    loop.call_soon_threadsafe(self._flushed, f, ok)
+
+            flush.add_done_callback(done)
+        group[1].append((answer, cmd, result, queue_id, tx_id))
+        return answer
+
+    def _flushed(self, flush: object, durable: bool) -> None:
+        """Answers every send of a flush group (on the loop), once."""
+        timer, waiters = self._flush_groups.pop(flush, (None, ()))
+        if timer is not None:
+            timer.cancel()
+        for answer, cmd, result, queue_id, tx_id in waiters:
+            if not durable:
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            if not answer.done():
+                answer.set_result(self._response(cmd, result, queue_id, tx_id))

@@ -9,9 +9,11 @@ import click
 
 from orbitmq import __version__
 from orbitmq.cli.consume_cmd import consume_cmd
+from orbitmq.cli.consumelog_cmd import consumelog_group
 from orbitmq.cli.dlq_cmd import dlq_group
 from orbitmq.cli.group_cmd import group_group
 from orbitmq.cli.message_cmd import message_group
+from orbitmq.cli.outbox_cmd import outbox_group
 from orbitmq.cli.send_cmd import send_cmd
 from orbitmq.cli.servers import broker_cmd, namesrv_cmd, standalone_cmd
 from orbitmq.cli.topic_cmd import topic_group
@@ -49,6 +51,8 @@ cli.add_command(consume_cmd)
 cli.add_command(message_group)
 cli.add_command(dlq_group)
 cli.add_command(transaction_group)
+cli.add_command(outbox_group)
+cli.add_command(consumelog_group)
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from orbitmq.client.consume_types import (
     ConsumeResult,
     ListenerRunner,
     PushConsumerConfig,
+    cancel_and_wait,
 )
 from orbitmq.client.offset_store import OffsetStore
 from orbitmq.client.process_queue import ProcessQueue
@@ -68,7 +69,12 @@ class ConsumeStats:
 
 
 class ConcurrentConsumeService:
-    """See the module docstring."""
+    """See the module docstring.
+
+    Batches wait in a queue for one of ``consume_thread_nums`` workers; a worker skips a batch
+    whose queue was dropped meanwhile, so a queue handed over stops costing listener calls at
+    once (its new owner consumes those messages).
+    """
 
     def __init__(self, config: PushConsumerConfig, runner: ListenerRunner, offsets: OffsetStore,
                  send_back: SendBack) -> None:
@@ -77,12 +83,20 @@ class ConcurrentConsumeService:
         self.offsets = offsets
         self.send_back = send_back
         self.stats = ConsumeStats()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._batches: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = (
+            asyncio.Queue())
+        self._workers: list[asyncio.Task[None]] = []
+        self._busy = 0
+        self._stopped = False
+        self._later: set[asyncio.Task[None]] = set()
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        if not self._workers:
+            self._workers = [asyncio.ensure_future(self._work())
+                             for _ in range(self.config.consume_thread_nums)]
         size = self.config.consume_message_batch_max_size
         for i in range(0, len(messages), size):
-            self._spawn(self._consume(mq, pq, messages[i:i + size]))
+            self._batches.put_nowait((mq, pq, messages[i:i + size]))
 
     def _submit_later(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         async def later() -> None:
@@ -90,25 +104,36 @@ class ConcurrentConsumeService:
             if not pq.dropped:
                 self.submit(mq, pq, messages)
 
-        self._spawn(later())
+        task = asyncio.ensure_future(later())
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def _work(self) -> None:
+        while not self._stopped:
+            mq, pq, batch = await self._batches.get()
+            if pq.dropped or self._stopped:
+                continue
+            self._busy += 1
+            try:
+                await self._consume(mq, pq, batch)
+            except Exception:  # a bug here must not kill the worker
+                log.exception("consuming a batch of %s failed", mq)
+            finally:
+                self._busy -= 1
 
     async def shutdown(self, timeout: float) -> None:
         """Let running batches finish for up to ``timeout`` seconds, then abandon the rest (their
         messages are not acknowledged and come again to whoever consumes the queue next)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._stopped = True
+        while not self._batches.empty():  # waiting batches are not started any more
+            self._batches.get_nowait()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._busy and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        await cancel_and_wait([*self._workers, *self._later])
 
     async def _consume(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt]) -> None:
-        if pq.dropped:
-            return
         ctx = ConsumeContext(mq, self.config.group, orderly=False)
         started = time.time()
         stamp = str(int(started * 1000))

@@ -28,6 +28,7 @@ from orbitmq.client.consume_types import (
     ConsumeResult,
     ListenerRunner,
     PushConsumerConfig,
+    cancel_and_wait,
 )
 from orbitmq.client.offset_store import OffsetStore
 from orbitmq.client.process_queue import ProcessQueue
@@ -71,9 +72,7 @@ class OrderlyConsumeService:
         self._running = False
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
 
     def _may_consume(self, pq: ProcessQueue) -> bool:
         if pq.dropped or not self._running:

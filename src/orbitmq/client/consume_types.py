@@ -15,14 +15,15 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import enum
 import inspect
 import logging
 import os
+import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from orbitmq.errors import ClientError
@@ -40,6 +41,7 @@ __all__ = [
     "RETRY_GROUP_TOPIC_PREFIX",
     "retry_topic",
     "restore_retry_topic",
+    "cancel_and_wait",
 ]
 
 log = logging.getLogger(__name__)
@@ -118,6 +120,20 @@ def restore_retry_topic(messages: list[MessageExt], group: str) -> None:
             original = msg.properties.get(PropertyKey.RETRY_TOPIC)
             if original:
                 msg.topic = original
+
+
+CANCEL_WAIT_S = 2.0
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], timeout: float = CANCEL_WAIT_S) -> None:
+    """Cancel ``tasks`` and wait for them, but not forever: on Python 3.11 a cancellation that
+    arrives just as an awaited answer does can be swallowed by ``wait_for``, leaving a loop
+    running; shutdown must not hang on it (such a task is left to the loop's end)."""
+    pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,19 +215,65 @@ class PushConsumerConfig:
         return os.path.join(root, self.instance_name, self.group, "offsets.json")
 
 
+class _ConsumeThreads:
+    """Daemon threads running plain-function listeners. A call's answer comes back to the loop
+    through one ``call_soon_threadsafe``: lighter than ``run_in_executor`` (two futures chained
+    per call), which counts at one call per message."""
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._main, name=f"orbitmq-consume-{i}",
+                                          daemon=True) for i in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._jobs.put((loop, fut, fn, args))
+        return fut
+
+    def _main(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            loop, fut, fn, args = job
+            try:
+                outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+            except BaseException as e:  # handed to the awaiting coroutine, which logs it
+                outcome = (None, e)
+            try:
+                loop.call_soon_threadsafe(_resolve, fut, *outcome)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+def _resolve(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if fut.cancelled():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
 class ListenerRunner:
     """Calls listeners by topic, at most ``consume_thread_nums`` at a time.
 
-    A plain function runs on a thread pool (so a slow listener never blocks the event loop); a
-    coroutine function runs on the loop. Exceptions and None answers become failures.
+    A plain function runs on one of ``consume_thread_nums`` threads (so a slow listener never
+    blocks the event loop); a coroutine function runs on the loop, as many at once. Exceptions
+    and None answers become failures.
     """
 
     def __init__(self, listeners: dict[str, Listener], threads: int, failure: ConsumeResult) -> None:
         self._listeners = listeners
         self._failure = failure
         self._threads = threads
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: _ConsumeThreads | None = None
         self._slots: asyncio.Semaphore | None = None
+        self._is_async: dict[int, bool] = {}
 
     def _listener_for(self, topic: str) -> Listener:
         listener = self._listeners.get(topic)
@@ -219,18 +281,25 @@ class ListenerRunner:
             listener = next(iter(self._listeners.values()))
         return listener
 
+    def _coroutine_function(self, listener: Listener) -> bool:
+        known = self._is_async.get(id(listener))
+        if known is None:
+            known = self._is_async[id(listener)] = inspect.iscoroutinefunction(listener)
+        return known
+
     async def run(self, messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
         """The listener's answer for ``messages`` (never raises but for cancellation)."""
         listener = self._listener_for(messages[0].topic)
         try:
-            if inspect.iscoroutinefunction(listener):
+            if self._coroutine_function(listener):
                 if self._slots is None:
                     self._slots = asyncio.Semaphore(self._threads)
                 async with self._slots:
                     answer = await listener(messages, context)
             else:
-                answer = await asyncio.get_running_loop().run_in_executor(
-                    self._executor(), listener, messages, context)
+                if self._pool is None:
+                    self._pool = _ConsumeThreads(self._threads)
+                answer = await self._pool.call(listener, messages, context)
                 if inspect.isawaitable(answer):
                     answer = await answer
         except asyncio.CancelledError:
@@ -239,6 +308,8 @@ class ListenerRunner:
             log.exception("listener failed group=%s queue=%s offsets=%d..%d", context.group,
                           context.queue, messages[0].queue_offset, messages[-1].queue_offset)
             return self._failure
+        if answer.__class__ is ConsumeResult:
+            return answer
         return self._normalize(answer, context)
 
     def _normalize(self, answer: object, context: ConsumeContext) -> ConsumeResult:
@@ -251,13 +322,7 @@ class ListenerRunner:
             log.warning("listener returned %r, not a ConsumeResult: treated as a failure", answer)
         return self._failure
 
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self._threads, thread_name_prefix="orbitmq-consume")
-        return self._pool
-
     def shutdown(self) -> None:
         """Release the threads (running listeners finish on their own)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown()

@@ -187,7 +187,8 @@ async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any]) -
 
 async def _read_queue(admin: AsyncAdmin, addr: str, mq: MessageQueue, limit: int) -> list[MessageExt]:
     """Up to ``limit`` messages of one queue from its first, without committing any offset."""
-    offset, out = 0, []
+    offset = 0
+    out: list[MessageExt] = []
     for _ in range(PULLS_PER_QUEUE_MAX):
         header = PullMessageRequestHeader(
             consumer_group=TOOLS_CONSUMER_GROUP, topic=mq.topic, queue_id=mq.queue_id,

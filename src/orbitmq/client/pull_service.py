@@ -25,7 +25,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from orbitmq.client.consume_types import PushConsumerConfig, restore_retry_topic
+from orbitmq.client.consume_types import (
+    PushConsumerConfig,
+    cancel_and_wait,
+    restore_retry_topic,
+)
 from orbitmq.client.instance import ClientInstance
 from orbitmq.client.offset_store import OffsetStore, RemoteOffsetStore
 from orbitmq.client.process_queue import ProcessQueue
@@ -128,9 +132,7 @@ class PullService:
         self._running = False
         tasks = [r.task for r in self.requests.values() if r.task is not None]
         self.requests.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks)
 
     async def _run(self, req: PullRequest) -> None:
         while self._running and not req.pq.dropped:

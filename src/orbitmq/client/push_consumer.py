@@ -37,6 +37,7 @@ from orbitmq.client.consume_types import (
     Listener,
     ListenerRunner,
     PushConsumerConfig,
+    cancel_and_wait,
     retry_topic,
 )
 from orbitmq.client.instance import ClientInstance, check_response
@@ -288,9 +289,7 @@ class AsyncPushConsumer:
         await self.persist_offsets()
         if self.config.orderly and self.config.clustering:
             await self._rebalance.unlock_all()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
         await self._instance.shutdown()
         self._runner.shutdown()
         log.info("push consumer shut down group=%s client=%s", self.group, self.client_id)

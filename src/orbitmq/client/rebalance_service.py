@@ -19,12 +19,18 @@ the allocation strategy choose this member's share; broadcasting members take ev
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from orbitmq.client.consume_types import ConsumeFrom, PushConsumerConfig, retry_topic
+from orbitmq.client.consume_types import (
+    ConsumeFrom,
+    PushConsumerConfig,
+    cancel_and_wait,
+    retry_topic,
+)
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.offset_store import OffsetStore
 from orbitmq.client.process_queue import ProcessQueue
@@ -78,6 +84,7 @@ class RebalanceService:
         self._releasing: dict[MessageQueue, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._retry_soon = False
+        self._stopped = False
         self._task: asyncio.Task[None] | None = None
 
     # -- the loop --------------------------------------------------------------------------------
@@ -89,7 +96,9 @@ class RebalanceService:
         self._wake.set()
 
     async def _loop(self) -> None:
-        while True:
+        # The flag, not only the cancellation, ends the loop: a cancel arriving just as a wait
+        # ends can be lost inside asyncio's timeout helpers.
+        while not self._stopped:
             self._wake.clear()
             try:
                 await self.rebalance()
@@ -97,16 +106,18 @@ class RebalanceService:
                 log.exception("rebalance failed group=%s", self.config.group)
             wait = LOCK_RETRY_DELAY_S if self._retry_soon else self.config.rebalance_interval
             try:
-                await asyncio.wait_for(self._wake.wait(), min(wait, self.config.rebalance_interval))
+                async with asyncio.timeout(min(wait, self.config.rebalance_interval)):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
     async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._releasing:
-            await asyncio.gather(*self._releasing.values(), return_exceptions=True)
+            await cancel_and_wait([self._task])
+        if self._releasing:  # orderly hand-overs finishing (each waits for at most one batch)
+            await asyncio.wait(list(self._releasing.values()), timeout=self.config.await_termination)
 
     # -- one round -------------------------------------------------------------------------------
     async def rebalance(self) -> None:
@@ -116,8 +127,7 @@ class RebalanceService:
             allocated = await self._allocate(topic)
             if allocated is not None:
                 await self._update_table(topic, allocated)
-        for mq in [mq for mq in self.table if mq.topic not in self.subscriptions]:
-            await self._drop(mq)  # unsubscribed topics
+        await self._drop([mq for mq in self.table if mq.topic not in self.subscriptions])
         self.rounds += 1
 
     async def _allocate(self, topic: str) -> set[MessageQueue] | None:
@@ -162,8 +172,7 @@ class RebalanceService:
             return None
 
     async def _update_table(self, topic: str, allocated: set[MessageQueue]) -> None:
-        for mq in [mq for mq in self.table if mq.topic == topic and mq not in allocated]:
-            await self._drop(mq)
+        await self._drop([mq for mq in self.table if mq.topic == topic and mq not in allocated])
         for mq in sorted(allocated - set(self.table)):
             if mq in self._releasing:
                 self._retry_soon = True  # still being handed over by an earlier round
@@ -213,30 +222,42 @@ class RebalanceService:
         return SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     # -- letting queues go -----------------------------------------------------------------------
-    async def _drop(self, mq: MessageQueue) -> None:
-        pq = self.table.pop(mq)
-        pq.dropped = True
+    async def _drop(self, mqs: list[MessageQueue]) -> None:
+        """Let ``mqs`` go: stop them at once, then persist their offsets together."""
+        if not mqs:
+            return
         assert self.pull is not None
-        self.pull.stop_queue(mq)
+        dropped = []
+        for mq in mqs:
+            pq = self.table.pop(mq)
+            pq.dropped = True
+            self.pull.stop_queue(mq)
+            dropped.append((mq, pq))
+            log.info("queue let go group=%s queue=%s", self.config.group, mq)
         if self.config.orderly and self.config.clustering:
-            task = asyncio.ensure_future(self._release_locked(mq, pq))
-            self._releasing[mq] = task
-            task.add_done_callback(lambda _t, q=mq: self._releasing.pop(q, None))
-        else:
-            await self._persist_and_forget(mq)
+            for mq, pq in dropped:
+                task = asyncio.ensure_future(self._release_locked(mq, pq))
+                self._releasing[mq] = task
+                task.add_done_callback(functools.partial(self._released, mq))
+            return
+        await self._persist_and_forget(mqs)
+        for _, pq in dropped:
             pq.clear()
-        log.info("queue let go group=%s queue=%s", self.config.group, mq)
 
-    async def _persist_and_forget(self, mq: MessageQueue) -> None:
+    async def _persist_and_forget(self, mqs: list[MessageQueue]) -> None:
         try:
-            await self.offsets.persist([mq])
+            await self.offsets.persist(mqs)
         except Exception as e:
-            log.warning("persisting the offset of dropped queue=%s failed: %r", mq, e)
-        self.offsets.remove(mq)
+            log.warning("persisting the offsets of dropped queues %s failed: %r", mqs, e)
+        for mq in mqs:
+            self.offsets.remove(mq)
+
+    def _released(self, mq: MessageQueue, _task: asyncio.Task[None]) -> None:
+        self._releasing.pop(mq, None)
 
     async def _release_locked(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         async with pq.consume_lock:  # the batch being consumed finishes and commits first
-            await self._persist_and_forget(mq)
+            await self._persist_and_forget([mq])
             pq.clear()
             await self.unlock(mq.broker_name, [mq])
 

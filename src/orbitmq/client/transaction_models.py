@@ -47,7 +47,7 @@ class PendingTransactions:
     truncated: bool = False
 
 
-def parse_pending_transactions(body: bytes) -> PendingTransactions:
+def parse_pending_transactions(body: bytes | memoryview) -> PendingTransactions:
     """One broker's answer.
 
     Raises:

@@ -29,7 +29,13 @@ from typing import Any, Self, cast
 
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.producer import AsyncProducer, Producer
-from orbitmq.client.send_codec import prepare_message
+from orbitmq.client.results import SendResult
+from orbitmq.client.send_codec import (
+    PreparedMessage,
+    build_send_request,
+    parse_send_response,
+    prepare_message,
+)
 from orbitmq.client.transaction_state import (
     LocalTransactionState,
     TransactionListener,
@@ -40,7 +46,14 @@ from orbitmq.client.transaction_state import (
     transaction_id,
 )
 from orbitmq.client.validation import DEFAULT_TOPIC, check_message
-from orbitmq.errors import ClientError, ConnectionClosedError, OrbitMQError, RemoteProtocolError
+from orbitmq.errors import (
+    BrokerError,
+    ClientError,
+    ConnectionClosedError,
+    OrbitMQError,
+    RemoteProtocolError,
+    TimeoutError,
+)
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -162,13 +175,48 @@ class AsyncTransactionProducer(AsyncProducer):
         prepared = prepare_message(half_msg, props[PropertyKey.UNIQ_KEY], self.compress_over)
         prepared = dataclasses.replace(prepared, sys_flag=prepared.sys_flag | _PREPARED)
         try:
-            sent = await self._dispatch(prepared, half_msg, None, None, timeout, oneway=False)
+            sent = await self._store_half(prepared, timeout)
         except BaseException:
             tx.advance(TransactionPhase.HALF_FAILED)
             raise
-        assert sent is not None
         tx.half_stored(sent, half_msg)
         return tx
+
+    async def _store_half(self, prepared: PreparedMessage, timeout: float | None) -> SendResult:
+        """Send the half message, trying another broker only when the last one surely did not
+        store it: it refused with a retriable code, or could not be reached. After a timeout or a
+        connection lost mid-request it may hold it; a second copy elsewhere could then be committed
+        twice, so the error goes to the caller (the local transaction does not run) and the
+        broker's check resolves the orphan (the listener finds nothing done: rollback)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.send_timeout if timeout is None else timeout)
+        avoid: set[str] = set()
+        last: OrbitMQError | None = None
+        for _ in range(1 + self.retry_times_when_send_failed):
+            mq = (await self._publish_info(prepared.topic)).select_queue(avoid)
+            try:
+                addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
+                conn = await self._instance.remoting.connection(addr)
+            except ConnectionClosedError as e:  # nothing was sent
+                last = e
+            else:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError(f"half message to {prepared.topic!r} ran out of time")
+                cmd = build_send_request(prepared, mq, self.group, self.default_topic_queue_nums)
+                try:
+                    return parse_send_response(await conn.invoke(cmd, remaining), prepared, mq)
+                except BrokerError as e:  # an answer: nothing stored
+                    if not e.retriable:
+                        raise
+                    last = e
+            log.info("half message to broker %s not stored: %s", mq.broker_name, last)
+            avoid.add(mq.broker_name)
+            self._instance.refresh_route_soon(prepared.topic)
+            if loop.time() >= deadline:
+                break
+        assert last is not None
+        raise last
 
     async def end_transaction(self, tx: TransactionTracker) -> None:
         """Phase two: END_TRANSACTION (oneway) to the broker that stored the half message. A
@@ -308,6 +356,7 @@ class TransactionProducer(Producer):
 
     def _run_local(self, msg: Message | None, arg: object) -> tuple[LocalTransactionState,
                                                                     BaseException | None]:
+        assert msg is not None, "the half message is stored before the local transaction runs"
         try:
             result = self.listener.execute_local_transaction(msg, arg)
             if inspect.isawaitable(result):

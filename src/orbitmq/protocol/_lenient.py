@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from orbitmq.errors import RemoteProtocolError
 
-_TRUE = frozenset({"true", "1", "yes", "y", "on"})
-_FALSE = frozenset({"false", "0", "no", "n", "off"})
+TRUE_WORDS = _TRUE = frozenset({"true", "1", "yes", "y", "on"})
+FALSE_WORDS = _FALSE = frozenset({"false", "0", "no", "n", "off"})
 _SHOWN_MAX = 80  # characters of a bad value quoted in an error message
 
 

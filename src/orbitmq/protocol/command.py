@@ -47,6 +47,9 @@ _PREFIX = struct.Struct(">iI")
 # Binary header, fixed part: code i16, language u8, version i16, opaque i32, flag i32, remark len i32.
 _BIN_FIXED = struct.Struct(">hBhiii")
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+# Hot-path lookups: the language of every header, by wire name and by number.
+_LANGUAGES_BY_NAME: dict[str, LanguageCode] = {m.name: m for m in LanguageCode}
+_LANGUAGE_NAMES: dict[int, str] = {int(m): m.name for m in LanguageCode}
 
 
 @dataclasses.dataclass(slots=True)
@@ -139,11 +142,14 @@ def _ext_value(value: object) -> str:
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     ext = cmd.ext_fields
-    if any(type(v) is not str for v in ext.values()):
+    try:
+        "".join(ext.values())  # the usual case, all str, checked in C; TypeError otherwise
+    except TypeError:
         ext = {k: _ext_value(v) for k, v in ext.items()}
+    language = _LANGUAGE_NAMES.get(cmd.language)
     header: dict[str, Any] = {
         "code": int(cmd.code),
-        "language": LanguageCode.parse(int(cmd.language)).name,
+        "language": language if language is not None else LanguageCode.parse(int(cmd.language)).name,
         "version": int(cmd.version),
         "opaque": int(cmd.opaque),
         "flag": int(cmd.flag),
@@ -250,6 +256,31 @@ def _json_ext_fields(value: object) -> dict[str, str]:
     return fields
 
 
+def _json_header_fast(obj: dict[str, Any]) -> RemotingCommand | None:
+    """The header every client sends in practice, decoded without the lenient helpers: integer
+    fields as JSON integers in 32-bit range, a known language name, remark absent or text, and
+    extFields an object of strings. None when anything differs; the caller then takes the lenient
+    path, which gives the same command for this shape (one place defines what is accepted)."""
+    code, opaque = obj.get("code"), obj.get("opaque", 0)
+    flag, version = obj.get("flag", 0), obj.get("version", 0)
+    language, remark, ext = obj.get("language"), obj.get("remark"), obj.get("extFields")
+    if (type(code) is not int or type(opaque) is not int or type(flag) is not int
+            or type(version) is not int or type(language) is not str or type(ext) is not dict
+            or not (remark is None or type(remark) is str)):
+        return None
+    if not (_I32_MIN <= code <= _I32_MAX and _I32_MIN <= opaque <= _I32_MAX
+            and _I32_MIN <= flag <= _I32_MAX and _I32_MIN <= version <= _I32_MAX):
+        return None
+    member = _LANGUAGES_BY_NAME.get(language)
+    if member is None:
+        return None
+    try:
+        "".join(ext.values())  # every value a str (checked in C); a number or null raises
+    except TypeError:
+        return None
+    return RemotingCommand(code, opaque, flag, member, version, remark, ext, b"", SerializeType.JSON)
+
+
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
         obj = orjson.loads(header)
@@ -257,6 +288,11 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
         raise RemoteProtocolError(f"command header is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise RemoteProtocolError(f"command header must be a JSON object, got {type(obj).__name__}")
+    cmd = _json_header_fast(obj)
+    return cmd if cmd is not None else _json_header_lenient(obj)
+
+
+def _json_header_lenient(obj: dict[str, Any]) -> RemotingCommand:
     return RemotingCommand(
         code=_json_int(obj, "code", None),
         opaque=_json_int(obj, "opaque", 0),

@@ -21,8 +21,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from orbitmq.errors import RemoteProtocolError
-from orbitmq.protocol._lenient import camel, parse_bool, parse_int, parse_str
+from orbitmq.protocol._fast_headers import pull_fast, send_v2_fast
+from orbitmq.protocol._header_codec import _decode, _encode, _spec
 
 __all__ = [
     "Header",
@@ -86,81 +86,6 @@ class PullSysFlag(enum.IntFlag):
     LITE_PULL = 16
 
 
-# ------------------------------------------------------------------------------- the mechanism
-@dataclasses.dataclass(frozen=True, slots=True)
-class _FieldSpec:
-    name: str  # Python attribute
-    wire: str  # default wire name
-    kind: type  # int, str or bool
-    required: bool
-    empty_is_absent: bool  # "" means "not given": every non-str field, and optional str fields
-
-
-def _kind_of(owner: type, name: str, hint: object) -> type:
-    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else ()
-    base = next((a for a in args if a is not type(None)), hint) if args else hint
-    if base not in (int, str, bool):
-        raise TypeError(f"{owner.__name__}.{name}: header fields are int, str or bool, not {hint}")
-    return typing.cast(type, base)
-
-
-# Per-class field specs, derived once from the class definition and never changed afterwards.
-_SPECS: dict[type, tuple[_FieldSpec, ...]] = {}
-
-
-def _spec(cls: type) -> tuple[_FieldSpec, ...]:
-    cached = _SPECS.get(cls)
-    if cached is None:
-        cached = _SPECS[cls] = _derive_spec(cls)
-    return cached
-
-
-def _derive_spec(cls: type) -> tuple[_FieldSpec, ...]:
-    hints = typing.get_type_hints(cls)
-    specs = []
-    for f in dataclasses.fields(cls):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        kind = _kind_of(cls, f.name, hints[f.name])
-        empty_is_absent = kind is not str or (not required and f.default is None)
-        specs.append(_FieldSpec(f.name, f.metadata.get("wire", camel(f.name)), kind, required,
-                                empty_is_absent))
-    return tuple(specs)
-
-
-_PARSERS = {int: parse_int, bool: parse_bool, str: parse_str}
-
-
-def _format(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else str(int(typing.cast(int, value)))
-
-
-def _decode(cls: type[Any], fields: Mapping[str, object], names: Mapping[str, str] | None) -> Any:
-    if not isinstance(fields, Mapping):
-        raise RemoteProtocolError(f"{cls.__name__}: extFields must be a mapping")
-    kwargs: dict[str, Any] = {}
-    for spec in _spec(cls):
-        wire_name = names[spec.name] if names is not None else spec.wire
-        raw = fields.get(wire_name)
-        blank = isinstance(raw, str) and not (raw if spec.kind is str else raw.strip())
-        if raw is None or (blank and spec.empty_is_absent):
-            if spec.required:
-                raise RemoteProtocolError(f"{cls.__name__}: missing required field {wire_name!r}")
-            continue
-        kwargs[spec.name] = _PARSERS[spec.kind](raw, f"{cls.__name__}.{wire_name}")
-    return cls(**kwargs)
-
-
-def _encode(header: object, names: Mapping[str, str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for spec in _spec(type(header)):
-        value = getattr(header, spec.name)
-        if value is not None:
-            out[names[spec.name] if names is not None else spec.wire] = _format(value)
-    return out
-
-
 class Header:
     """Base of every header dataclass: extFields in, extFields out."""
 
@@ -217,6 +142,10 @@ class SendMessageRequestHeader(Header):
     @classmethod
     def from_v2_ext_fields(cls, fields: Mapping[str, object]) -> SendMessageRequestHeader:
         """Parses the short a..n names of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE."""
+        if cls is SendMessageRequestHeader and type(fields) is dict:
+            fast = send_v2_fast(cls, fields)
+            if fast is not None:
+                return fast
         return typing.cast(SendMessageRequestHeader, _decode(cls, fields, cls.V2_NAMES))
 
     def to_v2_ext_fields(self) -> dict[str, str]:
@@ -227,7 +156,7 @@ class SendMessageRequestHeader(Header):
     def from_any_ext_fields(cls, fields: Mapping[str, object]) -> SendMessageRequestHeader:
         """Either naming, judged by the fields themselves: the C++ client sends V1 names under
         code 10 even for batches, Java sends V2 names under 310 and 320."""
-        if "producerGroup" not in fields and "a" in fields:
+        if "a" in fields and "producerGroup" not in fields:
             return cls.from_v2_ext_fields(fields)
         return cls.from_ext_fields(fields)
 
@@ -259,6 +188,16 @@ class PullMessageRequestHeader(Header):
     sub_version: int = 0
     expression_type: str | None = None
     max_msg_bytes: int | None = None
+
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, object]) -> Self:
+        """As Header.from_ext_fields, with a fast path for what clients send (every value text)."""
+        if cls is PullMessageRequestHeader and type(fields) is dict:
+            fast = pull_fast(cls, fields)
+            if fast is not None:
+                return typing.cast(Self, fast)
+        return typing.cast(Self, _decode(cls, fields, None))
 
 
 @dataclasses.dataclass(slots=True)

@@ -282,6 +282,8 @@ _HEADERS = {
     for store6 in (False, True)
 }
 _V6_BITS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6
+_BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
+_STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _PREFIX = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
@@ -291,9 +293,8 @@ MIN_STORED_SIZE = 88 + 1 + 2  # v4 header, empty body, topic and properties
 
 def header_struct(sys_flag: int) -> struct.Struct:
     """The fixed part (TOTALSIZE .. body length) for the host kinds of ``sys_flag``."""
-    return _HEADERS[
-        (bool(sys_flag & MessageSysFlag.BORNHOST_V6), bool(sys_flag & MessageSysFlag.STOREHOST_V6))
-    ]
+    flags = int(sys_flag)  # plain int arithmetic: IntFlag operators are slow on the hot path
+    return _HEADERS[(bool(flags & _BORN_V6), bool(flags & _STORE_V6))]
 
 
 def stored_size(sys_flag: int, body_len: int, topic_len: int, props_len: int) -> int:
@@ -375,6 +376,8 @@ def encode_stored_message(
 
 
 def _host(ip: bytes, port: int) -> tuple[str, int]:
+    if len(ip) == 4:  # IPv4, nearly always: without building an ipaddress object per message
+        return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}", port
     return str(ipaddress.ip_address(ip)), port
 
 

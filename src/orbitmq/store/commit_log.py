@@ -9,12 +9,14 @@ closed with a blank entry and the message goes to the next segment.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import struct
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from orbitmq.errors import ClientError
 from orbitmq.protocol.message import (
@@ -29,6 +31,7 @@ from orbitmq.protocol.message import (
     pack_host,
 )
 from orbitmq.store.file_ops import FileOps
+from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.mapped_file_queue import MappedFileQueue
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import AppendMessageResult, PutMessageStatus
@@ -37,6 +40,7 @@ __all__ = ["CommitLog", "EncodedBatch", "encode_messages"]
 
 log = logging.getLogger(__name__)
 
+HOT_BYTES = 64 * 1024 * 1024  # newest commit log bytes left mapped by release_cold_pages
 _QOFF_PHY = struct.Struct(">qq")  # QUEUEOFFSET and PHYSICALOFFSET, adjacent at byte 20
 _QOFF_AT = 20
 _I64 = struct.Struct(">q")
@@ -73,29 +77,38 @@ class EncodedBatch:
         self.id_prefix = id_prefix
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_part(topic: str) -> bytes | None:
+    """TOPIC length byte + TOPIC as stored, or None for a topic that may not be stored (cached:
+    a broker sees few topics, and this runs for every append)."""
+    raw = topic.encode("utf-8")
+    if not 0 < len(raw) <= TOPIC_SIZE_MAX or not _topic_is_path_safe(topic):
+        return None
+    return bytes((len(raw),)) + raw
+
+
 def encode_messages(
     msgs: Sequence[MessageInner], max_message_size: int, max_blob_size: int
 ) -> EncodedBatch | PutMessageStatus:
     """Encode ``msgs`` (one topic and queue) or say why they cannot be stored."""
     first = msgs[0]
-    topic_raw = first.topic.encode("utf-8")
-    if not 0 < len(topic_raw) <= TOPIC_SIZE_MAX or not _topic_is_path_safe(first.topic):
+    topic, queue_id = first.topic, first.queue_id
+    topic_part = _topic_part(topic)
+    if topic_part is None:
         return PutMessageStatus.MESSAGE_ILLEGAL
     try:
         store_ip, store6 = pack_host(first.store_host[0])
     except ClientError:
         return PutMessageStatus.MESSAGE_ILLEGAL
-    batch = EncodedBatch(first.topic, first.queue_id, store_ip + first.store_host[1].to_bytes(4, "big"))
-    topic_part = bytes((len(topic_raw),)) + topic_raw
-    topic, queue_id = first.topic, first.queue_id
     store_port = first.store_host[1]
+    batch = EncodedBatch(topic, queue_id, store_ip + store_port.to_bytes(4, "big"))
     blob = batch.blob
     rels, ts_ats, counts = batch.rel_positions, batch.store_ts_ats, batch.counts_in_queue
+    tail_size = len(topic_part) + 2
+    crc32 = zlib.crc32
     for msg in msgs:
-        if msg.topic != topic or msg.queue_id != queue_id:
-            return PutMessageStatus.MESSAGE_ILLEGAL
         body = msg.body
-        if len(body) > max_message_size:
+        if msg.topic != topic or msg.queue_id != queue_id or len(body) > max_message_size:
             return PutMessageStatus.MESSAGE_ILLEGAL
         try:
             props = encode_properties(msg.properties)
@@ -108,12 +121,12 @@ def encode_messages(
             return PutMessageStatus.MESSAGE_ILLEGAL
         sys_flag = (msg.sys_flag & ~_V6_BITS) | (_BORN_V6 if born6 else 0) | (_STORE_V6 if store6 else 0)
         head = _HEADERS[born6 + 2 * store6]
-        total = head.size + len(body) + len(topic_part) + 2 + len(props)
         rels.append(len(blob))
         ts_ats.append(_STORE_TS_AT_V6 if born6 else _STORE_TS_AT_V4)
         counts.append(sys_flag & 12 not in _NO_QUEUE_OFFSET_TYPES)
         blob += head.pack(
-            total, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, msg.flag, 0, 0, sys_flag,
+            head.size + len(body) + tail_size + len(props), MAGIC_CODE,
+            crc32(body) & 0x7FFFFFFF, queue_id, msg.flag, 0, 0, sys_flag,
             msg.born_timestamp, born_ip, msg.born_host[1], 0, store_ip, store_port,
             msg.reconsume_times, msg.prepared_transaction_offset, len(body),
         )
@@ -162,6 +175,17 @@ class CommitLog:
         """Make every appended byte durable; returns the flushed offset."""
         return self.mfq.flush()
 
+    def release_cold_pages(self, hot_bytes: int = HOT_BYTES) -> None:
+        """Drop the process's mappings of synced pages older than the last ``hot_bytes`` (see
+        MappedFile.release_pages): without it the resident size grows with every byte stored,
+        since a mapped segment's pages count as the broker's memory for as long as they stay
+        in the page cache. Pulls of old data map pages again until the next call."""
+        keep_from = self.max_offset - hot_bytes
+        for mf in self.mfq.files:
+            if mf.file_from_offset >= keep_from:
+                break
+            mf.release_pages(keep_from - mf.file_from_offset)
+
     # -- appending ------------------------------------------------------------------------------
 
     def append(self, batch: EncodedBatch) -> AppendMessageResult | PutMessageStatus:
@@ -172,44 +196,70 @@ class CommitLog:
         blob = batch.blob
         size = len(blob)
         key = (batch.topic, batch.queue_id)
+        rels = batch.rel_positions
         with self.put_lock:
             now = self._clock()
             self.begin_time_in_lock = now
-            try:
-                mf = self.mfq.last_file_for_append()
-                if size + BLANK_ENTRY_SIZE > mf.remaining:
-                    # Close the segment with a blank entry; the reader skips to the next one.
-                    _BLANK.pack_into(mf.buf, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
-                    mf.wrote_position = mf.file_size
-                    mf = self.mfq.last_file_for_append()
-            except OSError as e:
-                self.begin_time_in_lock = 0
-                log.error("cannot create commit log segment err=%s", e)
-                return PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+            files = self.mfq.files
+            mf = files[-1] if files else None
+            if mf is None or size + BLANK_ENTRY_SIZE > mf.file_size - mf.wrote_position:
+                mf = self._segment_for(size)
+                if mf is None:
+                    self.begin_time_in_lock = 0
+                    return PutMessageStatus.CREATE_MAPPED_FILE_FAILED
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
             table = self.topic_queue_table
             first_qoff = qoff = table.get(key, 0)
             buf = mf.buf
             buf[pos : pos + size] = blob
-            pack_qp, pack_ts = _QOFF_PHY.pack_into, _I64.pack_into
-            counts = batch.counts_in_queue
-            for i, rel in enumerate(batch.rel_positions):
-                at = pos + rel
-                if counts[i]:
-                    pack_qp(buf, at + _QOFF_AT, qoff, phy + rel)
+            counts, ts_ats = batch.counts_in_queue, batch.store_ts_ats
+            if len(rels) == 1:  # a single message: no loop
+                if counts[0]:
+                    _QOFF_PHY.pack_into(buf, pos + _QOFF_AT, qoff, phy)
                     qoff += 1
                 else:
-                    pack_qp(buf, at + _QOFF_AT, 0, phy + rel)
-                pack_ts(buf, at + batch.store_ts_ats[i], now)
+                    _QOFF_PHY.pack_into(buf, pos + _QOFF_AT, 0, phy)
+                _I64.pack_into(buf, pos + ts_ats[0], now)
+            else:
+                qoff = self._patch_batch(buf, pos, phy, qoff, now, batch)
             mf.wrote_position = pos + size  # publish: readers see whole messages only
             if qoff != first_qoff:
                 table[key] = qoff
             self.begin_time_in_lock = 0
-        offsets = [phy + rel for rel in batch.rel_positions]
-        return AppendMessageResult(
-            phy, size, now, first_qoff, len(offsets), offsets, batch.id_prefix
-        )
+        return AppendMessageResult(phy, size, now, first_qoff, len(rels), rels, batch.id_prefix)
+
+    @staticmethod
+    def _patch_batch(buf: Any, pos: int, phy: int, qoff: int, now: int,
+                     batch: EncodedBatch) -> int:
+        """Queue offset, physical offset and store time of each message of a batch; returns the
+        next queue offset."""
+        pack_qp, pack_ts = _QOFF_PHY.pack_into, _I64.pack_into
+        counts, ts_ats = batch.counts_in_queue, batch.store_ts_ats
+        for i, rel in enumerate(batch.rel_positions):
+            at = pos + rel
+            if counts[i]:
+                pack_qp(buf, at + _QOFF_AT, qoff, phy + rel)
+                qoff += 1
+            else:
+                pack_qp(buf, at + _QOFF_AT, 0, phy + rel)
+            pack_ts(buf, at + ts_ats[i], now)
+        return qoff
+
+    def _segment_for(self, size: int) -> MappedFile | None:
+        """The segment a blob of ``size`` goes to when the last one cannot take it (or there is
+        none): the rest of a too-full segment is closed with a blank entry that readers skip.
+        None when a new segment cannot be created. Called under ``put_lock``."""
+        try:
+            mf = self.mfq.last_file_for_append()
+            if size + BLANK_ENTRY_SIZE > mf.remaining:
+                _BLANK.pack_into(mf.buf, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
+                mf.wrote_position = mf.file_size
+                mf = self.mfq.last_file_for_append()
+        except OSError as e:
+            log.error("cannot create commit log segment err=%s", e)
+            return None
+        return mf
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -129,6 +129,13 @@ class ConsumeQueue:
     def flush(self) -> int:
         return self.mfq.flush()
 
+    def release_cold_pages(self, hot_bytes: int = 64 * 1024) -> None:
+        """MappedFile.release_pages below the newest ``hot_bytes`` of entries (3,276 by default:
+        consumers read near the end, and an old page maps again when read)."""
+        files = self.mfq.files
+        for mf in files:
+            mf.release_pages(mf.wrote_position - (hot_bytes if mf is files[-1] else 0))
+
     # -- recovery -------------------------------------------------------------------------------
 
     def load(self) -> None:

@@ -66,7 +66,17 @@ class FileOps(Protocol):
 
 
 class OsRegion:
-    """A segment file mapped with ``mmap``."""
+    """A segment file mapped with ``mmap``.
+
+    ``sync`` is ``fdatasync``, not ``msync`` over the range: on Linux both write back the same
+    dirty pages (pages written through a shared mapping are dirty in the page cache and fsync
+    covers them), but CPython's ``mmap.flush`` keeps the GIL for the whole ``msync`` while
+    ``os.fdatasync`` releases it. Under SYNC_FLUSH the group commit thread syncs all the time:
+    with ``msync`` the event loop stood still for every disk round trip (no request decoded, no
+    answer sent); with ``fdatasync`` it prepares the next group while the disk writes this one.
+    The descriptor is opened per sync (two cheap syscalls next to a disk round trip) so that a
+    broker with thousands of consume queue files does not hold thousands of descriptors.
+    """
 
     __slots__ = ("path", "buf")
 
@@ -77,8 +87,16 @@ class OsRegion:
     def sync(self, start: int, end: int) -> None:
         if end <= start:
             return
-        aligned = start - start % mmap.PAGESIZE
-        self.buf.flush(aligned, end - aligned)  # msync(MS_SYNC) over the range
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:  # deleted meanwhile: msync still reaches the mapped pages
+            aligned = start - start % mmap.PAGESIZE
+            self.buf.flush(aligned, end - aligned)
+            return
+        try:
+            os.fdatasync(fd)  # the whole file: a superset of [start, end)
+        finally:
+            os.close(fd)
 
     def close(self) -> bool:
         try:
@@ -154,11 +172,14 @@ class OsFileOps:
             _fsync_dir(os.path.dirname(path))
 
     def disk_used_ratio(self, path: str) -> float:
+        # df's Use%: used / (used + available to us). Blocks reserved for root (or otherwise not
+        # available) count neither way, so a file system with a large reserve is not seen as full.
         st = os.statvfs(path)
-        total = st.f_blocks * st.f_frsize
-        if total <= 0:
+        used = st.f_blocks - st.f_bfree
+        usable = used + st.f_bavail
+        if usable <= 0:
             return 0.0
-        return 1.0 - (st.f_bavail * st.f_frsize) / total
+        return used / usable
 
 
 def _allocate(fd: int, size: int) -> None:

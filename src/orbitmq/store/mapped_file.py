@@ -8,6 +8,7 @@ owner serializes them); ``flush`` may run in another thread, and readers take me
 from __future__ import annotations
 
 import logging
+import mmap
 import threading
 
 from orbitmq.store.file_ops import FileOps, MappedRegion
@@ -17,6 +18,8 @@ __all__ = ["MappedFile", "segment_name", "ZERO_CHUNK_SIZE"]
 log = logging.getLogger(__name__)
 
 ZERO_CHUNK_SIZE = 64 * 1024
+_PAGE = mmap.PAGESIZE
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 _ZEROS = bytes(ZERO_CHUNK_SIZE)
 
 
@@ -95,6 +98,20 @@ class MappedFile:
                 self._region.sync(self.flushed_position, end)
                 self.flushed_position = end
             return end
+
+    def release_pages(self, end: int) -> None:
+        """Unmap this process's view of the synced pages below ``end``: the page cache keeps them
+        and a later read maps them again (a minor fault), so nothing is lost, but the broker's
+        resident size counts the hot part of a segment instead of every page ever written.
+        Only a real mapping (``mmap`` with madvise) does anything here."""
+        madvise = getattr(self.buf, "madvise", None)
+        limit = min(end, self.flushed_position)
+        limit -= limit % _PAGE
+        if madvise is None or _DONTNEED is None or limit <= 0:
+            return
+        with self._io_lock:
+            if not self.destroyed:
+                madvise(_DONTNEED, 0, limit)  # shared file mapping: no data is discarded
 
     def reset_positions(self, position: int) -> None:
         """Set both positions (after loading, recovery has found where valid data ends)."""

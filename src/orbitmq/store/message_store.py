@@ -25,8 +25,13 @@ from orbitmq.store.commit_log import CommitLog, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, parse_delay_levels
 from orbitmq.store.file_ops import FileOps, OsFileOps
-from orbitmq.store.flush import AsyncFlushService, FlushConsumeQueueService, GroupCommitService
-from orbitmq.store.index_file import IndexService
+from orbitmq.store.flush import (
+    AsyncFlushService,
+    FlushConsumeQueueService,
+    GroupCommitService,
+    PageReleaseService,
+)
+from orbitmq.store.index_service import IndexService
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.queue_reader import read_queue
 from orbitmq.store.recovery import RecoveryReport, recover_store
@@ -112,6 +117,7 @@ class MessageStore:
             self._checkpoint_path,
             self.clock,
         )
+        self.page_release = PageReleaseService(self.release_cold_pages)
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
             self.index.delete_expired if self.index is not None else None,
@@ -136,7 +142,8 @@ class MessageStore:
 
     def _services(self) -> list:
         flush = self.group_commit if self.sync_flush else self.async_flush
-        return [self.dispatcher, flush, self.flush_consume_queue, self.clean_service]
+        return [self.dispatcher, flush, self.flush_consume_queue, self.clean_service,
+                self.page_release]
 
     def start(self) -> None:
         """Load, recover (see recovery.py), write the abort file, start the services.
@@ -251,15 +258,20 @@ class MessageStore:
         return self._wait_flush(appended, wait_flush)
 
     def _wait_flush(self, appended: AppendMessageResult, wait: bool) -> PutMessageResult:
-        future = self.group_commit.submit(appended.wrote_offset + appended.wrote_bytes)
-        if not wait:
-            return PutMessageResult(PutMessageStatus.PUT_OK, appended, future)
-        if not self.run_threads:
-            self.group_commit.run_once()
-        try:
-            durable = future.result(self.config.sync_flush_timeout_ms / 1000)
-        except concurrent.futures.TimeoutError:
-            durable = False
+        end = appended.wrote_offset + appended.wrote_bytes
+        durable: bool | None = None
+        if wait and self.run_threads:
+            durable = self.group_commit.flush_inline(end)  # None: a round is busy, queue up
+        if durable is None:
+            future = self.group_commit.submit(end)
+            if not wait:
+                return PutMessageResult(PutMessageStatus.PUT_OK, appended, future)
+            if not self.run_threads:
+                self.group_commit.run_once()
+            try:
+                durable = future.result(self.config.sync_flush_timeout_ms / 1000)
+            except concurrent.futures.TimeoutError:
+                durable = False
         status = PutMessageStatus.PUT_OK if durable else PutMessageStatus.FLUSH_DISK_TIMEOUT
         return PutMessageResult(status, appended)
 
@@ -352,6 +364,16 @@ class MessageStore:
 
     def flushed_physical_offset(self) -> int:
         return self.commit_log.flushed_offset
+
+    def release_cold_pages(self) -> None:
+        """Unmap the process's view of cold file pages (commit log, consume queues, index): they
+        stay in the page cache, but no longer count in the broker's resident size, which then
+        stays flat however much is stored. The PageReleaseService calls it five times a second."""
+        self.commit_log.release_cold_pages()
+        for cq in self._consume_queues():
+            cq.release_cold_pages()
+        if self.index is not None:
+            self.index.release_cold_pages()
 
     def dispatch_behind_bytes(self) -> int:
         return self.commit_log.max_offset - self.dispatcher.reput_offset

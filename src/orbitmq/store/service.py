@@ -47,8 +47,11 @@ class ServiceThread:
 
     def wakeup_if_waiting(self) -> None:
         """A cheap wakeup for hot paths: skips the event when the thread is busy anyway (a missed
-        race costs at most one interval)."""
+        race costs at most one interval). The flag is lowered here, before the thread gets to run
+        (it needs the GIL first): puts that follow in the meantime skip the event too, so a burst
+        of puts costs one Event.set, not one each."""
         if self.waiting:
+            self.waiting = False
             self._event.set()
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
+import functools
 
 __all__ = [
     "PutMessageStatus",
@@ -48,11 +49,17 @@ class GetMessageStatus(enum.Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
+@functools.lru_cache(maxsize=64)
+def _hex_prefix(id_prefix: bytes) -> str:
+    """The first half of an offset message id (store host and port), as upper-case hex."""
+    return id_prefix.hex().upper()
+
+
 class AppendMessageResult:
     """Where an append landed: one message or a whole batch written in one piece.
 
-    ``msg_ids`` (offset message ids, one per message) are built on first access: the append path
-    does not pay for strings nobody reads.
+    ``msg_ids`` (offset message ids, one per message) and ``offsets`` are built on first access
+    from the batch's relative positions: the append path does not pay for lists nobody reads.
     """
 
     __slots__ = (
@@ -61,7 +68,7 @@ class AppendMessageResult:
         "store_timestamp",
         "queue_offset",
         "msg_num",
-        "_offsets",
+        "_rel_positions",
         "_id_prefix",
         "_msg_ids",
     )
@@ -73,7 +80,7 @@ class AppendMessageResult:
         store_timestamp: int,
         queue_offset: int,
         msg_num: int,
-        offsets: list[int],
+        rel_positions: list[int],
         id_prefix: bytes,
     ) -> None:
         self.wrote_offset = wrote_offset
@@ -81,7 +88,7 @@ class AppendMessageResult:
         self.store_timestamp = store_timestamp
         self.queue_offset = queue_offset
         self.msg_num = msg_num
-        self._offsets = offsets
+        self._rel_positions = rel_positions  # of each message from wrote_offset; never mutated
         self._id_prefix = id_prefix  # store ip + port: the first half of every offset message id
         self._msg_ids: list[str] | None = None
 
@@ -89,14 +96,16 @@ class AppendMessageResult:
     def msg_ids(self) -> list[str]:
         """Offset message ids of the appended messages, in order."""
         if self._msg_ids is None:
-            prefix = self._id_prefix
-            self._msg_ids = [(prefix + o.to_bytes(8, "big")).hex().upper() for o in self._offsets]
+            # hex(ip + port) then the offset as 16 hex digits: RocketMQ's offset message id
+            prefix, base = _hex_prefix(self._id_prefix), self.wrote_offset
+            self._msg_ids = [f"{prefix}{base + rel:016X}" for rel in self._rel_positions]
         return self._msg_ids
 
     @property
     def offsets(self) -> list[int]:
         """Commit log offset of each appended message."""
-        return list(self._offsets)
+        base = self.wrote_offset
+        return [base + rel for rel in self._rel_positions]
 
     def __repr__(self) -> str:
         return (

@@ -100,6 +100,10 @@ class RemotingServer:
             result = handler(cmd, conn)
         except Exception as e:
             return _error_response(cmd, e)
+        if result is None or type(result) is RemotingCommand:  # the usual case, checked first
+            return result
+        if isinstance(result, asyncio.Future):
+            return _guard_future(cmd, result)  # no task and no coroutine per request
         if inspect.isawaitable(result):
             return _guard(cmd, result)
         return result
@@ -118,6 +122,29 @@ async def _guard(cmd: RemotingCommand, aw: Awaitable[RemotingCommand | None]) ->
         return await aw
     except Exception as e:
         return _error_response(cmd, e)
+
+
+def _guard_future(cmd: RemotingCommand, fut: asyncio.Future[RemotingCommand | None],
+                  ) -> asyncio.Future[RemotingCommand | None]:
+    """``_guard`` for a handler that answers with a future: the same answers, through a callback."""
+    out: asyncio.Future[RemotingCommand | None] = fut.get_loop().create_future()
+
+    def done(f: asyncio.Future[RemotingCommand | None]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        exc = f.exception()
+        if exc is None:
+            out.set_result(f.result())
+        elif isinstance(exc, Exception):
+            out.set_result(_error_response(cmd, exc))
+        else:
+            out.set_exception(exc)
+
+    fut.add_done_callback(done)
+    return out
 
 
 def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:

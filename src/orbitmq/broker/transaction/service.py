@@ -6,7 +6,11 @@ It owns the half/op message layout (half_store.py), the state of every transacti
 
 Nothing lives only in memory: at start the outcomes are read back from the op queue, the check
 progress from the consumer offset of the system group ``CID_SYS_RMQ_TRANS`` on the half queue, and
-the check counts from the half messages themselves (TRANSACTION_CHECK_TIMES).
+the check counts from the half messages themselves (TRANSACTION_CHECK_TIMES). Reading the op queue
+costs one small read per op message still stored (retention bounds it). After a crash the saved
+progress may be up to one offset-persist interval old: the copies passed since are passed again,
+which at worst sends a pending transaction one extra check; outcomes come from the op queue, so
+nothing is delivered twice.
 """
 
 from __future__ import annotations
@@ -83,7 +87,8 @@ class TransactionService:
         for topic in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
             self.broker.topics.create_system_topic(topic, 1)
         self.rebuild()
-        self.checker.start()
+        if self.config.broker_id == 0:  # only a master checks (and ends) transactions
+            self.checker.start()
 
     async def stop(self) -> None:
         await self.checker.stop()

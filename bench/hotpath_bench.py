@@ -1,0 +1,261 @@
+"""CPU cost per message of the broker's send and pull paths, in process, without sockets.
+
+    .venv/bin/python bench/hotpath_bench.py [--n N] [--flush ASYNC_FLUSH|SYNC_FLUSH] [--profile]
+        [--only send|pull|sink]
+
+A real BrokerController (store in a temporary directory) gets the frames mqbench sends
+(SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32) fed
+straight into a RemotingConnection whose transport only counts bytes. What is measured is
+``time.process_time`` (every thread of the process: event loop, dispatch, flush) per message, so
+the figure does not depend on how busy the rest of the machine is, and the kernel's share
+(socket writes) is left out on purpose: it is the same for every Python design. ``--only sink``
+runs the same frames against bench/ack_sink.py's handler (transport + codec only): the floor.
+Each is run ``--repeat`` times and the minimum kept. ``--profile`` prints the top functions by own time (cProfile; adds its own overhead).
+Not a test: never run by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from orbitmq.broker import BrokerController
+from orbitmq.config import BrokerConfig, FlushDiskType, StoreConfig
+from orbitmq.protocol.batch import encode_batch
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand, SerializeType, encode
+from orbitmq.transport import RemotingServer, new_event_loop
+from orbitmq.transport.connection import RemotingConnection
+
+BODY = os.urandom(1024)
+QUEUES = 8
+FRAMES_PER_READ = 48  # about what one 64 KiB socket read holds of 1 KiB sends
+PULL_BATCH = 32
+
+
+class CountingTransport:
+    """Stands in for a socket: takes what is written and counts it; never blocks."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.writes = 0
+
+    def writelines(self, parts: list[Any]) -> None:
+        self.writes += 1
+        for p in parts:
+            self.written += len(p)
+
+    def write(self, data: bytes) -> None:
+        self.writelines([data])
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def send_frame(opaque: int, topic: str, qid: int, ser: SerializeType) -> bytes:
+    """One SEND_MESSAGE_V2 as mqbench builds it (same extFields, same property)."""
+    props = f"UNIQ_KEY\x017F000001{os.getpid() & 0xFFFF:04X}000000000000{opaque:08X}\x02"
+    ext = {"a": "bench_producer", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(qid),
+           "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0",
+           "k": "false", "m": "false"}
+    cmd = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=opaque, ext_fields=ext,
+                          body=BODY, serialize_type=ser)
+    return encode(cmd)
+
+
+def batch_frame(opaque: int, topic: str, qid: int, ser: SerializeType, size: int) -> bytes:
+    """One SEND_BATCH_MESSAGE of ``size`` messages, each with its own UNIQ_KEY, as mqbench's."""
+    body = encode_batch((0, BODY, {"UNIQ_KEY": f"7F000001000000000000{opaque:06X}{i:06X}"})
+                        for i in range(size))
+    ext = {"a": "bench_producer", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(qid),
+           "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": "", "j": "0",
+           "k": "false", "m": "true"}
+    return encode(RemotingCommand(code=RequestCode.SEND_BATCH_MESSAGE, opaque=opaque,
+                                  ext_fields=ext, body=body, serialize_type=ser))
+
+
+def pull_frame(opaque: int, topic: str, qid: int, offset: int) -> bytes:
+    ext = {"consumerGroup": "bench_consumer", "topic": topic, "queueId": str(qid),
+           "queueOffset": str(offset), "maxMsgNums": str(PULL_BATCH), "sysFlag": "2",
+           "commitOffset": "0", "suspendTimeoutMillis": "1000", "subscription": "*",
+           "subVersion": "0", "expressionType": "TAG"}
+    return encode(RemotingCommand(code=RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields=ext))
+
+
+async def attach(server: RemotingServer) -> RemotingConnection:
+    """A server-side connection on a CountingTransport (connection_made needs the running loop)."""
+    conn = server._new_connection()
+    conn.connection_made(CountingTransport())  # type: ignore[arg-type]
+    return conn
+
+
+def chunks(frames: list[bytes], per: int) -> list[bytes]:
+    return [b"".join(frames[i : i + per]) for i in range(0, len(frames), per)]
+
+
+async def feed(conn: RemotingConnection, reads: list[bytes]) -> None:
+    """Each read goes in as one data_received, like a socket read; the loop runs between reads
+    (responses flushed, SYNC_FLUSH waiters resumed)."""
+    for data in reads:
+        while conn._paused:  # in-flight limit reached (SYNC_FLUSH): wait as TCP would
+            await asyncio.sleep(0)
+        conn.data_received(data)
+        await asyncio.sleep(0)
+    while conn._in_flight or conn._flush_scheduled:
+        await asyncio.sleep(0.0005)
+
+
+def measure(label: str, messages: int, run: Callable[[], Any], profile: bool) -> float:
+    prof = cProfile.Profile() if profile else None
+    t0 = time.process_time()
+    if prof is not None:
+        prof.enable()
+    run()
+    if prof is not None:
+        prof.disable()
+    us = (time.process_time() - t0) / messages * 1e6
+    print(f"{label:<44} {us:8.1f} us CPU/msg  ({messages} msgs)")
+    if prof is not None:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
+        print("\n".join(out.getvalue().splitlines()[6:34]))
+    return us
+
+
+def broker_config(path: str, flush: str) -> BrokerConfig:
+    store = StoreConfig(store_path=path, flush_disk_type=FlushDiskType(flush),
+                        mapped_file_size_commitlog=512 * 1024 * 1024, message_index_enable=True)
+    return BrokerConfig(listen_port=0, store=store)
+
+
+def run_broker(args: argparse.Namespace) -> dict[str, float]:
+    loop = new_event_loop()
+    base = tempfile.mkdtemp(prefix="orbitmq-hotpath-")
+    results: dict[str, float] = {}
+    ser = SerializeType(args.ser)
+    try:
+        broker = BrokerController(broker_config(base, args.flush))
+        loop.run_until_complete(broker.start())
+        conn = loop.run_until_complete(attach(broker.server))
+        topic = "hotpath"
+        warm = [send_frame(i, topic, i % QUEUES, ser) for i in range(2000)]
+        loop.run_until_complete(feed(conn, chunks(warm, FRAMES_PER_READ)))
+        if args.batch > 1:
+            frames = [batch_frame(10_000 + i, topic, i % QUEUES, ser, args.batch)
+                      for i in range(args.n // args.batch)]
+            reads = chunks(frames, 1)
+        else:
+            frames = [send_frame(10_000 + i, topic, i % QUEUES, ser) for i in range(args.n)]
+            reads = chunks(frames, FRAMES_PER_READ)
+
+        def sends(reads: list[bytes]) -> Callable[[], None]:
+            def run() -> None:
+                loop.run_until_complete(feed(conn, reads))
+                broker.store.wait_dispatched()
+            return run
+
+        if args.dry:  # frames built, nothing sent: the setup's share of an instruction count
+            loop.run_until_complete(broker.stop())
+            return results
+        label = f"broker send ({args.flush}, {ser.name} headers, batch {args.batch})"
+        for r in range(args.repeat):
+            batch = reads if r == 0 or args.batch > 1 else chunks(
+                [send_frame(100_000 * (r + 1) + i, topic, i % QUEUES, ser) for i in range(args.n)],
+                FRAMES_PER_READ)
+            us = measure(label, args.n, sends(batch), args.profile)
+            results["send"] = min(results.get("send", us), us)
+        if args.only in (None, "pull"):
+            total = 2000 + args.n * args.repeat
+            per_queue = total // QUEUES
+            pulls = [pull_frame(50_000 + i, topic, q, off)
+                     for i, (q, off) in enumerate((q, off) for off in range(0, per_queue - PULL_BATCH,
+                                                                              PULL_BATCH)
+                                                  for q in range(QUEUES))]
+            pulled = len(pulls) * PULL_BATCH
+            for _ in range(args.repeat):
+                us = measure("broker pull 32", pulled,
+                             lambda: loop.run_until_complete(feed(conn, chunks(pulls, 8))),
+                             args.profile)
+                results["pull"] = min(results.get("pull", us), us)
+        loop.run_until_complete(broker.stop())
+    finally:
+        loop.close()
+        shutil.rmtree(base, ignore_errors=True)
+    return results
+
+
+def run_sink(args: argparse.Namespace) -> dict[str, float]:
+    """The same frames against ack_sink's handler: decode, answer, encode, nothing else."""
+    loop = new_event_loop()
+    server = RemotingServer("127.0.0.1", 0, name="sink")
+
+    def ack(cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"msgId": "0" * 32, "queueId": "0",
+                                                             "queueOffset": "1"})
+
+    server.register(RequestCode.SEND_MESSAGE_V2, ack)
+    conn = loop.run_until_complete(attach(server))
+
+    async def go() -> None:
+        await feed(conn, reads)
+
+    frames = [send_frame(i, "sink", i % QUEUES, SerializeType(args.ser)) for i in range(args.n)]
+    reads = chunks(frames, FRAMES_PER_READ)
+    try:
+        return {"sink": min(measure("sink send (transport + codec only)", args.n,
+                                    lambda: loop.run_until_complete(go()), args.profile)
+                            for _ in range(args.repeat))}
+    finally:
+        loop.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=50_000, help="sends measured")
+    ap.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    ap.add_argument("--ser", type=int, default=0, help="0 JSON headers, 1 binary (ROCKETMQ)")
+    ap.add_argument("--only", choices=["send", "pull", "sink"])
+    ap.add_argument("--batch", type=int, default=1, help="messages per SEND_BATCH_MESSAGE")
+    ap.add_argument("--dry", action="store_true", help="build the frames, send nothing")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each; the minimum is kept")
+    args = ap.parse_args()
+    if args.only == "sink":
+        run_sink(args)
+        return
+    results = run_broker(args)
+    if args.only is None:
+        results.update(run_sink(args))
+    print({k: round(v, 1) for k, v in results.items()}, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

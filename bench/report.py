@@ -1,0 +1,152 @@
+"""The table and the targets of `make bench` (bench/run_bench.py), from the runs of one sitting.
+
+``build`` turns the raw runs into the JSON document written under bench/results/; ``render``
+prints it. Every comparison is a ratio of two figures measured in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any
+
+WORKLOAD_LABELS = {
+    "pub p1": "publish, 1 producer, w1000 (msgs/s)",
+    "sub": "consume all (msgs/s)",
+    "pub p4": "publish, 4 producers, w1000 (msgs/s)",
+    "batch64": "batch send 64 x 1 KiB, w16 (msgs/s)",
+    "sync p1": "one at a time, p50/p99 (us)",
+}
+# (OrbitMQ system, peer) pairs whose ratio the table shows: like acknowledgement semantics.
+PAIRS = [("orbitmq-async", "nats-js"), ("orbitmq-async", "redis-everysec"),
+         ("orbitmq-sync", "redis-always"), ("orbitmq-sync", "rabbit-quorum"),
+         ("orbitmq-sync", "rabbit-classic"), ("orbitmq-async", "orbitmq-sink")]
+
+
+def _rate(runs: dict[tuple[str, str], dict[str, Any]], system: str, workload: str) -> float | None:
+    rec = runs.get((system, workload))
+    if rec is None or "msgs_s" not in rec or str(rec.get("errors", "0")) not in ("0", ""):
+        return None
+    return float(rec["msgs_s"])
+
+
+def _lat(runs: dict[tuple[str, str], dict[str, Any]], system: str) -> tuple[float, float] | None:
+    rec = runs.get((system, "sync p1"))
+    if rec is None or "p50_us" not in rec:
+        return None
+    return float(rec["p50_us"]), float(rec["p99_us"])
+
+
+def _target(name: str, value: float | None, goal: float, unit: str, higher: bool = True,
+            why: str = "") -> dict[str, Any]:
+    met = None if value is None else (value >= goal if higher else value <= goal)
+    return {"target": name, "measured": None if value is None else round(value, 3),
+            "goal": goal, "unit": unit, "higher_is_better": higher, "met": met, "note": why}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float]) -> list[dict[str, Any]]:
+    """The issue's targets, each as measured in this run."""
+    r = _rate
+    out = [
+        _target("SYNC_FLUSH 4 producers / Redis appendfsync always", _ratio(
+            r(runs, "orbitmq-sync", "pub p4"), r(runs, "redis-always", "pub p4")), 1.0, "x"),
+        _target("SYNC_FLUSH 4 producers / RabbitMQ quorum", _ratio(
+            r(runs, "orbitmq-sync", "pub p4"), r(runs, "rabbit-quorum", "pub p4")), 2.0, "x"),
+        _target("ASYNC_FLUSH 4 producers / NATS JetStream", _ratio(
+            r(runs, "orbitmq-async", "pub p4"), r(runs, "nats-js", "pub p4")), 1.0, "x"),
+    ]
+    batch = r(runs, "orbitmq-async", "batch64")
+    page = disk.get("page_cache_1k_msgs_s")
+    out.append(_target("batch 64 x 1 KiB / max(500k msgs/s, half the page-cache write speed)",
+                       _ratio(batch, min(500_000.0, page / 2) if page else 500_000.0), 1.0, "x",
+                       why=f"page cache: {page} 1 KiB writes/s"))
+    consume_peer = r(runs, "redis-everysec", "sub") or r(runs, "redis-always", "sub")
+    out.append(_target("consume / Redis XREADGROUP", _ratio(r(runs, "orbitmq-async", "sub"),
+                                                             consume_peer), 1.0, "x"))
+    for system, p50_max in (("orbitmq-async", 150.0), ("orbitmq-sync", 400.0)):
+        lat = _lat(runs, system)
+        out.append(_target(f"{system} one-at-a-time p50", lat[0] if lat else None, p50_max, "us",
+                           higher=False))
+        out.append(_target(f"{system} one-at-a-time p99/p50", lat[1] / lat[0] if lat else None,
+                           3.0, "x", higher=False))
+    peaks = [float(rec.get("server_peak_rss_mb", 0)) for (s, _), rec in runs.items()
+             if s.startswith("orbitmq-") and s != "orbitmq-sink"]
+    out.append(_target("broker peak RSS during the run", max(peaks) if peaks else None, 300.0, "MB",
+                       higher=False, why="the 10-million-message soak is bench/soak_bench.py"))
+    return out
+
+
+def build(results: list[dict[str, Any]], disk: dict[str, float], started: list[Any],
+          notes: list[str], quick: bool) -> dict[str, Any]:
+    runs = {(rec["system"], rec["workload"]): rec for rec in results}
+    names = [s.name for s in started]
+    ratios = []
+    for ours, peer in PAIRS:
+        if ours in names and peer in names:
+            for workload in WORKLOAD_LABELS:
+                value = _ratio(_rate(runs, ours, workload), _rate(runs, peer, workload))
+                if value is not None:
+                    ratios.append({"orbitmq": ours, "peer": peer, "workload": workload,
+                                   "ratio": round(value, 3)})
+    return {
+        "meta": {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": quick, "cpus": os.cpu_count(),
+                 "python": platform.python_version(), "host": platform.node(),
+                 "note": "one interleaved sitting on a shared, noisy machine: compare ratios only",
+                 "skipped": notes,
+                 "acks": {s.name: s.acks for s in started}},
+        "disk": disk,
+        "systems": names,
+        "runs": results,
+        "ratios": ratios,
+        "targets": targets(runs, disk),
+    }
+
+
+def _cell(runs: dict[tuple[str, str], dict[str, Any]], system: str, workload: str) -> str:
+    rec = runs.get((system, workload))
+    if rec is None:
+        return "-"
+    if "msgs_s" not in rec:
+        return "FAILED"
+    if workload == "sync p1":
+        return f"{float(rec['p50_us']):.0f}/{float(rec['p99_us']):.0f}"
+    errors = str(rec.get("errors", "0"))
+    return f"{float(rec['msgs_s']):,.0f}" + ("" if errors in ("0", "") else f" ({errors} err)")
+
+
+def render(doc: dict[str, Any]) -> str:
+    runs = {(rec["system"], rec["workload"]): rec for rec in doc["runs"]}
+    names: list[str] = doc["systems"]
+    width = max(15, *(len(n) + 1 for n in names))
+    lines = [f"\nOrbitMQ vs peers, 1 KiB messages, mqbench ({'quick' if doc['meta']['quick'] else 'full'}"
+             f" run, {doc['meta']['date']}; {doc['meta']['note']})",
+             f"{'workload':<38}" + "".join(f"{n:>{width}}" for n in names)]
+    for workload, label in WORKLOAD_LABELS.items():
+        lines.append(f"{label:<38}" + "".join(f"{_cell(runs, n, workload):>{width}}" for n in names))
+    lines.append(f"{'server peak RSS (MB)':<38}" + "".join(
+        f"{max((float(r.get('server_peak_rss_mb', 0)) for (s, _), r in runs.items() if s == n), default=0):>{width}.0f}"
+        for n in names))
+    disk = doc["disk"]
+    lines.append(f"disk in this run: page cache {disk['page_cache_write_mb_s']:,.0f} MB/s, "
+                 f"{disk['fdatasync_per_s']:,} fdatasync/s (1 KiB each)")
+    if doc["ratios"]:
+        lines.append("\nOrbitMQ / peer (same run):")
+        for r in doc["ratios"]:
+            lines.append(f"  {r['orbitmq']:<14} / {r['peer']:<15} {r['workload']:<8} {r['ratio']:7.2f}x")
+    lines.append("\ntargets (issue 8):")
+    for t in doc["targets"]:
+        state = {True: "met", False: "NOT met", None: "n/a (not run)"}[t["met"]]
+        value = "-" if t["measured"] is None else f"{t['measured']:,.2f} {t['unit']}"
+        goal = f"{'>=' if t['higher_is_better'] else '<='} {t['goal']:g}"
+        lines.append(f"  {t['target']:<66} {value:>14}  (goal {goal}) {state}"
+                     + (f"  [{t['note']}]" if t["note"] else ""))
+    for name, acks in doc["meta"]["acks"].items():
+        lines.append(f"  {name}: acks {acks}")
+    for note in doc["meta"]["skipped"]:
+        lines.append(f"  skipped {note}")
+    return "\n".join(lines)

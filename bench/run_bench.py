@@ -1,0 +1,227 @@
+"""`make bench`: OrbitMQ next to Redis streams, NATS JetStream and RabbitMQ, one mqbench run each.
+
+    .venv/bin/python bench/run_bench.py [--quick] [--systems a,b,...] [--json PATH]
+
+Starts OrbitMQ standalone twice (ASYNC_FLUSH and SYNC_FLUSH), OrbitMQ's bare-transport sink, and
+every installed peer (`make bench-peers` installs them), then runs the same mqbench workloads
+against all of them: workload by workload, the systems taking turns (the order rotates), so that a
+change in the machine's load hits every system alike. Prints one table of msgs/s (p50/p99 for the
+one-at-a-time sends), OrbitMQ's ratio to each peer and the issue's targets, and writes the results
+as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
+shared and its speed varies by tens of percent. ``--quick`` (small counts, no idle wait) finishes
+in well under a minute against OrbitMQ alone; tests/bench/test_bench_quick.py runs it in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # noqa: E402  (bench/ is not a package)
+import systems as sysmod  # noqa: E402
+
+RESULTS = sysmod.ROOT / "bench" / "results"
+ALL = ["orbitmq-async", "orbitmq-sync", "orbitmq-sink", "redis-everysec", "redis-always",
+       "nats-js", "rabbit-quorum", "rabbit-classic"]
+
+
+def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
+    """(name, mqbench flags, kinds it applies to or None for all). ``sub`` reads what ``pub p1``
+    wrote, so it comes right after it."""
+    n, n_batch, n_sync = (5_000, 12_800, 400) if quick else (200_000, 640_000, 20_000)
+    sec, sync_sec = ("10", "5") if quick else ("40", "15")
+    return [
+        ("pub p1", ["-n", str(n), "-p", "1", "-w", "1000", "-maxsec", sec], None),
+        ("sub", ["-mode", "sub", "-n", str(n), "-maxsec", sec], None),
+        ("pub p4", ["-n", str(n), "-p", "4", "-w", "1000", "-maxsec", sec], None),
+        ("batch64", ["-n", str(n_batch), "-p", "1", "-batch", "64", "-w", "16", "-maxsec", sec],
+         {"rocketmq"}),
+        ("sync p1", ["-n", str(n_sync), "-p", "1", "-w", "1", "-maxsec", sync_sec], None),
+    ]
+
+
+# ----------------------------------------------------------------------------------- measuring
+def _ticks(pid: int | None) -> int:
+    if pid is None:
+        return 0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _rss_mb(pid: int | None) -> tuple[float, float]:
+    """(current, peak) resident memory of ``pid`` in MB (0 when unknown)."""
+    if pid is None:
+        return 0.0, 0.0
+    values = {"VmRSS:": 0.0, "VmHWM:": 0.0}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key = line.split(" ", 1)[0].split("\t", 1)[0]
+            if key in values:
+                values[key] = int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return values["VmRSS:"], values["VmHWM:"]
+
+
+def mqbench(system: sysmod.System, workload: str, flags: list[str], run_id: int) -> dict[str, Any]:
+    """One mqbench run with the server's CPU and memory; never raises for a failed run."""
+    extra = system.prepare(workload, run_id)
+    cmd = [sysmod.MQBENCH, "-sys", system.kind, *flags, *extra]
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, s0 = time.monotonic(), _ticks(system.pid)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+        text, rc = out.stdout + out.stderr, out.returncode
+    except subprocess.TimeoutExpired:
+        text, rc = "timed out", -1
+    elapsed = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss, peak = _rss_mb(system.pid)
+    rec: dict[str, Any] = {"system": system.name, "workload": workload, "cmd": " ".join(cmd),
+                           "rc": rc, "elapsed_s": round(elapsed, 2),
+                           "server_cpu_pct": round((_ticks(system.pid) - s0) / hz / elapsed * 100),
+                           "client_cpu_pct": round((r1.ru_utime - r0.ru_utime + r1.ru_stime
+                                                    - r0.ru_stime) / elapsed * 100),
+                           "server_rss_mb": round(rss, 1), "server_peak_rss_mb": round(peak, 1)}
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            rec.update(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    if "msgs_s" not in rec:
+        rec["error"] = text.strip()[-600:]
+    return rec
+
+
+def baselines(base: str, quick: bool) -> dict[str, float]:
+    """The disk, measured in the same run: page-cache write speed (64 KiB writes, no sync) and
+    how many 1 KiB write+fdatasync rounds a second it takes."""
+    path = os.path.join(base, "baseline.bin")
+    chunk, total = os.urandom(64 * 1024), (64 if quick else 512) * 1024 * 1024
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t0, written = time.perf_counter(), 0
+        while written < total:
+            written += os.write(fd, chunk)
+        page_cache_mb_s = written / (time.perf_counter() - t0) / 1e6
+        os.ftruncate(fd, 0)
+        syncs, t0, small = 0, time.perf_counter(), chunk[:1024]
+        while time.perf_counter() - t0 < (0.5 if quick else 2.0):
+            os.write(fd, small)
+            os.fdatasync(fd)
+            syncs += 1
+        fdatasync_per_s = syncs / (time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        os.remove(path)
+    return {"page_cache_write_mb_s": round(page_cache_mb_s, 1),
+            "page_cache_1k_msgs_s": round(page_cache_mb_s * 1e6 / 1024),
+            "fdatasync_per_s": round(fdatasync_per_s)}
+
+
+# ----------------------------------------------------------------------------------- running
+def start_systems(wanted: list[str], store_base: str) -> tuple[list[sysmod.System], list[str]]:
+    """Starts what is wanted and installed; returns the systems and notes on what was skipped."""
+    started: list[sysmod.System] = []
+    notes: list[str] = []
+    makers = {"orbitmq-async": lambda: [sysmod.orbitmq("ASYNC_FLUSH", store_base)],
+              "orbitmq-sync": lambda: [sysmod.orbitmq("SYNC_FLUSH", store_base)],
+              "orbitmq-sink": lambda: [sysmod.sink()]}
+    for name in ("orbitmq-async", "orbitmq-sync", "orbitmq-sink"):
+        if name in wanted:
+            started += makers[name]()
+    installed, py = sysmod.installed_peers(), sysmod.peer_python()
+    groups = [("redis", [w.split("-", 1)[1] for w in wanted if w.startswith("redis-")]),
+              ("nats", ["js"] if "nats-js" in wanted else []),
+              ("rabbit", [f"bench-{w.split('-', 1)[1]}" for w in wanted if w.startswith("rabbit-")])]
+    for peer, variants in groups:
+        if not variants:
+            continue
+        if not installed[peer]:
+            notes.append(f"{peer}: not installed (make bench-peers)")
+            continue
+        if py is None and peer != "redis":
+            notes.append(f"{peer}: no Python with pika and nats-py (make bench-peers)")
+            continue
+        try:
+            if peer == "redis":
+                started += sysmod.redis(variants, py or sys.executable)
+            elif peer == "nats":
+                started.append(sysmod.nats(py or sys.executable))
+            else:
+                started += sysmod.rabbit(variants, py or sys.executable)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+            notes.append(f"{peer}: could not start: {e}")
+    return started, notes
+
+
+def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    for turn, (workload, flags, kinds) in enumerate(workloads(quick)):
+        order = started[turn % len(started):] + started[:turn % len(started)]
+        for system in order:
+            if kinds is not None and system.kind not in kinds:
+                continue
+            if system.name == "orbitmq-sink" and workload in ("sub", "sync p1"):
+                continue  # the sink stores nothing to consume, and its latency is not a broker's
+            if quiet_max_s > 0:
+                subprocess.run([sys.executable, str(sysmod.PEERS / "quiet.py"), str(quiet_max_s),
+                                "15"], capture_output=True)
+            rec = mqbench(system, workload, flags, run_id=turn)
+            print(f"  {system.name:<15} {workload:<8} {rec.get('msgs_s', 'FAILED'):>10} msgs/s"
+                  f"  p50 {rec.get('p50_us', '-')} us  server cpu {rec['server_cpu_pct']}%",
+                  flush=True)
+            results.append(rec)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small counts, no idle wait (< 1 min)")
+    ap.add_argument("--systems", default=",".join(ALL), help=f"comma list out of {','.join(ALL)}")
+    ap.add_argument("--json", default=None, help="result file (default bench/results/bench-<time>.json)")
+    ap.add_argument("--quiet-max", type=float, default=None,
+                    help="seconds to wait for an idle box before each run (default 10; quick: 0)")
+    opts = ap.parse_args()
+    if not os.access(sysmod.MQBENCH, os.X_OK):
+        raise SystemExit(f"mqbench not found at {sysmod.MQBENCH} (set MQBENCH)")
+    wanted = [s for s in opts.systems.split(",") if s]
+    quiet_max = opts.quiet_max if opts.quiet_max is not None else (0.0 if opts.quick else 10.0)
+    base = tempfile.mkdtemp(prefix="orbitmq-bench-")
+    started: list[sysmod.System] = []
+    try:
+        disk = baselines(base, opts.quick)
+        started, notes = start_systems(wanted, base)
+        if not started:
+            raise SystemExit("nothing to benchmark: " + "; ".join(notes))
+        print(f"systems: {', '.join(s.name for s in started)}" + (f"  ({'; '.join(notes)})" if notes else ""))
+        results = run_all(started, opts.quick, quiet_max)
+    finally:
+        for system in reversed(started):
+            try:
+                system.stop()
+            except Exception as e:  # keep stopping the others
+                print(f"stopping {system.name} failed: {e}", file=sys.stderr)
+        shutil.rmtree(base, ignore_errors=True)
+    doc = report.build(results, disk, started, notes, opts.quick)
+    print(report.render(doc))
+    path = Path(opts.json) if opts.json else RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"\nresults written to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""The systems `make bench` loads with mqbench: OrbitMQ (ASYNC_FLUSH, SYNC_FLUSH, a bare-transport
+sink) and the installed peers (Redis streams, NATS JetStream, RabbitMQ), started and stopped here.
+
+Peers are started with ../shared/bench/peers/peer.sh (127.0.0.1 only, data under
+``$MQBENCH_DATA``); OrbitMQ as ``orbitmq standalone`` on free ports. Every system knows how to
+reset itself before a workload (a fresh topic, a purged stream or queue) and which extra mqbench
+flags address it. Used by bench/run_bench.py; not a test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_BENCH = Path(os.environ.get("MQBENCH_DIR", str(ROOT.parent / "shared" / "bench")))
+MQBENCH = os.environ.get("MQBENCH", str(SHARED_BENCH / "mqbench"))
+PEERS = SHARED_BENCH / "peers"
+PEER_DATA = os.environ.get("MQBENCH_DATA", "/tmp/orbitmq-bench-peers")
+READY = re.compile(r"orbitmq (\w+) ready on (\S+)")
+START_TIMEOUT_S = 60
+
+
+@dataclasses.dataclass
+class System:
+    """One thing under load. ``kind`` is mqbench's ``-sys``; ``pid`` the server process whose CPU
+    and memory are reported; ``prepare(workload, run_id)`` resets it and returns extra flags."""
+
+    name: str
+    kind: str
+    pid: int | None
+    prepare: Callable[[str, int], list[str]]
+    stop: Callable[[], None]
+    acks: str  # what an acknowledgement means, for the table's legend
+    addrs: dict[str, str] = dataclasses.field(default_factory=dict)  # OrbitMQ: namesrv, broker
+
+
+# ----------------------------------------------------------------------------------- OrbitMQ
+def _start_python(args: list[str], ready: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+    found: dict[str, str] = {}
+    deadline = time.monotonic() + START_TIMEOUT_S
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        m = READY.search(line)
+        if m:
+            found[m.group(1)] = m.group(2)
+            if ready in found:
+                # Keep draining its output so that the process never blocks on a full pipe.
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
+                return proc, found
+    proc.kill()
+    raise SystemExit(f"{' '.join(args)} did not become ready")
+
+
+def _stopper(proc: subprocess.Popen[str], cleanup: Callable[[], None] | None = None
+             ) -> Callable[[], None]:
+    def stop() -> None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        if cleanup is not None:
+            cleanup()
+    return stop
+
+
+def orbitmq(flush: str, store_base: str) -> System:
+    """``orbitmq standalone`` with a fresh store; each pub workload writes a topic of its own."""
+    store = tempfile.mkdtemp(prefix=f"orbitmq-bench-{flush.lower()}-", dir=store_base)
+    proc, addrs = _start_python(
+        [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
+         "--broker-port", "0", "--store", store, "--flush-disk-type", flush], "broker")
+    addr = addrs["broker"]
+
+    def prepare(workload: str, run_id: int) -> list[str]:
+        # A topic per workload (the store is new): sub reads the first messages pub p1 wrote.
+        topic = "bench-" + ("pub p1" if workload == "sub" else workload).replace(" ", "-")
+        return ["-addr", addr, "-q", topic]
+
+    short = "async" if flush == "ASYNC_FLUSH" else "sync"
+    acks = ("after the write to the page cache (fsync every 500 ms)" if short == "async"
+            else "after fdatasync (group commit)")
+    return System(f"orbitmq-{short}", "rocketmq", proc.pid, prepare,
+                  _stopper(proc, lambda: shutil.rmtree(store, ignore_errors=True)), acks, addrs)
+
+
+def sink() -> System:
+    """bench/ack_sink.py: OrbitMQ's transport answering sends at once (the Python ceiling)."""
+    proc, addrs = _start_python([sys.executable, str(ROOT / "bench" / "ack_sink.py"), "0"], "sink")
+    addr = addrs["sink"]
+    return System("orbitmq-sink", "rocketmq", proc.pid,
+                  lambda workload, run_id: ["-addr", addr, "-q", "sink"], _stopper(proc),
+                  "at once, nothing stored (transport + codec ceiling)")
+
+
+# ----------------------------------------------------------------------------------- peers
+def _peer_sh(op: str, name: str, py: str) -> str:
+    """peer.sh OP NAME; its output goes to a file, not a pipe: a server it starts in the
+    background inherits the descriptors and would hold a pipe open for its whole life."""
+    env = {**os.environ, "MQBENCH_DATA": PEER_DATA, "PY": py}
+    os.makedirs(PEER_DATA, exist_ok=True)
+    log_path = Path(PEER_DATA, f"peer-{op}-{name}.log")
+    with open(log_path, "w") as log:
+        rc = subprocess.run(["bash", str(PEERS / "peer.sh"), op, name], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, env=env, timeout=180).returncode
+    text = log_path.read_text()
+    if rc != 0:
+        raise RuntimeError(f"peer.sh {op} {name}: {text[-400:]}")
+    return text
+
+
+def _pid_of(name: str) -> int | None:
+    try:
+        return int(Path(PEER_DATA, f"{name}.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(list(cmd), capture_output=True, text=True, timeout=120, check=True)
+
+
+def redis(modes: list[str], py: str) -> list[System]:
+    """One redis-server, one System per appendfsync mode (set before each run)."""
+    _peer_sh("start", "redis", py)
+    pid = _pid_of("redis")
+    cli = ["redis-cli", "-h", "127.0.0.1"]
+    stopped = {"done": False}
+
+    def stop() -> None:
+        if not stopped["done"]:
+            stopped["done"] = True
+            _peer_sh("stop", "redis", py)
+
+    def make(mode: str) -> System:
+        def prepare(workload: str, run_id: int) -> list[str]:
+            _run(*cli, "config", "set", "appendfsync", mode)
+            if workload == "sub":
+                subprocess.run([*cli, "xgroup", "destroy", "bench", "g"], capture_output=True)
+                _run(*cli, "xgroup", "create", "bench", "g", "0")
+                return ["-b", "500"]
+            _run(*cli, "del", "bench")
+            return []
+        acks = ("after fsync (appendfsync always)" if mode == "always"
+                else "before fsync (appendfsync everysec)")
+        return System(f"redis-{mode}", "redis", pid, prepare, stop, acks)
+
+    return [make(m) for m in modes]
+
+
+def nats(py: str) -> System:
+    _peer_sh("start", "nats", py)
+
+    def prepare(workload: str, run_id: int) -> list[str]:
+        if workload == "sub":
+            return ["-b", "500"]
+        _run(py, str(PEERS / "nq.py"), "purge")
+        return []
+
+    return System("nats-js", "nats", _pid_of("nats"), prepare, lambda: _peer_sh("stop", "nats", py),
+                  "after the write to the page cache (fsync every 2 min)")
+
+
+def rabbit(queues: list[str], py: str) -> list[System]:
+    _peer_sh("start", "rabbit", py)
+    pid = _pid_of("rabbit")
+    stopped = {"done": False}
+
+    def stop() -> None:
+        if not stopped["done"]:
+            stopped["done"] = True
+            _peer_sh("stop", "rabbit", py)
+
+    def make(queue: str) -> System:
+        def prepare(workload: str, run_id: int) -> list[str]:
+            if workload == "sub":
+                return ["-q", queue, "-b", "500"]
+            _run(py, str(PEERS / "rq.py"), "purge", queue)
+            return ["-q", queue]
+        return System(f"rabbit-{queue.split('-')[1]}", "rabbit", pid, prepare, stop,
+                      "publisher confirm after its batched fsync")
+
+    return [make(q) for q in queues]
+
+
+def installed_peers() -> dict[str, bool]:
+    """Which peer servers are on this machine (PATH lookup only)."""
+    return {"redis": shutil.which("redis-server") is not None,
+            "nats": shutil.which("nats-server") is not None,
+            "rabbit": shutil.which("rabbitmq-server") is not None}
+
+
+def peer_python() -> str | None:
+    """A Python that has what peer.sh's helpers import (pika for RabbitMQ, nats-py for NATS)."""
+    for py in (sys.executable, shutil.which("python3") or ""):
+        if py and subprocess.run([py, "-c", "import nats, pika"], capture_output=True).returncode == 0:
+            return py
+    return None

@@ -1,0 +1,320 @@
+"""The options of the ``orbitmq`` data source, parsed once and checked with errors naming the option.
+
+Spark hands options over as strings with lower-cased keys; this module turns them into frozen
+dataclasses so that the reader and writer never look at raw strings again. Pure code: no pyspark,
+no network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+
+from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
+
+__all__ = [
+    "OptionError",
+    "ReadOptions",
+    "WriteOptions",
+    "StartSpec",
+    "parse_read_options",
+    "parse_write_options",
+    "parse_duration_ms",
+    "COMMIT_TOPIC_DEFAULT",
+    "PRODUCER_GROUP_DEFAULT",
+    "READER_GROUP_DEFAULT",
+]
+
+COMMIT_TOPIC_DEFAULT = "ORBITMQ_SPARK_COMMITS"
+PRODUCER_GROUP_DEFAULT = "orbitmq-spark-sink"
+READER_GROUP_DEFAULT = "orbitmq-spark-reader"
+MAX_TRIGGER_DELAY_DEFAULT_MS = 15 * 60 * 1000  # Kafka's default maxTriggerDelay
+MAX_OFFSETS_PER_PARTITION_DEFAULT = 200_000
+_TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
+_DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                     "d": 86_400_000, None: 1}
+
+
+class OptionError(ValueError):
+    """An option of the ``orbitmq`` data source is missing, unknown in combination, or malformed.
+
+    The message always starts with the option's name as a user writes it (camelCase).
+    """
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"orbitmq option '{option}': {problem}")
+        self.option = option
+
+
+@dataclasses.dataclass(frozen=True)
+class StartSpec:
+    """Where reading starts (or, for ``endingOffsets``, ends).
+
+    ``kind`` is ``"earliest"``, ``"latest"``, ``"offsets"`` (``offsets`` holds the JSON, with -2
+    for earliest and -1 for latest) or ``"timestamp"`` (``timestamp_ms``).
+    """
+
+    kind: str
+    offsets: Offsets = dataclasses.field(default_factory=dict)
+    timestamp_ms: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """What a reader needs, checked. See docs/spark.md for each option."""
+
+    namesrv: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    starting: StartSpec = StartSpec(EARLIEST)
+    ending: StartSpec = StartSpec(LATEST)
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = MAX_TRIGGER_DELAY_DEFAULT_MS
+    fail_on_data_loss: bool = True
+    tags: str = "*"
+    include_properties: bool = False
+    max_offsets_per_partition: int = MAX_OFFSETS_PER_PARTITION_DEFAULT
+    consumer_group: str = READER_GROUP_DEFAULT
+    pull_timeout_ms: int = 10_000
+    commit_topic: str = COMMIT_TOPIC_DEFAULT
+
+    @property
+    def tag_set(self) -> frozenset[str] | None:
+        """The tags to keep, or None for every message."""
+        if self.tags.strip() in ("", "*"):
+            return None
+        return frozenset(t.strip() for t in self.tags.split("||") if t.strip())
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOptions:
+    """What a writer needs, checked."""
+
+    namesrv: str
+    topic: str | None = None
+    exactly_once: bool = False
+    producer_group: str = PRODUCER_GROUP_DEFAULT
+    commit_topic: str = COMMIT_TOPIC_DEFAULT
+    send_timeout_ms: int = 10_000
+    # half messages are neither checked nor counted by the brokers for this long: the time a
+    # crashed query has to come back and commit a batch whose marker is written
+    check_immunity_s: int = 3600
+
+
+# -- primitive parsers ------------------------------------------------------------------------
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    """The value of option ``name`` (keys arrive lower-cased; accept both spellings)."""
+    value = options.get(name.lower())
+    if value is None:
+        value = options.get(name)
+    return None if value is None else str(value)
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    low = raw.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise OptionError(name, f"expected true or false, got {raw!r}")
+
+
+def _positive_int(options: Mapping[str, str], name: str) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(name, f"expected a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise OptionError(name, f"expected a positive integer, got {value}")
+    return value
+
+
+def parse_duration_ms(text: str, option: str) -> int:
+    """``"500ms"``, ``"30s"``, ``"15m"``, ``"1h"`` or a bare number of milliseconds."""
+    m = _DURATION.match(text.lower())
+    if m is None:
+        raise OptionError(option, f"expected a duration such as 500ms, 30s, 15m or 1h, got {text!r}")
+    return int(m.group(1)) * _DURATION_UNIT_MS[m.group(2)]
+
+
+def _topic_name(value: str, option: str) -> str:
+    if not _TOPIC_NAME.match(value):
+        raise OptionError(option, f"{value!r} is not a topic name (1-127 of [%|a-zA-Z0-9_-])")
+    return value
+
+
+def _namesrv(options: Mapping[str, str]) -> str:
+    raw = _get(options, "namesrv")
+    if raw is None or not raw.strip():
+        raise OptionError("namesrv", "required: the name server address(es), host:port;host:port")
+    for addr in raw.replace(",", ";").split(";"):
+        host, sep, port = addr.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise OptionError("namesrv", f"{addr.strip()!r} is not host:port")
+    return raw.strip().replace(",", ";")
+
+
+def parse_offsets_json(text: str, option: str, *, allow_earliest: bool = True) -> Offsets:
+    """``{"topic": {"broker-a:0": 42}}`` checked: -2 means earliest, -1 latest."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OptionError(option, f"not JSON ({e.msg}): {text[:80]!r}") from None
+    if not isinstance(data, dict) or not data:
+        raise OptionError(option, 'expected {"topic": {"brokerName:queueId": offset, ...}}')
+    out: Offsets = {}
+    for topic, queues in data.items():
+        _topic_name(str(topic), option)
+        if not isinstance(queues, dict):
+            raise OptionError(option, f"topic {topic!r}: expected an object of queue offsets")
+        out[topic] = {}
+        for key, offset in queues.items():
+            try:
+                parse_queue_key(key)
+            except ValueError as e:
+                raise OptionError(option, f"topic {topic!r}: {e}") from None
+            low = -2 if allow_earliest else -1
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < low:
+                raise OptionError(option, f"topic {topic!r} queue {key!r}: offset must be an "
+                                          f"integer >= {low}, got {offset!r}")
+            out[topic][key] = offset
+    return out
+
+
+def _start_spec(options: Mapping[str, str], name: str, default: str, *,
+                ending: bool = False) -> StartSpec:
+    raw = _get(options, name)
+    if raw is None:
+        return StartSpec(default)
+    text = raw.strip()
+    if text.lower() == LATEST:
+        return StartSpec(LATEST)
+    if text.lower() == EARLIEST:
+        if ending:
+            raise OptionError(name, "'earliest' is not a valid end; use 'latest' or JSON offsets")
+        return StartSpec(EARLIEST)
+    if text.startswith("{"):
+        return StartSpec("offsets", parse_offsets_json(text, name, allow_earliest=not ending))
+    raise OptionError(name, f"expected earliest, latest or JSON offsets, got {text[:80]!r}")
+
+
+# -- read options -------------------------------------------------------------------------------
+def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    topic, pattern = _get(options, "topic"), _get(options, "topicPattern")
+    if (topic is None) == (pattern is None):
+        raise OptionError("topic", "give exactly one of 'topic' (a comma list) or 'topicPattern'")
+    if topic is not None:
+        names = tuple(sorted({_topic_name(t.strip(), "topic") for t in topic.split(",")
+                              if t.strip()}))
+        if not names:
+            raise OptionError("topic", "no topic named")
+        return names, None
+    assert pattern is not None
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise OptionError("topicPattern", f"not a regular expression: {e}") from None
+    return (), pattern
+
+
+def _tags(options: Mapping[str, str]) -> str:
+    raw = _get(options, "tags")
+    if raw is None or raw.strip() in ("", "*"):
+        return "*"
+    parts = [t.strip() for t in raw.split("||")]
+    if any(not p or "*" in p for p in parts):
+        raise OptionError("tags", f"expected '*' or 'tagA || tagB', got {raw!r}")
+    return " || ".join(parts)
+
+
+def _starting(options: Mapping[str, str], streaming: bool) -> StartSpec:
+    spec = _start_spec(options, "startingOffsets", LATEST if streaming else EARLIEST)
+    ts = _get(options, "startingTimestamp")
+    if ts is None:
+        return spec
+    if _get(options, "startingOffsets") is not None:
+        raise OptionError("startingTimestamp", "give either startingOffsets or startingTimestamp")
+    if not ts.strip().isdigit():
+        raise OptionError("startingTimestamp", f"expected milliseconds since the epoch, got {ts!r}")
+    return StartSpec("timestamp", timestamp_ms=int(ts.strip()))
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Check every read option; defaults as Kafka's source (streaming starts at latest).
+
+    Raises:
+        OptionError: naming the first bad option.
+    """
+    topics, pattern = _topics(options)
+    ending = StartSpec(LATEST)
+    if _get(options, "endingOffsets") is not None:
+        if streaming:
+            raise OptionError("endingOffsets", "is for batch queries only")
+        ending = _start_spec(options, "endingOffsets", LATEST, ending=True)
+    limits = {name: _positive_int(options, name) for name in
+              ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxOffsetsPerPartition",
+               "pullTimeoutMs")}
+    mn, mx = limits["minOffsetsPerTrigger"], limits["maxOffsetsPerTrigger"]
+    if mn is not None and mx is not None and mn > mx:
+        raise OptionError("minOffsetsPerTrigger", f"{mn} is above maxOffsetsPerTrigger {mx}")
+    delay = _get(options, "maxTriggerDelay")
+    if delay is not None and mn is None:
+        raise OptionError("maxTriggerDelay", "only applies with minOffsetsPerTrigger")
+    group = _get(options, "consumerGroup") or READER_GROUP_DEFAULT
+    return ReadOptions(
+        namesrv=_namesrv(options),
+        topics=topics,
+        topic_pattern=pattern,
+        starting=_starting(options, streaming),
+        ending=ending,
+        max_offsets_per_trigger=mx,
+        min_offsets_per_trigger=mn,
+        max_trigger_delay_ms=(parse_duration_ms(delay, "maxTriggerDelay") if delay is not None
+                              else MAX_TRIGGER_DELAY_DEFAULT_MS),
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+        tags=_tags(options),
+        include_properties=_bool(options, "includeProperties", False),
+        max_offsets_per_partition=(limits["maxOffsetsPerPartition"]
+                                   or MAX_OFFSETS_PER_PARTITION_DEFAULT),
+        consumer_group=_group(group, "consumerGroup"),
+        pull_timeout_ms=limits["pullTimeoutMs"] or 10_000,
+        commit_topic=_topic_name(_get(options, "commitTopic") or COMMIT_TOPIC_DEFAULT,
+                                 "commitTopic"),
+    )
+
+
+def _group(value: str, option: str) -> str:
+    if not _TOPIC_NAME.match(value):
+        raise OptionError(option, f"{value!r} is not a group name (1-127 of [%|a-zA-Z0-9_-])")
+    return value
+
+
+# -- write options ------------------------------------------------------------------------------
+def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> WriteOptions:
+    """Check every write option; ``exactlyOnce`` defaults to true for streaming writes.
+
+    Raises:
+        OptionError: naming the first bad option.
+    """
+    topic = _get(options, "topic")
+    return WriteOptions(
+        namesrv=_namesrv(options),
+        topic=_topic_name(topic.strip(), "topic") if topic is not None else None,
+        exactly_once=_bool(options, "exactlyOnce", streaming),
+        producer_group=_group(_get(options, "producerGroup") or PRODUCER_GROUP_DEFAULT,
+                              "producerGroup"),
+        commit_topic=_topic_name(_get(options, "commitTopic") or COMMIT_TOPIC_DEFAULT,
+                                 "commitTopic"),
+        send_timeout_ms=_positive_int(options, "sendTimeoutMs") or 10_000,
+        check_immunity_s=_positive_int(options, "transactionCheckImmunitySeconds") or 3600,
+    )

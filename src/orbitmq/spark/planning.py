@@ -1,0 +1,169 @@
+"""Driver-side planning: which topics and queues exist, their bounds, and where reading starts
+and ends. Each function is a coroutine for a :class:`~orbitmq.spark.clients.Session`'s loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+
+from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS
+from orbitmq.errors import BrokerError
+from orbitmq.protocol.bodies import MessageQueue
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.spark.clients import Session
+from orbitmq.spark.fetch import DataLossError
+from orbitmq.spark.offsets import (
+    EARLIEST,
+    EARLIEST_OFFSET,
+    LATEST,
+    LATEST_OFFSET,
+    Offsets,
+    QueueRange,
+    canonical,
+    parse_queue_key,
+    queue_key,
+    split_ranges,
+)
+from orbitmq.spark.options import OptionError, ReadOptions, StartSpec
+
+__all__ = ["Bounds", "QueueBounds", "resolve_topics", "fetch_bounds", "resolve_start",
+           "batch_ranges", "SYSTEM_TOPIC_PREFIXES"]
+
+log = logging.getLogger(__name__)
+
+SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_", "ORBITMQ_")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueBounds:
+    """The oldest stored offset of a queue and one past its newest."""
+
+    min: int
+    max: int
+
+
+Bounds = dict[str, dict[str, QueueBounds]]  # topic -> queue key -> bounds (existing topics only)
+
+
+async def resolve_topics(session: Session, opts: ReadOptions) -> list[str]:
+    """The topics to read: the ``topic`` list, or every user topic matching ``topicPattern``."""
+    if opts.topic_pattern is None:
+        return list(opts.topics)
+    admin = await session.admin()
+    info, topics = await asyncio.gather(admin.cluster_info(), admin.list_topics())
+    reserved = set(NOT_ALLOWED_SEND_TOPICS) | set(info.cluster_addr_table) | set(
+        info.broker_addr_table) | {opts.commit_topic}
+    pattern = re.compile(opts.topic_pattern)
+    return sorted(t for t in topics if pattern.fullmatch(t) and t not in reserved
+                  and not t.startswith(SYSTEM_TOPIC_PREFIXES))
+
+
+async def fetch_bounds(session: Session, topics: list[str]) -> Bounds:
+    """Bounds of every queue of ``topics`` (one request per broker and topic); a topic that does
+    not exist is left out."""
+    admin = await session.admin()
+
+    async def one(topic: str) -> tuple[str, dict[str, QueueBounds] | None]:
+        try:
+            status = await admin.topic_status(topic)
+        except BrokerError as e:
+            if e.code == ResponseCode.TOPIC_NOT_EXIST:
+                return topic, None
+            raise
+        return topic, {queue_key(s.queue.broker_name, s.queue.queue_id): QueueBounds(
+            s.min_offset, s.max_offset) for s in status}
+
+    found = await asyncio.gather(*(one(t) for t in topics))
+    return {t: dict(sorted(q.items())) for t, q in sorted(found) if q is not None}
+
+
+def check_topics_exist(topics: list[str], bounds: Bounds, option: str = "topic") -> None:
+    missing = [t for t in topics if t not in bounds]
+    if missing:
+        raise OptionError(option, f"topic(s) {', '.join(missing)} do not exist")
+
+
+async def _search(session: Session, opts: ReadOptions, bounds: Bounds, ts_ms: int) -> Offsets:
+    puller = await session.puller(opts.consumer_group)
+    keys = [(t, k) for t, queues in bounds.items() for k in queues]
+
+    async def one(topic: str, key: str) -> int:
+        broker, qid = parse_queue_key(key)
+        return await puller.search_offset(MessageQueue(topic, broker, qid), ts_ms)
+
+    found = await asyncio.gather(*(one(t, k) for t, k in keys))
+    out: Offsets = {}
+    for (topic, key), offset in zip(keys, found, strict=True):
+        out.setdefault(topic, {})[key] = offset
+    return canonical(out)
+
+
+async def resolve_start(session: Session, opts: ReadOptions, bounds: Bounds, spec: StartSpec,
+                        option: str) -> Offsets:
+    """Concrete offsets of every queue of ``bounds`` for ``spec`` (JSON -2: earliest, -1: latest;
+    queues the JSON does not name: earliest for a start, latest for an end).
+
+    Raises:
+        OptionError: the JSON names a topic not read or a queue that does not exist.
+    """
+    if spec.kind == "timestamp":
+        return await _search(session, opts, bounds, spec.timestamp_ms)
+    out: Offsets = {}
+    for topic, queues in bounds.items():
+        for key, b in queues.items():
+            out.setdefault(topic, {})[key] = b.max if spec.kind == LATEST else b.min
+    if spec.kind in (EARLIEST, LATEST):
+        return canonical(out)
+    default_latest = option == "endingOffsets"
+    for topic, given in spec.offsets.items():
+        if topic not in bounds:
+            raise OptionError(option, f"names topic {topic!r}, which is not read or does not exist")
+        for key, value in given.items():
+            qb = bounds[topic].get(key)
+            if qb is None:
+                raise OptionError(option, f"names queue {key} of topic {topic!r}, which does not "
+                                          f"exist (queues: {', '.join(bounds[topic])})")
+            out[topic][key] = qb.min if value == EARLIEST_OFFSET else (
+                qb.max if value == LATEST_OFFSET else value)
+    if default_latest:
+        for topic, queues in bounds.items():
+            for key, b in queues.items():
+                if key not in spec.offsets.get(topic, {}):
+                    out[topic][key] = b.max
+    return canonical(out)
+
+
+def batch_ranges(opts: ReadOptions, bounds: Bounds, start: Offsets, end: Offsets) -> list[QueueRange]:
+    """The ranges a batch read covers, split to at most ``maxOffsetsPerPartition`` offsets.
+
+    Raises:
+        OptionError: an ending offset before its starting offset.
+        DataLossError: a start below the oldest stored offset, with failOnDataLoss.
+    """
+    ranges = []
+    for topic, queues in end.items():
+        for key, hi in queues.items():
+            lo = start[topic][key]
+            if hi < lo:
+                raise OptionError("endingOffsets", f"topic {topic!r} queue {key}: ending offset "
+                                                   f"{hi} is before starting offset {lo}")
+            lo = check_retention(opts, topic, key, lo, bounds[topic][key])
+            broker, qid = parse_queue_key(key)
+            ranges.append(QueueRange(topic, broker, qid, lo, max(lo, hi)))
+    return split_ranges(ranges, opts.max_offsets_per_partition)
+
+
+def check_retention(opts: ReadOptions, topic: str, key: str, start: int, b: QueueBounds) -> int:
+    """``start``, or the oldest stored offset when retention removed messages from ``start`` on
+    (logged; DataLossError instead with failOnDataLoss)."""
+    if start >= b.min:
+        return start
+    msg = (f"orbitmq: data loss on topic {topic!r} queue {key}: offsets [{start}, {b.min}) are no "
+           "longer stored (removed by retention or a deleted queue)")
+    if opts.fail_on_data_loss:
+        raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost messages.")
+    log.warning("%s; skipped (failOnDataLoss=false)", msg)
+    return b.min

@@ -1,0 +1,143 @@
+"""Pure parts of orbitmq.spark: options, offsets, the columnar decoder, pull answers (no Spark)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.message import encode_stored_message, iter_stored_messages
+from orbitmq.spark.decode import Columns, decode_into
+from orbitmq.spark.fetch import Window, _step
+from orbitmq.spark.offsets import QueueRange, canonical, rate_limit, split_ranges, to_json
+from orbitmq.spark.options import OptionError, parse_read_options, parse_write_options
+from orbitmq.spark.planning import QueueBounds, check_retention
+
+NS = {"namesrv": "127.0.0.1:9876"}
+
+
+@pytest.mark.parametrize(("options", "streaming", "name"), [
+    ({"topic": "T"}, False, "namesrv"),
+    ({**NS}, False, "topic"),
+    ({**NS, "topic": "T", "topicpattern": "T.*"}, False, "topic"),
+    ({**NS, "topic": "bad topic"}, False, "topic"),
+    ({**NS, "topicPattern": "("}, False, "topicPattern"),
+    ({**NS, "topic": "T", "startingOffsets": "yesterday"}, False, "startingOffsets"),
+    ({**NS, "topic": "T", "startingOffsets": '{"T": {"a-0": 1}}'}, False, "startingOffsets"),
+    ({**NS, "topic": "T", "startingOffsets": '{"T": {"b:0": -3}}'}, False, "startingOffsets"),
+    ({**NS, "topic": "T", "endingOffsets": "earliest"}, False, "endingOffsets"),
+    ({**NS, "topic": "T", "endingOffsets": "latest"}, True, "endingOffsets"),
+    ({**NS, "topic": "T", "maxOffsetsPerTrigger": "0"}, True, "maxOffsetsPerTrigger"),
+    ({**NS, "topic": "T", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, True,
+     "minOffsetsPerTrigger"),
+    ({**NS, "topic": "T", "maxTriggerDelay": "5s"}, True, "maxTriggerDelay"),
+    ({**NS, "topic": "T", "minOffsetsPerTrigger": "9", "maxTriggerDelay": "soon"}, True,
+     "maxTriggerDelay"),
+    ({**NS, "topic": "T", "failOnDataLoss": "maybe"}, True, "failOnDataLoss"),
+    ({**NS, "topic": "T", "startingTimestamp": "noon"}, True, "startingTimestamp"),
+    ({**NS, "topic": "T", "startingTimestamp": "1", "startingOffsets": "latest"}, True,
+     "startingTimestamp"),
+    ({**NS, "topic": "T", "tags": "a || *"}, True, "tags"),
+    ({"namesrv": "nohost", "topic": "T"}, True, "namesrv"),
+])
+def test_bad_read_options_name_the_option(options, streaming, name):
+    with pytest.raises(OptionError) as excinfo:
+        parse_read_options(options, streaming=streaming)
+    assert excinfo.value.option == name
+    assert str(excinfo.value).startswith(f"orbitmq option '{name}': ")
+
+
+def test_read_options_defaults_and_lower_cased_keys():
+    batch = parse_read_options({**NS, "topic": "B,A,A"}, streaming=False)
+    assert batch.topics == ("A", "B") and batch.starting.kind == "earliest"
+    stream = parse_read_options({**NS, "topic": "A", "maxoffsetspertrigger": "10",
+                                 "minoffsetspertrigger": "5", "maxtriggerdelay": "2m",
+                                 "tags": "x||y", "failondataloss": "false"}, streaming=True)
+    assert stream.starting.kind == "latest" and stream.max_offsets_per_trigger == 10
+    assert stream.max_trigger_delay_ms == 120_000 and stream.tag_set == {"x", "y"}
+    assert stream.fail_on_data_loss is False
+    assert parse_write_options(NS, streaming=True).exactly_once is True
+    assert parse_write_options(NS, streaming=False).exactly_once is False
+
+
+def test_offsets_are_canonical_and_rate_limits_are_fair_and_exact():
+    messy = {"b": {"x:10": 1, "x:2": 2}, "a": {"y:0": 3}}
+    assert to_json(messy) == '{"a":{"y:0":3},"b":{"x:10":1,"x:2":2}}'
+    assert list(canonical(messy)) == ["a", "b"]
+    start = {"T": {"b:0": 0, "b:1": 10, "b:2": 5}}
+    latest = {"T": {"b:0": 1000, "b:1": 10, "b:2": 505}}
+    end = rate_limit(start, latest, 301)
+    assert sum(end["T"][k] - start["T"][k] for k in start["T"]) == 301
+    assert end == {"T": {"b:0": 201, "b:1": 10, "b:2": 105}}
+    assert rate_limit(start, latest, 10_000) == latest
+    assert rate_limit(start, latest, 301) == end  # deterministic
+    pieces = split_ranges([QueueRange("T", "b", 0, 5, 30)], 10)
+    assert [(p.start, p.end) for p in pieces] == [(5, 15), (15, 25), (25, 30)]
+
+
+def test_retention_below_the_start_fails_or_is_logged(caplog):
+    opts = parse_read_options({**NS, "topic": "T"}, streaming=True)
+    with pytest.raises(Exception, match=r"queue b:0: offsets \[3, 9\) are no longer stored"):
+        check_retention(opts, "T", "b:0", 3, QueueBounds(9, 20))
+    lenient = parse_read_options({**NS, "topic": "T", "failOnDataLoss": "false"}, streaming=True)
+    with caplog.at_level(logging.WARNING):
+        assert check_retention(lenient, "T", "b:0", 3, QueueBounds(9, 20)) == 9
+    assert "offsets [3, 9) are no longer stored" in caplog.text
+
+
+def _stored(n: int, *, tags: str = "a", compressed_body: bytes | None = None) -> bytes:
+    import zlib
+
+    out = []
+    for i in range(n):
+        body = f"body-{i}".encode()
+        kw = {}
+        if compressed_body is not None:
+            body, kw = zlib.compress(compressed_body), {"sys_flag": 1}
+        out.append(encode_stored_message(
+            topic="T", body=body, queue_offset=i, queue_id=2, born_timestamp=1000 + i,
+            properties={"TAGS": f"{tags}{i % 2}", "KEYS": f"k{i} x", "UNIQ_KEY": f"U{i:031d}"},
+            **kw))
+    return b"".join(out)
+
+
+def test_columnar_decoder_agrees_with_the_sdk_decoder():
+    raw = _stored(50)
+    cols = Columns(include_properties=True)
+    assert decode_into(cols, raw, "broker-a", 40, frozenset({"a1"})) == 50
+    ref = [m for m in iter_stored_messages(raw) if m.queue_offset < 40 and m.tags == "a1"]
+    assert cols.queue_offset == [m.queue_offset for m in ref] and len(ref) == 20
+    assert cols.body == [m.body for m in ref] and cols.msg_id == [m.msg_id for m in ref]
+    assert cols.keys == [m.keys for m in ref] and cols.born_ms == [m.born_timestamp for m in ref]
+    assert [dict(p) for p in cols.properties] == [m.properties for m in ref]
+    packed = Columns(include_properties=False)
+    decode_into(packed, _stored(1, compressed_body=b"z" * 5000), "b", 10, None)
+    assert packed.body == [b"z" * 5000] and packed.properties == [None]
+    with pytest.raises(Exception, match="CRC"):
+        decode_into(Columns(False), raw.replace(b"body-3", b"body-X"), "b", 99, None)
+
+
+def _answer(code: int, nxt: int, lo: int = 0, hi: int = 100, remark: str | None = None,
+            body: bytes = b"") -> RemotingCommand:
+    fields = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(nxt), "minOffset": str(lo),
+              "maxOffset": str(hi)}
+    return RemotingCommand(code=code, remark=remark, ext_fields=fields, body=body)
+
+
+def test_pull_answers_that_skip_offsets_are_gaps():
+    win = Window(10, 50)
+    assert _step(win, _answer(ResponseCode.SUCCESS, 42, body=b"x"), 10, 50) == 42
+    assert _step(win, _answer(ResponseCode.PULL_RETRY_IMMEDIATELY, 45), 42, 50) == 45
+    assert win.gaps == [] and win.bodies == [b"x"]
+    assert _step(win, _answer(ResponseCode.PULL_OFFSET_MOVED, 48, lo=48), 45, 50) == 48
+    assert _step(win, _answer(ResponseCode.PULL_RETRY_IMMEDIATELY, 49,
+                              remark="MESSAGE_WAS_REMOVING"), 48, 50) == 49
+    assert _step(win, _answer(ResponseCode.PULL_NOT_FOUND, 49, hi=49), 49, 50) == 50
+    assert [(g.start, g.end) for g in win.gaps] == [(45, 48), (48, 49), (49, 50)]
+    gone = Window(0, 10)
+    assert _step(gone, _answer(ResponseCode.TOPIC_NOT_EXIST, 0), 3, 10) == 10
+    assert gone.gaps[0].reason == "the topic was deleted"
+    assert json.dumps([g.reason for g in win.gaps])

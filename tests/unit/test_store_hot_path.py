@@ -1,0 +1,119 @@
+"""Store behaviour behind the hot-path work: group commit futures, inline flushes, page release.
+
+- Requests submitted before a sync round share one Future (a Future per put cost ~10 us) and
+  each still hears whether its own bytes became durable in time.
+- A blocking SYNC_FLUSH put syncs in its own thread when no round is under way.
+- Releasing cold pages (madvise) keeps every byte readable and shrinks the mapped resident size.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from store_fixtures import CountingFileOps, config, msg
+
+from orbitmq.config import FlushDiskType
+from orbitmq.store import GetMessageStatus, MessageStore
+from orbitmq.store.flush import GroupCommitService
+
+
+class FakeLog:
+    """A commit log stand-in that records syncs and can fail them."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.syncs = 0
+        self.fail = False
+
+    def flush(self) -> int:
+        self.syncs += 1
+        if self.fail:
+            raise OSError("disk gone")
+        return self.written
+
+
+def test_requests_before_a_round_share_one_future_and_one_sync() -> None:
+    log = FakeLog()
+    service = GroupCommitService(log, timeout_ms=5000)  # type: ignore[arg-type]
+    log.written = 300
+    first, second = service.submit(100), service.submit(300)
+    assert first is second and service.pending == 2 and service.has_work()
+    service.run_once()
+    assert first.result(0) is True and log.syncs == 1 and not service.has_work()
+    third = service.submit(400)  # beyond what the next sync can cover
+    assert third is not first
+    service.run_once()
+    assert third.result(0) is False
+
+
+def test_a_failed_sync_answers_the_whole_group_false() -> None:
+    log = FakeLog()
+    service = GroupCommitService(log, timeout_ms=5000)  # type: ignore[arg-type]
+    log.written, log.fail = 100, True
+    future = service.submit(50)
+    service.run_once()
+    assert future.result(0) is False
+
+
+def test_a_late_round_answers_false_after_the_deadline() -> None:
+    now = [0.0]
+    log = FakeLog()
+    service = GroupCommitService(log, timeout_ms=1000, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    log.written = 10
+    future = service.submit(10)
+    now[0] = 2.0  # the disk took two seconds
+    service.run_once()
+    assert future.result(0) is False
+
+
+def test_inline_flush_serves_waiters_and_steps_aside_for_a_running_round() -> None:
+    log = FakeLog()
+    service = GroupCommitService(log, timeout_ms=5000)  # type: ignore[arg-type]
+    log.written = 200
+    waiting = service.submit(150)
+    assert service.flush_inline(200) is True
+    assert waiting.result(0) is True and log.syncs == 1
+    with service._round_lock:  # a round under way: the caller must queue up instead
+        assert service.flush_inline(200) is None
+
+
+def test_blocking_sync_puts_are_durable_and_each_costs_at_most_one_sync(tmp_path: Path) -> None:
+    ops = CountingFileOps()
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    with MessageStore(cfg, file_ops=ops) as store:
+        before = ops.syncs
+        for i in range(20):
+            assert store.put_message(msg("S", 0, b"%d" % i)).ok
+        assert store.flushed_physical_offset() == store.max_physical_offset()
+        assert ops.syncs - before <= 20 + 2  # +2: a consume queue flush round may fall in between
+
+
+def _rss_file_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_released_pages_stay_readable_and_leave_the_resident_set(tmp_path: Path) -> None:
+    cfg = config(tmp_path, mapped_file_size_commitlog=16 << 20, message_index_enable=True,
+                 max_hash_slot_num=1024, max_index_num=8192)
+    body = os.urandom(4000)
+    with MessageStore(cfg, run_threads=False) as store:
+        for i in range(2000):  # ~8 MiB in one segment
+            assert store.put_message(msg("P", i % 2, body, KEYS=f"k{i}")).ok
+        store.run_services_once()
+        store.commit_log.flush()
+        before = _rss_file_kb()
+        store.commit_log.release_cold_pages(hot_bytes=0)
+        for cq in store.consume_queue_table.values():
+            cq.release_cold_pages(hot_bytes=0)
+        assert store.index is not None
+        store.index.release_cold_pages()
+        if os.path.exists("/proc/self/status"):
+            assert before - _rss_file_kb() >= 4 * 1024  # at least 4 of the ~8 MiB unmapped
+        got = store.get_message("g", "P", 1, 0, 32)
+        assert got.status is GetMessageStatus.FOUND and len(got.buffers) == 32
+        assert all(bytes(b).find(body) > 0 for b in got.buffers)
+        assert [m.body for m in store.query_message("P", "k1999", 4)] == [body]
