@@ -133,12 +133,25 @@ def _pid_of(name: str) -> int | None:
         return None
 
 
+def _clear_data(name: str) -> None:
+    """Remove a stopped peer's data directory (a running one keeps it: peer.sh reuses it)."""
+    pid = _pid_of(name)
+    if pid is not None:
+        try:
+            os.kill(pid, 0)
+            return
+        except OSError:
+            pass
+    shutil.rmtree(Path(PEER_DATA, name), ignore_errors=True)
+
+
 def _run(*cmd: str) -> None:
     subprocess.run(list(cmd), capture_output=True, text=True, timeout=120, check=True)
 
 
 def redis(modes: list[str], py: str) -> list[System]:
     """One redis-server, one System per appendfsync mode (set before each run)."""
+    _clear_data("redis")  # the last run's AOF: disposable
     _peer_sh("start", "redis", py)
     pid = _pid_of("redis")
     cli = ["redis-cli", "-h", "127.0.0.1"]
@@ -166,6 +179,7 @@ def redis(modes: list[str], py: str) -> list[System]:
 
 
 def nats(py: str) -> System:
+    _clear_data("nats")  # the last run's stream files
     _peer_sh("start", "nats", py)
 
     def prepare(workload: str, run_id: int) -> list[str]:
