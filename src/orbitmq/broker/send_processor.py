@@ -44,6 +44,7 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import PROPERTIES_SIZE_MAX, MessageSysFlag, PropertyKey
+from orbitmq.store.commit_log import EncodedBatch, encode_wire_batch, encode_wire_single
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
@@ -132,11 +133,21 @@ class SendProcessor:
             queue_id = h.queue_id
             if not 0 <= queue_id < tc.write_queue_nums:
                 queue_id = next(self._round_robin) % tc.write_queue_nums
-            msgs = self._batch(cmd, conn, h, queue_id) if batch else [self._single(cmd, conn, h, queue_id)]
+            if batch:
+                encoded = self._encoded_batch(cmd, conn, h, queue_id)
+            else:
+                encoded = self._encoded_single(cmd, conn, h, queue_id)
+            if encoded is None:
+                msgs = self._batch(cmd, conn, h, queue_id) if batch else [self._single(cmd, conn, h, queue_id)]
         except _Refused as r:
             return cmd.response(r.code, r.remark)
-        result = self.store.put_messages(msgs, wait_flush=False)
-        tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY) if msgs[0].topic == TRANS_HALF_TOPIC else None
+        tx_id = None
+        if encoded is not None:
+            result = self.store.put_encoded(encoded, wait_flush=False)
+        else:
+            result = self.store.put_messages(msgs, wait_flush=False)
+            if msgs[0].topic == TRANS_HALF_TOPIC:
+                tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
         if result.flush_future is not None:
             return self._await_flush(cmd, result, queue_id, tx_id)
         return self._response(cmd, result, queue_id, tx_id)
@@ -201,6 +212,30 @@ class SendProcessor:
         if PropertyKey.DELAY in props:
             apply_delay(msg, self.broker.schedule.level_count)  # parked in SCHEDULE_TOPIC_XXXX
         return msg
+
+    def _encoded_batch(self, cmd: RemotingCommand, conn: RemotingConnection,
+                       h: SendMessageRequestHeader, queue_id: int) -> EncodedBatch | None:
+        """A batch body in stored form without a message object per entry (the C speedup);
+        None sends it down the general path (``_batch``), which refuses what must be refused."""
+        if h.sys_flag & _PREPARED:
+            return None
+        return encode_wire_batch(
+            h.topic, queue_id, cmd.body, h.sys_flag & _USER_SYS_FLAGS, h.born_timestamp,
+            self._born_host(conn), self.broker.store_host, h.reconsume_times,
+            self.max_message_size, self.store.max_blob_size,
+        )
+
+    def _encoded_single(self, cmd: RemotingCommand, conn: RemotingConnection,
+                        h: SendMessageRequestHeader, queue_id: int) -> EncodedBatch | None:
+        """``_single`` for a plain message, in stored form at once (C speedup); None for the
+        general path: transaction halves, retry topics (the DLQ rule), delays, or anything
+        unusual in the properties."""
+        if h.sys_flag & _PREPARED or h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        return encode_wire_single(
+            h.topic, queue_id, cmd.body, h.properties, h.flag, h.sys_flag & _USER_SYS_FLAGS,
+            h.born_timestamp, self._born_host(conn), self.broker.store_host, h.reconsume_times,
+        )
 
     def _batch(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
                queue_id: int) -> list[MessageInner]:

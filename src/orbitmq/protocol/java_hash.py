@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections.abc import Callable
 
-__all__ = ["java_string_hash"]
+from orbitmq.protocol.native import NATIVE
+
+__all__ = ["java_string_hash", "java_string_hash_py"]
 
 _INT32_MAX = 0x7FFF_FFFF
 _MASK32 = 0xFFFF_FFFF
@@ -20,8 +23,9 @@ _POW31 = [pow(31, i, 1 << 32) for i in range(_CHUNK + 1)]  # 31^i mod 2^32
 _POW31_DESC = _POW31[_CHUNK - 1 :: -1]  # 31^(CHUNK-1) ... 31^0
 
 
-def java_string_hash(s: str) -> int:
-    """``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as a signed int32."""
+def java_string_hash_py(s: str) -> int:
+    """``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, as a signed int32 (the Python
+    twin of the C speedup, which ``java_string_hash`` is when it was built)."""
     units: bytes | memoryview
     if s.isascii():
         units = s.encode("ascii")
@@ -38,3 +42,8 @@ def java_string_hash(s: str) -> int:
         powers = _POW31_DESC[_CHUNK - len(chunk) :]
         h = (h * _POW31[len(chunk)] + sum(map(operator.mul, chunk, powers))) & _MASK32
     return h - 0x1_0000_0000 if h > _INT32_MAX else h
+
+
+java_string_hash: Callable[[str], int] = (
+    NATIVE.java_string_hash if NATIVE is not None else java_string_hash_py
+)

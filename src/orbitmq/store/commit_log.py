@@ -30,13 +30,14 @@ from orbitmq.protocol.message import (
     header_struct,
     pack_host,
 )
+from orbitmq.protocol.native import NATIVE
 from orbitmq.store.file_ops import FileOps
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.mapped_file_queue import MappedFileQueue
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import AppendMessageResult, PutMessageStatus
 
-__all__ = ["CommitLog", "EncodedBatch", "encode_messages"]
+__all__ = ["CommitLog", "EncodedBatch", "encode_messages", "encode_wire_batch", "encode_wire_single"]
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,98 @@ def encode_messages(
     return batch
 
 
+def encode_wire_batch(
+    topic: str,
+    queue_id: int,
+    body: bytes | memoryview,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    reconsume_times: int,
+    max_message_size: int,
+    max_blob_size: int,
+) -> EncodedBatch | None:
+    """A SEND_BATCH_MESSAGE body straight to stored form, in one C pass without a message object
+    per entry; None when the general path (``decode_batch`` then ``encode_messages``) must take
+    it: no C speedups, or anything unusual in the body (it decides what is refused and why).
+
+    Only properties that the general path would write back byte for byte are copied as they
+    came, so both paths store the same bytes (a test compares them).
+    """
+    ctx = _wire_context(topic, sys_flag, born_host, store_host)
+    if ctx is None:
+        return None
+    topic_part, flags, born_part, store_part, ts_at = ctx
+    assert NATIVE is not None
+    out = NATIVE.encode_wire_batch(body, topic_part, queue_id, flags, born_timestamp, born_part,
+                                   store_part, reconsume_times, max_message_size, max_blob_size)
+    if out is None:
+        return None
+    batch = EncodedBatch(topic, queue_id, store_part)
+    batch.blob, batch.rel_positions = out
+    n = len(batch.rel_positions)
+    batch.store_ts_ats = [ts_at] * n
+    batch.counts_in_queue = [True] * n
+    return batch
+
+
+def encode_wire_single(
+    topic: str,
+    queue_id: int,
+    body: bytes | memoryview,
+    properties: str | None,
+    flag: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    reconsume_times: int,
+) -> EncodedBatch | None:
+    """``encode_wire_batch`` for one message whose properties come as the header's text: no
+    dict and no message object; None sends it down the general path (no speedups, properties
+    that are not canonical or that hold DELAY or TRAN_MSG, which need the broker's attention)."""
+    ctx = _wire_context(topic, sys_flag, born_host, store_host)
+    if ctx is None:
+        return None
+    topic_part, flags, born_part, store_part, ts_at = ctx
+    assert NATIVE is not None
+    raw = properties.encode("utf-8", "surrogatepass") if properties else b""
+    blob = NATIVE.encode_wire_single(body, raw, flag, topic_part, queue_id, flags, born_timestamp,
+                                     born_part, store_part, reconsume_times)
+    if blob is None:
+        return None
+    batch = EncodedBatch(topic, queue_id, store_part)
+    batch.blob = blob
+    batch.rel_positions.append(0)
+    batch.store_ts_ats.append(ts_at)
+    batch.counts_in_queue.append(True)
+    return batch
+
+
+def _wire_context(
+    topic: str, sys_flag: int, born_host: tuple[str, int], store_host: tuple[str, int]
+) -> tuple[bytes, int, bytes, bytes, int] | None:
+    """(topic part, sys flag with the host bits, born host, store host, STORETIMESTAMP's
+    position) for the C encoders; None without them or for a topic or host the general path
+    must refuse."""
+    if NATIVE is None:
+        return None
+    topic_part = _topic_part(topic)
+    if topic_part is None:
+        return None
+    try:
+        born_ip, born6 = pack_host(born_host[0])
+        store_ip, store6 = pack_host(store_host[0])
+    except ClientError:
+        return None
+    flags = (sys_flag & ~_V6_BITS) | (_BORN_V6 if born6 else 0) | (_STORE_V6 if store6 else 0)
+    return (
+        topic_part, flags, born_ip + born_host[1].to_bytes(4, "big"),
+        store_ip + store_host[1].to_bytes(4, "big"), _STORE_TS_AT_V6 if born6 else _STORE_TS_AT_V4,
+    )
+
+
 class CommitLog:
     """The append-only log of every message, with the topic-queue offset table."""
 
@@ -234,8 +327,10 @@ class CommitLog:
                      batch: EncodedBatch) -> int:
         """Queue offset, physical offset and store time of each message of a batch; returns the
         next queue offset."""
-        pack_qp, pack_ts = _QOFF_PHY.pack_into, _I64.pack_into
         counts, ts_ats = batch.counts_in_queue, batch.store_ts_ats
+        if NATIVE is not None and all(counts) and ts_ats.count(ts_ats[0]) == len(ts_ats):
+            return NATIVE.patch_batch(buf, pos, phy, qoff, now, batch.rel_positions, ts_ats[0])
+        pack_qp, pack_ts = _QOFF_PHY.pack_into, _I64.pack_into
         for i, rel in enumerate(batch.rel_positions):
             at = pos + rel
             if counts[i]:

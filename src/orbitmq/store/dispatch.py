@@ -21,6 +21,7 @@ from orbitmq.protocol.message import (
     header_struct,
     tags_hash,
 )
+from orbitmq.protocol.native import NATIVE
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.service import ServiceThread
@@ -39,6 +40,8 @@ _TAGS = b"TAGS\x01"
 _KEYS = b"KEYS\x01"
 _UNIQ = b"UNIQ_KEY\x01"
 _DELAY = b"DELAY\x01"
+_NO_LIMIT = 1 << 62
+_SCAN_BLANK, _SCAN_BAD = 1, 2  # scan_stored's stops besides "limit or count reached"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _SKIPPED_TYPES = (
     MessageSysFlag.TRANSACTION_PREPARED_TYPE,
@@ -138,6 +141,17 @@ class DispatchService(ServiceThread):
             view = mf.view
             pos = offset - mf.file_from_offset
             limit = min(mf.wrote_position, end - mf.file_from_offset)
+            if NATIVE is not None:  # the same loop in C, the queue and index puts here
+                budget = _NO_LIMIT if count_max is None else count_max - count
+                records, pos, scanned, stop = NATIVE.scan_stored(view, pos, limit, budget)
+                for record in records:
+                    self._dispatch_record(mf.file_from_offset, record, arrived)
+                count += scanned
+                if stop == _SCAN_BLANK:
+                    pos = file_size
+                elif stop == _SCAN_BAD:
+                    log.error("dispatch met a bad entry offset=%d", mf.file_from_offset + pos)
+                    return mf.file_from_offset + pos, count
             while pos < limit and (count_max is None or count < count_max):
                 total, magic = _PREFIX.unpack_from(view, pos)
                 if magic == BLANK_MAGIC_CODE:
@@ -179,7 +193,7 @@ class DispatchService(ServiceThread):
         props = bytes(view[at + 2 : at + 2 + props_len])
         tags_code = tags_hash(_prop(props, _TAGS)) if props else 0
         if topic == SCHEDULE_TOPIC:
-            tags_code = self._delivery_time(props, store_ts)
+            tags_code = self._delivery_time(_prop(props, _DELAY) if props else None, store_ts)
         self._cq(topic, queue_id).put(phy, total, tags_code, queue_offset)
         if self._build_index is not None and props:
             keys = _prop(props, _KEYS)
@@ -189,9 +203,28 @@ class DispatchService(ServiceThread):
         if arrived is not None:
             arrived[(topic, queue_id, tags_code)] = queue_offset + 1
 
-    def _delivery_time(self, props: bytes, store_ts: int) -> int:
+    def _dispatch_record(
+        self,
+        base: int,
+        record: tuple[int, int, int, int, int, bytes, int, str | None, str | None, str | None],
+        arrived: dict[tuple[str, int, int], int] | None,
+    ) -> None:
+        """``_dispatch_one`` for what the C scan read of a message (see ``scan_stored``)."""
+        pos, total, queue_id, queue_offset, store_ts, raw_topic, tags_code, keys, uniq, delay = record
+        topic = self._topics.get(raw_topic)
+        if topic is None:
+            topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "replace")
+        phy = base + pos
+        if topic == SCHEDULE_TOPIC:
+            tags_code = self._delivery_time(delay, store_ts)
+        self._cq(topic, queue_id).put(phy, total, tags_code, queue_offset)
+        if self._build_index is not None and (keys or uniq):
+            self._build_index(topic, keys.split() if keys else [], uniq, phy, store_ts)
+        if arrived is not None:
+            arrived[(topic, queue_id, tags_code)] = queue_offset + 1
+
+    def _delivery_time(self, raw: str | None, store_ts: int) -> int:
         """A delayed message's ConsumeQueue tags code: when it is due (RocketMQ's convention)."""
-        raw = _prop(props, _DELAY)
         try:
             level = int(raw) if raw else 0
         except ValueError:

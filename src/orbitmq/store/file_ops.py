@@ -8,11 +8,14 @@ memoryviews; nothing the store writes is durable before ``sync`` covers it.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import mmap
 import os
 import shutil
+import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["MappedRegion", "FileOps", "OsFileOps", "OsRegion"]
@@ -65,6 +68,27 @@ class FileOps(Protocol):
         """Used fraction (0..1) of the file system holding ``path``."""
 
 
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault pages in for writing, data unchanged
+
+
+def _load_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's madvise through ctypes, which releases the GIL during the call (CPython's
+    ``mmap.madvise`` keeps it): populating megabytes ahead of the writer then runs on the other
+    core while the event loop goes on."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_madvise = _load_madvise()
+
+
 class OsRegion:
     """A segment file mapped with ``mmap``.
 
@@ -78,11 +102,32 @@ class OsRegion:
     broker with thousands of consume queue files does not hold thousands of descriptors.
     """
 
-    __slots__ = ("path", "buf")
+    __slots__ = ("path", "buf", "_addr")
 
     def __init__(self, path: str, buf: mmap.mmap) -> None:
         self.path = path
         self.buf = buf
+        self._addr = 0
+
+    def populate(self, start: int, end: int) -> bool:
+        """Fault pages [start, end) in for writing (MADV_POPULATE_WRITE) without the GIL, so that
+        the writer's later stores into them take no page fault: a first write into a page of a
+        fresh segment costs 5-40 us of kernel time in the writing thread, populating the same
+        range in advance about a quarter of it, in another thread. Data is left unchanged. The
+        caller keeps the mapping open meanwhile (MappedFile's lock). False when unsupported."""
+        if _madvise is None:
+            return False
+        if not self._addr:
+            anchor = ctypes.c_char.from_buffer(self.buf)  # exports the buffer only briefly
+            self._addr = ctypes.addressof(anchor)
+            del anchor
+        start -= start % mmap.PAGESIZE
+        if end <= start:
+            return True
+        if _madvise(self._addr + start, end - start, _MADV_POPULATE_WRITE) != 0:
+            log.debug("madvise(POPULATE_WRITE) failed errno=%d", ctypes.get_errno())
+            return False
+        return True
 
     def sync(self, start: int, end: int) -> None:
         if end <= start:

@@ -36,6 +36,7 @@ from typing import Any
 
 from orbitmq.errors import ClientError, StoreError
 from orbitmq.protocol.java_hash import java_string_hash
+from orbitmq.protocol.native import NATIVE
 
 __all__ = [
     "HEADER_SIZE",
@@ -44,6 +45,7 @@ __all__ = [
     "java_string_hash",
     "index_key_hash",
     "build_key",
+    "topic_key_hash",
     "IndexFile",
 ]
 
@@ -68,6 +70,15 @@ def index_key_hash(key: str) -> int:
     """The hash an entry stores: ``abs(hashCode)``; Integer.MIN_VALUE, whose abs overflows, gives 0."""
     h = java_string_hash(key)
     return 0 if h == _INT32_MIN else abs(h)
+
+
+def topic_key_hash(topic: str, key: str) -> int:
+    """``index_key_hash(build_key(topic, key))``, in C without the joined string when built."""
+    return index_key_hash(build_key(topic, key))
+
+
+if NATIVE is not None:
+    topic_key_hash = NATIVE.index_key_hash  # noqa: F811
 
 
 def build_key(topic: str, key: str) -> str:

@@ -21,8 +21,7 @@ from orbitmq.store.index_file import (
     _CorruptHeader,
     _format_name,
     _parse_name,
-    build_key,
-    index_key_hash,
+    topic_key_hash,
 )
 
 __all__ = ["IndexService", "QueryOffsetResult"]
@@ -134,7 +133,7 @@ class IndexService:
         hashes: list[int] = []
         for key in [uniq_key, *keys] if uniq_key else keys:
             if key:
-                key_hash = index_key_hash(build_key(topic, key))
+                key_hash = topic_key_hash(topic, key)
                 if key_hash not in hashes:
                     hashes.append(key_hash)
         if not hashes:
@@ -192,7 +191,7 @@ class IndexService:
 
         Newest first, at most ``max_num``. Hashes collide: the caller checks the key on each message.
         """
-        key_hash = index_key_hash(build_key(topic, key))
+        key_hash = topic_key_hash(topic, key)
         found: list[int] = []
         with self._lock:
             newest = next((f for f in reversed(self._files) if f.entry_count), None)

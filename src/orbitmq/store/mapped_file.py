@@ -113,6 +113,17 @@ class MappedFile:
             if not self.destroyed:
                 madvise(_DONTNEED, 0, limit)  # shared file mapping: no data is discarded
 
+    def populate(self, start: int, end: int) -> bool:
+        """Fault [start, end) in ahead of the writer (see OsRegion.populate); False when the
+        region cannot (not a real mapping, an old kernel) or the segment is gone."""
+        populate = getattr(self._region, "populate", None)
+        if populate is None:
+            return False
+        with self._io_lock:  # against close; callers go in small steps (flush takes it too)
+            if self.destroyed:
+                return False
+            return bool(populate(start, min(end, self.file_size)))
+
     def reset_positions(self, position: int) -> None:
         """Set both positions (after loading, recovery has found where valid data ends)."""
         self.wrote_position = position

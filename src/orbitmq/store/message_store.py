@@ -21,7 +21,7 @@ from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.protocol.message import MessageExt, decode_stored_message
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
-from orbitmq.store.commit_log import CommitLog, encode_messages
+from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, parse_delay_levels
 from orbitmq.store.file_ops import FileOps, OsFileOps
@@ -42,6 +42,7 @@ from orbitmq.store.status import (
     PutMessageStatus,
     QueryMessageResult,
 )
+from orbitmq.store.warm import PageWarmService
 
 __all__ = ["MessageStore", "MessageFilter"]
 
@@ -118,6 +119,7 @@ class MessageStore:
             self.clock,
         )
         self.page_release = PageReleaseService(self.release_cold_pages)
+        self.page_warm = PageWarmService(self.commit_log)
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
             self.index.delete_expired if self.index is not None else None,
@@ -143,7 +145,7 @@ class MessageStore:
     def _services(self) -> list:
         flush = self.group_commit if self.sync_flush else self.async_flush
         return [self.dispatcher, flush, self.flush_consume_queue, self.clean_service,
-                self.page_release]
+                self.page_release, self.page_warm]
 
     def start(self) -> None:
         """Load, recover (see recovery.py), write the abort file, start the services.
@@ -239,12 +241,21 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         if not batch:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        cfg = self.config
-        encoded = encode_messages(
-            batch, cfg.max_message_size, cfg.mapped_file_size_commitlog - 8
-        )
+        encoded = encode_messages(batch, self.config.max_message_size, self.max_blob_size)
         if isinstance(encoded, PutMessageStatus):
             return PutMessageResult(encoded)
+        return self.put_encoded(encoded, wait_flush=wait_flush)
+
+    @property
+    def max_blob_size(self) -> int:
+        """The most bytes one append may write: a segment less its end marker."""
+        return self.config.mapped_file_size_commitlog - 8
+
+    def put_encoded(self, encoded: EncodedBatch, *, wait_flush: bool = True) -> PutMessageResult:
+        """``put_messages`` of messages already in stored form (``encode_messages`` or
+        ``encode_wire_batch``)."""
+        if not self._running or self.clean_service.disk_full:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         try:
             appended = self.commit_log.append(encoded)
         except Exception:
@@ -253,6 +264,8 @@ class MessageStore:
         if isinstance(appended, PutMessageStatus):
             return PutMessageResult(appended)
         self.dispatcher.wakeup_if_waiting()
+        if appended.wrote_offset >= self.page_warm.wake_at:
+            self.page_warm.wakeup_if_waiting()
         if not self.sync_flush:
             return PutMessageResult(PutMessageStatus.PUT_OK, appended)
         return self._wait_flush(appended, wait_flush)

@@ -1,0 +1,60 @@
+"""Build hook: compiles the optional C speedups (src/orbitmq/protocol/_speedups.c).
+
+Runs for wheels and for editable installs (``pip install -e .``, which ``make install`` uses).
+The module is built with the C compiler Python itself was built with, next to its source, so an
+editable install imports it from ``src/`` and a wheel carries it. Without a compiler, or when
+compiling fails, the install goes on with a warning and OrbitMQ uses its Python code only
+(``orbitmq.protocol.native.NATIVE`` is None). ORBITMQ_NO_NATIVE_BUILD=1 skips the build.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE = Path("src/orbitmq/protocol/_speedups.c")
+
+
+class SpeedupsBuildHook(BuildHookInterface):  # type: ignore[misc]
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel" or os.environ.get("ORBITMQ_NO_NATIVE_BUILD") == "1":
+            return
+        root = Path(self.root)
+        source = root / SOURCE
+        target = source.with_name("_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
+        if not compile_extension(source, target):
+            return
+        if version != "editable":  # an editable install imports it from src/ directly
+            build_data["force_include"][str(target)] = str(target.relative_to(root / "src"))
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True
+
+
+def compile_extension(source: Path, target: Path) -> bool:
+    """``cc -O2 -shared`` of one C file against this Python; False (with a warning) on failure."""
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    if shutil.which(cc[0]) is None:
+        print(f"orbitmq: no C compiler ({cc[0]}); using the pure-Python code", file=sys.stderr)
+        return False
+    cmd = [
+        *cc, "-O2", "-fPIC", "-shared", "-Wall", "-Wno-unused-parameter",
+        f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(target),
+    ]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        print(f"orbitmq: building {source.name} failed, using the pure-Python code:\n{detail}",
+              file=sys.stderr)
+        return False
+    return True

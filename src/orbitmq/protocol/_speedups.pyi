@@ -1,0 +1,24 @@
+# Types of the optional C speedups (_speedups.c); see orbitmq.protocol.native.
+from typing import Any
+
+def java_string_hash(s: str, /) -> int: ...
+def index_key_hash(topic: str, key: str, /) -> int: ...
+def encode_wire_batch(
+    body: Any, topic_part: bytes, queue_id: int, sys_flag: int, born_timestamp: int,
+    born_host: bytes, store_host: bytes, reconsume_times: int, max_message_size: int,
+    max_blob_size: int, /,
+) -> tuple[bytearray, list[int]] | None: ...
+def encode_wire_single(
+    body: Any, properties: bytes, flag: int, topic_part: bytes, queue_id: int, sys_flag: int,
+    born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int, /,
+) -> bytearray | None: ...
+def patch_batch(
+    buf: Any, pos: int, phy: int, queue_offset: int, now: int, rel_positions: list[int],
+    store_ts_at: int, /,
+) -> int: ...
+def scan_stored(
+    buf: Any, pos: int, limit: int, count_max: int, /,
+) -> tuple[
+    list[tuple[int, int, int, int, int, bytes, int, str | None, str | None, str | None]],
+    int, int, int,
+]: ...
