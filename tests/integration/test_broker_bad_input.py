@@ -3,6 +3,7 @@ keeps serving others and its store does not change."""
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterator
 
@@ -127,6 +128,25 @@ def test_oversized_body_properties_and_bad_batches(h: BrokerHarness) -> None:
     transaction["sysFlag"] = "4"  # a batch cannot be a transaction's half message
     r = h.invoke(RequestCode.SEND_MESSAGE, transaction, encode_batch([(0, b"half", {})]))
     assert r.code == ResponseCode.MESSAGE_ILLEGAL and "transaction" in r.remark
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_properties_that_cannot_be_stored_are_refused(h: BrokerHarness) -> None:
+    """Properties UTF-8 cannot hold: a lone surrogate escaped in a JSON header ("\\ud800") is a
+    header the decoder refuses (the connection closes, as for other garbage headers); bytes
+    that are not UTF-8 in a batch entry get MESSAGE_ILLEGAL."""
+    fields = h.send_header("Healthy", 0).to_ext_fields()
+    fields["properties"] = "KEYS\x01a\ud800b\x02"
+    header = json.dumps({"code": int(RequestCode.SEND_MESSAGE), "language": "JAVA", "version": 0,
+                         "opaque": 77, "flag": 0, "extFields": fields}).encode()
+    c = RawConnection(h.port)
+    c.send(_json_frame(header, b"x"))
+    assert c.is_closed_by_peer()
+    c.close()
+    batch_fields = h.send_header("Healthy", 0, batch=True).to_ext_fields()
+    bad_utf8 = struct.pack(">iiiii", 22 + 1 + 5, 0, 0, 0, 1) + b"x" + struct.pack(">h", 5) + b"K\x01\xff\xfe\x02"
+    r = h.invoke(RequestCode.SEND_BATCH_MESSAGE, batch_fields, bad_utf8)
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "UTF-8" in r.remark
 
 
 @pytest.mark.usefixtures("unchanged")

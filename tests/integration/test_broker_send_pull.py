@@ -163,16 +163,16 @@ def test_sync_flush_sends_are_acknowledged_after_fsync(tmp_path_factory: pytest.
         assert h2.broker.store.flushed_physical_offset() >= h2.broker.store.max_physical_offset()
 
         # A group commit that reports failure: FLUSH_DISK_TIMEOUT, with the stored position.
-        real_put = h2.broker.store.put_messages
+        real_put = h2.broker.store.put_encoded  # where every put ends, message objects or not
 
-        def failing_flush(msgs, *, wait_flush=True):
-            result = real_put(msgs, wait_flush=wait_flush)
+        def failing_flush(encoded, *, wait_flush=True):
+            result = real_put(encoded, wait_flush=wait_flush)
             failed: concurrent.futures.Future[bool] = concurrent.futures.Future()
             failed.set_result(False)
             result.flush_future = failed
             return result
 
-        h2.broker.store.put_messages = failing_flush  # type: ignore[method-assign]
+        h2.broker.store.put_encoded = failing_flush  # type: ignore[method-assign]
         r = h2.send("Durable", b"late")
         assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT and r.remark
         assert r.ext_fields["queueOffset"] == "20" and r.ext_fields["msgId"]

@@ -127,7 +127,8 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     """``k\\x01v\\x02`` for every pair, as RocketMQ 4.x writes them (with the final separator).
 
     Raises:
-        ClientError: a name or value contains a separator (it could not be read back).
+        ClientError: a name or value contains a separator (it could not be read back) or a
+            character UTF-8 cannot encode.
     """
     if not properties:
         return b""
@@ -136,7 +137,10 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
         if "\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value:
             raise ClientError(f"property {name!r} contains a reserved separator character")
         parts.append(f"{name}\x01{value}\x02")
-    return "".join(parts).encode("utf-8")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate, e.g. from a JSON "\ud800" escape
+        raise ClientError(f"message properties are not encodable as UTF-8: {e}") from None
 
 
 def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
