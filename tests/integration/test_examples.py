@@ -21,3 +21,15 @@ def test_quickstart_sends_and_reads_back(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0].startswith("SendStatus.OK")
     assert any("created" in line and "order-17" in line and '{"order": 17}' in line for line in lines[1:])
+
+
+def test_auto_batch_example_sends_a_thousand(tmp_path):
+    with EmbeddedCluster(tmp_path) as cluster:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "auto_batch.py"), cluster.namesrv],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    first, *results = out.stdout.splitlines()
+    assert first.startswith("1000 messages in ")
+    assert len(results) == 2 and all(line.startswith("SendStatus.OK") for line in results)

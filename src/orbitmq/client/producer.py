@@ -5,6 +5,10 @@ queue's master and, when the broker cannot be reached or answers a retriable cod
 to ``retry_times_when_send_failed`` times on a queue of another broker, all within one
 ``send_timeout`` budget (RocketMQ's behaviour). A topic without a route is sent over TBW102's
 brokers, which then create it. Every message gets a UNIQ_KEY, its ``msg_id`` for consumers.
+
+With ``auto_batch=True``, concurrent plain sends to one topic are collected by a
+:class:`~orbitmq.client.accumulator.SendAccumulator` and leave as one SEND_BATCH_MESSAGE (RocketMQ
+5's ``setAutoBatch``), each caller still getting its own SendResult.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import math
 from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
 from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.accumulator import SendAccumulator
 from orbitmq.client.instance import ClientInstance
 from orbitmq.client.results import SendResult
 from orbitmq.client.route import TopicPublishInfo, publish_info_from_route
@@ -23,11 +29,12 @@ from orbitmq.client.selectors import MessageQueueSelector
 from orbitmq.client.send_codec import (
     PreparedMessage,
     build_send_request,
+    encode_message,
     parse_send_response,
     prepare_batch,
     prepare_message,
 )
-from orbitmq.client.validation import check_group, check_message
+from orbitmq.client.validation import body_size, check_group, check_message
 from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import ResponseCode
@@ -39,6 +46,9 @@ __all__ = ["AsyncProducer", "Producer", "MAX_MESSAGE_SIZE"]
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+BATCH_MAX_BYTES = 64 * 1024
+BATCH_MAX_MESSAGES = 256
+_INT32 = range(-0x80000000, 0x80000000)  # a batch entry's flag field
 T = TypeVar("T")
 
 
@@ -60,6 +70,14 @@ class AsyncProducer:
             not be reached or did not answer in time (while other brokers have queues), so that
             one dead or hung broker costs one failed attempt, not one per send until the route
             changes (RocketMQ's latency fault tolerance, simplified); 0 turns it off.
+        auto_batch: collect concurrent :meth:`send` calls to one topic into one batch request
+            (only sends without selector, delay level or a body over ``compress_over``); each
+            still gets its own SendResult, but a batch goes to one queue and fails as a whole.
+        batch_max_delay: seconds a batch waits for more messages; 0 sends it at the end of
+            the current event-loop iteration.
+        batch_max_bytes: the largest batch encoding (a message that does not fit starts the
+            next batch); ``max_message_size`` when that is smaller.
+        batch_max_messages: the most messages in one batch.
     """
 
     def __init__(
@@ -75,10 +93,16 @@ class AsyncProducer:
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
         unreachable_broker_backoff: float = 10.0,
+        auto_batch: bool = False,
+        batch_max_delay: float = 0.0,
+        batch_max_bytes: int = BATCH_MAX_BYTES,
+        batch_max_messages: int = BATCH_MAX_MESSAGES,
     ) -> None:
         self.group = check_group(group)
         if send_timeout <= 0 or retry_times_when_send_failed < 0 or default_topic_queue_nums < 1:
             raise ClientError("send_timeout must be > 0, retries >= 0, default queue nums >= 1")
+        _check_batch_options(auto_batch, batch_max_delay, batch_max_bytes, batch_max_messages,
+                             send_timeout)
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_over = compress_over
@@ -96,6 +120,10 @@ class AsyncProducer:
         self._publish: dict[str, TopicPublishInfo] = {}
         self._inflight: set[asyncio.Task[Any]] = set()
         self._started = False
+        self._accumulator = SendAccumulator(
+            self._send_prepared, max_delay=batch_max_delay,
+            max_bytes=min(batch_max_bytes, max_message_size),
+            max_messages=batch_max_messages, compress_over=compress_over) if auto_batch else None
 
     @property
     def client_id(self) -> str:
@@ -106,16 +134,28 @@ class AsyncProducer:
         """The connections, routes and heartbeats underneath."""
         return self._instance
 
+    @property
+    def auto_batch(self) -> bool:
+        return self._accumulator is not None
+
     async def start(self) -> Self:
         await self._instance.start()
+        if self._accumulator is not None:
+            self._accumulator.open()
         self._started = True
         return self
 
     async def shutdown(self) -> None:
-        """Wait for asynchronous sends still under way (each within its timeout), unregister from
-        the brokers and close the connections."""
+        """Wait for asynchronous sends still under way (each within its timeout), send the
+        messages auto-batching holds and wait for their answers, unregister from the brokers and
+        close the connections."""
+        acc = self._accumulator
+        if acc is not None:
+            acc.flush_all()
         if self._inflight:
             await asyncio.wait(list(self._inflight), timeout=self.send_timeout + 1)
+        if acc is not None:
+            await acc.drain(self.send_timeout + 1)
         self._started = False
         await self._instance.shutdown()
 
@@ -139,6 +179,10 @@ class AsyncProducer:
         With ``selector``, the queue is ``selector(queues, msg, arg)`` and there is no retry on
         another queue (that would break the order the selector keeps).
 
+        With ``auto_batch``, a send without selector or delay level and with a body of at most
+        ``compress_over`` bytes may share one request (and so one queue and one fate) with
+        other sends to the same topic; its SendResult is its own all the same.
+
         Raises:
             ClientError: invalid message or producer not started.
             BrokerError: the broker refused it, or the topic has no route (TOPIC_NOT_EXIST).
@@ -146,6 +190,12 @@ class AsyncProducer:
         """
         self._check_started()
         check_message(msg, self.max_message_size)
+        acc = self._accumulator
+        if (acc is not None and selector is None and msg.delay_level == 0
+                and msg.flag in _INT32 and body_size(msg.body) <= self.compress_over):
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + (self.send_timeout if timeout is None else timeout)
+            return await acc.add(msg.topic, encode_message(msg, self._ids.next()), deadline, loop)
         prepared = prepare_message(msg, self._ids.next(), self.compress_over)
         result = await self._dispatch(prepared, msg, selector, arg, timeout, oneway=False)
         assert result is not None
@@ -221,6 +271,13 @@ class AsyncProducer:
             raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {topic!r} has no writable queue")
         return info
 
+    async def _send_prepared(self, prepared: PreparedMessage, deadline: float) -> SendResult:
+        """A batch (or a lone message) of the accumulator: round robin, retries, backoff."""
+        info = await self._publish_info(prepared.topic)
+        result = await self._send_with_retries(prepared, info, deadline, oneway=False)
+        assert result is not None
+        return result
+
     async def _dispatch(
         self,
         prepared: PreparedMessage,
@@ -291,6 +348,21 @@ class AsyncProducer:
             return None
         resp = await self._instance.remoting.invoke(addr, cmd, remaining)
         return parse_send_response(resp, prepared, mq)
+
+
+def _check_batch_options(auto_batch: object, max_delay: float, max_bytes: int, max_messages: int,
+                         send_timeout: float) -> None:
+    """Raises ClientError naming the first auto-batching option that makes no sense."""
+    if not isinstance(auto_batch, bool):
+        raise ClientError(f"auto_batch must be True or False, not {auto_batch!r}")
+    if (not isinstance(max_delay, int | float) or isinstance(max_delay, bool)
+            or not math.isfinite(max_delay) or not 0 <= max_delay < send_timeout):
+        raise ClientError(f"batch_max_delay must be >= 0 seconds and shorter than send_timeout "
+                          f"({send_timeout}), got {max_delay!r}")
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
+        raise ClientError(f"batch_max_bytes must be an int >= 1, got {max_bytes!r}")
+    if not isinstance(max_messages, int) or isinstance(max_messages, bool) or max_messages < 1:
+        raise ClientError(f"batch_max_messages must be an int >= 1, got {max_messages!r}")
 
 
 class Producer(BlockingClient[AsyncProducer]):
