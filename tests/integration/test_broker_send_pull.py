@@ -165,8 +165,8 @@ def test_sync_flush_sends_are_acknowledged_after_fsync(tmp_path_factory: pytest.
         # A group commit that reports failure: FLUSH_DISK_TIMEOUT, with the stored position.
         real_put = h2.broker.store.put_encoded  # where every put ends, message objects or not
 
-        def failing_flush(encoded, *, wait_flush=True):
-            result = real_put(encoded, wait_flush=wait_flush)
+        def failing_flush(encoded, **options):
+            result = real_put(encoded, **options)
             failed: concurrent.futures.Future[bool] = concurrent.futures.Future()
             failed.set_result(False)
             result.flush_future = failed

@@ -111,6 +111,8 @@ class SendProcessor:
         self._round_robin = itertools.count()
         # SYNC_FLUSH: store flush future -> (timeout timer, sends waiting for it); see _await_flush
         self._flush_groups: dict[object, tuple[asyncio.TimerHandle, list[Any]]] = {}
+        self._wake_scheduled = False  # a store.wake_deferred call is due (see _send)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def register(self, server: RemotingServer) -> None:
         server.register(RequestCode.SEND_MESSAGE, self.send_message)
@@ -143,11 +145,13 @@ class SendProcessor:
             return cmd.response(r.code, r.remark)
         tx_id = None
         if encoded is not None:
-            result = self.store.put_encoded(encoded, wait_flush=False)
+            result = self.store.put_encoded(encoded, wait_flush=False, defer_wakeups=True)
         else:
-            result = self.store.put_messages(msgs, wait_flush=False)
+            result = self.store.put_messages(msgs, wait_flush=False, defer_wakeups=True)
             if msgs[0].topic == TRANS_HALF_TOPIC:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
+        if not self._wake_scheduled:
+            self._schedule_wake()
         if result.flush_future is not None:
             return self._await_flush(cmd, result, queue_id, tx_id)
         return self._response(cmd, result, queue_id, tx_id)
@@ -292,7 +296,7 @@ class SendProcessor:
             timer = loop.call_later(self.sync_flush_timeout_s + 1.0, self._flushed, flush, False)
             group = self._flush_groups[flush] = (timer, [])
 
-            def done(f: Any) -> None:  # on the flush thread
+            def done(f: Any) -> None:  # on the loop (_flush_deferred) or the flush thread
                 if not loop.is_closed():
                     ok = not f.cancelled() and f.exception() is None and f.result()
                     loop.call_soon_threadsafe(self._flushed, f, ok)
@@ -300,6 +304,23 @@ class SendProcessor:
             flush.add_done_callback(done)
         group[1].append((answer, cmd, result, queue_id, tx_id))
         return answer
+
+    def _schedule_wake(self) -> None:
+        """The store's wakeups (and sync) for this iteration's sends, once: under SYNC_FLUSH as
+        soon as the requests read so far are taken (the answers wait for the sync), under
+        ASYNC_FLUSH one iteration later, after the answers have been written."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._wake_scheduled = True
+        if self.store.sync_flush:
+            loop.call_soon(self._wake_deferred)
+        else:
+            loop.call_soon(loop.call_soon, self._wake_deferred)
+
+    def _wake_deferred(self) -> None:
+        self._wake_scheduled = False
+        self.store.wake_deferred()
 
     def _flushed(self, flush: object, durable: bool) -> None:
         """Answers every send of a flush group (on the loop), once."""

@@ -96,19 +96,28 @@ class DispatchService(ServiceThread):
 
     def run_once(self) -> None:
         """Dispatch everything published so far, telling listeners after each bounded round."""
+        self.dispatch_available()
+
+    def dispatch_available(self, count_max: int | None = None) -> bool:
+        """``run_once`` for at most ``count_max`` messages (None: no limit), in any thread (the
+        event loop calls it between requests, see MessageStore.wake_deferred); True when
+        nothing published is left undispatched."""
+        done = 0
         while True:
             end = self.commit_log.max_offset
             if self.reput_offset >= end:
-                return
+                return True
+            budget = self.round_max if count_max is None else min(self.round_max, count_max - done)
+            if budget <= 0:
+                return False
             arrived: dict[tuple[str, int, int], int] = {}
             with self.lock:
-                self.reput_offset, count = self.dispatch_to(
-                    self.reput_offset, end, arrived, self.round_max
-                )
+                self.reput_offset, count = self.dispatch_to(self.reput_offset, end, arrived, budget)
+            done += count
             if arrived and self.listeners:
                 self._notify(arrived)
-            if count < self.round_max:
-                return
+            if count < budget:  # caught up with ``end`` (or stopped at a bad entry)
+                return self.reput_offset >= self.commit_log.max_offset
 
     def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
         for (topic, queue_id, tags_code), max_offset in arrived.items():

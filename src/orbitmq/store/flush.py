@@ -70,8 +70,10 @@ class GroupCommitService(ServiceThread):
         self._group_deadline = 0.0  # monotonic deadline of the group's first request
         self._group_size = 0
 
-    def submit(self, end_offset: int) -> concurrent.futures.Future[bool]:
-        """Ask for bytes below ``end_offset`` to be durable; the Future says whether they are."""
+    def submit(self, end_offset: int, *, wake: bool = True) -> concurrent.futures.Future[bool]:
+        """Ask for bytes below ``end_offset`` to be durable; the Future says whether they are.
+        Without ``wake`` the caller serves the group itself (``try_run_once``) or wakes the
+        thread later; the thread's interval is the backstop."""
         with self._lock:
             future = self._group
             if future is None:
@@ -80,7 +82,8 @@ class GroupCommitService(ServiceThread):
             if end_offset > self._group_end:
                 self._group_end = end_offset
             self._group_size += 1
-        self.wakeup_if_waiting()
+        if wake:
+            self.wakeup_if_waiting()
         return future
 
     @property
@@ -94,6 +97,16 @@ class GroupCommitService(ServiceThread):
     def run_once(self) -> None:
         with self._round_lock:
             self._round()
+
+    def try_run_once(self) -> bool:
+        """A round in the calling thread unless one is under way; whether it ran."""
+        if not self._round_lock.acquire(blocking=False):
+            return False
+        try:
+            self._round()
+        finally:
+            self._round_lock.release()
+        return True
 
     def flush_inline(self, end_offset: int) -> bool | None:
         """Sync now in the calling thread if no round is under way; True when bytes below
