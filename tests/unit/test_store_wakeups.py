@@ -1,0 +1,98 @@
+"""Store threads woken on demand, and the event loop's share of their work (wake_deferred)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from store_fixtures import config, msg
+
+from orbitmq.config import FlushDiskType
+from orbitmq.store import MessageStore
+from orbitmq.store.service import ServiceThread
+
+
+def _wait_until(predicate, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.001)
+    return predicate()
+
+
+class Counting(ServiceThread):
+    def __init__(self) -> None:
+        super().__init__("counting", 60.0)  # the interval never fires within a test
+        self.rounds = 0
+
+    def run_once(self) -> None:
+        self.rounds += 1
+
+
+def test_a_wakeup_runs_a_round_promptly_and_wakeups_coalesce() -> None:
+    service = Counting()
+    service.start()
+    thread = service._thread
+    assert thread is not None
+    try:
+        assert _wait_until(lambda: service.waiting)
+        service.wakeup()
+        assert _wait_until(lambda: service.rounds == 1)
+        assert _wait_until(lambda: service.waiting)
+        for _ in range(50):  # while it sleeps: one pending wakeup, not fifty
+            service.wakeup()
+        assert _wait_until(lambda: service.rounds >= 2)
+        assert _wait_until(lambda: service.waiting)
+        time.sleep(0.05)
+        assert service.rounds == 2
+        service.wakeup_if_waiting()
+        assert _wait_until(lambda: service.rounds == 3)
+    finally:
+        service.shutdown()
+    assert _wait_until(lambda: not thread.is_alive())
+
+
+def test_deferred_puts_wake_nothing_until_wake_deferred(tmp_path: Path) -> None:
+    with MessageStore(config(tmp_path), run_threads=False) as store:
+        for i in range(5):
+            store.put_messages([msg(body=b"%d" % i)], defer_wakeups=True)
+        assert store.get_max_offset_in_queue("T", 0) == 0  # not dispatched yet
+        store.wake_deferred()
+        assert store.get_max_offset_in_queue("T", 0) == 5
+
+
+def test_wake_deferred_syncs_the_waiting_group_in_the_calling_thread(tmp_path: Path) -> None:
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with MessageStore(cfg) as store:  # threads run, but nobody wakes the group commit thread
+        store.group_commit.interval_s = 60.0
+        result = store.put_messages([msg()], wait_flush=False, defer_wakeups=True)
+        assert result.flush_future is not None and not result.flush_future.done()
+        caller = threading.get_ident()
+        synced_in: list[int] = []
+        result.flush_future.add_done_callback(lambda f: synced_in.append(threading.get_ident()))
+        store.wake_deferred()
+        assert result.flush_future.result(0) is True and synced_in == [caller]
+        assert store.flushed_physical_offset() >= store.max_physical_offset()
+        assert store.get_max_offset_in_queue("T", 0) == 1
+
+
+def test_try_run_once_leaves_a_busy_round_alone(tmp_path: Path) -> None:
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with MessageStore(cfg, run_threads=False) as store:
+        gc = store.group_commit
+        future = gc.submit(1, wake=False)
+        with gc._round_lock:  # a round under way elsewhere
+            assert gc.try_run_once() is False and not future.done()
+        assert gc.try_run_once() is True and future.done()
+
+
+def test_dispatch_available_is_bounded(tmp_path: Path) -> None:
+    with MessageStore(config(tmp_path), run_threads=False) as store:
+        for i in range(10):
+            store.put_messages([msg(body=b"%d" % i)], defer_wakeups=True)
+        assert store.dispatcher.dispatch_available(3) is False
+        assert store.get_max_offset_in_queue("T", 0) == 3
+        assert store.dispatcher.dispatch_available() is True
+        assert store.get_max_offset_in_queue("T", 0) == 10
