@@ -96,3 +96,14 @@ def test_dispatch_available_is_bounded(tmp_path: Path) -> None:
         assert store.get_max_offset_in_queue("T", 0) == 3
         assert store.dispatcher.dispatch_available() is True
         assert store.get_max_offset_in_queue("T", 0) == 10
+
+
+def test_a_slow_disk_sends_rounds_back_to_the_thread(tmp_path: Path) -> None:
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with MessageStore(cfg, run_threads=False) as store:
+        gc = store.group_commit
+        gc.last_sync_s = 0.5  # the last sync took half a second
+        future = gc.submit(1, wake=False)
+        assert gc.try_run_once() is False and not future.done()
+        gc.run_once()  # the thread's round (run here) measures the disk again
+        assert future.done() and gc.last_sync_s < 0.5

@@ -39,6 +39,9 @@ class AsyncFlushService(ServiceThread):
         self.commit_log.flush()
 
 
+INLINE_SYNC_MAX_S = 0.005  # a caller's thread syncs inline (try_run_once) only below this
+
+
 class GroupCommitService(ServiceThread):
     """Serves sync-flush requests in groups: one sync per round for every request waiting.
 
@@ -69,6 +72,7 @@ class GroupCommitService(ServiceThread):
         self._group_end = 0  # highest end offset asked for by the group
         self._group_deadline = 0.0  # monotonic deadline of the group's first request
         self._group_size = 0
+        self.last_sync_s = 0.0  # how long the last round's sync took
 
     def submit(self, end_offset: int, *, wake: bool = True) -> concurrent.futures.Future[bool]:
         """Ask for bytes below ``end_offset`` to be durable; the Future says whether they are.
@@ -99,8 +103,10 @@ class GroupCommitService(ServiceThread):
             self._round()
 
     def try_run_once(self) -> bool:
-        """A round in the calling thread unless one is under way; whether it ran."""
-        if not self._round_lock.acquire(blocking=False):
+        """A round in the calling thread unless one is under way or the disk has turned slow
+        (the last sync took over ``INLINE_SYNC_MAX_S``: an event loop must not stand still
+        behind it; the thread takes the rounds until a sync is quick again); whether it ran."""
+        if self.last_sync_s > INLINE_SYNC_MAX_S or not self._round_lock.acquire(blocking=False):
             return False
         try:
             self._round()
@@ -126,11 +132,13 @@ class GroupCommitService(ServiceThread):
             future, end, deadline, size = (self._group, self._group_end, self._group_deadline,
                                            self._group_size)
             self._group, self._group_end, self._group_size = None, 0, 0
+        started = self._monotonic()
         try:
             flushed = self.commit_log.flush()
         except Exception:
             log.exception("sync flush failed; %d requests answered FLUSH_DISK_TIMEOUT", size)
             flushed = -1
+        self.last_sync_s = self._monotonic() - started
         if future is not None:
             future.set_result(flushed >= end and self._monotonic() <= deadline)
         return flushed
