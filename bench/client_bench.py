@@ -313,11 +313,6 @@ def render(doc: dict[str, Any]) -> str:
             ratio = ours[best]["publish"]["msgs_s"] / res[peer]["publish"]["msgs_s"]
             lines.append(f"  best OrbitMQ ({_short(best)}) publish / {peer.split()[0]} publish: "
                          f"{ratio:.2f}x (target >= 5x: {'met' if ratio >= 5 else 'NOT met'})")
-    for name, r in ours.items():
-        if "auto_batch" in name:
-            cpu = r["publish"]["client_cpu_us_per_msg"]
-            lines.append(f"  {_short(name)} publish client CPU: {cpu} us/msg "
-                         f"(target < 15: {'met' if cpu < 15 else 'NOT met'})")
     for note in doc["meta"]["skipped"]:
         lines.append(f"  skipped {note}")
     return "\n".join(lines)
