@@ -107,3 +107,14 @@ def test_a_slow_disk_sends_rounds_back_to_the_thread(tmp_path: Path) -> None:
         assert gc.try_run_once() is False and not future.done()
         gc.run_once()  # the thread's round (run here) measures the disk again
         assert future.done() and gc.last_sync_s < 0.5
+
+
+def test_inline_dispatch_never_waits_for_the_dispatch_thread(tmp_path: Path) -> None:
+    with MessageStore(config(tmp_path), run_threads=False) as store:
+        store.put_messages([msg()], defer_wakeups=True)
+        with store.dispatcher.lock:  # the thread's round under way
+            assert store.dispatcher.dispatch_available(wait=False) is False
+            store.wake_deferred()  # returns at once, leaving the message to the thread
+        assert store.get_max_offset_in_queue("T", 0) == 0
+        store.wake_deferred()
+        assert store.get_max_offset_in_queue("T", 0) == 1

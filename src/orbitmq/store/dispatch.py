@@ -98,10 +98,11 @@ class DispatchService(ServiceThread):
         """Dispatch everything published so far, telling listeners after each bounded round."""
         self.dispatch_available()
 
-    def dispatch_available(self, count_max: int | None = None) -> bool:
+    def dispatch_available(self, count_max: int | None = None, *, wait: bool = True) -> bool:
         """``run_once`` for at most ``count_max`` messages (None: no limit), in any thread (the
         event loop calls it between requests, see MessageStore.wake_deferred); True when
-        nothing published is left undispatched."""
+        nothing published is left undispatched. Without ``wait`` it gives up (False) when
+        another thread is dispatching, instead of waiting for its round to end."""
         done = 0
         while True:
             end = self.commit_log.max_offset
@@ -111,8 +112,12 @@ class DispatchService(ServiceThread):
             if budget <= 0:
                 return False
             arrived: dict[tuple[str, int, int], int] = {}
-            with self.lock:
+            if not self.lock.acquire(blocking=wait):
+                return False
+            try:
                 self.reput_offset, count = self.dispatch_to(self.reput_offset, end, arrived, budget)
+            finally:
+                self.lock.release()
             done += count
             if arrived and self.listeners:
                 self._notify(arrived)

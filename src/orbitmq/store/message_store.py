@@ -292,8 +292,9 @@ class MessageStore:
         in this thread unless one is under way (then the group commit thread is woken and its
         next round covers them); then the dispatcher's (and the pre-faulter's) wakeups.
 
-        The new messages are dispatched right here too (up to ``INLINE_DISPATCH_MAX``; the
-        dispatch thread is woken for the rest): every thread shares one GIL, so a dispatch
+        The new messages are dispatched right here too (up to ``INLINE_DISPATCH_MAX``, and only
+        when the dispatch thread is not at it; that thread is woken for the rest): every
+        thread shares one GIL, so a dispatch
         thread adds no parallelism, only hand-offs, and one woken per send would hold the GIL
         when the next request comes in.
 
@@ -304,7 +305,7 @@ class MessageStore:
         the sync has the GIL released."""
         if self.sync_flush and self.group_commit.has_work() and not self.group_commit.try_run_once():
             self.group_commit.wakeup()
-        if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX):
+        if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX, wait=False):
             self.dispatcher.wakeup_if_waiting()
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
