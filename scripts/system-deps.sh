@@ -5,6 +5,13 @@ need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 # PostgreSQL for the orbitmq.reliable tests: they start their own server with initdb and pg_ctl.
 ls /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
+command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# Python's headers, for the same build, when the interpreter is Debian's own (pyenv and
+# python.org builds ship them).
+PY="${PYTHON:-python3}"
+inc="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)"
+if [ -n "$inc" ] && [ ! -f "$inc/Python.h" ]; then need+=(python3-dev); fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or install them with apt)" >&2
