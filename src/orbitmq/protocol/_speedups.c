@@ -51,9 +51,9 @@ static inline void put_i64(unsigned char *p, int64_t v)
 
 /* -- Java's String.hashCode over UTF-16 code units ------------------------------------------ */
 
-static int32_t java_hash_unicode(PyObject *s)
+/* h * 31^n + (the units of s), over UTF-16 code units with 32-bit wraparound */
+static uint32_t java_hash_continue(uint32_t h, PyObject *s)
 {
-    uint32_t h = 0;
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
@@ -67,7 +67,12 @@ static int32_t java_hash_unicode(PyObject *s)
             h = h * 31u + (uint32_t)(0xDC00 + (c & 0x3FF));
         }
     }
-    return (int32_t)h;
+    return h;
+}
+
+static int32_t java_hash_unicode(PyObject *s)
+{
+    return (int32_t)java_hash_continue(0, s);
 }
 
 static PyObject *py_java_string_hash(PyObject *self, PyObject *arg)
@@ -86,24 +91,8 @@ static PyObject *py_index_key_hash(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "index_key_hash(topic: str, key: str)");
         return NULL;
     }
-    uint32_t h = (uint32_t)java_hash_unicode(args[0]);
-    h = h * 31u + (uint32_t)'#';
-    /* continue the hash over the key: h * 31^len(key-units) + hash(key) */
-    PyObject *key = args[1];
-    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
-    int kind = PyUnicode_KIND(key);
-    const void *data = PyUnicode_DATA(key);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c < 0x10000) {
-            h = h * 31u + (uint32_t)c;
-        } else {
-            c -= 0x10000;
-            h = h * 31u + (uint32_t)(0xD800 + (c >> 10));
-            h = h * 31u + (uint32_t)(0xDC00 + (c & 0x3FF));
-        }
-    }
-    int32_t v = (int32_t)h;
+    uint32_t h = java_hash_continue(0, args[0]) * 31u + (uint32_t)'#';
+    int32_t v = (int32_t)java_hash_continue(h, args[1]);
     if (v == INT32_MIN)
         return PyLong_FromLong(0);
     return PyLong_FromLong(v < 0 ? -(long)v : (long)v);
