@@ -296,7 +296,7 @@ class SendProcessor:
             timer = loop.call_later(self.sync_flush_timeout_s + 1.0, self._flushed, flush, False)
             group = self._flush_groups[flush] = (timer, [])
 
-            def done(f: Any) -> None:  # on the loop (_flush_deferred) or the flush thread
+            def done(f: Any) -> None:  # on the loop (store.wake_deferred) or the flush thread
                 if not loop.is_closed():
                     ok = not f.cancelled() and f.exception() is None and f.result()
                     loop.call_soon_threadsafe(self._flushed, f, ok)

@@ -284,19 +284,19 @@ class MessageStore:
 
     def _wake_services(self) -> None:
         self.dispatcher.wakeup_if_waiting()
+        self._wake_warm()
+
+    def _wake_warm(self) -> None:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
 
     def wake_deferred(self) -> None:
         """What puts with ``defer_wakeups`` left undone: under SYNC_FLUSH one group commit round
         in this thread unless one is under way (then the group commit thread is woken and its
-        next round covers them); then the dispatcher's (and the pre-faulter's) wakeups.
-
-        The new messages are dispatched right here too (up to ``INLINE_DISPATCH_MAX``, and only
-        when the dispatch thread is not at it; that thread is woken for the rest): every
-        thread shares one GIL, so a dispatch
-        thread adds no parallelism, only hand-offs, and one woken per send would hold the GIL
-        when the next request comes in.
+        next round covers them); then dispatch, right here too (up to ``INLINE_DISPATCH_MAX``
+        messages, and only when the dispatch thread is not at it; that thread is woken for the
+        rest). Every thread shares one GIL, so a dispatch thread adds no parallelism, only
+        hand-offs, and one woken per send would hold the GIL when the next request comes in.
 
         An event loop calling this once per iteration, after taking every request it read (and,
         under ASYNC_FLUSH, after writing their answers), answers a lone send without hand-offs
@@ -307,8 +307,7 @@ class MessageStore:
             self.group_commit.wakeup()
         if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX, wait=False):
             self.dispatcher.wakeup_if_waiting()
-        if self.commit_log.max_offset >= self.page_warm.wake_at:
-            self.page_warm.wakeup_if_waiting()
+        self._wake_warm()
 
     def _wait_flush(self, appended: AppendMessageResult, wait: bool,
                     defer: bool = False) -> PutMessageResult:
