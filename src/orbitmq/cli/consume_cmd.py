@@ -41,6 +41,7 @@ log = logging.getLogger("orbitmq.cli")
 SUSPEND_MAX_S = 15.0  # RocketMQ's broker-side long-poll limit (brokerSuspendMaxTimeMillis)
 RETRY_BACKOFF_S = 1.0  # after a retriable pull failure (broker restarting, connection lost)
 STOP_WAIT_MAX_S = 5.0  # for the pull loops to end after the run stops
+ROUTE_WAIT_S = 3.0  # for a topic the name servers do not know yet (see _fetch_queues)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +214,7 @@ async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Em
     from orbitmq.errors import BrokerError
     from orbitmq.protocol.codes import ResponseCode
 
-    queues = await consumer.fetch_queues(settings.topic)
+    queues = await _fetch_queues(consumer, settings.topic, settings.idle_timeout_s)
     if not queues:
         raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {settings.topic!r} has no readable queue")
     offsets = await _start_offsets(consumer, admin, settings, queues)
@@ -249,6 +250,29 @@ async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Em
     finally:
         await _stop_pull_loops(tasks, results, closing)
     return consumed
+
+
+async def _fetch_queues(consumer: Any, topic: str, idle_timeout_s: float | None) -> list[Any]:
+    """The topic's queues, asking again for up to ROUTE_WAIT_S (or the run's idle timeout, if
+    shorter) while no name server knows it: a broker that creates a topic on its first send
+    registers it with the name servers just after answering that send, so a consumer started
+    right after it can ask a moment too early.
+
+    Raises:
+        BrokerError: TOPIC_NOT_EXIST when the topic does not show up in that time.
+    """
+    from orbitmq.errors import BrokerError
+    from orbitmq.protocol.codes import ResponseCode
+
+    wait = ROUTE_WAIT_S if idle_timeout_s is None else min(ROUTE_WAIT_S, idle_timeout_s)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return list(await consumer.fetch_queues(topic))
+        except BrokerError as e:
+            if e.code != ResponseCode.TOPIC_NOT_EXIST or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 async def _stop_pull_loops(tasks: list[asyncio.Task[None]], results: asyncio.Queue[Any],
