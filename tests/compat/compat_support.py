@@ -127,14 +127,12 @@ class CppClient:
 
     def start(self, scenario: str, timeout: float = DRIVER_TIMEOUT_S, **spec: Any) -> RunningDriver:
         """A scenario in the background (the push consumer), to talk to while it runs."""
-        driver = RunningDriver(self, scenario, self._spec(spec, timeout), timeout)
-        self.started.append(driver)
-        return driver
-
-    def popen(self, scenario: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self._command(scenario), stdin=subprocess.PIPE,
+        proc = subprocess.Popen(self._command(scenario), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=self._env())
+        driver = RunningDriver(self, scenario, proc, self._spec(spec, timeout), timeout)
+        self.started.append(driver)
+        return driver
 
     def close(self) -> None:
         """Kills background drivers a failed test left running."""
@@ -166,22 +164,18 @@ class RunningDriver:
     """A driver process started in the background. Threads read its output; the test waits for
     its event lines ({"event": ...}) and at last for its result."""
 
-    def __init__(self, client: CppClient, scenario: str, spec: str, timeout: float) -> None:
-        self.client, self.scenario, self.spec, self.timeout = client, scenario, spec, timeout
-        self._cond = threading.Condition()
-        self.restarted = False
-        self._launch()
-
-    def _launch(self) -> None:
-        self.proc = self.client.popen(self.scenario)
+    def __init__(self, client: CppClient, scenario: str, proc: subprocess.Popen[str], spec: str,
+                 timeout: float) -> None:
+        self.client, self.scenario, self.proc, self.timeout = client, scenario, proc, timeout
         self.seen: list[str] = []  # stdout lines so far
         self.events: list[str] = []  # the "event" of each event line so far
         self.received: list[tuple[int, bytes]] = []  # (queue id, body) of "received" events
         self.stderr: list[str] = []
+        self._cond = threading.Condition()
         self._eof = False
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(self.spec)
-        self.proc.stdin.close()
+        assert proc.stdin is not None
+        proc.stdin.write(spec)
+        proc.stdin.close()
         self._pumps = [threading.Thread(target=self._pump_out, daemon=True),
                        threading.Thread(target=self._pump_err, daemon=True)]
         for pump in self._pumps:
@@ -233,15 +227,6 @@ class RunningDriver:
             ended = self._eof
         if ended:
             self.proc.wait(5)
-            if event == "started" and self.proc.returncode < 0 and not self.restarted:
-                # The C++ client (rocketmq 0.4.4) now and then dies by a signal while it starts,
-                # before it reports "started" (a known race in its TCP client's
-                # set-up): one new start, with the same spec. Anything later is a failure.
-                self._join_pumps()
-                self.restarted = True
-                self._launch()
-                self.wait_event(event, timeout, times)
-                return
             raise DriverError(self._explain(f"exited (rc={self.proc.returncode}) before {event!r}"))
         self.kill()
         raise DriverError(self._explain(f"no {event!r} event (x{times}) within {timeout} s"))
