@@ -126,10 +126,17 @@ class CppClient:
         return self._result(scenario, proc.returncode, proc.stdout, proc.stderr)
 
     def start(self, scenario: str, timeout: float = DRIVER_TIMEOUT_S, **spec: Any) -> RunningDriver:
-        """A scenario in the background (the push consumer), to talk to while it runs."""
+        """A scenario in the background (the push consumer), to talk to while it runs.
+
+        Each background driver gets a $HOME of its own: the C++ client keeps a broadcasting
+        consumer's offsets under $HOME/.rocketmq_offsets/<ip>@<instance name>/<group>, the same
+        directory for two consumers of one group started together, and when both create it at
+        once the loser crashes (SIGSEGV) while it starts."""
+        home = self.home / f"driver-{len(self.started)}"
+        home.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(self._command(scenario), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self._env())
+                                env={**self._env(), "HOME": str(home)})
         driver = RunningDriver(self, scenario, proc, self._spec(spec, timeout), timeout)
         self.started.append(driver)
         return driver
@@ -150,13 +157,13 @@ class CppClient:
                 f"--- stderr\n{err[-6000:]}\n--- client log\n{self.log_tail()}")
 
     def log_text(self) -> str:
-        """Everything the client logged under this runner's $HOME."""
-        logs = sorted((self.home / "logs").rglob("*.log*"))
+        """Everything the client logged under this runner's $HOME (and its drivers' own)."""
+        logs = sorted(self.home.rglob("logs/**/*.log*"))
         return "\n".join(p.read_text(errors="replace") for p in logs)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the client's own logs ($HOME/logs/rocketmq-cpp), newest file last."""
-        logs = sorted((self.home / "logs").rglob("*.log*"), key=lambda p: p.stat().st_mtime)
+        logs = sorted(self.home.rglob("logs/**/*.log*"), key=lambda p: p.stat().st_mtime)
         return "\n".join(f"[{p.name}]\n{tail(p.read_text(errors='replace'), lines)}" for p in logs[-2:])
 
 
