@@ -74,11 +74,16 @@ def test_registers_with_every_namesrv_and_auto_created_topics_appear_promptly(tm
             assert _route(h, ns, "FreshTopic").code == ResponseCode.TOPIC_NOT_EXIST
         started = time.monotonic()
         r = h.send_ok("FreshTopic", b"hello")  # the client asks for 4 queues, TBW102 has 3
-        for ns in c.namesrvs:
-            route = TopicRouteData.from_json(_wait_route(h, ns, "FreshTopic", timeout=2).body)
-            q = route.queue_datas[0]
+        for ns in c.namesrvs:  # answered once registered: no waiting for the route
+            r = _route(h, ns, "FreshTopic")
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            q = TopicRouteData.from_json(r.body).queue_datas[0]
             assert (q.read_queue_nums, q.write_queue_nums, q.perm) == (3, 3, 6)
         assert time.monotonic() - started < 2  # not the 60 s registration interval
+        h.send_ok("FreshTopic", b"again")  # an existing topic: no registration to wait for
+        # one round at start and one for the new topic (the interval is 60 s), each to every
+        # name server
+        assert h.broker.registrar.registrations == 2 * len(c.namesrvs)
     finally:
         c.close()
 

@@ -55,6 +55,7 @@ class RegisterService:
         self._topics = topics
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []  # for the next round's end
         self.registrations = 0  # successful registrations, all name servers counted
 
     def start(self) -> None:
@@ -65,12 +66,24 @@ class RegisterService:
         """Register again soon (a topic appeared or changed); safe to call often."""
         self._wakeup.set()
 
+    def registered_after_now(self) -> asyncio.Future[None]:
+        """Done when a registration round that starts after this call has ended (every name
+        server answered or failed); done at once when there is nothing to register with."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._task is None or self._task.done():
+            future.set_result(None)
+            return future
+        self._waiters.append(future)
+        self.request()
+        return future
+
     async def stop(self) -> None:
         """Stop the periodic registration and unregister from every name server."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        self._release_waiters(self._waiters)
         if self.namesrvs:
             await asyncio.gather(*(self._unregister(a) for a in self.namesrvs), return_exceptions=True)
 
@@ -78,11 +91,22 @@ class RegisterService:
         interval = self.config.register_broker_interval_ms / 1000
         while True:
             self._wakeup.clear()
-            await self.register_all()
+            waiters, self._waiters = self._waiters, []
+            try:
+                await self.register_all()
+            finally:
+                self._release_waiters(waiters)
             try:
                 await asyncio.wait_for(self._wakeup.wait(), interval)
             except TimeoutError:
                 pass
+
+    @staticmethod
+    def _release_waiters(waiters: list[asyncio.Future[None]]) -> None:
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+        waiters.clear()
 
     async def register_all(self) -> int:
         """Register with every name server now; returns how many accepted."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +56,15 @@ if TYPE_CHECKING:
 
 __all__ = ["SendProcessor", "parse_properties"]
 
+log = logging.getLogger(__name__)
+
 _Answer = RemotingCommand | Awaitable[RemotingCommand]  # awaitable only under SYNC_FLUSH
 _BORN_HOST = "orbitmq.born_host"  # RemotingConnection.attributes key: the peer as (ip, port)
 # Plain ints: IntFlag arithmetic costs microseconds per operation on the hot path.
 _USER_SYS_FLAGS = int(MessageSysFlag.COMPRESSED | MessageSysFlag.MULTI_TAGS)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 _PERM_WRITE = int(Perm.WRITE)
+ROUTE_PUBLISH_WAIT_S = 1.0  # the longest a topic-creating send waits for its route to be registered
 
 _PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"),
@@ -131,7 +135,7 @@ class SendProcessor:
     def _send(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
               batch: bool) -> _Answer:
         try:
-            tc = self._check(h, len(cmd.body))
+            tc, created = self._check(h, len(cmd.body))
             queue_id = h.queue_id
             if not 0 <= queue_id < tc.write_queue_nums:
                 queue_id = next(self._round_robin) % tc.write_queue_nums
@@ -152,12 +156,30 @@ class SendProcessor:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
         if not self._wake_scheduled:
             self._schedule_wake()
+        answer: _Answer
         if result.flush_future is not None:
-            return self._await_flush(cmd, result, queue_id, tx_id)
-        return self._response(cmd, result, queue_id, tx_id)
+            answer = self._await_flush(cmd, result, queue_id, tx_id)
+        else:
+            answer = self._response(cmd, result, queue_id, tx_id)
+        if created and result.status is PutMessageStatus.PUT_OK:
+            return self._after_route_published(answer)
+        return answer
+
+    async def _after_route_published(self, answer: _Answer) -> RemotingCommand:
+        """The answer to the send that created its topic, once the name servers have the new
+        route (or ROUTE_PUBLISH_WAIT_S passed): whoever the sender tells next (a consumer, a
+        CLI run) finds the topic, instead of racing the registration that follows it."""
+        try:
+            await asyncio.wait_for(self.broker.registrar.registered_after_now(),
+                                   ROUTE_PUBLISH_WAIT_S)
+        except TimeoutError:
+            log.warning("new topic's route not published within %.1f s; answering the send",
+                        ROUTE_PUBLISH_WAIT_S)
+        return answer if isinstance(answer, RemotingCommand) else await answer
 
     # -- checks ---------------------------------------------------------------------------------
-    def _check(self, h: SendMessageRequestHeader, body_size: int) -> TopicConfig:
+    def _check(self, h: SendMessageRequestHeader, body_size: int) -> tuple[TopicConfig, bool]:
+        """The topic's config and whether this send created it; _Refused when it may not go."""
         if not self.broker.config.broker_permission & _PERM_WRITE:
             raise _Refused(ResponseCode.NO_PERMISSION,
                            f"the broker[{self.broker.config.broker_name}] sending message is forbidden")
@@ -171,13 +193,14 @@ class SendProcessor:
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise _Refused(ResponseCode.NO_PERMISSION, f"sending message to topic[{topic}] is forbidden")
         tc = self.topics.get(topic)
+        created = tc is None
         if tc is None:
             tc = self._create_topic(h)
         if not tc.perm & _PERM_WRITE:
             raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if tc.write_queue_nums <= 0:
             raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
-        return tc
+        return tc, created
 
     def _create_topic(self, h: SendMessageRequestHeader) -> TopicConfig:
         reason = validate_topic(h.topic)
