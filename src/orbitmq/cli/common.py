@@ -239,6 +239,12 @@ def parse_keys(text: str | None) -> list[str]:
     return [k.strip() for k in (text or "").split(",") if k.strip()]
 
 
+def preview(text: str | None, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with "..." ("-" for none): table cells."""
+    text = " ".join((text or "-").split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def format_ms(ms: int) -> str:
     """Milliseconds since the epoch as a local ISO datetime with milliseconds; '-' for 0 (unknown)."""
     if ms <= 0:

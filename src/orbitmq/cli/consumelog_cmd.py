@@ -17,6 +17,7 @@ from orbitmq.cli.common import (
     format_option,
     handles_errors,
     namesrv_option,
+    preview,
     table,
 )
 from orbitmq.cli.outbox_cmd import db_option, table_option
@@ -26,11 +27,6 @@ __all__ = ["consumelog_group"]
 STATUSES = ["new", "processing", "failed", "done", "parked"]
 PREVIEW_CHARS = 50
 RESEND_PRODUCER_GROUP = "orbitmq-consumelog-retry"
-
-
-def _preview(text: str | None) -> str:
-    text = " ".join((text or "-").split())
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 3] + "..."
 
 
 @click.group("consumelog")
@@ -68,7 +64,7 @@ def list_cmd(db_url: str, table_name: str, status: str | None, group: str | None
         click.echo("no rows")
         return
     rows = [(str(r.id), r.consumer_group, r.topic, r.tags or "-", r.keys, r.status.name.lower(),
-             str(r.consume_times), format_ms(r.updated_at), _preview(r.last_error))
+             str(r.consume_times), format_ms(r.updated_at), preview(r.last_error, PREVIEW_CHARS))
             for r in records]
     click.echo(table(("ID", "GROUP", "TOPIC", "TAGS", "KEYS", "STATUS", "TIMES", "UPDATED",
                       "LAST_ERROR"), rows))

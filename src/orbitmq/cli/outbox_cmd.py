@@ -19,6 +19,7 @@ from orbitmq.cli.common import (
     format_option,
     handles_errors,
     namesrv_option,
+    preview,
     table,
 )
 
@@ -36,11 +37,6 @@ def db_option(func: Any) -> Any:
 
 def table_option(default: str) -> Any:
     return click.option("--table", "table_name", default=default, show_default=True, help="the table's name")
-
-
-def _preview(text: str | None) -> str:
-    text = " ".join((text or "-").split())
-    return text if len(text) <= ERROR_PREVIEW_CHARS else text[: ERROR_PREVIEW_CHARS - 3] + "..."
 
 
 @click.group("outbox")
@@ -85,7 +81,7 @@ def status_cmd(db_url: str, table_name: str, limit: int, fmt: str) -> None:
     click.echo("  ".join(f"{s.name.lower()}: {n}" for s, n in counts.items()))
     if unsent:
         rows = [(str(r.id), r.topic, r.keys or "-", r.status.name, str(r.attempts),
-                 format_ms(r.next_attempt_at), _preview(r.last_error)) for r in unsent]
+                 format_ms(r.next_attempt_at), preview(r.last_error, ERROR_PREVIEW_CHARS)) for r in unsent]
         click.echo(table(("ID", "TOPIC", "KEYS", "STATUS", "ATTEMPTS", "NEXT_ATTEMPT", "LAST_ERROR"),
                          rows))
 

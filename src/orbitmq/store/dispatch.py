@@ -190,6 +190,8 @@ class DispatchService(ServiceThread):
         total: int,
         arrived: dict[tuple[str, int, int], int] | None,
     ) -> None:
+        """Read what dispatch needs of the message at ``pos`` (the Python twin of the C
+        ``scan_stored``) and dispatch it."""
         (sys_flag,) = struct.unpack_from(">i", view, pos + 36)
         head = _V4 if not sys_flag & 48 else header_struct(sys_flag)
         fields = head.unpack_from(view, pos)
@@ -199,23 +201,16 @@ class DispatchService(ServiceThread):
         at = pos + head.size + body_len
         topic_len = view[at]
         raw_topic = bytes(view[at + 1 : at + 1 + topic_len])
-        topic = self._topics.get(raw_topic)
-        if topic is None:
-            topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "replace")
         at += 1 + topic_len
         (props_len,) = _I16.unpack_from(view, at)
         props = bytes(view[at + 2 : at + 2 + props_len])
-        tags_code = tags_hash(_prop(props, _TAGS)) if props else 0
-        if topic == SCHEDULE_TOPIC:
-            tags_code = self._delivery_time(_prop(props, _DELAY) if props else None, store_ts)
-        self._cq(topic, queue_id).put(phy, total, tags_code, queue_offset)
-        if self._build_index is not None and props:
-            keys = _prop(props, _KEYS)
-            uniq = _prop(props, _UNIQ)
-            if keys or uniq:
-                self._build_index(topic, keys.split() if keys else [], uniq, phy, store_ts)
-        if arrived is not None:
-            arrived[(topic, queue_id, tags_code)] = queue_offset + 1
+        if props:
+            tags_code = tags_hash(_prop(props, _TAGS))
+            keys, uniq, delay = _prop(props, _KEYS), _prop(props, _UNIQ), _prop(props, _DELAY)
+        else:
+            tags_code, keys, uniq, delay = 0, None, None, None
+        record = (pos, total, queue_id, queue_offset, store_ts, raw_topic, tags_code, keys, uniq, delay)
+        self._dispatch_record(phy - pos, record, arrived)
 
     def _dispatch_record(
         self,
@@ -223,7 +218,8 @@ class DispatchService(ServiceThread):
         record: tuple[int, int, int, int, int, bytes, int, str | None, str | None, str | None],
         arrived: dict[tuple[str, int, int], int] | None,
     ) -> None:
-        """``_dispatch_one`` for what the C scan read of a message (see ``scan_stored``)."""
+        """Queue entry, index entries and arrival of one message, from what a scan read of it
+        (``scan_stored``'s record; ``base`` is the segment's first offset)."""
         pos, total, queue_id, queue_offset, store_ts, raw_topic, tags_code, keys, uniq, delay = record
         topic = self._topics.get(raw_topic)
         if topic is None:

@@ -106,25 +106,25 @@ class GroupCommitService(ServiceThread):
         """A round in the calling thread unless one is under way or the disk has turned slow
         (the last sync took over ``INLINE_SYNC_MAX_S``: an event loop must not stand still
         behind it; the thread takes the rounds until a sync is quick again); whether it ran."""
-        if self.last_sync_s > INLINE_SYNC_MAX_S or not self._round_lock.acquire(blocking=False):
-            return False
-        try:
-            self._round()
-        finally:
-            self._round_lock.release()
-        return True
+        return self.last_sync_s <= INLINE_SYNC_MAX_S and self._round_if_free() is not None
 
     def flush_inline(self, end_offset: int) -> bool | None:
         """Sync now in the calling thread if no round is under way; True when bytes below
         ``end_offset`` are durable in time, None when a round is busy (submit and wait instead)."""
+        deadline = self._monotonic() + self.timeout_s
+        flushed = self._round_if_free()
+        if flushed is None:
+            return None
+        return flushed >= end_offset and self._monotonic() <= deadline
+
+    def _round_if_free(self) -> int | None:
+        """``_round`` in the calling thread, or None when another one is under way."""
         if not self._round_lock.acquire(blocking=False):
             return None
         try:
-            deadline = self._monotonic() + self.timeout_s
-            flushed = self._round()
+            return self._round()
         finally:
             self._round_lock.release()
-        return flushed >= end_offset and self._monotonic() <= deadline
 
     def _round(self) -> int:
         """One sync for the group waiting now; returns the flushed offset (-1 on failure)."""
