@@ -31,7 +31,7 @@ from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
 from orbitmq.client.transaction_models import PendingTransactions, parse_pending_transactions
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
+from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError, TopicNotFoundError
 from orbitmq.protocol.bodies import (
     ClusterInfo,
     ConsumerListBody,
@@ -135,7 +135,7 @@ class AsyncAdmin:
         """The topic's route. Raises BrokerError(TOPIC_NOT_EXIST) when there is none."""
         route = await self._instance.fetch_route(check_topic(topic))
         if route is None:
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic!r}")
+            raise TopicNotFoundError(f"no route for topic {topic!r}")
         return route
 
     async def create_topic(

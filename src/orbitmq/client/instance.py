@@ -32,7 +32,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from orbitmq.client.route import MASTER_ID, derive_route_from_default
 from orbitmq.client.validation import DEFAULT_TOPIC
-from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
+from orbitmq.errors import (
+    BrokerError,
+    ClientError,
+    ConnectionClosedError,
+    TimeoutError,
+    broker_error,
+)
 from orbitmq.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -112,7 +118,7 @@ def check_response(
     """
     if resp.code in ok:
         return resp
-    raise BrokerError(resp.code, resp.remark, retriable=resp.code in RETRIABLE_CODES)
+    raise broker_error(resp.code, resp.remark, retriable=resp.code in RETRIABLE_CODES)
 
 
 @dataclasses.dataclass
