@@ -394,7 +394,8 @@ class _Parser:
         start = self.tok
         terms = [self._and()]
         while self._is("keyword", "OR"):
-            at = self._take()
+            self._take()
+            at = self.tok
             term = self._and()
             terms.append(self._checked(lambda t=term: _condition(t), at))
         if len(terms) == 1:
@@ -406,7 +407,8 @@ class _Parser:
         start = self.tok
         terms = [self._not()]
         while self._is("keyword", "AND"):
-            at = self._take()
+            self._take()
+            at = self.tok
             term = self._not()
             terms.append(self._checked(lambda t=term: _condition(t), at))
         if len(terms) == 1:
