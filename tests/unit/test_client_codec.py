@@ -7,7 +7,6 @@ import zlib
 import pytest
 
 from orbitmq.client.pull_consumer import build_pull_request, parse_pull_response
-from orbitmq.protocol.expressions import parse_tags
 from orbitmq.client.results import PullStatus, SendStatus
 from orbitmq.client.send_codec import (
     build_send_request,
@@ -21,6 +20,7 @@ from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.expressions import parse_tags
 from orbitmq.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,

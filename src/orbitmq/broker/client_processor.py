@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from orbitmq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.broker.pull_processor import check_subscription
+from orbitmq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.protocol.bodies import CheckClientRequestBody, ConsumerListBody, HeartbeatData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand

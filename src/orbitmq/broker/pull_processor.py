@@ -94,7 +94,7 @@ def check_subscription(expression: str | None, expression_type: str | None,
         is_sql = expression_type_of(expression_type) is ExpressionType.SQL92
         if is_sql and not property_filter_enabled:
             return (ResponseCode.FILTER_NOT_SUPPORTED,
-                    f"The broker does not support consumer to filter message by SQL92: start it "
+                    "The broker does not support consumer to filter message by SQL92: start it "
                     "with enable_property_filter = true (--enable-property-filter true)")
         build_filter(expression, expression_type)
     except ExpressionError as e:
