@@ -253,6 +253,7 @@ class AsyncPushConsumer:
         await self._instance.start()
         self._instance.consumers[self.group] = self._consumer_data
         self._instance.on_consumer_ids_changed(self.group, lambda _g: self._on_ids_changed())
+        self._instance.on_connection_lost(self._on_connection_lost)
         self._instance.register_request_handler(RequestCode.GET_CONSUMER_RUNNING_INFO,
                                                 self._on_running_info)
         self._started = True
@@ -344,6 +345,10 @@ class AsyncPushConsumer:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _on_connection_lost(self, addr: str) -> None:
+        if self._started and self._rebalance is not None:
+            self._rebalance.broker_lost(addr)
 
     def _on_ids_changed(self) -> None:
         if self._started and self._rebalance is not None:
