@@ -270,3 +270,25 @@ def test_a_push_consumer_does_not_start_on_a_broker_with_filtering_off(tmp_path:
             with pytest.raises(BrokerError) as pull_refused:
                 puller.pull(mq, 0, 32, MessageSelector.by_sql("a > 0"))
             assert pull_refused.value.code == ResponseCode.FILTER_NOT_SUPPORTED
+
+
+# -- Spark ----------------------------------------------------------------------------------------
+def test_a_spark_read_range_with_the_sql_option_reads_the_matching_rows(
+        cluster: EmbeddedCluster) -> None:
+    """The Spark source's partition reader (no SparkSession needed) with ``sql``."""
+    pytest.importorskip("pyarrow")
+    from orbitmq.spark.fetch import read_range
+    from orbitmq.spark.offsets import QueueRange
+    from orbitmq.spark.options import parse_read_options
+
+    topic = "SqlSpark"
+    send_numbered(cluster.namesrv, topic)
+    opts = parse_read_options({"namesrv": cluster.namesrv, "topic": topic, "sql": "a < 4"},
+                              streaming=False)
+    rows: list[bytes] = []
+    with PullConsumer("sql-spark-probe", cluster.namesrv) as probe:
+        for mq in probe.fetch_queues(topic):
+            rng = QueueRange(topic, mq.broker_name, mq.queue_id, 0, probe.max_offset(mq))
+            for batch in read_range(rng, opts):
+                rows.extend(batch.column("body").to_pylist())
+    assert sorted(r.decode() for r in rows) == expected(lambda i: i < 4)

@@ -135,3 +135,19 @@ def test_heartbeat_subscriptions_get_codes_only_for_tags() -> None:
     assert sql.tags_set == [] and sql.code_set == []
     broken = _with_codes(SubscriptionData("T", "a >", expression_type="SQL92"))
     assert broken.code_set == []
+
+
+# -- Spark options --------------------------------------------------------------------------------
+def test_spark_options_take_tags_or_sql_through_the_same_parsers() -> None:
+    from orbitmq.spark.options import OptionError, parse_read_options
+
+    ns = {"namesrv": "127.0.0.1:9876", "topic": "T"}
+    tags = parse_read_options({**ns, "tags": " b || a "}, streaming=False)
+    assert tags.tag_set == frozenset({"a", "b"}) and not tags.selector.is_sql
+    sql = parse_read_options({**ns, "sql": "a > 5"}, streaming=False)
+    assert sql.selector == MessageSelector.by_sql("a > 5") and sql.tag_set is None
+    for bad, option in (({"sql": "a >"}, "sql"), ({"sql": "a > 1", "tags": "x"}, "sql"),
+                        ({"tags": "||"}, "tags"), ({"tags": "a > 5"}, "tags")):
+        with pytest.raises(OptionError) as refused:
+            parse_read_options({**ns, **bad}, streaming=False)
+        assert refused.value.option == option

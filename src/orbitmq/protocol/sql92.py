@@ -43,7 +43,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Union
+from typing import Any, NoReturn, Union
 
 from orbitmq.errors import ExpressionError
 
@@ -111,7 +111,7 @@ def _tokens(text: str) -> list[_Token]:
     return out
 
 
-def _bad_character(text: str, pos: int) -> None:
+def _bad_character(text: str, pos: int) -> NoReturn:
     char = text[pos]
     if char == "'":
         raise ExpressionError(f"string starting at character {pos + 1} is not closed with '",
@@ -136,8 +136,17 @@ class _Node:
 
 
 def _const(value: Value, text: str) -> _Node:
-    return _Node(lambda _p: value, condition=isinstance(value, bool), constant=True, value=value,
-                 text=text)
+    def run(_props: Properties) -> Value:
+        return value
+
+    return _Node(run, condition=isinstance(value, bool), constant=True, value=value, text=text)
+
+
+def _property(name: str) -> _Eval:
+    def run(props: Properties) -> Value:
+        return props.get(name)
+
+    return run
 
 
 def _is_number(v: Value) -> bool:
@@ -301,6 +310,10 @@ def _not(node: _Node) -> _Node:
     return _Node(run, condition=True, text=f"NOT {node.text}")
 
 
+def _not_condition(node: _Node) -> _Node:
+    return _not(_condition(node))
+
+
 def _between(value: _Node, low: _Node, high: _Node, negated: bool) -> _Node:
     if low.constant and high.constant and _is_number(low.value) and _is_number(high.value):
         assert isinstance(low.value, int | float) and isinstance(high.value, int | float)
@@ -370,10 +383,10 @@ class _Parser:
         if self.depth > SQL92_NESTING_MAX:
             self._fail(f"nested deeper than {SQL92_NESTING_MAX} levels")
 
-    def _checked(self, build: Callable[[], _Node], at: _Token) -> _Node:
-        """Run a node builder, placing its ExpressionError at ``at``."""
+    def _checked(self, at: _Token, build: Callable[..., _Node], *args: Any) -> _Node:
+        """``build(*args)``, its ExpressionError placed at ``at``."""
         try:
-            return build()
+            return build(*args)
         except ExpressionError as e:
             if e.position is not None:
                 raise
@@ -388,7 +401,7 @@ class _Parser:
         node = self._or()
         if self.tok.kind != "end":
             self._fail("unexpected text after the expression")
-        return self._checked(lambda: _condition(node), start)
+        return self._checked(start, _condition, node)
 
     def _or(self) -> _Node:
         start = self.tok
@@ -397,10 +410,10 @@ class _Parser:
             self._take()
             at = self.tok
             term = self._and()
-            terms.append(self._checked(lambda t=term: _condition(t), at))
+            terms.append(self._checked(at, _condition, term))
         if len(terms) == 1:
             return terms[0]
-        terms[0] = self._checked(lambda: _condition(terms[0]), start)
+        terms[0] = self._checked(start, _condition, terms[0])
         return _any(terms)
 
     def _and(self) -> _Node:
@@ -410,10 +423,10 @@ class _Parser:
             self._take()
             at = self.tok
             term = self._not()
-            terms.append(self._checked(lambda t=term: _condition(t), at))
+            terms.append(self._checked(at, _condition, term))
         if len(terms) == 1:
             return terms[0]
-        terms[0] = self._checked(lambda: _condition(terms[0]), start)
+        terms[0] = self._checked(start, _condition, terms[0])
         return _all(terms)
 
     def _not(self) -> _Node:
@@ -422,7 +435,7 @@ class _Parser:
             self._nest()
             inner = self._not()
             self.depth -= 1
-            return self._checked(lambda: _not(_condition(inner)), at)
+            return self._checked(at, _not_condition, inner)
         return self._equality()
 
     def _equality(self) -> _Node:
@@ -432,7 +445,7 @@ class _Parser:
             if self._is("op", "=", "<>", "!="):
                 op = "=" if self._take().text == "=" else "<>"
                 right = self._comparison()
-                left = self._checked(lambda lf=left, r=right, o=op: _equality(o, lf, r), at)
+                left = self._checked(at, _equality, op, left, right)
             elif self._is("keyword", "IS"):
                 self._take()
                 negated = self._is("keyword", "NOT")
@@ -454,18 +467,17 @@ class _Parser:
             if self._is("op", ">", ">=", "<", "<=") and not negated:
                 op = self._take().text
                 right = self._unary()
-                left = self._checked(lambda lf=left, r=right, o=op: _ordering(o, lf, r), at)
+                left = self._checked(at, _ordering, op, left, right)
             elif self._is("keyword", "BETWEEN"):
                 self._take()
                 low = self._unary()
                 self._expect("keyword", "AND", "AND between the BETWEEN values")
                 high = self._unary()
-                left = self._checked(
-                    lambda v=left, lo=low, hi=high, n=negated: _between(v, lo, hi, n), at)
+                left = self._checked(at, _between, left, low, high, negated)
             elif self._is("keyword", "IN"):
                 self._take()
                 items = self._in_list()
-                left = self._checked(lambda v=left, it=items, n=negated: _in(v, it, n), at)
+                left = self._checked(at, _in, left, items, negated)
             else:
                 return left
 
@@ -491,7 +503,7 @@ class _Parser:
             self._nest()
             inner = self._unary()
             self.depth -= 1
-            return self._checked(lambda: _sign(at.text, inner), at)
+            return self._checked(at, _sign, at.text, inner)
         return self._primary()
 
     def _primary(self) -> _Node:
@@ -519,8 +531,7 @@ class _Parser:
             return _const({"TRUE": True, "FALSE": False, "NULL": None}[tok.text], tok.text)
         if tok.kind == "word":
             self._take()
-            name = tok.text
-            return _Node(lambda props: props.get(name), prop=name, text=name)
+            return _Node(_property(tok.text), prop=tok.text, text=tok.text)
         self._fail("expected a value, a property or '('")
         raise AssertionError("unreachable")
 
@@ -546,7 +557,7 @@ def _sign(op: str, node: _Node) -> _Node:
     if op == "+":
         return node
     # A property's value is a string, which RocketMQ does not negate: always unknown.
-    return _Node(lambda _p: None, text=f"-{node.text}")
+    return _Node(_const(None, "NULL").run, text=f"-{node.text}")
 
 
 # ------------------------------------------------------------------------------- the API
