@@ -2,22 +2,31 @@
 
 The SDK's public names are importable from here. They load on first use, so that ``import orbitmq``
 (e.g. by the CLI or a server process) stays light and does not pull in the client machinery.
+
+The package logger ``orbitmq`` has a NullHandler, as a library's should: an application that
+configures no logging sees no "No handlers could be found" noise and no warnings printed by
+Python's last-resort handler; one that does configure logging gets OrbitMQ's records as usual.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.errors import (
     BrokerError,
     ClientError,
     ConnectionClosedError,
+    ExpressionError,
     OrbitMQError,
     RemoteProtocolError,
     StoreError,
     TimeoutError,
+    TopicNotFoundError,
 )
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
@@ -36,6 +45,7 @@ _LAZY = {
     "SendStatus": "orbitmq.client.results",
     "PullResult": "orbitmq.client.results",
     "PullStatus": "orbitmq.client.results",
+    "MessageSelector": "orbitmq.client.message_selector",
     "select_by_hash": "orbitmq.client.selectors",
     "select_random": "orbitmq.client.selectors",
     "PushConsumer": "orbitmq.client.push_consumer",
@@ -62,6 +72,8 @@ __all__ = [
     "OrbitMQError",
     "ClientError",
     "BrokerError",
+    "TopicNotFoundError",
+    "ExpressionError",
     "RemoteProtocolError",
     "StoreError",
     "TimeoutError",
@@ -75,6 +87,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client.consume_types import ConsumeFrom as ConsumeFrom
     from orbitmq.client.consume_types import ConsumeResult as ConsumeResult
     from orbitmq.client.consume_types import MessageModel as MessageModel
+    from orbitmq.client.message_selector import MessageSelector as MessageSelector
     from orbitmq.client.producer import AsyncProducer as AsyncProducer
     from orbitmq.client.producer import Producer as Producer
     from orbitmq.client.pull_consumer import AsyncPullConsumer as AsyncPullConsumer

@@ -140,6 +140,9 @@ class BrokerConfig:
     default_query_max_num: int = 32
     max_msgs_num_batch: int = 64
     notify_consumer_ids_changed_enable: bool = True
+    # SQL92 subscriptions (RocketMQ's enablePropertyFilter, off by default there too): they cost
+    # the broker a properties parse per scanned message, so the operator opts in.
+    enable_property_filter: bool = False
     # Orderly consumption: how long a queue lock lives without renewal (RocketMQ's
     # rebalance.lock.maxLiveTime).
     rebalance_lock_max_live_time_ms: int = 60_000

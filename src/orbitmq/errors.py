@@ -2,19 +2,31 @@
 
 Expected outcomes (a pull that found nothing, a put that hit a full disk) are status enums, not
 exceptions; these classes are for misuse, for a peer's bad answer and for broken invariants at I/O.
+
+Two classes also derive from the builtin exception a Python programmer catches for that case:
+:class:`TimeoutError` is a builtin ``TimeoutError`` and :class:`ConnectionClosedError` (a refused,
+reset or closed connection) a builtin ``ConnectionError``, so ``except TimeoutError`` and
+``except ConnectionError`` work with or without importing ours.
 """
 
 from __future__ import annotations
 
+import builtins
+
 __all__ = [
     "OrbitMQError",
     "ClientError",
+    "ExpressionError",
     "BrokerError",
+    "TopicNotFoundError",
+    "broker_error",
     "RemoteProtocolError",
     "StoreError",
     "TimeoutError",
     "ConnectionClosedError",
 ]
+
+_TOPIC_NOT_EXIST = 17  # ResponseCode.TOPIC_NOT_EXIST (protocol.codes imports this module)
 
 
 class OrbitMQError(Exception):
@@ -25,6 +37,25 @@ class OrbitMQError(Exception):
 
 class ClientError(OrbitMQError):
     """The caller used the API wrongly (bad argument, wrong state)."""
+
+
+class ExpressionError(ClientError):
+    """A subscription expression (TAG or SQL92) that does not parse.
+
+    The SDK raises it before anything is sent; a broker answers such an expression with
+    SUBSCRIPTION_PARSE_FAILED and this message as the remark.
+
+    Attributes:
+        reason: what is wrong, naming the character where.
+        expression: the expression as given.
+        position: 0-based character where the problem is, when known.
+    """
+
+    def __init__(self, reason: str, expression: str = "", position: int | None = None) -> None:
+        self.reason = reason
+        self.expression = expression
+        self.position = position
+        super().__init__(reason)
 
 
 class BrokerError(OrbitMQError):
@@ -43,6 +74,21 @@ class BrokerError(OrbitMQError):
         super().__init__(f"code={self.code} remark={self.remark!r}")
 
 
+class TopicNotFoundError(BrokerError):
+    """The topic does not exist (TOPIC_NOT_EXIST, 17): no name server knows a route for it, or
+    the broker has no such topic."""
+
+    def __init__(self, remark: str | None = None, retriable: bool = False) -> None:
+        super().__init__(_TOPIC_NOT_EXIST, remark, retriable)
+
+
+def broker_error(code: int, remark: str | None = None, retriable: bool = False) -> BrokerError:
+    """The BrokerError of a response code: the subclass for the codes that have one."""
+    if int(code) == _TOPIC_NOT_EXIST:
+        return TopicNotFoundError(remark, retriable)
+    return BrokerError(code, remark, retriable)
+
+
 class RemoteProtocolError(OrbitMQError):
     """The peer sent bytes that are not a valid frame, command or stored message."""
 
@@ -51,13 +97,14 @@ class StoreError(OrbitMQError):
     """The message store met a broken invariant or an I/O failure."""
 
 
-class TimeoutError(OrbitMQError):  # noqa: A001 - deliberately shadows the builtin in this namespace
-    """A request got no answer in time."""
+class TimeoutError(OrbitMQError, builtins.TimeoutError):  # noqa: A001 - shadows on purpose
+    """A request got no answer in time (also a builtin ``TimeoutError``)."""
 
     retriable = True
 
 
-class ConnectionClosedError(OrbitMQError):
-    """The connection closed before the request was answered."""
+class ConnectionClosedError(OrbitMQError, builtins.ConnectionError):
+    """The connection could not be made (refused, unreachable), was reset, or closed before the
+    request was answered (also a builtin ``ConnectionError``)."""
 
     retriable = True

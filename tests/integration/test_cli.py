@@ -191,15 +191,17 @@ def test_send_prints_a_receipt_per_message(orbitmq: Orbitmq) -> None:
     assert msg["properties"]["origin"] == "cli"
 
 
-def test_send_from_stdin_sends_one_message_per_line(orbitmq: Orbitmq) -> None:
-    out = orbitmq("send", "--topic", "CliStdin", "-", input="first\nsecond\n\nthird\n").stdout
+def test_send_lines_from_stdin_sends_one_message_per_line(orbitmq: Orbitmq) -> None:
+    out = orbitmq("send", "--topic", "CliStdin", "--lines", "-",
+                  input="first\nsecond\n\nthird\n").stdout
     assert len(out.splitlines()) == 3
     bodies = orbitmq.consume("CliStdin", "g-stdin", "--count", "3", "--timeout", "10")
     assert sorted(bodies) == ["first", "second", "third"]
 
 
 def test_consume_continues_where_the_group_stopped(orbitmq: Orbitmq) -> None:
-    orbitmq("send", "--topic", "CliResume", "-", input="".join(f"m{i}\n" for i in range(6)))
+    orbitmq("send", "--topic", "CliResume", "--lines", "-",
+            input="".join(f"m{i}\n" for i in range(6)))
     first = orbitmq.consume("CliResume", "g-resume", "--count", "4", "--timeout", "10")
     assert len(first) == 4
     rest = orbitmq.consume("CliResume", "g-resume", "--count", "2", "--timeout", "10")
@@ -343,7 +345,7 @@ def test_send_and_consume_processes_against_standalone(tmp_path: Path) -> None:
         namesrv = server.wait_ready("namesrv", "broker")["namesrv"]
         bodies = [f"message-{i}" for i in range(5)]
 
-        sent = _orbitmq_child("send", "--topic", "ProcTopic", "-", namesrv=namesrv,
+        sent = _orbitmq_child("send", "--topic", "ProcTopic", "--lines", "-", namesrv=namesrv,
                               input="\n".join(bodies) + "\n")
         assert sent.returncode == 0, sent.stderr
         assert [line.split()[0] for line in sent.stdout.splitlines()] == ["SEND_OK"] * 5

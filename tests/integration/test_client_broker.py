@@ -11,6 +11,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -29,7 +30,7 @@ from orbitmq.client import (
     select_by_hash,
 )
 from orbitmq.config import BrokerConfig, NamesrvConfig, StoreConfig
-from orbitmq.errors import BrokerError, ClientError
+from orbitmq.errors import BrokerError, ClientError, TopicNotFoundError
 from orbitmq.namesrv import NameServer
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import ResponseCode
@@ -191,6 +192,22 @@ def test_invalid_input_is_refused_before_the_wire(servers: Servers):
 
 
 # -- long polling ---------------------------------------------------------------------------------
+def test_missing_topics_and_refused_connections_raise_what_python_code_catches(servers: Servers):
+    """A missing topic used to be a bare BrokerError(17); a refused connection was no
+    ConnectionError."""
+    with PullConsumer("missing-topic", servers.ns) as consumer:
+        with pytest.raises(TopicNotFoundError) as missing:
+            consumer.fetch_queues("NoSuchTopicAnywhere")
+        assert missing.value.code == ResponseCode.TOPIC_NOT_EXIST
+    with Admin(servers.ns) as admin, pytest.raises(TopicNotFoundError):
+        admin.topic_route("NoSuchTopicAnywhere")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Admin(f"127.0.0.1:{port}", timeout=2.0) as nobody, pytest.raises(ConnectionError):
+        nobody.list_topics()
+
+
 def test_long_poll_answers_soon_after_a_message_arrives(servers: Servers):
     servers.create_topic("LongPoll", 1)
     held = servers.broker.pull.long_poll

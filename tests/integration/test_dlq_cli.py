@@ -79,7 +79,7 @@ def test_dlq_list_and_resend_bring_a_dead_letter_back(cluster: EmbeddedCluster) 
     listing = run(cluster, "dlq", "list", "--group", group).output
     row = next(line for line in listing.splitlines() if line.startswith(sent.msg_id))
     assert topic in row and "poison pill" in row and row.split()[2] == "1"
-    assert listing.splitlines()[-1] == "total: 1"
+    assert listing.splitlines()[-1] == "total: 1 (0 resent)"
     [entry] = [json.loads(line) for line in
                run(cluster, "dlq", "list", "--group", group, "--format", "json").output.splitlines()]
     assert entry["original_topic"] == topic and entry["msg_id"] == sent.msg_id
@@ -95,6 +95,44 @@ def test_dlq_list_and_resend_bring_a_dead_letter_back(cluster: EmbeddedCluster) 
     assert back.reconsume_times == 0
     for bookkeeping in ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID", "DELAY"):
         assert bookkeeping not in back.properties
+
+
+def test_dlq_resend_all_twice_sends_each_dead_letter_once(cluster: EmbeddedCluster) -> None:
+    """``dlq resend --all`` run twice used to send every dead letter twice."""
+    topic, group = "DlqOnceTopic", "dlq-once-group"
+    run(cluster, "group", "update", "--group", group, "--retry-max-times", "0")
+    with orbitmq.Producer("dlq-cli-producer", namesrv=cluster.namesrv) as producer:
+        for i in range(3):
+            producer.send(orbitmq.Message(topic, f"dead-{i}".encode()))
+    originals = read_topic(cluster, topic)
+    for msg in originals:
+        fail_message(cluster, msg, group)
+
+    first = run(cluster, "dlq", "resend", "--group", group, "--all").output
+    assert sum(line.startswith("resent ") and " to " in line for line in first.splitlines()) == 3
+    assert "no dead letters to resend" in run(cluster, "dlq", "resend", "--group", group,
+                                              "--all").output
+    sent_first = {o.commit_log_offset for o in originals}
+    back = [m for m in read_topic(cluster, topic) if m.commit_log_offset not in sent_first]
+    assert sorted(m.body for m in back) == [b"dead-0", b"dead-1", b"dead-2"]
+    listing = run(cluster, "dlq", "list", "--group", group).output
+    assert listing.splitlines()[-1] == "total: 3 (3 resent)"
+
+    # One more dead letter: only it goes on the next resend; --force sends all four again.
+    with orbitmq.Producer("dlq-cli-producer", namesrv=cluster.namesrv) as producer:
+        producer.send(orbitmq.Message(topic, b"dead-3"))
+    [late] = [m for m in read_topic(cluster, topic) if m.body == b"dead-3"]
+    fail_message(cluster, late, group)
+    again = run(cluster, "dlq", "resend", "--group", group, "--all").output
+    assert [line.split()[1] for line in again.splitlines() if line.startswith("resent ") and
+            " to " in line] == [late.msg_id]
+    forced = run(cluster, "dlq", "resend", "--group", group, "--all", "--force").output
+    assert sum(line.startswith("resent ") and " to " in line for line in forced.splitlines()) == 4
+    resent_ids = [m.msg_id for m in read_topic(cluster, topic)]
+    assert all(resent_ids.count(m.msg_id) == 3 for m in originals)  # sent, resent, forced
+    assert resent_ids.count(late.msg_id) == 3
+    skipped = run(cluster, "dlq", "resend", "--group", group, "--msg-id", late.msg_id)
+    assert "resent before" in skipped.output
 
 
 def test_dlq_resend_input_errors(cluster: EmbeddedCluster) -> None:

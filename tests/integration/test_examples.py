@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,26 @@ def test_auto_batch_example_sends_a_thousand(tmp_path):
     first, *results = out.stdout.splitlines()
     assert first.startswith("1000 messages in ")
     assert len(results) == 2 and all(line.startswith("SendStatus.OK") for line in results)
+
+
+def test_sql_filter_example_prints_only_the_big_european_orders(tmp_path):
+    with EmbeddedCluster(tmp_path, enable_property_filter=True) as cluster:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "sql_filter.py"), cluster.namesrv],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["order 1 250 eu", "order 3 120 eu"]
+
+
+def test_readme_filtering_example_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Filtering", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert 'namesrv = "127.0.0.1:9876"' in code
+    with EmbeddedCluster(tmp_path, enable_property_filter=True) as cluster:
+        code = code.replace('namesrv = "127.0.0.1:9876"', f'namesrv = "{cluster.namesrv}"')
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["order 1 250 eu", "order 3 120 eu"]

@@ -256,6 +256,23 @@ def test_consume_from_applies_only_without_a_stored_offset(cluster: EmbeddedClus
             c.shutdown()
 
 
+def test_a_new_group_consuming_from_last_reads_the_history_of_its_queues(
+        cluster: EmbeddedCluster) -> None:
+    """What README says of ConsumeFrom.LAST (RocketMQ's rule): the broker answers a new group's
+    offset query with 0 on a queue that still holds its first message, so LAST applies only to
+    queues whose oldest messages are gone, and a new group reads everything else from the start."""
+    topic = "from-last-history"
+    create_topic(cluster, topic, 2)
+    produce(cluster, topic, 10, batch=5)
+    history = Recorder()
+    consumer = PushConsumer("from-last-new", namesrv=cluster.namesrv,
+                            consume_from=ConsumeFrom.LAST, **FAST)
+    consumer.subscribe(topic, "*", history)
+    with consumer:
+        wait_until(lambda: len(history.seen) >= 10, 20, "the messages stored before the start")
+    assert sorted(history.bodies()) == sorted(f"m{i}" for i in range(10))
+
+
 # ---------------------------------------------------------------------------- retries
 def test_a_failed_message_comes_back_after_its_delay_level(cluster: EmbeddedCluster) -> None:
     topic, group = "retry-topic", "retry-group"

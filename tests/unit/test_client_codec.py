@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from orbitmq.client.pull_consumer import build_pull_request, parse_pull_response, parse_tags
+from orbitmq.client.pull_consumer import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullStatus, SendStatus
 from orbitmq.client.send_codec import (
     build_send_request,
@@ -20,6 +20,7 @@ from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.expressions import parse_tags
 from orbitmq.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
@@ -86,7 +87,7 @@ def test_small_message_goes_plain_with_uniq_key_tags_keys_and_wait():
 
 
 def test_a_uniq_key_set_by_the_caller_is_kept():
-    msg = Message("T", b"x", properties={"UNIQ_KEY": "MINE"})
+    msg = Message.with_system_properties("T", b"x", properties={"UNIQ_KEY": "MINE"})
     assert prepare_message(msg, UNIQ, 4096).msg_id == "MINE"
 
 

@@ -14,8 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from orbitmq.broker.message_filter import parse_tags
-from orbitmq.errors import ConnectionClosedError
+from orbitmq.errors import ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -25,6 +24,7 @@ from orbitmq.protocol.bodies import (
 )
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.expressions import compile_expression
 from orbitmq.protocol.message import java_string_hash
 from orbitmq.transport.connection import RemotingConnection
 
@@ -64,8 +64,14 @@ class ConsumerGroupInfo:
 
 
 def _with_codes(sub: SubscriptionData) -> SubscriptionData:
-    """Tags and their hash codes recomputed from the expression (the C++ client sends [0])."""
-    tags = sorted(parse_tags(sub.sub_string))
+    """Tags and their hash codes recomputed from a TAG expression (the C++ client sends [0]);
+    none for SQL92 or for an expression that does not parse (its pulls are refused with
+    SUBSCRIPTION_PARSE_FAILED, which tells the consumer why)."""
+    try:
+        compiled = compile_expression(sub.sub_string, sub.expression_type)
+    except ExpressionError:
+        return dataclasses.replace(sub, tags_set=[], code_set=[])
+    tags = sorted(compiled.tags or ())
     return dataclasses.replace(sub, tags_set=tags, code_set=[java_string_hash(t) for t in tags])
 
 

@@ -1,9 +1,15 @@
-"""HEART_BEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST_BY_GROUP, over the ClientManager tables.
+"""HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP and CHECK_CLIENT_CONFIG, over the
+ClientManager tables.
 
 A heartbeat of a consumer group also makes sure the group's config and its retry topic
 (``%RETRY%group``, one queue) exist: the C++ push consumer subscribes to the retry topic right
 away and needs a route for it. Nothing here is required before a send or a pull: the C++ client
 sends its first message before its first heartbeat.
+
+CHECK_CLIENT_CONFIG is what a Java consumer (and OrbitMQ's push consumer) sends at start for a
+subscription that is not TAG: it is answered exactly as a pull with that subscription would be
+refused (see :func:`orbitmq.broker.pull_processor.check_subscription`), so the consumer fails at
+start with the reason instead of retrying pulls that cannot succeed.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from orbitmq.broker.pull_processor import check_subscription
 from orbitmq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
-from orbitmq.protocol.bodies import ConsumerListBody, HeartbeatData
+from orbitmq.protocol.bodies import CheckClientRequestBody, ConsumerListBody, HeartbeatData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -41,6 +48,7 @@ class ClientProcessor:
         server.register(RequestCode.HEART_BEAT, self.heart_beat)
         server.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group)
+        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     def heart_beat(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         """HEART_BEAT (34): body HeartbeatData (enums as names or the C++ client's ordinals)."""
@@ -76,6 +84,24 @@ class ClientProcessor:
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
         return cmd.response(ResponseCode.SUCCESS, body=ConsumerListBody(ids).to_json())
+
+    def check_client_config(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): body ``{"clientId", "group", "subscriptionData"}``; SUCCESS
+        when this broker can filter by the subscription, else the code a pull would get."""
+        if not cmd.body:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "CHECK_CLIENT_CONFIG without a body")
+        body = CheckClientRequestBody.from_json(cmd.body)
+        sub = body.subscription_data
+        if sub is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                "CHECK_CLIENT_CONFIG without subscriptionData")
+        refused = check_subscription(sub.sub_string, sub.expression_type,
+                                     self.broker.config.enable_property_filter)
+        if refused is not None:
+            log.warning("client config refused group=%s client=%s topic=%s: %s", body.group,
+                        body.client_id, sub.topic, refused[1])
+            return cmd.response(*refused)
+        return cmd.response(ResponseCode.SUCCESS)
 
     def connection_closed(self, conn: RemotingConnection) -> None:
         """A client connection closed: it leaves its groups, whose other members are told."""

@@ -3,7 +3,8 @@
 No busy polling. A held pull is woken by:
 - the store's arrival listener (called on the dispatch thread after each round with the queue's
   new max offset and the tags code of what arrived) -> ``loop.call_soon_threadsafe``; a held pull
-  whose filter rejects that tags code keeps waiting;
+  whose tag filter rejects that tags code keeps waiting (a SQL92 filter cannot judge a tags code:
+  its pull runs again and evaluates the new messages' properties);
 - its own timer at ``suspendTimeoutMillis`` (then the pull runs once more and answers whatever it
   finds, normally PULL_NOT_FOUND);
 - a recheck every ``long_polling_recheck_ms`` comparing each queue's max offset with the held
@@ -24,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orbitmq.broker.message_filter import TagFilter
+from orbitmq.broker.message_filter import PullFilter
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.transport.connection import RemotingConnection
@@ -48,7 +49,7 @@ class HeldPull:
     cmd: RemotingCommand
     conn: RemotingConnection
     header: PullMessageRequestHeader
-    message_filter: TagFilter | None
+    message_filter: PullFilter | None
     timer: asyncio.TimerHandle | None = None
 
     @property

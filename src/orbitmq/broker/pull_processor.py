@@ -18,7 +18,14 @@ with ``send_parts``: the file slices are never copied or re-encoded.
 
 The subscription is the request's own when it has the subscription bit; otherwise the group's
 from its heartbeats; otherwise the request's ``subscription`` field or ``*``: the C++ PullConsumer
-and benchmarks pull without ever sending a heartbeat.
+and benchmarks pull without ever sending a heartbeat. Its ``expressionType`` says TAG (also when
+absent) or SQL92. A subscription the broker cannot evaluate is refused before anything is read,
+so the pull never moves ``nextBeginOffset`` nor commits an offset past messages it did not
+evaluate:
+
+- an expression that does not parse (or an unknown type): SUBSCRIPTION_PARSE_FAILED;
+- SQL92 while ``enable_property_filter`` is off: FILTER_NOT_SUPPORTED (OrbitMQ's code; RocketMQ
+  answers SYSTEM_ERROR with the same remark, see protocol/codes.py).
 """
 
 from __future__ import annotations
@@ -29,11 +36,12 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.long_poll_service import HeldPull, LongPollService
-from orbitmq.broker.message_filter import TagFilter, build_filter
-from orbitmq.errors import ConnectionClosedError
+from orbitmq.broker.message_filter import PullFilter, build_filter
+from orbitmq.errors import ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.store.status import GetMessageStatus
 from orbitmq.transport.connection import RemotingConnection
@@ -42,7 +50,7 @@ from orbitmq.transport.server import RemotingServer
 if TYPE_CHECKING:
     from orbitmq.broker.controller import BrokerController
 
-__all__ = ["PullProcessor", "pull_response_code"]
+__all__ = ["PullProcessor", "pull_response_code", "check_subscription"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +81,28 @@ class _Refused(Exception):
     def __init__(self, code: ResponseCode, remark: str) -> None:
         self.code = code
         self.remark = remark
+
+
+def check_subscription(expression: str | None, expression_type: str | None,
+                       property_filter_enabled: bool) -> tuple[ResponseCode, str] | None:
+    """Why a broker cannot filter by this subscription: (response code, remark), or None.
+
+    Shared by PULL_MESSAGE and CHECK_CLIENT_CONFIG, so a consumer is told at start what its pulls
+    would be told.
+    """
+    try:
+        is_sql = expression_type_of(expression_type) is ExpressionType.SQL92
+        if is_sql and not property_filter_enabled:
+            return (ResponseCode.FILTER_NOT_SUPPORTED,
+                    "The broker does not support consumer to filter message by SQL92: start it "
+                    "with enable_property_filter = true (--enable-property-filter true)")
+        build_filter(expression, expression_type)
+    except ExpressionError as e:
+        kind = (expression_type or "TAG").upper()
+        return (ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"the consumer's subscription failed to parse: {kind} expression "
+                f"{expression!r}: {e}")
+    return None
 
 
 class PullProcessor:
@@ -110,7 +140,7 @@ class PullProcessor:
         return None
 
     # -- checks ---------------------------------------------------------------------------------
-    def _check(self, h: PullMessageRequestHeader, conn: RemotingConnection) -> TagFilter | None:
+    def _check(self, h: PullMessageRequestHeader, conn: RemotingConnection) -> PullFilter | None:
         broker = self.broker
         if not broker.config.broker_permission & _PERM_READ:
             raise _Refused(ResponseCode.NO_PERMISSION,
@@ -137,10 +167,11 @@ class PullProcessor:
                            f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                            f"readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]")
         expression, expression_type = self._subscription(h)
-        if expression_type and expression_type.upper() != ExpressionType.TAG:
-            raise _Refused(ResponseCode.SYSTEM_ERROR,
-                           f"The broker does not support consumer to filter message by {expression_type}")
-        return build_filter(expression)
+        refused = check_subscription(expression, expression_type,
+                                     broker.config.enable_property_filter)
+        if refused is not None:
+            raise _Refused(*refused)
+        return build_filter(expression, expression_type)
 
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str | None]:
         if h.sys_flag & _FLAG_SUBSCRIPTION:
@@ -152,7 +183,7 @@ class PullProcessor:
 
     # -- reading and answering ------------------------------------------------------------------
     def _execute(self, cmd: RemotingCommand, conn: RemotingConnection, h: PullMessageRequestHeader,
-                 message_filter: TagFilter | None, *, allow_suspend: bool,
+                 message_filter: PullFilter | None, *, allow_suspend: bool,
                  dispatched: bool = False) -> None:
         result = self.store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
@@ -195,7 +226,7 @@ class PullProcessor:
         task.add_done_callback(self._tasks.discard)
 
     async def _after_dispatch(self, cmd: RemotingCommand, conn: RemotingConnection,
-                              h: PullMessageRequestHeader, message_filter: TagFilter | None,
+                              h: PullMessageRequestHeader, message_filter: PullFilter | None,
                               allow_suspend: bool) -> None:
         await self.broker.wait_dispatched()
         if not conn.is_open:

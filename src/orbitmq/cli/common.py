@@ -15,6 +15,8 @@ import enum
 import functools
 import json
 import logging
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -46,6 +48,7 @@ __all__ = [
     "value_callback",
     "parse_namesrv",
     "now_ms",
+    "silence_stdout",
 ]
 
 log = logging.getLogger("orbitmq.cli")
@@ -140,6 +143,15 @@ def describe_error(exc: BaseException) -> str:
     return _one_line(str(exc) or type(exc).__name__)
 
 
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after its reader went away (``| head``), so that nothing more we
+    print, nor the interpreter's final flush, raises BrokenPipeError."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())  # whatever the message held
 
@@ -149,11 +161,12 @@ def cli_errors() -> Iterator[None]:
     """Turn failures into a ClickException: a non-zero exit and one line on stderr.
 
     Errors the SDK raises on purpose (and OS errors such as a refused connection) are expected in
-    a CLI; anything else is a bug, so its traceback still goes to the log at DEBUG level.
+    a CLI; anything else is a bug, so its traceback still goes to the log at DEBUG level. A closed
+    stdout (BrokenPipeError) is not a failure: the root command ends quietly (cli/main.py).
     """
     try:
         yield
-    except (click.ClickException, click.Abort, KeyboardInterrupt):
+    except (click.ClickException, click.Abort, KeyboardInterrupt, BrokenPipeError):
         raise
     except (OrbitMQError, OSError, concurrent.futures.TimeoutError) as exc:
         raise click.ClickException(describe_error(exc)) from None
@@ -257,24 +270,35 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
+def _escapes() -> dict[int, str]:
+    table = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}  # control characters
+    table.update({ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+    # Bytes that are not UTF-8, decoded by "surrogateescape" as U+DC80..U+DCFF.
+    table.update({0xDC00 + b: f"\\x{b:02x}" for b in range(0x80, 0x100)})
+    return table
+
+
+_ESCAPES = _escapes()
 
 
 def body_text(body: bytes) -> str:
-    """A body on one line: UTF-8 text (invalid bytes as ``\\xNN``), with newlines and tabs
-    escaped so that one message stays one line of output."""
-    text = bytes(body).decode("utf-8", errors="backslashreplace")
-    return text.translate(_ESCAPES)
+    """A body on one line, escaped one way only: UTF-8 text as is; a backslash as ``\\\\``;
+    newline, return and tab as ``\\n``, ``\\r``, ``\\t``; other control characters and bytes
+    that are not UTF-8 as ``\\xNN``. So one message stays one line, and ``\\xff`` in the output
+    is the byte 0xFF while a body holding the text ``\\xff`` prints ``\\\\xff``."""
+    return bytes(body).decode("utf-8", errors="surrogateescape").translate(_ESCAPES)
 
 
 def body_json_fields(body: bytes) -> dict[str, str]:
-    """``{"body": text}`` for a UTF-8 body, ``{"body_base64": ...}`` otherwise: JSON output must
-    give back the exact bytes."""
+    """``{"body_base64": ...}``, the exact bytes for programs, plus ``"body"`` (the text) when the
+    body is UTF-8."""
     raw = bytes(body)
+    fields = {"body_base64": base64.b64encode(raw).decode("ascii")}
     try:
-        return {"body": raw.decode("utf-8")}
+        fields["body"] = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return {"body_base64": base64.b64encode(raw).decode("ascii")}
+        pass
+    return fields
 
 
 def echo_json(value: Any, *, indent: int | None = None) -> None:

@@ -10,15 +10,12 @@ run of the same group starts exactly after the last line printed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import os
 import signal
-import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import click
 
@@ -31,6 +28,7 @@ from orbitmq.cli.common import (
     handles_errors,
     namesrv_option,
     parse_timestamp,
+    silence_stdout,
     value_callback,
 )
 
@@ -42,6 +40,7 @@ SUSPEND_MAX_S = 15.0  # RocketMQ's broker-side long-poll limit (brokerSuspendMax
 RETRY_BACKOFF_S = 1.0  # after a retriable pull failure (broker restarting, connection lost)
 STOP_WAIT_MAX_S = 5.0  # for the pull loops to end after the run stops
 ROUTE_WAIT_S = 3.0  # for a topic the name servers do not know yet (see _fetch_queues)
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +56,7 @@ class ConsumeSettings:
 
     topic: str
     group: str
-    expression: str = "*"
+    expression: Any = "*"  # a TAG expression or a MessageSelector
     start: int | Position = Position.EARLIEST
     count_max: int | None = None
     idle_timeout_s: float | None = None
@@ -105,6 +104,33 @@ def message_json(msg: Any, broker_name: str | None = None) -> dict[str, Any]:
 Emit = Callable[[Any, Any], None]  # (MessageQueue, MessageExt) -> None; raises to stop
 
 
+def _tag_selector(text: str) -> Any:
+    """``--expression``: tags, parsed now; SQL given as tags is refused with a pointer to --sql."""
+    from orbitmq.client.message_selector import MessageSelector
+    from orbitmq.errors import ExpressionError
+    from orbitmq.protocol.expressions import sql_like_tag_expression
+
+    why = sql_like_tag_expression(text)
+    if why is not None:
+        raise ValueError(f"{text!r} is not a tag expression ({why}); to filter on message "
+                         f"properties use --sql {text!r}")
+    try:
+        return MessageSelector.by_tag(text)
+    except ExpressionError as e:
+        raise ValueError(str(e)) from None
+
+
+def _sql_selector(text: str) -> Any:
+    """``--sql``: an SQL92 condition, parsed now (a bad one fails before anything is sent)."""
+    from orbitmq.client.message_selector import MessageSelector
+    from orbitmq.errors import ExpressionError
+
+    try:
+        return MessageSelector.by_sql(text)
+    except ExpressionError as e:
+        raise ValueError(f"{e}") from None
+
+
 async def _pull_loop(consumer: Any, mq: Any, offset: int, settings: ConsumeSettings,
                      out: asyncio.Queue[tuple[Any, Any]], closing: asyncio.Event) -> None:
     """Long-poll ``mq`` from ``offset`` until ``closing``, handing every result to ``out``.
@@ -133,7 +159,8 @@ async def _pull_loop(consumer: Any, mq: Any, offset: int, settings: ConsumeSetti
 
 async def _start_offsets(consumer: Any, admin: Any, settings: ConsumeSettings,
                          queues: list[Any]) -> dict[Any, int]:
-    """Where each queue starts: the group's committed offset, else ``settings.start``.
+    """Where each queue starts: the group's committed offset, else ``settings.start`` (stored as
+    the group's offset only when the run ends well: a refused filter commits nothing).
 
     The broker answers a never-committed queue whose first message is still stored with offset
     0 (as RocketMQ does, so that new groups read from the start), which cannot be told apart from
@@ -156,14 +183,15 @@ async def _start_offsets(consumer: Any, admin: Any, settings: ConsumeSettings,
             offset = await consumer.max_offset(mq)
         else:
             offset = await consumer.search_offset(mq, settings.start)
-        consumer.update_offset(mq, offset)  # so the next run starts here too
         return mq, offset
 
     return dict(await asyncio.gather(*(one(mq) for mq in queues)))
 
 
 class _Stopper:
-    """Ctrl-C and SIGTERM set an event instead of raising, so the run ends by committing."""
+    """Ctrl-C and SIGTERM set an event instead of raising, so the run ends by committing what it
+    printed; every wait of the run watches the event (the route wait and the start offsets too).
+    A second Ctrl-C, while that commit waits for a broker, raises KeyboardInterrupt at once."""
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -173,16 +201,40 @@ class _Stopper:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, self.event.set)
+                loop.add_signal_handler(sig, self._signalled)
             except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
                 continue
             self._installed.append(sig)
         return self
 
+    def _signalled(self) -> None:
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+
     def __exit__(self, *exc: object) -> None:
         loop = asyncio.get_running_loop()
         for sig in self._installed:
             loop.remove_signal_handler(sig)
+
+
+class _Interrupted(Exception):
+    """The run was stopped before its pull loops started."""
+
+
+async def _unless_stopped(stop: asyncio.Event, step: Coroutine[Any, Any, T]) -> T:
+    """``step``'s result, or _Interrupted as soon as ``stop`` is set (``step`` is cancelled)."""
+    task = asyncio.ensure_future(step)
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise _Interrupted
 
 
 async def _next_result(results: asyncio.Queue[tuple[Any, Any]], stop: asyncio.Event,
@@ -214,10 +266,15 @@ async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Em
     from orbitmq.errors import BrokerError
     from orbitmq.protocol.codes import ResponseCode
 
-    queues = await _fetch_queues(consumer, settings.topic, settings.idle_timeout_s)
-    if not queues:
-        raise BrokerError(ResponseCode.NO_PERMISSION, f"topic {settings.topic!r} has no readable queue")
-    offsets = await _start_offsets(consumer, admin, settings, queues)
+    try:
+        queues = await _unless_stopped(
+            stop, _fetch_queues(consumer, settings.topic, settings.idle_timeout_s))
+        if not queues:
+            raise BrokerError(ResponseCode.NO_PERMISSION,
+                              f"topic {settings.topic!r} has no readable queue")
+        offsets = await _unless_stopped(stop, _start_offsets(consumer, admin, settings, queues))
+    except _Interrupted:
+        return 0
     results: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue(maxsize=len(queues))
     closing = asyncio.Event()
     tasks = [asyncio.create_task(_pull_loop(consumer, mq, offsets[mq], settings, results, closing))
@@ -249,6 +306,10 @@ async def consume(consumer: Any, admin: Any, settings: ConsumeSettings, emit: Em
                 deadline = time.monotonic() + idle
     finally:
         await _stop_pull_loops(tasks, results, closing)
+    shown = consumer.local_offsets()
+    for mq, offset in offsets.items():
+        if mq not in shown:
+            consumer.update_offset(mq, offset)  # so the next run starts here too
     return consumed
 
 
@@ -266,12 +327,16 @@ async def _fetch_queues(consumer: Any, topic: str, idle_timeout_s: float | None)
 
     wait = ROUTE_WAIT_S if idle_timeout_s is None else min(ROUTE_WAIT_S, idle_timeout_s)
     deadline = time.monotonic() + wait
+    waiting = False
     while True:
         try:
             return list(await consumer.fetch_queues(topic))
         except BrokerError as e:
             if e.code != ResponseCode.TOPIC_NOT_EXIST or time.monotonic() >= deadline:
                 raise
+        if not waiting:
+            waiting = True
+            log.info("waiting up to %.1f s for a route of topic %s", wait, topic)
         await asyncio.sleep(0.05)
 
 
@@ -309,8 +374,11 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
 @click.option("--topic", "-t", required=True, help="topic to read")
 @click.option("--group", "-g", required=True, help="consumer group; its offsets are committed, "
               "so the next run continues where this one stopped")
-@click.option("--expression", "-e", default="*", show_default=True,
-              help="tag filter: '*' or 'tagA || tagB'")
+@click.option("--expression", "-e", default=None, callback=value_callback(_tag_selector),
+              help="tag filter: '*' or 'tagA || tagB'  [default: *]")
+@click.option("--sql", default=None, callback=value_callback(_sql_selector), metavar="EXPR",
+              help="SQL92 filter on message properties, e.g. \"a > 5 AND color = 'red'\" "
+              "(the broker needs enable_property_filter)")
 @click.option("--from", "start", default="first", show_default=True, metavar="first|last|TIME",
               callback=value_callback(parse_timestamp),
               help="where a group without committed offsets starts: the first stored message, "
@@ -322,18 +390,23 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
               help="messages per pull request")
 @format_option
 @handles_errors
-def consume_cmd(namesrv: str, topic: str, group: str, expression: str, start: int | Position,
-                count: int | None, timeout: float | None, batch_size: int, fmt: str) -> None:
+def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
+                start: int | Position, count: int | None, timeout: float | None, batch_size: int,
+                fmt: str) -> None:
     """Consume a topic with a pull consumer over all its queues, printing one line per message.
 
     Text lines read 'queue=BROKER:QUEUE offset=N msg_id=ID tags=T keys=K1,K2 body=...' (newlines
-    in bodies escaped); --format json prints one object per line with every field. Offsets are
-    committed to the brokers under the group when the command stops (Ctrl-C included) and every
-    few seconds meanwhile.
+    and non-UTF-8 bytes in bodies escaped); --format json prints one object per line with every
+    field and the exact body. Offsets are committed to the brokers under the group when the
+    command stops (Ctrl-C included) and every few seconds meanwhile. A filter the broker refuses
+    (an SQL92 one on a broker without enable_property_filter) fails at once and commits nothing.
     """
     from orbitmq.transport.loop import run
 
-    settings = ConsumeSettings(topic, group, expression, start, count, timeout, batch_size)
+    if expression is not None and sql is not None:
+        raise click.UsageError("give --expression (tags) or --sql, not both")
+    selector = sql if sql is not None else expression if expression is not None else "*"
+    settings = ConsumeSettings(topic, group, selector, start, count, timeout, batch_size)
 
     output_closed = [False]
 
@@ -349,14 +422,5 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: str, start: in
 
     consumed = run(_run(namesrv, settings, emit))
     if output_closed[0]:
-        _silence_stdout()
+        silence_stdout()
     click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null after its reader went away, so that the interpreter's final
-    flush does not print a BrokenPipeError."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)

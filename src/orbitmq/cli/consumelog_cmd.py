@@ -20,7 +20,7 @@ from orbitmq.cli.common import (
     preview,
     table,
 )
-from orbitmq.cli.outbox_cmd import db_option, table_option
+from orbitmq.cli.outbox_cmd import db_option, require_table, table_option
 
 __all__ = ["consumelog_group"]
 
@@ -47,6 +47,7 @@ def list_cmd(db_url: str, table_name: str, status: str | None, group: str | None
     """Rows of the consume log, oldest first."""
     from orbitmq.reliable import ConsumeLog, ConsumeStatus
 
+    require_table(db_url, table_name, "an idempotent consumer creates it on first use")
     store = ConsumeLog(db_url, table=table_name)
     try:
         wanted = ConsumeStatus[status.upper()] if status else None
@@ -83,6 +84,7 @@ def retry_cmd(row_id: int, db_url: str, table_name: str, namesrv: str, no_resend
     from orbitmq import Producer
     from orbitmq.reliable import ConsumeLog
 
+    require_table(db_url, table_name, "an idempotent consumer creates it on first use")
     store = ConsumeLog(db_url, table=table_name)
     try:
         record = store.get(row_id)

@@ -1,13 +1,20 @@
-"""The ``orbitmq`` command."""
+"""The ``orbitmq`` command.
+
+What every subcommand shares is set up here: ``--log-level`` (accepted before the subcommand and
+anywhere after it), and a quiet end with exit status 0 when the reader of our output goes away
+(``orbitmq topic list | head -1``): a closed pipe is not a failure of the command.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import click
 
 from orbitmq import __version__
+from orbitmq.cli.common import silence_stdout
 from orbitmq.cli.consume_cmd import consume_cmd
 from orbitmq.cli.consumelog_cmd import consumelog_group
 from orbitmq.cli.dlq_cmd import dlq_group
@@ -20,13 +27,45 @@ from orbitmq.cli.topic_cmd import topic_group
 from orbitmq.cli.transaction_cmd import transaction_group
 
 SERVER_COMMANDS = frozenset({"namesrv", "broker", "standalone"})
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+_LOG_LEVEL_HELP = "[default: INFO for servers, ERROR for client commands]"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OrbitmqGroup(click.Group):
+    """The root group: a subcommand that met a closed stdout ends quietly with status 0."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            silence_stdout()
+            ctx.exit(0)
+
+
+def _set_log_level(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``--log-level`` after the subcommand: applied once that command's options are read."""
+    if value is not None:
+        logging.getLogger().setLevel(value.upper())
+
+
+def _log_level_option() -> click.Option:
+    return click.Option(["--log-level"], type=click.Choice(LOG_LEVELS, case_sensitive=False),
+                        expose_value=False, callback=_set_log_level, help=_LOG_LEVEL_HELP)
+
+
+def add_log_level_everywhere(group: click.Group) -> None:
+    """Give every subcommand (nested ones too) its own ``--log-level``."""
+    for command in group.commands.values():
+        if not any(isinstance(p, click.Option) and "--log-level" in p.opts for p in command.params):
+            command.params.append(_log_level_option())
+        if isinstance(command, click.Group):
+            add_log_level_everywhere(command)
+
+
+@click.group(cls=OrbitmqGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="orbitmq")
-@click.option("--log-level", default=None,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="[default: INFO for servers, ERROR for client commands]")
+@click.option("--log-level", default=None, type=click.Choice(LOG_LEVELS, case_sensitive=False),
+              help=_LOG_LEVEL_HELP)
 @click.pass_context
 def cli(ctx: click.Context, log_level: str | None) -> None:
     """OrbitMQ: a RocketMQ-compatible message queue."""
@@ -53,6 +92,7 @@ cli.add_command(dlq_group)
 cli.add_command(transaction_group)
 cli.add_command(outbox_group)
 cli.add_command(consumelog_group)
+add_log_level_everywhere(cli)
 
 
 def main() -> None:

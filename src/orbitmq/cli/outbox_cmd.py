@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,7 +24,7 @@ from orbitmq.cli.common import (
     table,
 )
 
-__all__ = ["outbox_group", "db_option", "DB_ENV"]
+__all__ = ["outbox_group", "db_option", "DB_ENV", "require_table"]
 
 DB_ENV = "ORBITMQ_DB"
 ERROR_PREVIEW_CHARS = 60
@@ -33,6 +34,37 @@ def db_option(func: Any) -> Any:
     """``--db URL`` (sqlite:///path or postgresql://...), from ORBITMQ_DB when not given."""
     return click.option("--db", "db_url", required=True, envvar=DB_ENV, show_envvar=True,
                         metavar="URL", help="the database: sqlite:///PATH or postgresql://...")(func)
+
+
+def require_table(db_url: str, table_name: str, hint: str) -> None:
+    """Refuse, in one line, a SQLite database file or table that does not exist, before
+    anything opens it: opening would create an empty file (a typo in --db must not leave one
+    behind). PostgreSQL databases are not created by connecting; their errors pass through.
+
+    Raises:
+        click.ClickException: no such file, or no such table in it.
+    """
+    import sqlite3
+
+    from orbitmq.reliable.db import Dialect, parse_url
+
+    dialect, target = parse_url(db_url)
+    if dialect is not Dialect.SQLITE:
+        return
+    path = Path(target)
+    if not path.is_file():
+        raise click.ClickException(f"no database file {target}: check --db ({hint})")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                 (table_name,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise click.ClickException(f"cannot read database {target}: {e}") from None
+    if found is None:
+        raise click.ClickException(f"no table {table_name} in {target} ({hint})")
 
 
 def table_option(default: str) -> Any:
@@ -68,6 +100,7 @@ def status_cmd(db_url: str, table_name: str, limit: int, fmt: str) -> None:
     """Rows per status, then the oldest unsent rows with their attempts and last error."""
     from orbitmq.reliable import Database, Outbox
 
+    require_table(db_url, table_name, "`orbitmq outbox init` creates it")
     outbox = Outbox(table_name)
     with Database(db_url) as db:
         counts = outbox.counts(db.handle())
@@ -98,6 +131,7 @@ def retry_cmd(db_url: str, table_name: str, ids: tuple[int, ...], retry_all: boo
 
     if bool(ids) == retry_all:
         raise click.UsageError("give row ids or --all")
+    require_table(db_url, table_name, "`orbitmq outbox init` creates it")
     with Database(db_url) as db, db.transaction() as handle:
         changed = Outbox(table_name).retry(handle, None if retry_all else list(ids))
     click.echo(f"{changed} row(s) due now")

@@ -1,9 +1,15 @@
-"""``orbitmq send``: send messages from the command line, one receipt line per message."""
+"""``orbitmq send``: send messages from the command line, one receipt line per message.
+
+What is sent: BODY (the argument); with ``-`` or ``--file PATH``, the whole of standard input or
+of the file as ONE message, byte for byte (binary-safe: a newline byte is part of the body); with
+``--lines``, one message per non-blank line of that text instead.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -18,18 +24,48 @@ from orbitmq.cli.common import (
     value_callback,
 )
 
-__all__ = ["send_cmd", "read_lines", "receipt_line"]
+__all__ = ["send_cmd", "read_lines", "read_bodies", "receipt_line"]
 
 DEFAULT_PRODUCER_GROUP = "orbitmq-cli-producer"
 
 
-def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
+def read_lines(stream: Iterable[bytes]) -> Iterator[bytes]:
     """Bodies from ``stream``: one per line, line endings removed, blank lines skipped (the
     broker refuses empty bodies, and a trailing newline is not meant as a message)."""
     for line in stream:
         body = line.rstrip(b"\r\n")
         if body:
             yield body
+
+
+def read_bodies(body: str | None, file: str | None, lines: bool,
+                stdin: IO[bytes]) -> tuple[Iterator[bytes], str]:
+    """The bodies to send and where they come from (for the "nothing to send" message).
+
+    Raises:
+        click.UsageError: both or neither of BODY and --file.
+        click.FileError: the file cannot be read.
+    """
+    if (body is None) == (file is None):
+        raise click.UsageError("give the body as BODY (or '-' for standard input) or --file PATH")
+    source = file if file is not None else body
+    assert source is not None
+    if source == "-":
+        stream, where = stdin, "standard input"
+    elif file is not None:
+        try:
+            stream, where = Path(file).open("rb"), file  # noqa: SIM115 - read to the end below
+        except OSError as e:
+            raise click.FileError(file, e.strerror) from None
+    else:
+        raw = source.encode("utf-8", errors="surrogateescape")
+        return read_lines(raw.splitlines()) if lines else iter([raw]), "BODY"
+    if lines:
+        return read_lines(stream), where
+    data = stream.read()
+    if stream is not stdin:
+        stream.close()
+    return (iter([data]) if data else iter(())), where
 
 
 def receipt_line(result: Any) -> str:
@@ -68,8 +104,12 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True, help="producer group")
 @click.option("--send-timeout", type=click.FloatRange(min=0, min_open=True), default=3.0,
               show_default=True, help="seconds for one send, retries included")
+@click.option("--file", "file", metavar="PATH", help="send the file's bytes as one message "
+              "('-': standard input)")
+@click.option("--lines", is_flag=True, help="one message per non-blank line of the text "
+              "(of BODY, the file or standard input) instead of one message")
 @format_option
-@click.argument("body")
+@click.argument("body", required=False)
 @handles_errors
 def send_cmd(
     namesrv: str,
@@ -80,23 +120,26 @@ def send_cmd(
     count: int,
     group: str,
     send_timeout: float,
+    file: str | None,
+    lines: bool,
     fmt: str,
-    body: str,
+    body: str | None,
 ) -> None:
-    """Send BODY to a topic, or with BODY '-', one message per line of standard input.
+    """Send BODY to a topic as one message; BODY '-' sends all of standard input as one message
+    (as --file PATH does a file's bytes), --lines one message per line.
 
     Prints one line per message: the send status, its message id (what consumers see), the
-    broker's offset message id, the queue and the offset in that queue.
+    broker's offset message id, the queue and the offset in that queue. Property names the
+    system reserves (UNIQ_KEY, TAGS, KEYS, DELAY, ...) are refused.
     """
     from orbitmq.client import Producer
     from orbitmq.protocol.message import Message
 
     props = dict(properties)
     key_list = parse_keys(keys)
-    if body == "-":
-        bodies: Iterator[bytes] = read_lines(sys.stdin.buffer)
-    else:
-        bodies = iter([body.encode("utf-8", errors="surrogateescape")])
+    bodies, where = read_bodies(body, file, lines, sys.stdin.buffer)
+    # Reserved property names are refused before anything connects (Message checks them).
+    Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props))
     sent = 0
     with Producer(group, namesrv, send_timeout=send_timeout) as producer:
         for payload in bodies:
@@ -110,4 +153,5 @@ def send_cmd(
                 else:
                     click.echo(receipt_line(result))
     if sent == 0:
-        raise click.ClickException("nothing to send: standard input had no non-blank line")
+        what = "no non-blank line" if lines else "nothing (an empty body cannot be sent)"
+        raise click.ClickException(f"nothing to send: {where} had {what}")

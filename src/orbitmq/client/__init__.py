@@ -13,6 +13,7 @@ from orbitmq.client.admin_models import (
     TopicQueueStatus,
 )
 from orbitmq.client.consume_types import ConsumeContext, ConsumeFrom, ConsumeResult, MessageModel
+from orbitmq.client.message_selector import MessageSelector
 from orbitmq.client.producer import AsyncProducer, Producer
 from orbitmq.client.pull_consumer import AsyncPullConsumer, PullConsumer
 from orbitmq.client.push_consumer import AsyncPushConsumer, PushConsumer
@@ -45,6 +46,7 @@ __all__ = [
     "ConsumeFrom",
     "ConsumeContext",
     "MessageModel",
+    "MessageSelector",
     "AllocateStrategy",
     "AllocateAveragely",
     "AllocateAveragelyByCircle",

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Self
 
-from orbitmq.client import group_admin
+from orbitmq.client import dead_letters, group_admin
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.admin_models import (
     ConsumerConnection,
@@ -27,11 +27,12 @@ from orbitmq.client.admin_models import (
     parse_subscription_groups,
     parse_topic_stats,
 )
+from orbitmq.client.dead_letters import DeadLetter, Resent
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
 from orbitmq.client.transaction_models import PendingTransactions, parse_pending_transactions
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
+from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError, TopicNotFoundError
 from orbitmq.protocol.bodies import (
     ClusterInfo,
     ConsumerListBody,
@@ -135,7 +136,7 @@ class AsyncAdmin:
         """The topic's route. Raises BrokerError(TOPIC_NOT_EXIST) when there is none."""
         route = await self._instance.fetch_route(check_topic(topic))
         if route is None:
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic!r}")
+            raise TopicNotFoundError(f"no route for topic {topic!r}")
         return route
 
     async def create_topic(
@@ -314,6 +315,25 @@ class AsyncAdmin:
         """The group's dead letters (``%DLQ%{group}``), oldest first; read, never consumed."""
         return await group_admin.dead_letters(self, group, max_messages)
 
+    async def dead_letter_entries(self, group: str, max_messages: int = 1000, *,
+                                  unresent_only: bool = False) -> list[DeadLetter]:
+        """The group's dead letters with their DLQ queue and whether they were resent already
+        (see :mod:`orbitmq.client.dead_letters`); oldest first."""
+        return await dead_letters.dead_letter_entries(self, group, max_messages,
+                                                      unresent_only=unresent_only)
+
+    async def resend_dead_letters(self, group: str, *, msg_id: str | None = None,
+                                  force: bool = False, max_messages: int = 1000) -> list[Resent]:
+        """Send the group's dead letters back to their original topics, each once: those resent
+        before are skipped unless ``force`` (the broker keeps a resend mark per DLQ queue under
+        the reserved group ``%RESENT%{group}``). ``msg_id`` picks one.
+
+        Raises:
+            ClientError: ``msg_id`` names no dead letter of the group.
+        """
+        return await dead_letters.resend_dead_letters(self, group, msg_id=msg_id, force=force,
+                                                      max_messages=max_messages)
+
     async def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         """Which client of the group holds each queue (GET_CONSUMER_RUNNING_INFO through the
         brokers); best effort, queues of clients that do not answer are missing."""
@@ -458,6 +478,16 @@ class Admin(BlockingClient[AsyncAdmin]):
 
     def dead_letters(self, group: str, max_messages: int = 1000) -> list[MessageExt]:
         return self._call(self._client.dead_letters(group, max_messages))
+
+    def dead_letter_entries(self, group: str, max_messages: int = 1000, *,
+                            unresent_only: bool = False) -> list[DeadLetter]:
+        return self._call(self._client.dead_letter_entries(group, max_messages,
+                                                           unresent_only=unresent_only))
+
+    def resend_dead_letters(self, group: str, *, msg_id: str | None = None, force: bool = False,
+                            max_messages: int = 1000) -> list[Resent]:
+        return self._call(self._client.resend_dead_letters(group, msg_id=msg_id, force=force,
+                                                           max_messages=max_messages))
 
     def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         return self._call(self._client.queue_holders(group))

@@ -51,6 +51,7 @@ __all__ = [
     "resend_properties",
     "original_topic",
     "running_info_queues",
+    "read_queue",
 ]
 
 RETRY_TOPIC_PREFIX = "%RETRY%"
@@ -185,9 +186,11 @@ async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any]) -
     return sorted(masters)
 
 
-async def _read_queue(admin: AsyncAdmin, addr: str, mq: MessageQueue, limit: int) -> list[MessageExt]:
-    """Up to ``limit`` messages of one queue from its first, without committing any offset."""
-    offset = 0
+async def read_queue(admin: AsyncAdmin, addr: str, mq: MessageQueue, limit: int, *,
+                     start: int = 0) -> list[MessageExt]:
+    """Up to ``limit`` messages of one queue from offset ``start`` (its first when 0), without
+    committing any offset."""
+    offset = start
     out: list[MessageExt] = []
     for _ in range(PULLS_PER_QUEUE_MAX):
         header = PullMessageRequestHeader(
@@ -217,7 +220,7 @@ async def dead_letters(admin: AsyncAdmin, group: str, max_messages: int) -> list
     for mq in sorted(subscribe_queues_from_route(topic, route)):
         addr = masters.get(mq.broker_name)
         if addr is not None and len(out) < max_messages:
-            out.extend(await _read_queue(admin, addr, mq, max_messages - len(out)))
+            out.extend(await read_queue(admin, addr, mq, max_messages - len(out)))
     return sorted(out, key=lambda m: (m.store_timestamp, m.commit_log_offset))
 
 

@@ -32,7 +32,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from orbitmq.client.route import MASTER_ID, derive_route_from_default
 from orbitmq.client.validation import DEFAULT_TOPIC
-from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
+from orbitmq.errors import (
+    BrokerError,
+    ClientError,
+    ConnectionClosedError,
+    TimeoutError,
+    broker_error,
+)
 from orbitmq.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -65,6 +71,23 @@ _UNREGISTER_TIMEOUT_S = 3.0
 
 RouteChanged = Callable[[str, TopicRouteData], None]
 GroupChanged = Callable[[str], None]
+ConnectionLost = Callable[[str], None]
+
+
+class _WatchedRemotingClient(RemotingClient):
+    """A RemotingClient that tells its owner the address of every connection it loses (closed by
+    the peer, reset, or closed by us), so that state tied to that server can be dropped at once:
+    an orderly consumer's queue locks do not survive a broker restart."""
+
+    def __init__(self, on_lost: ConnectionLost) -> None:
+        super().__init__()
+        self._on_lost = on_lost
+
+    def connection_lost(self, conn: RemotingConnection) -> None:
+        addrs = [addr for addr, c in self._conns.items() if c is conn]
+        super().connection_lost(conn)
+        for addr in addrs:
+            self._on_lost(addr)
 
 
 def parse_namesrv_addrs(namesrv: str | Sequence[str] | None) -> list[str]:
@@ -112,7 +135,7 @@ def check_response(
     """
     if resp.code in ok:
         return resp
-    raise BrokerError(resp.code, resp.remark, retriable=resp.code in RETRIABLE_CODES)
+    raise broker_error(resp.code, resp.remark, retriable=resp.code in RETRIABLE_CODES)
 
 
 @dataclasses.dataclass
@@ -142,7 +165,7 @@ class ClientInstance:
         self.namesrv_addrs = parse_namesrv_addrs(namesrv)
         self.ip = local_ip(self.namesrv_addrs[0])
         self.client_id = f"{self.ip}@{os.getpid()}#{secrets.token_hex(6)}"
-        self.remoting = RemotingClient()
+        self.remoting: RemotingClient = _WatchedRemotingClient(self._connection_lost)
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
         self.rpc_timeout = rpc_timeout
@@ -154,6 +177,7 @@ class ClientInstance:
         self._heartbeat_addrs: set[str] = set()  # brokers that know us: unregister there at the end
         self._route_listeners: list[RouteChanged] = []
         self._group_listeners: dict[str, list[GroupChanged]] = {}
+        self._lost_listeners: list[ConnectionLost] = []
         self._tasks: set[asyncio.Task[object]] = set()
         self._refreshing: dict[str, asyncio.Task[TopicRouteData | None]] = {}
         self._started = False
@@ -404,6 +428,17 @@ class ClientInstance:
     ) -> None:
         """Answer requests with ``code`` that brokers send us (CHECK_TRANSACTION_STATE, ...)."""
         self.remoting.register(code, handler)
+
+    def on_connection_lost(self, listener: ConnectionLost) -> None:
+        """Call ``listener(addr)`` when the connection to a server (``host:port``) is lost."""
+        self._lost_listeners.append(listener)
+
+    def _connection_lost(self, addr: str) -> None:
+        for listener in self._lost_listeners:
+            try:
+                listener(addr)
+            except Exception:
+                log.exception("connection lost listener failed addr=%s", addr)
 
     def on_consumer_ids_changed(self, group: str, listener: GroupChanged) -> None:
         """Call ``listener(group)`` when a broker says ``group``'s membership changed."""

@@ -35,7 +35,13 @@ from orbitmq.client.send_codec import (
     prepare_message,
 )
 from orbitmq.client.validation import body_size, check_group, check_message
-from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
+from orbitmq.errors import (
+    BrokerError,
+    ClientError,
+    ConnectionClosedError,
+    TimeoutError,
+    TopicNotFoundError,
+)
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import Message
@@ -260,8 +266,7 @@ class AsyncProducer:
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
         route = await self._instance.route_for_publish(topic, self.default_topic_queue_nums)
         if route is None:
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST,
-                              f"no route for topic {topic!r} nor for the default topic")
+            raise TopicNotFoundError(f"no route for topic {topic!r} nor for the default topic")
         info = self._publish.get(topic)
         if info is None or info.route is not route:
             info = publish_info_from_route(

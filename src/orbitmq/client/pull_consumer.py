@@ -5,6 +5,10 @@ parts that are easy to get wrong: the pull request flags, long polling, decoding
 messages (decompressing bodies), re-checking tags on the client (the broker filters by tag *hash*,
 so a colliding tag can slip through), and a local offset table persisted to the brokers every
 ``persist_consumer_offset_interval`` seconds, on ``persist_offsets()`` and at shutdown.
+
+A pull takes a TAG expression (a str) or a :class:`~orbitmq.client.message_selector.
+MessageSelector` (tags or SQL92), parsed before the request is sent: a bad expression raises
+ExpressionError and nothing moves.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from typing import Any, Self
 
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.message_selector import ExpressionLike, MessageSelector, selector_of
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import BrokerError, ClientError
+from orbitmq.errors import ClientError, TopicNotFoundError
 from orbitmq.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -51,7 +56,6 @@ from orbitmq.protocol.message import iter_stored_messages
 __all__ = [
     "AsyncPullConsumer",
     "PullConsumer",
-    "parse_tags",
     "build_pull_request",
     "parse_pull_response",
 ]
@@ -61,24 +65,22 @@ log = logging.getLogger(__name__)
 PULL_BATCH_SIZE_MAX = 1024  # RocketMQ caps a pull at 1,024 messages whatever is asked
 
 
-def parse_tags(expression: str | None) -> frozenset[str] | None:
-    """The tags of a TAG expression (``"a || b"``); None means every message (``*`` or empty)."""
-    if expression is None or not expression.strip() or expression.strip() == "*":
-        return None
-    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
-    return tags or None
-
-
 def build_pull_request(
     group: str,
     mq: MessageQueue,
     offset: int,
     max_nums: int,
-    expression: str,
+    expression: ExpressionLike,
     suspend: float | None,
 ) -> RemotingCommand:
     """PULL_MESSAGE for ``mq`` from ``offset``; SUSPEND (long polling) when ``suspend`` seconds
-    are given. The subscription travels with every request, so the broker needs no heartbeat."""
+    are given. The subscription (expression and its type) travels with every request, so the
+    broker needs no heartbeat.
+
+    Raises:
+        ExpressionError: the expression does not parse.
+    """
+    selector = selector_of(expression)
     sys_flag = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend else 0)
     header = PullMessageRequestHeader(
         consumer_group=group,
@@ -89,9 +91,9 @@ def build_pull_request(
         sys_flag=int(sys_flag),
         commit_offset=0,
         suspend_timeout_millis=int((suspend or 0) * 1000),
-        subscription=expression,
+        subscription=selector.expression,
         sub_version=0,
-        expression_type="TAG",
+        expression_type=selector.expression_type.value,
     )
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
 
@@ -198,13 +200,13 @@ class AsyncPullConsumer:
         """The topic's readable queues, from a fresh route lookup.
 
         Raises:
-            BrokerError: TOPIC_NOT_EXIST when no name server knows the topic.
+            TopicNotFoundError: no name server knows the topic.
         """
         self._check_started()
         check_topic(topic)
         route = await self._instance.update_route(topic)
         if route is None:
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic!r}")
+            raise TopicNotFoundError(f"no route for topic {topic!r}")
         self._topics.add(topic)
         return subscribe_queues_from_route(topic, route)
 
@@ -213,13 +215,14 @@ class AsyncPullConsumer:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        expression: str = "*",
+        expression: ExpressionLike = "*",
         *,
         timeout: float | None = None,
         suspend: float | None = None,
     ) -> PullResult:
-        """Pull up to ``max_nums`` messages of ``mq`` from ``offset`` whose tag matches
-        ``expression`` (``"*"`` or ``"tagA || tagB"``).
+        """Pull up to ``max_nums`` messages of ``mq`` from ``offset`` that ``expression``
+        selects: a TAG expression (``"*"`` or ``"tagA || tagB"``) or a MessageSelector
+        (``MessageSelector.by_sql("a > 5")``).
 
         Args:
             timeout: seconds to wait for the answer (default ``pull_timeout``).
@@ -227,9 +230,12 @@ class AsyncPullConsumer:
                 many seconds and answers as soon as a message arrives.
 
         Raises:
+            ExpressionError: the expression does not parse (nothing is sent).
             ClientError: negative offset or max_nums out of 1..1024.
-            BrokerError: the broker refused the pull.
+            BrokerError: the broker refused the pull, e.g. FILTER_NOT_SUPPORTED for SQL92 on a
+                broker without ``enable_property_filter``; ``next_begin_offset`` did not move.
         """
+        selector = selector_of(expression)
         self._check_started()
         if offset < 0:
             raise ClientError(f"offset must not be negative, got {offset}")
@@ -237,13 +243,12 @@ class AsyncPullConsumer:
             raise ClientError(f"max_nums must be within 1..{PULL_BATCH_SIZE_MAX}, got {max_nums}")
         if suspend is not None and suspend <= 0:
             suspend = None
-        expression = expression.strip() if expression and expression.strip() else "*"
         self._topics.add(mq.topic)
-        cmd = build_pull_request(self.group, mq, offset, max_nums, expression, suspend)
+        cmd = build_pull_request(self.group, mq, offset, max_nums, selector, suspend)
         addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False)
         wait = (self.pull_timeout if timeout is None else timeout) + (suspend or 0.0)
         resp = await self._instance.remoting.invoke(addr, cmd, wait)
-        return parse_pull_response(resp, parse_tags(expression))
+        return parse_pull_response(resp, selector.tags)
 
     # -- committed offsets -------------------------------------------------------------------
     async def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
@@ -357,12 +362,15 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        expression: str = "*",
+        expression: ExpressionLike = "*",
         *,
         timeout: float | None = None,
         suspend: float | None = None,
     ) -> PullResult:
-        """See :meth:`AsyncPullConsumer.pull`."""
+        """See :meth:`AsyncPullConsumer.pull` (the expression is parsed here, in the caller's
+        thread)."""
+        if not isinstance(expression, MessageSelector):
+            expression = selector_of(expression)
         return self._call(self._client.pull(mq, offset, max_nums, expression,
                                             timeout=timeout, suspend=suspend))
 

@@ -33,11 +33,12 @@ from orbitmq.client.consume_types import (
 from orbitmq.client.instance import ClientInstance
 from orbitmq.client.offset_store import OffsetStore, RemoteOffsetStore
 from orbitmq.client.process_queue import ProcessQueue
-from orbitmq.client.pull_consumer import parse_pull_response, parse_tags
+from orbitmq.client.pull_consumer import parse_pull_response
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.expressions import compile_expression
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.protocol.message import MessageExt
 
@@ -112,7 +113,6 @@ class PullService:
         self.on_offset_moved = on_offset_moved
         self.requests: dict[MessageQueue, PullRequest] = {}
         self.pulled_messages = 0  # for running info
-        self._tags: dict[str, tuple[str, frozenset[str] | None]] = {}
         self._running = True
 
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
@@ -182,11 +182,9 @@ class PullService:
         return await self._on_result(req, result)
 
     def _tags_of(self, sub: SubscriptionData) -> frozenset[str] | None:
-        cached = self._tags.get(sub.topic)
-        if cached is None or cached[0] != sub.sub_string:
-            cached = (sub.sub_string, parse_tags(sub.sub_string))
-            self._tags[sub.topic] = cached
-        return cached[1]
+        """The tags to re-check on the client (None for ``*`` and for SQL92, which the broker
+        evaluates exactly); the subscription was parsed when it was made."""
+        return compile_expression(sub.sub_string, sub.expression_type).tags
 
     async def _on_result(self, req: PullRequest, result: PullResult) -> float:
         mq, pq = req.mq, req.pq

@@ -41,8 +41,8 @@ from orbitmq.client.consume_types import (
     retry_topic,
 )
 from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.message_selector import ExpressionLike, selector_of
 from orbitmq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from orbitmq.client.pull_consumer import parse_tags
 from orbitmq.client.pull_service import PullService
 from orbitmq.client.rebalance import AllocateAveragely, AllocateStrategy
 from orbitmq.client.rebalance_service import RebalanceService
@@ -50,8 +50,10 @@ from orbitmq.client.running_info import build_running_info
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import (
+    CheckClientRequestBody,
     ConsumerData,
     ConsumeType,
+    ExpressionType,
     MessageModel,
     MessageQueue,
     SubscriptionData,
@@ -70,12 +72,18 @@ __all__ = ["AsyncPushConsumer", "PushConsumer", "build_subscription"]
 log = logging.getLogger(__name__)
 
 
-def build_subscription(topic: str, expression: str | None) -> SubscriptionData:
-    """The SubscriptionData of a TAG expression (``*`` or ``"a || b"``)."""
-    expression = expression.strip() if expression and expression.strip() else "*"
-    tags = sorted(parse_tags(expression) or ())
-    return SubscriptionData(topic, expression, tags, [java_string_hash(t) for t in tags],
-                            sub_version=int(time.time() * 1000))
+def build_subscription(topic: str, expression: ExpressionLike) -> SubscriptionData:
+    """The SubscriptionData of an expression: a TAG one (``*`` or ``"a || b"``, with its tags and
+    their hash codes) or a MessageSelector (SQL92: no tags).
+
+    Raises:
+        ExpressionError: the expression does not parse.
+    """
+    selector = selector_of(expression)
+    tags = sorted(selector.tags or ())
+    return SubscriptionData(topic, selector.expression, tags, [java_string_hash(t) for t in tags],
+                            sub_version=int(time.time() * 1000),
+                            expression_type=selector.expression_type.value)
 
 
 def _enum_member(enum_cls: Any, value: Any) -> Any:
@@ -173,10 +181,11 @@ class AsyncPushConsumer:
         return self._instance
 
     # -- subscriptions ---------------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*",
+    def subscribe(self, topic: str, expression: ExpressionLike = "*",
                   listener: Listener | None = None) -> Any:
-        """Subscribe to ``topic``'s messages whose tag matches ``expression`` (``"*"``,
-        ``"a || b"``). Without ``listener``, returns a decorator that registers the function::
+        """Subscribe to ``topic``'s messages that ``expression`` selects: a TAG expression
+        (``"*"``, ``"a || b"``) or a MessageSelector (``MessageSelector.by_sql("a > 5")``).
+        Without ``listener``, returns a decorator that registers the function::
 
             @consumer.subscribe("OrderTopic", "created || paid")
             def on_orders(messages, context):
@@ -184,8 +193,12 @@ class AsyncPushConsumer:
 
         The listener gets ``(list[MessageExt], ConsumeContext)`` and returns a ConsumeResult
         (may be a coroutine function). May be called after start (call it on the consumer's loop).
+
+        Raises:
+            ExpressionError: the expression does not parse (raised here, before anything is sent).
         """
         check_topic(topic)
+        expression = selector_of(expression)
         if listener is None:
             def register(fn: Listener) -> Listener:
                 self.subscribe(topic, expression, fn)
@@ -240,6 +253,7 @@ class AsyncPushConsumer:
         await self._instance.start()
         self._instance.consumers[self.group] = self._consumer_data
         self._instance.on_consumer_ids_changed(self.group, lambda _g: self._on_ids_changed())
+        self._instance.on_connection_lost(self._on_connection_lost)
         self._instance.register_request_handler(RequestCode.GET_CONSUMER_RUNNING_INFO,
                                                 self._on_running_info)
         self._started = True
@@ -249,6 +263,11 @@ class AsyncPushConsumer:
                 await self._instance.update_route(topic)
             except Exception as e:  # the rebalance asks again
                 log.warning("route of topic=%s unavailable at start: %r", topic, e)
+        try:
+            await self._check_client_config()
+        except BaseException:
+            await self.shutdown()
+            raise
         await self._instance.send_heartbeat_to_all()
         self._instance.schedule_periodic(cfg.persist_consumer_offset_interval, self.persist_offsets)
         if cfg.orderly and cfg.clustering:
@@ -257,6 +276,27 @@ class AsyncPushConsumer:
         log.info("push consumer started group=%s client=%s model=%s orderly=%s", self.group,
                  self.client_id, cfg.message_model.name, cfg.orderly)
         return self
+
+    async def _check_client_config(self) -> None:
+        """CHECK_CLIENT_CONFIG for each SQL92 subscription, to one broker of its topic (as Java
+        consumers do at start): a broker that cannot filter by it refuses now, not every pull.
+
+        Raises:
+            BrokerError: FILTER_NOT_SUPPORTED or SUBSCRIPTION_PARSE_FAILED from the broker.
+        """
+        for topic, sub in sorted(self._subscriptions.items()):
+            if sub.expression_type != ExpressionType.SQL92:
+                continue
+            route = self._instance.cached_route(topic)
+            names = sorted({bd.broker_name for bd in route.broker_datas}) if route else []
+            for name in names:
+                addr = self._instance.broker_addr(name)
+                if addr is None:
+                    continue
+                body = CheckClientRequestBody(self.client_id, self.group, sub).to_json()
+                cmd = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body)
+                check_response(await self._instance.remoting.invoke(addr, cmd,
+                                                                     self._instance.rpc_timeout))
 
     def _build_services(self) -> None:
         cfg = self.config
@@ -305,6 +345,10 @@ class AsyncPushConsumer:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _on_connection_lost(self, addr: str) -> None:
+        if self._started and self._rebalance is not None:
+            self._rebalance.broker_lost(addr)
 
     def _on_ids_changed(self) -> None:
         if self._started and self._rebalance is not None:
@@ -385,9 +429,10 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
     def group(self) -> str:
         return self._client.group
 
-    def subscribe(self, topic: str, expression: str = "*",
+    def subscribe(self, topic: str, expression: ExpressionLike = "*",
                   listener: Listener | None = None) -> Any:
         """See :meth:`AsyncPushConsumer.subscribe` (decorator form too)."""
+        expression = selector_of(expression)  # a bad expression raises in the caller's thread
         if listener is None:
             check_topic(topic)
 

@@ -14,6 +14,15 @@ the allocation strategy choose this member's share; broadcasting members take ev
   its offset is persisted and forgotten. Orderly members first wait for the batch being consumed
   (the consume lock), then persist, then unlock the queue on the broker, so the next owner starts
   exactly after the last acknowledged message.
+
+Orderly locks are lost, and the queue stops being consumed, when a renewal is refused or fails,
+and at once when the connection to the queue's broker is lost: a restarted broker has forgotten
+every lock, so a member must not go on consuming under a lock another member may take from the
+restarted broker. A held queue that is not locked is locked again by a background task with a
+bounded backoff (RELOCK_DELAY_MIN_S doubling up to RELOCK_DELAY_MAX_S), so a broker restart
+stalls orderly consumption for seconds, not until the next 20 s renewal. The broker grants a lock
+to one client at a time, so two members never hold one queue, whatever their rebalances decide
+while the restarted broker does not yet know every member.
 """
 
 from __future__ import annotations
@@ -60,6 +69,8 @@ __all__ = ["RebalanceService"]
 log = logging.getLogger(__name__)
 
 LOCK_RETRY_DELAY_S = 1.0
+RELOCK_DELAY_MIN_S = 0.2
+RELOCK_DELAY_MAX_S = 3.0
 _UNLOCK_TIMEOUT_S = 3.0
 
 Invoke = Callable[[MessageQueue, int, Any], Awaitable[RemotingCommand]]
@@ -86,6 +97,7 @@ class RebalanceService:
         self._retry_soon = False
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
+        self._relock_task: asyncio.Task[None] | None = None
 
     # -- the loop --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -116,6 +128,8 @@ class RebalanceService:
         self._wake.set()
         if self._task is not None:
             await cancel_and_wait([self._task])
+        if self._relock_task is not None:
+            await cancel_and_wait([self._relock_task])
         if self._releasing:  # orderly hand-overs finishing (each waits for at most one batch)
             await asyncio.wait(list(self._releasing.values()), timeout=self.config.await_termination)
 
@@ -307,20 +321,71 @@ class RebalanceService:
 
     async def lock_all(self) -> None:
         """Renew the locks of every held queue (every ``lock_renew_interval``); a queue whose
-        renewal failed stops being pulled and consumed until it is locked again."""
+        renewal failed stops being pulled and consumed until the re-lock task locks it again."""
+        lost = False
         for broker_name, mqs in self._by_broker().items():
             ok = await self._lock_batch(broker_name, mqs)
-            now = asyncio.get_running_loop().time()
-            for mq in mqs:
-                pq = self.table.get(mq)
-                if pq is None:
-                    continue
-                if mq in ok:
-                    pq.locked, pq.last_lock_time = True, now
-                    self.kick(mq, pq)
-                elif pq.locked:
-                    log.warning("lost the lock of queue=%s group=%s", mq, self.config.group)
-                    pq.locked = False
+            lost |= self._apply_locks(mqs, ok)
+        if lost:
+            self.relock_soon()
+
+    def _apply_locks(self, mqs: list[MessageQueue], ok: set[MessageQueue]) -> bool:
+        """Record a LOCK_BATCH_MQ answer; True when some queue of ``mqs`` is not locked."""
+        now = asyncio.get_running_loop().time()
+        missing = False
+        for mq in mqs:
+            pq = self.table.get(mq)
+            if pq is None or pq.dropped:
+                continue
+            if mq in ok:
+                if not pq.locked:
+                    log.info("queue locked again group=%s queue=%s", self.config.group, mq)
+                pq.locked, pq.last_lock_time = True, now
+                self.kick(mq, pq)
+                continue
+            missing = True
+            if pq.locked:
+                log.warning("lost the lock of queue=%s group=%s", mq, self.config.group)
+                pq.locked = False
+        return missing
+
+    def broker_lost(self, addr: str) -> None:
+        """The connection to broker ``addr`` is gone: its locks may be gone with it (a restart
+        forgets them all), so stop consuming its queues now and lock them again when it is back."""
+        if not (self.config.orderly and self.config.clustering) or self._stopped:
+            return
+        unlocked = False
+        for mq, pq in self.table.items():
+            if pq.locked and self.instance.broker_addr(mq.broker_name) == addr:
+                pq.locked = False
+                unlocked = True
+        if unlocked:
+            log.warning("connection to broker %s lost: its queues are unlocked until locked "
+                        "again group=%s", addr, self.config.group)
+            self.relock_soon()
+
+    def relock_soon(self) -> None:
+        """Start the re-lock task unless it runs (see the module docstring)."""
+        if self._stopped or (self._relock_task is not None and not self._relock_task.done()):
+            return
+        self._relock_task = asyncio.ensure_future(self._relock_loop())
+
+    async def _relock_loop(self) -> None:
+        delay = RELOCK_DELAY_MIN_S
+        while not self._stopped:
+            await asyncio.sleep(delay)
+            pending: dict[str, list[MessageQueue]] = {}
+            for mq, pq in sorted(self.table.items()):
+                if not pq.locked and not pq.dropped:
+                    pending.setdefault(mq.broker_name, []).append(mq)
+            if not pending:
+                return
+            progress = False
+            for broker_name, mqs in pending.items():
+                ok = await self._lock_batch(broker_name, mqs)
+                progress |= bool(ok)
+                self._apply_locks(mqs, ok)
+            delay = RELOCK_DELAY_MIN_S if progress else min(delay * 2, RELOCK_DELAY_MAX_S)
 
     async def unlock_all(self) -> None:
         await asyncio.gather(*(self.unlock(b, mqs) for b, mqs in self._by_broker().items()))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from orbitmq.client.instance import RETRIABLE_CODES
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.client.validation import DEFAULT_TOPIC, body_size
-from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
+from orbitmq.errors import ClientError, RemoteProtocolError, broker_error
 from orbitmq.protocol.batch import ENTRY_OVERHEAD, encode_batch
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import RequestCode
@@ -253,7 +253,7 @@ def parse_send_response(
     """
     status = SendStatus.from_response_code(resp.code)
     if status is None:
-        raise BrokerError(resp.code, resp.remark, retriable=resp.code in RETRIABLE_CODES)
+        raise broker_error(resp.code, resp.remark, retriable=resp.code in RETRIABLE_CODES)
     try:
         header = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
     except RemoteProtocolError as e:

@@ -171,7 +171,9 @@ class AsyncTransactionProducer(AsyncProducer):
         props[PropertyKey.TRAN_MSG] = "true"
         props[PropertyKey.PGROUP] = self.group
         props.setdefault(PropertyKey.UNIQ_KEY, self._ids.next())
-        half_msg = dataclasses.replace(msg, properties=props)
+        half_msg = Message.with_system_properties(
+            msg.topic, msg.body, properties=props, tags=msg.tags, keys=msg.keys, flag=msg.flag,
+            delay_level=msg.delay_level)
         prepared = prepare_message(half_msg, props[PropertyKey.UNIQ_KEY], self.compress_over)
         prepared = dataclasses.replace(prepared, sys_flag=prepared.sys_flag | _PREPARED)
         try:

@@ -41,6 +41,7 @@ __all__ = [
     "ConsumerData",
     "ProducerData",
     "HeartbeatData",
+    "CheckClientRequestBody",
     "LockBatchRequestBody",
     "LockBatchResponseBody",
     "UnlockBatchRequestBody",
@@ -356,6 +357,16 @@ class HeartbeatData(JsonBody):
     client_id: str = json_field("clientID")
     producer_data_set: list[ProducerData] = dataclasses.field(default_factory=list)
     consumer_data_set: list[ConsumerData] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(slots=True)
+class CheckClientRequestBody(JsonBody):
+    """Body of CHECK_CLIENT_CONFIG: a consumer asks, before it starts, whether the broker can
+    filter by its subscription (Java clients send it for non-TAG subscriptions)."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
 
 
 # ------------------------------------------------------------------------------- queue locks

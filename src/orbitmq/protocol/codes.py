@@ -7,6 +7,8 @@ PyPI's ``rocketmq`` wheel) send and expect exactly these numbers.
 OrbitMQ-only request codes, when we add capabilities RocketMQ lacks, live in the range
 ``ORBITMQ_CODE_MIN..ORBITMQ_CODE_MAX`` (9000-9999), which RocketMQ does not use; a RocketMQ client
 never sends them and a broker that does not know one answers NOT_SUPPORTED like for any unknown code.
+The few OrbitMQ-only response codes live in the same range: a RocketMQ client treats any code it
+does not know as a failure with the code and remark, as it treats SYSTEM_ERROR.
 """
 
 from __future__ import annotations
@@ -171,6 +173,10 @@ class ResponseCode(enum.IntEnum):
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
     FLOW_CONTROL = 215
+    # OrbitMQ only: a SQL92 subscription on a broker whose enable_property_filter is off.
+    # RocketMQ answers SYSTEM_ERROR with the same remark; a code of its own tells the SDK (and a
+    # person reading a log) that this is the broker's setting, not a failure.
+    FILTER_NOT_SUPPORTED = 9001
 
 
 class LanguageCode(enum.IntEnum):

@@ -119,6 +119,23 @@ class PropertyKey:
 
 KEY_SEPARATOR = " "  # KEYS holds several keys separated by spaces
 
+# Names the system gives a meaning to (RocketMQ 4.x's MessageConst.STRING_HASH_SET): a producer's
+# own properties may not use them, as RocketMQ's Message.putUserProperty refuses them. Setting
+# UNIQ_KEY, say, would silently replace the message id.
+RESERVED_PROPERTIES = frozenset({
+    PropertyKey.TRACE_ON, PropertyKey.MSG_REGION, PropertyKey.KEYS, PropertyKey.TAGS,
+    PropertyKey.WAIT, PropertyKey.DELAY, PropertyKey.RETRY_TOPIC, PropertyKey.REAL_TOPIC,
+    PropertyKey.REAL_QID, PropertyKey.TRAN_MSG, PropertyKey.PGROUP, PropertyKey.MIN_OFFSET,
+    PropertyKey.MAX_OFFSET, PropertyKey.BUYER_ID, PropertyKey.ORIGIN_MESSAGE_ID,
+    PropertyKey.TRANSFER_FLAG, PropertyKey.CORRECTION_FLAG, PropertyKey.MQ2_FLAG,
+    PropertyKey.RECONSUME_TIME, PropertyKey.UNIQ_KEY, PropertyKey.MAX_RECONSUME_TIMES,
+    PropertyKey.CONSUME_START_TIME,
+})
+_RESERVED_HINTS = {
+    PropertyKey.TAGS: "give tags=...", PropertyKey.KEYS: "give keys=...",
+    PropertyKey.DELAY: "give delay_level=...",
+}
+
 
 # -- properties -------------------------------------------------------------------------------
 
@@ -214,7 +231,11 @@ def body_crc(body: bytes | bytearray | memoryview) -> int:
 
 @dataclasses.dataclass
 class Message:
-    """A message as a producer builds it (the SDK's type)."""
+    """A message as a producer builds it (the SDK's type).
+
+    ``properties`` are the application's own: a name RESERVED_PROPERTIES holds is refused with a
+    ClientError (tags, keys and the delay level have fields of their own).
+    """
 
     topic: str
     body: bytes
@@ -223,6 +244,24 @@ class Message:
     flag: int = 0
     properties: dict[str, str] = dataclasses.field(default_factory=dict)
     delay_level: int = 0
+
+    def __post_init__(self) -> None:
+        reserved = sorted(name for name in self.properties if name in RESERVED_PROPERTIES)
+        if reserved:
+            name = reserved[0]
+            hint = _RESERVED_HINTS.get(name, "use another name")
+            raise ClientError(f"property name {name!r} is reserved by the system; {hint} "
+                              f"(reserved: {', '.join(sorted(RESERVED_PROPERTIES))})")
+
+    @classmethod
+    def with_system_properties(cls, topic: str, body: bytes, *,
+                               properties: Mapping[str, str], **fields: Any) -> Message:
+        """A message whose properties may hold reserved names, for the SDK's own use: sending a
+        stored message again as it was (a dead letter keeps its UNIQ_KEY, hence its id), or a
+        half message's TRAN_MSG and PGROUP. Applications use the constructor."""
+        msg = cls(topic, body, **fields)
+        msg.properties = dict(properties)
+        return msg
 
     def all_properties(self) -> dict[str, str]:
         """The properties sent on the wire: user ones plus TAGS, KEYS and DELAY."""

@@ -95,8 +95,9 @@ class ConsumeRecord:
                  if k not in RETRY_BOOKKEEPING | {PropertyKey.TAGS, PropertyKey.KEYS}}
         props[PropertyKey.RETRY_TOPIC] = self.topic
         keys = [k for k in self.properties.get(PropertyKey.KEYS, "").split(KEY_SEPARATOR) if k]
-        return Message(retry_topic(self.consumer_group), self.body, tags=self.tags or None,
-                       keys=keys or None, properties=props)
+        return Message.with_system_properties(retry_topic(self.consumer_group), self.body,
+                                              tags=self.tags or None, keys=keys or None,
+                                              properties=props)
 
 
 class ClaimResult(enum.Enum):

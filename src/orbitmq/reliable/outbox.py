@@ -80,8 +80,10 @@ class OutboxRow:
         delay = int(props.pop(PropertyKey.DELAY, "0") or 0)
         props[OUTBOX_ID_PROPERTY] = str(self.id)
         keys = [k for k in (self.keys or "").split(KEY_SEPARATOR) if k]
-        return Message(self.topic, self.body, tags=self.tags, keys=keys or None,
-                       properties=props, delay_level=delay)
+        # Rows written before reserved names were refused may hold some: relay them as stored.
+        return Message.with_system_properties(self.topic, self.body, tags=self.tags,
+                                              keys=keys or None, properties=props,
+                                              delay_level=delay)
 
 
 def backoff_ms(attempts: int, base_ms: int, max_ms: int) -> int:

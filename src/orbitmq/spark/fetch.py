@@ -92,7 +92,7 @@ async def fetch_window(session: Session, opts: ReadOptions, rng: QueueRange,
     off = start
     while off < end:
         cmd = build_pull_request(opts.consumer_group, mq, off, min(PULL_NUMS_MAX, end - off),
-                                 opts.tags, None)
+                                 opts.selector, None)
         resp = await puller.instance.remoting.invoke(addr, cmd, timeout)
         off = _step(win, resp, off, end)
     return win

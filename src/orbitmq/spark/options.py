@@ -12,6 +12,9 @@ import json
 import re
 from collections.abc import Mapping
 
+from orbitmq.client.message_selector import MessageSelector
+from orbitmq.errors import ExpressionError
+from orbitmq.protocol.expressions import parse_tags
 from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
 
 __all__ = [
@@ -76,6 +79,7 @@ class ReadOptions:
     max_trigger_delay_ms: int = MAX_TRIGGER_DELAY_DEFAULT_MS
     fail_on_data_loss: bool = True
     tags: str = "*"
+    sql: str | None = None  # an SQL92 filter on properties, instead of tags
     include_properties: bool = False
     max_offsets_per_partition: int = MAX_OFFSETS_PER_PARTITION_DEFAULT
     consumer_group: str = READER_GROUP_DEFAULT
@@ -84,10 +88,15 @@ class ReadOptions:
 
     @property
     def tag_set(self) -> frozenset[str] | None:
-        """The tags to keep, or None for every message."""
-        if self.tags.strip() in ("", "*"):
-            return None
-        return frozenset(t.strip() for t in self.tags.split("||") if t.strip())
+        """The tags to keep, or None for every message (and with ``sql``: the broker filters)."""
+        return None if self.sql is not None else parse_tags(self.tags)
+
+    @property
+    def selector(self) -> MessageSelector:
+        """What the pulls ask the broker for: ``sql`` when given, else the tags."""
+        if self.sql is not None:
+            return MessageSelector.by_sql(self.sql)
+        return MessageSelector.by_tag(self.tags)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,13 +237,26 @@ def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
 
 
 def _tags(options: Mapping[str, str]) -> str:
+    """The ``tags`` option, read by the SDK's and the broker's one tag parser."""
     raw = _get(options, "tags")
-    if raw is None or raw.strip() in ("", "*"):
-        return "*"
-    parts = [t.strip() for t in raw.split("||")]
-    if any(not p or "*" in p for p in parts):
-        raise OptionError("tags", f"expected '*' or 'tagA || tagB', got {raw!r}")
-    return " || ".join(parts)
+    try:
+        tags = MessageSelector.by_tag(raw).tags
+    except ExpressionError as e:
+        raise OptionError("tags", f"expected '*' or 'tagA || tagB', got {raw!r}: {e}") from None
+    return "*" if tags is None else " || ".join(sorted(tags))
+
+
+def _sql(options: Mapping[str, str]) -> str | None:
+    """The ``sql`` option: an SQL92 filter the broker evaluates (not together with ``tags``)."""
+    raw = _get(options, "sql")
+    if raw is None:
+        return None
+    if (_get(options, "tags") or "*").strip() not in ("", "*"):
+        raise OptionError("sql", "give either tags or sql, not both")
+    try:
+        return MessageSelector.by_sql(raw).expression
+    except ExpressionError as e:
+        raise OptionError("sql", f"not an SQL92 expression: {e}") from None
 
 
 def _starting(options: Mapping[str, str], streaming: bool) -> StartSpec:
@@ -283,6 +305,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
                               else MAX_TRIGGER_DELAY_DEFAULT_MS),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         tags=_tags(options),
+        sql=_sql(options),
         include_properties=_bool(options, "includeProperties", False),
         max_offsets_per_partition=(limits["maxOffsetsPerPartition"]
                                    or MAX_OFFSETS_PER_PARTITION_DEFAULT),

@@ -1,0 +1,214 @@
+"""Dead letters: reading a group's ``%DLQ%`` queues and sending them back without duplicates.
+
+A dead letter stays in its DLQ queue after it is resent (RocketMQ never deletes a message), so
+what was resent is remembered by the broker, through the ordinary offset API: a consumer offset
+of the reserved group ``%RESENT%{group}`` (:func:`resend_group`) on each DLQ queue, the *resend
+mark*. Every dead letter below the mark was resent; a resend starts at the mark, sends in queue
+order and moves the mark past each message sent, so running it twice sends nothing new, and a
+resend interrupted halfway goes on where it stopped. ``force`` sends from the start of the queue
+again, on purpose (the mark then stays past everything resent).
+
+One message picked by id (``msg_id``) is sent when asked, once: one below the mark counts as
+resent (``force`` sends it again); one at the mark moves it; one further on is sent without moving
+the mark (the mark only covers a prefix of the queue), so a later resend of all sends it again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from orbitmq.client.group_admin import (
+    DLQ_TOPIC_PREFIX,
+    original_topic,
+    read_queue,
+    resend_properties,
+)
+from orbitmq.client.results import SendResult
+from orbitmq.client.route import subscribe_queues_from_route
+from orbitmq.client.validation import GROUP_LENGTH_MAX, check_group
+from orbitmq.errors import ClientError, OrbitMQError
+from orbitmq.protocol.bodies import MessageQueue
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.headers import (
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from orbitmq.protocol.message import Message, MessageExt, PropertyKey
+
+if TYPE_CHECKING:
+    from orbitmq.client.admin import AsyncAdmin
+
+__all__ = [
+    "DeadLetter",
+    "Resent",
+    "RESEND_GROUP_PREFIX",
+    "RESEND_PRODUCER_GROUP",
+    "resend_group",
+    "dead_letter_entries",
+    "resend_dead_letters",
+]
+
+RESEND_GROUP_PREFIX = "%RESENT%"
+RESEND_PRODUCER_GROUP = "orbitmq-dlq-resend"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeadLetter:
+    """One message of a group's dead letter queue.
+
+    Attributes:
+        queue: its ``%DLQ%`` queue (``message.queue_offset`` is its place there).
+        message: the dead letter.
+        resent: an earlier resend sent it back already (it is below the resend mark).
+    """
+
+    queue: MessageQueue
+    message: MessageExt
+    resent: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Resent:
+    """What a resend did with one dead letter: ``result`` when sent, else ``skipped`` saying why."""
+
+    dead_letter: DeadLetter
+    topic: str | None
+    result: SendResult | None = None
+    skipped: str | None = None
+
+
+def resend_group(group: str) -> str:
+    """The reserved consumer group whose offsets on ``%DLQ%{group}`` are the resend marks."""
+    name = RESEND_GROUP_PREFIX + check_group(group)
+    if len(name) <= GROUP_LENGTH_MAX:
+        return name
+    digest = hashlib.sha256(group.encode()).hexdigest()[:40]
+    return RESEND_GROUP_PREFIX + group[: GROUP_LENGTH_MAX - len(RESEND_GROUP_PREFIX) - 41] + \
+        "-" + digest
+
+
+def _matches(msg: MessageExt, msg_id: str) -> bool:
+    return msg_id in (msg.msg_id, msg.offset_msg_id,
+                      msg.properties.get(PropertyKey.ORIGIN_MESSAGE_ID))
+
+
+# -- marks ----------------------------------------------------------------------------------------
+async def _mark(admin: AsyncAdmin, addr: str, group: str, mq: MessageQueue) -> int:
+    """The resend mark of one DLQ queue (0 when nothing was ever resent)."""
+    header = QueryConsumerOffsetRequestHeader(resend_group(group), mq.topic, mq.queue_id)
+    resp = await admin._broker(addr, RequestCode.QUERY_CONSUMER_OFFSET, header,
+                               ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return 0  # never resent, and the queue's first messages are gone: all that is left is new
+    return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+
+async def _set_mark(admin: AsyncAdmin, addr: str, group: str, mq: MessageQueue,
+                    offset: int) -> None:
+    header = UpdateConsumerOffsetRequestHeader(resend_group(group), mq.topic, mq.queue_id, offset)
+    await admin._broker(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+
+
+async def _dlq_queues(admin: AsyncAdmin, group: str) -> list[tuple[MessageQueue, str]]:
+    """(DLQ queue, its master's address), in queue order; [] when the group has no DLQ."""
+    topic = DLQ_TOPIC_PREFIX + check_group(group)
+    try:
+        route, masters = await admin._route_masters(topic)
+    except OrbitMQError as e:
+        if getattr(e, "code", None) == ResponseCode.TOPIC_NOT_EXIST:
+            return []
+        raise
+    return [(mq, masters[mq.broker_name]) for mq in sorted(subscribe_queues_from_route(topic, route))
+            if mq.broker_name in masters]
+
+
+# -- reading --------------------------------------------------------------------------------------
+async def _entries(admin: AsyncAdmin, group: str, max_messages: int, unresent_only: bool
+                   ) -> tuple[list[DeadLetter], dict[MessageQueue, tuple[str, int]]]:
+    found: list[DeadLetter] = []
+    marks: dict[MessageQueue, tuple[str, int]] = {}
+    for mq, addr in await _dlq_queues(admin, group):
+        mark = await _mark(admin, addr, group, mq)
+        marks[mq] = (addr, mark)
+        if len(found) >= max_messages:
+            continue
+        start = mark if unresent_only else 0
+        for msg in await read_queue(admin, addr, mq, max_messages - len(found), start=start):
+            found.append(DeadLetter(mq, msg, msg.queue_offset < mark))
+    return found, marks
+
+
+async def dead_letter_entries(admin: AsyncAdmin, group: str, max_messages: int = 1000, *,
+                              unresent_only: bool = False) -> list[DeadLetter]:
+    """The dead letters of ``group`` (up to ``max_messages``), oldest first, each saying whether
+    it was resent; only those not resent yet with ``unresent_only``."""
+    found, _ = await _entries(admin, group, max_messages, unresent_only)
+    return sorted(found, key=lambda d: (d.message.store_timestamp, d.message.commit_log_offset))
+
+
+# -- resending ------------------------------------------------------------------------------------
+def _message_of(msg: MessageExt, topic: str) -> Message:
+    """The dead letter as its sender sent it: body, tags, keys, flag and properties (UNIQ_KEY too,
+    so consumers see the same message id), without the broker's retry bookkeeping."""
+    return Message.with_system_properties(topic, bytes(msg.body), properties=resend_properties(msg),
+                                          tags=msg.tags, keys=list(msg.keys) or None,
+                                          flag=msg.flag)
+
+
+async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | None = None,
+                              force: bool = False, max_messages: int = 1000,
+                              producer_group: str = RESEND_PRODUCER_GROUP) -> list[Resent]:
+    """Send ``group``'s dead letters back to their original topics (see the module docstring).
+
+    Args:
+        msg_id: only this one (its message id, offset message id or original message id).
+        force: also those resent before.
+        max_messages: at most this many dead letters read (and sent) in this call.
+
+    Returns:
+        one Resent per dead letter considered, in queue order.
+
+    Raises:
+        ClientError: ``msg_id`` names no dead letter of the group.
+        OrbitMQError: the broker could not be read; what was sent before is marked.
+    """
+    from orbitmq.client.producer import AsyncProducer
+
+    entries, marks = await _entries(admin, group, max_messages,
+                                    unresent_only=not force and msg_id is None)
+    if msg_id is not None:
+        entries = [d for d in entries if _matches(d.message, msg_id)]
+        if not entries:
+            raise ClientError(f"no dead letter {msg_id} for group {group}")
+    entries.sort(key=lambda d: (d.queue, d.message.queue_offset))
+    moved: dict[MessageQueue, int] = {}
+    out: list[Resent] = []
+    try:
+        async with AsyncProducer(producer_group, admin._instance.namesrv_addrs) as producer:
+            for dead in entries:
+                out.append(await _resend_one(producer, dead, force, marks, moved))
+    finally:
+        for mq, offset in moved.items():
+            addr, _ = marks[mq]
+            await _set_mark(admin, addr, group, mq, offset)
+    return out
+
+
+async def _resend_one(producer: Any, dead: DeadLetter, force: bool,
+                      marks: dict[MessageQueue, tuple[str, int]],
+                      moved: dict[MessageQueue, int]) -> Resent:
+    """Send one dead letter; move its queue's mark past it when it is the next one in line (one
+    that can never be sent, having no original topic, is passed over the same way)."""
+    topic = original_topic(dead.message)
+    if dead.resent and not force:
+        return Resent(dead, topic, skipped="resent before (force sends it again)")
+    outcome = Resent(dead, None, skipped="no original topic (RETRY_TOPIC) recorded")
+    if topic is not None:
+        outcome = Resent(dead, topic, result=await producer.send(_message_of(dead.message, topic)))
+    mark = moved.get(dead.queue, marks[dead.queue][1])
+    if dead.message.queue_offset == mark:
+        moved[dead.queue] = mark + 1
+    return outcome
