@@ -3,7 +3,6 @@ garbage of every kind, which must decode or raise RemoteProtocolError and nothin
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from collections.abc import Callable
 from typing import Any

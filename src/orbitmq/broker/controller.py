@@ -126,8 +126,9 @@ class BrokerController:
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Open the store, load tables, serve, register. Raises StoreError / OSError on failure
-        (after closing what was opened)."""
+        """Open the store, load tables, serve, register. Raises StoreError / OSError, or
+        BrokerError when a name server refuses the registration, on failure (after closing what
+        was opened)."""
         if self._started:
             raise ClientError("broker already started")
         self.store.start()
@@ -148,7 +149,11 @@ class BrokerController:
         self.schedule.start()
         self._started = True
         self.boot_timestamp_ms = int(time.time() * 1000)
-        self.registrar.start()
+        try:
+            await self.registrar.start()  # BrokerError: a name server refused this broker
+        except BaseException:
+            await self.stop()
+            raise
         cfg = self.config
         self._tasks = [
             asyncio.create_task(self._every(cfg.flush_consumer_offset_interval_ms, self._persist_tables)),

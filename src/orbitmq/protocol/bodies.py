@@ -180,14 +180,21 @@ def _checked(tp: Any) -> tuple[_Load, _Dump]:
     """(load, dump) of an ``Annotated[int | str, IntRange | OneOf]`` field: parsed, then checked."""
     base, *extras = typing.get_args(tp)
     check = next((e for e in extras if isinstance(e, IntRange | OneOf)), None)
-    parse = {int: parse_int, str: parse_str}.get(base)
-    if check is None or parse is None or isinstance(check, IntRange) is (base is str):
-        raise TypeError(f"unsupported annotated body field type {tp!r}")
+    if isinstance(check, IntRange) and base is int:
+        int_range = check
 
-    def load(value: Any, where: str) -> Any:
-        return check.check(parse(value, where), where)
+        def load_int(value: Any, where: str) -> Any:
+            return int_range.check(parse_int(value, where), where)
 
-    return load, lambda v: v
+        return load_int, lambda v: v
+    if isinstance(check, OneOf) and base is str:
+        one_of = check
+
+        def load_str(value: Any, where: str) -> Any:
+            return one_of.check(parse_str(value, where), where)
+
+        return load_str, lambda v: v
+    raise TypeError(f"unsupported annotated body field type {tp!r}")
 
 
 def _codec(tp: Any) -> tuple[_Load, _Dump]:
