@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
 from test_broker_support import BrokerHarness, RawConnection, broker_config, length_prefix
 
 from orbitmq.protocol.batch import encode_batch
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, encode
 
 MiB = 1024 * 1024
@@ -213,3 +214,25 @@ def test_other_families_answer_invalid_parameter_naming_the_field(h: BrokerHarne
     r = h.invoke(RequestCode.QUERY_CONSUMER_OFFSET,
                  {"consumerGroup": "g", "topic": "Healthy", "queueId": "-1"})
     assert r.code == ResponseCode.INVALID_PARAMETER and "queueId" in r.remark
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize("topic", ["..", ".", "", "a/b", "../Healthy"])
+def test_deleting_a_topic_named_like_a_path_is_refused(h: BrokerHarness, topic: str) -> None:
+    """Found by the wire fuzzer: DELETE_TOPIC_IN_BROKER of ".." removed the directory above the
+    consume queues, the whole store, and every message was gone after a restart."""
+    r = h.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+    assert r.code == ResponseCode.INVALID_PARAMETER and r.remark, (topic, r.code, r.remark)
+    assert (Path(h.config.store.store_path) / "commitlog").is_dir()
+    assert (Path(h.config.store.store_path) / "consumequeue" / "Healthy").is_dir()
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize("limit", ["²", "-1", "0", "many", "99999999999"])
+def test_a_transaction_list_limit_that_is_not_a_count_is_refused(h: BrokerHarness,
+                                                                 limit: str) -> None:
+    """Found by the wire fuzzer: a limit of "²" (a digit to str.isdigit, not to int) was answered
+    SYSTEM_ERROR with a ValueError inside."""
+    r = h.invoke(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": limit})
+    assert r.code == ResponseCode.INVALID_PARAMETER and "limit" in r.remark
+    assert h.invoke(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": "5"}).code == 0

@@ -100,6 +100,9 @@ class AdminProcessor:
         """DELETE_TOPIC_IN_BROKER: the topic's config, its consumer offsets and its queues go;
         the CommitLog keeps its bytes until retention, as in RocketMQ."""
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        reason = validate_topic(h.topic)
+        if reason is not None:  # ".." or "" would name a directory above the topic's queues
+            return cmd.response(ResponseCode.INVALID_PARAMETER, reason)
         if h.topic in SYSTEM_TOPICS:
             return cmd.response(ResponseCode.NO_PERMISSION, f"the system topic[{h.topic}] cannot be deleted")
         self.broker.topics.delete(h.topic)
