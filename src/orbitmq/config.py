@@ -163,8 +163,8 @@ def _delete_hours(value: str) -> str | None:
 def _delay_levels(value: str) -> str | None:
     try:
         parse_delay_levels_ms(value)
-    except ValueError as e:
-        return str(e).removeprefix("message_delay_level: ")
+    except ValueError as e:  # the field's allowed values say what a delay looks like
+        return str(e).removeprefix("message_delay_level: ").split(" such as")[0]
     return None
 
 

@@ -241,8 +241,12 @@ def valid_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], R
     offset = rng.choice(ctx.offsets)
     msg_id = rng.choice(ctx.msg_ids)
     q = {"topic": KEEP_TOPIC, "queueId": str(rng.randrange(KEEP_QUEUES))}
-    pull = PullMessageRequestHeader(SCRATCH_GROUP, KEEP_TOPIC, rng.randrange(KEEP_QUEUES),
-                                    rng.randrange(4), 32, 4 | 1, rng.randrange(3), 0, "*")
+    if rng.random() < 0.7:  # a plain pull, committing the offset it carries
+        pull = PullMessageRequestHeader(SCRATCH_GROUP, KEEP_TOPIC, rng.randrange(KEEP_QUEUES),
+                                        rng.randrange(4), 32, 4 | 1, rng.randrange(3), 0, "*")
+    else:  # held by long polling (an empty queue) and answered when its time is up
+        pull = PullMessageRequestHeader(SCRATCH_GROUP, KEEP_ADMIN_TOPIC, rng.randrange(3), 0,
+                                        32, 4 | 2, 0, 200, "t || u", expression_type="TAG")
     batch = encode_batch([(0, b"b1", {"KEYS": "bk"}), (0, b"b2", {"TAGS": "x"})])
     lock = LockBatchRequestBody(SCRATCH_GROUP, "fuzz-client@1",
                                 [MessageQueue(SCRATCH_TOPIC, "broker-a", 0)]).to_json()
@@ -252,7 +256,9 @@ def valid_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], R
     group = {"consumerGroup": SCRATCH_GROUP}
     send = _send_header(SCRATCH_TOPIC, rng.randrange(4))
     return {
-        RequestCode.SEND_MESSAGE: b(RequestCode.SEND_MESSAGE, send.to_ext_fields(), b"fuzz body"),
+        RequestCode.SEND_MESSAGE: b(RequestCode.SEND_MESSAGE, send.to_ext_fields(), b"fuzz body")
+        if rng.random() < 0.7 else  # the C++ client sends batches as code 10 with batch=1
+        b(RequestCode.SEND_MESSAGE, {**send.to_ext_fields(), "batch": "1"}, batch),
         RequestCode.SEND_MESSAGE_V2: b(RequestCode.SEND_MESSAGE_V2, send.to_v2_ext_fields(), b"v2"),
         RequestCode.SEND_BATCH_MESSAGE: b(RequestCode.SEND_BATCH_MESSAGE, dict(
             send.to_v2_ext_fields(), m="true"), batch),
@@ -346,8 +352,10 @@ class RawClient:
         decoder = FrameDecoder()
         while data := await reader.read(65536):
             for cmd in decoder.feed(data):
+                if not cmd.is_response:  # the broker's own requests (consumer ids changed...)
+                    continue
                 fut = self._pending.pop(cmd.opaque, None)
-                if cmd.is_response and fut is not None and not fut.done():
+                if fut is not None and not fut.done():
                     fut.set_result(cmd)
         self.closed_by_peer = True
         for fut in self._pending.values():
