@@ -218,3 +218,23 @@ def test_server_initiated_request_reaches_client_handler():
             await server.stop()
 
     run(main())
+
+
+def test_a_client_handler_refuses_a_bad_field_like_a_server():
+    """A server's request the client cannot parse is answered with the family's code naming the
+    field (it used to be SYSTEM_ERROR with the Python exception inside)."""
+    async def main():
+        server, _ = make_server()
+        await server.start()
+        client = RemotingClient()
+        client.register(39, lambda cmd, conn: GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields))
+        try:
+            await client.invoke(server.address, RemotingCommand.request(ECHO))
+            (conn,) = server.connections
+            r = await conn.invoke(RemotingCommand.request(39, {"topic": "T", "queueId": "-1"}), 5)
+            assert r.code == ResponseCode.INVALID_PARAMETER and "queueId" in r.remark
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
-from orbitmq.config import BrokerConfig
+from orbitmq.config import QUEUE_NUMS_MAX, BrokerConfig
 from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import PERM_MASK, TOPIC_SYS_FLAG_MASK
 from orbitmq.protocol.bodies import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
@@ -70,8 +70,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 })
 
 TOPIC_MAX_LENGTH = 127
-# Not a RocketMQ limit, but a bound: stats and registration walk every queue of a topic.
-QUEUE_NUMS_MAX = 1024
 _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 _RW = int(Perm.READ | Perm.WRITE)

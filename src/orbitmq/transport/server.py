@@ -12,7 +12,8 @@ from orbitmq.protocol.codes import ResponseCode, bad_request_code
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 
-__all__ = ["RemotingServer", "Handler", "INTERNAL_ERROR_REMARK", "internal_error_response"]
+__all__ = ["RemotingServer", "Handler", "INTERNAL_ERROR_REMARK", "internal_error_response",
+           "call_guarded"]
 
 log = logging.getLogger(__name__)
 
@@ -102,17 +103,7 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"request code {cmd.code} not supported by {self.name}",
             )
-        try:
-            result = handler(cmd, conn)
-        except Exception as e:
-            return _error_response(cmd, e)
-        if result is None or type(result) is RemotingCommand:  # the usual case, checked first
-            return result
-        if isinstance(result, asyncio.Future):
-            return _guard_future(cmd, result)  # no task and no coroutine per request
-        if inspect.isawaitable(result):
-            return _guard(cmd, result)
-        return result
+        return call_guarded(handler, cmd, conn)
 
     def connection_lost(self, conn: RemotingConnection) -> None:
         self.connections.discard(conn)
@@ -121,6 +112,22 @@ class RemotingServer:
                 listener(conn)
             except Exception:
                 log.exception("connection close listener failed")
+
+
+def call_guarded(handler: Handler, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+    """``handler(cmd, conn)`` with its exceptions, raised now or by the awaitable it returns,
+    turned into answers (see RemotingServer); the client's dispatcher uses it too."""
+    try:
+        result = handler(cmd, conn)
+    except Exception as e:
+        return _error_response(cmd, e)
+    if result is None or type(result) is RemotingCommand:  # the usual case, checked first
+        return result
+    if isinstance(result, asyncio.Future):
+        return _guard_future(cmd, result)  # no task and no coroutine per request
+    if inspect.isawaitable(result):
+        return _guard(cmd, result)
+    return result
 
 
 async def _guard(cmd: RemotingCommand, aw: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
