@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import tomllib
 from pathlib import Path
 
 import click
@@ -124,3 +125,24 @@ def test_a_broker_refused_by_the_name_server_exits_with_one_line(tmp_path: Path)
             third.wait_ready("broker")
         finally:
             assert third.stop() == 0
+
+
+def test_readmes_second_broker_example_gets_its_own_identity(tmp_path: Path) -> None:
+    """The example used to keep broker_name "broker-a" (the name server then refused it, or
+    before that handed it the first broker's route)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    first, second = [line.removeprefix(".venv/bin/orbitmq ").split() for line in readme.splitlines()
+                     if line.startswith(".venv/bin/orbitmq broker --")][:2]
+    assert first[-2] == ">" and first[-1] == "broker.toml", first
+    toml = tmp_path / "broker.toml"
+    result = CliRunner().invoke(cli, first[:-2])
+    assert result.exit_code == 0, result.output
+    toml.write_text(result.stdout)
+    args = [str(toml) if a == "broker.toml" else a for a in second]
+    result = CliRunner().invoke(cli, [*args, "--print-config"])
+    assert result.exit_code == 0, result.output
+    config = tomllib.loads(result.stdout)
+    default = BrokerConfig()
+    assert config["broker_name"] != default.broker_name
+    assert config["listen_port"] != default.listen_port
+    assert config["store"]["store_path"] != default.store.store_path
