@@ -2,15 +2,25 @@
 
 Names are RocketMQ's in snake_case; units go last (``flush_interval_ms``). The CLI maps one flag
 onto each field and TOML files use the same names.
+
+Every field is declared with :func:`setting`: its default, a one-line doc (the CLI's ``--help``
+text) and the values it accepts (a numeric range, or a check for text). Each config checks all of
+them when it is built (defaults, a TOML file, environment variables, flags or code alike) and
+raises :class:`ConfigError` with one line naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import math
+import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from orbitmq.errors import ClientError
 
 __all__ = [
     "FlushDiskType",
@@ -18,15 +28,153 @@ __all__ = [
     "BrokerConfig",
     "NamesrvConfig",
     "TEST_MIN_STORE",
+    "ConfigError",
+    "Range",
+    "setting",
+    "field_doc",
+    "field_allowed",
     "load_toml",
     "replace_fields",
     "parse_delay_levels_ms",
+    "QUEUE_NUMS_MAX",
 ]
 
 GiB = 1024 * 1024 * 1024
 MiB = 1024 * 1024
 DELAY_LEVELS_MAX = 64  # a bound on the schedule topic's queues (RocketMQ ships 18 levels)
+# Not a RocketMQ limit, but a bound: stats and registration walk every queue of a topic.
+QUEUE_NUMS_MAX = 1024
+PORT_MAX = 65535
+I32_MAX = 2**31 - 1
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+CONSUME_QUEUE_ENTRY_SIZE = 20  # bytes of one consume queue entry (files are whole entries)
 _DELAY_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_NAME = re.compile(r"^[A-Za-z0-9_.%|-]{1,127}$")  # broker and cluster names
+
+
+class ConfigError(ClientError, ValueError):
+    """A config value outside what its field accepts; the message is one line naming the
+    field, the value and the allowed values. ``field`` is the field's name."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Numbers ``low..high`` (inclusive; ``low_open`` excludes ``low``, for ratios in (0, 1])."""
+
+    low: float
+    high: float
+    low_open: bool = False
+
+    def contains(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return (self.low < value if self.low_open else self.low <= value) and value <= self.high
+
+    def describe(self) -> str:
+        if self.low_open:
+            return f"({self.low:g}, {self.high:g}]"
+        return f"{self.low:g}..{self.high:g}" if isinstance(self.low, float) \
+            else f"{self.low}..{self.high}"
+
+
+def setting(default: Any, doc: str, low: float | None = None, high: float | None = None, *,
+            low_open: bool = False, check: Callable[[Any], str | None] | None = None,
+            allowed: str | None = None) -> Any:
+    """A config field: its default, its one-line documentation and what it accepts (a range
+    ``low..high`` for numbers, or ``check`` returning why a value is refused, with ``allowed``
+    saying in words what it accepts)."""
+    bounds = Range(low, high, low_open) if low is not None and high is not None else None
+    metadata = {"doc": doc, "range": bounds, "check": check,
+                "allowed": allowed if allowed is not None else (bounds.describe() if bounds else "")}
+    if dataclasses.is_dataclass(default):
+        return dataclasses.field(default_factory=lambda: default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def field_doc(f: dataclasses.Field[Any]) -> str:
+    """The field's one-line documentation ("" for a field declared without :func:`setting`)."""
+    return str(f.metadata.get("doc", ""))
+
+
+def field_allowed(f: dataclasses.Field[Any]) -> str:
+    """What the field accepts, in words ("" when anything of its type goes)."""
+    return str(f.metadata.get("allowed", ""))
+
+
+def _validate(cfg: Any) -> None:
+    """Check every field of ``cfg`` against its setting; ConfigError for the first refused."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        bounds: Range | None = f.metadata.get("range")
+        check: Callable[[Any], str | None] | None = f.metadata.get("check")
+        if bounds is not None and (isinstance(value, bool) or not bounds.contains(value)):
+            raise ConfigError(f.name, f"{f.name} = {value!r} is out of range; allowed: "
+                                      f"{field_allowed(f)}")
+        reason = check(value) if check is not None else None
+        if reason is not None:
+            raise ConfigError(f.name, f"{f.name} = {value!r} is refused ({reason}); allowed: "
+                                      f"{field_allowed(f)}")
+
+
+# ------------------------------------------------------------------------------ text checks
+def _not_blank(value: str) -> str | None:
+    return "it is blank" if not value.strip() else None
+
+
+def _name(value: str) -> str | None:
+    return None if _NAME.match(value) else "not a name of 1 to 127 letters, digits or _ . % | -"
+
+
+def _host(value: str) -> str | None:
+    if not value.strip() or any(c.isspace() for c in value):
+        return "not a host name or IP address"
+    return None
+
+
+def _optional_host(value: str) -> str | None:
+    return None if value == "" else _host(value)
+
+
+def host_port_problem(addr: str) -> str | None:
+    """Why ``addr`` is not ``host:port`` with a port 1..65535 (None when it is)."""
+    host, _, port = addr.rpartition(":")
+    if not host or _host(host) or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
+        return f"{addr!r} is not HOST:PORT with a port 1..{PORT_MAX}"
+    return None
+
+
+def _namesrv_addrs(value: str) -> str | None:
+    addrs = [a.strip() for a in value.replace(",", ";").split(";") if a.strip()]
+    return next((p for p in map(host_port_problem, addrs) if p), None)
+
+
+def _delete_hours(value: str) -> str | None:
+    hours = [h.strip() for h in value.split(";") if h.strip()]
+    if not hours or not all(h == "*" or (h.isdigit() and 0 <= int(h) <= 23) for h in hours):
+        return "not hours 0-23 separated by ';' (or '*')"
+    return None
+
+
+def _delay_levels(value: str) -> str | None:
+    try:
+        parse_delay_levels_ms(value)
+    except ValueError as e:  # the field's allowed values say what a delay looks like
+        return str(e).removeprefix("message_delay_level: ").split(" such as")[0]
+    return None
+
+
+def _false_only(value: bool) -> str | None:
+    return "OrbitMQ has no duplication (RocketMQ's DLedger feature)" if value else None
+
+
+def _cq_entries(value: int) -> str | None:
+    return (f"not a multiple of {CONSUME_QUEUE_ENTRY_SIZE} (a file holds whole entries)"
+            if value % CONSUME_QUEUE_ENTRY_SIZE else None)
 
 
 def parse_delay_levels_ms(spec: str) -> tuple[int, ...]:
@@ -61,34 +209,63 @@ class FlushDiskType(enum.StrEnum):
 class StoreConfig:
     """Settings of one broker's message store (directory layout in DESIGN.md section 1)."""
 
-    store_path: str = "./data/broker-a"
-    mapped_file_size_commitlog: int = GiB
-    mapped_file_size_consume_queue: int = 300_000 * 20
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 20_000_000
-    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
-    flush_interval_commitlog_ms: int = 500
-    flush_interval_consume_queue_ms: int = 1000
-    sync_flush_timeout_ms: int = 5000
-    max_message_size: int = 4 * MiB
-    max_transfer_count_on_message_in_memory: int = 32
-    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
-    file_reserved_time_hours: float = 72.0
-    disk_max_used_space_ratio: float = 0.75
-    clean_resource_interval_ms: int = 10_000
-    delete_when: str = "04"
-    message_index_enable: bool = True
-    duplication_enable: bool = False
-    disk_space_clean_forcibly_ratio: float = 0.85
-    disk_space_warning_level_ratio: float = 0.90
-    delete_files_batch_max: int = 10
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-    dispatch_round_max: int = 4096
+    store_path: str = setting(
+        "./data/broker-a", "directory of the commit log, consume queues, index and tables",
+        check=_not_blank, allowed="a directory path")
+    mapped_file_size_commitlog: int = setting(
+        GiB, "bytes of one commit log segment (no message may be larger)", 4096, I32_MAX)
+    mapped_file_size_consume_queue: int = setting(
+        300_000 * CONSUME_QUEUE_ENTRY_SIZE, "bytes of one consume queue file, 20 per entry",
+        16 * CONSUME_QUEUE_ENTRY_SIZE, I32_MAX - I32_MAX % CONSUME_QUEUE_ENTRY_SIZE,
+        check=_cq_entries, allowed=f"a multiple of 20 in 320..{I32_MAX - I32_MAX % 20}")
+    max_hash_slot_num: int = setting(5_000_000, "hash slots of one index file", 16, 50_000_000)
+    max_index_num: int = setting(20_000_000, "entries of one index file", 16, 80_000_000)
+    flush_disk_type: FlushDiskType = setting(
+        FlushDiskType.ASYNC_FLUSH,
+        "SYNC_FLUSH: a send is answered after its fsync; ASYNC_FLUSH: flushed in the background")
+    flush_interval_commitlog_ms: int = setting(
+        500, "ASYNC_FLUSH: how often the commit log is flushed", 1, HOUR_MS)
+    flush_interval_consume_queue_ms: int = setting(
+        1000, "how often consume queues and the index are flushed", 1, HOUR_MS)
+    sync_flush_timeout_ms: int = setting(
+        5000, "SYNC_FLUSH: how long a send waits for its fsync (then FLUSH_DISK_TIMEOUT)", 1, HOUR_MS)
+    max_message_size: int = setting(
+        4 * MiB, "bytes of the largest message body a broker stores", 1, GiB)
+    max_transfer_count_on_message_in_memory: int = setting(
+        32, "most messages one pull answer carries", 1, 100_000)
+    max_transfer_bytes_on_message_in_memory: int = setting(
+        256 * 1024, "most bytes one pull answer carries (at least one message)", 1, GiB)
+    file_reserved_time_hours: float = setting(
+        72.0, "hours a commit log segment is kept before retention may delete it", 0.0, 876_000.0)
+    disk_max_used_space_ratio: float = setting(
+        0.75, "disk use past which expired segments are deleted at any hour", 0.0, 1.0,
+        low_open=True)
+    clean_resource_interval_ms: int = setting(
+        10_000, "how often retention looks for segments to delete", 1, HOUR_MS)
+    delete_when: str = setting(
+        "04", "hours of the day when expired segments are deleted ('04', '01;02', '*')",
+        check=_delete_hours, allowed="hours 0-23 separated by ';', or '*'")
+    message_index_enable: bool = setting(True, "build the index for lookups by key and id")
+    duplication_enable: bool = setting(
+        False, "RocketMQ's DLedger duplication: not supported, accepted as false only",
+        check=_false_only, allowed="false")
+    disk_space_clean_forcibly_ratio: float = setting(
+        0.85, "disk use past which the oldest segments are deleted even if not expired",
+        0.0, 1.0, low_open=True)
+    disk_space_warning_level_ratio: float = setting(
+        0.90, "disk use past which sends are refused", 0.0, 1.0, low_open=True)
+    delete_files_batch_max: int = setting(
+        10, "most segments one retention round deletes", 1, 10_000)
+    message_delay_level: str = setting(
+        "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        "the delay of each delay level, level 1 first", check=_delay_levels,
+        allowed=f"1 to {DELAY_LEVELS_MAX} delays such as 5s, 10m, 2h, 1d")
+    dispatch_round_max: int = setting(
+        4096, "most messages one dispatch round turns into queue entries", 1, 1_000_000)
 
     def __post_init__(self) -> None:
-        # A typo in the delay levels must stop the broker at start, not when a delayed message
-        # first arrives: parse it once here (raises ValueError naming the field).
-        parse_delay_levels_ms(self.message_delay_level)
+        # A typo (the delay levels included) stops the broker at start, not when it is used.
+        _validate(self)
 
 
 # Small segments and short delays so that edge cases (segment rolls, index rolls) come fast.
@@ -107,101 +284,163 @@ TEST_MIN_STORE = StoreConfig(
 class NamesrvConfig:
     """Settings of a name server."""
 
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9876
-    broker_expire_ms: int = 120_000
-    scan_not_active_broker_interval_ms: int = 5_000
+    listen_host: str = setting("127.0.0.1", "address to listen on (0.0.0.0: every interface)",
+                               check=_host, allowed="a host name or IP address")
+    listen_port: int = setting(9876, "port to listen on (0: a free one)", 0, PORT_MAX)
+    broker_expire_ms: int = setting(
+        120_000, "a broker silent this long is dropped from the routes", 1, DAY_MS)
+    scan_not_active_broker_interval_ms: int = setting(
+        5_000, "how often silent brokers are looked for", 1, HOUR_MS)
+
+    def __post_init__(self) -> None:
+        _validate(self)
 
 
 @dataclasses.dataclass(frozen=True)
 class BrokerConfig:
     """Settings of a broker (its store settings live in ``store``)."""
 
-    broker_name: str = "broker-a"
-    broker_cluster_name: str = "DefaultCluster"
-    broker_id: int = 0
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 10911
-    broker_ip: str = ""
-    namesrv_addr: str = ""
-    auto_create_topic: bool = True
-    auto_create_subscription_group: bool = True
-    default_topic_queue_nums: int = 8
-    register_broker_interval_ms: int = 30_000
-    client_channel_expire_ms: int = 120_000
-    long_polling_enable: bool = True
-    short_polling_time_ms: int = 1000
-    long_polling_recheck_ms: int = 5000
-    max_frame_size: int = 16 * MiB
-    max_in_flight_per_connection: int = 256
-    broker_permission: int = 6  # PermName bits: READ 4 | WRITE 2
-    flush_consumer_offset_interval_ms: int = 5000
-    register_broker_timeout_ms: int = 6000
-    default_query_max_num: int = 32
-    max_msgs_num_batch: int = 64
-    notify_consumer_ids_changed_enable: bool = True
-    # SQL92 subscriptions (RocketMQ's enablePropertyFilter, off by default there too): they cost
-    # the broker a properties parse per scanned message, so the operator opts in.
-    enable_property_filter: bool = False
-    # Orderly consumption: how long a queue lock lives without renewal (RocketMQ's
-    # rebalance.lock.maxLiveTime).
-    rebalance_lock_max_live_time_ms: int = 60_000
-    # Transactional messages (RocketMQ's transactionTimeOut, transactionCheckMax,
-    # transactionCheckInterval, rejectTransactionMessage).
-    transaction_timeout_ms: int = 6000
-    transaction_check_max: int = 15
-    transaction_check_interval_ms: int = 60_000
-    reject_transaction_message: bool = False
-    store: StoreConfig = dataclasses.field(default_factory=StoreConfig)
+    broker_name: str = setting(
+        "broker-a", "name of the broker set; one address per name and id on a name server",
+        check=_name, allowed="1 to 127 letters, digits or _ . % | -")
+    broker_cluster_name: str = setting("DefaultCluster", "cluster the broker belongs to",
+                                       check=_name, allowed="1 to 127 letters, digits or _ . % | -")
+    broker_id: int = setting(0, "0 for the master of the broker set, above 0 for a slave",
+                             0, I32_MAX)
+    listen_host: str = setting("127.0.0.1", "address to listen on (0.0.0.0: every interface)",
+                               check=_host, allowed="a host name or IP address")
+    listen_port: int = setting(10911, "port to listen on (0: a free one)", 0, PORT_MAX)
+    broker_ip: str = setting(
+        "", "address advertised to clients (default: the listening address)",
+        check=_optional_host, allowed="empty, a host name or an IP address")
+    namesrv_addr: str = setting(
+        "", "name servers to register with, HOST:PORT separated by ';'", check=_namesrv_addrs,
+        allowed=f"HOST:PORT[;HOST:PORT...] with ports 1..{PORT_MAX}")
+    auto_create_topic: bool = setting(True, "create a topic on its first send (through TBW102)")
+    auto_create_subscription_group: bool = setting(
+        True, "create a consumer group on its first use")
+    default_topic_queue_nums: int = setting(
+        8, "queues of TBW102, the most an auto-created topic gets", 1, QUEUE_NUMS_MAX)
+    register_broker_interval_ms: int = setting(
+        30_000, "how often the broker registers with the name servers (they drop it after 120 s)",
+        1, 60_000)
+    client_channel_expire_ms: int = setting(
+        120_000, "a client silent this long leaves its groups", 1, DAY_MS)
+    long_polling_enable: bool = setting(True, "hold a pull that found nothing until messages come")
+    short_polling_time_ms: int = setting(
+        1000, "without long polling: how long a pull that found nothing is held", 1, HOUR_MS)
+    long_polling_recheck_ms: int = setting(
+        5000, "how often held pulls are checked again besides wake-ups", 1, HOUR_MS)
+    max_frame_size: int = setting(
+        16 * MiB, "bytes of the largest frame accepted; larger ones close the connection",
+        4096, I32_MAX)
+    max_in_flight_per_connection: int = setting(
+        256, "requests of one connection handled at once; past it reading pauses", 1, 65_536)
+    broker_permission: int = setting(
+        6, "PermName bits: READ 4 (pulls allowed), WRITE 2 (sends allowed)", 0, 6,
+        check=lambda v: "only the bits READ 4 and WRITE 2 may be set" if v & ~6 else None,
+        allowed="0, 2, 4 or 6")
+    flush_consumer_offset_interval_ms: int = setting(
+        5000, "how often changed tables (consumer offsets...) are saved", 1, HOUR_MS)
+    register_broker_timeout_ms: int = setting(
+        6000, "how long a registration waits for a name server's answer", 1, 300_000)
+    default_query_max_num: int = setting(
+        32, "messages a lookup by unique key returns", 1, 10_000)
+    max_msgs_num_batch: int = setting(
+        64, "most messages a lookup by key returns", 1, 10_000)
+    notify_consumer_ids_changed_enable: bool = setting(
+        True, "tell a group's consumers when its membership changes")
+    # SQL92 costs the broker a properties parse per scanned message, so the operator opts in.
+    enable_property_filter: bool = setting(
+        False, "accept SQL92 subscriptions (RocketMQ's enablePropertyFilter)")
+    rebalance_lock_max_live_time_ms: int = setting(
+        60_000, "orderly consumption: a queue lock not renewed this long is free", 1, DAY_MS)
+    transaction_timeout_ms: int = setting(
+        6000, "a half message is checked once it is this old", 1, DAY_MS)
+    transaction_check_max: int = setting(
+        15, "checks of one half message before it is discarded", 1, 10_000)
+    transaction_check_interval_ms: int = setting(
+        60_000, "how often unresolved half messages are checked", 1, DAY_MS)
+    reject_transaction_message: bool = setting(
+        False, "refuse transactional messages (NO_PERMISSION)")
+    store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
+
+    def __post_init__(self) -> None:
+        _validate(self)
 
 
 T = TypeVar("T")
 
 
 def replace_fields(cfg: T, **changes: Any) -> T:
-    """Return a copy of a frozen config with ``changes`` applied, converting strings to field types."""
+    """Return a copy of a frozen config with ``changes`` applied, converting strings to field
+    types (ConfigError, a ValueError, for a value of the wrong type or out of range)."""
     fields = {f.name: f for f in dataclasses.fields(cfg)}  # type: ignore[arg-type]
     converted: dict[str, Any] = {}
     for name, value in changes.items():
         if name not in fields:
-            raise ValueError(f"unknown config field {name!r} for {type(cfg).__name__}")
+            raise ConfigError(name, f"unknown config field {name!r} for {type(cfg).__name__}")
         current = getattr(cfg, name)
         converted[name] = _coerce(name, value, current)
     return dataclasses.replace(cfg, **converted)  # type: ignore[type-var]
 
 
 def _coerce(name: str, value: Any, current: Any) -> Any:
-    if dataclasses.is_dataclass(current) and isinstance(value, dict):
+    """``value`` (from TOML, the environment or a flag) as the type of ``current``; nothing is
+    converted silently into something else (1.5 is not an integer, 5 not a boolean)."""
+    if dataclasses.is_dataclass(current):
+        if not isinstance(value, dict):
+            raise ConfigError(name, f"{name} = {value!r} is refused (expected a table [{name}])")
         return replace_fields(current, **value)
     if isinstance(current, enum.Enum):
         try:
-            return type(current)(value)
+            return type(current)(value.upper() if isinstance(value, str) else value)
         except ValueError:
             allowed = ", ".join(m.value for m in type(current))
-            raise ValueError(f"{name}: {value!r} is not one of {allowed}") from None
+            raise ConfigError(name, f"{name} = {value!r} is refused; allowed: {allowed}") from None
     if isinstance(current, bool):
-        if isinstance(value, str):
-            if value.lower() in ("1", "true", "yes", "on"):
-                return True
-            if value.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(f"{name}: {value!r} is not a boolean")
-        return bool(value)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
+            return value.strip().lower() in _TRUE_WORDS
+        raise ConfigError(name, f"{name} = {value!r} is not a boolean (true or false)")
     if isinstance(current, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if type(value) is int:
+            return value
         try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: {value!r} is not an integer") from None
+            if isinstance(value, str):
+                return int(value.strip())
+        except ValueError:
+            pass
+        raise ConfigError(name, f"{name} = {value!r} is not an integer")
     if isinstance(current, float):
-        try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: {value!r} is not a number") from None
-    return value if isinstance(value, str) else str(value)
+        try:
+            if isinstance(value, str):
+                return float(value.strip())
+        except ValueError:
+            pass
+        raise ConfigError(name, f"{name} = {value!r} is not a number")
+    if isinstance(value, str):
+        return value
+    if type(value) is int:
+        return str(value)
+    raise ConfigError(name, f"{name} = {value!r} is not text")
+
+
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 
 def load_toml(path: str | Path, cfg: T) -> T:
-    """Apply the fields of a TOML file to ``cfg``; unknown names are an error, not silently ignored."""
+    """Apply the fields of a TOML file to ``cfg``; unknown names are an error, not silently
+    ignored (ConfigError, or OSError for a file that cannot be read)."""
     with open(path, "rb") as f:
-        data = tomllib.load(f)
+        try:
+            data = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError("", f"{path} is not TOML: {e}") from None
     return replace_fields(cfg, **data)

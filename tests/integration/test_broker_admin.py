@@ -62,9 +62,10 @@ def test_create_topic_refusals(h: BrokerHarness) -> None:
     r = _create(h, "x" * 128)
     assert r.code == ResponseCode.MESSAGE_ILLEGAL and "127" in r.remark
     assert _create(h, "TBW102").code == ResponseCode.NO_PERMISSION
-    assert _create(h, "Zero", 0).code == ResponseCode.SYSTEM_ERROR
+    assert _create(h, "Zero", 0).code == ResponseCode.INVALID_PARAMETER
     assert h.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"}).code == ResponseCode.NO_PERMISSION
-    assert h.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {}).code == ResponseCode.SYSTEM_ERROR
+    r = h.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, {})
+    assert r.code == ResponseCode.INVALID_PARAMETER and "topic" in r.remark
 
 
 def test_offsets_by_queue_and_time(h: BrokerHarness) -> None:
@@ -93,9 +94,11 @@ def test_view_message_by_id(h: BrokerHarness) -> None:
     assert v.code == ResponseCode.SUCCESS
     msg = decode_stored_message(v.body)
     assert (msg.body, msg.tags, msg.offset_msg_id) == (b"look at me", "V", r.ext_fields["msgId"])
-    for bad in (offset + 1, -1, 10**12):  # not the start of a message: nothing is sent
+    for bad in (offset + 1, 10**12):  # not the start of a message: nothing is sent
         v = h.invoke(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(bad)})
         assert v.code == ResponseCode.SYSTEM_ERROR and not v.body and v.remark
+    v = h.invoke(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "-1"})  # no offset at all
+    assert v.code == ResponseCode.INVALID_PARAMETER and not v.body and "offset" in v.remark
 
 
 def test_query_message_by_key(h: BrokerHarness) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
 from test_broker_support import BrokerHarness, RawConnection, broker_config, length_prefix
 
 from orbitmq.protocol.batch import encode_batch
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, encode
 
 MiB = 1024 * 1024
@@ -73,15 +74,15 @@ def test_unknown_code_and_malformed_fields_get_a_code_and_remark(h: BrokerHarnes
         assert r is not None and r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4242" in r.remark
         c.send(encode(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"}, b"x")))
         r = c.response()
-        assert r is not None and r.code == ResponseCode.SYSTEM_ERROR and "producerGroup" in r.remark
+        assert r is not None and r.code == ResponseCode.MESSAGE_ILLEGAL and "producerGroup" in r.remark
         fields = h.pull_fields("Healthy", 0, 0)
         fields["queueId"] = "zero"
         c.send(encode(RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)))
         r = c.response()
-        assert r is not None and r.code == ResponseCode.SYSTEM_ERROR and "queueId" in r.remark
+        assert r is not None and r.code == ResponseCode.INVALID_PARAMETER and "queueId" in r.remark
         c.send(encode(RemotingCommand.request(RequestCode.HEART_BEAT, {}, b"\x00garbage")))
         r = c.response()
-        assert r is not None and r.code == ResponseCode.SYSTEM_ERROR and r.remark
+        assert r is not None and r.code == ResponseCode.INVALID_PARAMETER and r.remark
         # the same connection still works
         c.send(encode(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "Healthy", "queueId": "0"})))
         r = c.response()
@@ -183,3 +184,55 @@ def test_other_clients_are_served_while_one_misbehaves(h: BrokerHarness) -> None
         assert h.pull_all("Healthy", 0)[-1].body == b"during"
     finally:
         bad.close()
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize(("field", "value"), [
+    ("bornTimestamp", "99999999999999999999"), ("bornTimestamp", "-1"),
+    ("flag", "2147483648"), ("queueId", "-2147483649"), ("sysFlag", "65536"),
+    ("reconsumeTimes", "4294967296"),
+])
+def test_send_numbers_out_of_range_are_refused_before_the_store(h: BrokerHarness, field: str,
+                                                                 value: str) -> None:
+    """They used to reach the store and come back as SYSTEM_ERROR carrying an OverflowError or a
+    struct.error; now the header refuses them, naming the field."""
+    for code, fields in ((RequestCode.SEND_MESSAGE, h.send_header("Healthy", 0).to_ext_fields()),
+                         (RequestCode.SEND_MESSAGE_V2, h.send_header("Healthy", 0).to_v2_ext_fields())):
+        key = field if code == RequestCode.SEND_MESSAGE else dict(
+            zip(h.send_header("Healthy", 0).to_ext_fields(), fields, strict=True))[field]
+        r = h.invoke(code, {**fields, key: value}, b"x")
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL, (code, field, r.remark)
+        assert field in r.remark and value in r.remark and "Error" not in r.remark
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_other_families_answer_invalid_parameter_naming_the_field(h: BrokerHarness) -> None:
+    fields = h.pull_fields("Healthy", 0, 0)
+    for key, value in (("maxMsgNums", "0"), ("sysFlag", "64"), ("queueOffset", "1e999")):
+        r = h.invoke(RequestCode.PULL_MESSAGE, {**fields, key: value})
+        assert r.code == ResponseCode.INVALID_PARAMETER and key in r.remark, (key, r.remark)
+    r = h.invoke(RequestCode.QUERY_CONSUMER_OFFSET,
+                 {"consumerGroup": "g", "topic": "Healthy", "queueId": "-1"})
+    assert r.code == ResponseCode.INVALID_PARAMETER and "queueId" in r.remark
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize("topic", ["..", ".", "", "a/b", "../Healthy"])
+def test_deleting_a_topic_named_like_a_path_is_refused(h: BrokerHarness, topic: str) -> None:
+    """Found by the wire fuzzer: DELETE_TOPIC_IN_BROKER of ".." removed the directory above the
+    consume queues, the whole store, and every message was gone after a restart."""
+    r = h.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+    assert r.code == ResponseCode.INVALID_PARAMETER and r.remark, (topic, r.code, r.remark)
+    assert (Path(h.config.store.store_path) / "commitlog").is_dir()
+    assert (Path(h.config.store.store_path) / "consumequeue" / "Healthy").is_dir()
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize("limit", ["²", "-1", "0", "many", "99999999999"])
+def test_a_transaction_list_limit_that_is_not_a_count_is_refused(h: BrokerHarness,
+                                                                 limit: str) -> None:
+    """Found by the wire fuzzer: a limit of "²" (a digit to str.isdigit, not to int) was answered
+    SYSTEM_ERROR with a ValueError inside."""
+    r = h.invoke(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": limit})
+    assert r.code == ResponseCode.INVALID_PARAMETER and "limit" in r.remark
+    assert h.invoke(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": "5"}).code == 0

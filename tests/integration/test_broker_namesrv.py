@@ -3,13 +3,18 @@ at stop; a name server that is down does not hold the others up."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import socket
 import time
 from pathlib import Path
 
+import pytest
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.broker import BrokerController
 from orbitmq.config import NamesrvConfig
+from orbitmq.errors import BrokerError
 from orbitmq.namesrv import NameServer
 from orbitmq.protocol.bodies import TopicRouteData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -103,5 +108,62 @@ def test_stop_unregisters_and_a_dead_namesrv_does_not_block(tmp_path: Path) -> N
             assert r.code == ResponseCode.TOPIC_NOT_EXIST
         finally:
             observer.call(cli.close(), 10)
+    finally:
+        c.close()
+
+
+def test_a_second_broker_with_the_same_name_and_id_is_refused(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 13: a second broker keeping broker_name "broker-a" took the route of the first,
+    silently. Now its start fails with the name server's refusal, the route keeps the first,
+    and the name server logs the refusal; the first broker restarting on its address is fine."""
+    caplog.set_level(logging.WARNING)
+    c = _Cluster(tmp_path / "a", n_namesrv=1)
+    h, ns = c.h, c.namesrvs[0]
+    try:
+        _wait_route(h, ns, "TBW102")
+        second = BrokerController(broker_config(tmp_path / "b", namesrv_addr=ns.address))
+        with pytest.raises(BrokerError) as refused:
+            h.call(second.start())
+        assert refused.value.code == ResponseCode.ILLEGAL_OPERATION
+        assert "broker-a id 0" in refused.value.remark and h.addr in refused.value.remark
+        assert not second.store.running  # it closed what it had opened
+        assert any("registration refused" in r.getMessage() and r.levelno >= logging.WARNING
+                   for r in caplog.records if r.name.startswith("orbitmq.namesrv"))
+        route = TopicRouteData.from_json(_wait_route(h, ns, "TBW102").body)
+        assert route.broker_datas[0].broker_addrs == {0: h.addr}
+        # another id of the same name (a slave) is another identity
+        slave = BrokerController(broker_config(tmp_path / "s", namesrv_addr=ns.address, broker_id=1))
+        h.call(slave.start())
+        h.call(slave.stop())
+        # the holder restarts on its own address: registered again
+        port = h.port
+        h.config = dataclasses.replace(h.config, listen_port=port)
+        h.restart()
+        route = TopicRouteData.from_json(_wait_route(h, ns, "TBW102").body)
+        assert route.broker_datas[0].broker_addrs == {0: f"127.0.0.1:{port}"}
+    finally:
+        c.close()
+
+
+def test_a_refusal_after_start_is_logged_as_an_error(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The second broker registered first with a name server the first one did not know yet
+    (here: a name server restarted empty, then the other broker came): the first one's next
+    rounds are refused and logged as errors; it keeps serving."""
+    c = _Cluster(tmp_path / "a", n_namesrv=1)
+    h, ns = c.h, c.namesrvs[0]
+    try:
+        _wait_route(h, ns, "TBW102")
+        ns.routes.remove_broker_addr(h.addr)  # as after a name server restart
+        other = ns.routes.register_broker(cluster="DefaultCluster", broker_addr="127.0.0.1:1",
+                                          broker_name="broker-a", broker_id=0, ha_server_addr="",
+                                          topics={}, now_ms=int(time.time() * 1000))
+        assert other.master_addr == ""
+        caplog.set_level(logging.ERROR, logger="orbitmq.broker")
+        assert h.call(h.broker.registrar.register_all()) == 0
+        assert any("refused broker broker-a id 0" in r.getMessage() for r in caplog.records
+                   if r.levelno == logging.ERROR)
+        h.send_ok("StillServing", b"x")
     finally:
         c.close()

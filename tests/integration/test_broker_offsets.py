@@ -73,7 +73,7 @@ def test_query_without_commit(tmp_path: Path) -> None:
         cq.min_offset = 1
         r = _query(h, "new-group", "Fresh", 0)
         assert r.code == ResponseCode.QUERY_NOT_FOUND and r.remark
-        assert _update(h, "new-group", "Fresh", 0, -5).code == ResponseCode.SYSTEM_ERROR
+        assert _update(h, "new-group", "Fresh", 0, -5).code == ResponseCode.INVALID_PARAMETER
     finally:
         h.close()
 

@@ -115,10 +115,22 @@ def test_help_everywhere(path: tuple[str, ...]) -> None:
 
 
 def test_client_commands_take_the_name_server_from_the_environment(cluster: EmbeddedCluster) -> None:
-    runner = CliRunner(env={"ORBITMQ_NAMESRV": cluster.namesrv})
+    runner = CliRunner(env={"ORBITMQ_NAMESRV_ADDR": cluster.namesrv})
     result = runner.invoke(cli, ["topic", "list"])
     assert result.exit_code == 0, result.output
     assert "TBW102" in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("var", ["NAMESRV_ADDR", "ORBITMQ_NAMESRV"])
+def test_rocketmqs_and_the_deprecated_name_server_variables(cluster: EmbeddedCluster,
+                                                            var: str) -> None:
+    """One name per setting: ORBITMQ_NAMESRV_ADDR (as the servers and the SDK), RocketMQ's
+    NAMESRV_ADDR after it; the CLI's old ORBITMQ_NAMESRV still works, with a warning."""
+    result = CliRunner(env={var: cluster.namesrv, "ORBITMQ_NAMESRV_ADDR": None}).invoke(
+        cli, ["topic", "list"])
+    assert result.exit_code == 0, result.output
+    assert "TBW102" in result.stdout.splitlines()
+    assert ("deprecated" in result.stderr) is (var == "ORBITMQ_NAMESRV")
 
 
 def test_standalone_print_config_is_toml_of_the_effective_settings() -> None:
@@ -336,7 +348,7 @@ def _orbitmq_child(*args: str, namesrv: str, input: str | None = None) -> subpro
     return subprocess.run(
         [sys.executable, "-m", "orbitmq.cli.main", *args],
         input=input, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-        env={**os.environ, "ORBITMQ_NAMESRV": namesrv},
+        env={**os.environ, "ORBITMQ_NAMESRV_ADDR": namesrv},
     )
 
 
@@ -361,7 +373,7 @@ def test_send_and_consume_processes_against_standalone(tmp_path: Path) -> None:
             [sys.executable, "-m", "orbitmq.cli.main", "consume", "--topic", "ProcTopic",
              "--group", "proc-group"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "ORBITMQ_NAMESRV": namesrv, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "ORBITMQ_NAMESRV_ADDR": namesrv, "PYTHONUNBUFFERED": "1"},
         ) as child:
             assert child.stdout is not None and child.stderr is not None
             try:

@@ -9,9 +9,10 @@ import struct
 import pytest
 
 from orbitmq.errors import BrokerError, ConnectionClosedError, TimeoutError
-from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, encode
 from orbitmq.protocol.frame import FrameDecoder
+from orbitmq.protocol.headers import GetMaxOffsetRequestHeader
 from orbitmq.transport import RemotingClient, RemotingServer, run
 
 ECHO = 9001
@@ -19,6 +20,7 @@ SLOW = 9002
 FAIL = 9003
 ONEWAY = 9004
 BROKER_ERR = 9005
+BAD_FIELD = 9006
 
 
 def make_server(**kw) -> tuple[RemotingServer, list[RemotingCommand]]:
@@ -42,15 +44,20 @@ def make_server(**kw) -> tuple[RemotingServer, list[RemotingCommand]]:
     def broker_err(cmd, conn):
         raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "bad topic")
 
+    def bad_field(cmd, conn):
+        GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+
     server.register(ECHO, echo)
     server.register(SLOW, slow)
     server.register(FAIL, fail)
     server.register(ONEWAY, oneway)
     server.register(BROKER_ERR, broker_err)
+    server.register(BAD_FIELD, bad_field)
+    server.register(RequestCode.SEND_MESSAGE, bad_field)
     return server, oneways
 
 
-def test_request_response_and_errors():
+def test_request_response_and_errors(caplog: pytest.LogCaptureFixture):
     async def main():
         server, oneways = make_server()
         await server.start()
@@ -61,7 +68,19 @@ def test_request_response_and_errors():
             r = await client.invoke(server.address, RemotingCommand.request(12345))
             assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "12345" in r.remark
             r = await client.invoke(server.address, RemotingCommand.request(FAIL))
-            assert r.code == ResponseCode.SYSTEM_ERROR and "boom" in r.remark
+            # our bug: SYSTEM_ERROR without our internals, the traceback in the log once
+            assert r.code == ResponseCode.SYSTEM_ERROR and r.remark.startswith("internal error")
+            assert "boom" not in r.remark and "RuntimeError" not in r.remark
+            logged = [rec for rec in caplog.records if rec.exc_info]
+            assert len(logged) == 1 and "boom" in str(logged[0].exc_info[1])
+            # a field out of range: the request family's code, the field named, nothing logged
+            bad = {"topic": "T", "queueId": "99999999999"}
+            r = await client.invoke(server.address, RemotingCommand.request(BAD_FIELD, bad))
+            assert r.code == ResponseCode.INVALID_PARAMETER and "queueId" in r.remark
+            r = await client.invoke(server.address, RemotingCommand.request(
+                RequestCode.SEND_MESSAGE, bad))
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and "queueId" in r.remark
+            assert len([rec for rec in caplog.records if rec.exc_info]) == 1
             r = await client.invoke(server.address, RemotingCommand.request(BROKER_ERR))
             assert (r.code, r.remark) == (ResponseCode.MESSAGE_ILLEGAL, "bad topic")
             await client.invoke_oneway(server.address, RemotingCommand.request(ONEWAY, {"n": "1"}))
@@ -194,6 +213,26 @@ def test_server_initiated_request_reaches_client_handler():
             conn.invoke_oneway(RemotingCommand.request(40, {"consumerGroup": "g"}))
             cmd = await asyncio.wait_for(seen.get(), 5)
             assert cmd.ext_fields == {"consumerGroup": "g"} and cmd.is_oneway
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_a_client_handler_refuses_a_bad_field_like_a_server():
+    """A server's request the client cannot parse is answered with the family's code naming the
+    field (it used to be SYSTEM_ERROR with the Python exception inside)."""
+    async def main():
+        server, _ = make_server()
+        await server.start()
+        client = RemotingClient()
+        client.register(39, lambda cmd, conn: GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields))
+        try:
+            await client.invoke(server.address, RemotingCommand.request(ECHO))
+            (conn,) = server.connections
+            r = await conn.invoke(RemotingCommand.request(39, {"topic": "T", "queueId": "-1"}), 5)
+            assert r.code == ResponseCode.INVALID_PARAMETER and "queueId" in r.remark
         finally:
             await client.close()
             await server.stop()

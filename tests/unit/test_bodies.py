@@ -244,3 +244,38 @@ def test_null_optional_values_take_defaults() -> None:
 def test_memoryview_input() -> None:
     assert ConsumerListBody.from_json(memoryview(b'{"consumerIdList":["a"]}')).consumer_id_list == [
         "a"]
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "message"),
+    [
+        (TopicConfig, b'{"topicName":"T","topicSysFlag":4096}', "topicSysFlag.*TopicSysFlag"),
+        (TopicConfig, b'{"topicName":"T","perm":255}', "perm.*PermName"),
+        (TopicConfig, b'{"topicName":"T","readQueueNums":-1}', "readQueueNums"),
+        (TopicConfig, b'{"topicName":"T","topicFilterType":"X"}', "topicFilterType"),
+        (MessageQueue, b'{"topic":"T","brokerName":"b","queueId":99999999999}', "queueId.*int32"),
+        (QueueData, b'{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,"perm":6,'
+                    b'"topicSynFlag":8}', "topicSysFlag"),
+        (BrokerData, b'{"cluster":"C","brokerName":"b","brokerAddrs":{"-1":"h:1"}}', "key"),
+        (HeartbeatData, b'{"clientID":"c","consumerDataSet":[{"groupName":"g",'
+                        b'"subscriptionDataSet":[{"topic":"T","subVersion":1e30}]}]}',
+         "subVersion"),
+        (HeartbeatData, b'{"clientID":"c","consumerDataSet":[{"groupName":"g",'
+                        b'"subscriptionDataSet":[{"topic":"T","codeSet":[99999999999]}]}]}',
+         r"codeSet\[0\]"),
+    ],
+)
+def test_numbers_out_of_range_in_bodies(cls: type[JsonBody], data: bytes, message: str) -> None:
+    with pytest.raises(RemoteProtocolError, match=message):
+        cls.from_json(data)
+
+
+def test_an_integer_body_field_needs_its_range() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Unranged(JsonBody):
+        n: int = 0
+
+    with pytest.raises(TypeError, match="unsupported body field type"):
+        Unranged.from_json(b'{"n": 1}')

@@ -23,7 +23,8 @@ from orbitmq.protocol.headers import PullMessageRequestHeader, SendMessageReques
 
 _VALUES = st.one_of(
     st.sampled_from(["", " ", "0", "1", "7", " 12 ", "-3", "1_0", "x", "true", "False", "YES",
-                     "off", "n", "on ", "1.5", "TAG", "*", "UNIQ_KEY\x01A\x02", "١٢"]),
+                     "off", "n", "on ", "1.5", "TAG", "*", "UNIQ_KEY\x01A\x02", "١٢", "-1",
+                     "2048", "2147483648", "-2147483649", "9223372036854775808"]),
     st.integers(-5, 5), st.booleans(), st.none(), st.floats(allow_nan=False, width=16),
     st.text(max_size=4),
 )
@@ -104,3 +105,32 @@ def test_json_header_fast_path_agrees_with_generic(obj: dict[str, Any]) -> None:
     if fast is None:
         return
     assert fast == _json_header_lenient(dict(obj))
+
+
+_BOUNDARIES = ["-9223372036854775809", "-9223372036854775808", "-2147483649", "-2147483648",
+               "-2", "-1", "0", "1", "31", "32", "2047", "2048", "2147483647", "2147483648",
+               "9223372036854775807", "9223372036854775808", "99999999999999999999"]
+_SEND_OK = {"a": "g", "b": "T", "c": "TBW102", "d": "8", "e": "3", "f": "0", "g": "1700000000000",
+            "h": "0", "j": "0", "l": "3"}
+_PULL_OK = {"consumerGroup": "c", "topic": "T", "queueId": "1", "queueOffset": "64",
+            "maxMsgNums": "32", "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "1000",
+            "subVersion": "0", "maxMsgBytes": "100"}
+
+
+@pytest.mark.parametrize("value", _BOUNDARIES)
+def test_fast_paths_check_the_same_ranges_as_generic(value: str) -> None:
+    """At every range boundary of every integer field, a fast result equals the generic one, and
+    when the generic decoder refuses, the fast path declines."""
+    for cls, base, fast, names in ((SendMessageRequestHeader, _SEND_OK, send_v2_fast,
+                                    SendMessageRequestHeader.V2_NAMES),
+                                   (PullMessageRequestHeader, _PULL_OK, pull_fast, None)):
+        for key in base:
+            if key in ("a", "b", "c", "consumerGroup", "topic"):
+                continue
+            fields = {**base, key: value}
+            generic = _generic(cls, fields, names)
+            got = fast(cls, fields)
+            if generic is RemoteProtocolError:
+                assert got is None, (key, value)
+            else:
+                assert got is None or got == generic, (key, value)

@@ -201,3 +201,80 @@ def test_headers_are_slotted_dataclasses() -> None:
     for cls in ALL_HEADERS:
         assert dataclasses.is_dataclass(cls)
         assert "__slots__" in cls.__dict__
+
+
+# ----------------------------------------------------------------------------- ranges
+def _send(**changes: str) -> dict[str, str]:
+    fields = {"producerGroup": "g", "topic": "T", "defaultTopic": "TBW102",
+              "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0",
+              "bornTimestamp": "1700000000000", "flag": "0"}
+    fields.update(changes)
+    return fields
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("queueId", "2147483648", "int32"),
+    ("queueId", "-2147483649", "int32"),
+    ("flag", "99999999999", "int32"),
+    ("bornTimestamp", "-1", "non-negative int64"),
+    ("bornTimestamp", "9223372036854775808", "non-negative int64"),
+    ("sysFlag", "2048", "MessageSysFlag"),
+    ("sysFlag", "-1", "MessageSysFlag"),
+    ("reconsumeTimes", "-5", "non-negative int32"),
+    ("maxReconsumeTimes", "-2", "-1 or a non-negative int32"),
+    ("defaultTopicQueueNums", "-1", "non-negative int32"),
+])
+def test_send_values_out_of_range_are_refused_naming_the_field(field: str, value: str,
+                                                                words: str) -> None:
+    with pytest.raises(RemoteProtocolError, match=f"SendMessageRequestHeader.{field}.*{words}"):
+        h.SendMessageRequestHeader.from_ext_fields(_send(**{field: value}))
+    v2 = h.SendMessageRequestHeader.from_ext_fields(_send()).to_v2_ext_fields()
+    letter = h.SendMessageRequestHeader.V2_NAMES[
+        next(k for k, v in h.SendMessageRequestHeader.wire_names().items() if v == field)]
+    with pytest.raises(RemoteProtocolError, match=rf"{field} \('{letter}'\).*{words}"):
+        h.SendMessageRequestHeader.from_v2_ext_fields({**v2, letter: value})
+
+
+def test_range_boundaries_are_accepted() -> None:
+    header = h.SendMessageRequestHeader.from_ext_fields(_send(
+        queueId="-2147483648", flag="2147483647", bornTimestamp="9223372036854775807",
+        sysFlag="2047", maxReconsumeTimes="-1"))
+    assert (header.queue_id, header.flag, header.sys_flag) == (-(2**31), 2**31 - 1, 0x7FF)
+    pull = h.PullMessageRequestHeader.from_ext_fields(
+        {"consumerGroup": "G", "topic": "T", "queueId": "2147483647", "queueOffset": "-5",
+         "maxMsgNums": "1", "sysFlag": "31", "commitOffset": "-1",
+         "suspendTimeoutMillis": "0"})
+    assert pull.commit_offset == -1 and pull.queue_offset == -5
+
+
+@pytest.mark.parametrize(("cls", "fields", "words"), [
+    (h.UpdateConsumerOffsetRequestHeader,
+     {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "99999999999999999999"},
+     "commitOffset: 99999999999999999999 is out of range"),
+    (h.UpdateConsumerOffsetRequestHeader,
+     {"consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "-1"}, "commitOffset"),
+    (h.CreateTopicRequestHeader, {"topic": "T", "topicSysFlag": "4096"}, "topicSysFlag.*TopicSysFlag"),
+    (h.CreateTopicRequestHeader, {"topic": "T", "perm": "16"}, "perm.*PermName"),
+    (h.CreateTopicRequestHeader, {"topic": "T", "topicFilterType": "ANY"}, "topicFilterType"),
+    (h.CreateTopicRequestHeader, {"topic": "T", "readQueueNums": "-1"}, "readQueueNums"),
+    (h.PullMessageRequestHeader,
+     {"consumerGroup": "G", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "0",
+      "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0"}, "maxMsgNums.*positive"),
+    (h.PullMessageRequestHeader,
+     {"consumerGroup": "G", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
+      "sysFlag": "32", "commitOffset": "0", "suspendTimeoutMillis": "0"}, "sysFlag.*PullSysFlag"),
+    (h.PullMessageRequestHeader,
+     {"consumerGroup": "G", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
+      "sysFlag": "0", "commitOffset": "-2", "suspendTimeoutMillis": "0"}, "commitOffset"),
+    (h.EndTransactionRequestHeader,
+     {"producerGroup": "P", "tranStateTableOffset": "0", "commitLogOffset": "0",
+      "commitOrRollback": "3", "msgId": "M"}, "commitOrRollback"),
+    (h.RegisterBrokerRequestHeader,
+     {"brokerName": "b", "brokerAddr": "h:1", "clusterName": "C", "haServerAddr": "h:2",
+      "brokerId": "-1"}, "brokerId"),
+    (h.GetMaxOffsetRequestHeader, {"topic": "T", "queueId": 1e30}, "queueId"),
+])
+def test_out_of_range_values_are_refused(cls: type[h.Header], fields: dict[str, str],
+                                         words: str) -> None:
+    with pytest.raises(RemoteProtocolError, match=words):
+        cls.from_ext_fields(fields)

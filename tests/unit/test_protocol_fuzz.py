@@ -3,7 +3,6 @@ garbage of every kind, which must decode or raise RemoteProtocolError and nothin
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,8 @@ from orbitmq.protocol import (
 )
 from orbitmq.protocol import bodies as b
 from orbitmq.protocol import headers as h
+from orbitmq.protocol._header_codec import _spec
+from orbitmq.protocol._lenient import OneOf
 
 FAST = settings(max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -124,22 +125,26 @@ def test_responses_echo_the_request(cmd: RemotingCommand, code: int, opaque: int
 
 
 # ----------------------------------------------------------------------------- header round trips
-def _value_strategy(kind: type, optional: bool) -> st.SearchStrategy[Any]:
-    if kind is str:  # an optional string given as "" reads back as absent (None)
-        return st.none() | st.text(min_size=1, max_size=30) if optional else st.text(max_size=30)
-    base: st.SearchStrategy[Any] = I64 if kind is int else st.booleans()
+def _value_strategy(spec: Any, optional: bool) -> st.SearchStrategy[Any]:
+    """Values a header field accepts: any text, a boolean, or an integer within its range."""
+    if spec.kind is str:  # an optional string given as "" reads back as absent (None)
+        if isinstance(spec.check, OneOf):
+            base: st.SearchStrategy[Any] = st.sampled_from(spec.check.choices)
+        else:
+            return st.none() | st.text(min_size=1, max_size=30) if optional else st.text(max_size=30)
+    elif spec.kind is bool:
+        base = st.booleans()
+    elif spec.check.mask is not None:
+        base = st.integers(0, spec.check.mask).map(spec.check.mask.__and__)
+    else:
+        base = st.integers(spec.check.low, spec.check.high)
     return st.none() | base if optional else base
 
 
 def headers_of(cls: type[h.Header]) -> st.SearchStrategy[h.Header]:
     hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for field in dataclasses.fields(cls):
-        hint = hints[field.name]
-        args = typing.get_args(hint)
-        kind = next((a for a in args if a is not type(None)), hint) if args else hint
-        kwargs[field.name] = _value_strategy(kind, type(None) in args)
-    return st.builds(cls, **kwargs)
+    return st.builds(cls, **{spec.name: _value_strategy(spec, type(None) in typing.get_args(
+        hints[spec.name])) for spec in _spec(cls)})
 
 
 ANY_HEADER = st.sampled_from(HEADER_CLASSES).flatmap(headers_of)

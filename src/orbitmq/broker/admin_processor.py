@@ -86,10 +86,12 @@ class AdminProcessor:
                                 f"the topic[{h.topic}] is conflict with system topic")
         for name, n in (("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)):
             if not 1 <= n <= QUEUE_NUMS_MAX:
-                return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    f"{name} {n} out of range [1, {QUEUE_NUMS_MAX}]")
+                return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                    f"{name} {n} is out of range 1..{QUEUE_NUMS_MAX}")
+        # perm, topicSysFlag and topicFilterType were checked against their bits and words when
+        # the header was parsed; the table checks the whole config once more before it stores it.
         self.broker.topics.update(TopicConfig(
-            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm & 0xF, h.topic_filter_type,
+            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
             h.topic_sys_flag, h.order,
         ))
         return cmd.response(ResponseCode.SUCCESS)
@@ -98,6 +100,9 @@ class AdminProcessor:
         """DELETE_TOPIC_IN_BROKER: the topic's config, its consumer offsets and its queues go;
         the CommitLog keeps its bytes until retention, as in RocketMQ."""
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        reason = validate_topic(h.topic)
+        if reason is not None:  # ".." or "" would name a directory above the topic's queues
+            return cmd.response(ResponseCode.INVALID_PARAMETER, reason)
         if h.topic in SYSTEM_TOPICS:
             return cmd.response(ResponseCode.NO_PERMISSION, f"the system topic[{h.topic}] cannot be deleted")
         self.broker.topics.delete(h.topic)
@@ -175,11 +180,9 @@ class AdminProcessor:
     # -- subscription groups --------------------------------------------------------------------
     def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         if not cmd.body:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "subscription group config body missing")
+            return cmd.response(ResponseCode.INVALID_PARAMETER, "subscription group config body missing")
         cfg = SubscriptionGroupConfig.from_json(cmd.body)
-        if not cfg.group_name or validate_topic(cfg.group_name) is not None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"illegal group name {cfg.group_name!r}")
-        self.broker.sub_groups.update(cfg)
+        self.broker.sub_groups.update(cfg)  # BrokerError(INVALID_PARAMETER) for an illegal group
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_all_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

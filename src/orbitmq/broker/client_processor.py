@@ -89,11 +89,11 @@ class ClientProcessor:
         """CHECK_CLIENT_CONFIG (46): body ``{"clientId", "group", "subscriptionData"}``; SUCCESS
         when this broker can filter by the subscription, else the code a pull would get."""
         if not cmd.body:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "CHECK_CLIENT_CONFIG without a body")
+            return cmd.response(ResponseCode.INVALID_PARAMETER, "CHECK_CLIENT_CONFIG without a body")
         body = CheckClientRequestBody.from_json(cmd.body)
         sub = body.subscription_data
         if sub is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
                                 "CHECK_CLIENT_CONFIG without subscriptionData")
         refused = check_subscription(sub.sub_string, sub.expression_type,
                                      self.broker.config.enable_property_filter)

@@ -3,18 +3,25 @@
 A table is written to a temporary file, fsynced, renamed over the old one and the directory fsynced,
 so a crash leaves either the old or the new content, never a torn mix. Readers accept what Java's
 fastjson writes (bare numeric keys) through ``loads_lenient``.
+
+:class:`TableFile` is how every table is saved: a save that fails (a full disk, a bug that let an
+unencodable value in) is logged as an error, leaves the table marked dirty so that the next
+periodic round tries again, and never raises, so one table that cannot be saved never keeps the
+others from being saved (``save_all`` at stop).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from orbitmq.errors import RemoteProtocolError, StoreError
 from orbitmq.protocol.bodies import loads_lenient
 
-__all__ = ["config_path", "write_atomic", "read_json"]
+__all__ = ["config_path", "write_atomic", "read_json", "TableFile", "save_all"]
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +71,65 @@ def read_json(path: str) -> Any | None:
         return loads_lenient(raw)
     except RemoteProtocolError as e:
         raise StoreError(f"broker table {path} is not valid JSON: {e}") from None
+
+
+class TableFile:
+    """One table persisted as a JSON file: dirty tracking, one writer at a time, failures logged.
+
+    Args:
+        path: the file (``STORE/config/<name>``).
+        encode: the table's current content as JSON bytes (called on the saving thread).
+        what: the table's name in log lines ("consumer offsets", "topics"...).
+    """
+
+    def __init__(self, path: str, encode: Callable[[], bytes], what: str) -> None:
+        self.path = path
+        self.what = what
+        self._encode = encode
+        self._lock = threading.Lock()  # one writer of the file (periodic thread vs stop)
+        self._dirty = False
+        self.failures = 0  # saves that failed in a row (0 once one succeeds)
+
+    @property
+    def dirty(self) -> bool:
+        """True while the file lags behind the table."""
+        return self._dirty
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+
+    def save(self, *, force: bool = False) -> bool:
+        """Write the table if it changed since the last save (or ``force``).
+
+        Returns True when the file holds the table as it was when this call read it. A failure
+        is logged as an error (with the traceback when the content could not be encoded: that
+        is a bug) and the table stays dirty for the next round; it never raises.
+        """
+        with self._lock:
+            if not (self._dirty or force):
+                return True
+            self._dirty = False  # changes made while writing mark it dirty again
+            try:
+                write_atomic(self.path, self._encode())
+            except OSError as e:
+                self._failed(f"{e.strerror or e} ({type(e).__name__})", None)
+                return False
+            except (TypeError, ValueError) as e:  # orjson.JSONEncodeError is a TypeError
+                self._failed(f"content cannot be encoded: {e}", e)
+                return False
+            if self.failures:
+                log.warning("table saved again after %d failed attempts table=%s path=%s",
+                            self.failures, self.what, self.path)
+            self.failures = 0
+            return True
+
+    def _failed(self, why: str, exc: BaseException | None) -> None:
+        self._dirty = True
+        self.failures += 1
+        log.error("saving a broker table failed table=%s path=%s attempt=%d: %s; will retry",
+                  self.what, self.path, self.failures, why, exc_info=exc)
+
+
+def save_all(tables: Sequence[TableFile], *, force: bool = False) -> list[TableFile]:
+    """Save every table (each failure logged by its TableFile); the ones still unsaved."""
+    return [table for table in tables if not table.save(force=force)]

@@ -3,7 +3,12 @@
 The table is keyed like RocketMQ's, ``topic@group`` -> queue id -> next offset to consume, and
 persisted as ``STORE/config/consumerOffset.json`` (``{"offsetTable": {"topic@group": {"0": 12}}}``;
 Java writes the queue ids as bare numbers, which we also read). It is written atomically every
-``flush_consumer_offset_interval_ms`` when something changed, and at stop.
+``flush_consumer_offset_interval_ms`` when something changed, and at stop; a failed write is
+logged and tried again at the next round (config_file.TableFile).
+
+Only what can be written is accepted: the header's ranges (a queue id within int32, an offset
+within int64) and, checked here, a topic and a group that are legal names (a ``@`` or a ``/``
+in either would make the table's keys ambiguous).
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from orbitmq.broker.config_file import config_path, read_json, write_atomic
+from orbitmq.broker.config_file import TableFile, config_path, read_json
+from orbitmq.broker.subscription_group_manager import validate_group
+from orbitmq.broker.topic_config_manager import validate_topic
 from orbitmq.errors import StoreError
+from orbitmq.protocol._lenient import I32_MAX, I64_MAX
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
@@ -42,11 +50,14 @@ class ConsumerOffsetManager:
         self.store = store
         self.table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()  # the persist thread snapshots while the loop commits
-        self._write_lock = threading.Lock()  # one writer of the file (periodic thread vs stop)
-        self._dirty = False
+        self.file = TableFile(self.path, self.encode, "consumer offsets")
 
     # -- table ----------------------------------------------------------------------------------
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record ``offset``; ValueError for a queue id or offset the table cannot hold (callers
+        pass header values, already range-checked: this guards the file, not the wire)."""
+        if not (0 <= queue_id <= I32_MAX and 0 <= offset <= I64_MAX):
+            raise ValueError(f"offset {offset} of queue {queue_id} cannot be stored")
         key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
         with self._lock:
             queues = self.table.get(key)
@@ -54,7 +65,7 @@ class ConsumerOffsetManager:
                 queues = self.table[key] = {}
             if queues.get(queue_id) != offset:
                 queues[queue_id] = offset
-                self._dirty = True
+                self.file.mark_dirty()
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
@@ -76,14 +87,14 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self.table if k.startswith(prefix)]:
                 del self.table[key]
-                self._dirty = True
+                self.file.mark_dirty()
 
     def remove_group(self, group: str) -> None:
         suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
         with self._lock:
             for key in [k for k in self.table if k.endswith(suffix)]:
                 del self.table[key]
-                self._dirty = True
+                self.file.mark_dirty()
 
     def snapshot(self) -> dict[str, dict[int, int]]:
         with self._lock:
@@ -104,27 +115,20 @@ class ConsumerOffsetManager:
             }
         except (AttributeError, TypeError, ValueError) as e:
             raise StoreError(f"{self.path}: malformed offsetTable: {e}") from None
+        bad = [(k, q, o) for k, queues in self.table.items() for q, o in queues.items()
+               if not (0 <= q <= I32_MAX and -1 <= o <= I64_MAX)]
+        if bad:
+            raise StoreError(f"{self.path}: offsetTable holds values out of range: {bad[:3]}")
         log.info("consumer offsets loaded entries=%d path=%s", len(self.table), self.path)
 
     def encode(self) -> bytes:
         return orjson.dumps({"offsetTable": _json_ready(self.snapshot())})
 
     def persist(self, *, force: bool = False) -> bool:
-        """Write the table if it changed since the last write (or ``force``); True if written.
-
-        Safe to call from a worker thread: it works on a snapshot.
-        """
-        with self._write_lock:
-            with self._lock:
-                if not (self._dirty or force):
-                    return False
-                self._dirty = False
-            try:
-                write_atomic(self.path, self.encode())
-            except OSError:
-                self._dirty = True  # try again next round
-                raise
-            return True
+        """Write the table if it changed since the last write (or ``force``); False when the
+        write failed (logged; tried again at the next call). Safe from a worker thread: it
+        encodes a snapshot."""
+        return self.file.save(force=force)
 
     # -- handlers -------------------------------------------------------------------------------
     def query_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -146,11 +150,9 @@ class ConsumerOffsetManager:
         """UPDATE_CONSUMER_OFFSET (15); the C++ client sends it without the oneway bit and does
         not wait, so it is answered like any request."""
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        if h.queue_id < 0 or h.commit_offset < 0:
-            return cmd.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"illegal offset commit queueId={h.queue_id} commitOffset={h.commit_offset}",
-            )
+        reason = validate_topic(h.topic) or validate_group(h.consumer_group)
+        if reason is not None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, f"offset not committed: {reason}")
         self.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response(ResponseCode.SUCCESS)
 

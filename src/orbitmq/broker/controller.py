@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from orbitmq.broker.admin_processor import AdminProcessor
 from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.client_processor import ClientProcessor
+from orbitmq.broker.config_file import TableFile, save_all
 from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.pull_processor import PullProcessor
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_MAX_MS = 10_000  # RocketMQ scans client channels every 10 s
 DISPATCH_WAIT_MAX_S = 0.5  # a read waits at most this long for acknowledged sends to be queued
+STOP_SAVE_ATTEMPTS_MAX = 3  # a table that cannot be saved at stop is tried this often...
+STOP_SAVE_RETRY_S = 0.2  # ...this far apart
 
 
 def _ip_of(host: str) -> str:
@@ -123,8 +126,9 @@ class BrokerController:
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Open the store, load tables, serve, register. Raises StoreError / OSError on failure
-        (after closing what was opened)."""
+        """Open the store, load tables, serve, register. Raises StoreError / OSError, or
+        BrokerError when a name server refuses the registration, on failure (after closing what
+        was opened)."""
         if self._started:
             raise ClientError("broker already started")
         self.store.start()
@@ -145,10 +149,14 @@ class BrokerController:
         self.schedule.start()
         self._started = True
         self.boot_timestamp_ms = int(time.time() * 1000)
-        self.registrar.start()
+        try:
+            await self.registrar.start()  # BrokerError: a name server refused this broker
+        except BaseException:
+            await self.stop()
+            raise
         cfg = self.config
         self._tasks = [
-            asyncio.create_task(self._every(cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
+            asyncio.create_task(self._every(cfg.flush_consumer_offset_interval_ms, self._persist_tables)),
             asyncio.create_task(self._every(
                 min(CLIENT_SCAN_INTERVAL_MAX_MS, max(cfg.client_channel_expire_ms // 4, 50)),
                 self._scan_clients)),
@@ -173,12 +181,26 @@ class BrokerController:
         await self.server.stop(grace=2.0)
         await self.remoting_client.close()
         try:
-            self.offsets.persist(force=True)
-            self.topics.persist()
-            self.sub_groups.persist()
+            await self._save_tables_at_stop()
         finally:
             self.store.shutdown()
         log.info("orbitmq broker stopped on %s", self.address)
+
+    def _tables(self) -> list[TableFile]:
+        return [self.offsets.file, self.topics.file, self.sub_groups.file, self.schedule.file]
+
+    async def _save_tables_at_stop(self) -> None:
+        """Save every table; one that fails (logged by itself) never keeps the others from being
+        saved, and is tried again a few times before the broker gives up on it."""
+        unsaved = save_all(self._tables(), force=True)
+        for _ in range(STOP_SAVE_ATTEMPTS_MAX - 1):
+            if not unsaved:
+                return
+            await asyncio.sleep(STOP_SAVE_RETRY_S)
+            unsaved = save_all(unsaved, force=True)
+        if unsaved:
+            log.error("stopping with unsaved broker tables: %s",
+                      ", ".join(f"{t.what} ({t.path})" for t in unsaved))
 
     async def __aenter__(self) -> BrokerController:
         await self.start()
@@ -235,8 +257,9 @@ class BrokerController:
             except Exception:
                 log.exception("periodic broker task failed")
 
-    async def _persist_offsets(self) -> None:
-        await asyncio.to_thread(self.offsets.persist)
+    async def _persist_tables(self) -> None:
+        """The changed offsets, and any table whose last save failed (saved again here)."""
+        await asyncio.to_thread(save_all, self._tables())
 
     def _scan_clients(self) -> None:
         self.client_processor.scan_expired()

@@ -45,7 +45,7 @@ from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.store.status import GetMessageStatus
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
+from orbitmq.transport.server import RemotingServer, internal_error_response
 
 if TYPE_CHECKING:
     from orbitmq.broker.controller import BrokerController
@@ -234,9 +234,9 @@ class PullProcessor:
         try:
             self._execute(cmd, conn, h, message_filter, allow_suspend=allow_suspend, dispatched=True)
         except Exception as e:
-            log.exception("pull after dispatch failed topic=%s queue=%d", h.topic, h.queue_id)
+            log.error("pull after dispatch failed topic=%s queue=%d", h.topic, h.queue_id)
             try:
-                conn.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+                conn.send(internal_error_response(cmd, e))
             except ConnectionClosedError:
                 pass
 
@@ -244,8 +244,8 @@ class PullProcessor:
         try:
             self._execute(held.cmd, held.conn, held.header, held.message_filter, allow_suspend=False)
         except Exception as e:
-            log.exception("held pull failed topic=%s queue=%d", *held.key)
+            log.error("held pull failed topic=%s queue=%d", *held.key)
             try:
-                held.conn.send(held.cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}"))
+                held.conn.send(internal_error_response(held.cmd, e))
             except ConnectionClosedError:
                 pass

@@ -4,6 +4,11 @@ The broker registers with every name server of ``namesrv_addr`` (a ``;``-separat
 every ``register_broker_interval_ms``, and soon after any topic change (``request``: several
 changes in a row coalesce into one registration). Name servers are asked in parallel; one that
 is down is logged and retried at the next round, the others are not held up.
+
+A name server that answers with a refusal (it knows another live broker under this broker's name
+and id, see namesrv.route_table) is a different matter: at start the broker must not serve as
+someone else's twin, so ``start`` raises and the broker exits with one line; a refusal at a later
+round (the other broker came up while this one was running) is logged as an error at every round.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from orbitmq.config import BrokerConfig
-from orbitmq.errors import OrbitMQError
+from orbitmq.errors import BrokerError, OrbitMQError
 from orbitmq.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -58,9 +63,19 @@ class RegisterService:
         self._waiters: list[asyncio.Future[None]] = []  # for the next round's end
         self.registrations = 0  # successful registrations, all name servers counted
 
-    def start(self) -> None:
-        if self.namesrvs:
-            self._task = asyncio.get_running_loop().create_task(self._loop())
+    async def start(self) -> None:
+        """Register once with every name server, then keep registering in the background.
+
+        Raises:
+            BrokerError: a name server refused the registration (the code and remark are the
+                name server's, the remark names it); nothing runs in the background then.
+        """
+        if not self.namesrvs:
+            return
+        refusals = [r for r in await self._register_round() if isinstance(r, BrokerError)]
+        if refusals:
+            raise refusals[0]
+        self._task = asyncio.get_running_loop().create_task(self._loop(first_done=True))
 
     def request(self) -> None:
         """Register again soon (a topic appeared or changed); safe to call often."""
@@ -84,18 +99,21 @@ class RegisterService:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self._release_waiters(self._waiters)
-        if self.namesrvs:
+        if self.namesrvs and self.registrations:  # a refused broker has nothing to take back
             await asyncio.gather(*(self._unregister(a) for a in self.namesrvs), return_exceptions=True)
 
-    async def _loop(self) -> None:
+    async def _loop(self, *, first_done: bool = False) -> None:
         interval = self.config.register_broker_interval_ms / 1000
         while True:
-            self._wakeup.clear()
-            waiters, self._waiters = self._waiters, []
-            try:
-                await self.register_all()
-            finally:
-                self._release_waiters(waiters)
+            if first_done:
+                first_done = False
+            else:
+                self._wakeup.clear()
+                waiters, self._waiters = self._waiters, []
+                try:
+                    await self.register_all()
+                finally:
+                    self._release_waiters(waiters)
             try:
                 await asyncio.wait_for(self._wakeup.wait(), interval)
             except TimeoutError:
@@ -109,14 +127,23 @@ class RegisterService:
         waiters.clear()
 
     async def register_all(self) -> int:
-        """Register with every name server now; returns how many accepted."""
+        """Register with every name server now; returns how many accepted (refusals logged as
+        errors: this broker runs while a name server routes its name elsewhere)."""
+        results = await self._register_round()
+        for result in results:
+            if isinstance(result, BrokerError):
+                log.error("%s; clients of that name server do not reach this broker", result.remark)
+        return sum(1 for r in results if r is True)
+
+    async def _register_round(self) -> list[bool | BrokerError]:
+        """One registration with every name server: True for each that accepted, False for each
+        that could not be reached (logged, tried again next round), the refusal of the others."""
         if not self.namesrvs:
-            return 0
+            return []
         body = RegisterBrokerBody(self._topics()).to_json()
         results = await asyncio.gather(*(self._register(a, body) for a in self.namesrvs))
-        ok = sum(results)
-        self.registrations += ok
-        return ok
+        self.registrations += sum(1 for r in results if r is True)
+        return results
 
     def _header_fields(self) -> dict[str, str]:
         cfg = self.config
@@ -127,7 +154,8 @@ class RegisterService:
             ha_server_addr=f"{host}:{int(port) + 1}", broker_id=cfg.broker_id, compressed=False,
         ).to_ext_fields()
 
-    async def _register(self, namesrv: str, body: bytes) -> bool:
+    async def _register(self, namesrv: str, body: bytes) -> bool | BrokerError:
+        """True when accepted, False when unreachable (logged), the refusal otherwise."""
         cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, self._header_fields(), body)
         try:
             resp = await self.client.invoke(namesrv, cmd, self.config.register_broker_timeout_ms / 1000)
@@ -135,8 +163,10 @@ class RegisterService:
             log.warning("register broker failed namesrv=%s err=%s", namesrv, e)
             return False
         if resp.code != ResponseCode.SUCCESS:
-            log.warning("register broker refused namesrv=%s code=%d remark=%s", namesrv, resp.code, resp.remark)
-            return False
+            cfg = self.config
+            return BrokerError(resp.code, (
+                f"name server {namesrv} refused broker {cfg.broker_name} id {cfg.broker_id} "
+                f"at {self._broker_addr()}: {resp.remark or ResponseCode(resp.code).name}"))
         return True
 
     async def _unregister(self, namesrv: str) -> None:

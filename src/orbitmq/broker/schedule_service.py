@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import orjson
 
-from orbitmq.broker.config_file import config_path, read_json, write_atomic
+from orbitmq.broker.config_file import TableFile, config_path, read_json
 from orbitmq.broker.durable_put import APPENDED, wait_flushed
 from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC, TopicConfigManager
 from orbitmq.config import BrokerConfig, parse_delay_levels_ms
@@ -141,7 +141,10 @@ class ScheduleService:
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._persist_lock = asyncio.Lock()
-        self._writing: asyncio.Future[None] | None = None
+        self._writing: asyncio.Future[bool] | None = None
+        # A failed write is logged and left dirty: the next delivery, the broker's periodic
+        # round or stop() tries again.
+        self.file = TableFile(self.path, self._encode, "delay offsets")
         self.delivered = 0  # messages re-stored since start (for tests and runtime info)
 
     @property
@@ -182,17 +185,20 @@ class ScheduleService:
         if self._writing is not None and not self._writing.done():
             await asyncio.gather(self._writing, return_exceptions=True)
         if tasks:
-            write_atomic(self.path, self._encode())
+            self.file.save(force=True)
 
     def _encode(self) -> bytes:
-        return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+        """The table's JSON; runs on the saving thread, so it works on a copy (atomic for a
+        dict of ints) of what the loop keeps changing."""
+        offsets = self.offsets.copy()
+        return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(offsets.items())}})
 
     async def _persist(self) -> None:
         async with self._persist_lock:
             # Shielded: a stop() cancelling the task must not leave a half-written temp file for
             # its own final write to collide with; stop() waits for this write instead.
-            self._writing = asyncio.ensure_future(
-                asyncio.to_thread(write_atomic, self.path, self._encode()))
+            self.file.mark_dirty()
+            self._writing = asyncio.ensure_future(asyncio.to_thread(self.file.save))
             await asyncio.shield(self._writing)
 
     # -- wake-ups -------------------------------------------------------------------------------

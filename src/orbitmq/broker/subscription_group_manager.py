@@ -2,7 +2,13 @@
 
 Groups are created on first use when ``auto_create_subscription_group`` is on (the default), or by
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. The table is persisted as ``STORE/config/subscriptionGroup.json``
-in Java's shape: ``{"subscriptionGroupTable": {"group": {...}}, "dataVersion": {...}}``.
+in Java's shape: ``{"subscriptionGroupTable": {"group": {...}}, "dataVersion": {...}}``; a failed
+write is logged and tried again (config_file.TableFile).
+
+A group name follows RocketMQ 5's rule for topics and groups (``^[%|a-zA-Z0-9_-]+$``), short enough
+that its retry topic ``%RETRY%{group}`` is a legal topic: the name becomes part of a topic, of a
+directory path under the store and of the offset table's keys, so a group that breaks any of them
+is never created (:func:`validate_group`).
 """
 
 from __future__ import annotations
@@ -12,14 +18,38 @@ import logging
 import threading
 import time
 
-from orbitmq.broker.config_file import config_path, read_json, write_atomic
+from orbitmq.broker.config_file import TableFile, config_path, read_json
+from orbitmq.broker.topic_config_manager import (
+    QUEUE_NUMS_MAX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    validate_topic,
+)
 from orbitmq.config import BrokerConfig
-from orbitmq.errors import RemoteProtocolError, StoreError
+from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
+from orbitmq.protocol._lenient import U32, U64
 from orbitmq.protocol.bodies import DataVersion, JsonBody
+from orbitmq.protocol.codes import ResponseCode
 
-__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupWrapper", "SubscriptionGroupManager"]
+__all__ = [
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupWrapper",
+    "SubscriptionGroupManager",
+    "validate_group",
+    "GROUP_MAX_LENGTH",
+]
 
 log = logging.getLogger(__name__)
+
+GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)  # %RETRY%{group} is a topic
+
+
+def validate_group(group: str) -> str | None:
+    """Why ``group`` cannot be a consumer group's name, or None when it can."""
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"the group name is longer than {GROUP_MAX_LENGTH} characters"
+    reason = validate_topic(group)
+    return None if reason is None else reason.replace("topic", "group")
 
 
 @dataclasses.dataclass(slots=True)
@@ -30,10 +60,10 @@ class SubscriptionGroupConfig(JsonBody):
     consume_enable: bool = True
     consume_from_min_enable: bool = True
     consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
+    retry_queue_nums: U32 = 1
+    retry_max_times: U32 = 16
+    broker_id: U64 = 0
+    which_broker_when_consume_slowly: U64 = 1
     notify_consumer_ids_changed_enable: bool = True
 
 
@@ -56,6 +86,7 @@ class SubscriptionGroupManager:
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self._lock = threading.Lock()
+        self.file = TableFile(self.path, lambda: self.wrapper().to_json(), "subscription groups")
 
     def load(self) -> None:
         data = read_json(self.path)
@@ -72,11 +103,17 @@ class SubscriptionGroupManager:
         with self._lock:
             return SubscriptionGroupWrapper(dict(self.table), self.data_version)
 
-    def persist(self) -> None:
-        write_atomic(self.path, self.wrapper().to_json())
+    def persist(self, *, force: bool = True) -> bool:
+        """Write the table (by default even unchanged); False when it failed (logged, retried
+        by the next call)."""
+        return self.file.save(force=force)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config; created (and persisted) on first use when auto-creation is on."""
+        """The group's config; created (and persisted) on first use when auto-creation is on.
+
+        Raises:
+            BrokerError: INVALID_PARAMETER for a name that cannot be a group (never created).
+        """
         found = self.table.get(group)
         if found is not None or not self.config.auto_create_subscription_group:
             return found
@@ -86,10 +123,22 @@ class SubscriptionGroupManager:
         return created
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
+        """Create or replace a group.
+
+        Raises:
+            BrokerError: INVALID_PARAMETER for an illegal name or a retry queue count over
+                QUEUE_NUMS_MAX: refused before anything changes.
+        """
+        reason = validate_group(cfg.group_name)
+        if reason is None and cfg.retry_queue_nums > QUEUE_NUMS_MAX:
+            reason = f"retryQueueNums {cfg.retry_queue_nums} exceeds {QUEUE_NUMS_MAX}"
+        if reason is not None:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, f"subscription group refused: {reason}")
         with self._lock:
             self.table[cfg.group_name] = cfg
             self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
-        self.persist()
+        self.file.mark_dirty()
+        self.file.save()
 
     def delete(self, group: str) -> bool:
         with self._lock:
@@ -98,5 +147,6 @@ class SubscriptionGroupManager:
                 self.data_version = DataVersion(int(time.time() * 1000),
                                                 self.data_version.counter + 1)
         if removed is not None:
-            self.persist()
+            self.file.mark_dirty()
+            self.file.save()
         return removed is not None

@@ -3,7 +3,12 @@
 Persisted as ``STORE/config/topics.json`` (Java's TopicConfigSerializeWrapper JSON), rewritten
 atomically on every change; every change bumps the data version and asks the controller to
 re-register with the name servers at once, so that a topic created by a send shows up in routes
-without waiting for the 30 s registration.
+without waiting for the 30 s registration. A failed write is logged and tried again at the next
+periodic round (config_file.TableFile); the change itself stands.
+
+Every change is checked before it is made (:func:`check_topic_config`): a legal name, queue
+counts within ``0..QUEUE_NUMS_MAX``, permission and system flags within their defined bits. What
+could not be written to topics.json or registered with a name server is never accepted.
 
 Auto-creation works as in RocketMQ: with ``auto_create_topic`` the default topic ``TBW102`` exists
 with the INHERIT permission; a send to an unknown topic naming it as ``defaultTopic`` creates the
@@ -19,14 +24,17 @@ import threading
 import time
 from collections.abc import Callable
 
-from orbitmq.broker.config_file import config_path, read_json, write_atomic
-from orbitmq.config import BrokerConfig
-from orbitmq.errors import RemoteProtocolError, StoreError
+from orbitmq.broker.config_file import TableFile, config_path, read_json
+from orbitmq.config import QUEUE_NUMS_MAX, BrokerConfig
+from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
+from orbitmq.protocol._lenient import PERM_MASK, TOPIC_SYS_FLAG_MASK
 from orbitmq.protocol.bodies import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
+from orbitmq.protocol.codes import ResponseCode
 
 __all__ = [
     "TopicConfigManager",
     "validate_topic",
+    "check_topic_config",
     "DEFAULT_TOPIC",
     "SCHEDULE_TOPIC",
     "TRANS_HALF_TOPIC",
@@ -62,8 +70,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 })
 
 TOPIC_MAX_LENGTH = 127
-# Not a RocketMQ limit, but a bound: stats and registration walk every queue of a topic.
-QUEUE_NUMS_MAX = 1024
 _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 _RW = int(Perm.READ | Perm.WRITE)
@@ -77,6 +83,24 @@ def validate_topic(topic: str) -> str | None:
         return f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
     if not _TOPIC_PATTERN.match(topic):
         return f"the specified topic[{topic}] contains illegal characters, allowing only {_TOPIC_PATTERN.pattern}"
+    return None
+
+
+def check_topic_config(tc: TopicConfig) -> str | None:
+    """Why ``tc`` cannot be stored (the field named), or None when it can."""
+    reason = validate_topic(tc.topic_name)
+    if reason is not None:
+        return reason
+    for name, n in (("readQueueNums", tc.read_queue_nums), ("writeQueueNums", tc.write_queue_nums)):
+        if not 0 <= n <= QUEUE_NUMS_MAX:
+            return f"{name} {n} is out of range 0..{QUEUE_NUMS_MAX}"
+    if not 0 <= tc.perm <= PERM_MASK:
+        return f"perm {tc.perm} sets bits outside PermName bits (mask {PERM_MASK:#x})"
+    if not 0 <= tc.topic_sys_flag <= TOPIC_SYS_FLAG_MASK:
+        return (f"topicSysFlag {tc.topic_sys_flag} sets bits outside TopicSysFlag bits "
+                f"(mask {TOPIC_SYS_FLAG_MASK:#x})")
+    if tc.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+        return f"topicFilterType {tc.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG"
     return None
 
 
@@ -95,6 +119,7 @@ class TopicConfigManager:
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self._on_change = on_change
         self._lock = threading.Lock()
+        self.file = TableFile(self.path, lambda: self.wrapper().to_json(), "topics")
 
     # -- persistence ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -117,8 +142,10 @@ class TopicConfigManager:
             self.persist()
         log.info("topics loaded count=%d path=%s", len(self.table), self.path)
 
-    def persist(self) -> None:
-        write_atomic(self.path, self.wrapper().to_json())
+    def persist(self, *, force: bool = True) -> bool:
+        """Write the table (by default even unchanged); False when it failed (logged, retried
+        by the next call)."""
+        return self.file.save(force=force)
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         """Every topic and the data version: the body of GET_ALL_TOPIC_CONFIG and REGISTER_BROKER."""
@@ -132,7 +159,8 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self._bump()
-        self.persist()
+        self.file.mark_dirty()
+        self.file.save()
         if self._on_change is not None:
             self._on_change()
 
@@ -145,7 +173,15 @@ class TopicConfigManager:
 
     # -- changes --------------------------------------------------------------------------------
     def update(self, tc: TopicConfig) -> None:
-        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC, and the broker's own topics).
+
+        Raises:
+            BrokerError: INVALID_PARAMETER when ``tc`` cannot be stored (check_topic_config);
+                nothing changes then.
+        """
+        reason = check_topic_config(tc)
+        if reason is not None:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, f"topic config refused: {reason}")
         with self._lock:
             old = self.table.get(tc.topic_name)
             self.table[tc.topic_name] = tc

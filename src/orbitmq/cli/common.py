@@ -54,7 +54,11 @@ __all__ = [
 log = logging.getLogger("orbitmq.cli")
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-NAMESRV_ENV = "ORBITMQ_NAMESRV"
+# One name for the name server address everywhere (the servers, the SDK, the CLI), then
+# RocketMQ's own; ORBITMQ_NAMESRV, which the CLI read before, works for one more release.
+NAMESRV_ENV = "ORBITMQ_NAMESRV_ADDR"
+NAMESRV_ENVS = (NAMESRV_ENV, "NAMESRV_ADDR")
+DEPRECATED_NAMESRV_ENV = "ORBITMQ_NAMESRV"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,15 +98,25 @@ def parse_namesrv(value: str) -> str:
     return ";".join(addrs)
 
 
+def _namesrv_value(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    source = ctx.get_parameter_source(param.name or "")
+    old = os.environ.get(DEPRECATED_NAMESRV_ENV)
+    if source is click.core.ParameterSource.DEFAULT and old:
+        click.echo(f"Warning: {DEPRECATED_NAMESRV_ENV} is deprecated, use {NAMESRV_ENV}", err=True)
+        value = old
+    return value_callback(parse_namesrv)(ctx, param, value)
+
+
 def namesrv_option(func: F) -> F:
-    """``--namesrv HOST:PORT`` (several separated by ';'), from ORBITMQ_NAMESRV when not given."""
+    """``--namesrv HOST:PORT`` (several separated by ';'), from ORBITMQ_NAMESRV_ADDR (then
+    RocketMQ's NAMESRV_ADDR) when not given."""
     return click.option(
         "--namesrv",
         default=DEFAULT_NAMESRV,
         show_default=True,
-        envvar=NAMESRV_ENV,
+        envvar=list(NAMESRV_ENVS),
         show_envvar=True,
-        callback=value_callback(parse_namesrv),
+        callback=_namesrv_value,
         metavar="HOST:PORT",
         help="name server address; several separated by ';'",
     )(func)

@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
-from orbitmq.cli.config_options import build_config, config_as_toml, config_options
-from orbitmq.config import BrokerConfig, NamesrvConfig
+from orbitmq.cli.config_options import ConfigRefused, build_config, config_as_toml, config_options
+from orbitmq.config import BrokerConfig, ConfigError, NamesrvConfig, replace_fields
+from orbitmq.errors import BrokerError, OrbitMQError
 
 log = logging.getLogger("orbitmq.cli")
 
@@ -41,8 +42,19 @@ def _run(*servers: Any, ready_line: str | None = None) -> None:
 
     try:
         run(_serve(*servers, ready_line=ready_line))
-    except OSError as e:
+    except BrokerError as e:  # a name server refused this broker
+        raise click.ClickException(f"cannot start: {e.remark}") from None
+    except (OSError, OrbitMQError) as e:  # a port in use, a store that cannot be opened
         raise click.ClickException(f"cannot start: {e}") from None
+
+
+def _port(value: str, flag: str) -> int:
+    """A port given to a flag that is not a config field (standalone's two ports), checked by
+    the same rule as ``listen_port``."""
+    try:
+        return replace_fields(NamesrvConfig(), listen_port=value).listen_port
+    except ConfigError as e:
+        raise ConfigRefused(str(e).replace("listen_port", flag, 1)) from None
 
 
 @click.command("namesrv")
@@ -80,21 +92,24 @@ def broker_cmd(config_path: str | None, print_config: bool, **params: Any) -> No
 @click.command("standalone")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="TOML file")
 @click.option("--print-config", is_flag=True, help="print the effective configuration and exit")
-@click.option("--namesrv-port", type=int, default=9876, show_default=True)
-@click.option("--broker-port", type=int, default=10911, show_default=True)
+@click.option("--namesrv-port", default="9876", metavar="INTEGER",
+              help="port of the name server (0: a free one). Allowed: 0..65535. [default: 9876]")
+@click.option("--broker-port", default="10911", metavar="INTEGER",
+              help="port of the broker (0: a free one). Allowed: 0..65535. [default: 10911]")
 @config_options(BrokerConfig, skip=("listen_port", "namesrv_addr"))
 def standalone_cmd(
-    config_path: str | None, print_config: bool, namesrv_port: int, broker_port: int, **params: Any
+    config_path: str | None, print_config: bool, namesrv_port: str, broker_port: str, **params: Any
 ) -> None:
     """Run a name server and one broker in one process (what `make run` starts)."""
     cfg = build_config(BrokerConfig, params, toml_path=config_path)
+    ns_port, b_port = _port(namesrv_port, "--namesrv-port"), _port(broker_port, "--broker-port")
     if print_config:
-        click.echo(config_as_toml(dataclasses.replace(cfg, listen_port=broker_port)))
+        click.echo(config_as_toml(dataclasses.replace(cfg, listen_port=b_port)))
         return
     from orbitmq.broker.controller import BrokerController
     from orbitmq.namesrv import NameServer
 
-    ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=namesrv_port))
+    ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=ns_port))
 
     class _Broker:
         """Starts the broker once the name server's port is known (it may be 0)."""
@@ -104,7 +119,7 @@ def standalone_cmd(
 
         async def start(self) -> None:
             self.controller = BrokerController(
-                dataclasses.replace(cfg, listen_port=broker_port, namesrv_addr=ns.address)
+                dataclasses.replace(cfg, listen_port=b_port, namesrv_addr=ns.address)
             )
             await self.controller.start()
 

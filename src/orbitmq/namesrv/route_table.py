@@ -2,6 +2,13 @@
 
 Pure state, no I/O: handlers feed it registrations and ask it for routes; a timer asks it to drop
 brokers that went silent. Times are milliseconds passed in by the caller so tests need no clock.
+
+Broker identity: a broker name and id (0 the master, >0 a slave) belong to one address at a time.
+A registration of a name and id that a different address holds is refused while the holder is
+alive (RocketMQ 4.x silently hands the route to the newcomer, so a second broker started by
+mistake with the same name steals the clients of the first). The holder stops holding when it
+unregisters, when its connection to the name server closes, or when it has been silent for
+``broker_expire_ms``; a broker that restarts on the same address is the same broker.
 """
 
 from __future__ import annotations
@@ -9,6 +16,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+
+from orbitmq.errors import BrokerError
+from orbitmq.protocol.codes import ResponseCode
 
 __all__ = ["TopicQueues", "BrokerLiveInfo", "RegisterResult", "RouteTable", "PERM_READ", "PERM_WRITE"]
 
@@ -69,9 +79,20 @@ class RouteTable:
         ha_server_addr: str,
         topics: dict[str, TopicQueues],
         now_ms: int,
+        expire_ms: int | None = None,
     ) -> RegisterResult:
-        """Record a broker's registration; a master's topic list replaces what it had before."""
+        """Record a broker's registration; a master's topic list replaces what it had before.
+
+        Raises:
+            BrokerError: ILLEGAL_OPERATION when another address holds ``broker_name`` and
+                ``broker_id`` and has been heard from within ``expire_ms`` (always, when None).
+        """
         with self._lock:
+            self._check_identity(broker_name, broker_id, broker_addr, now_ms, expire_ms)
+            info = self._live.get(broker_addr)
+            if info is not None and info.broker_name != broker_name:
+                # this address was another broker before (restarted under a new name)
+                self.remove_broker_addr(broker_addr)
             self._clusters.setdefault(cluster, set()).add(broker_name)
             broker = self._brokers.get(broker_name)
             if broker is None:
@@ -95,6 +116,22 @@ class RouteTable:
             master = broker.addrs.get(0, "") if broker_id != 0 else ""
             master_ha = self._live[master].ha_server_addr if master in self._live else ""
             return RegisterResult(master, master_ha)
+
+    def _check_identity(self, name: str, broker_id: int, addr: str, now_ms: int,
+                        expire_ms: int | None) -> None:
+        broker = self._brokers.get(name)
+        holder = broker.addrs.get(broker_id) if broker is not None else None
+        if holder is None or holder == addr:
+            return
+        info = self._live.get(holder)
+        if info is None or (expire_ms is not None and now_ms - info.last_update_ms > expire_ms):
+            log.warning("broker %s id %d moves from %s (gone) to %s", name, broker_id, holder, addr)
+            self.remove_broker_addr(holder)
+            return
+        remark = (f"{name} id {broker_id} is held by {holder}, which is alive (use another "
+                  "broker name or id, or stop that broker)")
+        log.warning("registration refused addr=%s: %s", addr, remark)
+        raise BrokerError(ResponseCode.ILLEGAL_OPERATION, remark)
 
     def unregister_broker(self, *, broker_addr: str, broker_name: str, broker_id: int) -> None:
         with self._lock:

@@ -1,4 +1,8 @@
-"""The name server: request handlers over a :class:`RouteTable`, and its lifecycle."""
+"""The name server: request handlers over a :class:`RouteTable`, and its lifecycle.
+
+A REGISTER_BROKER of a broker name and id that another live address holds is refused with
+ILLEGAL_OPERATION and a remark naming the holder (see route_table); malformed requests are
+answered INVALID_PARAMETER naming the field, by the transport."""
 
 from __future__ import annotations
 
@@ -97,7 +101,8 @@ class NameServer:
             ha_server_addr=h.ha_server_addr,
             topics=topics,
             now_ms=self._clock(),
-        )
+            expire_ms=self.config.broker_expire_ms,
+        )  # BrokerError (ILLEGAL_OPERATION) when another live broker holds this name and id
         self._broker_conns[conn] = h.broker_addr
         resp = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr

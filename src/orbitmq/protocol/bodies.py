@@ -7,6 +7,9 @@ override). What we write is standard JSON with quoted keys and enum names. What 
 what Java's fastjson writes: bare numeric object keys (``{0:"127.0.0.1:10911"}``) are quoted by a
 pre-pass that skips string contents, and enums are accepted as names or as the ordinals the C++
 client sends. Malformed bodies raise RemoteProtocolError naming the field.
+
+Integer fields carry their range in their type as headers do (``I32``, ``U64``, ``bits(...)``, see
+``_lenient``): a body that parses holds only values the broker can store and persist.
 """
 
 from __future__ import annotations
@@ -17,12 +20,27 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 import orjson
 
 from orbitmq.errors import RemoteProtocolError
-from orbitmq.protocol._lenient import bad_value, camel, parse_bool, parse_int, parse_str
+from orbitmq.protocol._lenient import (
+    I32,
+    I64,
+    PERM_MASK,
+    TOPIC_SYS_FLAG_MASK,
+    U32,
+    U64,
+    IntRange,
+    OneOf,
+    bad_value,
+    bits,
+    camel,
+    parse_bool,
+    parse_int,
+    parse_str,
+)
 
 __all__ = [
     "JsonBody",
@@ -93,6 +111,11 @@ class Perm(enum.IntFlag):
     PRIORITY = 8
 
 
+PermBits = Annotated[int, bits(PERM_MASK, "PermName bits")]
+TopicSysFlagBits = Annotated[int, bits(TOPIC_SYS_FLAG_MASK, "TopicSysFlag bits")]
+TopicFilterType = Annotated[str, OneOf(("SINGLE_TAG", "MULTI_TAG"))]
+
+
 # ------------------------------------------------------------------------------- lenient JSON
 # A JSON string (skipped as is) or a bare integer object key after '{' or ',' (quoted).
 _BARE_KEY = re.compile(rb'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.DOTALL)
@@ -154,9 +177,33 @@ def _enum_codec(tp: type[enum.IntEnum]) -> tuple[_Load, _Dump]:
     return load, lambda member: tp(member).name
 
 
+def _checked(tp: Any) -> tuple[_Load, _Dump]:
+    """(load, dump) of an ``Annotated[int | str, IntRange | OneOf]`` field: parsed, then checked."""
+    base, *extras = typing.get_args(tp)
+    check = next((e for e in extras if isinstance(e, IntRange | OneOf)), None)
+    if isinstance(check, IntRange) and base is int:
+        int_range = check
+
+        def load_int(value: Any, where: str) -> Any:
+            return int_range.check(parse_int(value, where), where)
+
+        return load_int, lambda v: v
+    if isinstance(check, OneOf) and base is str:
+        one_of = check
+
+        def load_str(value: Any, where: str) -> Any:
+            return one_of.check(parse_str(value, where), where)
+
+        return load_str, lambda v: v
+    raise TypeError(f"unsupported annotated body field type {tp!r}")
+
+
 def _codec(tp: Any) -> tuple[_Load, _Dump]:
-    """(load, dump) for one field type; TypeError for a type the mechanism does not support."""
+    """(load, dump) for one field type; TypeError for a type the mechanism does not support
+    (an integer without its range is one)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Annotated:
+        return _checked(tp)
     if isinstance(tp, types.UnionType) or origin is typing.Union:
         inner = [a for a in args if a is not type(None)]
         if len(inner) != 1:
@@ -174,7 +221,7 @@ def _codec(tp: Any) -> tuple[_Load, _Dump]:
 
         return load_list, lambda v: [dump_item(item) for item in v]
     if origin is dict:
-        load_key = parse_int if args[0] is int else parse_str
+        load_key = _codec(args[0])[0] if typing.get_origin(args[0]) is Annotated else parse_str
         load_value, dump_value = _codec(args[1])
 
         def load_dict(value: Any, where: str) -> dict[Any, Any]:
@@ -188,7 +235,7 @@ def _codec(tp: Any) -> tuple[_Load, _Dump]:
         return tp._load, lambda v: v.to_dict()
     if isinstance(tp, type) and issubclass(tp, enum.IntEnum):
         return _enum_codec(tp)
-    simple: dict[Any, _Load] = {str: parse_str, int: parse_int, bool: parse_bool}
+    simple: dict[Any, _Load] = {str: parse_str, bool: parse_bool}
     if tp in simple:
         return simple[tp], lambda v: v
     raise TypeError(f"unsupported body field type {tp!r}")
@@ -216,7 +263,7 @@ def _fields_of(cls: type) -> tuple[_FieldCodec, ...]:
 
 
 def _derive_codecs(cls: type) -> tuple[_FieldCodec, ...]:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     codecs = []
     for f in dataclasses.fields(cls):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -284,7 +331,7 @@ class MessageQueue(JsonBody):
 
     topic: str
     broker_name: str
-    queue_id: int
+    queue_id: U32
 
 
 @dataclasses.dataclass(slots=True)
@@ -293,11 +340,11 @@ class QueueData(JsonBody):
     ``topicSysFlag``: both are read and both written."""
 
     broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = json_field("topicSysFlag", aliases=("topicSynFlag",), mirror=True,
-                                     default=0)
+    read_queue_nums: U32
+    write_queue_nums: U32
+    perm: PermBits
+    topic_sys_flag: TopicSysFlagBits = json_field("topicSysFlag", aliases=("topicSynFlag",),
+                                                  mirror=True, default=0)
 
 
 @dataclasses.dataclass(slots=True)
@@ -306,7 +353,7 @@ class BrokerData(JsonBody):
 
     cluster: str
     broker_name: str
-    broker_addrs: dict[int, str] = dataclasses.field(default_factory=dict)
+    broker_addrs: dict[U64, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(slots=True)
@@ -327,8 +374,8 @@ class SubscriptionData(JsonBody):
     topic: str
     sub_string: str = "*"
     tags_set: list[str] = dataclasses.field(default_factory=list)
-    code_set: list[int] = dataclasses.field(default_factory=list)
-    sub_version: int = 0
+    code_set: list[I32] = dataclasses.field(default_factory=list)
+    sub_version: I64 = 0
     class_filter_mode: bool = False
     expression_type: str = ExpressionType.TAG.value
 
@@ -408,11 +455,11 @@ class TopicConfig(JsonBody):
     """A topic as a broker holds it; defaults are Java's."""
 
     topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = int(Perm.READ | Perm.WRITE)
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
+    read_queue_nums: U32 = 16
+    write_queue_nums: U32 = 16
+    perm: PermBits = int(Perm.READ | Perm.WRITE)
+    topic_filter_type: TopicFilterType = "SINGLE_TAG"
+    topic_sys_flag: TopicSysFlagBits = 0
     order: bool = False
 
 
@@ -420,8 +467,8 @@ class TopicConfig(JsonBody):
 class DataVersion(JsonBody):
     """Version stamp of a broker's tables: a name server skips unchanged registrations."""
 
-    timestamp: int = 0
-    counter: int = 0
+    timestamp: I64 = 0
+    counter: I64 = 0
 
 
 @dataclasses.dataclass(slots=True)

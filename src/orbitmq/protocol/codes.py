@@ -23,6 +23,8 @@ __all__ = [
     "ORBITMQ_CODE_MIN",
     "ORBITMQ_CODE_MAX",
     "OrbitMQRequestCode",
+    "SEND_FAMILY",
+    "bad_request_code",
 ]
 
 ORBITMQ_CODE_MIN = 9000
@@ -163,6 +165,7 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29  # RocketMQ 5: a request field out of range or malformed
     TRANSACTION_SHOULD_COMMIT = 200
     TRANSACTION_SHOULD_ROLLBACK = 201
     TRANSACTION_STATE_UNKNOW = 202  # sic, RocketMQ's spelling
@@ -173,10 +176,28 @@ class ResponseCode(enum.IntEnum):
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
     FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604  # RocketMQ 5; OrbitMQ: a name server refusing a broker identity
     # OrbitMQ only: a SQL92 subscription on a broker whose enable_property_filter is off.
     # RocketMQ answers SYSTEM_ERROR with the same remark; a code of its own tells the SDK (and a
     # person reading a log) that this is the broker's setting, not a failure.
     FILTER_NOT_SUPPORTED = 9001
+
+
+# Requests that store a message: a malformed one is refused with MESSAGE_ILLEGAL, which RocketMQ's
+# producers do not retry (the same message would be refused again by any broker).
+SEND_FAMILY = frozenset({
+    RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2,
+    RequestCode.CONSUMER_SEND_MSG_BACK,
+})
+
+
+def bad_request_code(request_code: int) -> ResponseCode:
+    """The answer to a request whose header or body does not parse or holds a value out of range
+    (the remark names the field): MESSAGE_ILLEGAL for the send family, INVALID_PARAMETER (what
+    RocketMQ 5 answers to a bad parameter) for everything else. Never SYSTEM_ERROR: that one means
+    the server failed, not the request."""
+    return ResponseCode.MESSAGE_ILLEGAL if request_code in SEND_FAMILY else ResponseCode.INVALID_PARAMETER
 
 
 class LanguageCode(enum.IntEnum):

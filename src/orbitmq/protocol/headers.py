@@ -10,6 +10,11 @@ the group that does not apply as ``""``). Writing always produces strings Java p
 decimal, booleans as ``"true"``/``"false"``, ``None`` fields left out.
 
 Field names and which ones are required follow RocketMQ 4.x's header classes (``@CFNotNull``).
+Every integer field states its range in its type (see ``_lenient``): ``I32``/``I64`` for Java's
+``Integer``/``Long``, ``U32``/``U64`` where a negative value means nothing (queue ids, counts,
+offsets), narrower ranges where -1 is a real value, and ``bits(...)`` for flag words. A value out
+of range is refused where it is parsed, with a RemoteProtocolError naming the field; the server
+answers it with the request family's code (``codes.bad_request_code``).
 """
 
 from __future__ import annotations
@@ -19,10 +24,26 @@ import enum
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 from orbitmq.protocol._fast_headers import pull_fast, send_v2_fast
 from orbitmq.protocol._header_codec import _decode, _encode, _spec
+from orbitmq.protocol._lenient import (
+    I32,
+    I32_MAX,
+    I64,
+    I64_MAX,
+    PERM_MASK,
+    PULL_SYS_FLAG_MASK,
+    SEND_SYS_FLAG_MASK,
+    TOPIC_SYS_FLAG_MASK,
+    TRANSACTION_TYPE_MASK,
+    U32,
+    U64,
+    OneOf,
+    bits,
+    int_range,
+)
 
 __all__ = [
     "Header",
@@ -69,7 +90,24 @@ __all__ = [
     "GetConsumerRunningInfoRequestHeader",
     "ConsumeMessageDirectlyResultRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
+    "SEND_SYS_FLAG_MASK",
+    "PULL_SYS_FLAG_MASK",
+    "PERM_MASK",
+    "TOPIC_SYS_FLAG_MASK",
+    "TRANSACTION_TYPE_MASK",
 ]
+
+SendSysFlag = Annotated[int, bits(SEND_SYS_FLAG_MASK, "MessageSysFlag bits")]
+PullSysFlagBits = Annotated[int, bits(PULL_SYS_FLAG_MASK, "PullSysFlag bits")]
+PermBits = Annotated[int, bits(PERM_MASK, "PermName bits")]
+TopicSysFlag = Annotated[int, bits(TOPIC_SYS_FLAG_MASK, "TopicSysFlag bits")]
+TransactionType = Annotated[int, bits(TRANSACTION_TYPE_MASK, "transaction type bits")]
+# -1 is what clients send for "none": a pull's commitOffset without a stored offset, a default
+# maxReconsumeTimes.
+OffsetOrNone = Annotated[int, int_range(-1, I64_MAX, "-1 or a non-negative int64")]
+TimesOrDefault = Annotated[int, int_range(-1, I32_MAX, "-1 or a non-negative int32")]
+PositiveI32 = Annotated[int, int_range(1, I32_MAX, "a positive int32")]
+TopicFilterType = Annotated[str, OneOf(("SINGLE_TAG", "MULTI_TAG"))]
 
 def wire(name: str, **kwargs: Any) -> Any:
     """A dataclass field whose wire name is ``name`` instead of its derived camelCase name."""
@@ -120,16 +158,16 @@ class SendMessageRequestHeader(Header):
     producer_group: str
     topic: str
     default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
+    default_topic_queue_nums: U32
+    queue_id: I32  # negative: the broker picks a queue
+    sys_flag: SendSysFlag
+    born_timestamp: U64
+    flag: I32
     properties: str | None = None
-    reconsume_times: int = 0
+    reconsume_times: U32 = 0
     unit_mode: bool = False
     batch: bool = False
-    max_reconsume_times: int | None = None
+    max_reconsume_times: TimesOrDefault | None = None
     broker_name: str | None = None
 
     V2_NAMES: ClassVar[Mapping[str, str]] = types.MappingProxyType({
@@ -166,8 +204,8 @@ class SendMessageResponseHeader(Header):
     """Answer to a send; msg_id is the offset message id of the (first) stored message."""
 
     msg_id: str
-    queue_id: int
-    queue_offset: int
+    queue_id: I32
+    queue_offset: I64
     transaction_id: str | None = None
 
 
@@ -178,16 +216,16 @@ class PullMessageRequestHeader(Header):
 
     consumer_group: str
     topic: str
-    queue_id: int
-    queue_offset: int
-    max_msg_nums: int
-    sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
+    queue_id: U32
+    queue_offset: I64  # below the queue's minimum (even negative): answered OFFSET_MOVED
+    max_msg_nums: PositiveI32
+    sys_flag: PullSysFlagBits
+    commit_offset: OffsetOrNone
+    suspend_timeout_millis: U64
     subscription: str | None = None
-    sub_version: int = 0
+    sub_version: I64 = 0
     expression_type: str | None = None
-    max_msg_bytes: int | None = None
+    max_msg_bytes: PositiveI32 | None = None
 
 
     @classmethod
@@ -204,10 +242,10 @@ class PullMessageRequestHeader(Header):
 class PullMessageResponseHeader(Header):
     """Answer to a pull; the body is the stored messages as they lie in the CommitLog."""
 
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
+    suggest_which_broker_id: U64
+    next_begin_offset: I64
+    min_offset: I64
+    max_offset: I64
 
 
 @dataclasses.dataclass(slots=True)
@@ -216,12 +254,12 @@ class QueryConsumerOffsetRequestHeader(Header):
 
     consumer_group: str
     topic: str
-    queue_id: int
+    queue_id: U32
 
 
 @dataclasses.dataclass(slots=True)
 class QueryConsumerOffsetResponseHeader(Header):
-    offset: int
+    offset: I64
 
 
 @dataclasses.dataclass(slots=True)
@@ -230,8 +268,8 @@ class UpdateConsumerOffsetRequestHeader(Header):
 
     consumer_group: str
     topic: str
-    queue_id: int
-    commit_offset: int
+    queue_id: U32
+    commit_offset: U64
 
 
 @dataclasses.dataclass(slots=True)
@@ -239,12 +277,12 @@ class GetMaxOffsetRequestHeader(Header):
     """GET_MAX_OFFSET (30): one past the last message of a queue."""
 
     topic: str
-    queue_id: int
+    queue_id: U32
 
 
 @dataclasses.dataclass(slots=True)
 class GetMaxOffsetResponseHeader(Header):
-    offset: int
+    offset: I64
 
 
 @dataclasses.dataclass(slots=True)
@@ -252,12 +290,12 @@ class GetMinOffsetRequestHeader(Header):
     """GET_MIN_OFFSET (31): the first message still stored in a queue."""
 
     topic: str
-    queue_id: int
+    queue_id: U32
 
 
 @dataclasses.dataclass(slots=True)
 class GetMinOffsetResponseHeader(Header):
-    offset: int
+    offset: I64
 
 
 @dataclasses.dataclass(slots=True)
@@ -265,13 +303,13 @@ class SearchOffsetByTimestampRequestHeader(Header):
     """SEARCH_OFFSET_BY_TIMESTAMP (29); Java's SearchOffsetRequestHeader."""
 
     topic: str
-    queue_id: int
-    timestamp: int
+    queue_id: U32
+    timestamp: I64
 
 
 @dataclasses.dataclass(slots=True)
 class SearchOffsetByTimestampResponseHeader(Header):
-    offset: int
+    offset: I64
 
 
 @dataclasses.dataclass(slots=True)
@@ -279,12 +317,12 @@ class GetEarliestMsgStoretimeRequestHeader(Header):
     """GET_EARLIEST_MSG_STORETIME (32)."""
 
     topic: str
-    queue_id: int
+    queue_id: U32
 
 
 @dataclasses.dataclass(slots=True)
 class GetEarliestMsgStoretimeResponseHeader(Header):
-    timestamp: int
+    timestamp: I64
 
 
 # ------------------------------------------------------------------------------- messages
@@ -292,7 +330,7 @@ class GetEarliestMsgStoretimeResponseHeader(Header):
 class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID (33): offset is the CommitLog offset decoded from an offset msg id."""
 
-    offset: int
+    offset: U64
     topic: str | None = None
 
 
@@ -302,15 +340,15 @@ class QueryMessageRequestHeader(Header):
 
     topic: str
     key: str
-    max_num: int
-    begin_timestamp: int
-    end_timestamp: int
+    max_num: PositiveI32
+    begin_timestamp: I64
+    end_timestamp: I64
 
 
 @dataclasses.dataclass(slots=True)
 class QueryMessageResponseHeader(Header):
-    index_last_update_timestamp: int
-    index_last_update_phyoffset: int
+    index_last_update_timestamp: I64
+    index_last_update_phyoffset: I64
 
 
 # ------------------------------------------------------------------------------- name server
@@ -330,9 +368,9 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int
+    broker_id: U64
     compressed: bool = False
-    body_crc32: int = 0
+    body_crc32: I32 = 0
 
 
 @dataclasses.dataclass(slots=True)
@@ -348,7 +386,7 @@ class UnregisterBrokerRequestHeader(Header):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: U64
 
 
 @dataclasses.dataclass(slots=True)
@@ -387,13 +425,13 @@ class NotifyConsumerIdsChangedRequestHeader(Header):
 class ConsumerSendMsgBackRequestHeader(Header):
     """CONSUMER_SEND_MSG_BACK (36): offset is the failed message's CommitLog offset."""
 
-    offset: int
+    offset: U64
     group: str
-    delay_level: int
+    delay_level: I32  # 0: the broker's choice (3 + reconsume times), negative: straight to the DLQ
     origin_msg_id: str | None = None
     origin_topic: str | None = None
     unit_mode: bool = False
-    max_reconsume_times: int | None = None
+    max_reconsume_times: TimesOrDefault | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -401,9 +439,9 @@ class EndTransactionRequestHeader(Header):
     """END_TRANSACTION (37), oneway; commit_or_rollback 0 unknown, 8 commit, 12 rollback."""
 
     producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
-    commit_or_rollback: int
+    tran_state_table_offset: U64
+    commit_log_offset: U64
+    commit_or_rollback: TransactionType
     msg_id: str
     from_transaction_check: bool = False
     transaction_id: str | None = None
@@ -413,8 +451,8 @@ class EndTransactionRequestHeader(Header):
 class CheckTransactionStateRequestHeader(Header):
     """CHECK_TRANSACTION_STATE (39), broker -> producer; the body is the half message."""
 
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: U64
+    commit_log_offset: U64
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
@@ -426,7 +464,7 @@ class ResetOffsetRequestHeader(Header):
 
     topic: str
     group: str
-    timestamp: int
+    timestamp: I64
     is_force: bool = False
 
 
@@ -465,11 +503,11 @@ class CreateTopicRequestHeader(Header):
 
     topic: str
     default_topic: str = "TBW102"
-    read_queue_nums: int = 8
-    write_queue_nums: int = 8
-    perm: int = 6
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
+    read_queue_nums: U32 = 8
+    write_queue_nums: U32 = 8
+    perm: PermBits = 6
+    topic_filter_type: TopicFilterType = "SINGLE_TAG"
+    topic_sys_flag: TopicSysFlag = 0
     order: bool = False
 
 

@@ -491,7 +491,8 @@ class MessageStore:
                 for key in [k for k in self.commit_log.topic_queue_table if k[0] in doomed]:
                     del self.commit_log.topic_queue_table[key]
         for topic in doomed:
-            self.file_ops.remove_tree(os.path.join(self._cq_root, topic))
+            if topic and topic not in (".", "..") and os.sep not in topic:  # never above the queues
+                self.file_ops.remove_tree(os.path.join(self._cq_root, topic))
         return deleted
 
     def clean_expired_files(self) -> None:

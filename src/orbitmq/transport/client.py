@@ -10,6 +10,7 @@ from orbitmq.errors import ConnectionClosedError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
+from orbitmq.transport.server import call_guarded
 
 __all__ = ["RemotingClient"]
 
@@ -110,7 +111,7 @@ class RemotingClient:
             return cmd.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client"
             )
-        return handler(cmd, conn)
+        return call_guarded(handler, cmd, conn)  # a bad request from a server answered as a server does
 
     def connection_lost(self, conn: RemotingConnection) -> None:
         for addr, c in list(self._conns.items()):

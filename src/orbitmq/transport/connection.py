@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from orbitmq.errors import ConnectionClosedError, RemoteProtocolError, TimeoutError
+from orbitmq.errors import ClientError, ConnectionClosedError, RemoteProtocolError, TimeoutError
 from orbitmq.protocol.command import RemotingCommand, encode_header
 from orbitmq.protocol.frame import FrameDecoder
 
@@ -117,8 +117,8 @@ class RemotingConnection(asyncio.Protocol):
         try:
             result = self._dispatcher.dispatch(cmd, self)
         except Exception as e:  # the dispatcher turns expected errors into responses itself
-            log.exception("handler failed code=%s peer=%s", cmd.code, self.peer)
-            result = _system_error(cmd, e)
+            log.error("handler failed code=%s peer=%s", cmd.code, self.peer, exc_info=e)
+            result = _system_error(cmd)
         if isinstance(result, RemotingCommand) or result is None:
             self._reply(cmd, result)
             return
@@ -137,8 +137,8 @@ class RemotingConnection(asyncio.Protocol):
             return
         exc = task.exception()
         if exc is not None:
-            log.error("handler failed code=%s peer=%s: %r", req.code, self.peer, exc)
-            self._reply(req, _system_error(req, exc))
+            log.error("handler failed code=%s peer=%s", req.code, self.peer, exc_info=exc)
+            self._reply(req, _system_error(req))
         else:
             self._reply(req, task.result())
 
@@ -147,7 +147,11 @@ class RemotingConnection(asyncio.Protocol):
             return
         if self._transport is None or self._transport.is_closing():
             return  # the peer left while its request was being handled: nobody to answer
-        self.send(resp)
+        try:
+            self.send(resp)
+        except ClientError as e:  # our answer does not fit the request's serialize type
+            log.error("cannot encode the answer to code=%s peer=%s: %s", req.code, self.peer, e)
+            self.send(_system_error(req))
 
     def _pause_reading(self) -> None:
         if not self._paused and self._transport is not None:
@@ -239,10 +243,14 @@ def _expire(fut: asyncio.Future[RemotingCommand], code: int, peer: str, timeout:
             f"no answer to request code={code} from {peer} within {timeout:.3g}s"))
 
 
-def _system_error(req: RemotingCommand, exc: BaseException) -> RemotingCommand:
+def _system_error(req: RemotingCommand) -> RemotingCommand:
+    """The answer to a request whose handling failed in a way the dispatcher did not turn into an
+    answer itself (logged by the caller); the same words as the server's internal errors."""
     from orbitmq.protocol.codes import ResponseCode
 
-    return req.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    return req.response(ResponseCode.SYSTEM_ERROR,
+                        f"internal error while handling request code {req.code} "
+                        "(the server log has the details)")
 
 
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]

@@ -8,13 +8,16 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from orbitmq.errors import BrokerError, RemoteProtocolError
-from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.codes import ResponseCode, bad_request_code
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 
-__all__ = ["RemotingServer", "Handler"]
+__all__ = ["RemotingServer", "Handler", "INTERNAL_ERROR_REMARK", "internal_error_response",
+           "call_guarded"]
 
 log = logging.getLogger(__name__)
+
+INTERNAL_ERROR_REMARK = "internal error"  # how every answer to one of our own bugs starts
 
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
 
@@ -24,8 +27,12 @@ class RemotingServer:
 
     Handlers return a response, None (no answer, e.g. for oneway requests) or an awaitable of one.
     A handler that raises :class:`BrokerError` is answered with its code and remark; a malformed
-    header (:class:`RemoteProtocolError`) with SYSTEM_ERROR and a remark; an unknown request code with
-    REQUEST_CODE_NOT_SUPPORTED. Nothing a client sends stops the server.
+    header or body, or a value out of range (:class:`RemoteProtocolError`, whose message names the
+    field), with the request family's code (``codes.bad_request_code``: MESSAGE_ILLEGAL for sends,
+    INVALID_PARAMETER otherwise); an unknown request code with REQUEST_CODE_NOT_SUPPORTED. Any other
+    exception is a bug: it is logged once with its traceback and answered SYSTEM_ERROR with a
+    remark starting ``internal error`` (no exception text goes to the client). Nothing a client
+    sends stops the server.
     """
 
     def __init__(
@@ -96,17 +103,7 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"request code {cmd.code} not supported by {self.name}",
             )
-        try:
-            result = handler(cmd, conn)
-        except Exception as e:
-            return _error_response(cmd, e)
-        if result is None or type(result) is RemotingCommand:  # the usual case, checked first
-            return result
-        if isinstance(result, asyncio.Future):
-            return _guard_future(cmd, result)  # no task and no coroutine per request
-        if inspect.isawaitable(result):
-            return _guard(cmd, result)
-        return result
+        return call_guarded(handler, cmd, conn)
 
     def connection_lost(self, conn: RemotingConnection) -> None:
         self.connections.discard(conn)
@@ -115,6 +112,22 @@ class RemotingServer:
                 listener(conn)
             except Exception:
                 log.exception("connection close listener failed")
+
+
+def call_guarded(handler: Handler, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+    """``handler(cmd, conn)`` with its exceptions, raised now or by the awaitable it returns,
+    turned into answers (see RemotingServer); the client's dispatcher uses it too."""
+    try:
+        result = handler(cmd, conn)
+    except Exception as e:
+        return _error_response(cmd, e)
+    if result is None or type(result) is RemotingCommand:  # the usual case, checked first
+        return result
+    if isinstance(result, asyncio.Future):
+        return _guard_future(cmd, result)  # no task and no coroutine per request
+    if inspect.isawaitable(result):
+        return _guard(cmd, result)
+    return result
 
 
 async def _guard(cmd: RemotingCommand, aw: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
@@ -148,9 +161,18 @@ def _guard_future(cmd: RemotingCommand, fut: asyncio.Future[RemotingCommand | No
 
 
 def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+    """The answer to a handler's exception (see RemotingServer)."""
     if isinstance(e, BrokerError):
         return cmd.response(e.code, e.remark)
     if isinstance(e, RemoteProtocolError):
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad request: {e}")
-    log.exception("handler failed code=%s", cmd.code, exc_info=e)
-    return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        return cmd.response(bad_request_code(cmd.code), f"bad request: {e}")
+    return internal_error_response(cmd, e)
+
+
+def internal_error_response(cmd: RemotingCommand, e: BaseException) -> RemotingCommand:
+    """SYSTEM_ERROR for a failure that is our bug, logged here with its traceback; the client
+    learns the request code and that the log has the rest, not our internals."""
+    log.error("handler failed code=%s", cmd.code, exc_info=e)
+    return cmd.response(ResponseCode.SYSTEM_ERROR,
+                        f"{INTERNAL_ERROR_REMARK} while handling request code {cmd.code} "
+                        "(the server log has the details)")

@@ -206,8 +206,11 @@ class TransactionService:
     # -- admin ----------------------------------------------------------------------------------
     def list_pending(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         """LIST_PENDING_TRANSACTIONS (OrbitMQ): unresolved transactions, oldest first."""
-        raw = cmd.ext_fields.get("limit", "")
-        limit = int(raw) if raw.isdigit() and int(raw) > 0 else LIST_LIMIT_DEFAULT
+        raw = cmd.ext_fields.get("limit", "").strip()
+        if raw and not (raw.isascii() and raw.isdigit() and 0 < int(raw) < 2**31):
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                f"limit {raw[:40]!r} is not a positive int32")
+        limit = int(raw) if raw else LIST_LIMIT_DEFAULT
         latest, partial = self.pending_copies(self.half.half_bounds()[1])
         now = self.broker.store.clock()
         items = [_describe(origin, half, now) for origin, half in sorted(latest.items())]

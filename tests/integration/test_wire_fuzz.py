@@ -1,0 +1,434 @@
+"""A seeded wire fuzzer: thousands of mutated valid requests of every request code the broker and
+the name server serve, against ``orbitmq standalone`` running as a child process.
+
+Each request starts as a valid one (built from the header and body classes a RocketMQ client
+uses) and gets one to three mutations: header values replaced by huge, negative, non-numeric,
+empty, long or unicode values, JSON numbers or nulls where text is usual, fields dropped, bodies
+truncated, garbled or with their numbers replaced. The oracle:
+
+- no answer carries one of our internal exceptions: no remark starting "internal error" (what the
+  transport answers to a handler's bug), naming a Python exception class, or holding a traceback;
+- every request is answered (a pull may be held by long polling: that is an answer deferred);
+- the server's log holds no traceback;
+- every valid send made before and after the fuzzing is still readable, the committed offsets and
+  the topics created before are intact, after a clean restart and again after a kill -9.
+
+The seed is printed; ``ORBITMQ_FUZZ_SEED=N`` replays a run, ``ORBITMQ_FUZZ_REQUESTS=N`` changes
+its size (20,000 by default, bounded by FUZZ_TIME_MAX_S as well). Destructive requests (deletes,
+offset commits, registrations) are built for scratch topics, groups and broker names only, and no
+mutation produces the protected names, so whatever the fuzzer does to them is legitimate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from wire_fuzz_support import RawClient, Request, mutate
+
+from orbitmq.broker import BrokerController
+from orbitmq.config import BrokerConfig, NamesrvConfig, StoreConfig
+from orbitmq.namesrv import NameServer
+from orbitmq.protocol.batch import encode_batch
+from orbitmq.protocol.bodies import (
+    CheckClientRequestBody,
+    ConsumerData,
+    HeartbeatData,
+    LockBatchRequestBody,
+    MessageQueue,
+    ProducerData,
+    RegisterBrokerBody,
+    SubscriptionData,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    EndTransactionRequestHeader,
+    PullMessageRequestHeader,
+    QueryMessageRequestHeader,
+    RegisterBrokerRequestHeader,
+    SendMessageRequestHeader,
+)
+from orbitmq.protocol.message import iter_stored_messages
+from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.testing.process import ServerProcess, standalone_process
+
+FUZZ_REQUESTS_DEFAULT = 20_000
+FUZZ_TIME_MAX_S = 40.0  # the fuzzing phase stops here whatever is left
+IN_FLIGHT_MAX = 24  # requests outstanding per connection
+CONNECTIONS = 4
+ANSWER_WAIT_S = 10.0  # an answer later than this is a failure...
+HELD_PULL_WAIT_S = 0.5  # ...except for a pull, which long polling may hold
+KEEP_TOPIC, KEEP_ADMIN_TOPIC, KEEP_GROUP = "FuzzKeep", "FuzzKeepAdmin", "FuzzKeepGroup"
+SCRATCH_TOPIC, SCRATCH_GROUP = "FuzzScratch", "FuzzScratchGroup"
+KEEP_QUEUES = 4
+STANDALONE_FLAGS = ("--mapped-file-size-commitlog", str(8 * 1024 * 1024),
+                    "--max-hash-slot-num", "1000", "--max-index-num", "4000")
+
+# Python exception class names, tracebacks, and the transport's answer to a handler's bug.
+INTERNAL = re.compile(r"Traceback|internal error|\b(?:[A-Z][a-z0-9]+)+(?:Error|Exception)\b")
+
+# ------------------------------------------------------------------------------ valid requests
+@dataclass
+class Context:
+    """What valid requests refer to: stored messages' offsets and msg ids, a fake broker."""
+
+    offsets: list[int]
+    msg_ids: list[str]
+    counter: itertools.count[int] = field(default_factory=itertools.count)
+
+
+def _send_header(topic: str, queue_id: int, props: str = "") -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
+        producer_group="FuzzProducer", topic=topic, default_topic="TBW102",
+        default_topic_queue_nums=4, queue_id=queue_id, sys_flag=0,
+        born_timestamp=int(time.time() * 1000), flag=0,
+        properties=props or "UNIQ_KEY\x01FUZZ\x02KEYS\x01k1 k2\x02TAGS\x01t\x02")
+
+
+def _heartbeat(rng: random.Random) -> bytes:
+    sub = SubscriptionData(SCRATCH_TOPIC, "t || u", ["t", "u"], [116, 117], 1)
+    consumer = ConsumerData(SCRATCH_GROUP, subscription_data_set=[sub])
+    return HeartbeatData("fuzz-client@1", [ProducerData("FuzzProducer")], [consumer]).to_json()
+
+
+def _register(ctx: Context) -> tuple[dict[str, Any], bytes]:
+    n = next(ctx.counter) % 50
+    wrapper = TopicConfigSerializeWrapper({"FuzzFakeTopic": TopicConfig("FuzzFakeTopic", 4, 4)})
+    header = RegisterBrokerRequestHeader(
+        broker_name=f"fuzz-broker-{n}", broker_addr=f"127.0.0.1:{20000 + n}",
+        cluster_name="FuzzCluster", ha_server_addr=f"127.0.0.1:{30000 + n}", broker_id=n % 3)
+    return header.to_ext_fields(), RegisterBrokerBody(wrapper).to_json()
+
+
+def _builder(code: int, fields: dict[str, Any], body: bytes = b"", target: str = "broker"
+             ) -> Callable[[], Request]:
+    return lambda: Request(target, code, dict(fields), body)
+
+
+def valid_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], Request]]:
+    """A builder of one valid request per request code served (broker and name server)."""
+    return {**_broker_requests(ctx, rng), **_namesrv_requests(ctx)}
+
+
+def _namesrv_requests(ctx: Context) -> dict[int, Callable[[], Request]]:
+    b = _builder
+    reg_fields, reg_body = _register(ctx)
+    return {
+        RequestCode.REGISTER_BROKER: b(RequestCode.REGISTER_BROKER, reg_fields, reg_body, "namesrv"),
+        RequestCode.UNREGISTER_BROKER: b(RequestCode.UNREGISTER_BROKER, {
+            k: reg_fields[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")},
+            b"", "namesrv"),
+        RequestCode.GET_ROUTEINFO_BY_TOPIC: b(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                              {"topic": KEEP_TOPIC}, b"", "namesrv"),
+        RequestCode.GET_BROKER_CLUSTER_INFO: b(RequestCode.GET_BROKER_CLUSTER_INFO, {}, b"",
+                                               "namesrv"),
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: b(
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}, b"", "namesrv"),
+        RequestCode.DELETE_TOPIC_IN_NAMESRV: b(RequestCode.DELETE_TOPIC_IN_NAMESRV, {
+            "topic": "FuzzFakeTopic"}, b"", "namesrv"),
+    }
+
+
+def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], Request]]:
+    b = _builder
+    offset = rng.choice(ctx.offsets)
+    msg_id = rng.choice(ctx.msg_ids)
+    q = {"topic": KEEP_TOPIC, "queueId": str(rng.randrange(KEEP_QUEUES))}
+    if rng.random() < 0.7:  # a plain pull, committing the offset it carries
+        pull = PullMessageRequestHeader(SCRATCH_GROUP, KEEP_TOPIC, rng.randrange(KEEP_QUEUES),
+                                        rng.randrange(4), 32, 4 | 1, rng.randrange(3), 0, "*")
+    else:  # held by long polling (an empty queue) and answered when its time is up
+        pull = PullMessageRequestHeader(SCRATCH_GROUP, KEEP_ADMIN_TOPIC, rng.randrange(3), 0,
+                                        32, 4 | 2, 0, 200, "t || u", expression_type="TAG")
+    batch = encode_batch([(0, b"b1", {"KEYS": "bk"}), (0, b"b2", {"TAGS": "x"})])
+    lock = LockBatchRequestBody(SCRATCH_GROUP, "fuzz-client@1",
+                                [MessageQueue(SCRATCH_TOPIC, "broker-a", 0)]).to_json()
+    end = EndTransactionRequestHeader("FuzzProducer", 0, offset, 8, msg_id, False, "tx")
+    back = ConsumerSendMsgBackRequestHeader(offset, SCRATCH_GROUP, 0, msg_id, KEEP_TOPIC)
+    group = {"consumerGroup": SCRATCH_GROUP}
+    send = _send_header(SCRATCH_TOPIC, rng.randrange(4))
+    return {
+        RequestCode.SEND_MESSAGE: b(RequestCode.SEND_MESSAGE, send.to_ext_fields(), b"fuzz body")
+        if rng.random() < 0.7 else  # the C++ client sends batches as code 10 with batch=1
+        b(RequestCode.SEND_MESSAGE, {**send.to_ext_fields(), "batch": "1"}, batch),
+        RequestCode.SEND_MESSAGE_V2: b(RequestCode.SEND_MESSAGE_V2, send.to_v2_ext_fields(), b"v2"),
+        RequestCode.SEND_BATCH_MESSAGE: b(RequestCode.SEND_BATCH_MESSAGE, dict(
+            send.to_v2_ext_fields(), m="true"), batch),
+        RequestCode.PULL_MESSAGE: b(RequestCode.PULL_MESSAGE, pull.to_ext_fields()),
+        RequestCode.QUERY_MESSAGE: b(RequestCode.QUERY_MESSAGE, QueryMessageRequestHeader(
+            KEEP_TOPIC, "k1", 32, 0, 2**62).to_ext_fields()),
+        RequestCode.QUERY_CONSUMER_OFFSET: b(RequestCode.QUERY_CONSUMER_OFFSET, {**q, **group}),
+        RequestCode.UPDATE_CONSUMER_OFFSET: b(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            **group, "topic": SCRATCH_TOPIC, "queueId": "0", "commitOffset": "3"}),
+        RequestCode.UPDATE_AND_CREATE_TOPIC: b(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                               CreateTopicRequestHeader(
+                                                   f"{SCRATCH_TOPIC}T{rng.randrange(5)}", "TBW102",
+                                                   2, 2).to_ext_fields()),
+        RequestCode.GET_ALL_TOPIC_CONFIG: b(RequestCode.GET_ALL_TOPIC_CONFIG, {}),
+        RequestCode.GET_BROKER_RUNTIME_INFO: b(RequestCode.GET_BROKER_RUNTIME_INFO, {}),
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: b(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                                  {**q, "timestamp": str(int(time.time() * 1000))}),
+        RequestCode.GET_MAX_OFFSET: b(RequestCode.GET_MAX_OFFSET, q),
+        RequestCode.GET_MIN_OFFSET: b(RequestCode.GET_MIN_OFFSET, q),
+        RequestCode.GET_EARLIEST_MSG_STORETIME: b(RequestCode.GET_EARLIEST_MSG_STORETIME, q),
+        RequestCode.VIEW_MESSAGE_BY_ID: b(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}),
+        RequestCode.HEART_BEAT: b(RequestCode.HEART_BEAT, {}, _heartbeat(rng)),
+        RequestCode.UNREGISTER_CLIENT: b(RequestCode.UNREGISTER_CLIENT, {
+            "clientID": "fuzz-client@1", "producerGroup": "FuzzProducer", **group}),
+        RequestCode.CONSUMER_SEND_MSG_BACK: b(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                              back.to_ext_fields()),
+        RequestCode.END_TRANSACTION: b(RequestCode.END_TRANSACTION, end.to_ext_fields()),
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: b(RequestCode.GET_CONSUMER_LIST_BY_GROUP, group),
+        RequestCode.CHECK_CLIENT_CONFIG: b(RequestCode.CHECK_CLIENT_CONFIG, {}, CheckClientRequestBody(
+            "fuzz-client@1", SCRATCH_GROUP,
+            SubscriptionData(SCRATCH_TOPIC, "a > 5 AND b IN ('x', 'y')", expression_type="SQL92"),
+        ).to_json()),
+        RequestCode.LOCK_BATCH_MQ: b(RequestCode.LOCK_BATCH_MQ, {}, lock),
+        RequestCode.UNLOCK_BATCH_MQ: b(RequestCode.UNLOCK_BATCH_MQ, {}, lock),
+        RequestCode.GET_ALL_CONSUMER_OFFSET: b(RequestCode.GET_ALL_CONSUMER_OFFSET, {}),
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: b(
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, orjson.dumps({
+                "groupName": f"{SCRATCH_GROUP}{rng.randrange(3)}", "retryQueueNums": 1,
+                "retryMaxTimes": 3, "brokerId": 0})),
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: b(
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}),
+        RequestCode.GET_TOPIC_STATS_INFO: b(RequestCode.GET_TOPIC_STATS_INFO, {"topic": KEEP_TOPIC}),
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: b(RequestCode.GET_CONSUMER_CONNECTION_LIST, group),
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: b(RequestCode.DELETE_SUBSCRIPTIONGROUP, {
+            "groupName": f"{SCRATCH_GROUP}{rng.randrange(3)}", "removeOffset": "true"}),
+        RequestCode.GET_CONSUME_STATS: b(RequestCode.GET_CONSUME_STATS, {**group,
+                                                                         "topic": KEEP_TOPIC}),
+        RequestCode.DELETE_TOPIC_IN_BROKER: b(RequestCode.DELETE_TOPIC_IN_BROKER, {
+            "topic": f"{SCRATCH_TOPIC}T{rng.randrange(5)}"}),
+        RequestCode.GET_CONSUMER_RUNNING_INFO: b(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+            **group, "clientId": "fuzz-nobody", "jstackEnable": "false"}),
+        OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: b(
+            OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": "10"}),
+    }
+
+
+def served_codes(tmp: Path) -> dict[str, set[int]]:
+    """The request codes a broker and a name server register handlers for (nothing started)."""
+    store = StoreConfig(store_path=str(tmp / "codes"))
+    broker = BrokerController(BrokerConfig(listen_port=0, store=store))
+    namesrv = NameServer(NamesrvConfig(listen_port=0))
+    return {"broker": set(broker.server._handlers), "namesrv": set(namesrv.server._handlers)}
+
+
+# ------------------------------------------------------------------------------ fuzzing
+@dataclass
+class Report:
+    sent: int = 0
+    answered: int = 0
+    held_pulls: int = 0
+    codes: dict[int, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def check_answer(req: Request, resp: RemotingCommand | None, report: Report) -> None:
+    """The oracle for one request (see the module docstring)."""
+    report.sent += 1
+    if resp is None:
+        if req.code == RequestCode.PULL_MESSAGE:
+            report.held_pulls += 1
+        else:
+            report.failures.append(f"no answer to code {req.code} {req.mutations}")
+        return
+    report.answered += 1
+    report.codes[resp.code] = report.codes.get(resp.code, 0) + 1
+    if resp.remark and INTERNAL.search(resp.remark):
+        report.failures.append(f"code {req.code} {req.mutations} -> {resp.code}: "
+                               f"{resp.remark[:300]}")
+
+
+async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: int) -> Report:
+    """``budget`` mutated requests over CONNECTIONS connections to each server, stopping at
+    FUZZ_TIME_MAX_S."""
+    report = Report()
+    clients = {role: [await RawClient().connect(addrs[role]) for _ in range(CONNECTIONS)]
+               for role in ("broker", "namesrv")}
+    deadline = time.monotonic() + FUZZ_TIME_MAX_S
+    requests = iter(range(budget))
+
+    async def worker(index: int) -> None:
+        wrng = random.Random(rng.random())
+        for _ in requests:
+            if time.monotonic() > deadline:
+                return
+            builders = valid_requests(ctx, wrng)
+            req = mutate(wrng, builders[wrng.choice(sorted(builders))]())
+            client = clients[req.target][index % CONNECTIONS]
+            wait = HELD_PULL_WAIT_S if req.code == RequestCode.PULL_MESSAGE else ANSWER_WAIT_S
+            try:
+                resp = await client.request(req, wait, binary=wrng.random() < 0.1)
+            except ConnectionError:
+                report.failures.append(f"connection closed by code {req.code} {req.mutations}")
+                clients[req.target][index % CONNECTIONS] = await RawClient().connect(
+                    addrs[req.target])
+                continue
+            check_answer(req, resp, report)
+
+    try:
+        await asyncio.gather(*(worker(i) for i in range(CONNECTIONS * IN_FLIGHT_MAX)))
+    finally:
+        for conns in clients.values():
+            for c in conns:
+                await c.close()
+    return report
+
+
+# ------------------------------------------------------------------------------ valid traffic
+async def send_keep(broker: str, bodies: list[bytes]) -> list[str]:
+    """Valid sends to the protected topic, round robin over its queues; their msg ids."""
+    client = await RawClient().connect(broker)
+    ids = []
+    try:
+        for i, body in enumerate(bodies):
+            header = _send_header(KEEP_TOPIC, i % KEEP_QUEUES, f"KEYS\x01k{i}\x02TAGS\x01t\x02")
+            resp = await client.request(Request("broker", RequestCode.SEND_MESSAGE_V2,
+                                                header.to_v2_ext_fields(), body), ANSWER_WAIT_S)
+            assert resp is not None and resp.code == ResponseCode.SUCCESS, resp
+            ids.append(resp.ext_fields["msgId"])
+    finally:
+        await client.close()
+    return ids
+
+
+async def invoke(addr: str, code: int, fields: dict[str, str], body: bytes = b"") -> RemotingCommand:
+    client = await RawClient().connect(addr)
+    try:
+        resp = await client.request(Request("broker", code, fields, body), ANSWER_WAIT_S)
+    finally:
+        await client.close()
+    assert resp is not None, f"no answer to {code}"
+    return resp
+
+
+async def setup_keep(broker: str) -> None:
+    """The protected topics and offsets (the messages come from send_keep)."""
+    create = CreateTopicRequestHeader(KEEP_TOPIC, "TBW102", KEEP_QUEUES, KEEP_QUEUES)
+    for header in (create, CreateTopicRequestHeader(KEEP_ADMIN_TOPIC, "TBW102", 3, 3, perm=4,
+                                                    topic_filter_type="MULTI_TAG", order=True)):
+        resp = await invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+async def commit_keep_offsets(broker: str) -> dict[int, int]:
+    offsets = {qid: qid + 1 for qid in range(KEEP_QUEUES)}
+    for qid, offset in offsets.items():
+        resp = await invoke(broker, RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": KEEP_GROUP, "topic": KEEP_TOPIC, "queueId": str(qid),
+            "commitOffset": str(offset)})
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return offsets
+
+
+async def snapshot(broker: str) -> tuple[list[bytes], dict[int, int], dict[str, TopicConfig]]:
+    """Every body in the protected topic, the protected group's offsets, every topic."""
+    bodies: list[bytes] = []
+    for qid in range(KEEP_QUEUES):
+        offset = 0
+        for _ in range(1000):
+            fields = PullMessageRequestHeader("FuzzReader", KEEP_TOPIC, qid, offset, 32, 4, 0, 0,
+                                              "*").to_ext_fields()
+            resp = await invoke(broker, RequestCode.PULL_MESSAGE, fields)
+            if resp.code != ResponseCode.SUCCESS:
+                assert resp.code == ResponseCode.PULL_NOT_FOUND, (resp.code, resp.remark)
+                break
+            bodies += [bytes(m.body) for m in iter_stored_messages(resp.body)]
+            offset = int(resp.ext_fields["nextBeginOffset"])
+    offsets = {}
+    for qid in range(KEEP_QUEUES):
+        resp = await invoke(broker, RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": KEEP_GROUP, "topic": KEEP_TOPIC, "queueId": str(qid)})
+        offsets[qid] = int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
+    resp = await invoke(broker, RequestCode.GET_ALL_TOPIC_CONFIG, {})
+    topics = TopicConfigSerializeWrapper.from_json(resp.body).topic_config_table
+    return sorted(bodies), offsets, topics
+
+
+def _seed() -> int:
+    return int(os.environ.get("ORBITMQ_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
+
+
+def _standalone(store: Path) -> tuple[ServerProcess, dict[str, str]]:
+    """``orbitmq standalone`` (a child process) on ``store``, and its addresses by role."""
+    child = standalone_process(str(store), *STANDALONE_FLAGS)
+    return child, child.wait_ready("namesrv", "broker")
+
+
+def test_wire_fuzz(tmp_path: Path) -> None:
+    seed = _seed()
+    budget = int(os.environ.get("ORBITMQ_FUZZ_REQUESTS") or FUZZ_REQUESTS_DEFAULT)
+    print(f"wire fuzz seed={seed} requests={budget} (replay: ORBITMQ_FUZZ_SEED={seed})")
+    rng = random.Random(seed)
+    store = tmp_path / "store"
+    served = served_codes(tmp_path)
+    builders = valid_requests(Context([0], ["0" * 32]), rng)
+    for role, codes in served.items():
+        covered = {code for code, make in builders.items() if make().target == role}
+        assert codes == covered, f"{role}: served but not fuzzed {codes - covered}"
+    logs: list[str] = []
+    child, addrs = _standalone(store)
+    try:
+        asyncio.run(setup_keep(addrs["broker"]))
+        before = [f"keep-before-{i}".encode() for i in range(40)]
+        ids = asyncio.run(send_keep(addrs["broker"], before))
+        offsets = asyncio.run(commit_keep_offsets(addrs["broker"]))
+        _, _, topics_before = asyncio.run(snapshot(addrs["broker"]))
+        ctx = Context([decode_offset_msg_id(i)[2] for i in ids], ids)
+        started = time.monotonic()
+        report = asyncio.run(fuzz(rng, addrs, ctx, budget))
+        print(f"fuzzed {report.sent} requests in {time.monotonic() - started:.1f}s: "
+              f"answered {report.answered}, pulls held {report.held_pulls}, codes {report.codes}")
+        after = [f"keep-after-{i}".encode() for i in range(40)]
+        asyncio.run(send_keep(addrs["broker"], after))
+        assert child.stop() == 0, child.output()[-3000:]
+    finally:
+        child.kill()
+        logs.append(child.output())
+    assert not report.failures, (f"seed {seed}: {len(report.failures)} failures, first: "
+                                 + "\n".join(report.failures[:15]))
+    assert report.sent >= min(budget, 1000), f"seed {seed}: only {report.sent} requests in time"
+    expected = sorted(before + after)
+
+    def verify(addrs: dict[str, str], extra: list[bytes]) -> None:
+        bodies, got_offsets, topics = asyncio.run(snapshot(addrs["broker"]))
+        want = sorted(expected + extra)
+        assert bodies == want, (f"seed {seed}: stored messages differ: missing "
+                                f"{sorted(set(want) - set(bodies))[:5]}, unexpected "
+                                f"{[b for b in bodies if bodies.count(b) > want.count(b)][:5]}")
+        assert got_offsets == offsets, f"seed {seed}: committed offsets {got_offsets}"
+        for name, tc in topics_before.items():
+            if not name.startswith("Fuzz") or name.startswith("FuzzKeep"):
+                assert topics.get(name) == tc, f"seed {seed}: topic {name} changed"
+
+    child, addrs = _standalone(store)  # after a clean stop
+    try:
+        verify(addrs, [])
+        more = [f"keep-restarted-{i}".encode() for i in range(10)]
+        asyncio.run(send_keep(addrs["broker"], more))
+        child.kill()  # kill -9: acknowledged sends are in the page cache, tables saved before
+        logs.append(child.output())
+        child, addrs = _standalone(store)
+        verify(addrs, more)
+        assert child.stop() == 0
+    finally:
+        child.kill()
+        logs.append(child.output())
+    for log in logs:
+        assert "Traceback" not in log, f"seed {seed}: a traceback in the server log:\n{log[-5000:]}"
