@@ -12,6 +12,7 @@ import click
 
 from orbitmq.cli.config_options import build_config, config_as_toml, config_options
 from orbitmq.config import BrokerConfig, NamesrvConfig
+from orbitmq.errors import StoreError
 
 log = logging.getLogger("orbitmq.cli")
 
@@ -37,11 +38,13 @@ async def _serve(*servers: Any, ready_line: str | None = None) -> None:
 
 
 def _run(*servers: Any, ready_line: str | None = None) -> None:
+    """Serve until stopped. A server that cannot start (a port in use, a store another broker
+    holds or cannot open) ends the command with one line and exit status 1, no traceback."""
     from orbitmq.transport.loop import run
 
     try:
         run(_serve(*servers, ready_line=ready_line))
-    except OSError as e:
+    except (OSError, StoreError) as e:
         raise click.ClickException(f"cannot start: {e}") from None
 
 
@@ -93,7 +96,12 @@ def standalone_cmd(
         return
     from orbitmq.broker.controller import BrokerController
     from orbitmq.namesrv import NameServer
+    from orbitmq.store.message_store import check_store_free
 
+    try:  # before the name server starts: a store in use ends the command with its one line
+        check_store_free(cfg.store.store_path)
+    except StoreError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
     ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=namesrv_port))
 
     class _Broker:

@@ -23,12 +23,19 @@ log = logging.getLogger(__name__)
 
 
 class MappedFileQueue:
-    """Segments of one log (the commit log, or one consume queue)."""
+    """Segments of one log (the commit log, or one consume queue).
 
-    def __init__(self, directory: str, file_size: int, file_ops: FileOps) -> None:
+    With ``sparse`` segments are created without blocks and the writer allocates ahead of itself
+    (``MappedFile.ensure_allocated``): a consume queue then costs disk as it fills, not 6 MB
+    per queue at its first message.
+    """
+
+    def __init__(self, directory: str, file_size: int, file_ops: FileOps, *,
+                 sparse: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
         self.file_ops = file_ops
+        self.sparse = sparse
         self.files: list[MappedFile] = []  # replaced on change, never mutated in place
         self.flushed_where = 0  # global offset up to which every byte is durable
         self._list_lock = threading.Lock()
@@ -63,7 +70,8 @@ class MappedFileQueue:
             start = int(name)
             if files and start != files[-1].file_from_offset + self.file_size:
                 raise StoreError(f"segment {path} does not follow {files[-1].path}: a file is missing")
-            mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=False)
+            mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=False,
+                                 sparse=self.sparse)
             mf.reset_positions(self.file_size)
             files.append(mf)
         self.files = files
@@ -114,7 +122,8 @@ class MappedFileQueue:
                 the segment size is enforced by rounding down).
 
         Raises:
-            OSError: the new file cannot be created.
+            OSError: the new file cannot be created (a sparse one is created without blocks:
+                its writer still calls ``ensure_allocated``).
         """
         files = self.files
         if files and not files[-1].is_full:
@@ -125,7 +134,8 @@ class MappedFileQueue:
             start = start_offset - start_offset % self.file_size
         self.file_ops.makedirs(self.directory)
         path = os.path.join(self.directory, segment_name(start))
-        mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=True)
+        mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=True,
+                             sparse=self.sparse)
         with self._list_lock:
             self.files = [*self.files, mf]
         if not files:
