@@ -68,6 +68,9 @@ class CountingRegion:
     def mark_dirty(self, start: int, end: int) -> None:
         self._inner.mark_dirty(start, end)
 
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        return self._inner.data_ranges(start, end)
+
     def close(self) -> bool:
         return self._inner.close()
 

@@ -97,6 +97,8 @@ class MappedRegion(Protocol):
     def allocate(self, start: int, end: int) -> None:
         """Give bytes [start, end) of a sparse region real blocks, so that writes into them
         through ``buf`` cannot fault for lack of space (``end`` at most the region's size).
+        The range holds no data yet (the writer has not reached it): an implementation may
+        write zeros there.
 
         Raises:
             OSError: no space (ENOSPC, EDQUOT) or another failure; nothing was written.
@@ -105,6 +107,11 @@ class MappedRegion(Protocol):
     def mark_dirty(self, start: int, end: int) -> None:
         """Make bytes [start, end) dirty again, so the next ``sync`` writes them: after a failed
         sync the kernel may consider them written (Linux marks pages clean when write-back fails)."""
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Ranges within [start, end) that may hold data; everything else is a hole and reads as
+        zeros. Lets recovery skip the unallocated bulk of a sparse file without reading it
+        (reading a hole through the mapping still costs a page fault per page)."""
 
     def close(self) -> bool:
         """Release the mapping; False if readers still hold views (retry later)."""
@@ -235,11 +242,16 @@ class OsRegion:
             os.close(fd)
 
     def allocate(self, start: int, end: int) -> None:
+        """Zeros written with ``pwrite``: the file system reserves the blocks then or fails
+        with ENOSPC, and the pages land in the page cache, so the writer's first store into
+        each is a cheap fault. (posix_fallocate reserves as well, but then the first store
+        through the mapping into a new file costs 1.5-15 ms here on ext4, once per file: 30 s
+        for 2,000 new queues, against 0.3 s this way.)"""
         if end <= start:
             return
         fd = os.open(self.path, os.O_RDWR)  # per call, as sync: allocations come in steps
         try:
-            _allocate(fd, start, end - start)
+            _write_zeros(fd, start, end, fresh=True)
         finally:
             os.close(fd)
 
@@ -248,12 +260,40 @@ class OsRegion:
         if end > start:
             self.buf[start:end] = self.buf[start:end]  # a copy written back: every page dirty
 
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:  # deleted meanwhile: assume data everywhere
+            return [(start, end)] if end > start else []
+        try:
+            return _data_ranges(fd, start, end)
+        finally:
+            os.close(fd)
+
     def close(self) -> bool:
         try:
             self.buf.close()
         except BufferError:  # a reader still holds a memoryview of it
             return False
         return True
+
+
+def _data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    at = start
+    while at < end:
+        try:
+            data = os.lseek(fd, at, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # only a hole from here to the end of the file
+                break
+            return [*ranges, (at, end)]  # no SEEK_DATA: assume data
+        if data >= end:
+            break
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        ranges.append((data, hole))
+        at = hole
+    return ranges
 
 
 class OsFileLock:

@@ -102,16 +102,21 @@ class MappedFile:
         the next step when ``end`` passes ``allocated_to`` (at least one page, at most
         ``ALLOCATE_STEP_MAX``, about as much as is allocated already). Writer's thread only.
 
+        What lies below ``wrote_position`` has blocks already (it was written after being
+        allocated, and a page holding data is allocated whole), so the step starts there at the
+        lowest: the region only ever allocates space that holds no data yet.
+
         Raises:
             OSError: the space cannot be allocated (ENOSPC...); nothing was written.
         """
-        have = self.allocated_to
+        have = max(self.allocated_to, self.wrote_position)
         if end <= have:
+            self.allocated_to = have
             return
         step = min(max(have, _PAGE), ALLOCATE_STEP_MAX)
         target = max(end, have + step)
         target = min(-(-target // _PAGE) * _PAGE, self.file_size)
-        self._region.allocate(have - have % _PAGE, target)
+        self._region.allocate(have, target)
         self.allocated_to = target
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -192,24 +197,35 @@ class MappedFile:
         cleared = 0
         buf = self.buf
         dirty_from = dirty_to = -1
-        at = position
-        while at < self.file_size:
-            end = min(at - at % ZERO_CHUNK_SIZE + ZERO_CHUNK_SIZE, self.file_size)
-            if buf[at:end] != _ZEROS[: end - at]:
-                page_at = at
-                while page_at < end:
-                    page_end = min(page_at - page_at % _PAGE + _PAGE, end)
-                    if buf[page_at:page_end] != _ZEROS[: page_end - page_at]:
-                        buf[page_at:page_end] = _ZEROS[: page_end - page_at]
-                        cleared += page_end - page_at
-                        if dirty_from < 0:
-                            dirty_from = page_at
-                        dirty_to = page_end
-                    page_at = page_end
-            at = end
+        for lo, hi in self.data_ranges(position, self.file_size):  # holes read as zeros anyway
+            at = lo
+            while at < hi:
+                end = min(at - at % ZERO_CHUNK_SIZE + ZERO_CHUNK_SIZE, hi)
+                if buf[at:end] != _ZEROS[: end - at]:
+                    page_at = at
+                    while page_at < end:
+                        page_end = min(page_at - page_at % _PAGE + _PAGE, end)
+                        if buf[page_at:page_end] != _ZEROS[: page_end - page_at]:
+                            buf[page_at:page_end] = _ZEROS[: page_end - page_at]
+                            cleared += page_end - page_at
+                            if dirty_from < 0:
+                                dirty_from = page_at
+                            dirty_to = page_end
+                        page_at = page_end
+                at = end
         if dirty_from >= 0:
             self._region.sync(dirty_from, dirty_to)
         return cleared
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Ranges of [start, end) that may hold data (the rest are holes: zeros, unread)."""
+        return self._region.data_ranges(start, end)
+
+    def data_end(self) -> int:
+        """One past the last byte that may hold data (0 for a file of holes): past it, the
+        file reads as zeros."""
+        ranges = self._region.data_ranges(0, self.file_size)
+        return ranges[-1][1] if ranges else 0
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -102,11 +102,25 @@ class FaultyRegion:
 
     def allocate(self, start: int, end: int) -> None:
         f = self._file
+        assert not any(f.volatile[start:end]), "allocate over data (the range must be unwritten)"
         first, last = start // PAGE_SIZE, _pages(min(end, len(f.volatile)))
         missing = [page for page in range(first, last) if not f.allocated[page]]
         self._ops.take_pages(len(missing))
         for page in missing:
             f.allocated[page] = 1
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        f = self._file
+        ranges: list[tuple[int, int]] = []
+        for page in range(start // PAGE_SIZE, _pages(min(end, len(f.volatile)))):
+            if not f.allocated[page]:
+                continue
+            lo, hi = max(page * PAGE_SIZE, start), min((page + 1) * PAGE_SIZE, end)
+            if ranges and ranges[-1][1] == lo:
+                ranges[-1] = (ranges[-1][0], hi)
+            else:
+                ranges.append((lo, hi))
+        return ranges
 
     def mark_dirty(self, start: int, end: int) -> None:
         f = self._file
