@@ -72,9 +72,8 @@ def test_check_store_free(tmp_path: Path) -> None:
     check_store_free(str(tmp_path / "missing"))  # nothing there: free, and nothing created
     assert not (tmp_path / "missing").exists()
     cfg = config(tmp_path)
-    with MessageStore(cfg):
-        with pytest.raises(StoreLockedError, match="is in use by process"):
-            check_store_free(cfg.store_path)
+    with MessageStore(cfg), pytest.raises(StoreLockedError, match="is in use by process"):
+        check_store_free(cfg.store_path)
     check_store_free(cfg.store_path)
 
 
