@@ -96,7 +96,7 @@ def standalone_cmd(
         return
     from orbitmq.broker.controller import BrokerController
     from orbitmq.namesrv import NameServer
-    from orbitmq.store.message_store import check_store_free
+    from orbitmq.store.store_lock import check_store_free
 
     try:  # before the name server starts: a store in use ends the command with its one line
         check_store_free(cfg.store.store_path)

@@ -27,14 +27,7 @@ from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, parse_delay_levels
-from orbitmq.store.file_ops import (
-    SPACE_ERRNOS,
-    FileLock,
-    FileOps,
-    OsFileOps,
-    StoreLockedError,
-    StoreSpaceError,
-)
+from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
     AsyncFlushService,
     FlushConsumeQueueService,
@@ -45,7 +38,7 @@ from orbitmq.store.index_service import IndexService
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.queue_reader import read_queue
 from orbitmq.store.recovery import RecoveryReport, recover_store
-from orbitmq.store.running_flags import Condition, RetryGate, RunningFlags
+from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
 from orbitmq.store.status import (
     AppendMessageResult,
     GetMessageResult,
@@ -53,9 +46,10 @@ from orbitmq.store.status import (
     PutMessageStatus,
     QueryMessageResult,
 )
+from orbitmq.store.store_lock import check_store_free, lock_store
 from orbitmq.store.warm import PageWarmService
 
-__all__ = ["MessageStore", "MessageFilter", "check_store_free"]
+__all__ = ["MessageStore", "MessageFilter", "check_store_free"]  # the last from store_lock.py
 
 log = logging.getLogger(__name__)
 
@@ -73,37 +67,6 @@ INLINE_DISPATCH_MAX = 1024  # messages wake_deferred dispatches in the caller's 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def check_store_free(store_path: str, file_ops: FileOps | None = None) -> None:
-    """Raise StoreLockedError when another process has the store open: a check for commands
-    that start other servers first (``start`` takes the lock for real). A store directory that
-    does not exist yet is free.
-
-    Raises:
-        StoreLockedError: the message names the directory and the holder's pid.
-    """
-    fo = file_ops if file_ops is not None else OsFileOps()
-    if fo.exists(store_path):
-        lock_store(fo, store_path).release()
-
-
-def lock_store(file_ops: FileOps, store_path: str) -> FileLock:
-    """The exclusive lock of a store directory (its ``lock`` file), held until released.
-
-    Raises:
-        StoreLockedError: another process holds it; the message names the directory and pid.
-        StoreError: the lock file cannot be created or locked.
-    """
-    try:
-        return file_ops.lock_exclusive(os.path.join(store_path, "lock"))
-    except StoreLockedError as e:
-        who = f"process {e.holder_pid}" if e.holder_pid is not None else "another process"
-        raise StoreLockedError(
-            e.path, e.holder_pid,
-            f"store directory {os.path.abspath(store_path)} is in use by {who}: only one "
-            "process may open a store (stop it, or use another store directory)",
-        ) from None
 
 
 class MessageStore:
@@ -139,7 +102,7 @@ class MessageStore:
         self._checkpoint_path = os.path.join(root, "checkpoint")
         self._lock: FileLock | None = None
         self.flags = RunningFlags(monotonic)  # why puts are refused now, if they are
-        self._segment_gate = RetryGate(self.flags, Condition.COMMIT_LOG_SPACE)
+        self.put_guard = PutGuard(self.flags)
         self.commit_log = CommitLog(root, config.mapped_file_size_commitlog, self.file_ops, self.clock)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
         self.index: IndexService | None = None
@@ -380,10 +343,14 @@ class MessageStore:
             log.exception("append failed topic=%s", encoded.topic)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
         if isinstance(appended, PutMessageStatus):
-            if appended is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
-                return self._segment_failed()
+            if appended is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:  # refused until it can be
+                reason = self.put_guard.segment_failed(self.commit_log.segment_error,
+                                                       self.config.mapped_file_size_commitlog,
+                                                       self.commit_log.mfq.directory)
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                        remark=f"service not available now: {reason}")
             return PutMessageResult(appended)
-        self._segment_gate.passed()
+        self.put_guard.segment_gate.passed()
         if not defer_wakeups:
             self._wake_services()
         if not self.sync_flush:
@@ -392,33 +359,12 @@ class MessageStore:
 
     def _refusal(self) -> PutMessageResult | None:
         """Why a put is refused now (the slow path, taken only while a condition holds or the
-        store is stopped), or None to let it go on: after a full disk one put a second tries
-        to create the commit log segment again."""
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                    remark="service not available now: the store is not running")
-        if self.flags.active() == {Condition.COMMIT_LOG_SPACE} and self._segment_gate.claim():
-            return None
-        remark = self.flags.remark
-        if remark is None:  # lifted meanwhile
+        store is stopped), or None to let it go on (see PutGuard.refusal)."""
+        remark = "the store is not running" if not self._running else self.put_guard.refusal()
+        if remark is None:
             return None
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 remark=f"service not available now: {remark}")
-
-    def _segment_failed(self) -> PutMessageResult:
-        """A new commit log segment could not be created: refuse puts until one can."""
-        e = self.commit_log.segment_error
-        where = self.commit_log.mfq.directory
-        if e is not None and e.errno in SPACE_ERRNOS:
-            reason = (f"disk full: no space for a new commit log segment of "
-                      f"{self.config.mapped_file_size_commitlog} bytes in {where} "
-                      f"({e.strerror}); sends are refused until space is freed")
-        else:
-            reason = (f"disk error: cannot create a commit log segment in {where} ({e}); sends "
-                      "are refused until one can be")
-        self._segment_gate.failed(reason)
-        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                remark=f"service not available now: {reason}")
 
     def _wake_services(self) -> None:
         self.dispatcher.wakeup_if_waiting()

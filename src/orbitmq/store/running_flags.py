@@ -18,10 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from orbitmq.store.file_ops import StoreSpaceError
+from orbitmq.store.file_ops import SPACE_ERRNOS, StoreSpaceError
 
-__all__ = ["Condition", "RunningFlags", "RetryGate", "stall_remark", "LOG_INTERVAL_S",
-           "RETRY_INTERVAL_S"]
+__all__ = ["Condition", "RunningFlags", "RetryGate", "PutGuard", "stall_remark",
+           "segment_failed_remark", "LOG_INTERVAL_S", "RETRY_INTERVAL_S"]
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,28 @@ class RetryGate:
             self.flags.clear(self.condition)
 
 
+class PutGuard:
+    """What a put asks while the flags hold a condition; owns the retries of a commit log segment
+    that found no space (the put path is where the segment is created)."""
+
+    def __init__(self, flags: RunningFlags) -> None:
+        self.flags = flags
+        self.segment_gate = RetryGate(flags, Condition.COMMIT_LOG_SPACE)
+
+    def refusal(self) -> str | None:
+        """The remark to refuse a put with, or None to let it go on: when the only condition is a
+        segment that found no space, one put an interval goes on to create it again."""
+        if self.flags.active() == {Condition.COMMIT_LOG_SPACE} and self.segment_gate.claim():
+            return None
+        return self.flags.remark  # None when lifted meanwhile
+
+    def segment_failed(self, error: OSError | None, size: int, where: str) -> str:
+        """A new segment could not be created: hold COMMIT_LOG_SPACE; returns its remark."""
+        reason = segment_failed_remark(error, size, where)
+        self.segment_gate.failed(reason)
+        return reason
+
+
 def stall_remark(error: StoreSpaceError) -> str:
     """The remark of a put refused because dispatch waits (DISPATCH_STALLED)."""
     if error.no_space:
@@ -151,3 +173,12 @@ def stall_remark(error: StoreSpaceError) -> str:
                 "sends are refused until space is freed")
     return (f"disk error: consume queue or index writes fail ({error}); "
             "sends are refused until they succeed again")
+
+
+def segment_failed_remark(error: OSError | None, size: int, where: str) -> str:
+    """The remark of a put refused because no commit log segment could be created."""
+    if error is not None and error.errno in SPACE_ERRNOS:
+        return (f"disk full: no space for a new commit log segment of {size} bytes in {where} "
+                f"({error.strerror}); sends are refused until space is freed")
+    return (f"disk error: cannot create a commit log segment in {where} ({error}); sends are "
+            "refused until one can be")
