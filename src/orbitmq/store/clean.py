@@ -105,6 +105,11 @@ class CleanService(ServiceThread):
             )
         return deleted
 
+    def check_disk(self) -> None:
+        """Measure disk use now and refuse or allow puts accordingly (the store does it at start,
+        so that a broker started on a full disk refuses at once, not after the first round)."""
+        self._mark_disk_full(self._disk_ratio())
+
     def _mark_disk_full(self, ratio: float) -> None:
         limit = self.config.disk_space_warning_level_ratio
         self.disk_full = ratio > limit

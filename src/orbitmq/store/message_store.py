@@ -188,6 +188,7 @@ class MessageStore:
             except BaseException:
                 self._release_lock()
                 raise
+            self.clean_service.check_disk()
             self._running = True
             if self.run_threads:
                 for service in self._services():
