@@ -13,7 +13,7 @@ from orbitmq.config import StoreConfig
 from orbitmq.store import MessageStore
 from orbitmq.store.consume_queue import CQ_ENTRY_SIZE
 from orbitmq.store.index_file import IndexFile
-from orbitmq.store.mapped_file import ALLOCATE_STEP_MAX
+from orbitmq.store.mapped_file import ALLOCATE_STEP_SIZE_MAX
 
 PAGE = 4096
 DEFAULTS = StoreConfig()
@@ -80,7 +80,7 @@ def test_queue_space_is_allocated_in_doubling_steps(tmp_path: Path) -> None:
                 assert used <= mf.allocated_to <= 2 * used + PAGE  # never more than twice the use
         assert steps == [4096, 8192, 16384, 32768, 65536]  # each step as large as what is held
         assert path.stat().st_blocks * 512 == mf.allocated_to
-        assert ALLOCATE_STEP_MAX == 1 << 20  # the cap: one allocation per 52,428 entries
+        assert ALLOCATE_STEP_SIZE_MAX == 1 << 20  # the cap: one allocation per 52,428 entries
 
 
 def test_a_crash_image_of_sparse_queues_recovers_their_ends(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ _ENTRY = struct.Struct(">iqii")
 _INT32_MAX = 0x7FFF_FFFF
 _INT32_MIN = -0x8000_0000
 HOT_ENTRIES = 64 * 1024  # newest entries left mapped by IndexFile.release_pages (1.25 MiB)
-ENTRY_ALLOCATE_STEP_MAX = 1024 * 1024  # the largest allocation step of the entry log
+ENTRY_ALLOCATE_STEP_SIZE_MAX = 1024 * 1024  # the largest allocation step of the entry log
 _PAGE = mmap.PAGESIZE
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 _FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
@@ -167,11 +167,11 @@ class IndexFile:
 
     def _ensure_entries(self, end: int) -> None:
         """Blocks for the entry log below byte ``end``, in steps about as large as what the log
-        already uses (one page at least, ENTRY_ALLOCATE_STEP_MAX at most)."""
+        already uses (one page at least, ENTRY_ALLOCATE_STEP_SIZE_MAX at most)."""
         have = self._entries_allocated_to
         if end <= have:
             return
-        step = min(max(have - self._entries_at, _PAGE), ENTRY_ALLOCATE_STEP_MAX)
+        step = min(max(have - self._entries_at, _PAGE), ENTRY_ALLOCATE_STEP_SIZE_MAX)
         target = min(-(-max(end, have + step) // _PAGE) * _PAGE, self.file_size)
         start = have - have % _PAGE
         allocate_range(self._fd, start, target - start)
@@ -382,7 +382,9 @@ class IndexFile:
             try:
                 os.fsync(self._fd)
             except OSError:
-                self._dirty = True  # tried again next round
+                # Tried again next round. Linux may have marked the failed pages clean: keys put
+                # before it may then miss from the index after a crash (the messages do not).
+                self._dirty = True
                 raise
 
     def release_pages(self, hot_entries: int = HOT_ENTRIES) -> None:

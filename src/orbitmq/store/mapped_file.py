@@ -7,8 +7,8 @@ owner serializes them); ``flush`` may run in another thread, and readers take me
 A segment is created either fully allocated (the commit log: written sequentially and fast, its
 blocks reserved up front) or sparse (consume queues: most of a 6 MB queue file is never used), in
 which case the writer calls ``ensure_allocated`` before each write: space is allocated in steps
-that double with the file's use (one page, then two... up to ``ALLOCATE_STEP_MAX``), so a queue
-holding one message costs one page of disk, and a busy queue one allocation per MiB. Below
+that double with the file's use (one page, then two... up to ``ALLOCATE_STEP_SIZE_MAX``), so a
+queue holding one message costs one page of disk, and a busy queue one allocation per MiB. Below
 ``allocated_to`` every page has its blocks: a write there never meets a full disk (SIGBUS).
 """
 
@@ -20,12 +20,12 @@ import threading
 
 from orbitmq.store.file_ops import FileOps, MappedRegion
 
-__all__ = ["MappedFile", "segment_name", "ZERO_CHUNK_SIZE", "ALLOCATE_STEP_MAX"]
+__all__ = ["MappedFile", "segment_name", "ZERO_CHUNK_SIZE", "ALLOCATE_STEP_SIZE_MAX"]
 
 log = logging.getLogger(__name__)
 
 ZERO_CHUNK_SIZE = 64 * 1024
-ALLOCATE_STEP_MAX = 1024 * 1024  # the largest allocation step of a sparse segment (52,428 entries)
+ALLOCATE_STEP_SIZE_MAX = 1024 * 1024  # largest allocation step of a sparse segment: 52,428 entries
 _PAGE = mmap.PAGESIZE
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 _ZEROS = bytes(ZERO_CHUNK_SIZE)
@@ -100,7 +100,7 @@ class MappedFile:
     def ensure_allocated(self, end: int) -> None:
         """Make sure bytes below ``end`` have blocks before the writer stores into them: allocate
         the next step when ``end`` passes ``allocated_to`` (at least one page, at most
-        ``ALLOCATE_STEP_MAX``, about as much as is allocated already). Writer's thread only.
+        ``ALLOCATE_STEP_SIZE_MAX``, about as much as is allocated already). Writer's thread only.
 
         What lies below ``wrote_position`` has blocks already (it was written after being
         allocated, and a page holding data is allocated whole), so the step starts there at the
@@ -113,7 +113,7 @@ class MappedFile:
         if end <= have:
             self.allocated_to = have
             return
-        step = min(max(have, _PAGE), ALLOCATE_STEP_MAX)
+        step = min(max(have, _PAGE), ALLOCATE_STEP_SIZE_MAX)
         target = max(end, have + step)
         target = min(-(-target // _PAGE) * _PAGE, self.file_size)
         self._region.allocate(have, target)
