@@ -103,6 +103,7 @@ class MessageStore:
         self._lock: FileLock | None = None
         self.flags = RunningFlags(monotonic)  # why puts are refused now, if they are
         self.put_guard = PutGuard(self.flags)
+        self._segment_gate = self.put_guard.segment_gate  # read on every put
         self.commit_log = CommitLog(root, config.mapped_file_size_commitlog, self.file_ops, self.clock)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
         self.index: IndexService | None = None
@@ -351,7 +352,8 @@ class MessageStore:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                         remark=f"service not available now: {reason}")
             return PutMessageResult(appended)
-        self.put_guard.segment_gate.passed()
+        if self._segment_gate.failing:  # this put made the segment the last one could not
+            self._segment_gate.passed()
         if not defer_wakeups:
             self._wake_services()
         if not self.sync_flush:
