@@ -87,10 +87,11 @@ class CountingFileOps(OsFileOps):
         self.fail_create = False
 
     def open_region(self, path: str, size: int, *, create: bool,  # type: ignore[override]
-                    sparse: bool = False) -> CountingRegion:
+                    sparse: bool = False, sync_dir: bool = True) -> CountingRegion:
         if create and self.fail_create:
             raise OSError(28, "No space left on device (simulated)")
-        return CountingRegion(super().open_region(path, size, create=create, sparse=sparse), self)
+        region = super().open_region(path, size, create=create, sparse=sparse, sync_dir=sync_dir)
+        return CountingRegion(region, self)
 
     def disk_used_ratio(self, path: str) -> float:
         return self.disk_ratio

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from store_fixtures import msg
+from store_fixtures import CountingFileOps, msg
 
 from orbitmq.config import StoreConfig
 from orbitmq.store import MessageStore
@@ -122,3 +122,35 @@ def test_index_file_space_follows_its_keys(tmp_path: Path) -> None:
         assert found == [1042]
     finally:
         f.destroy()
+
+
+class _Recording(CountingFileOps):
+    """Records directory syncs and checkpoint writes, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    def sync_dir(self, path: str) -> None:
+        self.events.append(f"dir {Path(path).parent.name}/{Path(path).name}")
+        super().sync_dir(path)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self.events.append(Path(path).name)
+        super().write_file(path, data)
+
+
+def test_new_queue_names_are_synced_by_the_flush_before_the_checkpoint(tmp_path: Path) -> None:
+    ops = _Recording()
+    with MessageStore(_default_sizes(tmp_path), file_ops=ops, run_threads=False) as store:
+        ops.events.clear()
+        for q in range(3):
+            assert store.put_message(msg("Names", q)).ok
+        store.dispatcher.run_once()
+        assert ops.events == []  # dispatch created three queue files without waiting on fsyncs
+        store.flush_consume_queue.run_once()
+        assert ops.events == ["dir Names/0", "dir Names/1", "dir Names/2", "checkpoint"]
+        ops.events.clear()
+        assert store.put_message(msg("Names", 0)).ok
+        store.run_services_once()
+        assert ops.events == ["checkpoint"]  # no new file: no directory sync

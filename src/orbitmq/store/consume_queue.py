@@ -45,7 +45,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.topic_raw = topic.encode("utf-8")
         self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size, file_ops,
-                                   sparse=True)
+                                   sparse=True, lazy_dir_sync=True)
         self.min_offset = 0  # first readable queue offset
         self.max_phy_end = 0  # commit log offset just past the last entry's message
         self._first_pending = False  # the first segment exists but its first put did not finish
@@ -148,7 +148,12 @@ class ConsumeQueue:
             mf.buf[at : at + CQ_ENTRY_SIZE] = blank
 
     def flush(self) -> int:
+        """Sync the entries written so far (``sync_names`` makes a new segment's name durable)."""
         return self.mfq.flush()
+
+    def sync_names(self) -> None:
+        """See MappedFileQueue.sync_names: called after ``flush``, before a checkpoint."""
+        self.mfq.sync_names()
 
     def release_cold_pages(self, hot_bytes: int = 64 * 1024) -> None:
         """MappedFile.release_pages below the newest ``hot_bytes`` of entries (3,276 by default:

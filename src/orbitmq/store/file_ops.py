@@ -135,13 +135,19 @@ class FileOps(Protocol):
 
     def file_size(self, path: str) -> int: ...
 
-    def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False) -> MappedRegion:
+    def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False,
+                    sync_dir: bool = True) -> MappedRegion:
         """Map ``path``; with ``create`` make a new zero-filled file of ``size`` bytes first,
         with all its blocks allocated, or none with ``sparse`` (then ``allocate`` before writing).
+        A new file's name is made durable at once, or, without ``sync_dir``, by the caller's
+        ``sync_dir`` before it counts on the file surviving a power cut.
 
         Raises:
             OSError: the file cannot be created (e.g. no space left) or opened.
         """
+
+    def sync_dir(self, path: str) -> None:
+        """Make the entries of directory ``path`` (new or removed names) durable."""
 
     def lock_exclusive(self, path: str) -> FileLock:
         """Take an exclusive lock on ``path`` (created if missing) without waiting, and record
@@ -334,7 +340,8 @@ class OsFileOps:
     def file_size(self, path: str) -> int:
         return os.path.getsize(path)
 
-    def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False) -> OsRegion:
+    def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False,
+                    sync_dir: bool = True) -> OsRegion:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o644)
         try:
@@ -351,9 +358,12 @@ class OsFileOps:
                 os.remove(path)
             raise
         os.close(fd)  # the mapping keeps its own reference to the file
-        if create:
+        if create and sync_dir:
             _fsync_dir(os.path.dirname(path))
         return OsRegion(path, buf)
+
+    def sync_dir(self, path: str) -> None:
+        _fsync_dir(path)
 
     def lock_exclusive(self, path: str) -> OsFileLock:
         try:

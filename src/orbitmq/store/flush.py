@@ -238,8 +238,11 @@ class FlushConsumeQueueService(ServiceThread):
         with self._io_lock:
             # Read first: every message below it already has its queue and index entries written.
             logics = self._dispatched_offset()
-            for cq in list(self._consume_queues()):
+            queues = list(self._consume_queues())
+            for cq in queues:
                 cq.flush()
+            for cq in queues:  # new files' names, after the data: the fsyncs share commits
+                cq.sync_names()
             if self._index_flush is not None:
                 self._index_flush()
             now = self._clock()

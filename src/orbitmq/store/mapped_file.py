@@ -73,17 +73,19 @@ class MappedFile:
     @classmethod
     def open(
         cls, file_ops: FileOps, path: str, file_from_offset: int, file_size: int, *, create: bool,
-        sparse: bool = False,
+        sparse: bool = False, sync_dir: bool = True,
     ) -> MappedFile:
-        """Map an existing segment or create a zero-filled one (fully allocated, or ``sparse``).
+        """Map an existing segment or create a zero-filled one (fully allocated, or ``sparse``;
+        its name made durable at once unless not ``sync_dir``: see FileOps.open_region).
 
-        A sparse segment, new or loaded, counts as unallocated: ``ensure_allocated`` allocates
-        before the first write (over blocks already there, fallocate only walks them).
+        A sparse segment, new or loaded, counts as unallocated up to its written part:
+        ``ensure_allocated`` allocates from there before the next write.
 
         Raises:
             OSError: the file cannot be created or mapped.
         """
-        region = file_ops.open_region(path, file_size, create=create, sparse=sparse)
+        region = file_ops.open_region(path, file_size, create=create, sparse=sparse,
+                                      sync_dir=sync_dir)
         return cls(path, file_from_offset, file_size, region, allocated_to=0 if sparse else None)
 
     # -- writing --------------------------------------------------------------------------------

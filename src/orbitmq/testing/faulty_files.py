@@ -247,7 +247,8 @@ class FaultyFileOps:
             return len(self.small[path][0])
         return len(self.files[path].volatile)
 
-    def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False) -> FaultyRegion:
+    def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False,
+                    sync_dir: bool = True) -> FaultyRegion:
         path = posixpath.normpath(path)
         if create:
             if path in self.files:
@@ -267,6 +268,9 @@ class FaultyFileOps:
         if len(f.volatile) < size:
             raise OSError(f"{path} is shorter than {size} bytes")
         return FaultyRegion(self, f)
+
+    def sync_dir(self, path: str) -> None:
+        """Directory operations are durable at once here (see the module docstring)."""
 
     def lock_exclusive(self, path: str) -> FaultyLock:
         path = posixpath.normpath(path)
