@@ -12,7 +12,9 @@ broker idle, and reports:
   all and per 1,000 queues; the consume queue files alone next to their logical size, which is
   what each took on disk when created at full size (before queues were allocated as they fill);
 - the broker's resident size (VmRSS, and its anonymous and file-backed parts) before the queues
-  and after, and the growth per 1,000 queues.
+  and after, and the growth per 1,000 queues; the file-backed part split by the store's files it
+  maps (from /proc/PID/smaps): consume queues (per queue), index (per key indexed, not per queue)
+  and commit log (the pre-fault window ahead of the writer, a constant).
 Not a test: never run by pytest.
 """
 
@@ -43,6 +45,21 @@ def _rss_mb(pid: int) -> dict[str, float]:
             if name in ("VmRSS", "RssAnon", "RssFile"):
                 values[name] = int(rest.split()[0]) / 1024
     return values
+
+
+def _rss_by_store_file(pid: int) -> dict[str, float]:
+    """Resident MB of the mappings of consume queue, index and commit log files."""
+    found = {"consumequeue": 0.0, "index": 0.0, "commitlog": 0.0}
+    kind: str | None = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                path = head[5] if len(head) > 5 else ""
+                kind = next((k for k in found if f"/{k}/" in path), None)
+            elif head[0] == "Rss:" and kind is not None:
+                found[kind] += int(head[1]) / 1024
+    return found
 
 
 def _du(root: str, skip: str | None = None) -> tuple[int, int]:
@@ -90,10 +107,14 @@ def run(root: str, count: int) -> None:
         pid = proc.proc.pid
         time.sleep(IDLE_S)
         rss_before = _rss_mb(pid)
+        files_before = _rss_by_store_file(pid)
         disk_before, _ = _du(store, skip=os.path.join(store, "commitlog"))
         seconds = _make_queues(namesrv, count)
         time.sleep(IDLE_S)
         rss_after = _rss_mb(pid)
+        files_after = _rss_by_store_file(pid)
+        queues_found = sum(len(os.listdir(os.path.join(store, "consumequeue", t)))
+                           for t in os.listdir(os.path.join(store, "consumequeue")))
         disk_after, _ = _du(store, skip=os.path.join(store, "commitlog"))
         cq_used, cq_logical = _du(os.path.join(store, "consumequeue"))
         index_used, index_logical = _du(os.path.join(store, "index"))
@@ -103,8 +124,8 @@ def run(root: str, count: int) -> None:
             proc.proc.stdout.close()
     per_k = 1000 / count
     mb = 1e6
-    print(f"OrbitMQ store, {count} queues of one 100-byte message each (made in {seconds:.1f} s), "
-          "default consume queue and index sizes")
+    print(f"OrbitMQ store, {count} queues of one 100-byte message each (made in {seconds:.1f} s, "
+          f"{queues_found} queue files {IDLE_S:.0f} s later), default consume queue and index sizes")
     print(f"  disk beyond the commit log: {disk_after / mb:8.1f} MB "
           f"(before the queues {disk_before / mb:.2f} MB); per 1,000 queues "
           f"{(disk_after - disk_before) / mb * per_k:.1f} MB")
@@ -117,6 +138,10 @@ def run(root: str, count: int) -> None:
         grown = rss_after.get(name, 0.0) - rss_before.get(name, 0.0)
         print(f"  broker {name:8s}            {rss_before.get(name, 0.0):8.1f} MB -> "
               f"{rss_after.get(name, 0.0):.1f} MB; per 1,000 idle queues {grown * per_k:+.1f} MB")
+    for kind, after in files_after.items():
+        grown = after - files_before[kind]
+        print(f"    of which {kind:12s}      {files_before[kind]:8.1f} MB -> {after:.1f} MB; "
+              f"per 1,000 queues {grown * per_k:+.1f} MB")
 
 
 def main() -> None:

@@ -72,6 +72,10 @@ HOT_ENTRIES = 64 * 1024  # newest entries left mapped by IndexFile.release_pages
 ENTRY_ALLOCATE_STEP_SIZE_MAX = 1024 * 1024  # the largest allocation step of the entry log
 _PAGE = mmap.PAGESIZE
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+# A fault reads ahead 32 pages around it by default: in a sparse slot table those are holes, each
+# then a zero page of page cache mapped into the broker (bench/queues_bench.py: 19 MB resident
+# for 2,000 messages of two keys each; 5.4 MB with MADV_RANDOM).
+_RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
 _FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
 _TMP_SUFFIX = ".tmp"
 
@@ -130,6 +134,8 @@ class IndexFile:
         mm = None
         try:
             self._mm = mm = mmap.mmap(self._fd, self.file_size)
+            if _RANDOM is not None:  # slots and chains are read at random: no read-around
+                mm.madvise(_RANDOM)
             self._read_header()
         except BaseException:
             if mm is not None:
