@@ -14,6 +14,7 @@ later round measures less: each round measures again, so freeing space ends the 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -65,7 +66,8 @@ class CleanService(ServiceThread):
 
     def _disk_ratio(self) -> float:
         try:
-            return self._file_ops.disk_used_ratio(self.commit_log.mfq.directory)
+            # The store directory: it exists before the first commit log segment does.
+            return self._file_ops.disk_used_ratio(os.path.dirname(self.commit_log.mfq.directory))
         except OSError:
             return 0.0
 
@@ -114,10 +116,10 @@ class CleanService(ServiceThread):
         limit = self.config.disk_space_warning_level_ratio
         self.disk_full = ratio > limit
         if self.disk_full:
+            store_dir = os.path.dirname(self.commit_log.mfq.directory)
             self.flags.raise_(Condition.DISK_RATIO, (
-                f"disk full: {ratio:.1%} of the file system of {self.commit_log.mfq.directory} is "
-                f"used, above disk_space_warning_level_ratio {limit}; sends are refused until "
-                "space is freed"))
+                f"disk full: {ratio:.1%} of the file system of {store_dir} is used, above "
+                f"disk_space_warning_level_ratio {limit}; sends are refused until space is freed"))
         else:
             self.flags.clear(Condition.DISK_RATIO)
 
