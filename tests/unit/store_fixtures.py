@@ -62,6 +62,15 @@ class CountingRegion:
             self._owner.release.wait(self._owner.sync_delay_s)
         self._inner.sync(start, end)
 
+    def allocate(self, start: int, end: int) -> None:
+        self._inner.allocate(start, end)
+
+    def mark_dirty(self, start: int, end: int) -> None:
+        self._inner.mark_dirty(start, end)
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        return self._inner.data_ranges(start, end)
+
     def close(self) -> bool:
         return self._inner.close()
 
@@ -77,10 +86,12 @@ class CountingFileOps(OsFileOps):
         self.disk_ratio = 0.1
         self.fail_create = False
 
-    def open_region(self, path: str, size: int, *, create: bool) -> CountingRegion:  # type: ignore[override]
+    def open_region(self, path: str, size: int, *, create: bool,  # type: ignore[override]
+                    sparse: bool = False, sync_dir: bool = True) -> CountingRegion:
         if create and self.fail_create:
             raise OSError(28, "No space left on device (simulated)")
-        return CountingRegion(super().open_region(path, size, create=create), self)
+        region = super().open_region(path, size, create=create, sparse=sparse, sync_dir=sync_dir)
+        return CountingRegion(region, self)
 
     def disk_used_ratio(self, path: str) -> float:
         return self.disk_ratio

@@ -190,14 +190,25 @@ def test_put_statuses(tmp_path: Path) -> None:
 
 
 def test_create_mapped_file_failure_is_a_status(tmp_path: Path) -> None:
+    """No space for a commit log segment: SERVICE_NOT_AVAILABLE naming the cause, then every put
+    refused at once (no fallocate per put) until one a second tries again and succeeds."""
     ops = CountingFileOps()
-    with MessageStore(config(tmp_path), file_ops=ops) as store:
+    now = [0.0]
+    with MessageStore(config(tmp_path), file_ops=ops, run_threads=False,
+                      monotonic=lambda: now[0]) as store:
         assert store.put_message(msg(body=b"x" * 1000)).ok
         ops.fail_create = True
-        results = [store.put_message(msg(body=b"x" * 1000)).status for _ in range(80)]
-        assert PutMessageStatus.CREATE_MAPPED_FILE_FAILED in results
+        results = [store.put_message(msg(body=b"x" * 1000)) for _ in range(80)]
+        refused = [r for r in results if not r.ok]
+        assert refused and all(r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE for r in refused)
+        assert results[-len(refused):] == refused  # once refused, refused until retried
+        assert refused[0].remark is not None and "no space for a new commit log segment" in refused[0].remark
         ops.fail_create = False
+        assert store.put_message(msg(body=b"x" * 1000)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        now[0] += 1.0  # RETRY_INTERVAL_S: one put tries again
         assert store.put_message(msg(body=b"x" * 1000)).ok
+        assert store.put_message(msg(body=b"x" * 1000)).ok
+        assert store.flags.remark is None
 
 
 def test_offsets_by_time_and_store_times(tmp_path: Path) -> None:

@@ -292,7 +292,7 @@ class SendProcessor:
         if append is None or result.status not in (PutMessageStatus.PUT_OK,
                                                    PutMessageStatus.FLUSH_DISK_TIMEOUT):
             code, remark = _PUT_ERRORS.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
-            return cmd.response(code, remark)
+            return cmd.response(code, result.remark or remark)  # the store's reason, if it gave one
         ids = append.msg_ids
         fields = {
             "msgId": ids[0] if len(ids) == 1 else ",".join(ids),

@@ -12,7 +12,7 @@ import click
 
 from orbitmq.cli.config_options import ConfigRefused, build_config, config_as_toml, config_options
 from orbitmq.config import BrokerConfig, ConfigError, NamesrvConfig, replace_fields
-from orbitmq.errors import BrokerError, OrbitMQError
+from orbitmq.errors import BrokerError, OrbitMQError, StoreError
 
 log = logging.getLogger("orbitmq.cli")
 
@@ -38,6 +38,8 @@ async def _serve(*servers: Any, ready_line: str | None = None) -> None:
 
 
 def _run(*servers: Any, ready_line: str | None = None) -> None:
+    """Serve until stopped. A server that cannot start (a port in use, a store another broker
+    holds or cannot open) ends the command with one line and exit status 1, no traceback."""
     from orbitmq.transport.loop import run
 
     try:
@@ -108,7 +110,12 @@ def standalone_cmd(
         return
     from orbitmq.broker.controller import BrokerController
     from orbitmq.namesrv import NameServer
+    from orbitmq.store.store_lock import check_store_free
 
+    try:  # before the name server starts: a store in use ends the command with its one line
+        check_store_free(cfg.store.store_path)
+    except StoreError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
     ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=ns_port))
 
     class _Broker:

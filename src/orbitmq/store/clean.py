@@ -5,11 +5,16 @@ the first message of the *next* segment, which is at least as new as anything in
 when deleting is due: at the hours of ``delete_when``, when disk use passes
 ``disk_max_used_space_ratio``, or on request. Past ``disk_space_clean_forcibly_ratio`` the oldest
 segments go even if young. The segment being written is never deleted.
+
+Above ``disk_space_warning_level_ratio`` the store refuses puts (RunningFlags DISK_RATIO) until a
+later round measures less: each round measures again, so freeing space ends the refusal within
+``clean_resource_interval_ms``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -18,6 +23,7 @@ from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import FileOps
 from orbitmq.store.mapped_file import MappedFile
+from orbitmq.store.running_flags import Condition, RunningFlags
 from orbitmq.store.service import ServiceThread
 
 __all__ = ["CleanService"]
@@ -36,6 +42,7 @@ class CleanService(ServiceThread):
         index_delete_expired: Callable[[int], None] | None,
         file_ops: FileOps,
         clock: Callable[[], int],
+        flags: RunningFlags | None = None,
     ) -> None:
         super().__init__("orbitmq-clean", config.clean_resource_interval_ms / 1000)
         self.config = config
@@ -44,6 +51,7 @@ class CleanService(ServiceThread):
         self._index_delete_expired = index_delete_expired
         self._file_ops = file_ops
         self._clock = clock
+        self.flags = flags if flags is not None else RunningFlags()
         self.disk_full = False  # above disk_space_warning_level_ratio: puts are refused
         self._manual_requests = 0
 
@@ -58,7 +66,8 @@ class CleanService(ServiceThread):
 
     def _disk_ratio(self) -> float:
         try:
-            return self._file_ops.disk_used_ratio(self.commit_log.mfq.directory)
+            # The store directory: it exists before the first commit log segment does.
+            return self._file_ops.disk_used_ratio(os.path.dirname(self.commit_log.mfq.directory))
         except OSError:
             return 0.0
 
@@ -72,7 +81,7 @@ class CleanService(ServiceThread):
         cfg = self.config
         now = self._clock()
         ratio = self._disk_ratio()
-        self.disk_full = ratio > cfg.disk_space_warning_level_ratio
+        self._mark_disk_full(ratio)
         force = ratio > cfg.disk_space_clean_forcibly_ratio
         manual = self._manual_requests > 0
         if not (manual or force or ratio > cfg.disk_max_used_space_ratio or self._is_delete_hour(now)):
@@ -97,6 +106,22 @@ class CleanService(ServiceThread):
                 deleted, mfq.min_offset, ratio, force,
             )
         return deleted
+
+    def check_disk(self) -> None:
+        """Measure disk use now and refuse or allow puts accordingly (the store does it at start,
+        so that a broker started on a full disk refuses at once, not after the first round)."""
+        self._mark_disk_full(self._disk_ratio())
+
+    def _mark_disk_full(self, ratio: float) -> None:
+        limit = self.config.disk_space_warning_level_ratio
+        self.disk_full = ratio > limit
+        if self.disk_full:
+            store_dir = os.path.dirname(self.commit_log.mfq.directory)
+            self.flags.raise_(Condition.DISK_RATIO, (
+                f"disk full: {ratio:.1%} of the file system of {store_dir} is used, above "
+                f"disk_space_warning_level_ratio {limit}; sends are refused until space is freed"))
+        else:
+            self.flags.clear(Condition.DISK_RATIO)
 
     def clean_queues(self) -> None:
         """Drop consume queue segments and index files below the commit log's minimum offset."""

@@ -249,6 +249,7 @@ class CommitLog:
         # Next queue offset of each (topic, queue id); guarded by put_lock.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock = 0  # ms when the current append took the lock; 0 when idle
+        self.segment_error: OSError | None = None  # why the last segment creation failed
 
     # -- positions ------------------------------------------------------------------------------
 
@@ -351,8 +352,9 @@ class CommitLog:
                 _BLANK.pack_into(mf.buf, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
                 mf.wrote_position = mf.file_size
                 mf = self.mfq.last_file_for_append()
-        except OSError as e:
-            log.error("cannot create commit log segment err=%s", e)
+        except OSError as e:  # the store tells a full disk (segment_error) from other failures
+            self.segment_error = e
+            log.debug("cannot create commit log segment err=%s", e)  # RunningFlags logs it
             return None
         return mf
 

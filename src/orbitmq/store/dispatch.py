@@ -24,6 +24,8 @@ from orbitmq.protocol.message import (
 from orbitmq.protocol.native import NATIVE
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.file_ops import StoreSpaceError
+from orbitmq.store.running_flags import RetryGate, stall_remark
 from orbitmq.store.service import ServiceThread
 
 __all__ = ["DispatchService", "ArrivalListener", "SCHEDULE_TOPIC", "parse_delay_levels"]
@@ -90,9 +92,13 @@ class DispatchService(ServiceThread):
         self.round_max = round_max  # messages per round before listeners are told
         self.lock = threading.Lock()  # against delete_topics and checkpoint snapshots
         self._topics: dict[bytes, str] = {}
+        # Set by the store: a queue or index write that finds no space stalls dispatch (the
+        # round is dropped and tried again, whole, once the gate opens); None: the error raises.
+        self.space_gate: RetryGate | None = None
 
     def has_work(self) -> bool:
-        return self.reput_offset < self.commit_log.max_offset
+        gate = self.space_gate
+        return self.reput_offset < self.commit_log.max_offset and (gate is None or gate.is_open())
 
     def run_once(self) -> None:
         """Dispatch everything published so far, telling listeners after each bounded round."""
@@ -102,7 +108,13 @@ class DispatchService(ServiceThread):
         """``run_once`` for at most ``count_max`` messages (None: no limit), in any thread (the
         event loop calls it between requests, see MessageStore.wake_deferred); True when
         nothing published is left undispatched. Without ``wait`` it gives up (False) when
-        another thread is dispatching, instead of waiting for its round to end."""
+        another thread is dispatching, instead of waiting for its round to end.
+
+        A round that meets StoreSpaceError (see ``space_gate``) ends it with False; queue and
+        index puts skip what a retry finds written already, so nothing is indexed twice."""
+        gate = self.space_gate
+        if gate is not None and not gate.is_open():
+            return False
         done = 0
         while True:
             end = self.commit_log.max_offset
@@ -116,8 +128,15 @@ class DispatchService(ServiceThread):
                 return False
             try:
                 self.reput_offset, count = self.dispatch_to(self.reput_offset, end, arrived, budget)
+            except StoreSpaceError as e:
+                if gate is None:
+                    raise
+                gate.failed(stall_remark(e))
+                return False
             finally:
                 self.lock.release()
+            if gate is not None:
+                gate.passed()
             done += count
             if arrived and self.listeners:
                 self._notify(arrived)

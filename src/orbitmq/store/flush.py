@@ -6,6 +6,11 @@
   served by the next one (group commit).
 - ``FlushConsumeQueueService`` syncs consume queues and index files, then writes the checkpoint.
 - ``PageReleaseService`` unmaps cold file pages five times a second, so that RSS stays flat.
+
+A sync of the commit log that fails (EIO, ENOSPC) is never reported as durable: its waiters hear
+False (FLUSH_DISK_TIMEOUT), the store refuses puts (RunningFlags FLUSH_FAILED) and the sync is tried
+again once a second, the unsynced range made dirty again first (MappedFile.flush), until it
+succeeds. A failing sync of queues or index leaves the checkpoint where it was and is logged.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import FileOps
+from orbitmq.store.running_flags import LOG_INTERVAL_S, RetryGate
 from orbitmq.store.service import ServiceThread
 
 __all__ = ["AsyncFlushService", "GroupCommitService", "FlushConsumeQueueService",
@@ -28,15 +34,38 @@ __all__ = ["AsyncFlushService", "GroupCommitService", "FlushConsumeQueueService"
 log = logging.getLogger(__name__)
 
 
-class AsyncFlushService(ServiceThread):
-    """Syncs the commit log on an interval."""
+def flush_failed_remark(error: BaseException) -> str:
+    """The remark of puts refused after a failed sync of the commit log (FLUSH_FAILED)."""
+    return (f"disk error: syncing the commit log failed ({error}); sends are refused until a "
+            "sync succeeds")
 
-    def __init__(self, commit_log: CommitLog, interval_ms: int) -> None:
+
+def flush_commit_log(commit_log: CommitLog, gate: RetryGate | None) -> int:
+    """``commit_log.flush()`` with its failures held in ``gate`` (retried at the gate's pace;
+    until then nothing is synced); -1 when nothing was known durable this time."""
+    if gate is None:
+        return commit_log.flush()
+    if not gate.claim():
+        return -1
+    try:
+        flushed = commit_log.flush()
+    except Exception as e:
+        gate.failed(flush_failed_remark(e))
+        return -1
+    gate.passed()
+    return flushed
+
+
+class AsyncFlushService(ServiceThread):
+    """Syncs the commit log on an interval (a failure goes to ``gate``, see module docstring)."""
+
+    def __init__(self, commit_log: CommitLog, interval_ms: int, gate: RetryGate | None = None) -> None:
         super().__init__("orbitmq-flush-commitlog", interval_ms / 1000)
         self.commit_log = commit_log
+        self.gate = gate
 
     def run_once(self) -> None:
-        self.commit_log.flush()
+        flush_commit_log(self.commit_log, self.gate)
 
 
 INLINE_SYNC_MAX_S = 0.005  # a caller's thread syncs inline (try_run_once) only below this
@@ -61,9 +90,11 @@ class GroupCommitService(ServiceThread):
         commit_log: CommitLog,
         timeout_ms: int,
         monotonic: Callable[[], float] = time.monotonic,
+        gate: RetryGate | None = None,
     ) -> None:
         super().__init__("orbitmq-group-commit", 0.01)
         self.commit_log = commit_log
+        self.gate = gate  # failed syncs: see the module docstring
         self.timeout_s = timeout_ms / 1000
         self._monotonic = monotonic
         self._lock = threading.Lock()  # guards the three _group fields
@@ -134,10 +165,13 @@ class GroupCommitService(ServiceThread):
             self._group, self._group_end, self._group_size = None, 0, 0
         started = self._monotonic()
         try:
-            flushed = self.commit_log.flush()
-        except Exception:
+            flushed = flush_commit_log(self.commit_log, self.gate)
+        except Exception:  # only without a gate: with one the failure is held there
             log.exception("sync flush failed; %d requests answered FLUSH_DISK_TIMEOUT", size)
             flushed = -1
+        else:
+            if flushed < 0 and size:
+                log.error("sync flush failed; %d requests answered FLUSH_DISK_TIMEOUT", size)
         self.last_sync_s = self._monotonic() - started
         if future is not None:
             future.set_result(flushed >= end and self._monotonic() <= deadline)
@@ -172,13 +206,43 @@ class FlushConsumeQueueService(ServiceThread):
         self._clock = clock
         self._io_lock = threading.Lock()  # the service thread and shutdown's final round
         self.last: StoreCheckpoint | None = None
+        self.failing_since: float | None = None  # monotonic time of the first failed round
+        self._logged_at = 0.0
 
     def run_once(self) -> None:
+        """One round; a failed sync or checkpoint write is logged (at most every
+        LOG_INTERVAL_S while it lasts) and leaves the checkpoint as it was."""
+        try:
+            self.flush_and_checkpoint()
+        except OSError as e:
+            now = time.monotonic()
+            if self.failing_since is None:
+                self.failing_since = self._logged_at = now
+                log.error("syncing queues or writing the checkpoint failed err=%s", e)
+            elif now - self._logged_at >= LOG_INTERVAL_S:
+                self._logged_at = now
+                log.error("syncing queues or writing the checkpoint still fails for=%.0fs err=%s",
+                          now - self.failing_since, e)
+            return
+        if self.failing_since is not None:
+            log.warning("queues synced and checkpoint written again after=%.1fs",
+                        time.monotonic() - self.failing_since)
+            self.failing_since = None
+
+    def flush_and_checkpoint(self) -> None:
+        """Sync queues and index, then save the checkpoint when it moved.
+
+        Raises:
+            OSError: a sync or the checkpoint write failed; nothing later in the round was done.
+        """
         with self._io_lock:
             # Read first: every message below it already has its queue and index entries written.
             logics = self._dispatched_offset()
-            for cq in list(self._consume_queues()):
+            queues = list(self._consume_queues())
+            for cq in queues:
                 cq.flush()
+            for cq in queues:  # new files' names, after the data: the fsyncs share commits
+                cq.sync_names()
             if self._index_flush is not None:
                 self._index_flush()
             now = self._clock()

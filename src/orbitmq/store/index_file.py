@@ -21,10 +21,17 @@ Invariants the code relies on (the service guarantees them):
   every walk even over a damaged file;
 - a put writes the entry, then the header, then the slot: a process killed in between leaves at worst
   one counted entry that its slot does not reach yet, which ``repair_torn_put`` links after a crash.
+
+Space: the file is created sparse at its full logical size (420 MB by default) and gets blocks as it
+is written: a slot table page when a key first hashes into it, the entry log in steps that double
+with its use (up to 1 MiB). Every page is allocated before anything is stored into it through the
+mapping (a store into a hole of a full disk would kill the process with SIGBUS), so a full disk
+makes a put raise OSError with nothing written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -37,6 +44,7 @@ from typing import Any
 from orbitmq.errors import ClientError, StoreError
 from orbitmq.protocol.java_hash import java_string_hash
 from orbitmq.protocol.native import NATIVE
+from orbitmq.store.file_ops import allocate_range
 
 __all__ = [
     "HEADER_SIZE",
@@ -61,7 +69,13 @@ _ENTRY = struct.Struct(">iqii")
 _INT32_MAX = 0x7FFF_FFFF
 _INT32_MIN = -0x8000_0000
 HOT_ENTRIES = 64 * 1024  # newest entries left mapped by IndexFile.release_pages (1.25 MiB)
+ENTRY_ALLOCATE_STEP_SIZE_MAX = 1024 * 1024  # the largest allocation step of the entry log
+_PAGE = mmap.PAGESIZE
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+# A fault reads ahead 32 pages around it by default: in a sparse slot table those are holes, each
+# then a zero page of page cache mapped into the broker (bench/queues_bench.py: 19 MB resident
+# for 2,000 messages of two keys each; 5.4 MB with MADV_RANDOM).
+_RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
 _FILE_NAME = re.compile(r"\d{17}")  # yyyyMMddHHmmssSSS
 _TMP_SUFFIX = ".tmp"
 
@@ -112,10 +126,16 @@ class IndexFile:
         self._io_lock = threading.Lock()  # flush() against close()
         self._closed = False
         self._dirty = False
+        # Space known to have blocks: pages of header and slots (one flag each), and the entry log
+        # up to a mark. Unknown for a file opened again: allocated anew (a no-op where it is).
+        self._pages = bytearray(-(-self._entries_at // _PAGE))
+        self._entries_allocated_to = self._entries_at
         self._fd = _open_or_create(path, self.file_size, hash_slot_num, index_num)
         mm = None
         try:
             self._mm = mm = mmap.mmap(self._fd, self.file_size)
+            if _RANDOM is not None:  # slots and chains are read at random: no read-around
+                mm.madvise(_RANDOM)
             self._read_header()
         except BaseException:
             if mm is not None:
@@ -142,6 +162,26 @@ class IndexFile:
         self._begin_ts, self._end_ts = begin_ts, end_ts
         self._begin_phy, self._end_phy = begin_phy, end_phy
         self._slot_count, self._index_count = slot_count, index_count
+
+    def _ensure_page(self, at: int) -> None:
+        """Blocks for the header or slot table page holding byte ``at``."""
+        page = at // _PAGE
+        if not self._pages[page]:
+            start = page * _PAGE
+            allocate_range(self._fd, start, min(start + _PAGE, self.file_size) - start)
+            self._pages[page] = 1
+
+    def _ensure_entries(self, end: int) -> None:
+        """Blocks for the entry log below byte ``end``, in steps about as large as what the log
+        already uses (one page at least, ENTRY_ALLOCATE_STEP_SIZE_MAX at most)."""
+        have = self._entries_allocated_to
+        if end <= have:
+            return
+        step = min(max(have - self._entries_at, _PAGE), ENTRY_ALLOCATE_STEP_SIZE_MAX)
+        target = min(-(-max(end, have + step) // _PAGE) * _PAGE, self.file_size)
+        start = have - have % _PAGE
+        allocate_range(self._fd, start, target - start)
+        self._entries_allocated_to = target
 
     def _write_header(self) -> None:
         fields = (self._begin_ts, self._end_ts, self._begin_phy, self._end_phy)
@@ -202,6 +242,14 @@ class IndexFile:
         assert 0 <= key_hash <= _INT32_MAX, key_hash
         assert n == 1 or phy_offset >= self._end_phy, "phy offsets must not decrease in a file"
         slot_at = self._slot_at(key_hash)
+        entry_at = self._entries_at + n * INDEX_ENTRY_SIZE
+        # Every page this put stores into gets its blocks first (OSError here: nothing written).
+        if entry_at + INDEX_ENTRY_SIZE > self._entries_allocated_to:
+            self._ensure_entries(entry_at + INDEX_ENTRY_SIZE)
+        if not self._pages[0]:
+            self._ensure_page(0)
+        if not self._pages[slot_at // _PAGE]:
+            self._ensure_page(slot_at)
         (head,) = _SLOT.unpack_from(self._mm, slot_at)
         if not 0 < head < n:  # empty, or garbage that must not become a link
             head = 0
@@ -209,9 +257,7 @@ class IndexFile:
             self._begin_ts, self._begin_phy = store_timestamp_ms, phy_offset
         # Seconds since the file's first entry, clamped into an i32 (a clock stepping back gives 0).
         diff_s = min(max((store_timestamp_ms - self._begin_ts) // 1000, 0), _INT32_MAX)
-        _ENTRY.pack_into(
-            self._mm, self._entries_at + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff_s, head
-        )
+        _ENTRY.pack_into(self._mm, entry_at, key_hash, phy_offset, diff_s, head)
         self._index_count = n + 1
         self._end_phy = phy_offset
         self._end_ts = max(self._end_ts, store_timestamp_ms)
@@ -231,10 +277,12 @@ class IndexFile:
         cut = self._first_entry_at_or_past(phy_offset)
         if cut >= self._index_count:
             return
+        self._ensure_page(0)
         for n in range(self._index_count - 1, cut - 1, -1):
             key_hash, _, _, prev = self._entry(n)
             slot_at = self._slot_at(key_hash)
             if _SLOT.unpack_from(self._mm, slot_at)[0] == n:
+                self._ensure_page(slot_at)  # it holds n: it has blocks, this only records so
                 prev = prev if 0 < prev < n else 0
                 _SLOT.pack_into(self._mm, slot_at, prev)
                 if prev == 0:
@@ -276,6 +324,7 @@ class IndexFile:
         (head,) = _SLOT.unpack_from(self._mm, slot_at)
         if head == n or head != prev:  # linked already, or not the state a torn put leaves
             return False
+        self._ensure_page(slot_at)
         _SLOT.pack_into(self._mm, slot_at, n)
         self._dirty = True
         log.warning("index entry relinked after crash path=%s entry=%d", self.path, n)
@@ -336,7 +385,13 @@ class IndexFile:
             self._dirty = False  # cleared first: a put racing the fsync marks the file dirty again
             # fsync on the descriptor covers writes through a shared mapping (Linux msync(MS_SYNC) is
             # the same call) and, unlike mmap.flush, lets other threads run meanwhile.
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                # Tried again next round. Linux may have marked the failed pages clean: keys put
+                # before it may then miss from the index after a crash (the messages do not).
+                self._dirty = True
+                raise
 
     def release_pages(self, hot_entries: int = HOT_ENTRIES) -> None:
         """Unmap this process's view of the entries older than the newest ``hot_entries`` (the
@@ -403,6 +458,8 @@ def _create(path: str, size: int) -> int:
             os.close(dir_fd)
     except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):  # e.g. no space for the header: no file left behind
+            os.remove(tmp)
         raise
     return fd
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orbitmq.errors import ClientError
+from orbitmq.store.file_ops import StoreSpaceError
 from orbitmq.store.index_file import (
     _FILE_NAME,
     _TMP_SUFFIX,
@@ -129,6 +130,10 @@ class IndexService:
         Empty keys are skipped and keys sharing a hash are indexed once (the entries would be the
         same). A message at or before the newest indexed one is skipped, except for the keys it
         lacks, so that re-dispatching after recovery never indexes a message twice.
+
+        Raises:
+            StoreSpaceError: a new file or the space of an entry cannot be had (a full disk);
+                the keys indexed before it stay, and calling again indexes the rest.
         """
         hashes: list[int] = []
         for key in [uniq_key, *keys] if uniq_key else keys:
@@ -148,12 +153,15 @@ class IndexService:
                 for key_hash in self._hashes_indexed_at(phy_offset):
                     if key_hash in hashes:
                         hashes.remove(key_hash)
-            for key_hash in hashes:
-                f = self._files[-1] if self._files else None
-                if f is None or f.is_write_full:
-                    f = self._new_file()
-                put = f.put_hash(key_hash, phy_offset, store_timestamp_ms)
-                assert put, "a file that is not full accepts a put"
+            try:
+                for key_hash in hashes:
+                    f = self._files[-1] if self._files else None
+                    if f is None or f.is_write_full:
+                        f = self._new_file()
+                    put = f.put_hash(key_hash, phy_offset, store_timestamp_ms)
+                    assert put, "a file that is not full accepts a put"
+            except OSError as e:
+                raise StoreSpaceError(f"index of {self._dir}", e) from e
 
     def _new_file(self) -> IndexFile:
         name_ms = max(self._clock(), self._last_name_ms + 1)  # strictly increasing, even in one ms
@@ -266,7 +274,10 @@ class IndexService:
         """Flush and close every file; ``load`` may open them again."""
         with self._lock:
             for f in self._files:
-                f.flush()
+                try:
+                    f.flush()
+                except OSError as e:  # closed all the same; recovery rebuilds past the checkpoint
+                    log.error("index file not synced at shutdown path=%s err=%s", f.path, e)
                 f.close()
             self._files = []
             self._loaded = False

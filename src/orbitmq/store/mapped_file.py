@@ -3,6 +3,13 @@
 A MappedFile knows two positions: ``wrote_position`` (bytes appended so far, all visible to readers)
 and ``flushed_position`` (bytes made durable by a sync). Appends come from one writer at a time (the
 owner serializes them); ``flush`` may run in another thread, and readers take memoryview slices.
+
+A segment is created either fully allocated (the commit log: written sequentially and fast, its
+blocks reserved up front) or sparse (consume queues: most of a 6 MB queue file is never used), in
+which case the writer calls ``ensure_allocated`` before each write: space is allocated in steps
+that double with the file's use (one page, then two... up to ``ALLOCATE_STEP_SIZE_MAX``), so a
+queue holding one message costs one page of disk, and a busy queue one allocation per MiB. Below
+``allocated_to`` every page has its blocks: a write there never meets a full disk (SIGBUS).
 """
 
 from __future__ import annotations
@@ -13,11 +20,12 @@ import threading
 
 from orbitmq.store.file_ops import FileOps, MappedRegion
 
-__all__ = ["MappedFile", "segment_name", "ZERO_CHUNK_SIZE"]
+__all__ = ["MappedFile", "segment_name", "ZERO_CHUNK_SIZE", "ALLOCATE_STEP_SIZE_MAX"]
 
 log = logging.getLogger(__name__)
 
 ZERO_CHUNK_SIZE = 64 * 1024
+ALLOCATE_STEP_SIZE_MAX = 1024 * 1024  # largest allocation step of a sparse segment: 52,428 entries
 _PAGE = mmap.PAGESIZE
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 _ZEROS = bytes(ZERO_CHUNK_SIZE)
@@ -40,11 +48,14 @@ class MappedFile:
         "wrote_position",
         "flushed_position",
         "destroyed",
+        "allocated_to",
         "_region",
         "_io_lock",
+        "_sync_failed",
     )
 
-    def __init__(self, path: str, file_from_offset: int, file_size: int, region: MappedRegion):
+    def __init__(self, path: str, file_from_offset: int, file_size: int, region: MappedRegion,
+                 *, allocated_to: int | None = None):
         self.path = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size
@@ -54,19 +65,28 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.destroyed = False
+        # Bytes below it are known to have blocks (the whole file unless it is sparse).
+        self.allocated_to = file_size if allocated_to is None else allocated_to
         self._io_lock = threading.Lock()  # flush against destroy
+        self._sync_failed = False  # the last sync raised: its pages may have been left clean
 
     @classmethod
     def open(
-        cls, file_ops: FileOps, path: str, file_from_offset: int, file_size: int, *, create: bool
+        cls, file_ops: FileOps, path: str, file_from_offset: int, file_size: int, *, create: bool,
+        sparse: bool = False, sync_dir: bool = True,
     ) -> MappedFile:
-        """Map an existing segment or create a zero-filled one.
+        """Map an existing segment or create a zero-filled one (fully allocated, or ``sparse``;
+        its name made durable at once unless not ``sync_dir``: see FileOps.open_region).
+
+        A sparse segment, new or loaded, counts as unallocated up to its written part:
+        ``ensure_allocated`` allocates from there before the next write.
 
         Raises:
             OSError: the file cannot be created or mapped.
         """
-        region = file_ops.open_region(path, file_size, create=create)
-        return cls(path, file_from_offset, file_size, region)
+        region = file_ops.open_region(path, file_size, create=create, sparse=sparse,
+                                      sync_dir=sync_dir)
+        return cls(path, file_from_offset, file_size, region, allocated_to=0 if sparse else None)
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -79,6 +99,28 @@ class MappedFile:
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 
+    def ensure_allocated(self, end: int) -> None:
+        """Make sure bytes below ``end`` have blocks before the writer stores into them: allocate
+        the next step when ``end`` passes ``allocated_to`` (at least one page, at most
+        ``ALLOCATE_STEP_SIZE_MAX``, about as much as is allocated already). Writer's thread only.
+
+        What lies below ``wrote_position`` has blocks already (it was written after being
+        allocated, and a page holding data is allocated whole), so the step starts there at the
+        lowest: the region only ever allocates space that holds no data yet.
+
+        Raises:
+            OSError: the space cannot be allocated (ENOSPC...); nothing was written.
+        """
+        have = max(self.allocated_to, self.wrote_position)
+        if end <= have:
+            self.allocated_to = have
+            return
+        step = min(max(have, _PAGE), ALLOCATE_STEP_SIZE_MAX)
+        target = max(end, have + step)
+        target = min(-(-target // _PAGE) * _PAGE, self.file_size)
+        self._region.allocate(have, target)
+        self.allocated_to = target
+
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write ``data`` at the wrote position; returns the position it starts at."""
         pos = self.wrote_position
@@ -89,13 +131,28 @@ class MappedFile:
         return pos
 
     def flush(self) -> int:
-        """Sync everything written so far; returns the new flushed position."""
+        """Sync everything written so far; returns the new flushed position.
+
+        After a failed sync the unsynced range is made dirty again before the next try: Linux
+        marks pages clean when their write-back fails, and a later fsync would then succeed
+        without writing them, which would let acknowledged data be lost behind a success.
+
+        Raises:
+            OSError: the sync failed; ``flushed_position`` stays where it was.
+        """
         with self._io_lock:
             if self.destroyed:
                 return self.flushed_position
             end = self.wrote_position
             if end > self.flushed_position:
-                self._region.sync(self.flushed_position, end)
+                if self._sync_failed:
+                    self._region.mark_dirty(self.flushed_position, end)
+                try:
+                    self._region.sync(self.flushed_position, end)
+                except OSError:
+                    self._sync_failed = True
+                    raise
+                self._sync_failed = False
                 self.flushed_position = end
             return end
 
@@ -132,26 +189,45 @@ class MappedFile:
     def zero_from(self, position: int) -> int:
         """Clear bytes from ``position`` to the end, so no stale entry can look valid later.
 
-        Chunks that are already zero are left alone (the common case: the space was never used).
-        The cleared range is synced before returning. Returns how many bytes had to be cleared
-        (whole chunks: a measure of what was discarded, not an exact count).
+        Chunks that are already zero are left alone (the common case: the space was never used),
+        and inside a chunk that is not, so are its zero pages: only pages holding data are
+        written, and those have blocks, so clearing never needs space (a hole of a sparse file
+        reads as zeros and is never touched). The cleared range is synced before returning.
+        Returns how many bytes had to be cleared (whole pages: a measure of what was discarded,
+        not an exact count).
         """
         cleared = 0
         buf = self.buf
         dirty_from = dirty_to = -1
-        at = position
-        while at < self.file_size:
-            end = min(at - at % ZERO_CHUNK_SIZE + ZERO_CHUNK_SIZE, self.file_size)
-            if buf[at:end] != _ZEROS[: end - at]:
-                buf[at:end] = _ZEROS[: end - at]
-                cleared += end - at
-                if dirty_from < 0:
-                    dirty_from = at
-                dirty_to = end
-            at = end
+        for lo, hi in self.data_ranges(position, self.file_size):  # holes read as zeros anyway
+            at = lo
+            while at < hi:
+                end = min(at - at % ZERO_CHUNK_SIZE + ZERO_CHUNK_SIZE, hi)
+                if buf[at:end] != _ZEROS[: end - at]:
+                    page_at = at
+                    while page_at < end:
+                        page_end = min(page_at - page_at % _PAGE + _PAGE, end)
+                        if buf[page_at:page_end] != _ZEROS[: page_end - page_at]:
+                            buf[page_at:page_end] = _ZEROS[: page_end - page_at]
+                            cleared += page_end - page_at
+                            if dirty_from < 0:
+                                dirty_from = page_at
+                            dirty_to = page_end
+                        page_at = page_end
+                at = end
         if dirty_from >= 0:
             self._region.sync(dirty_from, dirty_to)
         return cleared
+
+    def data_ranges(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Ranges of [start, end) that may hold data (the rest are holes: zeros, unread)."""
+        return self._region.data_ranges(start, end)
+
+    def data_end(self) -> int:
+        """One past the last byte that may hold data (0 for a file of holes): past it, the
+        file reads as zeros."""
+        ranges = self._region.data_ranges(0, self.file_size)
+        return ranges[-1][1] if ranges else 0
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -23,12 +23,27 @@ log = logging.getLogger(__name__)
 
 
 class MappedFileQueue:
-    """Segments of one log (the commit log, or one consume queue)."""
+    """Segments of one log (the commit log, or one consume queue).
 
-    def __init__(self, directory: str, file_size: int, file_ops: FileOps) -> None:
+    With ``sparse`` segments are created without blocks and the writer allocates ahead of itself
+    (``MappedFile.ensure_allocated``): a consume queue then costs disk as it fills, not 6 MB
+    per queue at its first message. With ``lazy_dir_sync`` a new segment's name is made durable
+    by ``sync_names`` rather than at creation: consume queue segments are created by the
+    dispatch thread, where one directory fsync per new queue (a journal commit, 1-2 ms each
+    here) held every queue's dispatch back. The flush service calls it for every queue after
+    syncing their data, so the fsyncs of a round come together (2,000 new queues: 0.2 s
+    against 3.5 s interleaved with the data syncs) and before the checkpoint is written: the
+    checkpoint never vouches for a queue whose file name could still be lost.
+    """
+
+    def __init__(self, directory: str, file_size: int, file_ops: FileOps, *,
+                 sparse: bool = False, lazy_dir_sync: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
         self.file_ops = file_ops
+        self.sparse = sparse
+        self.lazy_dir_sync = lazy_dir_sync
+        self._dir_unsynced = False  # a segment was created and its name not synced yet
         self.files: list[MappedFile] = []  # replaced on change, never mutated in place
         self.flushed_where = 0  # global offset up to which every byte is durable
         self._list_lock = threading.Lock()
@@ -63,7 +78,8 @@ class MappedFileQueue:
             start = int(name)
             if files and start != files[-1].file_from_offset + self.file_size:
                 raise StoreError(f"segment {path} does not follow {files[-1].path}: a file is missing")
-            mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=False)
+            mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=False,
+                                 sparse=self.sparse)
             mf.reset_positions(self.file_size)
             files.append(mf)
         self.files = files
@@ -114,7 +130,8 @@ class MappedFileQueue:
                 the segment size is enforced by rounding down).
 
         Raises:
-            OSError: the new file cannot be created.
+            OSError: the new file cannot be created (a sparse one is created without blocks:
+                its writer still calls ``ensure_allocated``).
         """
         files = self.files
         if files and not files[-1].is_full:
@@ -125,7 +142,9 @@ class MappedFileQueue:
             start = start_offset - start_offset % self.file_size
         self.file_ops.makedirs(self.directory)
         path = os.path.join(self.directory, segment_name(start))
-        mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=True)
+        mf = MappedFile.open(self.file_ops, path, start, self.file_size, create=True,
+                             sparse=self.sparse, sync_dir=not self.lazy_dir_sync)
+        self._dir_unsynced = self.lazy_dir_sync
         with self._list_lock:
             self.files = [*self.files, mf]
         if not files:
@@ -148,6 +167,20 @@ class MappedFileQueue:
         if where > self.flushed_where:
             self.flushed_where = where
         return self.flushed_where
+
+    def sync_names(self) -> None:
+        """Make the names of segments created since the last call durable (``lazy_dir_sync``).
+
+        Raises:
+            OSError: the directory sync failed; the next call tries again.
+        """
+        if self._dir_unsynced:
+            self._dir_unsynced = False
+            try:
+                self.file_ops.sync_dir(self.directory)
+            except OSError:
+                self._dir_unsynced = True
+                raise
 
     def truncate(self, offset: int) -> int:
         """Drop everything at or past ``offset``: later segments are deleted, the one holding it is

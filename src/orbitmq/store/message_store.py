@@ -1,9 +1,12 @@
 """MessageStore: the facade the broker uses (RocketMQ's DefaultMessageStore).
 
 Layout under ``config.store_path``: ``commitlog/``, ``consumequeue/{topic}/{queueId}/``, ``index/``,
-``checkpoint`` and ``abort`` (present while running; found at start it means a crash). Puts are
-thread-safe; the broker calls them from its event loop with ``wait_flush=False`` and awaits the
-flush future under SYNC_FLUSH. Expected outcomes are statuses (status.py), not exceptions.
+``checkpoint``, ``abort`` (present while running; found at start it means a crash) and ``lock``
+(held with ``flock`` while the store is open, and naming the holder's pid: one process at a time).
+Puts are thread-safe; the broker calls them from its event loop with ``wait_flush=False`` and
+awaits the flush future under SYNC_FLUSH. Expected outcomes are statuses (status.py), not
+exceptions; a put the store cannot take now (a full disk, a failing sync: running_flags.py) is
+SERVICE_NOT_AVAILABLE with a remark saying why.
 """
 
 from __future__ import annotations
@@ -17,14 +20,14 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from orbitmq.config import FlushDiskType, StoreConfig
-from orbitmq.errors import ClientError, RemoteProtocolError
+from orbitmq.errors import ClientError, RemoteProtocolError, StoreError
 from orbitmq.protocol.message import MessageExt, decode_stored_message
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, parse_delay_levels
-from orbitmq.store.file_ops import FileOps, OsFileOps
+from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
     AsyncFlushService,
     FlushConsumeQueueService,
@@ -35,6 +38,7 @@ from orbitmq.store.index_service import IndexService
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.queue_reader import read_queue
 from orbitmq.store.recovery import RecoveryReport, recover_store
+from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
 from orbitmq.store.status import (
     AppendMessageResult,
     GetMessageResult,
@@ -42,9 +46,10 @@ from orbitmq.store.status import (
     PutMessageStatus,
     QueryMessageResult,
 )
+from orbitmq.store.store_lock import check_store_free, lock_store
 from orbitmq.store.warm import PageWarmService
 
-__all__ = ["MessageStore", "MessageFilter"]
+__all__ = ["MessageStore", "MessageFilter", "check_store_free"]  # the last from store_lock.py
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,7 @@ class MessageStore:
         file_ops: file layer for commit log, queues, checkpoint and abort file; default the OS.
         run_threads: start the background services. Without them (tests, simulation) the caller
             drives ``run_services_once`` and SYNC_FLUSH puts with ``wait_flush`` flush inline.
+        monotonic: the clock spacing retries after a full disk or a failed sync (RunningFlags).
     """
 
     def __init__(
@@ -82,6 +88,7 @@ class MessageStore:
         clock: Callable[[], int] | None = None,
         file_ops: FileOps | None = None,
         run_threads: bool = True,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if config.mapped_file_size_consume_queue % 20:
             raise ClientError("mapped_file_size_consume_queue must be a multiple of 20")
@@ -93,6 +100,10 @@ class MessageStore:
         self._cq_root = os.path.join(root, "consumequeue")
         self._abort_path = os.path.join(root, "abort")
         self._checkpoint_path = os.path.join(root, "checkpoint")
+        self._lock: FileLock | None = None
+        self.flags = RunningFlags(monotonic)  # why puts are refused now, if they are
+        self.put_guard = PutGuard(self.flags)
+        self._segment_gate = self.put_guard.segment_gate  # read on every put
         self.commit_log = CommitLog(root, config.mapped_file_size_commitlog, self.file_ops, self.clock)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
         self.index: IndexService | None = None
@@ -108,9 +119,13 @@ class MessageStore:
             parse_delay_levels(config.message_delay_level),
             config.dispatch_round_max,
         )
+        self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
-        self.group_commit = GroupCommitService(self.commit_log, config.sync_flush_timeout_ms)
-        self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms)
+        flush_gate = RetryGate(self.flags, Condition.FLUSH_FAILED)
+        self.group_commit = GroupCommitService(self.commit_log, config.sync_flush_timeout_ms,
+                                               gate=flush_gate)
+        self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms,
+                                             gate=flush_gate)
         self.flush_consume_queue = FlushConsumeQueueService(
             config.flush_interval_consume_queue_ms,
             self.commit_log,
@@ -126,7 +141,7 @@ class MessageStore:
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
             self.index.delete_expired if self.index is not None else None,
-            self.file_ops, self.clock,
+            self.file_ops, self.clock, self.flags,
         )
         self.recovery_report: RecoveryReport | None = None
         self._running = False
@@ -154,39 +169,27 @@ class MessageStore:
                 self.page_release, *warm]
 
     def start(self) -> None:
-        """Load, recover (see recovery.py), write the abort file, start the services.
+        """Lock the store directory, load, recover (see recovery.py), write the abort file, start
+        the services. The lock comes first: nothing of the store (abort file, checkpoint,
+        segments) is read or written by a process that does not hold it.
 
         Raises:
-            StoreError: the store's files are unusable (wrong sizes, a missing segment).
+            StoreLockedError: another process has the store open (the message names the
+                directory and that process's pid).
+            StoreError: the store's files are unusable (wrong sizes, a missing segment), or its
+                queues cannot be rebuilt for want of space.
         """
         with self._state_lock:
             if self._running:
                 return
-            fo = self.file_ops
-            fo.makedirs(self.config.store_path)
-            last_exit_ok = not fo.exists(self._abort_path)
-            checkpoint = StoreCheckpoint.load(fo, self._checkpoint_path)
-            self.commit_log.mfq.load()
-            self._load_consume_queues()
-            if self.index is not None:
-                self.index.load(last_exit_ok)
-            self.recovery_report = recover_store(
-                self.commit_log,
-                list(self.consume_queue_table.values()),
-                self.index.truncate_after if self.index is not None else None,
-                lambda start, end: self.dispatcher.dispatch_to(start, end, None),
-                checkpoint,
-                last_exit_ok,
-            )
-            self.dispatcher.reput_offset = self.recovery_report.valid_end
-            min_phy = self.commit_log.min_offset
-            for cq in self.consume_queue_table.values():
-                cq.correct_min_offset(min_phy)
-            self.commit_log.topic_queue_table = {
-                key: cq.max_offset for key, cq in self.consume_queue_table.items()
-            }
-            self.flush_consume_queue.run_once()  # the recovered state becomes the checkpoint
-            fo.write_file(self._abort_path, b"")
+            self.file_ops.makedirs(self.config.store_path)
+            self._lock = lock_store(self.file_ops, self.config.store_path)
+            try:
+                self._load_and_recover()
+            except BaseException:
+                self._release_lock()
+                raise
+            self.clean_service.check_disk()
             self._running = True
             if self.run_threads:
                 for service in self._services():
@@ -195,6 +198,48 @@ class MessageStore:
                 "store started path=%s max_offset=%d queues=%d",
                 self.config.store_path, self.commit_log.max_offset, len(self.consume_queue_table),
             )
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+    def _load_and_recover(self) -> None:
+        fo = self.file_ops
+        last_exit_ok = not fo.exists(self._abort_path)
+        checkpoint = StoreCheckpoint.load(fo, self._checkpoint_path)
+        self.commit_log.mfq.load()
+        self._load_consume_queues()
+        if self.index is not None:
+            self.index.load(last_exit_ok)
+        self.recovery_report = recover_store(
+            self.commit_log,
+            list(self.consume_queue_table.values()),
+            self.index.truncate_after if self.index is not None else None,
+            self._redispatch,
+            checkpoint,
+            last_exit_ok,
+        )
+        self.dispatcher.reput_offset = self.recovery_report.valid_end
+        min_phy = self.commit_log.min_offset
+        for cq in self.consume_queue_table.values():
+            cq.correct_min_offset(min_phy)
+        self.commit_log.topic_queue_table = {
+            key: cq.max_offset for key, cq in self.consume_queue_table.items()
+        }
+        self.flush_consume_queue.flush_and_checkpoint()  # the recovered state becomes the checkpoint
+        fo.write_file(self._abort_path, b"")
+
+    def _redispatch(self, start: int, end: int) -> tuple[int, int]:
+        """Recovery's re-dispatch. It must reach ``end``: the next queue offsets are taken from
+        the queues, so a start with messages left out of them would hand out their offsets again."""
+        try:
+            return self.dispatcher.dispatch_to(start, end, None)
+        except StoreSpaceError as e:
+            raise StoreError(
+                f"the queues of store {self.config.store_path} cannot be rebuilt after the last "
+                f"run ({e}): free space and start again"
+            ) from None
 
     def _load_consume_queues(self) -> None:
         fo = self.file_ops
@@ -207,7 +252,9 @@ class MessageStore:
                 self.consume_queue_table[(topic, int(qid))] = cq
 
     def shutdown(self) -> None:
-        """Stop services, make everything durable, write the checkpoint, remove the abort file."""
+        """Stop services, make everything durable, write the checkpoint, remove the abort file,
+        release the directory lock. If something cannot be synced (a failing disk) the abort
+        file stays, so that the next start checks the store as after a crash."""
         with self._state_lock:
             if not self._running:
                 return
@@ -215,17 +262,31 @@ class MessageStore:
                 self._running = False  # no put is half done past this point
             for service in reversed(self._services()):
                 service.shutdown()
-            self.dispatcher.run_once()
-            self.commit_log.flush()
-            self.group_commit.run_once()
-            self.flush_consume_queue.run_once()
+            synced = self._final_sync()
             if self.index is not None:
                 self.index.shutdown()
             for cq in self.consume_queue_table.values():
                 cq.close()
             self.commit_log.close()
-            self.file_ops.remove(self._abort_path)
-            log.info("store shut down path=%s", self.config.store_path)
+            if synced:
+                self.file_ops.remove(self._abort_path)
+            self._release_lock()
+            log.info("store shut down path=%s clean=%s", self.config.store_path, synced)
+
+    def _final_sync(self) -> bool:
+        """Dispatch, sync and checkpoint what is left; False when a sync failed."""
+        self.dispatcher.run_once()  # a stalled dispatch is redone from the checkpoint at start
+        try:
+            self.commit_log.flush()
+            self.group_commit.run_once()
+            self.flush_consume_queue.flush_and_checkpoint()
+            if self.index is not None:
+                self.index.flush()
+        except OSError as e:
+            log.error("store stopped without its final sync: the next start recovers as after a "
+                      "crash err=%s", e)
+            return False
+        return True
 
     def run_services_once(self) -> None:
         """One round of every service, in dependency order (for ``run_threads=False``)."""
@@ -249,14 +310,16 @@ class MessageStore:
         ``flush_future`` tells. With ``defer_wakeups`` no store thread is woken for this put (nor
         a sync started): the caller runs ``wake_deferred`` soon (an event loop, once per
         iteration)."""
-        if not self._running or self.clean_service.disk_full:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        if not self._running or self.flags.remark is not None:
+            refused = self._refusal()
+            if refused is not None:
+                return refused
         if not batch:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         encoded = encode_messages(batch, self.config.max_message_size, self.max_blob_size)
         if isinstance(encoded, PutMessageStatus):
             return PutMessageResult(encoded)
-        return self.put_encoded(encoded, wait_flush=wait_flush, defer_wakeups=defer_wakeups)
+        return self._append(encoded, wait_flush, defer_wakeups)
 
     @property
     def max_blob_size(self) -> int:
@@ -267,7 +330,14 @@ class MessageStore:
                     defer_wakeups: bool = False) -> PutMessageResult:
         """``put_messages`` of messages already in stored form (``encode_messages`` or
         ``encode_wire_batch``)."""
-        if not self._running or self.clean_service.disk_full:
+        if not self._running or self.flags.remark is not None:
+            refused = self._refusal()
+            if refused is not None:
+                return refused
+        return self._append(encoded, wait_flush, defer_wakeups)
+
+    def _append(self, encoded: EncodedBatch, wait_flush: bool, defer_wakeups: bool) -> PutMessageResult:
+        if not self._running:  # stopped while encoding
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         try:
             appended = self.commit_log.append(encoded)
@@ -275,12 +345,29 @@ class MessageStore:
             log.exception("append failed topic=%s", encoded.topic)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
         if isinstance(appended, PutMessageStatus):
+            if appended is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:  # refused until it can be
+                reason = self.put_guard.segment_failed(self.commit_log.segment_error,
+                                                       self.config.mapped_file_size_commitlog,
+                                                       self.commit_log.mfq.directory)
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                        remark=f"service not available now: {reason}")
             return PutMessageResult(appended)
+        if self._segment_gate.failing:  # this put made the segment the last one could not
+            self._segment_gate.passed()
         if not defer_wakeups:
             self._wake_services()
         if not self.sync_flush:
             return PutMessageResult(PutMessageStatus.PUT_OK, appended)
         return self._wait_flush(appended, wait_flush, defer_wakeups)
+
+    def _refusal(self) -> PutMessageResult | None:
+        """Why a put is refused now (the slow path, taken only while a condition holds or the
+        store is stopped), or None to let it go on (see PutGuard.refusal)."""
+        remark = "the store is not running" if not self._running else self.put_guard.refusal()
+        if remark is None:
+            return None
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                remark=f"service not available now: {remark}")
 
     def _wake_services(self) -> None:
         self.dispatcher.wakeup_if_waiting()
@@ -435,11 +522,10 @@ class MessageStore:
         """Wait (bounded) until everything appended is in the queues and the index."""
         deadline = time.monotonic() + timeout_s
         while self.dispatch_behind_bytes() > 0:
-            if not self.run_threads:
-                self.dispatcher.run_once()
+            if not self.run_threads and self.dispatcher.dispatch_available():
                 continue
             if time.monotonic() > deadline:
-                return False
+                return False  # behind, or dispatch stalled (RunningFlags DISPATCH_STALLED)
             self.dispatcher.wakeup()
             time.sleep(0.001)
         return True

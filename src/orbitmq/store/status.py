@@ -120,11 +120,14 @@ class PutMessageResult:
 
     ``flush_future`` is set only under SYNC_FLUSH with ``wait_flush=False``: it resolves True once
     the message is durable, False when the flush failed or came after ``sync_flush_timeout_ms``.
+    ``remark`` says why a put was refused when the status alone does not (which disk condition
+    made the store refuse it: SERVICE_NOT_AVAILABLE), for the client's answer.
     """
 
     status: PutMessageStatus
     append: AppendMessageResult | None = None
     flush_future: concurrent.futures.Future[bool] | None = None
+    remark: str | None = None
 
     @property
     def ok(self) -> bool:
