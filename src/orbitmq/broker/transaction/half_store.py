@@ -28,7 +28,8 @@ from orbitmq.broker.topic_config_manager import (
     TRANS_OP_HALF_TOPIC,
 )
 from orbitmq.broker.transaction.state import HalfState
-from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, encode_stored_message
+from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
+from orbitmq.protocol.stored import encode_stored_message
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult
 
