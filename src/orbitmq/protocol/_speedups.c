@@ -122,7 +122,11 @@ static PyObject *py_index_key_hash(PyObject *self, PyObject *const *args, Py_ssi
 #define STORETIMESTAMP_AT_V4 (BORNHOST_AT + HOST_V4_SIZE)
 #define STORETIMESTAMP_AT_V6 (BORNHOST_AT + HOST_V6_SIZE)
 #define POSITION_FIELDS_END (STORETIMESTAMP_AT_V6 + 8)
-/* after STOREHOST: RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64, body length i32 */
+/* after STOREHOST (offsets from its end): RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64,
+ * body length i32 */
+#define TAIL_RECONSUMETIMES_AT 0
+#define TAIL_PREPAREDTRANSACTIONOFFSET_AT 4
+#define TAIL_BODY_LENGTH_AT 12
 #define HEADER_TAIL_SIZE (4 + 8 + 4)
 #define HEADER_SIZE_V4 (BORNHOST_AT + HOST_V4_SIZE + 8 + HOST_V4_SIZE + HEADER_TAIL_SIZE)
 #define TAIL_MIN (1 + 1 + 2)  /* topic length, one topic byte, properties length */
@@ -477,9 +481,9 @@ static Py_ssize_t write_stored(unsigned char *w, const StoreContext *c, int32_t 
     w += 8;
     memcpy(w, c->store.buf, (size_t)c->store.len);
     w += c->store.len;
-    put_i32(w, c->reconsume);
-    put_i64(w + 4, 0);  /* PREPAREDTRANSACTIONOFFSET */
-    put_i32(w + 12, (int32_t)body_len);
+    put_i32(w + TAIL_RECONSUMETIMES_AT, c->reconsume);
+    put_i64(w + TAIL_PREPAREDTRANSACTIONOFFSET_AT, 0);
+    put_i32(w + TAIL_BODY_LENGTH_AT, (int32_t)body_len);
     w += HEADER_TAIL_SIZE;
     memcpy(w, body, (size_t)body_len);
     w += body_len;
@@ -775,7 +779,7 @@ static int read_stored(const unsigned char *m, Py_ssize_t avail, StoredRead *r)
         return 0;
     if (get_i32(m + QUEUEID_AT) < 0 || get_i64(m + QUEUEOFFSET_AT) < 0)
         return 0;
-    Py_ssize_t body_len = get_i32(m + head - 4);
+    Py_ssize_t body_len = get_i32(m + head - HEADER_TAIL_SIZE + TAIL_BODY_LENGTH_AT);
     if (body_len < 0 || head + body_len + BODY_TAIL > total)
         return 0;
     Py_ssize_t at = head + body_len;
