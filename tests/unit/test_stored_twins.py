@@ -240,7 +240,7 @@ def test_patch_positions_twins_agree(specs, pad: int, phy: int, qoff: int) -> No
 
 
 @needs_native
-@pytest.mark.parametrize(("pos", "rels"), [(0, [0, 60]), (-1, [0]), (0, [-5]), (200, [0])])
+@pytest.mark.parametrize(("pos", "rels"), [(0, [0, 60]), (-1, [0]), (-3, [22]), (0, [-5]), (200, [0])])
 def test_patch_positions_refuse_positions_outside_alike(pos: int, rels: list[int]) -> None:
     blob = encode_messages([MessageInner("T", 0, b"x", {}, 0, 0, 0, BORN, STORE)], 99, 999).blob
     buf = bytearray(blob) + bytearray(20)

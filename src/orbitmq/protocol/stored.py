@@ -545,7 +545,7 @@ def patch_positions_py(buf: Any, pos: int, physical_offset: int, queue_offset: i
     qoff = queue_offset
     for rel in rel_positions:
         at = pos + rel
-        if rel < 0 or at < 0 or at + POSITION_FIELDS_END > size:
+        if pos < 0 or rel < 0 or at + POSITION_FIELDS_END > size:
             raise ValueError("patch_positions: position outside the buffer")
         (sys_flag,) = _I32.unpack_from(buf, at + SYSFLAG_AT)
         if takes_queue_entry(sys_flag):
