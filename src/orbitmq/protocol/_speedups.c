@@ -173,6 +173,13 @@ static int utf8_valid(const unsigned char *s, Py_ssize_t n)
         unsigned char c = s[i];
         if (c < 0x80) {
             i++;
+            while (i + 8 <= n) {  /* ASCII, 8 bytes at a time */
+                uint64_t w;
+                memcpy(&w, s + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+                i += 8;
+            }
             continue;
         }
         Py_ssize_t need;
@@ -232,8 +239,6 @@ typedef struct {
     Py_ssize_t len;
 } NameSlot;
 
-#define NAME_SLOTS_SMALL 64
-
 static uint32_t name_hash(const unsigned char *s, Py_ssize_t n)
 {
     uint32_t h = 2166136261u;  /* FNV-1a */
@@ -242,18 +247,73 @@ static uint32_t name_hash(const unsigned char *s, Py_ssize_t n)
     return h;
 }
 
-/* Inserts a name; 1 when it was there already. ``mask`` + 1 slots, never full (see below). */
-static int name_seen(NameSlot *slots, size_t mask, const unsigned char *name, Py_ssize_t len)
+/*
+ * The names met so far, to refuse one given twice: a short list compared one by one (nearly
+ * every message has a handful of properties), then an open-addressing table once the list is
+ * full, so that a peer's 10,000 names cost linear time. The table holds at most
+ * (n + 1) / 3 names for a blob of n bytes (a well-formed item takes at least 3 bytes with its
+ * separator) in twice as many slots, so it never fills.
+ */
+#define NAMES_LISTED 16
+#define NAME_SLOTS_SMALL 64
+
+typedef struct {
+    NameSlot list[NAMES_LISTED];
+    int listed;
+    NameSlot *slots;  /* NULL until the list is full */
+    size_t mask;
+    Py_ssize_t blob_len;
+    NameSlot small[NAME_SLOTS_SMALL];
+} NameSet;
+
+static int table_seen(NameSet *set, const unsigned char *name, Py_ssize_t len)
 {
-    size_t i = name_hash(name, len) & mask;
-    while (slots[i].name != NULL) {
-        if (slots[i].len == len && memcmp(slots[i].name, name, (size_t)len) == 0)
+    size_t i = name_hash(name, len) & set->mask;
+    while (set->slots[i].name != NULL) {
+        if (set->slots[i].len == len && memcmp(set->slots[i].name, name, (size_t)len) == 0)
             return 1;
-        i = (i + 1) & mask;
+        i = (i + 1) & set->mask;
     }
-    slots[i].name = name;
-    slots[i].len = len;
+    set->slots[i].name = name;
+    set->slots[i].len = len;
     return 0;
+}
+
+/* 1 when the name was met before, 0 when new (now recorded), -1 when out of memory. */
+static int name_seen(NameSet *set, const unsigned char *name, Py_ssize_t len)
+{
+    if (set->slots == NULL) {
+        for (int k = 0; k < set->listed; k++)
+            if (set->list[k].len == len && memcmp(set->list[k].name, name, (size_t)len) == 0)
+                return 1;
+        if (set->listed < NAMES_LISTED) {
+            set->list[set->listed].name = name;
+            set->list[set->listed].len = len;
+            set->listed++;
+            return 0;
+        }
+        size_t want = 2 * (size_t)((set->blob_len + 1) / 3 + 1), cap = NAME_SLOTS_SMALL;
+        while (cap < want)
+            cap <<= 1;
+        if (cap > NAME_SLOTS_SMALL) {
+            set->slots = PyMem_Calloc(cap, sizeof(NameSlot));
+            if (set->slots == NULL)
+                return -1;
+        } else {
+            memset(set->small, 0, sizeof set->small);
+            set->slots = set->small;
+        }
+        set->mask = cap - 1;
+        for (int k = 0; k < set->listed; k++)
+            table_seen(set, set->list[k].name, set->list[k].len);
+    }
+    return table_seen(set, name, len);
+}
+
+static void names_free(NameSet *set)
+{
+    if (set->slots != NULL && set->slots != set->small)
+        PyMem_Free(set->slots);
 }
 
 static void note_found(PropsFound *f, const unsigned char *name, Py_ssize_t name_len,
@@ -292,19 +352,10 @@ static int props_check(const unsigned char *p, Py_ssize_t n, PropsFound *found,
     if (memchr(p, 0, (size_t)n) != NULL)
         return PROPS_NUL;
     Py_ssize_t end = p[n - 1] == 0x02 ? n - 1 : n;  /* without the final separator */
-    /* A well-formed item takes at least 3 bytes with its separator ("a\x01" + "\x02"), so at most
-     * (n + 1) / 3 names are inserted: twice that many slots keep the table half empty. */
-    size_t want = 2 * (size_t)((n + 1) / 3 + 1), cap = NAME_SLOTS_SMALL;
-    while (cap < want)
-        cap <<= 1;
-    NameSlot small[NAME_SLOTS_SMALL], *slots = small;
-    if (cap > NAME_SLOTS_SMALL) {
-        slots = PyMem_Calloc(cap, sizeof(NameSlot));
-        if (slots == NULL)
-            return PROPS_NO_MEMORY;
-    } else {
-        memset(small, 0, sizeof small);
-    }
+    NameSet names;
+    names.listed = 0;
+    names.slots = NULL;
+    names.blob_len = n;
     int result = PROPS_OK;
     Py_ssize_t i = 0, no = 0;
     for (;;) {
@@ -326,8 +377,9 @@ static int props_check(const unsigned char *p, Py_ssize_t n, PropsFound *found,
             result = PROPS_SECOND_SEPARATOR;
             break;
         }
-        if (name_seen(slots, cap - 1, item, name_len)) {
-            result = PROPS_REPEATED;
+        int seen = name_seen(&names, item, name_len);
+        if (seen != 0) {
+            result = seen > 0 ? PROPS_REPEATED : PROPS_NO_MEMORY;
             break;
         }
         note_found(found, item, name_len, sep + 1, value_len);
@@ -335,8 +387,7 @@ static int props_check(const unsigned char *p, Py_ssize_t n, PropsFound *found,
             break;
         i += item_len + 1;
     }
-    if (slots != small)
-        PyMem_Free(slots);
+    names_free(&names);
     if (result != PROPS_OK)
         *item_no = no;
     return result;
