@@ -14,7 +14,8 @@ install: system-deps $(STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
-$(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c
+$(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
+		src/orbitmq/protocol/_stored_rules.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"

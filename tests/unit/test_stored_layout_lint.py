@@ -1,4 +1,5 @@
-"""The stored message layout is known in one place: ``protocol/stored.py`` (and its C twin).
+"""The stored message layout is known in one place: the ``protocol/stored`` package (and its C
+twin, ``_speedups.c`` with ``_stored_rules.h``).
 
 A grep over ``src/``: the layout's magic codes, header struct formats, field offset names and the
 arithmetic that computes field positions by hand (``pos + 36``, ``sys_flag & 48``) appear only in
@@ -13,7 +14,8 @@ import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "orbitmq"
-CODEC = SRC / "protocol" / "stored.py"
+CODEC = set((SRC / "protocol" / "stored").glob("*.py"))
+C_TWIN = [SRC / "protocol" / "_speedups.c", SRC / "protocol" / "_stored_rules.h"]
 PROPERTIES = SRC / "protocol" / "properties.py"
 
 # pattern -> what it finds
@@ -45,6 +47,11 @@ def _sources() -> list[Path]:
     return sorted(p for p in SRC.rglob("*.py") if p.is_file())
 
 
+def _codec_text() -> str:
+    assert len(CODEC) >= 3, CODEC
+    return "\n".join(p.read_text() for p in sorted(CODEC))
+
+
 def _hits(patterns: dict[str, str], skip: set[Path]) -> list[str]:
     found = []
     for path in _sources():
@@ -58,8 +65,8 @@ def _hits(patterns: dict[str, str], skip: set[Path]) -> list[str]:
 
 
 def test_the_layout_appears_only_in_the_codec() -> None:
-    assert _hits(LAYOUT_PATTERNS, {CODEC}) == []
-    codec = CODEC.read_text()
+    assert _hits(LAYOUT_PATTERNS, CODEC) == []
+    codec = _codec_text()
     for pattern, what in LAYOUT_PATTERNS.items():
         assert re.search(pattern, codec), f"the codec no longer has {what}: update this test"
 
@@ -74,14 +81,13 @@ def test_properties_are_parsed_only_by_the_one_parser() -> None:
 
 
 def test_the_c_twin_names_the_same_offsets() -> None:
-    """_speedups.c spells every offset by a #define named as in stored.py (no bare numbers in
-    its field accesses), so a reader can match the two files line by line."""
-    c_source = (SRC / "protocol" / "_speedups.c").read_text()
-    for name in ("QUEUEOFFSET_AT 20", "PHYSICALOFFSET_AT 28", "SYSFLAG_AT 36", "BORNHOST_AT 48"):
-        assert f"#define {name}" in c_source
-    codec = CODEC.read_text()
+    """The C twin spells every offset by a #define named as in the stored package (no bare
+    numbers in its field accesses), so a reader can match the two line by line."""
+    c_source = "\n".join(p.read_text() for p in C_TWIN)
+    codec = _codec_text()
     for name, value in (("QUEUEOFFSET_AT", 20), ("PHYSICALOFFSET_AT", 28), ("SYSFLAG_AT", 36),
-                        ("BORNHOST_AT", 48)):
+                        ("BORNHOST_AT", 48), ("QUEUEID_AT", 12), ("BODYCRC_AT", 8)):
+        assert f"#define {name} {value}" in c_source
         assert f"{name} = {value}" in codec
     assert not re.search(r"\b[mpw]\s*\+\s*(12|16|20|28|36|40|48)\b", c_source), \
-        "a field access by number in _speedups.c"
+        "a field access by number in the C twin"

@@ -88,10 +88,10 @@ def test_encode_wire_single_refuses_exactly_what_the_rule_refuses(props: bytes) 
         parsed = parse_properties(props)
     except RemoteProtocolError as e:
         with pytest.raises(RemoteProtocolError) as refused:
-            stored._encode_single(*_single_args(props))
+            stored._encode._encode_single(*_single_args(props))
         assert str(refused.value) == str(e)
         return
-    got = stored._encode_single(*_single_args(props))
+    got = stored._encode._encode_single(*_single_args(props))
     if "DELAY" in parsed or "TRAN_MSG" in parsed:
         assert got is None
         return
@@ -182,7 +182,7 @@ def test_encode_wire_batch_twins_agree(entries, data) -> None:
                 min_size=1, max_size=8))
 def test_encode_wire_batch_stores_what_the_general_path_stores(entries) -> None:
     body = b"".join(_entry(*e) for e in entries)
-    got = stored._encode_batch(*_batch_args(body))
+    got = stored._encode._encode_batch(*_batch_args(body))
     decoded = decode_batch(body)
     if any("DELAY" in e.properties or "TRAN_MSG" in e.properties for e in decoded):
         assert got is None

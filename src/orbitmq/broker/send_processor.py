@@ -8,7 +8,8 @@ Checks, each answered with a response code and a remark (the store stays untouch
 - topic name (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters): MESSAGE_ILLEGAL;
 - topics only the broker writes (TBW102, SCHEDULE_TOPIC_XXXX, transaction topics): NO_PERMISSION;
 - unknown topic without auto-creation: TOPIC_NOT_EXIST;
-- body over ``max_message_size`` (4 MiB), properties of 32 KiB or more, a malformed batch:
+- body over ``max_message_size`` (4 MiB), properties of 32 KiB or more, a malformed batch,
+  properties that break the one rule of ``protocol.properties`` (the remark names the problem):
   MESSAGE_ILLEGAL;
 - transaction messages (sysFlag prepared or TRAN_MSG=true) go to the TransactionService as half
   messages (NO_PERMISSION with ``reject_transaction_message``); their answer adds

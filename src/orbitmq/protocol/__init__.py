@@ -83,7 +83,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.protocol.msgid import UniqIdGenerator, create_offset_msg_id, decode_offset_msg_id
 
 # The SDK's message types are in protocol/message.py, the stored message format (the only code that
-# knows its layout) in protocol/stored.py, the properties text and its rule in
+# knows its layout) in the protocol/stored package, the properties text and its rule in
 # protocol/properties.py; import them from those modules.
 
 __all__ = [
