@@ -193,3 +193,14 @@ def test_sdk_message_properties() -> None:
     assert props == {PropertyKey.TAGS: "created", PropertyKey.KEYS: "o-1 o-2", PropertyKey.DELAY: "3"}
     ext = decode_stored_message(encode_stored_message(topic="T", body=b"b", properties=props))
     assert ext.tags == "created" and ext.keys == ["o-1", "o-2"] and ext.uniq_key is None
+
+
+def test_moved_names_still_import_from_the_message_module() -> None:
+    """Code written against the old module (before the stored codec) keeps working."""
+    from orbitmq.protocol import message, properties, stored
+
+    assert message.decode_stored_message is stored.decode_stored_message
+    assert message.encode_properties is properties.encode_properties
+    assert message.decode_properties is properties.parse_properties
+    with pytest.raises(AttributeError):
+        message.header_struct  # noqa: B018 - the layout itself is no longer public here
