@@ -89,6 +89,7 @@ class StoredPeek(NamedTuple):
         """UNIQ_KEY when the producer set one, else the offset message id (RocketMQ's rule)."""
         return self.properties.get(PropertyKey.UNIQ_KEY) or self.offset_msg_id
 
+
 def peek(buf: Any, pos: int = 0, *, end: int | None = None) -> StoredPeek:
     """Every field of the message at ``pos`` but its body (no copy of it, no CRC check).
 
@@ -102,6 +103,7 @@ def peek(buf: Any, pos: int = 0, *, end: int | None = None) -> StoredPeek:
     fields, topic_raw, props = got
     body_at = pos + _header(fields[7]).size
     return tuple.__new__(StoredPeek, (*fields, body_at, _topic_text(topic_raw), props))
+
 
 def iter_peek(buf: Any) -> Iterator[StoredPeek]:
     """``peek`` of each message lying back to back (a pull response body); stops at a blank
@@ -121,6 +123,7 @@ def iter_peek(buf: Any) -> Iterator[StoredPeek]:
         yield p
         pos += p.total_size
 
+
 def body_of(buf: Any, p: StoredPeek, *, check_crc: bool = True, decompress: bool = False) -> bytes:
     """The body of a message ``peek`` read from ``buf``: CRC checked, and inflated when
     ``decompress`` and its sysFlag says COMPRESSED.
@@ -138,6 +141,7 @@ def body_of(buf: Any, p: StoredPeek, *, check_crc: bool = True, decompress: bool
         except zlib.error as e:
             raise RemoteProtocolError(f"stored message: bad compressed body: {e}") from None
     return body
+
 
 def decode_stored_message(buf: Any, offset: int = 0, *, check_crc: bool = True,
                           decompress: bool = False) -> MessageExt:
@@ -176,6 +180,7 @@ def decode_stored_message(buf: Any, offset: int = 0, *, check_crc: bool = True,
         msg_id=props.get(PropertyKey.UNIQ_KEY) or offset_id,
         offset_msg_id=offset_id,
     )
+
 
 def iter_stored_messages(buf: Any, *, check_crc: bool = True,
                          decompress: bool = False) -> Iterator[MessageExt]:

@@ -13,7 +13,12 @@ from typing import Any, Protocol
 
 from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.protocol.batch import iter_entries
-from orbitmq.protocol.message import HOST_V6_BITS, PropertyKey, takes_queue_entry
+from orbitmq.protocol.message import (
+    HOST_V6_BITS,
+    TRANSACTION_TYPE_MASK,
+    MessageSysFlag,
+    PropertyKey,
+)
 from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.properties import (
     PROPERTIES_SIZE_MAX,
@@ -33,15 +38,18 @@ from orbitmq.protocol.stored._layout import (
     MAGIC_CODE,
     POSITION_FIELDS_END,
     QUEUEOFFSET_AT,
+    STORETIMESTAMP_AT_V4,
+    STORETIMESTAMP_AT_V6,
     SYSFLAG_AT,
     _header,
-    _store_ts_at,
     _topic_part,
     body_crc,
     pack_host,
 )
 
 _QOFF_PHY = struct.Struct(">qq")  # QUEUEOFFSET and PHYSICALOFFSET are adjacent
+_NO_QUEUE_ENTRY_TYPES = (int(MessageSysFlag.TRANSACTION_PREPARED_TYPE),
+                         int(MessageSysFlag.TRANSACTION_ROLLBACK_TYPE))
 _ROUTED = (PropertyKey.DELAY, PropertyKey.TRAN_MSG)  # properties the broker must act on
 
 
@@ -63,8 +71,10 @@ class EncodedBatch:
         self.queue_id = queue_id
         self.id_prefix = id_prefix
 
+
 class PropertiesSizeError(ClientError):
     """A message's properties take more than PROPERTIES_SIZE_MAX bytes."""
+
 
 class StorableMessage(Protocol):
     """What ``encode_messages`` reads of a message (the store's MessageInner has it)."""
@@ -91,6 +101,7 @@ class StorableMessage(Protocol):
     def reconsume_times(self) -> int: ...
     @property
     def prepared_transaction_offset(self) -> int: ...
+
 
 def encode_messages(
     msgs: Sequence[StorableMessage], max_message_size: int, max_blob_size: int
@@ -147,6 +158,7 @@ def encode_messages(
             raise ClientError(f"the messages take more than {max_blob_size} bytes in stored form")
     return EncodedBatch(topic, queue_id, store_ip + store_port.to_bytes(4, "big"), blob, rels)
 
+
 @functools.lru_cache(maxsize=4096)
 def _wire_context(topic: str, born_host: tuple[str, int],
                   store_host: tuple[str, int]) -> tuple[bytes, bytes, bytes] | str:
@@ -162,6 +174,7 @@ def _wire_context(topic: str, born_host: tuple[str, int],
         return str(e)
     return (topic_part, born_ip + born_host[1].to_bytes(4, "big"),
             store_ip + store_host[1].to_bytes(4, "big"))
+
 
 def encode_wire_single(
     topic: str,
@@ -195,6 +208,7 @@ def encode_wire_single(
         return None
     return EncodedBatch(topic, queue_id, ctx[2], blob, [0])
 
+
 def encode_wire_batch(
     topic: str,
     queue_id: int,
@@ -227,6 +241,7 @@ def encode_wire_batch(
         return None
     return EncodedBatch(topic, queue_id, ctx[2], out[0], out[1])
 
+
 def _check_context(topic_part: bytes, born_host: bytes, store_host: bytes) -> int:
     """The host kind bits of the hosts given; ValueError for arguments no caller should pass."""
     if len(topic_part) < 2 or topic_part[0] != len(topic_part) - 1:
@@ -237,18 +252,23 @@ def _check_context(topic_part: bytes, born_host: bytes, store_host: bytes) -> in
     return (_BORN_V6 if len(born_host) == _HOST_V6_SIZE else 0) | (
         _STORE_V6 if len(store_host) == _HOST_V6_SIZE else 0)
 
+
+_I32_MIN, _I32_MAX, _I64_MIN, _I64_MAX = -(2**31), 2**31 - 1, -(2**63), 2**63 - 1
+
+
 def _check_ints(queue_id: int, sys_flag: int, born_timestamp: int, reconsume_times: int,
                 flag: int = 0) -> None:
     """OverflowError, as the C twin's argument parsing raises, for a field its width cannot hold
     (the header parser range-checks them first; this keeps both twins alike)."""
-    for value in (queue_id, sys_flag, reconsume_times, flag):
-        if not -(2**31) <= value < 2**31:
-            raise OverflowError("a 32-bit field is out of range")
-    if not -(2**63) <= born_timestamp < 2**63:
-        raise OverflowError("a 64-bit field is out of range")
+    if not (_I32_MIN <= queue_id <= _I32_MAX and _I32_MIN <= sys_flag <= _I32_MAX
+            and _I32_MIN <= reconsume_times <= _I32_MAX and _I32_MIN <= flag <= _I32_MAX
+            and _I64_MIN <= born_timestamp <= _I64_MAX):
+        raise OverflowError("a field is out of its width's range")
+
 
 def _props_size_problem(size: int) -> str:
     return f"message properties take {size} bytes, over {PROPERTIES_SIZE_MAX}"
+
 
 def _canonical(raw: bytes | memoryview) -> bytes:
     """Well-formed properties with their final separator (writers' form; readers accept it
@@ -256,18 +276,29 @@ def _canonical(raw: bytes | memoryview) -> bytes:
     raw = bytes(raw)
     return raw if not raw or raw[-1] == 2 else raw + b"\x02"
 
-def _pack_one(flag: int, body: bytes | memoryview, props: bytes, topic_part: bytes,
-              queue_id: int, sys_flag: int, born_timestamp: int, born_host: bytes,
-              store_host: bytes, reconsume_times: int) -> bytes:
-    head = _header(sys_flag)
-    return b"".join((
-        head.pack(head.size + len(body) + len(topic_part) + 2 + len(props), MAGIC_CODE,
-                  zlib.crc32(body) & _CRC_MASK, queue_id, flag, 0, 0, sys_flag, born_timestamp,
-                  born_host[:-4], int.from_bytes(born_host[-4:], "big", signed=True), 0,
-                  store_host[:-4], int.from_bytes(store_host[-4:], "big", signed=True),
-                  reconsume_times, 0, len(body)),
-        body, topic_part, len(props).to_bytes(2, "big"), props,
-    ))
+
+# The header with each host as its raw bytes (packed ip + port), by host kind.
+_WIRE_HEADERS = [
+    struct.Struct(">iiiiiqqiq" + ("20s" if born6 else "8s") + "q" + ("20s" if store6 else "8s")
+                  + "iqi")
+    for store6 in (False, True)
+    for born6 in (False, True)
+]
+
+
+def _pack_one(out: bytearray, flag: int, body: bytes | memoryview, props: bytes,
+              topic_part: bytes, queue_id: int, sys_flag: int, born_timestamp: int,
+              born_host: bytes, store_host: bytes, reconsume_times: int) -> None:
+    """One message in stored form appended to ``out`` (position fields zero)."""
+    head = _WIRE_HEADERS[(len(born_host) == _HOST_V6_SIZE) + 2 * (len(store_host) == _HOST_V6_SIZE)]
+    out += head.pack(head.size + len(body) + len(topic_part) + 2 + len(props), MAGIC_CODE,
+                     zlib.crc32(body) & _CRC_MASK, queue_id, flag, 0, 0, sys_flag, born_timestamp,
+                     born_host, 0, store_host, reconsume_times, 0, len(body))
+    out += body
+    out += topic_part
+    out += len(props).to_bytes(2, "big")
+    out += props
+
 
 def encode_wire_single_py(
     body: bytes | memoryview, properties: bytes, flag: int, topic_part: bytes, queue_id: int,
@@ -289,8 +320,11 @@ def encode_wire_single_py(
     if len(raw) > PROPERTIES_SIZE_MAX:
         raise RemoteProtocolError(_props_size_problem(len(raw)))
     flags = (sys_flag & ~HOST_V6_BITS) | host_bits
-    return bytearray(_pack_one(flag, body, raw, topic_part, queue_id, flags, born_timestamp,
-                               born_host, store_host, reconsume_times))
+    out = bytearray()
+    _pack_one(out, flag, body, raw, topic_part, queue_id, flags, born_timestamp, born_host,
+              store_host, reconsume_times)
+    return out
+
 
 def encode_wire_batch_py(
     body: bytes | memoryview, topic_part: bytes, queue_id: int, sys_flag: int,
@@ -319,7 +353,7 @@ def encode_wire_batch_py(
         return None
     flags = (sys_flag & ~HOST_V6_BITS) | host_bits
     head_size = _header(flags).size
-    parts, rels, size = [], [], 0
+    out, rels, size = bytearray(), [], 0
     for pos, flag, entry_body, raw in entries:
         if len(entry_body) > max_message_size:
             raise RemoteProtocolError(
@@ -334,9 +368,10 @@ def encode_wire_batch_py(
         if size > max_blob_size:
             raise RemoteProtocolError(f"the batch takes more than {max_blob_size} bytes in "
                                       "stored form")
-        parts.append(_pack_one(flag, entry_body, props_raw, topic_part, queue_id, flags,
-                               born_timestamp, born_host, store_host, reconsume_times))
-    return bytearray(b"".join(parts)), rels
+        _pack_one(out, flag, entry_body, props_raw, topic_part, queue_id, flags, born_timestamp,
+                  born_host, store_host, reconsume_times)
+    return out, rels
+
 
 def patch_positions_py(buf: Any, pos: int, physical_offset: int, queue_offset: int,
                        store_ts: int, rel_positions: list[int]) -> int:
@@ -357,13 +392,15 @@ def patch_positions_py(buf: Any, pos: int, physical_offset: int, queue_offset: i
         if pos < 0 or rel < 0 or at + POSITION_FIELDS_END > size:
             raise ValueError("patch_positions: position outside the buffer")
         (sys_flag,) = _I32.unpack_from(buf, at + SYSFLAG_AT)
-        if takes_queue_entry(sys_flag):
+        if sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_ENTRY_TYPES:  # takes_queue_entry
             _QOFF_PHY.pack_into(buf, at + QUEUEOFFSET_AT, qoff, physical_offset + rel)
             qoff += 1
         else:
             _QOFF_PHY.pack_into(buf, at + QUEUEOFFSET_AT, 0, physical_offset + rel)
-        _I64.pack_into(buf, at + _store_ts_at(sys_flag), store_ts)
+        _I64.pack_into(buf, at + (STORETIMESTAMP_AT_V6 if sys_flag & _BORN_V6 else
+                                  STORETIMESTAMP_AT_V4), store_ts)
     return qoff
+
 
 def encode_stored_message(
     *,

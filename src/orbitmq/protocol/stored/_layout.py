@@ -65,6 +65,7 @@ _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 def _header(sys_flag: int) -> struct.Struct:
     return _HEADERS[(sys_flag & HOST_V6_BITS) >> _HOST_KIND_SHIFT]
 
+
 def _store_ts_at(sys_flag: int) -> int:
     return STORETIMESTAMP_AT_V6 if sys_flag & _BORN_V6 else STORETIMESTAMP_AT_V4
 
