@@ -14,7 +14,8 @@ install: system-deps $(STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
-$(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c
+$(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
+		src/orbitmq/protocol/_stored_rules.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
@@ -24,8 +25,15 @@ $(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_sp
 run: install
 	$(VENV)/bin/orbitmq standalone --store ./data/broker-a
 
+# The protocol, store and broker tests once more without the C speedups (about a minute), so
+# that the Python twins, which every install without a C compiler runs, cannot rot.
+PURE_PYTHON_TESTS := tests/unit tests/integration/test_broker_*.py \
+	tests/integration/test_store_bulk.py tests/sim tests/faults
+
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@echo "==== pure-Python leg: ORBITMQ_PURE_PYTHON=1, protocol + store + broker tests ===="
+	ORBITMQ_PURE_PYTHON=1 $(PY) -m pytest $(PYTEST_ARGS) $(PURE_PYTHON_TESTS)
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 from hotpath_bench import send_frame
 
-from orbitmq.broker.send_processor import parse_properties
 from orbitmq.config import StoreConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import SerializeType, encode_header
 from orbitmq.protocol.frame import FrameDecoder
 from orbitmq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from orbitmq.protocol.properties import parse_properties
 from orbitmq.store import MessageInner, MessageStore
 from orbitmq.store.commit_log import encode_messages
 

@@ -25,7 +25,8 @@ from orbitmq.protocol.bodies import ConsumerListBody, TopicRouteData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
-from orbitmq.protocol.message import MessageExt, iter_stored_messages
+from orbitmq.protocol.message import MessageExt
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.transport import LoopThread, RemotingClient
 
 REPO = Path(__file__).resolve().parents[2]

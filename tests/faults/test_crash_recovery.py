@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orbitmq.config import FlushDiskType, StoreConfig
-from orbitmq.protocol.message import decode_stored_message
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
 from orbitmq.testing.store_crash_child import CRASH_TOPIC, crash_config, crash_message
 

@@ -30,7 +30,8 @@ from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import Message, MessageExt, PropertyKey, decode_properties
+from orbitmq.protocol.message import Message, MessageExt, PropertyKey
+from orbitmq.protocol.properties import parse_properties
 from orbitmq.testing.embedded import EmbeddedCluster
 from orbitmq.transport.loop import run
 
@@ -83,7 +84,7 @@ class RequestLog:
                 batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE
                 self.sent.append(SentRequest(
                     cmd.code, len(decode_batch(cmd.body)) if batch else 1, len(cmd.body),
-                    decode_properties(cmd.ext_fields["i"].encode())))
+                    parse_properties(cmd.ext_fields["i"].encode())))
                 if on_send is not None:
                     on_send(self.sent[-1])
             return await original(addr, cmd, timeout)

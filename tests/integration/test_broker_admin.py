@@ -13,8 +13,8 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq.protocol.bodies import TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.headers import CreateTopicRequestHeader
-from orbitmq.protocol.message import decode_stored_message, iter_stored_messages
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.stored import decode_stored_message, iter_stored_messages
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from test_broker_support import DATA_DIR, BrokerHarness, RawConnection, broker_c
 
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import iter_stored_messages
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.stored import iter_stored_messages
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq.errors import ConnectionClosedError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import iter_stored_messages
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.transport import RemotingClient
 
 WAKE_BOUND_S = 0.050

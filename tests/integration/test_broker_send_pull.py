@@ -14,8 +14,9 @@ from orbitmq.broker.pull_processor import pull_response_code
 from orbitmq.broker.topic_config_manager import validate_topic
 from orbitmq.config import FlushDiskType
 from orbitmq.protocol.codes import RequestCode, ResponseCode
-from orbitmq.protocol.message import PropertyKey, iter_stored_messages
+from orbitmq.protocol.message import PropertyKey
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.store.status import GetMessageStatus
 
 

@@ -24,7 +24,8 @@ from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag, SendMessageRequestHeader
-from orbitmq.protocol.message import MessageExt, PropertyKey, iter_stored_messages
+from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.transport import LoopThread, RemotingClient
 
 T = TypeVar("T")

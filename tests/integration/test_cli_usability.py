@@ -33,7 +33,7 @@ def orbitmq(*args: str, namesrv: str, input: bytes | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "orbitmq.cli.main", *args], input=input, capture_output=True,
-        timeout=CHILD_TIMEOUT_S, cwd=cwd, env={**os.environ, "ORBITMQ_NAMESRV": namesrv})
+        timeout=CHILD_TIMEOUT_S, cwd=cwd, env={**os.environ, "ORBITMQ_NAMESRV_ADDR": namesrv})
 
 
 def ok(result: subprocess.CompletedProcess[bytes]) -> str:
@@ -152,7 +152,7 @@ def test_a_closed_pipe_ends_quietly_with_status_zero(cluster: EmbeddedCluster) -
     """``orbitmq topic list | head -1`` used to end with "Error: [Errno 32] Broken pipe"."""
     child = subprocess.Popen([sys.executable, "-m", "orbitmq.cli.main", "topic", "list"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env={**os.environ, "ORBITMQ_NAMESRV": cluster.namesrv})
+                             env={**os.environ, "ORBITMQ_NAMESRV_ADDR": cluster.namesrv})
     assert child.stdout is not None and child.stderr is not None
     child.stdout.close()  # the reader is gone before the first line is written
     try:
@@ -171,7 +171,7 @@ def test_ctrl_c_during_the_route_wait_ends_at_once(cluster: EmbeddedCluster) -> 
         [sys.executable, "-m", "orbitmq.cli.main", "consume", "--topic", "NoSuchTopicYet",
          "--group", "g-ctrl-c", "--log-level", "INFO"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "ORBITMQ_NAMESRV": cluster.namesrv, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "ORBITMQ_NAMESRV_ADDR": cluster.namesrv, "PYTHONUNBUFFERED": "1"})
     assert child.stdout is not None and child.stderr is not None
     seen: list[str] = []
     waiting = threading.Event()

@@ -33,7 +33,8 @@ from orbitmq.protocol.headers import (
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
 )
-from orbitmq.protocol.message import Message, decode_properties
+from orbitmq.protocol.message import Message
+from orbitmq.protocol.properties import parse_properties
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.loop import run
@@ -142,10 +143,10 @@ def test_retries_go_to_the_other_broker_after_a_retriable_refusal():
                 assert result.status is SendStatus.OK and result.queue.broker_name == "broker-b"
         busy, good = brokers["broker-a"].sends, brokers["broker-b"].sends
         assert len(good) == 20 and busy  # round robin tried broker-a too
-        ids = {decode_properties(h.properties.encode())["UNIQ_KEY"] for h in good}
+        ids = {parse_properties(h.properties.encode())["UNIQ_KEY"] for h in good}
         assert len(ids) == 20
         # A message refused by broker-a went next to broker-b with the same UNIQ_KEY.
-        retried = {decode_properties(h.properties.encode())["UNIQ_KEY"] for h in busy}
+        retried = {parse_properties(h.properties.encode())["UNIQ_KEY"] for h in busy}
         assert retried <= ids
 
     run(with_cluster({"broker-a": code_reply(ResponseCode.SYSTEM_BUSY), "broker-b": ok_reply},

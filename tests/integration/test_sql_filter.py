@@ -176,7 +176,7 @@ def sql_pull(h: BrokerHarness, topic: str, expression: str, *, offset: int = 0,
         subscription=expression, expression_type=expression_type).to_ext_fields()
     h.wait_dispatched()
     r = h.invoke(RequestCode.PULL_MESSAGE, fields)
-    from orbitmq.protocol.message import iter_stored_messages
+    from orbitmq.protocol.stored import iter_stored_messages
 
     msgs = [m.body.decode() for m in iter_stored_messages(r.body)] if r.body else []
     return r.code, r.remark, dict(r.ext_fields), msgs

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from orbitmq.config import StoreConfig
-from orbitmq.protocol.message import iter_stored_messages
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore
 
 TOTAL = 200_000

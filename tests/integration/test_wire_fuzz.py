@@ -62,8 +62,8 @@ from orbitmq.protocol.headers import (
     RegisterBrokerRequestHeader,
     SendMessageRequestHeader,
 )
-from orbitmq.protocol.message import iter_stored_messages
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.testing.process import ServerProcess, standalone_process
 
 FUZZ_REQUESTS_DEFAULT = 20_000

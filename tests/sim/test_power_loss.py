@@ -18,7 +18,7 @@ import random
 import pytest
 
 from orbitmq.config import FlushDiskType, StoreConfig
-from orbitmq.protocol.message import decode_stored_message
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
 from orbitmq.testing.faulty_files import FaultyFileOps, PowerCut, TearMode
 

@@ -9,7 +9,7 @@ import pytest
 
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import encode_stored_message, iter_stored_messages
+from orbitmq.protocol.stored import encode_stored_message, iter_stored_messages
 from orbitmq.spark.decode import Columns, decode_into
 from orbitmq.spark.fetch import Window, _step
 from orbitmq.spark.offsets import QueueRange, canonical, rate_limit, split_ranges, to_json

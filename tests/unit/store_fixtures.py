@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.config import TEST_MIN_STORE, StoreConfig
-from orbitmq.protocol.message import decode_stored_message
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageResult, MessageInner
 from orbitmq.store.file_ops import OsFileOps, OsRegion
 

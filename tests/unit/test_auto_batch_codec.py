@@ -21,7 +21,8 @@ from orbitmq.client.send_codec import (
 from orbitmq.errors import ClientError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue
-from orbitmq.protocol.message import Message, encode_properties
+from orbitmq.protocol.message import Message
+from orbitmq.protocol.properties import encode_properties
 
 MQ = MessageQueue("T", "broker-a", 3)
 UNIQ = "7F00000100012A2B3C4D000000000001"

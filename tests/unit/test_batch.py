@@ -54,9 +54,16 @@ def test_magic_and_crc_are_not_checked() -> None:
     assert decode_batch(bytes(entry)) == [BatchEntry(0, b"b", {})]
 
 
-def test_property_items_without_separator_are_dropped_like_java() -> None:
-    entry = java_entry(0, b"b", b"A\x01x\x02junk\x02\x01novalue\x02B\x01\x02")
+def test_malformed_property_items_are_refused_not_dropped() -> None:
+    """Java's reader drops an item without a separator; OrbitMQ's one rule refuses it."""
+    entry = java_entry(0, b"b", b"A\x01x\x02B\x01\x02")
     assert decode_batch(entry)[0].properties == {"A": "x", "B": ""}
+    junk = java_entry(0, b"b", b"A\x01x\x02junk\x02")
+    with pytest.raises(RemoteProtocolError,
+                       match="batch entry at 0: message property 2 has no name/value separator"):
+        decode_batch(junk)
+    with pytest.raises(RemoteProtocolError, match="property 1 has an empty name"):
+        decode_batch(java_entry(0, b"b", b"\x01novalue\x02"))
 
 
 @pytest.mark.parametrize(

@@ -26,12 +26,9 @@ from orbitmq.protocol.headers import (
     PullSysFlag,
     SendMessageRequestHeader,
 )
-from orbitmq.protocol.message import (
-    Message,
-    MessageSysFlag,
-    decode_properties,
-    encode_stored_message,
-)
+from orbitmq.protocol.message import Message, MessageSysFlag
+from orbitmq.protocol.properties import parse_properties
+from orbitmq.protocol.stored import encode_stored_message
 
 MQ = MessageQueue("T", "broker-a", 3)
 UNIQ = "7F00000100012A2B3C4D000000000001"
@@ -80,7 +77,7 @@ def test_small_message_goes_plain_with_uniq_key_tags_keys_and_wait():
                   properties={"custom": "v"})
     prepared = prepare_message(msg, UNIQ, compress_over=4096)
     assert prepared.body == b"hello" and prepared.sys_flag == 0 and prepared.msg_id == UNIQ
-    props = decode_properties(prepared.properties.encode())
+    props = parse_properties(prepared.properties.encode())
     assert props == {"custom": "v", "TAGS": "created", "KEYS": "k1 k2", "UNIQ_KEY": UNIQ,
                      "WAIT": "true"}
     assert msg.properties == {"custom": "v"}  # the caller's message is left alone

@@ -11,10 +11,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
-def test_store_doc_example_runs(tmp_path):
-    text = (ROOT / "docs" / "store.md").read_text()
-    (code,) = BLOCK.findall(text)
-    code = code.replace("/tmp/orbit-store", str(tmp_path / "store"))
+def _run(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["PutMessageStatus.PUT_OK", "GetMessageStatus.FOUND", "1"]
+    return out.stdout
+
+
+def test_store_doc_examples_run(tmp_path):
+    text = (ROOT / "docs" / "store.md").read_text()
+    codec, store = BLOCK.findall(text)
+    assert _run(codec).splitlines() == ["a None", "message property 2 has no name/value separator"]
+    out = _run(store.replace("/tmp/orbit-store", str(tmp_path / "store")))
+    assert out.split() == ["PutMessageStatus.PUT_OK", "GetMessageStatus.FOUND", "1"]

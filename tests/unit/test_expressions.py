@@ -20,7 +20,8 @@ from orbitmq.protocol.expressions import (
     sql_like_tag_expression,
 )
 from orbitmq.protocol.headers import PullMessageRequestHeader
-from orbitmq.protocol.message import encode_stored_message, java_string_hash
+from orbitmq.protocol.message import java_string_hash
+from orbitmq.protocol.stored import encode_stored_message
 
 MQ = MessageQueue("T", "broker-a", 0)
 

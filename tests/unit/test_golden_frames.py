@@ -24,7 +24,7 @@ from orbitmq.protocol.bodies import HeartbeatData
 from orbitmq.protocol.codes import LanguageCode, RequestCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
 from orbitmq.protocol.frame import FrameDecoder
-from orbitmq.protocol.message import decode_properties
+from orbitmq.protocol.properties import parse_properties
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 GOLDEN = json.loads((DATA_DIR / "golden.json").read_text())
@@ -164,7 +164,7 @@ def test_send_headers_say_what_the_broker_needs() -> None:
 @pytest.mark.parametrize("entry", _entries(code=10))
 def test_send_properties_and_body(entry: dict[str, Any]) -> None:
     (cmd,) = FrameDecoder().feed(_frame(entry))
-    properties = decode_properties(cmd.ext_fields["properties"].encode())
+    properties = parse_properties(cmd.ext_fields["properties"].encode())
     assert sorted(properties) == entry["properties_present"]
     for key, value in entry["properties"].items():
         assert properties[key] == value, key
@@ -181,7 +181,7 @@ def _batch_item(item: Any) -> tuple[int, bytes, dict[str, str]]:
     else:
         flag, body, properties = item.flag, item.body, item.properties
     if isinstance(properties, bytes | bytearray | memoryview):
-        properties = decode_properties(properties)
+        properties = parse_properties(properties)
     return int(flag), bytes(body), dict(properties)
 
 

@@ -288,7 +288,7 @@ def test_bare_numeric_keys_parse_like_quoted_ones(table: dict[int, str]) -> None
 
 
 # ----------------------------------------------------------------------------- batches
-PROPERTY_CHARS = st.characters(codec="utf-8", exclude_characters="\x01\x02")
+PROPERTY_CHARS = st.characters(codec="utf-8", exclude_characters="\x00\x01\x02")
 BATCH_MESSAGES = st.lists(
     st.tuples(I32, st.binary(max_size=200),
               st.dictionaries(st.text(PROPERTY_CHARS, min_size=1,

@@ -9,12 +9,8 @@ from pathlib import Path
 import pytest
 from store_fixtures import Clock, CountingFileOps, bodies, config, msg
 
-from orbitmq.protocol.message import (
-    BLANK_MAGIC_CODE,
-    decode_stored_message,
-    java_string_hash,
-    offset_msg_id,
-)
+from orbitmq.protocol.message import java_string_hash, offset_msg_id
+from orbitmq.protocol.stored import BLANK_MAGIC_CODE, decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
 from orbitmq.store.dispatch import SCHEDULE_TOPIC
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from store_fixtures import Clock, config, msg
 
-from orbitmq.protocol.message import decode_stored_message
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import MessageStore
 
 

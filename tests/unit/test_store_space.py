@@ -8,7 +8,7 @@ import random
 from store_fixtures import msg
 
 from orbitmq.config import FlushDiskType, StoreConfig
-from orbitmq.protocol.message import decode_stored_message
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageStore, PutMessageStatus
 from orbitmq.store.running_flags import RETRY_INTERVAL_S, Condition
 from orbitmq.testing.faulty_files import PAGE_SIZE, FaultyFileOps, TearMode

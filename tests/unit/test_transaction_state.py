@@ -18,13 +18,8 @@ from orbitmq.client.transaction_state import (
 )
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import MessageQueue
-from orbitmq.protocol.message import (
-    Message,
-    MessageExt,
-    MessageSysFlag,
-    PropertyKey,
-    decode_stored_message,
-)
+from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store.message_inner import MessageInner
 
 MQ = MessageQueue("T", "broker-a", 1)

@@ -16,12 +16,12 @@ Expressions are parsed by :mod:`orbitmq.protocol.expressions`, the same code the
 from __future__ import annotations
 
 import functools
-import struct
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.expressions import SUB_ALL, compile_expression, parse_tags
-from orbitmq.protocol.message import decode_stored_message, header_struct, java_string_hash
+from orbitmq.protocol.message import java_string_hash
 from orbitmq.protocol.sql92 import Sql92Predicate
+from orbitmq.protocol.stored import peek
 
 __all__ = [
     "TagFilter",
@@ -34,10 +34,6 @@ __all__ = [
     "SUB_ALL",
 ]
 
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_SYSFLAG_AT = 36
-_TAGS = b"TAGS\x01"
 _FILTER_CACHE_MAX = 1024
 
 
@@ -96,30 +92,16 @@ def stored_properties(raw: memoryview | bytes) -> dict[str, str] | None:
     """The properties of one stored message (raw bytes as in the CommitLog); None when the bytes
     are not a whole, well-formed message. The one place a filter reads properties from."""
     try:
-        return decode_stored_message(raw, check_crc=False).properties
+        return peek(raw).properties
     except RemoteProtocolError:
         return None
 
 
 def stored_tags(raw: memoryview | bytes) -> str | None:
     """The TAGS property of one stored message (raw bytes as in the CommitLog); None if absent or
-    if the bytes do not hold a whole message."""
+    if the bytes are not a well-formed message (the stored codec's verdict: such a message
+    matches no tag)."""
     try:
-        (sys_flag,) = _I32.unpack_from(raw, _SYSFLAG_AT)
-        head = header_struct(sys_flag)
-        body_len = _I32.unpack_from(raw, head.size - 4)[0]
-        at = head.size + body_len
-        topic_len = raw[at]
-        at += 1 + topic_len
-        (props_len,) = _I16.unpack_from(raw, at)
-        props = bytes(raw[at + 2 : at + 2 + props_len])
-    except (struct.error, IndexError):
+        return peek(raw).tags
+    except RemoteProtocolError:
         return None
-    start = props.find(_TAGS)
-    while start > 0 and props[start - 1] != 2:  # a longer name ending in TAGS
-        start = props.find(_TAGS, start + 1)
-    if start < 0:
-        return None
-    start += len(_TAGS)
-    end = props.find(b"\x02", start)
-    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace")

@@ -8,7 +8,8 @@ Checks, each answered with a response code and a remark (the store stays untouch
 - topic name (``^[%|a-zA-Z0-9_-]+$``, at most 127 characters): MESSAGE_ILLEGAL;
 - topics only the broker writes (TBW102, SCHEDULE_TOPIC_XXXX, transaction topics): NO_PERMISSION;
 - unknown topic without auto-creation: TOPIC_NOT_EXIST;
-- body over ``max_message_size`` (4 MiB), properties of 32 KiB or more, a malformed batch:
+- body over ``max_message_size`` (4 MiB), properties of 32 KiB or more, a malformed batch,
+  properties that break the one rule of ``protocol.properties`` (the remark names the problem):
   MESSAGE_ILLEGAL;
 - transaction messages (sysFlag prepared or TRAN_MSG=true) go to the TransactionService as half
   messages (NO_PERMISSION with ``reject_transaction_message``); their answer adds
@@ -44,8 +45,9 @@ from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
-from orbitmq.protocol.message import PROPERTIES_SIZE_MAX, MessageSysFlag, PropertyKey
-from orbitmq.store.commit_log import EncodedBatch, encode_wire_batch, encode_wire_single
+from orbitmq.protocol.message import MessageSysFlag, PropertyKey
+from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX, parse_properties
+from orbitmq.protocol.stored import EncodedBatch, encode_wire_batch, encode_wire_single
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
@@ -89,17 +91,6 @@ class _Refused(Exception):
     def __init__(self, code: ResponseCode, remark: str) -> None:
         self.code = code
         self.remark = remark
-
-
-def parse_properties(text: str | None) -> dict[str, str]:
-    """``k\\x01v\\x02...`` as the producer sent it (items without a separator are dropped)."""
-    props: dict[str, str] = {}
-    if text:
-        for item in text.split("\x02"):
-            name, sep, value = item.partition("\x01")
-            if sep and name:
-                props[name] = value
-    return props
 
 
 class SendProcessor:
@@ -147,6 +138,8 @@ class SendProcessor:
                 msgs = self._batch(cmd, conn, h, queue_id) if batch else [self._single(cmd, conn, h, queue_id)]
         except _Refused as r:
             return cmd.response(r.code, r.remark)
+        except RemoteProtocolError as e:  # the stored codec refused the properties or the batch
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         tx_id = None
         if encoded is not None:
             result = self.store.put_encoded(encoded, wait_flush=False, defer_wakeups=True)
@@ -226,7 +219,7 @@ class SendProcessor:
 
     def _single(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
                 queue_id: int) -> MessageInner:
-        props = parse_properties(h.properties)
+        props = parse_properties(h.properties)  # RemoteProtocolError: answered MESSAGE_ILLEGAL
         body = cmd.body if isinstance(cmd.body, bytes) else bytes(cmd.body)
         msg = MessageInner(
             h.topic, queue_id, body, props, h.flag, h.sys_flag & _USER_SYS_FLAGS, h.born_timestamp,
@@ -242,8 +235,9 @@ class SendProcessor:
 
     def _encoded_batch(self, cmd: RemotingCommand, conn: RemotingConnection,
                        h: SendMessageRequestHeader, queue_id: int) -> EncodedBatch | None:
-        """A batch body in stored form without a message object per entry (the C speedup);
-        None sends it down the general path (``_batch``), which refuses what must be refused."""
+        """A batch body in stored form without a message object per entry; None sends it down
+        the general path (``_batch``): an entry holds DELAY or TRAN_MSG. A malformed body
+        raises RemoteProtocolError (answered MESSAGE_ILLEGAL)."""
         if h.sys_flag & _PREPARED:
             return None
         return encode_wire_batch(
@@ -254,9 +248,9 @@ class SendProcessor:
 
     def _encoded_single(self, cmd: RemotingCommand, conn: RemotingConnection,
                         h: SendMessageRequestHeader, queue_id: int) -> EncodedBatch | None:
-        """``_single`` for a plain message, in stored form at once (C speedup); None for the
-        general path: transaction halves, retry topics (the DLQ rule), delays, or anything
-        unusual in the properties."""
+        """``_single`` for a plain message, in stored form at once; None for the general path:
+        transaction halves, retry topics (the DLQ rule), DELAY or TRAN_MSG properties.
+        Malformed properties raise RemoteProtocolError (answered MESSAGE_ILLEGAL)."""
         if h.sys_flag & _PREPARED or h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return None
         return encode_wire_single(

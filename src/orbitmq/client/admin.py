@@ -60,8 +60,9 @@ from orbitmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from orbitmq.protocol.message import MessageExt, decode_stored_message, iter_stored_messages
+from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.stored import decode_stored_message, iter_stored_messages
 
 __all__ = ["AsyncAdmin", "Admin"]
 

@@ -33,7 +33,8 @@ from orbitmq.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
 )
-from orbitmq.protocol.message import MessageExt, PropertyKey, iter_stored_messages
+from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.stored import iter_stored_messages
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin

@@ -51,7 +51,7 @@ from orbitmq.protocol.headers import (
     SearchOffsetByTimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from orbitmq.protocol.message import iter_stored_messages
+from orbitmq.protocol.stored import iter_stored_messages
 
 __all__ = [
     "AsyncPullConsumer",

@@ -22,13 +22,8 @@ from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageResponseHeader
-from orbitmq.protocol.message import (
-    KEY_SEPARATOR,
-    Message,
-    MessageSysFlag,
-    PropertyKey,
-    encode_properties,
-)
+from orbitmq.protocol.message import KEY_SEPARATOR, Message, MessageSysFlag, PropertyKey
+from orbitmq.protocol.properties import encode_properties
 
 __all__ = [
     "COMPRESS_LEVEL",
@@ -126,8 +121,8 @@ def _field_properties(msg: Message, uniq_key: str) -> bytes:
         head.append(f"{PropertyKey.DELAY}\x01{msg.delay_level}\x02")
     text = f"{''.join(head)}{PropertyKey.UNIQ_KEY}\x01{uniq_key}\x02{PropertyKey.WAIT}\x01true\x02"
     pairs = len(head) + 2
-    if text.count("\x01") != pairs or text.count("\x02") != pairs:
-        raise ClientError("a tag, key or message id contains a reserved separator character")
+    if text.count("\x01") != pairs or text.count("\x02") != pairs or "\x00" in text:
+        raise ClientError("a tag, key or message id contains a NUL or a separator character")
     return text.encode()
 
 

@@ -57,14 +57,9 @@ from orbitmq.errors import (
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from orbitmq.protocol.message import (
-    Message,
-    MessageExt,
-    MessageSysFlag,
-    PropertyKey,
-    decode_stored_message,
-)
+from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.transport.connection import RemotingConnection
 
 __all__ = [

@@ -82,11 +82,9 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.msgid import UniqIdGenerator, create_offset_msg_id, decode_offset_msg_id
 
-# protocol/message.py (stored message format) is written by the store engineer; its public names
-# join this package's exports once it exists:
-# from orbitmq.protocol.message import (BLANK_MAGIC_CODE, MAGIC_CODE, Message, MessageExt,
-#     MessageSysFlag, PropertyKey, decode_properties, decode_stored_message, encode_properties,
-#     encode_stored_message, iter_stored_messages, java_string_hash)
+# The SDK's message types are in protocol/message.py, the stored message format (the only code that
+# knows its layout) in the protocol/stored package, the properties text and its rule in
+# protocol/properties.py; import them from those modules.
 
 __all__ = [
     # codes

@@ -1,4 +1,5 @@
-# Types of the optional C speedups (_speedups.c); see orbitmq.protocol.native.
+# Types of the optional C speedups (_speedups.c): the C twins of orbitmq.protocol.stored's
+# *_py functions (same arguments, same results, same refusals) and of java_hash.
 from typing import Any
 
 def java_string_hash(s: str, /) -> int: ...
@@ -12,9 +13,9 @@ def encode_wire_single(
     body: Any, properties: bytes, flag: int, topic_part: bytes, queue_id: int, sys_flag: int,
     born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int, /,
 ) -> bytearray | None: ...
-def patch_batch(
-    buf: Any, pos: int, phy: int, queue_offset: int, now: int, rel_positions: list[int],
-    store_ts_at: int, /,
+def patch_positions(
+    buf: Any, pos: int, physical_offset: int, queue_offset: int, store_ts: int,
+    rel_positions: list[int], /,
 ) -> int: ...
 def scan_stored(
     buf: Any, pos: int, limit: int, count_max: int, /,

@@ -2,39 +2,17 @@
 
 The SDK's pull decodes every message into a MessageExt (a dataclass, hosts as text, every property
 in a dict): about 35,000 messages/s on one core here, the whole budget of a Spark task. Spark only
-needs a few fields per message, in columns, so this decoder walks the stored-message layout of
-``orbitmq.protocol.message`` itself and appends to lists, checking the same things (magic, lengths,
-body CRC) and inflating compressed bodies the same way.
+needs a few fields per message, in columns, so this decoder peeks each message with the stored
+codec (``orbitmq.protocol.stored``: the same checks as every other reader, no body copied) and
+reads the body (CRC checked, inflated when compressed) only of the rows it keeps.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
-
-from orbitmq.errors import RemoteProtocolError
-from orbitmq.protocol.message import (
-    BLANK_MAGIC_CODE,
-    KEY_SEPARATOR,
-    MAGIC_CODE,
-    SYSFLAG_AT,
-    MessageSysFlag,
-    PropertyKey,
-    header_struct,
-    offset_msg_id,
-)
+from orbitmq.protocol.message import KEY_SEPARATOR
+from orbitmq.protocol.stored import body_of, iter_peek
 
 __all__ = ["Columns", "decode_into"]
-
-_PREFIX = struct.Struct(">ii")
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_COMPRESSED = int(MessageSysFlag.COMPRESSED)
-_TAGS, _KEYS, _UNIQ = PropertyKey.TAGS, PropertyKey.KEYS, PropertyKey.UNIQ_KEY
-_HOST_BITS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
-# header layout by host kind bits (plain ints: IntFlag arithmetic costs more than the decode)
-_HEADS = {bits: header_struct(bits) for bits in (0, int(MessageSysFlag.BORNHOST_V6),
-                                                 int(MessageSysFlag.STOREHOST_V6), _HOST_BITS)}
 
 
 class Columns:
@@ -62,17 +40,6 @@ class Columns:
         return len(self.queue_offset)
 
 
-def _properties(raw: bytes, pos: int) -> dict[str, str]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RemoteProtocolError(f"stored message at {pos}: properties are not UTF-8") from None
-    try:
-        return dict(item.split("\x01", 1) for item in text.split("\x02") if item)
-    except ValueError:
-        raise RemoteProtocolError(f"stored message at {pos}: property without a value") from None
-
-
 def decode_into(cols: Columns, buf: bytes, broker_name: str, end_offset: int,
                 tags: frozenset[str] | None) -> int:
     """Append the messages of ``buf`` (back-to-back stored messages) whose queue offset is below
@@ -81,62 +48,29 @@ def decode_into(cols: Columns, buf: bytes, broker_name: str, end_offset: int,
     Returns the number of messages in ``buf`` (kept or not).
 
     Raises:
-        RemoteProtocolError: bad magic, impossible lengths or a body CRC mismatch.
+        RemoteProtocolError: bytes that are not stored messages (the stored codec's checks),
+            trailing bytes, or a kept row's body CRC mismatch or bad compressed body.
     """
-    mv = memoryview(buf)
-    pos, count, size = 0, 0, len(buf)
-    topics: dict[bytes, str] = {}
-    while pos + 8 <= size:
-        total, magic = _PREFIX.unpack_from(mv, pos)
-        if magic == BLANK_MAGIC_CODE:
-            break
-        if magic != MAGIC_CODE or total < 20 or pos + total > size:
-            raise RemoteProtocolError(f"stored message at {pos}: bad magic or size {total}")
-        (sys_flag,) = _I32.unpack_from(mv, pos + SYSFLAG_AT)
-        head = _HEADS[sys_flag & _HOST_BITS]
-        (_, _, crc, queue_id, _flag, queue_offset, phy, _, born_ts, _bip, _bport, store_ts,
-         store_ip, store_port, reconsume, _prep, body_len) = head.unpack_from(mv, pos)
-        at, end = pos + head.size, pos + total
-        if body_len < 0 or at + body_len + 3 > end:
-            raise RemoteProtocolError(f"stored message at {pos}: body length {body_len} overruns it")
-        body = buf[at:at + body_len]
-        at += body_len
-        topic_len = buf[at]
-        topic_raw = buf[at + 1:at + 1 + topic_len]
-        at += 1 + topic_len
-        (props_len,) = _I16.unpack_from(mv, at)
-        at += 2
-        if props_len < 0 or at + props_len != end:
-            raise RemoteProtocolError(f"stored message at {pos}: lengths disagree with its size")
+    count = 0
+    for p in iter_peek(buf):
         count += 1
-        here, pos = pos, end
-        if queue_offset >= end_offset:
+        if p.queue_offset >= end_offset:
             continue
-        props = _properties(buf[at:end], here)
-        tag = props.get(_TAGS)
+        props = p.properties
+        tag = p.tags
         if tags is not None and tag not in tags:
             continue
-        if zlib.crc32(body) & 0x7FFFFFFF != crc:
-            raise RemoteProtocolError(f"stored message at {here}: body CRC mismatch")
-        if sys_flag & _COMPRESSED:
-            try:
-                body = zlib.decompress(body)
-            except zlib.error as e:
-                raise RemoteProtocolError(f"stored message at {here}: bad compressed body: {e}") from None
-        topic = topics.get(topic_raw)
-        if topic is None:
-            topic = topics[topic_raw] = topic_raw.decode("utf-8", "replace")
-        cols.topic.append(topic)
+        cols.topic.append(p.topic)
         cols.broker_name.append(broker_name)
-        cols.queue_id.append(queue_id)
-        cols.queue_offset.append(queue_offset)
-        cols.msg_id.append(props.get(_UNIQ) or offset_msg_id(store_ip, store_port, phy))
-        keys = props.get(_KEYS)
+        cols.queue_id.append(p.queue_id)
+        cols.queue_offset.append(p.queue_offset)
+        cols.msg_id.append(p.msg_id)
+        keys = p.keys
         cols.keys.append([k for k in keys.split(KEY_SEPARATOR) if k] if keys else [])
         cols.tags.append(tag)
-        cols.body.append(body)
+        cols.body.append(body_of(buf, p, check_crc=True, decompress=True))
         cols.properties.append(list(props.items()) if cols.include_properties else None)
-        cols.born_ms.append(born_ts)
-        cols.store_ms.append(store_ts)
-        cols.reconsume_times.append(reconsume)
+        cols.born_ms.append(p.born_timestamp)
+        cols.store_ms.append(p.store_timestamp)
+        cols.reconsume_times.append(p.reconsume_times)
     return count

@@ -10,18 +10,11 @@ held pulls without one call per message.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Callable
 
-from orbitmq.protocol.message import (
-    BLANK_MAGIC_CODE,
-    MAGIC_CODE,
-    MessageSysFlag,
-    header_struct,
-    tags_hash,
-)
-from orbitmq.protocol.native import NATIVE
+from orbitmq.protocol import stored
+from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import StoreSpaceError
@@ -35,20 +28,8 @@ log = logging.getLogger(__name__)
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 ArrivalListener = Callable[[str, int, int, int], None]
 
-_PREFIX = struct.Struct(">ii")
-_I16 = struct.Struct(">h")
-_V4 = header_struct(0)
-_TAGS = b"TAGS\x01"
-_KEYS = b"KEYS\x01"
-_UNIQ = b"UNIQ_KEY\x01"
-_DELAY = b"DELAY\x01"
 _NO_LIMIT = 1 << 62
-_SCAN_BLANK, _SCAN_BAD = 1, 2  # scan_stored's stops besides "limit or count reached"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_SKIPPED_TYPES = (
-    MessageSysFlag.TRANSACTION_PREPARED_TYPE,
-    MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
-)
 
 
 def parse_delay_levels(spec: str) -> list[int]:
@@ -57,18 +38,6 @@ def parse_delay_levels(spec: str) -> list[int]:
     for item in spec.split():
         levels.append(int(item[:-1]) * _UNIT_MS[item[-1]])
     return levels
-
-
-def _prop(props: bytes, name: bytes) -> str | None:
-    # find_property inlined for the hot path: properties rarely hold a name twice.
-    at = props.find(name)
-    while at > 0 and props[at - 1] != 2:
-        at = props.find(name, at + 1)
-    if at < 0:
-        return None
-    start = at + len(name)
-    end = props.find(b"\x02", start)
-    return props[start : end if end >= 0 else len(props)].decode("utf-8", "replace")
 
 
 class DispatchService(ServiceThread):
@@ -172,73 +141,33 @@ class DispatchService(ServiceThread):
                 log.error("dispatch found no segment offset=%d", offset)
                 break
             view = mf.view
-            pos = offset - mf.file_from_offset
-            limit = min(mf.wrote_position, end - mf.file_from_offset)
-            if NATIVE is not None:  # the same loop in C, the queue and index puts here
-                budget = _NO_LIMIT if count_max is None else count_max - count
-                records, pos, scanned, stop = NATIVE.scan_stored(view, pos, limit, budget)
-                for record in records:
-                    self._dispatch_record(mf.file_from_offset, record, arrived)
-                count += scanned
-                if stop == _SCAN_BLANK:
-                    pos = file_size
-                elif stop == _SCAN_BAD:
-                    log.error("dispatch met a bad entry offset=%d", mf.file_from_offset + pos)
-                    return mf.file_from_offset + pos, count
-            while pos < limit and (count_max is None or count < count_max):
-                total, magic = _PREFIX.unpack_from(view, pos)
-                if magic == BLANK_MAGIC_CODE:
-                    pos = file_size
-                    break
-                if magic != MAGIC_CODE or total <= 0:
-                    log.error("dispatch met a bad entry offset=%d", mf.file_from_offset + pos)
-                    return mf.file_from_offset + pos, count
-                self._dispatch_one(view, pos, mf.file_from_offset + pos, total, arrived)
-                pos += total
-                count += 1
-            offset = mf.file_from_offset + pos
+            base = mf.file_from_offset
+            pos = offset - base
+            limit = min(mf.wrote_position, end - base)
+            budget = _NO_LIMIT if count_max is None else count_max - count
+            records, pos, scanned, stop = stored.scan(view, pos, limit, budget)  # C or Python
+            for record in records:
+                self._dispatch_record(base, record, arrived)
+            count += scanned
+            if stop == SCAN_BLANK:
+                pos = file_size
+            elif stop == SCAN_BAD:
+                log.error("dispatch met a bad entry offset=%d problem=%s", base + pos,
+                          stored.problem(view, pos, limit))
+                return base + pos, count
+            offset = base + pos
             if pos < file_size and pos >= mf.wrote_position:
                 break
         return offset, count
 
-    def _dispatch_one(
-        self,
-        view: memoryview,
-        pos: int,
-        phy: int,
-        total: int,
-        arrived: dict[tuple[str, int, int], int] | None,
-    ) -> None:
-        """Read what dispatch needs of the message at ``pos`` (the Python twin of the C
-        ``scan_stored``) and dispatch it."""
-        (sys_flag,) = struct.unpack_from(">i", view, pos + 36)
-        head = _V4 if not sys_flag & 48 else header_struct(sys_flag)
-        fields = head.unpack_from(view, pos)
-        queue_id, queue_offset, store_ts, body_len = fields[3], fields[5], fields[11], fields[16]
-        if sys_flag & 12 in _SKIPPED_TYPES:
-            return
-        at = pos + head.size + body_len
-        topic_len = view[at]
-        raw_topic = bytes(view[at + 1 : at + 1 + topic_len])
-        at += 1 + topic_len
-        (props_len,) = _I16.unpack_from(view, at)
-        props = bytes(view[at + 2 : at + 2 + props_len])
-        if props:
-            tags_code = tags_hash(_prop(props, _TAGS))
-            keys, uniq, delay = _prop(props, _KEYS), _prop(props, _UNIQ), _prop(props, _DELAY)
-        else:
-            tags_code, keys, uniq, delay = 0, None, None, None
-        record = (pos, total, queue_id, queue_offset, store_ts, raw_topic, tags_code, keys, uniq, delay)
-        self._dispatch_record(phy - pos, record, arrived)
-
     def _dispatch_record(
         self,
         base: int,
-        record: tuple[int, int, int, int, int, bytes, int, str | None, str | None, str | None],
+        record: ScanRecord,
         arrived: dict[tuple[str, int, int], int] | None,
     ) -> None:
-        """Queue entry, index entries and arrival of one message, from what a scan read of it
-        (``scan_stored``'s record; ``base`` is the segment's first offset)."""
+        """Queue entry, index entries and arrival of one message, from what the scan read of it
+        (``base`` is the segment's first offset)."""
         pos, total, queue_id, queue_offset, store_ts, raw_topic, tags_code, keys, uniq, delay = record
         topic = self._topics.get(raw_topic)
         if topic is None:

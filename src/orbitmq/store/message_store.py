@@ -21,7 +21,9 @@ from typing import Protocol
 
 from orbitmq.config import FlushDiskType, StoreConfig
 from orbitmq.errors import ClientError, RemoteProtocolError, StoreError
-from orbitmq.protocol.message import MessageExt, decode_stored_message
+from orbitmq.protocol import stored
+from orbitmq.protocol.message import MessageExt
+from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, decode_stored_message
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
@@ -474,10 +476,10 @@ class MessageStore:
     def get_message_raw(self, commit_offset: int, size: int | None = None) -> memoryview | None:
         """The stored bytes of the message at ``commit_offset`` (size read from it when omitted)."""
         if size is None:
-            head = self.commit_log.read(commit_offset, 8)
+            head = self.commit_log.read(commit_offset, BLANK_ENTRY_SIZE)
             if head is None:
                 return None
-            size = int.from_bytes(head[:4], "big", signed=True)
+            size = stored.total_size(head)
             if size <= 0:
                 return None
         return self.commit_log.read(commit_offset, size)

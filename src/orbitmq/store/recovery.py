@@ -14,19 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import struct
-import zlib
 from collections.abc import Callable, Iterable
 
-from orbitmq.protocol.message import (
-    BLANK_ENTRY_SIZE,
-    BLANK_MAGIC_CODE,
-    MAGIC_CODE,
-    MIN_STORED_SIZE,
-    SYSFLAG_AT,
-    header_struct,
-    properties_well_formed,
-)
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol import stored
+from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
@@ -35,10 +27,6 @@ from orbitmq.store.mapped_file_queue import MappedFileQueue
 __all__ = ["RecoveryReport", "scan_commit_log", "check_message", "recover_store"]
 
 log = logging.getLogger(__name__)
-
-_PREFIX = struct.Struct(">ii")
-_I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
 
 
 @dataclasses.dataclass
@@ -79,40 +67,10 @@ class RecoveryReport:
 
 
 def check_message(view: memoryview, pos: int, phy: int, file_size: int) -> str | None:
-    """Why the message at ``pos`` of a segment is not valid, or None when it is."""
-    total, magic = _PREFIX.unpack_from(view, pos)
-    if magic != MAGIC_CODE:
-        return f"bad magic code {magic & 0xFFFFFFFF:#010x}"
-    if total < MIN_STORED_SIZE or pos + total + BLANK_ENTRY_SIZE > file_size:
-        return f"impossible total size {total}"
-    (sys_flag,) = _I32.unpack_from(view, pos + SYSFLAG_AT)
-    head = header_struct(sys_flag)
-    fields = head.unpack_from(view, pos)
-    if fields[6] != phy:
-        return f"physical offset field {fields[6]} differs from the position"
-    if fields[3] < 0 or fields[5] < 0:
-        return "negative queue id or queue offset"
-    body_len = fields[16]
-    at = pos + head.size
-    if body_len < 0 or head.size + body_len + 3 > total:
-        return f"body length {body_len} overruns the message"
-    if zlib.crc32(view[at : at + body_len]) & 0x7FFFFFFF != fields[2]:
-        return "body CRC mismatch"
-    at += body_len
-    topic_len = view[at]
-    if topic_len == 0 or head.size + body_len + 1 + topic_len + 2 > total:
-        return f"bad topic length {topic_len}"
-    try:
-        bytes(view[at + 1 : at + 1 + topic_len]).decode("utf-8")
-    except UnicodeDecodeError:
-        return "topic is not UTF-8"
-    at += 1 + topic_len
-    (props_len,) = _I16.unpack_from(view, at)
-    if head.size + body_len + 1 + topic_len + 2 + props_len != total:
-        return "field lengths disagree with the total size"
-    if not properties_well_formed(view[at + 2 : at + 2 + props_len]):
-        return "malformed properties"
-    return None
+    """Why the message at ``pos`` of a segment is not valid, or None when it is: the stored
+    codec's checks (``stored.verify``: layout, properties, body CRC), its PHYSICALOFFSET field
+    against ``phy``, and room left behind it for the segment's end marker."""
+    return stored.verify(view, pos, end=file_size - BLANK_ENTRY_SIZE, physical_offset=phy)
 
 
 def scan_commit_log(mfq: MappedFileQueue, start: int) -> tuple[int, str, int]:
@@ -133,13 +91,13 @@ def scan_commit_log(mfq: MappedFileQueue, start: int) -> tuple[int, str, int]:
         while pos < file_size:
             if pos + BLANK_ENTRY_SIZE > file_size:
                 return base + pos, "segment ends inside an entry header", count
-            total, magic = _PREFIX.unpack_from(view, pos)
-            if magic == BLANK_MAGIC_CODE:
+            total = stored.total_size(view, pos)
+            if stored.is_blank_entry(view, pos):
                 if total != file_size - pos:
                     return base + pos, f"blank entry of wrong size {total}", count
                 pos = file_size
                 break
-            if total == 0 and magic == 0:
+            if stored.is_zero_entry(view, pos):
                 return base + pos, "end of data", count
             problem = check_message(view, pos, base + pos, file_size)
             if problem is not None:
@@ -157,21 +115,14 @@ def _entry_checker(commit_log: CommitLog, cq: ConsumeQueue) -> Callable[[int, in
         if phy < min_phy:  # its segment was deleted by retention: nothing to compare with
             return True
         raw = commit_log.read(phy, size)
-        if raw is None or size < MIN_STORED_SIZE:
+        if raw is None:
             return False
-        total, magic = _PREFIX.unpack_from(raw, 0)
-        if total != size or magic != MAGIC_CODE:
+        try:
+            p = stored.peek(raw)
+        except RemoteProtocolError:
             return False
-        (sys_flag,) = _I32.unpack_from(raw, SYSFLAG_AT)
-        head = header_struct(sys_flag)
-        fields = head.unpack_from(raw, 0)
-        if fields[3] != cq.queue_id or fields[5] != index:
-            return False
-        at = head.size + fields[16]
-        if at >= size:
-            return False
-        topic_len = raw[at]
-        return bytes(raw[at + 1 : at + 1 + topic_len]) == cq.topic_raw
+        return (p.total_size == size and p.queue_id == cq.queue_id and p.queue_offset == index
+                and p.topic == cq.topic)
 
     return is_stored
 

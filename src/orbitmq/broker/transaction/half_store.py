@@ -28,7 +28,13 @@ from orbitmq.broker.topic_config_manager import (
     TRANS_OP_HALF_TOPIC,
 )
 from orbitmq.broker.transaction.state import HalfState
-from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, encode_stored_message
+from orbitmq.protocol.message import (
+    TRANSACTION_TYPE_MASK,
+    MessageExt,
+    MessageSysFlag,
+    PropertyKey,
+)
+from orbitmq.protocol.stored import encode_stored_message
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult
 
@@ -40,7 +46,7 @@ __all__ = ["HalfStore", "OP_TAG", "TRAN_OP", "HALF_QUEUE_ID", "origin_of", "chec
 OP_TAG = "d"  # RocketMQ's TransactionalMessageUtil.REMOVETAG
 TRAN_OP = "TRAN_OP"  # OrbitMQ: the outcome an op message records
 HALF_QUEUE_ID = 0
-_TYPE_BITS = 12
+_TYPE_BITS = TRANSACTION_TYPE_MASK
 _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 # Properties only the broker may set on a half message: a producer's value would corrupt the
 # check count or make one transaction pass for another.

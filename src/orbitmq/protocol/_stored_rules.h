@@ -1,0 +1,510 @@
+/*
+ * _stored_rules.h: the stored message layout and the rules every reader applies, for
+ * _speedups.c (its only includer): field offsets named as in orbitmq/protocol/stored/_layout.py,
+ * the properties rule of orbitmq/protocol/properties.py, the topic rule, a batch entry's length
+ * checks (orbitmq/protocol/batch.py), the checks of a stored message (stored._layout._read) and
+ * the RemoteProtocolError each refusal raises, worded as the Python twins word it.
+ *
+ * Every byte read is bounds-checked first: the input may be a peer's batch body or a damaged
+ * commit log segment.
+ */
+#ifndef ORBITMQ_STORED_RULES_H
+#define ORBITMQ_STORED_RULES_H
+
+static PyObject *remote_protocol_error;  /* orbitmq.errors.RemoteProtocolError */
+
+/* -- big-endian helpers ------------------------------------------------------------------- */
+
+static inline int32_t get_i32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+static inline int16_t get_i16(const unsigned char *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+static inline int64_t get_i64(const unsigned char *p)
+{
+    return (int64_t)(((uint64_t)(uint32_t)get_i32(p) << 32) | (uint64_t)(uint32_t)get_i32(p + 4));
+}
+
+static inline void put_i32(unsigned char *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24);
+    p[1] = (unsigned char)(u >> 16);
+    p[2] = (unsigned char)(u >> 8);
+    p[3] = (unsigned char)u;
+}
+
+static inline void put_i64(unsigned char *p, int64_t v)
+{
+    put_i32(p, (int32_t)((uint64_t)v >> 32));
+    put_i32(p + 4, (int32_t)(uint64_t)v);
+}
+
+/* -- the stored layout (orbitmq/protocol/stored/_layout.py names the same offsets) ---------- */
+
+#define MAGIC_CODE ((int32_t)0xDAA320A7)
+#define BLANK_MAGIC_CODE ((int32_t)0xCBD43194)
+#define BLANK_ENTRY_SIZE 8
+#define TOTALSIZE_AT 0
+#define MAGICCODE_AT 4
+#define BODYCRC_AT 8
+#define QUEUEID_AT 12
+#define FLAG_AT 16
+#define QUEUEOFFSET_AT 20
+#define PHYSICALOFFSET_AT 28
+#define SYSFLAG_AT 36
+#define BORNTIMESTAMP_AT 40
+#define BORNHOST_AT 48
+#define HOST_V4_SIZE 8   /* IPv4 address + port */
+#define HOST_V6_SIZE 20  /* IPv6 address + port */
+#define STORETIMESTAMP_AT_V4 (BORNHOST_AT + HOST_V4_SIZE)
+#define STORETIMESTAMP_AT_V6 (BORNHOST_AT + HOST_V6_SIZE)
+#define POSITION_FIELDS_END (STORETIMESTAMP_AT_V6 + 8)
+/* after STOREHOST (offsets from its end): RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64,
+ * body length i32 */
+#define TAIL_RECONSUMETIMES_AT 0
+#define TAIL_PREPAREDTRANSACTIONOFFSET_AT 4
+#define TAIL_BODY_LENGTH_AT 12
+#define HEADER_TAIL_SIZE (4 + 8 + 4)
+#define HEADER_SIZE_V4 (BORNHOST_AT + HOST_V4_SIZE + 8 + HOST_V4_SIZE + HEADER_TAIL_SIZE)
+#define TAIL_MIN (1 + 1 + 2)  /* topic length, one topic byte, properties length */
+#define BODY_TAIL (1 + 2)     /* topic length and properties length */
+#define MIN_STORED_SIZE (HEADER_SIZE_V4 + TAIL_MIN)
+#define TOPIC_SIZE_MAX 127
+#define PROPERTIES_SIZE_MAX 32767
+
+/* sysFlag bits (orbitmq.protocol.message.MessageSysFlag) */
+#define SYSFLAG_BORNHOST_V6 16
+#define SYSFLAG_STOREHOST_V6 32
+#define SYSFLAG_HOST_V6_BITS (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+#define SYSFLAG_TRANSACTION_MASK 12
+#define SYSFLAG_TRANSACTION_PREPARED 4
+#define SYSFLAG_TRANSACTION_ROLLBACK 12
+
+#define SCAN_BLANK 1
+#define SCAN_BAD 2
+
+static inline Py_ssize_t header_size(int32_t sys_flag)
+{
+    return BORNHOST_AT + ((sys_flag & SYSFLAG_BORNHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE) + 8 +
+           ((sys_flag & SYSFLAG_STOREHOST_V6) ? HOST_V6_SIZE : HOST_V4_SIZE) + HEADER_TAIL_SIZE;
+}
+
+static inline Py_ssize_t store_ts_at(int32_t sys_flag)
+{
+    return (sys_flag & SYSFLAG_BORNHOST_V6) ? STORETIMESTAMP_AT_V6 : STORETIMESTAMP_AT_V4;
+}
+
+static inline int takes_queue_entry(int32_t sys_flag)
+{
+    int32_t t = sys_flag & SYSFLAG_TRANSACTION_MASK;
+    return t != SYSFLAG_TRANSACTION_PREPARED && t != SYSFLAG_TRANSACTION_ROLLBACK;
+}
+
+/* -- properties: the rule of orbitmq/protocol/properties.py ----------------------------------- */
+
+/* Strict UTF-8, as Python's decoder: no overlongs, no surrogates, nothing past U+10FFFF. */
+static int utf8_valid(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            while (i + 8 <= n) {  /* ASCII, 8 bytes at a time */
+                uint64_t w;
+                memcpy(&w, s + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+                i += 8;
+            }
+            continue;
+        }
+        Py_ssize_t need;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if (i + need > n - 1)
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (Py_ssize_t k = 2; k <= need; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+enum {
+    PROPS_OK = 0,
+    PROPS_NOT_UTF8,
+    PROPS_NUL,
+    PROPS_NO_SEPARATOR,
+    PROPS_EMPTY_NAME,
+    PROPS_SECOND_SEPARATOR,
+    PROPS_REPEATED,
+    PROPS_NO_MEMORY,
+};
+
+typedef struct {
+    const unsigned char *p;  /* NULL: absent */
+    Py_ssize_t len;
+} Span;
+
+/* The values of the properties the broker reads without a dict. */
+typedef struct {
+    Span tags, keys, uniq, delay, tran_msg;
+} PropsFound;
+
+typedef struct {
+    const unsigned char *name;  /* NULL: free slot */
+    Py_ssize_t len;
+} NameSlot;
+
+static uint32_t name_hash(const unsigned char *s, Py_ssize_t n)
+{
+    uint32_t h = 2166136261u;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+/*
+ * The names met so far, to refuse one given twice: a short list compared one by one (nearly
+ * every message has a handful of properties), then an open-addressing table once the list is
+ * full, so that a peer's 10,000 names cost linear time. The table holds at most
+ * (n + 1) / 3 names for a blob of n bytes (a well-formed item takes at least 3 bytes with its
+ * separator) in twice as many slots, so it never fills.
+ */
+#define NAMES_LISTED 16
+#define NAME_SLOTS_SMALL 64
+
+typedef struct {
+    NameSlot list[NAMES_LISTED];
+    int listed;
+    NameSlot *slots;  /* NULL until the list is full */
+    size_t mask;
+    Py_ssize_t blob_len;
+    NameSlot small[NAME_SLOTS_SMALL];
+} NameSet;
+
+static int table_seen(NameSet *set, const unsigned char *name, Py_ssize_t len)
+{
+    size_t i = name_hash(name, len) & set->mask;
+    while (set->slots[i].name != NULL) {
+        if (set->slots[i].len == len && memcmp(set->slots[i].name, name, (size_t)len) == 0)
+            return 1;
+        i = (i + 1) & set->mask;
+    }
+    set->slots[i].name = name;
+    set->slots[i].len = len;
+    return 0;
+}
+
+/* 1 when the name was met before, 0 when new (now recorded), -1 when out of memory. */
+static int name_seen(NameSet *set, const unsigned char *name, Py_ssize_t len)
+{
+    if (set->slots == NULL) {
+        for (int k = 0; k < set->listed; k++)
+            if (set->list[k].len == len && memcmp(set->list[k].name, name, (size_t)len) == 0)
+                return 1;
+        if (set->listed < NAMES_LISTED) {
+            set->list[set->listed].name = name;
+            set->list[set->listed].len = len;
+            set->listed++;
+            return 0;
+        }
+        size_t want = 2 * (size_t)((set->blob_len + 1) / 3 + 1), cap = NAME_SLOTS_SMALL;
+        while (cap < want)
+            cap <<= 1;
+        if (cap > NAME_SLOTS_SMALL) {
+            set->slots = PyMem_Calloc(cap, sizeof(NameSlot));
+            if (set->slots == NULL)
+                return -1;
+        } else {
+            memset(set->small, 0, sizeof set->small);
+            set->slots = set->small;
+        }
+        set->mask = cap - 1;
+        for (int k = 0; k < set->listed; k++)
+            table_seen(set, set->list[k].name, set->list[k].len);
+    }
+    return table_seen(set, name, len);
+}
+
+static void names_free(NameSet *set)
+{
+    if (set->slots != NULL && set->slots != set->small)
+        PyMem_Free(set->slots);
+}
+
+static void note_found(PropsFound *f, const unsigned char *name, Py_ssize_t name_len,
+                       const unsigned char *value, Py_ssize_t value_len)
+{
+    Span *to = NULL;
+    if (name_len == 4 && memcmp(name, "TAGS", 4) == 0)
+        to = &f->tags;
+    else if (name_len == 4 && memcmp(name, "KEYS", 4) == 0)
+        to = &f->keys;
+    else if (name_len == 8 && memcmp(name, "UNIQ_KEY", 8) == 0)
+        to = &f->uniq;
+    else if (name_len == 5 && memcmp(name, "DELAY", 5) == 0)
+        to = &f->delay;
+    else if (name_len == 8 && memcmp(name, "TRAN_MSG", 8) == 0)
+        to = &f->tran_msg;
+    if (to != NULL) {
+        to->p = value;
+        to->len = value_len;
+    }
+}
+
+/*
+ * Checks ``p[0:n]`` against the properties rule, in the rule's order; fills ``found`` and, on a
+ * problem with an item, ``*item_no`` (1-based). Returns PROPS_OK or the problem.
+ */
+static int props_check(const unsigned char *p, Py_ssize_t n, PropsFound *found,
+                       Py_ssize_t *item_no)
+{
+    memset(found, 0, sizeof *found);
+    *item_no = 0;
+    if (n == 0)
+        return PROPS_OK;
+    if (!utf8_valid(p, n))
+        return PROPS_NOT_UTF8;
+    if (memchr(p, 0, (size_t)n) != NULL)
+        return PROPS_NUL;
+    Py_ssize_t end = p[n - 1] == 0x02 ? n - 1 : n;  /* without the final separator */
+    NameSet names;
+    names.listed = 0;
+    names.slots = NULL;
+    names.blob_len = n;
+    int result = PROPS_OK;
+    Py_ssize_t i = 0, no = 0;
+    for (;;) {
+        no++;
+        const unsigned char *item = p + i;
+        const unsigned char *stop = memchr(item, 0x02, (size_t)(end - i));
+        Py_ssize_t item_len = stop != NULL ? stop - item : end - i;
+        const unsigned char *sep = memchr(item, 0x01, (size_t)item_len);
+        if (sep == NULL) {
+            result = PROPS_NO_SEPARATOR;
+            break;
+        }
+        if (sep == item) {
+            result = PROPS_EMPTY_NAME;
+            break;
+        }
+        Py_ssize_t name_len = sep - item, value_len = item_len - name_len - 1;
+        if (memchr(sep + 1, 0x01, (size_t)value_len) != NULL) {
+            result = PROPS_SECOND_SEPARATOR;
+            break;
+        }
+        int seen = name_seen(&names, item, name_len);
+        if (seen != 0) {
+            result = seen > 0 ? PROPS_REPEATED : PROPS_NO_MEMORY;
+            break;
+        }
+        note_found(found, item, name_len, sep + 1, value_len);
+        if (stop == NULL)
+            break;
+        i += item_len + 1;
+    }
+    names_free(&names);
+    if (result != PROPS_OK)
+        *item_no = no;
+    return result;
+}
+
+/* RemoteProtocolError with the message the stored package gives (prefixed for a batch entry). */
+static void raise_protocol(PyObject *reason, Py_ssize_t entry_pos)
+{
+    if (reason == NULL)
+        return;
+    PyObject *msg = reason;
+    if (entry_pos >= 0) {
+        msg = PyUnicode_FromFormat("batch entry at %zd: %U", entry_pos, reason);
+        Py_DECREF(reason);
+        if (msg == NULL)
+            return;
+    }
+    PyErr_SetObject(remote_protocol_error, msg);
+    Py_DECREF(msg);
+}
+
+static void raise_props(int problem, Py_ssize_t item_no, Py_ssize_t entry_pos)
+{
+    PyObject *reason = NULL;
+    switch (problem) {
+    case PROPS_NOT_UTF8:
+        reason = PyUnicode_FromString("message properties are not UTF-8");
+        break;
+    case PROPS_NUL:
+        reason = PyUnicode_FromString("message properties contain a NUL character");
+        break;
+    case PROPS_NO_SEPARATOR:
+        reason = PyUnicode_FromFormat("message property %zd has no name/value separator", item_no);
+        break;
+    case PROPS_EMPTY_NAME:
+        reason = PyUnicode_FromFormat("message property %zd has an empty name", item_no);
+        break;
+    case PROPS_SECOND_SEPARATOR:
+        reason = PyUnicode_FromFormat("message property %zd has a second name/value separator",
+                                      item_no);
+        break;
+    case PROPS_REPEATED:
+        reason = PyUnicode_FromFormat("message property %zd repeats an earlier name", item_no);
+        break;
+    default:
+        PyErr_NoMemory();
+        return;
+    }
+    raise_protocol(reason, entry_pos);
+}
+
+static void raise_props_size(Py_ssize_t size, Py_ssize_t entry_pos)
+{
+    raise_protocol(PyUnicode_FromFormat("message properties take %zd bytes, over %d", size,
+                                        PROPERTIES_SIZE_MAX),
+                   entry_pos);
+}
+
+/* -- batch body (orbitmq/protocol/batch.py) -> stored messages ------------------------------ */
+
+#define BATCH_TOTAL_AT 0
+#define BATCH_FLAG_AT 12
+#define BATCH_BODY_LEN_AT 16
+#define BATCH_BODY_AT 20
+#define BATCH_ENTRY_OVERHEAD 22  /* total, magic, crc, flag, body length (i32 each) + i16 */
+
+/* One entry of a batch body whose lengths were checked. */
+typedef struct {
+    Py_ssize_t pos, body_len, props_len;
+    int32_t flag;
+    const unsigned char *body, *props;
+} BatchEntry;
+
+static void read_entry(const unsigned char *b, Py_ssize_t pos, BatchEntry *e)
+{
+    e->pos = pos;
+    e->flag = get_i32(b + pos + BATCH_FLAG_AT);
+    e->body_len = get_i32(b + pos + BATCH_BODY_LEN_AT);
+    e->body = b + pos + BATCH_BODY_AT;
+    e->props_len = get_i16(e->body + e->body_len);
+    e->props = e->body + e->body_len + 2;
+}
+
+/* protocol.batch.iter_entries' checks of the entry at ``pos`` (same order, same messages);
+ * 0, or -1 with RemoteProtocolError set. */
+static int check_entry(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos)
+{
+    Py_ssize_t left = end - pos;
+    if (left < BATCH_ENTRY_OVERHEAD) {
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd truncated: %zd bytes left", pos,
+                                            left), -1);
+        return -1;
+    }
+    int32_t total = get_i32(b + pos + BATCH_TOTAL_AT), body_len = get_i32(b + pos + BATCH_BODY_LEN_AT);
+    if (body_len < 0 || body_len > left - BATCH_ENTRY_OVERHEAD) {
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: bad body length %d", pos,
+                                            (int)body_len), -1);
+        return -1;
+    }
+    int16_t props_len = get_i16(b + pos + BATCH_BODY_AT + body_len);
+    if (props_len < 0 || props_len > left - BATCH_ENTRY_OVERHEAD - body_len) {
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: bad properties length", pos), -1);
+        return -1;
+    }
+    if ((Py_ssize_t)total != BATCH_ENTRY_OVERHEAD + (Py_ssize_t)body_len + props_len) {
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: total size %d disagrees", pos,
+                                            (int)total), -1);
+        return -1;
+    }
+    return 0;
+}
+
+/* -- a stored message: the checks of stored._layout._read ---------------------------------- */
+
+/* stored._layout._topic_problem: 1..127 bytes of UTF-8 that can name a queue directory. */
+static int topic_ok(const unsigned char *t, Py_ssize_t n)
+{
+    if (!utf8_valid(t, n) || memchr(t, '/', (size_t)n) != NULL || memchr(t, 0, (size_t)n) != NULL)
+        return 0;
+    return !((n == 1 && t[0] == '.') || (n == 2 && t[0] == '.' && t[1] == '.'));
+}
+
+typedef struct {
+    Py_ssize_t total;
+    int32_t sys_flag;
+    const unsigned char *topic;
+    Py_ssize_t topic_len;
+    PropsFound found;
+} StoredRead;
+
+/* stored._layout._read, the same checks in the same order: 1 when the bytes at ``m`` (``avail``
+ * of them up to the limit) are a stored message, 0 when not, -1 on a memory error. */
+static int read_stored(const unsigned char *m, Py_ssize_t avail, StoredRead *r)
+{
+    if (avail < BLANK_ENTRY_SIZE)
+        return 0;
+    int32_t total = get_i32(m + TOTALSIZE_AT);
+    if (get_i32(m + MAGICCODE_AT) != MAGIC_CODE)
+        return 0;
+    if (total < MIN_STORED_SIZE || total > avail)
+        return 0;
+    int32_t sys_flag = get_i32(m + SYSFLAG_AT);
+    Py_ssize_t head = header_size(sys_flag);
+    if (total < head + TAIL_MIN)
+        return 0;
+    if (get_i32(m + QUEUEID_AT) < 0 || get_i64(m + QUEUEOFFSET_AT) < 0)
+        return 0;
+    Py_ssize_t body_len = get_i32(m + head - HEADER_TAIL_SIZE + TAIL_BODY_LENGTH_AT);
+    if (body_len < 0 || head + body_len + BODY_TAIL > total)
+        return 0;
+    Py_ssize_t at = head + body_len;
+    Py_ssize_t topic_len = m[at];
+    if (topic_len == 0 || topic_len > TOPIC_SIZE_MAX || head + body_len + BODY_TAIL + topic_len > total)
+        return 0;
+    if (!topic_ok(m + at + 1, topic_len))
+        return 0;
+    r->topic = m + at + 1;
+    r->topic_len = topic_len;
+    at += 1 + topic_len;
+    Py_ssize_t props_len = get_i16(m + at);
+    if (head + body_len + BODY_TAIL + topic_len + props_len != total)
+        return 0;
+    Py_ssize_t item_no;
+    int problem = props_check(m + at + 2, props_len, &r->found, &item_no);
+    if (problem == PROPS_NO_MEMORY) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (problem != PROPS_OK)
+        return 0;
+    r->total = total;
+    r->sys_flag = sys_flag;
+    return 1;
+}
+
+#endif
