@@ -23,11 +23,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.broker.admin_processor import AdminProcessor
+from orbitmq.broker.broker_stats import BrokerStats
 from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.client_processor import ClientProcessor
 from orbitmq.broker.config_file import TableFile, save_all
 from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
 from orbitmq.broker.queue_lock_manager import QueueLockManager
@@ -95,6 +97,7 @@ class BrokerController:
         self.store_host: tuple[str, int] = (_ip_of(config.broker_ip or config.listen_host),
                                             config.listen_port)
         self.boot_timestamp_ms = int(time.time() * 1000)
+        self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
         self.client_processor = ClientProcessor(self)
@@ -116,6 +119,9 @@ class BrokerController:
         self.server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.offsets.query_consumer_offset)
         self.server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.offsets.update_consumer_offset)
         self.server.on_connection_closed(self._connection_closed)
+        self.observability = BrokerObservability(
+            config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
+            clients=self.clients, held_pulls=lambda: self.pull.long_poll.held_count)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 
@@ -148,6 +154,11 @@ class BrokerController:
         self.transactions.start()  # no await since the server started: rebuilt before any request
         self.schedule.start()
         self._started = True
+        try:
+            await self.observability.start()  # OSError: the metrics port is taken
+        except BaseException:
+            await self.stop()
+            raise
         self.boot_timestamp_ms = int(time.time() * 1000)
         try:
             await self.registrar.start()  # BrokerError: a name server refused this broker
@@ -174,6 +185,7 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        await self.observability.stop()
         await self.transactions.stop()
         await self.registrar.stop()
         await self.pull.stop()
