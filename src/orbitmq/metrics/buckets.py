@@ -13,6 +13,7 @@ The Prometheus side (cumulative ``le`` buckets) is built from these at scrape ti
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Sequence
 
@@ -56,16 +57,12 @@ class Buckets:
         self.total += weight
         self.sum += value * weight
 
-    def cumulative(self) -> list[tuple[str, int]]:
-        """``(le, count of values <= le)`` for every bound, then ``("+Inf", total)``."""
-        out: list[tuple[str, int]] = []
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(le, count of values <= le)`` for every bound, then ``(inf, all counted)``."""
+        out: list[tuple[float, int]] = []
         running = 0
         for bound, count in zip(self.bounds, self.counts, strict=False):
             running += count
-            out.append((_le(bound), running))
-        out.append(("+Inf", running + self.counts[-1]))
+            out.append((float(bound), running))
+        out.append((math.inf, running + self.counts[-1]))
         return out
-
-
-def _le(bound: float) -> str:
-    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))

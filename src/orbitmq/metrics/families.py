@@ -15,6 +15,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from orbitmq.metrics.buckets import Buckets
 from orbitmq.metrics.rpc import RpcLatency, request_code_label, response_code_label
@@ -47,7 +48,7 @@ class Families:
     def add_buckets(self, family: HistogramMetricFamily, labels: Sequence[str],
                     buckets: Buckets) -> None:
         """One labelled histogram from ``buckets`` (its ``+Inf`` count is the sample count)."""
-        cumulative = buckets.cumulative()
+        cumulative = [(floatToGoString(le), n) for le, n in buckets.cumulative()]
         family.add_metric([*self.values, *labels], cumulative, buckets.sum)
 
 
