@@ -10,16 +10,19 @@ UPDATE_BROKER_CONFIG takes properties text in the body. Refused with INVALID_PAR
 remark naming the setting: a body that is not properties text, an unknown name, a setting that
 cannot change while the broker runs, a value out of its range. Nothing is changed then. When
 the overlay file cannot be written the answer is SYSTEM_ERROR (the disk failed) and nothing is
-changed either. A change of ``brokerPermission`` re-registers with the name servers at once, so
-that clients stop sending to (or reading from) the broker within a route refresh.
+changed either. A change of ``brokerPermission`` re-registers with the name servers at once
+(each topic registered with the broker's permission, as RocketMQ does), and the answer waits
+for that registration (at most REGISTER_WAIT_S), so that the routes say it when the tool
+returns; clients follow within a route refresh.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 
@@ -43,6 +46,7 @@ from orbitmq.transport.server import RemotingServer
 __all__ = ["BrokerConfigProcessor", "permitted_wrapper"]
 
 _RW = int(Perm.READ | Perm.WRITE)
+REGISTER_WAIT_S = 3.0  # the longest a permission change waits for the name servers
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +56,12 @@ class BrokerConfigProcessor:
 
     Args:
         config: the broker's live config (changed in place by updates).
-        permission_changed: called after ``broker_permission`` changed (re-register).
+        permission_changed: called after ``broker_permission`` changed; done when the name
+            servers have the broker's new registration.
     """
 
-    def __init__(self, config: BrokerConfig, permission_changed: Callable[[], None]) -> None:
+    def __init__(self, config: BrokerConfig,
+                 permission_changed: Callable[[], Awaitable[None]]) -> None:
         self.config = config
         self.permission_changed = permission_changed
         self.version_counter = 0
@@ -72,8 +78,8 @@ class BrokerConfigProcessor:
                             ext_fields=GetBrokerConfigResponseHeader(version).to_ext_fields(),
                             body=format_properties_text(java_properties(self.config)))
 
-    def update_broker_config(self, cmd: RemotingCommand,
-                             conn: RemotingConnection) -> RemotingCommand:
+    def update_broker_config(self, cmd: RemotingCommand, conn: RemotingConnection
+                             ) -> RemotingCommand | Awaitable[RemotingCommand]:
         try:
             entries = parse_properties_text(cmd.body)
         except RemoteProtocolError as e:
@@ -99,7 +105,15 @@ class BrokerConfigProcessor:
         log.info("broker settings changed by %s: %s", conn.peer,
                  ", ".join(f"{p}={entries_value(new, p)}" for p in applied))
         if "broker_permission" in applied:
-            self.permission_changed()
+            return self._after_registration(cmd)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _after_registration(self, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            await asyncio.wait_for(self.permission_changed(), REGISTER_WAIT_S)
+        except TimeoutError:
+            log.warning("re-registration after a permission change took over %.0f s",
+                        REGISTER_WAIT_S)
         return cmd.response(ResponseCode.SUCCESS)
 
 

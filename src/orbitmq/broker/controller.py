@@ -139,7 +139,7 @@ class BrokerController:
                        self.clients, held).register(self.server)
         ConsumeAdminProcessor(self.config.broker_name, self.store, self.topics, self.offsets,
                               self.clients, lambda: int(time.time() * 1000)).register(self.server)
-        BrokerConfigProcessor(self.config, self.registrar.request).register(self.server)
+        BrokerConfigProcessor(self.config, self.registrar.registered_after_now).register(self.server)
 
     @property
     def address(self) -> str:
