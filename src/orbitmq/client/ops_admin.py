@@ -49,6 +49,8 @@ from orbitmq.protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
+    SearchOffsetByTimestampRequestHeader,
+    SearchOffsetByTimestampResponseHeader,
 )
 from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.properties_text import format_properties_text, parse_properties_text
@@ -273,6 +275,14 @@ class OpsAdminMixin:
         return [m for m in await read_queue(self, addr, mq, limit, start=start)
                 if m.queue_offset >= start]
 
+    async def queue_offset_at(self: AsyncAdmin, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of one queue stored at or after
+        ``timestamp_ms`` (its max offset when none is)."""
+        addr = await self.broker_address(mq.broker_name)
+        header = SearchOffsetByTimestampRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        resp = await self._request(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
+        return SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
+
     async def message_at(self: AsyncAdmin, mq: MessageQueue, offset: int) -> MessageExt:
         """The message at ``offset`` of one queue (mqadmin's queryMsgByOffset).
 
@@ -347,6 +357,9 @@ class BlockingOpsAdminMixin:
 
     def queue_messages(self, mq: MessageQueue, start: int = 0, limit: int = 32) -> list[MessageExt]:
         return self._call(self._client.queue_messages(mq, start, limit))
+
+    def queue_offset_at(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._call(self._client.queue_offset_at(mq, timestamp_ms))
 
     def message_at(self, mq: MessageQueue, offset: int) -> MessageExt:
         return self._call(self._client.message_at(mq, offset))
