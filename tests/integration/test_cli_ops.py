@@ -77,6 +77,10 @@ def test_broker_status_and_config(cluster: EmbeddedCluster) -> None:
 def test_group_connection_delete_clone_and_time_span(cluster: EmbeddedCluster) -> None:
     line = assert_one_line_error(run(cluster, "group", "connection", "-g", GROUP, ok=False))
     assert "no client" in line
+    run(cluster, "group", "update", "-g", GROUP, "--retry-max-times", "5")
+    [cfg] = jsons(run(cluster, "group", "config", "-g", GROUP, "--format", "json"))
+    assert cfg["broker"] == "broker-a" and cfg["config"]["retryMaxTimes"] == 5
+    assert "retryMaxTimes=5" in run(cluster, "group", "config", "-g", GROUP).stdout
     run(cluster, "group", "clone-offset", "--src", GROUP, "--dest", "cli-ops-clone")
     status = jsons(run(cluster, "group", "status", "-g", "cli-ops-clone", "--format", "json"))
     assert status[0]["queues"][0]["consumer_offset"] == 3

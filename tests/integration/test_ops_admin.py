@@ -288,3 +288,17 @@ def test_broker_config_get_and_runtime_update_persist(tmp_path: Path) -> None:
         assert raw(c, restarted.address, RequestCode.SEND_MESSAGE, header.to_ext_fields(),
                    b"x").code == ResponseCode.SUCCESS
         assert all(q.perm & 2 for q in admin.topic_route("PermTopic").queue_datas)
+
+
+def test_operations_doc_example_runs() -> None:
+    """docs/operations.md's example, as written (it starts its own embedded cluster)."""
+    import subprocess
+    import sys
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    [code] = re.findall(r"```python\n(.*?)```", text, re.S)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith(" 3.0']") and 'topic="DemoTopic"' in lines[0]
+    assert lines[1:] == ["3 True", "03"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ __all__ = [
 
 NORMAL, TRANSACTION, DELAY, FIFO = "normal", "transaction", "delay", "fifo"
 MESSAGE_TYPES = (NORMAL, TRANSACTION, DELAY)
+_SIZE_BOUNDS = MESSAGE_SIZE_BOUNDS_BYTES
 COUNTERS_MAX = 100_000  # (topic) and (topic, group) counters kept; later ones are not counted
 PULL_OFFSETS_MAX = 200_000  # (group, topic, queue) pull positions kept for inflight figures
 TPS_SAMPLES_MAX = 601  # one a second: the 10 s, 1 min and 10 min rates of the runtime info
@@ -59,15 +61,26 @@ def _wall_ms() -> int:
 
 
 class PutCounter:
-    """Messages stored in one topic: count, bytes (as stored), requests, size distribution."""
+    """Messages stored in one topic: count, bytes (as stored), requests, and the messages per
+    size bucket (MESSAGE_SIZE_BOUNDS_BYTES; a batch counts its messages at their average size).
+    """
 
-    __slots__ = ("msgs", "size", "times", "sizes")
+    __slots__ = ("msgs", "size", "times", "by_size")
 
     def __init__(self) -> None:
         self.msgs = 0
         self.size = 0
         self.times = 0
-        self.sizes = Buckets(MESSAGE_SIZE_BOUNDS_BYTES)
+        self.by_size = [0] * (len(MESSAGE_SIZE_BOUNDS_BYTES) + 1)
+
+    @property
+    def sizes(self) -> Buckets:
+        """The size histogram (its count is ``msgs`` and its sum ``size``, by construction)."""
+        buckets = Buckets(MESSAGE_SIZE_BOUNDS_BYTES)
+        buckets.counts = list(self.by_size)
+        buckets.total = sum(buckets.counts)
+        buckets.sum = float(self.size)
+        return buckets
 
 
 class GetCounter:
@@ -114,9 +127,7 @@ class BrokerStats:
         self._put_normal = self.put[NORMAL]
         self.get: dict[tuple[str, str], GetCounter] = {}  # (topic, group)
         self.pull_offsets: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) -> next
-        self.put_msgs = self.put_bytes = self.put_times = 0
-        self.get_msgs = self.get_bytes = self.get_found = self.get_miss = 0
-        self.encoded_sends = 0  # sends stored in one step by the stored-form encoder
+        self.get_miss = 0  # pulls answered without messages
         self.general_sends = 0  # sends that took the general path (transactions, delays, retries)
         self.dropped = 0  # calls not counted because COUNTERS_MAX was reached
         self.flush_latency = Buckets(FLUSH_LATENCY_BOUNDS_MS)  # ms per commit log sync
@@ -140,12 +151,12 @@ class BrokerStats:
         if append is None:
             return
         if msgs is None:
+            counter = self._put_normal.get(topic)
             table = self._put_normal
-            self.encoded_sends += 1
         else:
-            table = self.put[_message_type(msgs[0])]
             self.general_sends += 1
-        counter = table.get(topic)
+            table = self.put[_message_type(msgs[0])]
+            counter = table.get(topic)
         if counter is None:
             counter = self._new_put(table, topic)
             if counter is None:
@@ -154,10 +165,7 @@ class BrokerStats:
         counter.msgs += n
         counter.size += size
         counter.times += 1
-        counter.sizes.observe(size // n if n else size, n)
-        self.put_msgs += n
-        self.put_bytes += size
-        self.put_times += 1
+        counter.by_size[bisect_left(_SIZE_BOUNDS, size // n if n else size)] += n
 
     def on_get(self, group: str, topic: str, queue_id: int, result: GetMessageResult) -> None:
         """One pull was answered with ``result`` (counted when it carried messages)."""
@@ -175,9 +183,6 @@ class BrokerStats:
         counter.msgs += n
         counter.size += result.total_size
         counter.times += 1
-        self.get_msgs += n
-        self.get_bytes += result.total_size
-        self.get_found += 1
         positions = self.pull_offsets
         where = (group, topic, queue_id)
         if where in positions or len(positions) < PULL_OFFSETS_MAX:
@@ -189,6 +194,36 @@ class BrokerStats:
             return None
         counter = table[topic] = PutCounter()
         return counter
+
+    # -- totals (summed when asked: the hot path updates one counter per request) -------------
+    @property
+    def put_msgs(self) -> int:
+        return sum(c.msgs for table in self.put.values() for c in table.values())
+
+    @property
+    def put_bytes(self) -> int:
+        return sum(c.size for table in self.put.values() for c in table.values())
+
+    @property
+    def put_times(self) -> int:
+        return sum(c.times for table in self.put.values() for c in table.values())
+
+    @property
+    def get_msgs(self) -> int:
+        return sum(c.msgs for c in list(self.get.values()))
+
+    @property
+    def get_bytes(self) -> int:
+        return sum(c.size for c in list(self.get.values()))
+
+    @property
+    def get_found(self) -> int:
+        return sum(c.times for c in list(self.get.values()))
+
+    @property
+    def encoded_sends(self) -> int:
+        """Sends stored in one step by the stored-form encoder (the common path)."""
+        return self.put_times - self.general_sends
 
     # -- totals ------------------------------------------------------------------------------
     def topic_put(self, topic: str) -> tuple[int, int, int]:

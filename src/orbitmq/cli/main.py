@@ -99,7 +99,7 @@ cli.add_command(cluster_group)
 cli.add_command(producer_group)
 cli.add_command(consumer_group)
 cli.add_command(stats_group)
-for _command in (ops.group_connection_cmd, ops.group_delete_cmd, ops.group_clone_offset_cmd,
+for _command in (ops.group_connection_cmd, ops.group_config_cmd, ops.group_delete_cmd, ops.group_clone_offset_cmd,
                  ops.group_time_span_cmd):
     group_group.add_command(_command)
 for _command in (ops.topic_cluster_list_cmd, ops.topic_consumer_groups_cmd,

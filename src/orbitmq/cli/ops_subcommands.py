@@ -1,7 +1,8 @@
 """Operations subcommands of existing command groups (registered in cli/main.py):
 
-- ``orbitmq group connection | delete | clone-offset | time-span`` (mqadmin consumerConnection,
-  deleteSubGroup, cloneGroupOffset; QUERY_CONSUME_TIME_SPAN);
+- ``orbitmq group connection | config | delete | clone-offset | time-span`` (mqadmin
+  consumerConnection, getConsumerConfig, deleteSubGroup, cloneGroupOffset;
+  QUERY_CONSUME_TIME_SPAN);
 - ``orbitmq topic cluster-list | consumer-groups | queue-entries`` (mqadmin topicClusterList,
   the consumer groups of ``topicList -c``, queryCq);
 - ``orbitmq message print`` (mqadmin printMsg / printMsgByQueue) and the ``--offset`` form of
@@ -27,7 +28,7 @@ from orbitmq.cli.common import (
     timestamp_param,
 )
 
-__all__ = ["group_connection_cmd", "group_delete_cmd", "group_clone_offset_cmd",
+__all__ = ["group_connection_cmd", "group_config_cmd", "group_delete_cmd", "group_clone_offset_cmd",
            "group_time_span_cmd", "topic_cluster_list_cmd", "topic_consumer_groups_cmd",
            "topic_queue_entries_cmd", "message_print_cmd", "query_by_offset", "PRINT_LIMIT_MAX"]
 
@@ -77,6 +78,26 @@ def group_connection_cmd(namesrv: str, group: str, fmt: str) -> None:
         click.echo(f"subscription {topic}: {expression}")
     click.echo(f"consume type {info.consume_type or '-'}, model {info.message_model or '-'}, "
                f"from {info.consume_from_where or '-'}")
+
+
+@click.command("config")
+@namesrv_option
+@click.option("--group", "-g", required=True)
+@format_option
+@handles_errors
+def group_config_cmd(namesrv: str, group: str, fmt: str) -> None:
+    """A consumer group's settings on each broker (mqadmin getConsumerConfig)."""
+    with _admin(namesrv) as admin:
+        configs = admin.group_config(group)
+    if not configs:
+        raise click.ClickException(f"no broker has settings for group {group}")
+    for broker, config in configs.items():
+        if fmt == "json":
+            echo_json({"group": group, "broker": broker, "config": config})
+            continue
+        click.echo(f"# {broker}")
+        for key in sorted(config):
+            click.echo(f"{key}={json_line(config[key])}")
 
 
 @click.command("delete")

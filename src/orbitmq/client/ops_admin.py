@@ -236,6 +236,20 @@ class OpsAdminMixin:
             raise ClientError(f"group {src_group} has no committed offsets{where} to clone")
         return cloned
 
+    async def group_config(self: AsyncAdmin, group: str) -> dict[str, dict[str, Any]]:
+        """The group's SubscriptionGroupConfig on each master that has it (broker name ->
+        RocketMQ's fields: ``retryMaxTimes``, ``consumeEnable``...)."""
+        check_group(group)
+        masters = await self._masters(None)
+        out: dict[str, dict[str, Any]] = {}
+        for name, addr in sorted(masters.items()):
+            resp = await self._request(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            data = loads_lenient(bytes(resp.body)) if resp.body else {}
+            table = data.get("subscriptionGroupTable") if isinstance(data, dict) else None
+            if isinstance(table, dict) and isinstance(table.get(group), dict):
+                out[name] = table[group]
+        return out
+
     async def delete_group(self: AsyncAdmin, group: str, *, remove_offset: bool = True,
                            cluster: str | None = None) -> list[str]:
         """DELETE_SUBSCRIPTIONGROUP on every master (of ``cluster``): the group's settings and,
@@ -344,6 +358,9 @@ class BlockingOpsAdminMixin:
                            offline: bool = False) -> list[str]:
         return self._call(self._client.clone_group_offset(src_group, dest_group, topic=topic,
                                                           offline=offline))
+
+    def group_config(self, group: str) -> dict[str, dict[str, Any]]:
+        return self._call(self._client.group_config(group))
 
     def delete_group(self, group: str, *, remove_offset: bool = True,
                      cluster: str | None = None) -> list[str]:
