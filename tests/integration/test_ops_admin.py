@@ -302,3 +302,31 @@ def test_operations_doc_example_runs() -> None:
     lines = out.stdout.splitlines()
     assert lines[0].endswith(" 3.0']") and 'topic="DemoTopic"' in lines[0]
     assert lines[1:] == ["3 True", "03"]
+
+
+def test_running_info_is_asked_of_the_client(cluster: EmbeddedCluster, admin: Admin) -> None:
+    import time as _time
+
+    from orbitmq import ConsumeResult, PushConsumer
+
+    consumer = PushConsumer("running-group", namesrv=cluster.namesrv)
+
+    @consumer.subscribe(TOPIC, "*")
+    def on_messages(messages: Any, context: Any) -> ConsumeResult:
+        return ConsumeResult.SUCCESS
+
+    consumer.start()
+    try:
+        deadline = _time.monotonic() + 30
+        while not admin.consumer_connections("running-group").connections:
+            assert _time.monotonic() < deadline, "the consumer never registered"
+            _time.sleep(0.05)
+        [conn] = admin.consumer_connections("running-group").connections
+        info = admin.consumer_running_info("running-group", conn.client_id)
+        assert {"properties", "subscriptionSet", "mqTable", "statusTable"} <= set(info)
+        assert info["properties"]["consumerGroup"] == "running-group"
+        with pytest.raises(BrokerError) as gone:
+            admin.consumer_running_info("running-group", "no-such-client")
+        assert gone.value.code == ResponseCode.CONSUMER_NOT_ONLINE
+    finally:
+        consumer.shutdown()
