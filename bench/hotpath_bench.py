@@ -1,7 +1,7 @@
 """CPU cost per message of the broker's send and pull paths, in process, without sockets.
 
     .venv/bin/python bench/hotpath_bench.py [--n N] [--flush ASYNC_FLUSH|SYNC_FLUSH] [--profile]
-        [--only send|pull|sink]
+        [--only send|pull|sink] [--metrics]
 
 A real BrokerController (store in a temporary directory) gets the frames mqbench sends
 (SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32) fed
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orbitmq.broker import BrokerController
-from orbitmq.config import BrokerConfig, FlushDiskType, StoreConfig
+from orbitmq.config import BrokerConfig, FlushDiskType, MetricsExporterType, StoreConfig
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, SerializeType, encode
@@ -150,10 +150,12 @@ def measure(label: str, messages: int, run: Callable[[], Any], profile: bool) ->
     return us
 
 
-def broker_config(path: str, flush: str) -> BrokerConfig:
+def broker_config(path: str, flush: str, metrics: bool = False) -> BrokerConfig:
     store = StoreConfig(store_path=path, flush_disk_type=FlushDiskType(flush),
                         mapped_file_size_commitlog=512 * 1024 * 1024, message_index_enable=True)
-    return BrokerConfig(listen_port=0, store=store)
+    exporter = MetricsExporterType.PROM if metrics else MetricsExporterType.DISABLE
+    return BrokerConfig(listen_port=0, store=store, metrics_exporter_type=exporter,
+                        metrics_prom_exporter_port=0)
 
 
 def run_broker(args: argparse.Namespace) -> dict[str, float]:
@@ -162,7 +164,7 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
     results: dict[str, float] = {}
     ser = SerializeType(args.ser)
     try:
-        broker = BrokerController(broker_config(base, args.flush))
+        broker = BrokerController(broker_config(base, args.flush, args.metrics))
         loop.run_until_complete(broker.start())
         conn = loop.run_until_complete(attach(broker.server))
         topic = "hotpath"
@@ -246,6 +248,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="messages per SEND_BATCH_MESSAGE")
     ap.add_argument("--dry", action="store_true", help="build the frames, send nothing")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--metrics", action="store_true",
+                    help="metrics_exporter_type PROM (sampled request timings, /metrics served)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each; the minimum is kept")
     args = ap.parse_args()
     if args.only == "sink":

@@ -24,6 +24,7 @@ from orbitmq.errors import ClientError
 
 __all__ = [
     "FlushDiskType",
+    "MetricsExporterType",
     "StoreConfig",
     "BrokerConfig",
     "NamesrvConfig",
@@ -205,6 +206,31 @@ class FlushDiskType(enum.StrEnum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+class MetricsExporterType(enum.StrEnum):
+    """How a server exports its metrics (RocketMQ 5's ``metricsExporterType``; OrbitMQ serves
+    DISABLE and PROM, a Prometheus text endpoint at ``/metrics``)."""
+
+    DISABLE = "DISABLE"
+    PROM = "PROM"
+
+
+def _metrics_settings() -> dict[str, Any]:
+    """The metrics fields every server config has, with RocketMQ 5's defaults."""
+    return {
+        "metrics_exporter_type": setting(
+            MetricsExporterType.DISABLE, "PROM: serve Prometheus metrics at "
+            "http://HOST:PORT/metrics; DISABLE: none"),
+        "metrics_prom_exporter_host": setting(
+            "", "address of the metrics endpoint (default: the server's listen_host)",
+            check=_optional_host, allowed="empty, a host name or an IP address"),
+        "metrics_prom_exporter_port": setting(
+            5557, "port of the metrics endpoint (0: a free one)", 0, PORT_MAX),
+        "metrics_rpc_latency_sample_every": setting(
+            16, "time one request in this many for rocketmq_rpc_latency (1: every one)",
+            1, 1_000_000),
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
     """Settings of one broker's message store (directory layout in DESIGN.md section 1)."""
@@ -291,6 +317,10 @@ class NamesrvConfig:
         120_000, "a broker silent this long is dropped from the routes", 1, DAY_MS)
     scan_not_active_broker_interval_ms: int = setting(
         5_000, "how often silent brokers are looked for", 1, HOUR_MS)
+    metrics_exporter_type: MetricsExporterType = _metrics_settings()["metrics_exporter_type"]
+    metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
+    metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
+    metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -363,6 +393,10 @@ class BrokerConfig:
         60_000, "how often unresolved half messages are checked", 1, DAY_MS)
     reject_transaction_message: bool = setting(
         False, "refuse transactional messages (NO_PERMISSION)")
+    metrics_exporter_type: MetricsExporterType = _metrics_settings()["metrics_exporter_type"]
+    metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
+    metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
+    metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
     store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
 
     def __post_init__(self) -> None:

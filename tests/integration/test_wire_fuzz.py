@@ -140,6 +140,8 @@ def _namesrv_requests(ctx: Context) -> dict[int, Callable[[], Request]]:
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}, b"", "namesrv"),
         RequestCode.DELETE_TOPIC_IN_NAMESRV: b(RequestCode.DELETE_TOPIC_IN_NAMESRV, {
             "topic": "FuzzFakeTopic"}, b"", "namesrv"),
+        RequestCode.GET_TOPICS_BY_CLUSTER: b(RequestCode.GET_TOPICS_BY_CLUSTER, {
+            "cluster": "DefaultCluster"}, b"", "namesrv"),
     }
 
 
@@ -218,6 +220,35 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
             **group, "clientId": "fuzz-nobody", "jstackEnable": "false"}),
         OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: b(
             OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": "10"}),
+        **_ops_requests(rng),
+    }
+
+
+def _ops_requests(rng: random.Random) -> dict[int, Callable[[], Request]]:
+    """The operations requests (issue 17); the config update only touches a harmless setting."""
+    b, group = _builder, {"consumerGroup": SCRATCH_GROUP}
+    return {
+        RequestCode.GET_BROKER_CONFIG: b(RequestCode.GET_BROKER_CONFIG, {}),
+        RequestCode.UPDATE_BROKER_CONFIG: b(RequestCode.UPDATE_BROKER_CONFIG, {},
+                                            f"deleteFileBatchMax={rng.randrange(1, 20)}\n"
+                                            .encode()),
+        RequestCode.VIEW_BROKER_STATS_DATA: b(RequestCode.VIEW_BROKER_STATS_DATA, {
+            "statsName": rng.choice(["TOPIC_PUT_NUMS", "GROUP_GET_SIZE", "BROKER_PUT_NUMS"]),
+            "statsKey": rng.choice([KEEP_TOPIC, f"{KEEP_TOPIC}@{SCRATCH_GROUP}", "DefaultCluster"])}),
+        RequestCode.GET_BROKER_CONSUME_STATS: b(RequestCode.GET_BROKER_CONSUME_STATS, {
+            "isOrder": rng.choice(["true", "false"])}),
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: b(RequestCode.GET_PRODUCER_CONNECTION_LIST, {
+            "producerGroup": "FuzzProducer"}),
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: b(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {
+            "topic": KEEP_TOPIC}),
+        RequestCode.QUERY_CONSUME_TIME_SPAN: b(RequestCode.QUERY_CONSUME_TIME_SPAN, {
+            "topic": KEEP_TOPIC, "group": SCRATCH_GROUP}),
+        RequestCode.CLONE_GROUP_OFFSET: b(RequestCode.CLONE_GROUP_OFFSET, {
+            "srcGroup": SCRATCH_GROUP, "destGroup": f"{SCRATCH_GROUP}{rng.randrange(3)}",
+            "offline": "true"}),
+        RequestCode.QUERY_CONSUME_QUEUE: b(RequestCode.QUERY_CONSUME_QUEUE, {
+            **group, "topic": KEEP_TOPIC, "queueId": str(rng.randrange(KEEP_QUEUES)),
+            "index": str(rng.randrange(8)), "count": str(rng.randrange(1, 40))}),
     }
 
 

@@ -1,8 +1,7 @@
 """Administration: topics, subscription groups, statistics and broker runtime information.
 
 Handled codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
-(21), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43),
-GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+(21), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207).
 
 JSON bodies whose Java classes use a MessageQueue as a map key (TopicStatsTable, ConsumeStats)
@@ -16,13 +15,12 @@ fastjson's alphabetical field order::
 Any JSON parser reads it; decode each key with a second ``json.loads`` (fastjson also turns such
 string keys back into MessageQueue objects). ConsumeStats is ``{"consumeTps": 0.0, "offsetTable":
 {MQ: {"brokerOffset", "consumerOffset", "lastTimestamp"}}}``; GET_ALL_CONSUMER_OFFSET answers
-``{"offsetTable": {"topic@group": {"0": 12}}}``; GET_BROKER_RUNTIME_INFO answers Java's KVTable,
-``{"table": {name: string value}}``.
+``{"offsetTable": {"topic@group": {"0": 12}}}``. GET_BROKER_RUNTIME_INFO lives in
+stats_processor.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -70,7 +68,6 @@ class AdminProcessor:
         s.register(RequestCode.GET_TOPIC_STATS_INFO, wait(self.get_topic_stats_info))
         s.register(RequestCode.GET_CONSUME_STATS, wait(self.get_consume_stats))
         s.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset)
-        s.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info)
         s.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_subscription_group)
         s.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group)
         s.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group)
@@ -156,26 +153,6 @@ class AdminProcessor:
 
     def get_all_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=self.broker.offsets.encode())
-
-    def get_broker_runtime_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        broker, store = self.broker, self.store
-        now = int(time.time() * 1000)
-        table = {
-            "brokerVersionDesc": VERSION_DESC,
-            "brokerName": broker.config.broker_name,
-            "brokerAddr": broker.address,
-            "bootTimestamp": str(broker.boot_timestamp_ms),
-            "runtime": f"{(now - broker.boot_timestamp_ms) // 1000} seconds",
-            "commitLogMinOffset": str(store.min_physical_offset()),
-            "commitLogMaxOffset": str(store.max_physical_offset()),
-            "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
-            "flushDiskType": str(broker.config.store.flush_disk_type),
-            "topicCount": str(len(broker.topics.table)),
-            "consumerGroupCount": str(len(broker.clients.consumers)),
-            "producerGroupCount": str(len(broker.clients.producers)),
-            "pullHeldCount": str(broker.pull.long_poll.held_count),
-        }
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))
 
     # -- subscription groups --------------------------------------------------------------------
     def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

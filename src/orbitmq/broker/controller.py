@@ -23,18 +23,24 @@ import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.broker.admin_processor import AdminProcessor
+from orbitmq.broker.broker_config_processor import BrokerConfigProcessor, permitted_wrapper
+from orbitmq.broker.broker_stats import BrokerStats
 from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.client_processor import ClientProcessor
 from orbitmq.broker.config_file import TableFile, save_all
+from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
 from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
 from orbitmq.broker.queue_lock_manager import QueueLockManager
 from orbitmq.broker.register_service import RegisterService
+from orbitmq.broker.runtime_config import load_overlay
 from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
+from orbitmq.broker.stats_processor import StatsProcessor
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import TransactionService
@@ -78,6 +84,7 @@ class BrokerController:
     """
 
     def __init__(self, config: BrokerConfig) -> None:
+        config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         self.config = config
         self.store = MessageStore(config.store)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
@@ -91,10 +98,11 @@ class BrokerController:
         )
         self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size)
         self.registrar = RegisterService(config, self.remoting_client, lambda: self.address,
-                                         self.topics.wrapper)
+                                         lambda: permitted_wrapper(self.topics.wrapper(), config))
         self.store_host: tuple[str, int] = (_ip_of(config.broker_ip or config.listen_host),
                                             config.listen_port)
         self.boot_timestamp_ms = int(time.time() * 1000)
+        self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
         self.client_processor = ClientProcessor(self)
@@ -115,9 +123,23 @@ class BrokerController:
             self.client_processor.unregister_client, self.clients))
         self.server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.offsets.query_consumer_offset)
         self.server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.offsets.update_consumer_offset)
+        self._register_ops_processors()
         self.server.on_connection_closed(self._connection_closed)
+        self.observability = BrokerObservability(
+            config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
+            clients=self.clients, held_pulls=lambda: self.pull.long_poll.held_count)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
+
+    def _register_ops_processors(self) -> None:
+        """Runtime info and stats, consumer admin, settings (issue 17): explicit dependencies."""
+        held = lambda: self.pull.long_poll.held_count  # noqa: E731
+        StatsProcessor(self.config, lambda: self.address, lambda: self.boot_timestamp_ms,
+                       self.stats, self.store, self.topics, self.offsets, self.sub_groups,
+                       self.clients, held).register(self.server)
+        ConsumeAdminProcessor(self.config.broker_name, self.store, self.topics, self.offsets,
+                              self.clients, lambda: int(time.time() * 1000)).register(self.server)
+        BrokerConfigProcessor(self.config, self.registrar.registered_after_now).register(self.server)
 
     @property
     def address(self) -> str:
@@ -148,6 +170,11 @@ class BrokerController:
         self.transactions.start()  # no await since the server started: rebuilt before any request
         self.schedule.start()
         self._started = True
+        try:
+            await self.observability.start()  # OSError: the metrics port is taken
+        except BaseException:
+            await self.stop()
+            raise
         self.boot_timestamp_ms = int(time.time() * 1000)
         try:
             await self.registrar.start()  # BrokerError: a name server refused this broker
@@ -174,6 +201,7 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        await self.observability.stop()
         await self.transactions.stop()
         await self.registrar.stop()
         await self.pull.stop()

@@ -201,6 +201,7 @@ class PullProcessor:
             # they are, so that a pull never misses a message whose send was already answered.
             self._spawn(self._after_dispatch(cmd, conn, h, message_filter, allow_suspend))
             return
+        self.broker.stats.on_get(h.consumer_group, h.topic, h.queue_id, result)
         next_offset = result.next_begin_offset
         if code is ResponseCode.PULL_OFFSET_MOVED:
             log.debug("pull offset moved group=%s topic=%s queue=%d from=%d to=%d status=%s",

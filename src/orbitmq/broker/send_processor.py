@@ -147,6 +147,7 @@ class SendProcessor:
             result = self.store.put_messages(msgs, wait_flush=False, defer_wakeups=True)
             if msgs[0].topic == TRANS_HALF_TOPIC:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
+        self.broker.stats.on_send(h.topic, result.append, None if encoded is not None else msgs)
         if not self._wake_scheduled:
             self._schedule_wake()
         answer: _Answer

@@ -14,12 +14,15 @@ from typing import Any
 import click
 
 from orbitmq import __version__
+from orbitmq.cli import ops_subcommands as ops
+from orbitmq.cli.broker_admin_cmd import with_admin_subcommands
 from orbitmq.cli.common import silence_stdout
 from orbitmq.cli.consume_cmd import consume_cmd
 from orbitmq.cli.consumelog_cmd import consumelog_group
 from orbitmq.cli.dlq_cmd import dlq_group
 from orbitmq.cli.group_cmd import group_group
 from orbitmq.cli.message_cmd import message_group
+from orbitmq.cli.ops_cmd import cluster_group, consumer_group, producer_group, stats_group
 from orbitmq.cli.outbox_cmd import outbox_group
 from orbitmq.cli.send_cmd import send_cmd
 from orbitmq.cli.servers import broker_cmd, namesrv_cmd, standalone_cmd
@@ -81,7 +84,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 
 
 cli.add_command(namesrv_cmd)
-cli.add_command(broker_cmd)
+cli.add_command(with_admin_subcommands(broker_cmd))  # broker status | config get|set | ...
 cli.add_command(standalone_cmd)
 cli.add_command(topic_group)
 cli.add_command(group_group)
@@ -92,6 +95,17 @@ cli.add_command(dlq_group)
 cli.add_command(transaction_group)
 cli.add_command(outbox_group)
 cli.add_command(consumelog_group)
+cli.add_command(cluster_group)
+cli.add_command(producer_group)
+cli.add_command(consumer_group)
+cli.add_command(stats_group)
+for _command in (ops.group_connection_cmd, ops.group_config_cmd, ops.group_delete_cmd, ops.group_clone_offset_cmd,
+                 ops.group_time_span_cmd):
+    group_group.add_command(_command)
+for _command in (ops.topic_cluster_list_cmd, ops.topic_consumer_groups_cmd,
+                 ops.topic_queue_entries_cmd):
+    topic_group.add_command(_command)
+message_group.add_command(ops.message_print_cmd)
 add_log_level_everywhere(cli)
 
 

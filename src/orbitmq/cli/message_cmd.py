@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from orbitmq.cli.common import (
+    BadValue,
     body_text,
     echo_json,
     format_ms,
@@ -79,14 +80,27 @@ def get_cmd(namesrv: str, topic: str | None, fmt: str, msg_id: str) -> None:
 @message_group.command("query")
 @namesrv_option
 @click.option("--topic", "-t", required=True)
-@click.option("--key", "-k", required=True, help="a key given at send time (--keys), or a "
-              "message id")
+@click.option("--key", "-k", help="a key given at send time (--keys), or a message id")
 @click.option("--max", "max_num", type=click.IntRange(1, 64 * 1024), default=64,
               show_default=True, help="at most this many messages per broker")
+@click.option("--offset", "-o", type=click.IntRange(0, 2**63 - 1),
+              help="instead of --key: the message at this offset of --broker/--queue")
+@click.option("--broker", "-b", metavar="NAME|HOST:PORT", help="with --offset")
+@click.option("--queue", "-q", "queue_id", type=click.IntRange(0, 2**31 - 1), help="with --offset")
 @format_option
 @handles_errors
-def query_cmd(namesrv: str, topic: str, key: str, max_num: int, fmt: str) -> None:
-    """List a topic's messages carrying a key, oldest first, one line each."""
+def query_cmd(namesrv: str, topic: str, key: str | None, max_num: int, offset: int | None,
+              broker: str | None, queue_id: int | None, fmt: str) -> None:
+    """List a topic's messages carrying a key, oldest first, one line each; or show the message
+    at one queue offset (--offset with --broker and --queue)."""
+    if (key is None) == (offset is None):
+        raise BadValue("give --key or --offset (with --broker and --queue)")
+    if offset is not None:
+        from orbitmq.cli.ops_subcommands import query_by_offset
+
+        query_by_offset(namesrv, topic, broker, queue_id, offset, fmt)
+        return
+    assert key is not None
     with _admin(namesrv) as admin:
         found = admin.query_messages(topic, key, max_num)
     for msg in found:

@@ -129,6 +129,9 @@ def standalone_cmd(
                 dataclasses.replace(cfg, listen_port=b_port, namesrv_addr=ns.address)
             )
             await self.controller.start()
+            if self.controller.observability.exporter is not None:  # one endpoint for both
+                ns.observability.export_through(self.controller.observability,
+                                                cfg.metrics_rpc_latency_sample_every)
 
         async def stop(self) -> None:
             if self.controller is not None:

@@ -29,6 +29,7 @@ from orbitmq.client.admin_models import (
 )
 from orbitmq.client.dead_letters import DeadLetter, Resent
 from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.ops_admin import BlockingOpsAdminMixin, OpsAdminMixin
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
 from orbitmq.client.transaction_models import PendingTransactions, parse_pending_transactions
 from orbitmq.client.validation import check_group, check_topic
@@ -69,8 +70,8 @@ __all__ = ["AsyncAdmin", "Admin"]
 QUERY_MAX_NUM_DEFAULT = 64
 
 
-class AsyncAdmin:
-    """Cluster administration (asyncio). Args: ``namesrv`` addresses, ``timeout`` per request."""
+class AsyncAdmin(OpsAdminMixin):
+    """Cluster administration (asyncio); the operations calls come from OpsAdminMixin. Args: ``namesrv`` addresses, ``timeout`` per request."""
 
     def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0) -> None:
         self.timeout = timeout
@@ -420,7 +421,7 @@ class AsyncAdmin:
         return PendingTransactions(tuple(items), any(a.truncated for a in answers))
 
 
-class Admin(BlockingClient[AsyncAdmin]):
+class Admin(BlockingOpsAdminMixin, BlockingClient[AsyncAdmin]):
     """Cluster administration (blocking); the methods of :class:`AsyncAdmin`."""
 
     _thread_name = "orbitmq-admin"

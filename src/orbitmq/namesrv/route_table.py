@@ -207,6 +207,12 @@ class RouteTable:
             brokers = {n: (b.cluster, dict(b.addrs)) for n, b in self._brokers.items()}
             return brokers, {c: set(n) for c, n in self._clusters.items()}
 
+    def topics_of_cluster(self, cluster: str) -> list[str]:
+        """Topics with queues on a broker of ``cluster`` ([] for an unknown cluster)."""
+        with self._lock:
+            names = self._clusters.get(cluster, set())
+            return sorted(t for t, queues in self._topics.items() if names & queues.keys())
+
     def live_broker_addrs(self) -> list[str]:
         with self._lock:
             return list(self._live)

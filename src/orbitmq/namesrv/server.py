@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 
 from orbitmq.config import NamesrvConfig
+from orbitmq.namesrv.admin_handlers import NamesrvAdminHandlers
+from orbitmq.namesrv.observability import NamesrvObservability
 from orbitmq.namesrv.route_table import RouteTable, TopicQueues
 from orbitmq.protocol.bodies import (
     BrokerData,
@@ -62,7 +64,9 @@ class NameServer:
         s.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
         s.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._topic_list)
         s.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
+        NamesrvAdminHandlers(self.routes).register(s)
         s.on_connection_closed(self._connection_closed)
+        self.observability = NamesrvObservability(self.config, s, self.routes)
 
     @property
     def address(self) -> str:
@@ -70,6 +74,11 @@ class NameServer:
 
     async def start(self) -> None:
         await self.server.start()
+        try:
+            await self.observability.start()  # OSError: the metrics port is taken
+        except BaseException:
+            await self.server.stop()
+            raise
         self._scan_task = asyncio.create_task(self._scan_loop())
         log.info("orbitmq namesrv ready on %s", self.address)
 
@@ -77,6 +86,7 @@ class NameServer:
         if self._scan_task is not None:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
+        await self.observability.stop()
         await self.server.stop()
 
     async def _scan_loop(self) -> None:

@@ -104,6 +104,8 @@ class GroupCommitService(ServiceThread):
         self._group_deadline = 0.0  # monotonic deadline of the group's first request
         self._group_size = 0
         self.last_sync_s = 0.0  # how long the last round's sync took
+        # Told the duration (s) of each round that had requests waiting (the broker's metrics).
+        self.on_sync: Callable[[float], None] | None = None
 
     def submit(self, end_offset: int, *, wake: bool = True) -> concurrent.futures.Future[bool]:
         """Ask for bytes below ``end_offset`` to be durable; the Future says whether they are.
@@ -173,6 +175,8 @@ class GroupCommitService(ServiceThread):
             if flushed < 0 and size:
                 log.error("sync flush failed; %d requests answered FLUSH_DISK_TIMEOUT", size)
         self.last_sync_s = self._monotonic() - started
+        if size and self.on_sync is not None:
+            self.on_sync(self.last_sync_s)
         if future is not None:
             future.set_result(flushed >= end and self._monotonic() <= deadline)
         return flushed

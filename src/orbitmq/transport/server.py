@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from orbitmq.errors import BrokerError, RemoteProtocolError
@@ -20,6 +21,9 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR_REMARK = "internal error"  # how every answer to one of our own bugs starts
 
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
+# (request code, response code or None when the handler wrote its answer itself, seconds)
+TimingRecorder = Callable[[int, int | None, float], None]
+_NEVER = 1 << 62  # a sampling countdown that no server lives long enough to run down
 
 
 class RemotingServer:
@@ -53,6 +57,18 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self.connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
+        self._sample_every = _NEVER
+        self._sample_countdown = _NEVER
+        self._record_timing: TimingRecorder | None = None
+
+    def sample_requests(self, every: int, record: TimingRecorder) -> None:
+        """Time one request in ``every`` (from dispatch to its answer) and give each timing to
+        ``record`` (on the event loop). The others pay one integer decrement: metrics must not
+        cost the hot path."""
+        if every < 1:
+            raise ValueError("every must be at least 1")
+        self._sample_every = self._sample_countdown = every
+        self._record_timing = record
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[int(code)] = handler
@@ -103,7 +119,30 @@ class RemotingServer:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"request code {cmd.code} not supported by {self.name}",
             )
-        return call_guarded(handler, cmd, conn)
+        countdown = self._sample_countdown - 1
+        if countdown:
+            self._sample_countdown = countdown
+            return call_guarded(handler, cmd, conn)
+        return self._timed(handler, cmd, conn)
+
+    def _timed(self, handler: Handler, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+        """``call_guarded`` for a sampled request, its time to answer recorded."""
+        self._sample_countdown = self._sample_every
+        record = self._record_timing
+        assert record is not None
+        code, start = cmd.code, time.perf_counter()
+        result = call_guarded(handler, cmd, conn)
+        if result is None or type(result) is RemotingCommand:
+            record(code, None if result is None else result.code, time.perf_counter() - start)
+            return result
+        if isinstance(result, asyncio.Future):
+            def done(f: asyncio.Future[RemotingCommand | None]) -> None:
+                answer = None if f.cancelled() or f.exception() else f.result()
+                record(code, None if answer is None else answer.code, time.perf_counter() - start)
+
+            result.add_done_callback(done)
+            return result
+        return _timed_awaitable(result, code, start, record)
 
     def connection_lost(self, conn: RemotingConnection) -> None:
         self.connections.discard(conn)
@@ -128,6 +167,13 @@ def call_guarded(handler: Handler, cmd: RemotingCommand, conn: RemotingConnectio
     if inspect.isawaitable(result):
         return _guard(cmd, result)
     return result
+
+
+async def _timed_awaitable(aw: Awaitable[RemotingCommand | None], code: int, start: float,
+                           record: TimingRecorder) -> RemotingCommand | None:
+    answer = await aw
+    record(code, None if answer is None else answer.code, time.perf_counter() - start)
+    return answer
 
 
 async def _guard(cmd: RemotingCommand, aw: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:

@@ -1,0 +1,98 @@
+"""The ``/metrics`` endpoint: Prometheus text served from the server's own event loop.
+
+Served on the loop (not in prometheus_client's own HTTP thread) so that collectors read the
+broker's tables on the thread that changes them: a scrape never sees a table mid-update and no
+table needs a lock. A scrape costs the loop the time to format the families (milliseconds for
+thousands of series), once per scrape interval.
+
+Only ``GET /metrics`` (and ``GET /``) are answered; anything else gets 404 or 405. A request
+head larger than ``REQUEST_HEAD_MAX_BYTES`` or slower than ``REQUEST_TIMEOUT_S`` is dropped.
+The endpoint logs ``orbitmq metrics ready on HOST:PORT`` once it listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from orbitmq.metrics.families import CallbackCollector
+
+__all__ = ["MetricsExporter", "REQUEST_HEAD_MAX_BYTES", "REQUEST_TIMEOUT_S"]
+
+log = logging.getLogger(__name__)
+
+REQUEST_HEAD_MAX_BYTES = 16 * 1024
+REQUEST_TIMEOUT_S = 10.0
+
+
+class MetricsExporter:
+    """Serves the families of ``sources`` (callables returning metric families) at
+    ``http://host:port/metrics``; port 0 picks a free one (``port`` holds it once started).
+    The process's own CPU, memory and file descriptor figures (``process_*``) come along."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.registry = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self._server: asyncio.Server | None = None
+
+    def add_source(self, collect: Callable[[], Iterable[object]]) -> None:
+        """Families from ``collect`` are part of every scrape (it runs on the event loop)."""
+        self.registry.register(CallbackCollector(collect))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        """Listen (OSError when the port is taken) and log the ready line."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                  limit=REQUEST_HEAD_MAX_BYTES)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("orbitmq metrics ready on %s", self.address)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    def render(self) -> bytes:
+        """The Prometheus text of one scrape."""
+        return generate_latest(self.registry)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
+                ConnectionError):
+            writer.close()
+            return
+        method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+        path = rest.split(" ", 1)[0].split("?", 1)[0]
+        if method != "GET":
+            status, body, ctype = "405 Method Not Allowed", b"only GET\n", "text/plain"
+        elif path not in ("/metrics", "/"):
+            status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
+        else:
+            try:
+                status, body, ctype = "200 OK", self.render(), CONTENT_TYPE_LATEST
+            except Exception:  # a collector's bug must not take the endpoint down
+                log.exception("metrics scrape failed")
+                status, body, ctype = "500 Internal Server Error", b"scrape failed\n", "text/plain"
+        writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}"
+                     "\r\nConnection: close\r\n\r\n".encode("latin-1") + body)
+        try:
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()

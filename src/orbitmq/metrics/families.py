@@ -1,0 +1,78 @@
+"""Prometheus metric families built at scrape time from OrbitMQ's plain counters.
+
+Every family carries the server's identity labels first (RocketMQ 5's ``cluster``,
+``node_type``, ``node_id``), then its own. Imports prometheus_client: only servers that export
+metrics import this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from orbitmq.metrics.buckets import Buckets
+from orbitmq.metrics.rpc import RpcLatency, request_code_label, response_code_label
+
+__all__ = ["Families", "rpc_latency_family", "PROTOCOL_REMOTING"]
+
+PROTOCOL_REMOTING = "remoting"  # RocketMQ's protocol_type label for the TCP remoting protocol
+
+
+class Families:
+    """Makes families whose first labels are ``identity`` (label -> value, same for all)."""
+
+    def __init__(self, identity: Mapping[str, str]) -> None:
+        self.names = tuple(identity)
+        self.values = tuple(identity.values())
+
+    def counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
+        return CounterMetricFamily(name, doc, labels=[*self.names, *labels])
+
+    def gauge(self, name: str, doc: str, labels: Sequence[str] = ()) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=[*self.names, *labels])
+
+    def histogram(self, name: str, doc: str, labels: Sequence[str] = ()) -> HistogramMetricFamily:
+        return HistogramMetricFamily(name, doc, labels=[*self.names, *labels])
+
+    def add(self, family: CounterMetricFamily | GaugeMetricFamily, labels: Sequence[str],
+            value: float) -> None:
+        family.add_metric([*self.values, *labels], value)
+
+    def add_buckets(self, family: HistogramMetricFamily, labels: Sequence[str],
+                    buckets: Buckets) -> None:
+        """One labelled histogram from ``buckets`` (its ``+Inf`` count is the sample count)."""
+        cumulative = [(floatToGoString(le), n) for le, n in buckets.cumulative()]
+        family.add_metric([*self.values, *labels], cumulative, buckets.sum)
+
+
+def rpc_latency_family(families: Families, rpc: RpcLatency) -> HistogramMetricFamily:
+    """``rocketmq_rpc_latency`` (ms) with RocketMQ's ``protocol_type``, ``request_code`` and
+    ``response_code`` labels (see :mod:`orbitmq.metrics.rpc` for the sampling)."""
+    family = families.histogram(
+        "rocketmq_rpc_latency",
+        f"time to answer a request in ms (sampled: 1 request in {rpc.sample_every})",
+        ["protocol_type", "request_code", "response_code"])
+    for (request, response), buckets in list(rpc.series.items()):
+        families.add_buckets(family, [PROTOCOL_REMOTING, request_code_label(request),
+                                      response_code_label(response)], buckets)
+    return family
+
+
+class CallbackCollector(Collector):
+    """A prometheus_client collector whose families come from a callable (run per scrape)."""
+
+    def __init__(self, collect: object) -> None:
+        self._collect = collect
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        return self._collect()  # type: ignore[operator]
+
+    def describe(self):  # type: ignore[no-untyped-def]
+        return []  # nothing is collected at registration
