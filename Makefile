@@ -10,7 +10,8 @@ PYTEST_ARGS ?=
 
 install: system-deps $(STAMP)
 
-# What the system lacks, through apt when we are root (Java 17 for PySpark, later PostgreSQL).
+# What the system lacks, through apt when we are root (Java 17 for PySpark, PostgreSQL, Chromium
+# for the console tests, a C compiler).
 system-deps:
 	@bash scripts/system-deps.sh
 
