@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test lint bench bench-peers pipeline clean
+.PHONY: install system-deps run test lint bench bench-peers pipeline console-screenshots clean
 
 install: system-deps $(STAMP)
 
@@ -38,8 +38,13 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store
+	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/console
 	$(VENV)/bin/lint-imports
+
+# The web console's browser tests once more, saving their screenshots into docs/img (which
+# docs/console.md shows); `make test` keeps them in its temporary directories.
+console-screenshots: install
+	ORBITMQ_SCREENSHOT_DIR=docs/img $(PY) -m pytest -q tests/console
 
 BENCH_ARGS ?=
 

@@ -60,6 +60,7 @@ SECURITY_HEADERS = {
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CSRF_SEED = web.RequestKey("orbitmq_csrf_seed", str)  # the CSRF cookie's value for this request
 
 
 def is_loopback(host: str) -> bool:
@@ -160,11 +161,11 @@ class Guard:
 
     @staticmethod
     def _csrf_seed(request: web.Request) -> str:
-        seed = request.get("csrf_seed")
+        seed = request.get(CSRF_SEED)
         if seed is None:
             seed = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
-            request["csrf_seed"] = seed
-        return str(seed)
+            request[CSRF_SEED] = seed
+        return seed
 
     async def _csrf_ok(self, request: web.Request) -> bool:
         cookie = request.cookies.get(CSRF_COOKIE)
@@ -232,7 +233,7 @@ class Guard:
             raise web.HTTPForbidden(text="missing or wrong CSRF token: reload the page and "
                                              "submit the form again")
         response = await handler(request)
-        seed = request.get("csrf_seed")
+        seed = request.get(CSRF_SEED)
         if seed is not None and request.cookies.get(CSRF_COOKIE) != seed:
-            response.set_cookie(CSRF_COOKIE, str(seed), httponly=True, samesite="Strict", path="/")
+            response.set_cookie(CSRF_COOKIE, seed, httponly=True, samesite="Strict", path="/")
         return response

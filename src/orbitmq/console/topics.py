@@ -18,6 +18,7 @@ from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import state
+from orbitmq.errors import TopicNotFoundError
 
 __all__ = ["routes", "topic_kind", "SYSTEM_TOPICS", "PERMS"]
 
@@ -27,6 +28,8 @@ SYSTEM_TOPICS = frozenset({
     "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
 })
+ROUTE_WAIT_S = 5.0  # how long a save waits for the name servers to route the topic anew
+ROUTE_POLL_S = 0.05
 # PermName bits a topic may have: read 4, write 2.
 PERMS = {"6": "read and write", "4": "read only", "2": "write only"}
 
@@ -65,13 +68,28 @@ async def topic_list(request: web.Request) -> web.StreamResponse:
 
 
 async def _save(request: web.Request, topic: str, form: Mapping[str, Any]) -> None:
-    """Create or update ``topic`` on every master with the form's settings."""
-    await state(request).admin.create_topic(
-        topic,
-        read_queue_nums=forms.integer(form, "read_queue_nums", 1, QUEUE_NUMS_MAX),
-        write_queue_nums=forms.integer(form, "write_queue_nums", 1, QUEUE_NUMS_MAX),
-        perm=int(forms.choice(form, "perm", tuple(PERMS), "6")),
-        order=forms.flag(form, "order"))
+    """Create or update ``topic`` on every master with the form's settings, then wait (at most
+    ROUTE_WAIT_S) until the name servers route it so: brokers tell them in the background, and
+    the page shown next reads the route."""
+    admin = state(request).admin
+    read_nums = forms.integer(form, "read_queue_nums", 1, QUEUE_NUMS_MAX)
+    write_nums = forms.integer(form, "write_queue_nums", 1, QUEUE_NUMS_MAX)
+    perm = int(forms.choice(form, "perm", tuple(PERMS), "6"))
+    brokers = await admin.create_topic(topic, read_queue_nums=read_nums,
+                                       write_queue_nums=write_nums, perm=perm,
+                                       order=forms.flag(form, "order"))
+    wanted = {(b, read_nums, write_nums, perm) for b in brokers}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ROUTE_WAIT_S
+    while loop.time() < deadline:
+        try:
+            route = await admin.topic_route(topic)
+        except TopicNotFoundError:
+            route = None
+        if route is not None and wanted <= {(q.broker_name, q.read_queue_nums, q.write_queue_nums,
+                                              q.perm) for q in route.queue_datas}:
+            return
+        await asyncio.sleep(ROUTE_POLL_S)
 
 
 @routes.post("/topics")
