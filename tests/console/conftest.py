@@ -87,8 +87,10 @@ def _chromium_problem() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium, for one module: while Playwright runs, its event loop counts as running in this
+    thread, so that no later test (anywhere in the run) could use asyncio.run here."""
     problem = _chromium_problem()
     if problem is not None:
         if os.environ.get("CI"):

@@ -156,11 +156,18 @@ class RuntimeSampler:
         return out
 
     async def _run(self) -> None:
+        failing = False
         while True:
             try:
                 await self.sample_once()
+                if failing:
+                    log.info("runtime samples resumed")
+                failing = False
             except (OrbitMQError, OSError) as e:  # the name server is away: try again later
-                log.warning("runtime sample failed: %s", e)
+                (log.debug if failing else log.warning)("runtime sample failed: %s", e)
+                failing = True
+            except Exception:  # a bug: say so, and keep the charts going
+                log.exception("runtime sample failed")
             await asyncio.sleep(self.interval_s)
 
     def start(self) -> None:
