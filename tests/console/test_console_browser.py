@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any
 
-from conftest import start_console, wait_for
+from console_support import start_console, wait_for
 
 import orbitmq
 from orbitmq import ConsumeFrom, ConsumeResult, Message

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import start_console, wait_for
+from console_support import start_console, wait_for
 
 from orbitmq.cli.main import cli
 from orbitmq.config import ConfigError, ConsoleConfig
