@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test lint bench bench-peers pipeline clean
+.PHONY: install system-deps run test lint bench bench-peers pipeline console-screenshots clean
 
 install: system-deps $(STAMP)
 
-# What the system lacks, through apt when we are root (Java 17 for PySpark, later PostgreSQL).
+# What the system lacks, through apt when we are root (Java 17 for PySpark, PostgreSQL, Chromium
+# for the console tests, a C compiler).
 system-deps:
 	@bash scripts/system-deps.sh
 
@@ -37,8 +38,13 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store
+	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/console
 	$(VENV)/bin/lint-imports
+
+# The web console's browser tests once more, saving their screenshots into docs/img (which
+# docs/console.md shows); `make test` keeps them in its temporary directories.
+console-screenshots: install
+	ORBITMQ_SCREENSHOT_DIR=docs/img $(PY) -m pytest -q tests/console
 
 BENCH_ARGS ?=
 

@@ -5,6 +5,9 @@ need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 # PostgreSQL for the orbitmq.reliable tests: they start their own server with initdb and pg_ctl.
 ls /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# Chromium for the web console's browser tests: Playwright drives Debian's build
+# (/usr/bin/chromium); it never downloads a browser of its own.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
 command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # Python's headers, for the same build, when the interpreter is Debian's own (pyenv and

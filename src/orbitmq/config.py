@@ -28,6 +28,7 @@ __all__ = [
     "StoreConfig",
     "BrokerConfig",
     "NamesrvConfig",
+    "ConsoleConfig",
     "TEST_MIN_STORE",
     "ConfigError",
     "Range",
@@ -48,6 +49,7 @@ QUEUE_NUMS_MAX = 1024
 PORT_MAX = 65535
 I32_MAX = 2**31 - 1
 HOUR_MS = 3_600_000
+CONSOLE_TOKEN_MIN_CHARS = 16  # a guessable console secret is no protection
 DAY_MS = 24 * HOUR_MS
 CONSUME_QUEUE_ENTRY_SIZE = 20  # bytes of one consume queue entry (files are whole entries)
 _DELAY_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -85,12 +87,12 @@ class Range:
 
 def setting(default: Any, doc: str, low: float | None = None, high: float | None = None, *,
             low_open: bool = False, check: Callable[[Any], str | None] | None = None,
-            allowed: str | None = None) -> Any:
+            allowed: str | None = None, secret: bool = False) -> Any:
     """A config field: its default, its one-line documentation and what it accepts (a range
     ``low..high`` for numbers, or ``check`` returning why a value is refused, with ``allowed``
-    saying in words what it accepts)."""
+    saying in words what it accepts). A ``secret`` field's value is never shown in a refusal."""
     bounds = Range(low, high, low_open) if low is not None and high is not None else None
-    metadata = {"doc": doc, "range": bounds, "check": check,
+    metadata = {"doc": doc, "range": bounds, "check": check, "secret": secret,
                 "allowed": allowed if allowed is not None else (bounds.describe() if bounds else "")}
     if dataclasses.is_dataclass(default):
         return dataclasses.field(default_factory=lambda: default, metadata=metadata)
@@ -118,7 +120,8 @@ def _validate(cfg: Any) -> None:
                                       f"{field_allowed(f)}")
         reason = check(value) if check is not None else None
         if reason is not None:
-            raise ConfigError(f.name, f"{f.name} = {value!r} is refused ({reason}); allowed: "
+            shown = "(hidden)" if f.metadata.get("secret") else repr(value)
+            raise ConfigError(f.name, f"{f.name} = {shown} is refused ({reason}); allowed: "
                                       f"{field_allowed(f)}")
 
 
@@ -166,6 +169,12 @@ def _delay_levels(value: str) -> str | None:
         parse_delay_levels_ms(value)
     except ValueError as e:  # the field's allowed values say what a delay looks like
         return str(e).removeprefix("message_delay_level: ").split(" such as")[0]
+    return None
+
+
+def _token(value: str) -> str | None:
+    if value and (len(value) < CONSOLE_TOKEN_MIN_CHARS or any(c.isspace() for c in value)):
+        return f"shorter than {CONSOLE_TOKEN_MIN_CHARS} characters, or it holds spaces"
     return None
 
 
@@ -398,6 +407,42 @@ class BrokerConfig:
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
     store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsoleConfig:
+    """Settings of the web console (``orbitmq console``, and ``orbitmq standalone``'s console).
+
+    The console refuses to start on an address other than loopback without ``console_token``
+    (checked when it starts, not here: the fields come from several layers, TOML to flags).
+    """
+
+    namesrv_addr: str = setting(
+        "127.0.0.1:9876", "name servers of the cluster to show, HOST:PORT separated by ';'",
+        check=_namesrv_addrs, allowed=f"HOST:PORT[;HOST:PORT...] with ports 1..{PORT_MAX}")
+    console_listen_host: str = setting(
+        "127.0.0.1", "address the console listens on (not loopback: console_token required)",
+        check=_host, allowed="a host name or IP address")
+    console_listen_port: int = setting(8080, "port of the console (0: a free one)", 0, PORT_MAX)
+    console_token: str = setting(
+        "", "secret asked by the login form or as 'Authorization: Bearer' (empty: none)",
+        check=_token, allowed=f"empty, or {CONSOLE_TOKEN_MIN_CHARS}+ characters without spaces",
+        secret=True)
+    console_session_ttl_ms: int = setting(
+        12 * HOUR_MS, "how long a login lasts without being used", 60_000, 30 * DAY_MS)
+    console_sessions_max: int = setting(
+        1000, "logins remembered at once; the oldest is forgotten past it", 1, 1_000_000)
+    console_sample_interval_ms: int = setting(
+        5000, "how often each broker's runtime info is read for the charts", 100, HOUR_MS)
+    console_history_max: int = setting(
+        720, "runtime info samples kept per broker (the charts' span)", 2, 100_000)
+    console_rows_max: int = setting(
+        200, "most messages, dead letters or transactions one page lists", 1, 10_000)
+    console_admin_timeout_ms: int = setting(
+        5000, "how long one request to a name server or broker may take", 100, 300_000)
 
     def __post_init__(self) -> None:
         _validate(self)

@@ -15,6 +15,7 @@ from orbitmq.config import (
     TEST_MIN_STORE,
     BrokerConfig,
     ConfigError,
+    ConsoleConfig,
     NamesrvConfig,
     StoreConfig,
     field_allowed,
@@ -24,7 +25,7 @@ from orbitmq.config import (
 )
 from orbitmq.errors import ClientError
 
-CONFIGS = [StoreConfig, NamesrvConfig, BrokerConfig]
+CONFIGS = [StoreConfig, NamesrvConfig, BrokerConfig, ConsoleConfig]
 
 
 def _fields() -> list[tuple[type, dataclasses.Field[Any]]]:
@@ -59,6 +60,9 @@ def test_every_field_is_documented_and_bounded(cls: type, field: dataclasses.Fie
     (BrokerConfig, {"broker_name": "broker a"}, "broker_name"),
     (BrokerConfig, {"broker_permission": 1}, "broker_permission"),
     (BrokerConfig, {"register_broker_interval_ms": 0}, "register_broker_interval_ms"),
+    (ConsoleConfig, {"console_listen_port": 70000}, "console_listen_port = 70000 is out of range"),
+    (ConsoleConfig, {"console_token": "s3cret"}, "console_token = (hidden) is refused"),
+    (ConsoleConfig, {"console_sample_interval_ms": 10}, "allowed: 100..3600000"),
 ])
 def test_values_out_of_range_are_refused_in_one_line(cls: type, changes: dict[str, Any],
                                                      words: str) -> None:

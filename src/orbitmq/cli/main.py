@@ -17,6 +17,7 @@ from orbitmq import __version__
 from orbitmq.cli import ops_subcommands as ops
 from orbitmq.cli.broker_admin_cmd import with_admin_subcommands
 from orbitmq.cli.common import silence_stdout
+from orbitmq.cli.console_cmd import console_cmd
 from orbitmq.cli.consume_cmd import consume_cmd
 from orbitmq.cli.consumelog_cmd import consumelog_group
 from orbitmq.cli.dlq_cmd import dlq_group
@@ -29,7 +30,7 @@ from orbitmq.cli.servers import broker_cmd, namesrv_cmd, standalone_cmd
 from orbitmq.cli.topic_cmd import topic_group
 from orbitmq.cli.transaction_cmd import transaction_group
 
-SERVER_COMMANDS = frozenset({"namesrv", "broker", "standalone"})
+SERVER_COMMANDS = frozenset({"namesrv", "broker", "standalone", "console"})
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 _LOG_LEVEL_HELP = "[default: INFO for servers, ERROR for client commands]"
 
@@ -86,6 +87,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 cli.add_command(namesrv_cmd)
 cli.add_command(with_admin_subcommands(broker_cmd))  # broker status | config get|set | ...
 cli.add_command(standalone_cmd)
+cli.add_command(console_cmd)
 cli.add_command(topic_group)
 cli.add_command(group_group)
 cli.add_command(send_cmd)

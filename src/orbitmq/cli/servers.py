@@ -11,10 +11,14 @@ from typing import Any
 import click
 
 from orbitmq.cli.config_options import ConfigRefused, build_config, config_as_toml, config_options
-from orbitmq.config import BrokerConfig, ConfigError, NamesrvConfig, replace_fields
-from orbitmq.errors import BrokerError, OrbitMQError, StoreError
+from orbitmq.config import BrokerConfig, ConfigError, ConsoleConfig, NamesrvConfig, replace_fields
+from orbitmq.errors import BrokerError, ClientError, OrbitMQError, StoreError
 
 log = logging.getLogger("orbitmq.cli")
+
+# The console's port under `orbitmq standalone` (and `make run`): the port RocketMQ's dashboard
+# uses by default, so an operator finds it where they would look.
+STANDALONE_CONSOLE_PORT = 8080
 
 
 async def _serve(*servers: Any, ready_line: str | None = None) -> None:
@@ -98,13 +102,24 @@ def broker_cmd(config_path: str | None, print_config: bool, **params: Any) -> No
               help="port of the name server (0: a free one). Allowed: 0..65535. [default: 9876]")
 @click.option("--broker-port", default="10911", metavar="INTEGER",
               help="port of the broker (0: a free one). Allowed: 0..65535. [default: 10911]")
+@click.option("--console-port", default=str(STANDALONE_CONSOLE_PORT), metavar="INTEGER",
+              help="port of the web console on --console-listen-host (0: no console). "
+                   f"Allowed: 0..65535. [default: {STANDALONE_CONSOLE_PORT}]")
+@config_options(ConsoleConfig, skip=("namesrv_addr", "console_listen_port"))
 @config_options(BrokerConfig, skip=("listen_port", "namesrv_addr"))
 def standalone_cmd(
-    config_path: str | None, print_config: bool, namesrv_port: str, broker_port: str, **params: Any
+    config_path: str | None, print_config: bool, namesrv_port: str, broker_port: str,
+    console_port: str, **params: Any
 ) -> None:
-    """Run a name server and one broker in one process (what `make run` starts)."""
+    """Run a name server, one broker and the web console in one process (what `make run`
+    starts)."""
+    from orbitmq.cli.console_cmd import console_config
+
+    console_params = {k: params.pop(k) for k in list(params) if k.startswith("cfg_console_")}
     cfg = build_config(BrokerConfig, params, toml_path=config_path)
     ns_port, b_port = _port(namesrv_port, "--namesrv-port"), _port(broker_port, "--broker-port")
+    c_port = _port(console_port, "--console-port")
+    console_cfg = console_config(console_params, toml_path=None) if c_port else None
     if print_config:
         click.echo(config_as_toml(dataclasses.replace(cfg, listen_port=b_port)))
         return
@@ -138,4 +153,30 @@ def standalone_cmd(
                 await self.controller.stop()
 
     broker = _Broker()
-    _run(ns, broker, ready_line=None)
+    if console_cfg is None:
+        _run(ns, broker, ready_line=None)
+    else:
+        _run(ns, broker, _StandaloneConsole(console_cfg, ns, c_port), ready_line=None)
+
+
+class _StandaloneConsole:
+    """Starts the console once the name server's address is known."""
+
+    def __init__(self, cfg: ConsoleConfig, ns: Any, port: int) -> None:
+        self.cfg, self.ns, self.port = cfg, ns, port
+        self.server: Any = None
+
+    async def start(self) -> None:
+        from orbitmq.console import ConsoleServer
+
+        self.server = ConsoleServer(dataclasses.replace(
+            self.cfg, namesrv_addr=self.ns.address, console_listen_port=self.port))
+        try:
+            await self.server.start()
+        except OSError as e:
+            raise ClientError(f"console port {self.port}: {e.strerror or e} (--console-port 0 "
+                              "runs standalone without the console)") from None
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()

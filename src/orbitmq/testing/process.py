@@ -103,7 +103,11 @@ class ServerProcess:
 
 
 def standalone_process(store: str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """``orbitmq standalone`` on ephemeral ports of 127.0.0.1 with its store in ``store``."""
+    """``orbitmq standalone`` on ephemeral ports of 127.0.0.1 with its store in ``store``, without
+    the web console (its port is fixed, so that tests and benchmarks running side by side would
+    collide on it; pass ``--console-port N`` in ``extra`` for one)."""
+    console = () if "--console-port" in extra else ("--console-port", "0")
     return ServerProcess(
-        ["standalone", "--namesrv-port", "0", "--broker-port", "0", "--store", store, *extra], env=env
+        ["standalone", "--namesrv-port", "0", "--broker-port", "0", *console, "--store", store,
+         *extra], env=env
     )

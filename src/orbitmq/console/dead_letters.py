@@ -1,0 +1,62 @@
+"""Dead letters: the groups that have some, one group's dead letters (each saying whether it was
+resent), and the resend form, with the SDK's no-duplicate rule: a dead letter resent before is
+skipped unless ``force`` is ticked (:mod:`orbitmq.client.dead_letters`)."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+from aiohttp import web
+
+from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, original_topic
+from orbitmq.client.validation import check_group
+from orbitmq.console import forms
+from orbitmq.console.render import page
+from orbitmq.console.state import state
+
+__all__ = ["routes"]
+
+routes = web.RouteTableDef()
+
+RESENT_SHOWN_MAX = 1_000_000  # a bound on the counts a page after a resend reads back
+
+
+@routes.get("/dead-letters")
+async def dead_letter_groups(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    topics = [t for t in await st.admin.list_topics() if t.startswith(DLQ_TOPIC_PREFIX)]
+    statuses = await asyncio.gather(*(st.admin.topic_status(t) for t in topics))
+    rows = [(t.removeprefix(DLQ_TOPIC_PREFIX), sum(q.max_offset - q.min_offset for q in s))
+            for t, s in zip(topics, statuses, strict=True)]
+    return page(request, "dead_letters.html", title="Dead letters", groups=rows)
+
+
+@routes.get("/dead-letters/{group}")
+async def dead_letter_list(request: web.Request) -> web.StreamResponse:
+    """The group's dead letters; after a resend, how many were sent and skipped."""
+    st = state(request)
+    group = check_group(request.match_info["group"])
+    entries = await st.admin.dead_letter_entries(group, st.config.console_rows_max)
+    outcome = None
+    if "sent" in request.query:
+        outcome = (forms.integer(request.query, "sent", 0, RESENT_SHOWN_MAX),
+                   forms.integer(request.query, "skipped", 0, RESENT_SHOWN_MAX))
+    return page(request, "dead_letter_group.html", title=f"Dead letters of {group}", group=group,
+                entries=entries, original_topic=original_topic, outcome=outcome,
+                rows_max=st.config.console_rows_max)
+
+
+@routes.post("/dead-letters/{group}/resend")
+async def dead_letter_resend(request: web.Request) -> web.StreamResponse:
+    """Resend one dead letter (``msg_id``) or all not resent yet (all with ``force``), then show
+    the list again (a redirect: reloading the page does not resend)."""
+    st = state(request)
+    group = check_group(request.match_info["group"])
+    form = await request.post()
+    msg_id = forms.text(form, "msg_id", required=False) or None
+    resent = await st.admin.resend_dead_letters(group, msg_id=msg_id, force=forms.flag(form, "force"),
+                                                max_messages=st.config.console_rows_max)
+    sent = sum(1 for r in resent if r.result is not None)
+    raise web.HTTPSeeOther(f"/dead-letters/{quote(group, safe='')}?sent={sent}"
+                           f"&skipped={len(resent) - sent}")

@@ -1,0 +1,78 @@
+"""Consumer groups: the list with their lag, one group's lag per queue, its live clients and
+subscriptions, which client holds which queue, and the form that resets its offsets to a time."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from urllib.parse import quote
+
+from aiohttp import web
+
+from orbitmq.client.admin_models import ConsumerConnectionInfo, GroupStatus
+from orbitmq.client.dead_letters import RESEND_GROUP_PREFIX
+from orbitmq.client.group_admin import TOOLS_CONSUMER_GROUP
+from orbitmq.client.validation import check_group, check_topic
+from orbitmq.console import forms
+from orbitmq.console.render import page
+from orbitmq.console.state import state
+
+__all__ = ["routes", "is_internal_group"]
+
+routes = web.RouteTableDef()
+
+
+def is_internal_group(group: str) -> bool:
+    """Groups OrbitMQ's tools use for themselves (admin reads, dead letter resend marks)."""
+    return group == TOOLS_CONSUMER_GROUP or group.startswith(RESEND_GROUP_PREFIX)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupRow:
+    group: str
+    status: GroupStatus
+    clients: int
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({q.queue.topic for q in self.status.queues})
+
+
+@routes.get("/groups")
+async def group_list(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    show_all = forms.flag(request.query, "all")
+    names = [g for g in await st.admin.list_groups() if show_all or not is_internal_group(g)]
+    statuses, conns = await asyncio.gather(
+        asyncio.gather(*(st.admin.group_status(g) for g in names)),
+        asyncio.gather(*(st.admin.consumer_connections(g) for g in names)))
+    rows = [GroupRow(g, s, len(c.connections)) for g, s, c in zip(names, statuses, conns,
+                                                                  strict=True)]
+    return page(request, "groups.html", title="Consumer groups", groups=rows, show_all=show_all)
+
+
+@routes.get("/groups/{group}")
+async def group_detail(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    group = check_group(request.match_info["group"])
+    status: GroupStatus
+    conns: ConsumerConnectionInfo
+    status, conns, holders = await asyncio.gather(
+        st.admin.group_status(group), st.admin.consumer_connections(group),
+        st.admin.queue_holders(group))
+    topics = sorted({q.queue.topic for q in status.queues} | set(conns.subscriptions))
+    return page(request, "group.html", title=f"Group {group}", group=group, status=status,
+                conns=conns, holders=holders, topics=topics)
+
+
+@routes.post("/groups/{group}/reset")
+async def group_reset(request: web.Request) -> web.StreamResponse:
+    """Move the group's committed offsets of a topic to the first message stored at or after a
+    time (stop the group's consumers first: a running one may commit over it)."""
+    group = check_group(request.match_info["group"])
+    form = await request.post()
+    topic = check_topic(forms.text(form, "topic"))
+    at_ms = forms.utc_ms(form, "time")
+    assert at_ms is not None
+    await state(request).admin.reset_offset(group, topic, at_ms)
+    raise web.HTTPSeeOther(f"/groups/{quote(group, safe='')}?notice=reset")

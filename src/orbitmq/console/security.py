@@ -1,0 +1,239 @@
+"""Who may use the console, and the guards of every request.
+
+- Exposure: on a loopback address the console may run without a secret; on any other address it
+  refuses to start without ``console_token`` (:func:`check_exposure`).
+- Authentication, when a token is set: a login form that opens a session (a random id in an
+  HttpOnly, SameSite=Strict cookie, forgotten after ``console_session_ttl_ms`` unused), or the
+  header ``Authorization: Bearer <token>`` for scripts. Secrets are compared in constant time.
+- CSRF: every state-changing form carries ``csrf``, an HMAC (under a per-process key) of a random
+  cookie the console set; a POST without a matching one is refused with 403. Requests
+  authenticated by the bearer header need none (a browser cannot send that header cross-site).
+- DNS rebinding: bound to loopback, the console answers only requests whose Host is a loopback
+  name or address, so a web page whose name was rebound to 127.0.0.1 cannot read it.
+- Every response forbids framing, sniffing and scripts from anywhere but the console itself (a
+  Content-Security-Policy without inline scripts); pages escape everything (Jinja2 autoescape).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from urllib.parse import quote, urlsplit
+
+from aiohttp import web
+
+from orbitmq.config import ConfigError, ConsoleConfig
+
+__all__ = [
+    "SESSION_COOKIE",
+    "CSRF_COOKIE",
+    "CSRF_FIELD",
+    "SECURITY_HEADERS",
+    "is_loopback",
+    "check_exposure",
+    "tokens_equal",
+    "SessionTable",
+    "Guard",
+]
+
+SESSION_COOKIE = "orbitmq_console_session"
+CSRF_COOKIE = "orbitmq_console_csrf"
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "X-CSRF-Token"
+PUBLIC_PREFIXES = ("/static/", "/login")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on POST.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CSRF_SEED = web.RequestKey("orbitmq_csrf_seed", str)  # the CSRF cookie's value for this request
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only reaches this machine."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name may resolve anywhere
+
+
+def check_exposure(config: ConsoleConfig) -> None:
+    """Refuse to serve a non-loopback address without a token.
+
+    Raises:
+        ConfigError: ``console_listen_host`` is not loopback and ``console_token`` is empty.
+    """
+    if not is_loopback(config.console_listen_host) and not config.console_token:
+        raise ConfigError(
+            "console_token",
+            f"the console listens on {config.console_listen_host}, which is not a loopback "
+            "address: set console_token (ORBITMQ_CONSOLE_TOKEN or --console-token) so that "
+            "only those who know it can use it")
+
+
+def tokens_equal(given: str, expected: str) -> bool:
+    """Constant-time comparison (the digests hide the lengths too)."""
+    return hmac.compare_digest(hashlib.sha256(given.encode()).digest(),
+                               hashlib.sha256(expected.encode()).digest())
+
+
+class SessionTable:
+    """Open login sessions: id -> last use; forgotten ``ttl_s`` after their last use, and the
+    least recently used first when more than ``sessions_max`` are open."""
+
+    def __init__(self, ttl_s: float, sessions_max: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self.sessions_max = sessions_max
+        self._clock = clock
+        self._last_used: collections.OrderedDict[str, float] = collections.OrderedDict()
+
+    def open(self) -> str:
+        sid = secrets.token_urlsafe(32)
+        self._last_used[sid] = self._clock()
+        while len(self._last_used) > self.sessions_max:
+            self._last_used.popitem(last=False)
+        return sid
+
+    def touch(self, sid: str) -> bool:
+        """Whether ``sid`` is open (and mark it used now)."""
+        last = self._last_used.get(sid)
+        now = self._clock()
+        if last is None:
+            return False
+        if now - last > self.ttl_s:
+            del self._last_used[sid]
+            return False
+        self._last_used[sid] = now
+        self._last_used.move_to_end(sid)
+        return True
+
+    def close(self, sid: str) -> None:
+        self._last_used.pop(sid, None)
+
+    def __len__(self) -> int:
+        return len(self._last_used)
+
+
+def safe_next(target: str | None) -> str:
+    """A local path to go to after login (never another site: no scheme, host or ``//``)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    parts = urlsplit(target)
+    return "/" if parts.scheme or parts.netloc else target
+
+
+class Guard:
+    """The checks applied to every request (see the module docstring)."""
+
+    def __init__(self, config: ConsoleConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.token = config.console_token
+        self.loopback_only = is_loopback(config.console_listen_host)
+        self.sessions = SessionTable(config.console_session_ttl_ms / 1000,
+                                     config.console_sessions_max, clock)
+        self._csrf_key = secrets.token_bytes(32)
+        self.cookie_max_age_s = config.console_session_ttl_ms // 1000
+
+    # -- CSRF -----------------------------------------------------------------------------------
+    def csrf_token(self, request: web.Request) -> str:
+        """The token the forms of this page carry (bound to the client's CSRF cookie)."""
+        return self._csrf_of(self._csrf_seed(request))
+
+    def _csrf_of(self, seed: str) -> str:
+        return hmac.new(self._csrf_key, seed.encode(), hashlib.sha256).hexdigest()
+
+    @staticmethod
+    def _csrf_seed(request: web.Request) -> str:
+        seed = request.get(CSRF_SEED)
+        if seed is None:
+            seed = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
+            request[CSRF_SEED] = seed
+        return seed
+
+    async def _csrf_ok(self, request: web.Request) -> bool:
+        cookie = request.cookies.get(CSRF_COOKIE)
+        if not cookie:
+            return False
+        given = request.headers.get(CSRF_HEADER)
+        if given is None:
+            form = await request.post()
+            value = form.get(CSRF_FIELD)
+            given = value if isinstance(value, str) else ""
+        return hmac.compare_digest(given.encode(), self._csrf_of(cookie).encode())
+
+    # -- authentication -------------------------------------------------------------------------
+    def bearer_ok(self, request: web.Request) -> bool:
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        return bool(self.token) and scheme.lower() == "bearer" and tokens_equal(value.strip(),
+                                                                                 self.token)
+
+    def session_ok(self, request: web.Request) -> bool:
+        sid = request.cookies.get(SESSION_COOKIE)
+        return bool(sid) and self.sessions.touch(str(sid))
+
+    def authenticated(self, request: web.Request) -> bool:
+        return not self.token or self.bearer_ok(request) or self.session_ok(request)
+
+    def login(self, response: web.StreamResponse) -> None:
+        response.set_cookie(SESSION_COOKIE, self.sessions.open(), httponly=True,
+                            samesite="Strict", path="/", max_age=self.cookie_max_age_s)
+
+    def logout(self, request: web.Request, response: web.StreamResponse) -> None:
+        sid = request.cookies.get(SESSION_COOKIE)
+        if sid:
+            self.sessions.close(str(sid))
+        response.del_cookie(SESSION_COOKIE, path="/")
+
+    # -- the middleware ---------------------------------------------------------------------------
+    def host_ok(self, request: web.Request) -> bool:
+        if not self.loopback_only:
+            return True
+        host = request.headers.get("Host", "")
+        name = urlsplit("//" + host).hostname or ""
+        return is_loopback(name)
+
+    @staticmethod
+    def origin_ok(request: web.Request) -> bool:
+        """A browser names the page a POST comes from: it must be the console itself (a
+        client that sends no Origin, like curl, relies on the CSRF token alone)."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True
+        return urlsplit(origin).netloc == request.headers.get("Host", "")
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self.host_ok(request):
+            raise web.HTTPMisdirectedRequest(text="this console answers on a loopback address only")
+        bearer = self.bearer_ok(request)
+        public = request.path.startswith(PUBLIC_PREFIXES)
+        if not public and not (bearer or self.authenticated(request)):
+            if request.path.startswith("/api/") or request.method not in SAFE_METHODS:
+                raise web.HTTPUnauthorized(text="log in, or send 'Authorization: Bearer <token>'")
+            raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='/')}")
+        if request.method not in SAFE_METHODS and not bearer and (
+                not self.origin_ok(request) or not await self._csrf_ok(request)):
+            raise web.HTTPForbidden(text="missing or wrong CSRF token: reload the page and "
+                                             "submit the form again")
+        response = await handler(request)
+        seed = request.get(CSRF_SEED)
+        if seed is not None and request.cookies.get(CSRF_COOKIE) != seed:
+            response.set_cookie(CSRF_COOKIE, seed, httponly=True, samesite="Strict", path="/")
+        return response

@@ -1,0 +1,133 @@
+"""The console's web server: an aiohttp application on the caller's event loop, with start and
+stop like the name server's and the broker's, so that ``orbitmq standalone`` runs all three in one
+loop and ``orbitmq console`` runs it alone.
+
+Everything it shows or changes goes through the SDK (:class:`~orbitmq.client.admin.AsyncAdmin`,
+:mod:`orbitmq.client.browse`, a producer for dead letter resends): it never touches a broker's
+store or speaks the wire protocol itself (an import-linter contract holds it to that).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from aiohttp import web
+
+from orbitmq.client.admin import AsyncAdmin
+from orbitmq.config import ConsoleConfig
+from orbitmq.console import (
+    cluster,
+    dead_letters,
+    groups,
+    login,
+    messages,
+    topics,
+    transactions,
+)
+from orbitmq.console.forms import FormError
+from orbitmq.console.render import make_templates, page
+from orbitmq.console.sampler import RuntimeSampler
+from orbitmq.console.security import SECURITY_HEADERS, Guard, Handler, check_exposure
+from orbitmq.console.state import STATE, ConsoleState
+from orbitmq.errors import BrokerError, ClientError, OrbitMQError, TopicNotFoundError
+
+__all__ = ["ConsoleServer", "build_app"]
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+REQUEST_BODY_MAX_BYTES = 64 * 1024  # the largest form is a few fields
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """An SDK error becomes a page that says what went wrong (never a stack trace)."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except TopicNotFoundError as e:
+        return page(request, "error.html", http_status=404, title="Not found",
+                    reason=e.remark or str(e))
+    except (FormError, ClientError) as e:
+        return page(request, "error.html", http_status=400, title="Refused", reason=str(e))
+    except BrokerError as e:
+        return page(request, "error.html", http_status=502, title="The cluster refused",
+                    reason=f"{e.code}: {e.remark}" if e.remark else str(e))
+    except (OrbitMQError, OSError) as e:
+        return page(request, "error.html", http_status=502, title="The cluster did not answer",
+                    reason=str(e) or type(e).__name__)
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if request.path.startswith("/static/"):
+        response.headers["Cache-Control"] = "max-age=3600"
+
+
+def build_app(st: ConsoleState) -> web.Application:
+    """The application: guard first, then error pages, then the page families' routes."""
+    app = web.Application(middlewares=[st.guard.middleware, errors_middleware],
+                          client_max_size=REQUEST_BODY_MAX_BYTES)
+    app[STATE] = st
+    app.on_response_prepare.append(_security_headers)
+    for module in (login, cluster, topics, groups, messages, dead_letters, transactions):
+        app.add_routes(module.routes)
+    app.router.add_static("/static/", STATIC_DIR, show_index=False, follow_symlinks=False)
+    return app
+
+
+class ConsoleServer:
+    """The console on ``console_listen_host:console_listen_port`` (port 0: a free one), showing the
+    cluster whose name servers are ``namesrv_addr``. ``address`` is ``host:port`` once started."""
+
+    def __init__(self, config: ConsoleConfig) -> None:
+        self.config = config
+        self.address = ""
+        self._runner: web.AppRunner | None = None
+        self._state: ConsoleState | None = None
+
+    @property
+    def url(self) -> str:
+        host, _, port = self.address.rpartition(":")
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    async def start(self) -> None:
+        """Listen and start sampling.
+
+        Raises:
+            ConfigError: a non-loopback address without a token.
+            OSError: the port is taken.
+        """
+        cfg = self.config
+        check_exposure(cfg)
+        admin = AsyncAdmin(cfg.namesrv_addr, timeout=cfg.console_admin_timeout_ms / 1000)
+        await admin.start()
+        sampler = RuntimeSampler(admin, cfg.console_sample_interval_ms / 1000,
+                                 cfg.console_history_max)
+        self._state = ConsoleState(cfg, admin, Guard(cfg), sampler, make_templates())
+        try:
+            self._runner = web.AppRunner(build_app(self._state), handle_signals=False,
+                                         access_log=None)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, cfg.console_listen_host, cfg.console_listen_port)
+            await site.start()
+        except BaseException:
+            await self.stop()
+            raise
+        host, port = self._runner.addresses[0][:2]
+        self.address = f"{host}:{port}"
+        sampler.start()
+        log.info("orbitmq console ready on %s", self.address)
+
+    async def stop(self) -> None:
+        if self._state is not None:
+            await self._state.sampler.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._state is not None:
+            await self._state.admin.shutdown()
+            self._state = None

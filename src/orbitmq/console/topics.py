@@ -1,0 +1,135 @@
+"""Topics: the list (system topics on request), one topic's route, queues with their min and max
+offsets and the groups that consume it, and the forms that create, update and delete topics."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from orbitmq.client import browse
+from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from orbitmq.client.validation import check_topic
+from orbitmq.config import QUEUE_NUMS_MAX
+from orbitmq.console import forms
+from orbitmq.console.render import page
+from orbitmq.console.state import state
+from orbitmq.errors import TopicNotFoundError
+
+__all__ = ["routes", "topic_kind", "SYSTEM_TOPICS", "PERMS"]
+
+routes = web.RouteTableDef()
+
+SYSTEM_TOPICS = frozenset({
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+})
+ROUTE_WAIT_S = 5.0  # how long a save waits for the name servers to route the topic anew
+ROUTE_POLL_S = 0.05
+# PermName bits a topic may have: read 4, write 2.
+PERMS = {"6": "read and write", "4": "read only", "2": "write only"}
+
+
+def topic_kind(topic: str, reserved: set[str]) -> str:
+    """``normal``, ``retry``, ``dead letters`` or ``system`` (``reserved``: the cluster's and
+    brokers' names, which brokers register as topics)."""
+    if topic.startswith(RETRY_TOPIC_PREFIX):
+        return "retry"
+    if topic.startswith(DLQ_TOPIC_PREFIX):
+        return "dead letters"
+    if topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_") or topic in reserved:
+        return "system"
+    return "normal"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupProgress:
+    """One group on one topic: committed offsets, and how many messages it has not consumed."""
+
+    group: str
+    lag: int
+    queues: int
+
+
+@routes.get("/topics")
+async def topic_list(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    show_all = forms.flag(request.query, "all")
+    names, info = await asyncio.gather(st.admin.list_topics(), st.admin.cluster_info())
+    reserved = set(info.cluster_addr_table) | set(info.broker_addr_table)
+    rows = [(t, topic_kind(t, reserved)) for t in names]
+    shown = [r for r in rows if show_all or r[1] == "normal"]
+    return page(request, "topics.html", title="Topics", topics=shown, show_all=show_all,
+                hidden=len(rows) - len(shown), perms=PERMS, queue_nums_max=QUEUE_NUMS_MAX)
+
+
+async def _save(request: web.Request, topic: str, form: Mapping[str, Any]) -> None:
+    """Create or update ``topic`` on every master with the form's settings, then wait (at most
+    ROUTE_WAIT_S) until the name servers route it so: brokers tell them in the background, and
+    the page shown next reads the route."""
+    admin = state(request).admin
+    read_nums = forms.integer(form, "read_queue_nums", 1, QUEUE_NUMS_MAX)
+    write_nums = forms.integer(form, "write_queue_nums", 1, QUEUE_NUMS_MAX)
+    perm = int(forms.choice(form, "perm", tuple(PERMS), "6"))
+    brokers = await admin.create_topic(topic, read_queue_nums=read_nums,
+                                       write_queue_nums=write_nums, perm=perm,
+                                       order=forms.flag(form, "order"))
+    wanted = {(b, read_nums, write_nums, perm) for b in brokers}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ROUTE_WAIT_S
+    while loop.time() < deadline:
+        try:
+            route = await admin.topic_route(topic)
+        except TopicNotFoundError:
+            route = None
+        if route is not None and wanted <= {(q.broker_name, q.read_queue_nums, q.write_queue_nums,
+                                              q.perm) for q in route.queue_datas}:
+            return
+        await asyncio.sleep(ROUTE_POLL_S)
+
+
+@routes.post("/topics")
+async def topic_create(request: web.Request) -> web.StreamResponse:
+    form = await request.post()
+    topic = check_topic(forms.text(form, "topic"))
+    await _save(request, topic, form)
+    raise web.HTTPSeeOther(f"/topics/{quote(topic, safe='')}?notice=created")
+
+
+@routes.get("/topics/{topic}")
+async def topic_detail(request: web.Request) -> web.StreamResponse:
+    st = state(request)
+    topic = check_topic(request.match_info["topic"])
+    route, status, offsets = await asyncio.gather(
+        st.admin.topic_route(topic), st.admin.topic_status(topic),
+        browse.committed_offsets(st.admin, topic))
+    max_of = {s.queue: s.max_offset for s in status}
+    progress = [
+        GroupProgress(group, sum(max(0, max_of.get(mq, 0) - off) for mq, off in queues.items()),
+                      len(queues))
+        for group, queues in offsets.items()]
+    first = route.queue_datas[0] if route.queue_datas else None
+    return page(request, "topic.html", title=f"Topic {topic}", topic=topic, route=route,
+                status=status, groups=progress, first=first, perms=PERMS,
+                queue_nums_max=QUEUE_NUMS_MAX)
+
+
+@routes.post("/topics/{topic}/update")
+async def topic_update(request: web.Request) -> web.StreamResponse:
+    topic = check_topic(request.match_info["topic"])
+    await _save(request, topic, await request.post())
+    raise web.HTTPSeeOther(f"/topics/{quote(topic, safe='')}?notice=saved")
+
+
+@routes.post("/topics/{topic}/delete")
+async def topic_delete(request: web.Request) -> web.StreamResponse:
+    topic = check_topic(request.match_info["topic"])
+    form = await request.post()
+    if forms.text(form, "confirm", required=False) != topic:
+        raise forms.FormError(f"type the topic's name ({topic}) into confirm to delete it")
+    await state(request).admin.delete_topic(topic)
+    raise web.HTTPSeeOther("/topics?notice=deleted")
