@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from orbitmq.client.pull_consumer import build_pull_request, parse_pull_response
+from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullStatus, SendStatus
 from orbitmq.client.send_codec import (
     build_send_request,
