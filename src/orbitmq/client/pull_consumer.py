@@ -212,7 +212,8 @@ class AsyncPullConsumer:
             suspend = None
         self._topics.add(mq.topic)
         cmd = build_pull_request(self.group, mq, offset, max_nums, selector, suspend)
-        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False)
+        addr = (self._instance.broker_addr(mq.broker_name, master_only=False)
+                or await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False))
         wait = (self.pull_timeout if timeout is None else timeout) + (suspend or 0.0)
         return await self._instance.remoting.invoke(addr, cmd, wait)
 

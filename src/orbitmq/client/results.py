@@ -109,9 +109,12 @@ class PullResult:
 _REMOVING_REMARK = "MESSAGE_WAS_REMOVING"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class RawPullResult:
     """One pull's answer with the messages left as the broker sent them (``pull_raw``).
+
+    Not frozen, unlike :class:`PullResult`: it is made once per pull on the bulk path, where a
+    frozen dataclass's constructor costs ten times as much (2.4 us against 0.26 us here).
 
     For bulk decoders (Spark's source decodes whole bodies into columns): the body is the
     back-to-back stored messages of the pull response, untouched; decode it with
