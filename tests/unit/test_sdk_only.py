@@ -2,7 +2,7 @@
 ``orbitmq.protocol`` package's re-exports, and PULL_MESSAGE requests built outside the one builder.
 
 ``from orbitmq.protocol import RemotingCommand`` imports the package, not ``protocol.command``, so
-the contracts "Spark talks to brokers through the SDK only" and "the CLI's client commands use the
+the contracts "Spark uses the SDK only" and "the CLI's client commands use the
 SDK only" would let it pass; this test does not.
 """
 

@@ -322,7 +322,8 @@ async def _fetch_queues(consumer: Any, topic: str, idle_timeout_s: float | None)
     Raises:
         BrokerError: TOPIC_NOT_EXIST when the topic does not show up in that time.
     """
-    from orbitmq.errors import TopicNotFoundError
+    from orbitmq.errors import BrokerError
+    from orbitmq.protocol.codes import ResponseCode
 
     wait = ROUTE_WAIT_S if idle_timeout_s is None else min(ROUTE_WAIT_S, idle_timeout_s)
     deadline = time.monotonic() + wait
@@ -330,8 +331,8 @@ async def _fetch_queues(consumer: Any, topic: str, idle_timeout_s: float | None)
     while True:
         try:
             return list(await consumer.fetch_queues(topic))
-        except TopicNotFoundError:
-            if time.monotonic() >= deadline:
+        except BrokerError as e:
+            if e.code != ResponseCode.TOPIC_NOT_EXIST or time.monotonic() >= deadline:
                 raise
         if not waiting:
             waiting = True
