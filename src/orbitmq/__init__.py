@@ -45,6 +45,8 @@ _LAZY = {
     "SendStatus": "orbitmq.client.results",
     "PullResult": "orbitmq.client.results",
     "PullStatus": "orbitmq.client.results",
+    "RawPullResult": "orbitmq.client.results",
+    "HalfMessageRef": "orbitmq.client.transaction_end",
     "MessageSelector": "orbitmq.client.message_selector",
     "select_by_hash": "orbitmq.client.selectors",
     "select_random": "orbitmq.client.selectors",

@@ -24,6 +24,11 @@ __all__ = [
     "StoreError",
     "TimeoutError",
     "ConnectionClosedError",
+    "SparkError",
+    "SparkOptionError",
+    "SparkSchemaError",
+    "SparkDataLossError",
+    "SparkCommitError",
 ]
 
 _TOPIC_NOT_EXIST = 17  # ResponseCode.TOPIC_NOT_EXIST (protocol.codes imports this module)
@@ -108,3 +113,50 @@ class ConnectionClosedError(OrbitMQError, builtins.ConnectionError):
     request was answered (also a builtin ``ConnectionError``)."""
 
     retriable = True
+
+
+class SparkError(OrbitMQError):
+    """The Spark connector (``orbitmq.spark``) cannot go on; the query fails with this message.
+
+    Raised in Spark's driver or its Python workers, so the message says all there is to say:
+    Spark shows it, not the object.
+    """
+
+
+class SparkOptionError(SparkError, ClientError, ValueError):
+    """An option of the ``orbitmq`` data source is missing, unknown in combination, or malformed
+    (``orbitmq.spark.OptionError``). Also a ``ValueError``, as Spark's own option errors are.
+
+    The message always starts with the option's name as a user writes it (camelCase).
+
+    Attributes:
+        option: that name.
+    """
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"orbitmq option '{option}': {problem}")
+        self.option = option
+
+
+class SparkSchemaError(SparkError, ClientError, ValueError):
+    """The DataFrame given to the sink lacks a column, has one of the wrong type, or a row lacks
+    a required value (``orbitmq.spark.SinkSchemaError``).
+
+    Attributes:
+        column: the column's name.
+    """
+
+    def __init__(self, column: str, problem: str) -> None:
+        super().__init__(f"orbitmq sink column '{column}': {problem}")
+        self.column = column
+
+
+class SparkDataLossError(SparkError):
+    """Messages a query must read are no longer stored (retention, a deleted topic or queue) and
+    ``failOnDataLoss`` is true (``orbitmq.spark.DataLossError``)."""
+
+
+class SparkCommitError(SparkError):
+    """A batch of the exactly-once sink could not be committed: its half messages were not all
+    committed (the query must stop and be restarted to finish it), or it was too large to list
+    (``orbitmq.spark.CommitError``)."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from orbitmq import Admin
 from orbitmq.testing import EmbeddedCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,3 +59,47 @@ def test_readme_filtering_example_runs_as_written(tmp_path):
                              timeout=60)
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.splitlines()) == ["order 1 250 eu", "order 3 120 eu"]
+
+
+def _readme_block(section: str) -> str:
+    """The one python block of README section ``section``, made to use ``namesrv``."""
+    readme = (ROOT / "README.md").read_text()
+    text = readme.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert 'namesrv = "127.0.0.1:9876"' in code
+    return code
+
+
+def _run_against(cluster: EmbeddedCluster, code: str) -> list[str]:
+    code = code.replace('namesrv = "127.0.0.1:9876"', f'namesrv = "{cluster.namesrv}"')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_readme_raw_pull_example_prints_the_even_events(tmp_path):
+    with EmbeddedCluster(tmp_path) as cluster:
+        lines = _run_against(cluster, _readme_block("Pull consumers"))
+    assert sorted(lines) == ["event 0", "event 2"]
+
+
+def test_readme_topic_administration_example_runs_as_written(tmp_path):
+    with EmbeddedCluster(tmp_path) as cluster:
+        lines = _run_against(cluster, _readme_block("Topic administration"))
+        with Admin(cluster.namesrv) as admin:
+            deadline = time.monotonic() + 10
+            while "AuditEu" not in admin.list_topics():  # registered just after the answer
+                assert time.monotonic() < deadline, "AuditEu never reached the name server"
+                time.sleep(0.05)
+            [eu] = admin.topic_route("AuditEu").queue_datas
+    assert lines == ["['broker-a']", "True"]
+    assert (eu.broker_name, eu.read_queue_nums, eu.write_queue_nums) == ("broker-a", 1, 1)
+
+
+def test_the_transactions_doc_decides_later_and_delivers_once():
+    text = (ROOT / "docs" / "transactions.md").read_text()
+    section = text.split("## Deciding later", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["LocalTransactionState.UNKNOWN", "[b'pay order 42']"]

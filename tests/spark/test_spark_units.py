@@ -7,6 +7,18 @@ import logging
 
 import pytest
 
+from orbitmq.client.pull_codec import parse_raw_pull_response
+from orbitmq.client.results import RawPullResult
+from orbitmq.errors import (
+    ClientError,
+    OrbitMQError,
+    RemoteProtocolError,
+    SparkCommitError,
+    SparkDataLossError,
+    SparkError,
+    SparkSchemaError,
+    TopicNotFoundError,
+)
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.stored import encode_stored_message, iter_stored_messages
@@ -121,10 +133,12 @@ def test_columnar_decoder_agrees_with_the_sdk_decoder():
 
 
 def _answer(code: int, nxt: int, lo: int = 0, hi: int = 100, remark: str | None = None,
-            body: bytes = b"") -> RemotingCommand:
+            body: bytes = b"") -> RawPullResult:
+    """A broker's pull answer as the SDK's raw pull hands it to the source."""
     fields = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(nxt), "minOffset": str(lo),
               "maxOffset": str(hi)}
-    return RemotingCommand(code=code, remark=remark, ext_fields=fields, body=body)
+    resp = RemotingCommand(code=code, remark=remark, ext_fields=fields, body=body)
+    return parse_raw_pull_response(resp, None)
 
 
 def test_pull_answers_that_skip_offsets_are_gaps():
@@ -137,7 +151,27 @@ def test_pull_answers_that_skip_offsets_are_gaps():
                               remark="MESSAGE_WAS_REMOVING"), 48, 50) == 49
     assert _step(win, _answer(ResponseCode.PULL_NOT_FOUND, 49, hi=49), 49, 50) == 50
     assert [(g.start, g.end) for g in win.gaps] == [(45, 48), (48, 49), (49, 50)]
-    gone = Window(0, 10)
-    assert _step(gone, _answer(ResponseCode.TOPIC_NOT_EXIST, 0), 3, 10) == 10
-    assert gone.gaps[0].reason == "the topic was deleted"
+    with pytest.raises(TopicNotFoundError):  # fetch_window turns it into "the topic was deleted"
+        _answer(ResponseCode.TOPIC_NOT_EXIST, 0)
+    with pytest.raises(RemoteProtocolError, match="nextBeginOffset"):  # a broker that stalls
+        _step(Window(0, 10), _answer(ResponseCode.PULL_RETRY_IMMEDIATELY, 3), 3, 10)
     assert json.dumps([g.reason for g in win.gaps])
+
+
+def test_the_connectors_errors_are_orbitmq_errors_under_their_old_names():
+    import orbitmq.spark
+    from orbitmq.spark import commit_log, fetch, sink_rows
+
+    assert orbitmq.spark.OptionError is OptionError
+    assert (orbitmq.spark.DataLossError, fetch.DataLossError) == (SparkDataLossError,) * 2
+    assert (orbitmq.spark.CommitError, commit_log.CommitError) == (SparkCommitError,) * 2
+    assert orbitmq.spark.SinkSchemaError is sink_rows.SinkSchemaError is SparkSchemaError
+    with pytest.raises(OptionError) as excinfo:
+        parse_read_options({"topic": "T"}, streaming=False)
+    for kind in (SparkError, OrbitMQError, ClientError, ValueError):
+        assert isinstance(excinfo.value, kind)
+    assert str(excinfo.value).startswith("orbitmq option 'namesrv': ")
+    schema_error = SparkSchemaError("body", "required")
+    assert isinstance(schema_error, ValueError) and schema_error.column == "body"
+    assert str(schema_error) == "orbitmq sink column 'body': required"
+    assert issubclass(SparkDataLossError, SparkError) and issubclass(SparkCommitError, SparkError)

@@ -10,10 +10,11 @@ import pytest
 from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 from spark_support import consume_all, new_topic, produce
 
-from orbitmq import Admin
+from orbitmq import Admin, Message, Producer
 from orbitmq.client.transaction_state import LocalTransactionState
 from orbitmq.protocol.message import MessageExt
-from orbitmq.spark.clients import executor_session
+from orbitmq.spark import commit_log as cl
+from orbitmq.spark.clients import Session, executor_session
 from orbitmq.spark.commit_log import TXN_PROPERTY, SinkTransactionListener
 from orbitmq.spark.options import parse_write_options
 from orbitmq.spark.sink_rows import plan_columns
@@ -90,13 +91,16 @@ def test_streaming_write_is_exactly_once_from_topic_to_topic(spark, namesrv, tmp
     assert {m.keys[0] for m in got} == {f"k{i}" for i in range(3000)}
 
 
-def _sink(namesrv: str, topic: str) -> tuple[_Sink, list[pa.RecordBatch]]:
+def _sink(namesrv: str, topic: str, immunity_s: int = 1, first: int = 0,
+          rows: int = 200) -> tuple[_Sink, list[pa.RecordBatch]]:
     opts = parse_write_options({"namesrv": namesrv, "topic": topic,
-                                "transactionCheckImmunitySeconds": "1"}, streaming=True)
+                                "transactionCheckImmunitySeconds": str(immunity_s)},
+                               streaming=True)
     schema = StructType([StructField("body", BinaryType()),
                          StructField("keys", ArrayType(StringType()))])
+    ids = range(first, first + rows)
     batch = pa.RecordBatch.from_pydict(
-        {"body": [f"r{i}".encode() for i in range(200)], "keys": [[f"k{i}"] for i in range(200)]})
+        {"body": [f"r{i}".encode() for i in ids], "keys": [[f"k{i}"] for i in ids]})
     return _Sink(opts, plan_columns(schema, opts)), [batch]
 
 
@@ -129,6 +133,38 @@ def test_a_replayed_batch_sends_nothing_and_stray_halves_are_rolled_back(spark, 
             time.sleep(0.5)
     got = consume_all(namesrv, topic)
     assert len(got) == 200 and len({m.msg_id for m in got}) == 200
+
+
+def test_a_driver_retry_after_a_partial_commit_delivers_every_row_once(spark, namesrv):
+    """The driver died in commit() after writing the marker and committing a third of the halves;
+    Spark runs commit() of the batch again in a new driver (a fresh writer), twice. Each row is
+    delivered once: the retry ends the listed halves through the SDK's end_transaction, and the
+    brokers answer the already committed ones without a second delivery. The brokers' checks
+    stay out of it (a long immunity), so the retry is what commits the rest."""
+    topic = new_topic(namesrv, "SinkRetry", queues=2)
+    tasks = [_sink(namesrv, topic, immunity_s=600, first=200 * p) for p in range(2)]
+    parts = [sink.write(iter(batches), "query-d", 7, f"{p}.0")
+             for p, (sink, batches) in enumerate(tasks)]
+    halves = sorted(h for m in parts for h in m.halves)
+    assert len(halves) == 400
+    opts = tasks[0][0].opts
+    with Session(namesrv) as session:  # the first driver, up to its crash
+        session.run(cl.write_marker(session, opts.commit_topic, opts.producer_group, "query-d", 7,
+                                    "token-of-the-dead-driver", halves))
+        early = halves[: len(halves) // 3]
+        assert session.run(cl.end_halves(session, opts.producer_group, opts.commit_topic, early,
+                                         commit=True)) == []
+    retry, _ = _sink(namesrv, topic, immunity_s=600)
+    retry.commit(parts, 7)
+    retry.commit(parts, 7)  # once more: a retry of the retry
+    with Producer("sink-retry-sentinel", namesrv) as producer:  # stored after anything the
+        producer.send(Message(topic, b"sentinel"))               # commits stored
+    consume_all(namesrv, topic, expect=401)
+    got = consume_all(namesrv, topic)  # a second pass: everything before the sentinel is in
+    assert sorted(m.body for m in got) == sorted(
+        [f"r{i}".encode() for i in range(400)] + [b"sentinel"])
+    ids = {h.msg_id for h in halves}
+    assert not [t for t in _pending(namesrv) if t.msg_id in ids]
 
 
 @pytest.mark.parametrize(("columns", "options", "message"), [

@@ -6,7 +6,11 @@ import zlib
 
 import pytest
 
-from orbitmq.client.pull_consumer import build_pull_request, parse_pull_response
+from orbitmq.client.pull_codec import (
+    build_pull_request,
+    parse_pull_response,
+    parse_raw_pull_response,
+)
 from orbitmq.client.results import PullStatus, SendStatus
 from orbitmq.client.send_codec import (
     build_send_request,
@@ -28,7 +32,7 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.message import Message, MessageSysFlag
 from orbitmq.protocol.properties import parse_properties
-from orbitmq.protocol.stored import encode_stored_message
+from orbitmq.protocol.stored import encode_stored_message, iter_stored_messages
 
 MQ = MessageQueue("T", "broker-a", 3)
 UNIQ = "7F00000100012A2B3C4D000000000001"
@@ -248,3 +252,47 @@ def test_pull_failure_raises_and_corruption_is_detected():
     body[body.index(b"abc")] ^= 0xFF  # a flipped body byte: CRC mismatch
     with pytest.raises(RemoteProtocolError):
         parse_pull_response(_pull_response(ResponseCode.SUCCESS, bytes(body)), None)
+
+
+def test_raw_pull_hands_the_body_back_untouched_with_the_tags_to_recheck():
+    body = _stored(10, b"a", "a") + _stored(11, b"b", "b")
+    raw = parse_raw_pull_response(_pull_response(ResponseCode.SUCCESS, memoryview(body)),
+                                  frozenset({"a"}))
+    assert raw.status is PullStatus.FOUND and type(raw.body) is bytes and raw.body == body
+    assert (raw.next_begin_offset, raw.min_offset, raw.max_offset) == (13, 0, 20)
+    assert raw.tags == {"a"} and not raw.removed
+    decoded = parse_pull_response(_pull_response(ResponseCode.SUCCESS, body), frozenset({"a"}))
+    assert [m for m in iter_stored_messages(raw.body) if m.tags in raw.tags] == decoded.messages
+    corrupt = bytearray(body)
+    corrupt[corrupt.index(b"a", 60)] ^= 0xFF  # not checked here: the caller's decoder does
+    assert parse_raw_pull_response(_pull_response(ResponseCode.SUCCESS, bytes(corrupt)),
+                                   None).body == bytes(corrupt)
+
+
+def test_raw_pull_statuses_and_the_removed_flag():
+    removing = RemotingCommand(ResponseCode.PULL_RETRY_IMMEDIATELY, flag=1,
+                               remark="MESSAGE_WAS_REMOVING",
+                               ext_fields=_pull_response(0).ext_fields, body=b"ignored")
+    raw = parse_raw_pull_response(removing, None)
+    assert raw.status is PullStatus.NO_MATCHED_MSG and raw.removed and raw.body == b""
+    filtered = parse_raw_pull_response(_pull_response(ResponseCode.PULL_RETRY_IMMEDIATELY), None)
+    assert filtered.status is PullStatus.NO_MATCHED_MSG and not filtered.removed
+    with pytest.raises(BrokerError) as info:
+        parse_raw_pull_response(RemotingCommand(ResponseCode.SUBSCRIPTION_PARSE_FAILED, flag=1),
+                                None)
+    assert info.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+def test_one_pull_builder_for_push_subscriptions_too():
+    from orbitmq.protocol.bodies import SubscriptionData
+
+    sub = SubscriptionData("T", "a > 5", sub_version=77, expression_type="SQL92")
+    h = PullMessageRequestHeader.from_ext_fields(
+        build_pull_request("g", MQ, 4, 32, sub, 15.0, commit_offset=3).ext_fields)
+    assert (h.subscription, h.expression_type, h.sub_version, h.commit_offset) == (
+        "a > 5", "SQL92", 77, 3)
+    assert h.sys_flag == PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND | PullSysFlag.COMMIT_OFFSET
+    plain = PullMessageRequestHeader.from_ext_fields(
+        build_pull_request("g", MQ, 4, 32, "*", None, commit_offset=-1).ext_fields)
+    assert plain.sys_flag == PullSysFlag.SUBSCRIPTION and plain.commit_offset == 0
+    assert plain.expression_type == "TAG" and plain.sub_version == 0

@@ -401,7 +401,7 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
     command stops (Ctrl-C included) and every few seconds meanwhile. A filter the broker refuses
     (an SQL92 one on a broker without enable_property_filter) fails at once and commits nothing.
     """
-    from orbitmq.transport.loop import run
+    from orbitmq.client.loop import run
 
     if expression is not None and sql is not None:
         raise click.UsageError("give --expression (tags) or --sql, not both")

@@ -18,7 +18,7 @@ from orbitmq.cli.common import (
     value_callback,
 )
 
-__all__ = ["topic_group", "parse_perm", "create_on_brokers"]
+__all__ = ["topic_group", "parse_perm"]
 
 ADMIN_TIMEOUT_S = 5.0
 QUEUE_NUMS = click.IntRange(1, 1024)
@@ -43,37 +43,6 @@ _perm_param = value_callback(parse_perm)
 
 def _perm_text(perm: int) -> str:
     return ("r" if perm & 4 else "-") + ("w" if perm & 2 else "-")
-
-
-async def _create_on(addrs: Sequence[str], fields: dict[str, str], timeout: float) -> None:
-    from orbitmq.client.instance import check_response
-    from orbitmq.protocol.codes import RequestCode
-    from orbitmq.protocol.command import RemotingCommand
-    from orbitmq.transport.client import RemotingClient
-
-    client = RemotingClient()
-    try:
-        for addr in addrs:
-            cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, dict(fields))
-            check_response(await client.invoke(addr, cmd, timeout))
-    finally:
-        await client.close()
-
-
-def create_on_brokers(addrs: Sequence[str], topic: str, *, read_queue_nums: int,
-                      write_queue_nums: int, perm: int, order: bool) -> None:
-    """UPDATE_AND_CREATE_TOPIC sent to broker addresses directly.
-
-    The SDK's Admin creates topics per cluster only; RocketMQ's tools also target one broker
-    (``-b``), which this covers until the Admin does.
-    """
-    from orbitmq.client.validation import check_topic
-    from orbitmq.protocol.headers import CreateTopicRequestHeader
-    from orbitmq.transport.loop import run
-
-    header = CreateTopicRequestHeader(check_topic(topic), read_queue_nums=read_queue_nums,
-                                      write_queue_nums=write_queue_nums, perm=perm, order=order)
-    run(_create_on(addrs, header.to_ext_fields(), ADMIN_TIMEOUT_S))
 
 
 def _admin(namesrv: str) -> Any:
@@ -117,11 +86,10 @@ def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence
            **settings: Any) -> None:
     if cluster and broker_addrs:
         raise click.UsageError("give --cluster or --broker-addr, not both")
-    if broker_addrs:
-        create_on_brokers(broker_addrs, topic, **settings)
-        where = ", ".join(broker_addrs)
-    else:
-        with _admin(namesrv) as admin:
+    with _admin(namesrv) as admin:
+        if broker_addrs:
+            where = ", ".join(admin.create_topic_on_brokers(broker_addrs, topic, **settings))
+        else:
             where = ", ".join(admin.create_topic(topic, cluster=cluster, **settings))
     click.echo(f"topic {topic} ({settings['read_queue_nums']} read / "
                f"{settings['write_queue_nums']} write queues, perm {_perm_text(settings['perm'])}"

@@ -1,5 +1,8 @@
 """The OrbitMQ SDK: producers, consumers and the admin client (imports protocol and transport only).
 
+The Spark connector and the ``orbitmq`` CLI are built on it alone: what they need from a broker
+(raw pulls, ending a transaction by its receipt, topic admin by broker address) is SDK API.
+
 Every blocking class has an asyncio twin with the same methods as coroutines; every client is a
 context manager that starts on enter and shuts down on exit.
 """
@@ -25,8 +28,9 @@ from orbitmq.client.rebalance import (
     AllocateConsistentHash,
     AllocateStrategy,
 )
-from orbitmq.client.results import PullResult, PullStatus, SendResult, SendStatus
+from orbitmq.client.results import PullResult, PullStatus, RawPullResult, SendResult, SendStatus
 from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
+from orbitmq.client.transaction_end import HalfMessageRef
 
 __all__ = [
     "Admin",
@@ -57,6 +61,8 @@ __all__ = [
     "SendStatus",
     "PullResult",
     "PullStatus",
+    "RawPullResult",
+    "HalfMessageRef",
     "MessageQueueSelector",
     "select_by_hash",
     "select_random",

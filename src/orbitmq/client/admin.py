@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Self
 
-from orbitmq.client import dead_letters, group_admin
+from orbitmq.client import dead_letters, group_admin, topic_admin
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.admin_models import (
     ConsumerConnection,
@@ -44,7 +44,6 @@ from orbitmq.protocol.bodies import (
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
-    CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -159,19 +158,22 @@ class AsyncAdmin(OpsAdminMixin):
             ClientError: bad name or queue counts, or no broker to create it on.
             BrokerError: a broker refused (the others may have it already: run again).
         """
-        check_topic(topic)
-        if not (1 <= read_queue_nums <= 1024 and 1 <= write_queue_nums <= 1024):
-            raise ClientError("queue counts must be within 1..1024")
+        header = topic_admin.topic_settings(topic, read_queue_nums=read_queue_nums,
+                                            write_queue_nums=write_queue_nums, perm=perm,
+                                            order=order)
         masters = await self._masters(cluster)
         if not masters:
             raise ClientError("no master broker to create the topic on")
-        header = CreateTopicRequestHeader(topic, read_queue_nums=read_queue_nums,
-                                          write_queue_nums=write_queue_nums, perm=perm, order=order)
-        await asyncio.gather(*(self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
-                               for addr in masters.values()))
+        await topic_admin.create_on(self, list(masters.values()), header)
         return sorted(masters)
 
     update_topic = create_topic
+
+    async def create_topic_on_brokers(self, broker_addrs: Sequence[str], topic: str,
+                                      **settings: Any) -> list[str]:
+        """Create or update ``topic`` on the brokers at ``broker_addrs``, with the settings of
+        :meth:`create_topic`; see :func:`orbitmq.client.topic_admin.create_topic_on_brokers`."""
+        return await topic_admin.create_topic_on_brokers(self, broker_addrs, topic, **settings)
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from the masters of ``cluster`` (or those of its route) and from every
@@ -443,6 +445,10 @@ class Admin(BlockingOpsAdminMixin, BlockingClient[AsyncAdmin]):
 
     def update_topic(self, topic: str, **options: Any) -> list[str]:
         return self._call(self._client.update_topic(topic, **options))
+
+    def create_topic_on_brokers(self, broker_addrs: Sequence[str], topic: str,
+                                **settings: Any) -> list[str]:
+        return self._call(self._client.create_topic_on_brokers(broker_addrs, topic, **settings))
 
     def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         return self._call(self._client.delete_topic(topic, cluster=cluster))

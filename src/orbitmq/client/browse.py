@@ -1,14 +1,10 @@
-"""Reading a cluster without changing it: messages by queue offset and by store time, and every
-consumer group's committed offsets of a topic.
+"""Reading a cluster without changing it: messages by store time, and every consumer group's
+committed offsets of a topic.
 
 What a console or a monitoring script needs beside :class:`~orbitmq.client.admin.AsyncAdmin`'s
-calls (which this module uses for routes and addresses). Each function takes a started
-AsyncAdmin; none commits an offset or stores anything:
+calls (which this module uses for routes, queue reads and offsets by time). Each function takes a
+started AsyncAdmin; none commits an offset or stores anything:
 
-- :func:`read_queue`: up to ``limit`` messages of one queue from an offset (pulls under RocketMQ's
-  admin group ``TOOLS_CONSUMER``, which commits nothing).
-- :func:`search_offset`: SEARCH_OFFSET_BY_TIMESTAMP (29), the first queue offset stored at or after
-  a time.
 - :func:`messages_between`: the messages of a topic stored within a time range, oldest first.
 - :func:`committed_offsets`: GET_ALL_CONSUMER_OFFSET (43) of the topic's brokers, group -> queue ->
   offset (the next message the group will consume), so that one can tell which groups consumed a
@@ -21,72 +17,31 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from orbitmq.client import group_admin
+from orbitmq.client.ops_admin import QUEUE_READ_MAX
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_topic
 from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.protocol.bodies import MessageQueue, loads_lenient
 from orbitmq.protocol.codes import RequestCode
-from orbitmq.protocol.headers import (
-    SearchOffsetByTimestampRequestHeader,
-    SearchOffsetByTimestampResponseHeader,
-)
 from orbitmq.protocol.message import MessageExt
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
 
-__all__ = [
-    "read_queue",
-    "search_offset",
-    "messages_between",
-    "committed_offsets",
-    "consumed_by",
-    "READ_LIMIT_MAX",
-]
-
-READ_LIMIT_MAX = 10_000  # messages one read may return: a bound on the memory of one answer
-
+__all__ = ["messages_between", "committed_offsets", "consumed_by"]
 
 def _limit(limit: int) -> int:
-    if not 1 <= limit <= READ_LIMIT_MAX:
-        raise ClientError(f"limit must be within 1..{READ_LIMIT_MAX}, got {limit}")
+    if not 1 <= limit <= QUEUE_READ_MAX:
+        raise ClientError(f"limit must be within 1..{QUEUE_READ_MAX}, got {limit}")
     return limit
 
 
-async def _master_of(admin: AsyncAdmin, mq: MessageQueue) -> str:
-    _route, masters = await admin._route_masters(mq.topic)
-    addr = masters.get(mq.broker_name)
-    if addr is None:
-        raise ClientError(f"topic {mq.topic!r} has no master on broker {mq.broker_name!r}")
-    return addr
-
-
-async def read_queue(admin: AsyncAdmin, mq: MessageQueue, offset: int, limit: int) -> list[MessageExt]:
-    """Up to ``limit`` messages of ``mq`` from queue offset ``offset`` on (from its first message
-    when ``offset`` is below it), in queue order."""
-    if offset < 0:
-        raise ClientError(f"a queue offset is not negative, got {offset}")
-    addr = await _master_of(admin, mq)
-    return await group_admin.read_queue(admin, addr, mq, _limit(limit), start=offset)
-
-
-async def search_offset(admin: AsyncAdmin, mq: MessageQueue, timestamp_ms: int) -> int:
-    """The first queue offset of ``mq`` stored at or after ``timestamp_ms`` (its max offset when
-    none is)."""
-    addr = await _master_of(admin, mq)
-    header = SearchOffsetByTimestampRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
-    resp = await admin._broker(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
-    return SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
-
-
-async def _queue_between(admin: AsyncAdmin, addr: str, mq: MessageQueue, begin_ms: int,
-                         end_ms: int, limit: int) -> list[MessageExt]:
-    header = SearchOffsetByTimestampRequestHeader(mq.topic, mq.queue_id, begin_ms)
-    resp = await admin._broker(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
-    offset = SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
+async def _queue_between(admin: AsyncAdmin, mq: MessageQueue, begin_ms: int, end_ms: int,
+                         limit: int) -> list[MessageExt]:
+    offset = await admin.queue_offset_at(mq, begin_ms)
     out: list[MessageExt] = []
     while len(out) < limit:
-        batch = await group_admin.read_queue(admin, addr, mq, group_admin.PULL_BATCH, start=offset)
+        batch = await admin.queue_messages(mq, offset, group_admin.PULL_BATCH)
         if not batch:
             break
         for msg in batch:
@@ -94,8 +49,6 @@ async def _queue_between(admin: AsyncAdmin, addr: str, mq: MessageQueue, begin_m
                 return out
             if msg.store_timestamp >= begin_ms:
                 out.append(msg)
-        if batch[-1].queue_offset < offset:  # no progress: the queue moved under us
-            break
         offset = batch[-1].queue_offset + 1
     return out[:limit]
 
@@ -112,7 +65,7 @@ async def messages_between(admin: AsyncAdmin, topic: str, begin_ms: int, end_ms:
     queues = [mq for mq in subscribe_queues_from_route(topic, route)
               if mq.broker_name in masters and (queue_id is None or mq.queue_id == queue_id)]
     found = await asyncio.gather(*(
-        _queue_between(admin, masters[mq.broker_name], mq, begin_ms, end_ms, limit)
+        _queue_between(admin, mq, begin_ms, end_ms, limit)
         for mq in queues))
     merged = sorted((m for batch in found for m in batch),
                     key=lambda m: (m.store_timestamp, m.commit_log_offset))

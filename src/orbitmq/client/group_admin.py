@@ -22,19 +22,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from orbitmq.client.instance import check_response
+from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
+from orbitmq.client.results import PullStatus
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_group
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError, RemoteProtocolError
 from orbitmq.protocol.bodies import MessageQueue, loads_lenient
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import (
-    GetConsumerRunningInfoRequestHeader,
-    PullMessageRequestHeader,
-    PullSysFlag,
-)
+from orbitmq.protocol.headers import GetConsumerRunningInfoRequestHeader
 from orbitmq.protocol.message import MessageExt, PropertyKey
-from orbitmq.protocol.stored import iter_stored_messages
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
@@ -169,8 +166,6 @@ def running_info_queues(body: bytes | memoryview) -> list[MessageQueue]:
 # -- operations (over AsyncAdmin's connections) -------------------------------------------------
 PULL_BATCH = 32
 PULLS_PER_QUEUE_MAX = 10_000  # a bound on one queue's read: 320,000 dead letters
-_PULL_ANSWERS = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
-                 ResponseCode.PULL_RETRY_IMMEDIATELY)
 
 
 async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any]) -> list[str]:
@@ -194,15 +189,12 @@ async def read_queue(admin: AsyncAdmin, addr: str, mq: MessageQueue, limit: int,
     offset = start
     out: list[MessageExt] = []
     for _ in range(PULLS_PER_QUEUE_MAX):
-        header = PullMessageRequestHeader(
-            consumer_group=TOOLS_CONSUMER_GROUP, topic=mq.topic, queue_id=mq.queue_id,
-            queue_offset=offset, max_msg_nums=PULL_BATCH, sys_flag=int(PullSysFlag.SUBSCRIPTION),
-            commit_offset=0, suspend_timeout_millis=0, subscription="*")
-        resp = await admin._broker(addr, RequestCode.PULL_MESSAGE, header, ok=_PULL_ANSWERS)
-        if resp.code == ResponseCode.SUCCESS and resp.body:
-            out.extend(iter_stored_messages(bytes(resp.body), decompress=True))
-        nxt = int(resp.ext_fields.get("nextBeginOffset", offset))
-        if resp.code == ResponseCode.PULL_NOT_FOUND or nxt <= offset or len(out) >= limit:
+        cmd = build_pull_request(TOOLS_CONSUMER_GROUP, mq, offset, PULL_BATCH, "*", None)
+        result = parse_pull_response(
+            await admin._instance.remoting.invoke(addr, cmd, admin.timeout), None)
+        out.extend(result.messages)
+        nxt = result.next_begin_offset
+        if result.status is PullStatus.NO_NEW_MSG or nxt <= offset or len(out) >= limit:
             break
         offset = nxt
     return out[:limit]

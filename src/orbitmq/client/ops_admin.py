@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from orbitmq.client.group_admin import read_queue
 from orbitmq.client.instance import check_response
@@ -57,6 +57,8 @@ from orbitmq.protocol.properties_text import format_properties_text, parse_prope
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.instance import ClientInstance
+    from orbitmq.protocol.bodies import ClusterInfo, TopicRouteData
 
 __all__ = ["OpsAdminMixin", "BlockingOpsAdminMixin", "QUEUE_READ_MAX"]
 
@@ -72,8 +74,16 @@ def _text(value: object) -> str:
 class OpsAdminMixin:
     """Operations coroutines of AsyncAdmin (see the module docstring)."""
 
+    if TYPE_CHECKING:  # what the mixin uses of AsyncAdmin
+        timeout: float
+        _instance: ClientInstance
+
+        async def _masters(self, cluster: str | None) -> dict[str, str]: ...
+        async def _route_masters(self, topic: str) -> tuple[TopicRouteData, dict[str, str]]: ...
+        async def cluster_info(self) -> ClusterInfo: ...
+
     # -- plumbing ----------------------------------------------------------------------------
-    async def broker_address(self: AsyncAdmin, broker: str) -> str:
+    async def broker_address(self, broker: str) -> str:
         """``broker`` as an address: a broker name's master, or ``host:port`` as given.
 
         Raises:
@@ -86,7 +96,7 @@ class OpsAdminMixin:
             raise ClientError(f"no broker named {broker!r} with a master; known: {sorted(masters)}")
         return masters[broker]
 
-    async def _request(self: AsyncAdmin, addr: str, code: int, header: Any = None,
+    async def _request(self, addr: str, code: int, header: Any = None,
                        body: bytes = b"", ok: tuple[int, ...] = (ResponseCode.SUCCESS,)
                        ) -> RemotingCommand:
         fields = header.to_ext_fields() if header is not None else None
@@ -94,7 +104,7 @@ class OpsAdminMixin:
         return check_response(await self._instance.remoting.invoke(addr, cmd, self.timeout), ok)
 
     # -- cluster and brokers -----------------------------------------------------------------
-    async def cluster_brokers(self: AsyncAdmin, cluster: str | None = None) -> list[ClusterBroker]:
+    async def cluster_brokers(self, cluster: str | None = None) -> list[ClusterBroker]:
         """Every broker address of ``cluster`` (of all clusters when None), sorted."""
         info = await self.cluster_info()
         if cluster is not None and cluster not in info.cluster_addr_table:
@@ -110,17 +120,17 @@ class OpsAdminMixin:
                     for bid, addr in bd.broker_addrs.items()]
         return sorted(out, key=lambda b: (b.cluster, b.broker_name, b.broker_id))
 
-    async def broker_runtime_info(self: AsyncAdmin, broker: str) -> dict[str, str]:
+    async def broker_runtime_info(self, broker: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: RocketMQ's runtime keys (``putTps``...), values as text."""
         addr = await self.broker_address(broker)
         return parse_kv_table((await self._request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
 
-    async def broker_config(self: AsyncAdmin, broker: str) -> dict[str, str]:
+    async def broker_config(self, broker: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every setting under RocketMQ's name, as text."""
         addr = await self.broker_address(broker)
         return parse_properties_text((await self._request(addr, RequestCode.GET_BROKER_CONFIG)).body)
 
-    async def update_broker_config(self: AsyncAdmin, broker: str,
+    async def update_broker_config(self, broker: str,
                                    settings: Mapping[str, object]) -> None:
         """UPDATE_BROKER_CONFIG: change runtime settings (RocketMQ's or OrbitMQ's names; ratios
         under RocketMQ's names are percentages). The broker keeps them across restarts.
@@ -135,7 +145,7 @@ class OpsAdminMixin:
         body = format_properties_text({k: _text(v) for k, v in settings.items()})
         await self._request(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
 
-    async def broker_stats(self: AsyncAdmin, broker: str, stats_name: str,
+    async def broker_stats(self, broker: str, stats_name: str,
                            stats_key: str) -> BrokerStatsData:
         """VIEW_BROKER_STATS_DATA: one counter (``TOPIC_PUT_NUMS`` of a topic,
         ``GROUP_GET_NUMS`` of ``topic@group``...) over the last minute, hour and day."""
@@ -144,7 +154,7 @@ class OpsAdminMixin:
                                    ViewBrokerStatsDataRequestHeader(stats_name, stats_key))
         return parse_broker_stats(resp.body)
 
-    async def broker_consume_stats(self: AsyncAdmin, broker: str, *,
+    async def broker_consume_stats(self, broker: str, *,
                                    order_only: bool = False) -> BrokerConsumeStats:
         """GET_BROKER_CONSUME_STATS: every group's progress on every topic of one broker."""
         addr = await self.broker_address(broker)
@@ -152,7 +162,7 @@ class OpsAdminMixin:
                                    GetConsumeStatsInBrokerHeader(order_only))
         return parse_broker_consume_stats(resp.body)
 
-    async def topics_by_cluster(self: AsyncAdmin, cluster: str) -> list[str]:
+    async def topics_by_cluster(self, cluster: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (a name server): topics with queues in ``cluster``."""
         fields = GetTopicsByClusterRequestHeader(cluster).to_ext_fields()
         resp = check_response(await self._instance.invoke_namesrv(
@@ -160,7 +170,7 @@ class OpsAdminMixin:
         return sorted(TopicList.from_json(resp.body).topic_list)
 
     # -- clients and groups ------------------------------------------------------------------
-    async def producer_connections(self: AsyncAdmin, group: str) -> list[Connection]:
+    async def producer_connections(self, group: str) -> list[Connection]:
         """GET_PRODUCER_CONNECTION_LIST on every master, merged: the group's live producers."""
         masters = await self._masters(None)
         header = GetProducerConnectionListRequestHeader(group)
@@ -171,7 +181,7 @@ class OpsAdminMixin:
                   if r.code == ResponseCode.SUCCESS and r.body for c in parse_connections(r.body)}
         return sorted(merged.values(), key=lambda c: (c.client_id, c.client_addr))
 
-    async def consumer_running_info(self: AsyncAdmin, group: str, client_id: str, *,
+    async def consumer_running_info(self, group: str, client_id: str, *,
                                     jstack: bool = False) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO, asked of the client through a broker it is connected to:
         its ConsumerRunningInfo as parsed JSON (``properties``, ``subscriptionSet``,
@@ -194,7 +204,7 @@ class OpsAdminMixin:
         raise last or BrokerError(ResponseCode.CONSUMER_NOT_ONLINE,
                                   f"client {client_id} of group {group} is not online")
 
-    async def topic_consumer_groups(self: AsyncAdmin, topic: str) -> list[str]:
+    async def topic_consumer_groups(self, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO on the topic's masters: groups subscribing to it or with
         offsets on it."""
         _route, masters = await self._route_masters(check_topic(topic))
@@ -203,7 +213,7 @@ class OpsAdminMixin:
             for a in masters.values()))
         return sorted({g for r in answers for g in parse_group_list(r.body)})
 
-    async def consume_time_span(self: AsyncAdmin, topic: str, group: str) -> list[QueueTimeSpan]:
+    async def consume_time_span(self, topic: str, group: str) -> list[QueueTimeSpan]:
         """QUERY_CONSUME_TIME_SPAN on the topic's masters: per queue, the store times of its
         oldest, newest and last consumed message."""
         _route, masters = await self._route_masters(check_topic(topic))
@@ -213,7 +223,7 @@ class OpsAdminMixin:
         return sorted((s for r in answers for s in parse_time_spans(r.body)),
                       key=lambda s: s.queue)
 
-    async def clone_group_offset(self: AsyncAdmin, src_group: str, dest_group: str, *,
+    async def clone_group_offset(self, src_group: str, dest_group: str, *,
                                  topic: str | None = None, offline: bool = False) -> list[str]:
         """CLONE_GROUP_OFFSET on every master: ``dest_group`` starts where ``src_group`` is.
         Returns the brokers that had offsets to copy.
@@ -236,7 +246,7 @@ class OpsAdminMixin:
             raise ClientError(f"group {src_group} has no committed offsets{where} to clone")
         return cloned
 
-    async def group_config(self: AsyncAdmin, group: str) -> dict[str, dict[str, Any]]:
+    async def group_config(self, group: str) -> dict[str, dict[str, Any]]:
         """The group's SubscriptionGroupConfig on each master that has it (broker name ->
         RocketMQ's fields: ``retryMaxTimes``, ``consumeEnable``...)."""
         check_group(group)
@@ -250,7 +260,7 @@ class OpsAdminMixin:
                 out[name] = table[group]
         return out
 
-    async def delete_group(self: AsyncAdmin, group: str, *, remove_offset: bool = True,
+    async def delete_group(self, group: str, *, remove_offset: bool = True,
                            cluster: str | None = None) -> list[str]:
         """DELETE_SUBSCRIPTIONGROUP on every master (of ``cluster``): the group's settings and,
         with ``remove_offset``, its committed offsets. Returns the broker names."""
@@ -262,7 +272,7 @@ class OpsAdminMixin:
         return sorted(masters)
 
     # -- queues ------------------------------------------------------------------------------
-    async def query_consume_queue(self: AsyncAdmin, topic: str, broker: str, queue_id: int,
+    async def query_consume_queue(self, topic: str, broker: str, queue_id: int,
                                   index: int, count: int = 10, *,
                                   group: str | None = None) -> ConsumeQueueView:
         """QUERY_CONSUME_QUEUE: ``count`` raw entries of one queue from ``index``."""
@@ -273,23 +283,23 @@ class OpsAdminMixin:
         return parse_consume_queue(MessageQueue(topic, name, queue_id), index, resp.body,
                                    resp.remark)
 
-    async def _broker_name_of(self: AsyncAdmin, addr: str) -> str:
+    async def _broker_name_of(self, addr: str) -> str:
         for b in await self.cluster_brokers():
             if b.addr == addr:
                 return b.broker_name
         return addr
 
-    async def queue_messages(self: AsyncAdmin, mq: MessageQueue, start: int = 0,
+    async def queue_messages(self, mq: MessageQueue, start: int = 0,
                              limit: int = 32) -> list[MessageExt]:
         """Up to ``limit`` (at most QUEUE_READ_MAX) messages of one queue from offset ``start``,
         read without committing any offset."""
         if not 1 <= limit <= QUEUE_READ_MAX:
             raise ClientError(f"limit must be within 1..{QUEUE_READ_MAX}")
         addr = await self.broker_address(mq.broker_name)
-        return [m for m in await read_queue(self, addr, mq, limit, start=start)
+        return [m for m in await read_queue(cast("AsyncAdmin", self), addr, mq, limit, start=start)
                 if m.queue_offset >= start]
 
-    async def queue_offset_at(self: AsyncAdmin, mq: MessageQueue, timestamp_ms: int) -> int:
+    async def queue_offset_at(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of one queue stored at or after
         ``timestamp_ms`` (its max offset when none is)."""
         addr = await self.broker_address(mq.broker_name)
@@ -297,7 +307,7 @@ class OpsAdminMixin:
         resp = await self._request(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
         return SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
 
-    async def message_at(self: AsyncAdmin, mq: MessageQueue, offset: int) -> MessageExt:
+    async def message_at(self, mq: MessageQueue, offset: int) -> MessageExt:
         """The message at ``offset`` of one queue (mqadmin's queryMsgByOffset).
 
         Raises:

@@ -21,7 +21,13 @@ from typing import Any, Self
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.message_selector import ExpressionLike, MessageSelector, selector_of
-from orbitmq.client.results import PullResult, PullStatus
+from orbitmq.client.pull_codec import (
+    PULL_BATCH_SIZE_MAX,
+    build_pull_request,
+    parse_pull_response,
+    parse_raw_pull_response,
+)
+from orbitmq.client.results import PullResult, RawPullResult
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError, TopicNotFoundError
@@ -42,83 +48,16 @@ from orbitmq.protocol.headers import (
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    PullSysFlag,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     SearchOffsetByTimestampRequestHeader,
     SearchOffsetByTimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from orbitmq.protocol.stored import iter_stored_messages
 
-__all__ = [
-    "AsyncPullConsumer",
-    "PullConsumer",
-    "build_pull_request",
-    "parse_pull_response",
-]
+__all__ = ["AsyncPullConsumer", "PullConsumer"]
 
 log = logging.getLogger(__name__)
-
-PULL_BATCH_SIZE_MAX = 1024  # RocketMQ caps a pull at 1,024 messages whatever is asked
-
-
-def build_pull_request(
-    group: str,
-    mq: MessageQueue,
-    offset: int,
-    max_nums: int,
-    expression: ExpressionLike,
-    suspend: float | None,
-) -> RemotingCommand:
-    """PULL_MESSAGE for ``mq`` from ``offset``; SUSPEND (long polling) when ``suspend`` seconds
-    are given. The subscription (expression and its type) travels with every request, so the
-    broker needs no heartbeat.
-
-    Raises:
-        ExpressionError: the expression does not parse.
-    """
-    selector = selector_of(expression)
-    sys_flag = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend else 0)
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=mq.topic,
-        queue_id=mq.queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_nums,
-        sys_flag=int(sys_flag),
-        commit_offset=0,
-        suspend_timeout_millis=int((suspend or 0) * 1000),
-        subscription=selector.expression,
-        sub_version=0,
-        expression_type=selector.expression_type.value,
-    )
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
-
-
-def parse_pull_response(resp: RemotingCommand, tags: frozenset[str] | None) -> PullResult:
-    """The PullResult of a broker's answer: messages decoded (CRC checked, bodies inflated) and
-    kept only when their tag is one of ``tags`` (all when None).
-
-    Raises:
-        BrokerError: a failure code (e.g. SUBSCRIPTION_PARSE_FAILED, TOPIC_NOT_EXIST).
-        RemoteProtocolError: a malformed header or body.
-    """
-    status = PullStatus.from_response_code(resp.code)
-    if status is None:
-        check_response(resp)  # raises: SUCCESS would have given a status
-    assert status is not None
-    header = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
-    messages = []
-    if status is PullStatus.FOUND and resp.body:
-        messages = list(iter_stored_messages(resp.body, check_crc=True, decompress=True))
-        if tags is not None:
-            messages = [m for m in messages if m.tags in tags]
-    return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
-                      messages)
-
 
 class AsyncPullConsumer:
     """Pulls messages from queues the caller chooses (asyncio).
@@ -236,6 +175,34 @@ class AsyncPullConsumer:
                 broker without ``enable_property_filter``; ``next_begin_offset`` did not move.
         """
         selector = selector_of(expression)
+        resp = await self._pull(mq, offset, max_nums, selector, timeout, suspend)
+        return parse_pull_response(resp, selector.tags)
+
+    async def pull_raw(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: ExpressionLike = "*",
+        *,
+        timeout: float | None = None,
+        suspend: float | None = None,
+    ) -> RawPullResult:
+        """The same pull as :meth:`pull`, with the messages left undecoded: the response body
+        as the broker sent it, for decoding in bulk (see :class:`RawPullResult`). Nothing is
+        checked or filtered on the client; ``result.tags`` says which tags to keep.
+
+        Raises:
+            as :meth:`pull`.
+        """
+        selector = selector_of(expression)
+        resp = await self._pull(mq, offset, max_nums, selector, timeout, suspend)
+        return parse_raw_pull_response(resp, selector.tags)
+
+    async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, selector: MessageSelector,
+                    timeout: float | None, suspend: float | None) -> RemotingCommand:
+        """Send one PULL_MESSAGE (after checking the arguments) to ``mq``'s broker, a slave
+        too; the answer as it came."""
         self._check_started()
         if offset < 0:
             raise ClientError(f"offset must not be negative, got {offset}")
@@ -245,10 +212,10 @@ class AsyncPullConsumer:
             suspend = None
         self._topics.add(mq.topic)
         cmd = build_pull_request(self.group, mq, offset, max_nums, selector, suspend)
-        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False)
+        addr = (self._instance.broker_addr(mq.broker_name, master_only=False)
+                or await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False))
         wait = (self.pull_timeout if timeout is None else timeout) + (suspend or 0.0)
-        resp = await self._instance.remoting.invoke(addr, cmd, wait)
-        return parse_pull_response(resp, selector.tags)
+        return await self._instance.remoting.invoke(addr, cmd, wait)
 
     # -- committed offsets -------------------------------------------------------------------
     async def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
@@ -373,6 +340,22 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
             expression = selector_of(expression)
         return self._call(self._client.pull(mq, offset, max_nums, expression,
                                             timeout=timeout, suspend=suspend))
+
+    def pull_raw(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        expression: ExpressionLike = "*",
+        *,
+        timeout: float | None = None,
+        suspend: float | None = None,
+    ) -> RawPullResult:
+        """See :meth:`AsyncPullConsumer.pull_raw`."""
+        if not isinstance(expression, MessageSelector):
+            expression = selector_of(expression)
+        return self._call(self._client.pull_raw(mq, offset, max_nums, expression,
+                                                timeout=timeout, suspend=suspend))
 
     def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
         """See :meth:`AsyncPullConsumer.fetch_offset`."""

@@ -33,13 +33,12 @@ from orbitmq.client.consume_types import (
 from orbitmq.client.instance import ClientInstance
 from orbitmq.client.offset_store import OffsetStore, RemoteOffsetStore
 from orbitmq.client.process_queue import ProcessQueue
-from orbitmq.client.pull_consumer import parse_pull_response
+from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.expressions import compile_expression
-from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.protocol.message import MessageExt
 
 __all__ = ["PullService", "PullRequest", "ConsumeService", "build_push_pull_request"]
@@ -73,24 +72,10 @@ def build_push_pull_request(
     commit_offset: int,
 ) -> RemotingCommand:
     """PULL_MESSAGE with long polling and the subscription; COMMIT_OFFSET when
-    ``commit_offset`` > 0 (a clustering consumer's acknowledged progress)."""
-    flags = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
-    if commit_offset > 0:
-        flags |= PullSysFlag.COMMIT_OFFSET
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=mq.topic,
-        queue_id=mq.queue_id,
-        queue_offset=offset,
-        max_msg_nums=cfg.pull_batch_size,
-        sys_flag=int(flags),
-        commit_offset=max(commit_offset, 0),
-        suspend_timeout_millis=int(cfg.pull_suspend_time * 1000),
-        subscription=sub.sub_string,
-        sub_version=sub.sub_version,
-        expression_type=sub.expression_type,
-    )
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    ``commit_offset`` > 0 (a clustering consumer's acknowledged progress). Built by
+    :func:`orbitmq.client.pull_codec.build_pull_request`, as every pull of the SDK."""
+    return build_pull_request(group, mq, offset, cfg.pull_batch_size, sub, cfg.pull_suspend_time,
+                              commit_offset=commit_offset)
 
 
 class PullService:

@@ -15,7 +15,7 @@ from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import MessageExt
 
-__all__ = ["SendStatus", "SendResult", "PullStatus", "PullResult"]
+__all__ = ["SendStatus", "SendResult", "PullStatus", "PullResult", "RawPullResult"]
 
 
 class SendStatus(enum.Enum):
@@ -102,3 +102,44 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = dataclasses.field(default_factory=list)
+
+
+# The remark of an OrbitMQ (and RocketMQ) broker's NO_MATCHED_MSG answer when retention was
+# deleting the messages at the pulled offset: the store's status name.
+_REMOVING_REMARK = "MESSAGE_WAS_REMOVING"
+
+
+@dataclasses.dataclass(slots=True)
+class RawPullResult:
+    """One pull's answer with the messages left as the broker sent them (``pull_raw``).
+
+    Not frozen, unlike :class:`PullResult`: it is made once per pull on the bulk path, where a
+    frozen dataclass's constructor costs ten times as much (2.4 us against 0.26 us here).
+
+    For bulk decoders (Spark's source decodes whole bodies into columns): the body is the
+    back-to-back stored messages of the pull response, untouched; decode it with
+    :mod:`orbitmq.protocol.stored` (``iter_stored_messages`` for MessageExt objects,
+    ``iter_peek`` and ``body_of`` for chosen fields), which checks every message.
+
+    Attributes:
+        status, next_begin_offset, min_offset, max_offset: as in :class:`PullResult`.
+        body: the stored messages (empty unless FOUND). The broker filters by tag *hash*, so a
+            message whose tag merely collides may be in it: keep only tags in ``tags``.
+        tags: the tags the pull's expression selects (None: every message, and SQL92, which
+            the broker evaluates exactly).
+        remark: the broker's reason when it found nothing, as it gave it.
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes = b""
+    tags: frozenset[str] | None = None
+    remark: str = ""
+
+    @property
+    def removed(self) -> bool:
+        """True when retention was deleting the messages at the pulled offset (NO_MATCHED_MSG
+        with the store's MESSAGE_WAS_REMOVING): they are gone, not filtered out."""
+        return self.status is PullStatus.NO_MATCHED_MSG and self.remark == _REMOVING_REMARK

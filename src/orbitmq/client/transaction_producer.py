@@ -27,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, cast
 
+from orbitmq.client import transaction_end
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.producer import AsyncProducer, Producer
 from orbitmq.client.results import SendResult
@@ -36,6 +37,7 @@ from orbitmq.client.send_codec import (
     parse_send_response,
     prepare_message,
 )
+from orbitmq.client.transaction_end import HalfReceipt
 from orbitmq.client.transaction_state import (
     LocalTransactionState,
     TransactionListener,
@@ -56,9 +58,8 @@ from orbitmq.errors import (
 )
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
-from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.transport.connection import RemotingConnection
 
@@ -152,7 +153,7 @@ class AsyncTransactionProducer(AsyncProducer):
             tx.local_done(state, error)
         else:
             tx.local_done(LocalTransactionState.ROLLBACK, None)
-        await self.end_transaction(tx)
+        await self._end_tracked(tx)
         return tx.result()
 
     async def send_half(self, msg: Message, *, timeout: float | None = None) -> TransactionTracker:
@@ -215,27 +216,56 @@ class AsyncTransactionProducer(AsyncProducer):
         assert last is not None
         raise last
 
-    async def end_transaction(self, tx: TransactionTracker) -> None:
-        """Phase two: END_TRANSACTION (oneway) to the broker that stored the half message. A
-        failure is logged, not raised: the broker's check resolves the transaction."""
+    async def end_transaction(self, result: HalfReceipt, state: LocalTransactionState, *,
+                              timeout: float | None = None) -> None:
+        """Commit (``LocalTransactionState.COMMIT``) or roll back (``ROLLBACK``) the transaction
+        whose half message ``result`` is the receipt of, and wait for the broker's answer.
+
+        ``result`` is the SendResult of :meth:`send_half` (``tracker.send_result``), the
+        TransactionSendResult of :meth:`send_in_transaction`, or the
+        :class:`~orbitmq.client.transaction_end.HalfMessageRef` read from either: a transaction
+        left UNKNOWN can be decided later, by any producer of this group (in another process
+        too), from its receipt.
+        Ending a transaction again with the same verdict answers success and delivers nothing
+        twice, so a caller that does not know whether its last attempt arrived simply repeats it.
+        Transient refusals (SERVICE_NOT_AVAILABLE, SYSTEM_BUSY, FLUSH_DISK_TIMEOUT) and lost
+        connections are tried again, ``retry_times_when_send_failed`` times.
+
+        Args:
+            timeout: seconds for each attempt (default ``send_timeout``).
+
+        Raises:
+            ClientError: ``state`` is UNKNOWN, ``result`` is no receipt, or not started.
+            BrokerError: the broker refused: TRANSACTION_FAILED when the transaction already
+                ended the other way (or was discarded after its checks), SYSTEM_ERROR when no
+                half message of this group lies where the receipt says.
+            TimeoutError, ConnectionClosedError: no answer after the last attempt.
+        """
+        self._check_started()
+        await transaction_end.end_transaction(
+            self._instance, self.group, result, state,
+            timeout=self.send_timeout if timeout is None else timeout,
+            attempts=1 + self.retry_times_when_send_failed)
+
+    async def _end_tracked(self, tx: TransactionTracker) -> None:
+        """Phase two of :meth:`send_in_transaction`: END_TRANSACTION (oneway) to the broker that
+        stored the half message. A failure is logged, not raised: the broker's check resolves
+        the transaction."""
         sent = tx.send_result
         assert sent is not None and tx.local_state is not None
         tx.advance(TransactionPhase.ENDED)
         try:
-            commit_log_offset = decode_offset_msg_id(sent.offset_msg_id)[2]
-            addr = await self._instance.find_broker_addr(sent.queue.broker_name, sent.queue.topic)
-        except (OrbitMQError, RemoteProtocolError) as e:
+            ref = transaction_end.HalfMessageRef.of(sent)
+        except ClientError as e:
             log.warning("END_TRANSACTION not sent msg=%s: %s; the broker will check", sent.msg_id, e)
             return
-        header = EndTransactionRequestHeader(
-            producer_group=self.group, tran_state_table_offset=sent.queue_offset,
-            commit_log_offset=commit_log_offset, commit_or_rollback=tx.local_state.commit_or_rollback,
-            msg_id=sent.msg_id, from_transaction_check=False,
-            transaction_id=sent.transaction_id or sent.msg_id,
-        )
-        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
-        if tx.error is not None:
-            cmd.remark = f"executeLocalTransactionBranch exception: {tx.error!r}"
+        addr = await transaction_end.half_message_addr(self._instance, ref)
+        remark = (None if tx.error is None
+                  else f"executeLocalTransactionBranch exception: {tx.error!r}")
+        cmd = transaction_end.build_end_transaction_request(
+            self.group, tx.local_state, commit_log_offset=ref.commit_log_offset,
+            half_queue_offset=ref.half_queue_offset, msg_id=ref.msg_id,
+            transaction_id=ref.transaction_id, remark=remark)
         try:
             await self._send_end_transaction(addr, cmd)
         except OrbitMQError as e:
@@ -273,15 +303,11 @@ class AsyncTransactionProducer(AsyncProducer):
         state, error = await self._call_listener(self.listener.check_local_transaction, msg,
                                                  off_loop=True)
         log.info("transaction check answered %s msg=%s from=%s", state.name, msg.msg_id, conn.peer)
-        header = EndTransactionRequestHeader(
-            producer_group=self.group, tran_state_table_offset=h.tran_state_table_offset,
-            commit_log_offset=h.commit_log_offset, commit_or_rollback=state.commit_or_rollback,
-            msg_id=h.msg_id or msg.msg_id, from_transaction_check=True,
-            transaction_id=h.transaction_id or msg.uniq_key,
-        )
-        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
-        if error is not None:
-            cmd.remark = f"checkLocalTransaction exception: {error!r}"
+        remark = None if error is None else f"checkLocalTransaction exception: {error!r}"
+        cmd = transaction_end.build_end_transaction_request(
+            self.group, state, commit_log_offset=h.commit_log_offset,
+            half_queue_offset=h.tran_state_table_offset, msg_id=h.msg_id or msg.msg_id,
+            transaction_id=h.transaction_id or msg.uniq_key, from_check=True, remark=remark)
         try:
             conn.invoke_oneway(cmd)
         except ConnectionClosedError:
@@ -348,8 +374,13 @@ class TransactionProducer(Producer):
             tx.local_done(state, error)
         else:
             tx.local_done(LocalTransactionState.ROLLBACK, None)
-        self._call(self._tx.end_transaction(tx))
+        self._call(self._tx._end_tracked(tx))
         return tx.result()
+
+    def end_transaction(self, result: HalfReceipt, state: LocalTransactionState, *,
+                        timeout: float | None = None) -> None:
+        """See :meth:`AsyncTransactionProducer.end_transaction`."""
+        self._call(self._tx.end_transaction(result, state, timeout=timeout))
 
     def _run_local(self, msg: Message | None, arg: object) -> tuple[LocalTransactionState,
                                                                     BaseException | None]:

@@ -62,8 +62,7 @@ async def _search(st: ConsoleState, by: str, q: Any) -> list[MessageExt]:
         mq = await _queue_of(st, topic, forms.text(q, "broker", required=False),
                              forms.integer(q, "queue_id", 0, QUEUE_ID_MAX))
         count = forms.integer(q, "count", 1, rows_max, default=min(32, rows_max))
-        return await browse.read_queue(st.admin, mq, forms.integer(q, "offset", 0, OFFSET_MAX),
-                                       count)
+        return await st.admin.queue_messages(mq, forms.integer(q, "offset", 0, OFFSET_MAX), count)
     end = forms.utc_ms(q, "end", default=int(time.time() * 1000))
     assert end is not None
     begin = forms.utc_ms(q, "begin", default=end - DAY_MS)

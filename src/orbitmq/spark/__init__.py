@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register", "OptionError", "DataLossError", "SinkTransactionListener"]
+__all__ = ["register", "OptionError", "DataLossError", "CommitError", "SinkSchemaError",
+           "SparkError", "SinkTransactionListener"]
+
+# The connector's errors live in orbitmq.errors (all are OrbitMQError); their names here:
+_ERRORS = {
+    "SparkError": "SparkError",
+    "OptionError": "SparkOptionError",
+    "SinkSchemaError": "SparkSchemaError",
+    "DataLossError": "SparkDataLossError",
+    "CommitError": "SparkCommitError",
+}
 
 
 def register(spark: SparkSession) -> None:
@@ -27,14 +37,10 @@ def register(spark: SparkSession) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "OptionError":
-        from orbitmq.spark.options import OptionError
+    if name in _ERRORS:
+        import orbitmq.errors
 
-        return OptionError
-    if name == "DataLossError":
-        from orbitmq.spark.fetch import DataLossError
-
-        return DataLossError
+        return getattr(orbitmq.errors, _ERRORS[name])
     if name == "SinkTransactionListener":
         from orbitmq.spark.commit_log import SinkTransactionListener
 

@@ -22,7 +22,17 @@ import logging
 import threading
 import time
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from orbitmq.client.loop import new_event_loop
+from orbitmq.errors import ClientError
+
+if TYPE_CHECKING:
+    from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.producer import AsyncProducer
+    from orbitmq.client.pull_consumer import AsyncPullConsumer
+    from orbitmq.client.transaction_producer import AsyncTransactionProducer
+    from orbitmq.client.transaction_state import TransactionListener
 
 __all__ = ["Session", "executor_session", "close_executor_sessions", "IDLE_CLOSE_S"]
 
@@ -32,14 +42,6 @@ T = TypeVar("T")
 IDLE_CLOSE_S = 30.0
 CALL_TIMEOUT_S = 120.0
 _SHUTDOWN_TIMEOUT_S = 10.0
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 class Session:
@@ -52,7 +54,7 @@ class Session:
 
     def __init__(self, namesrv: str) -> None:
         self.namesrv = namesrv
-        self._loop = _new_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="orbitmq-spark-loop")
         self._thread.start()
@@ -66,7 +68,7 @@ class Session:
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if self._closed:
             coro.close()
-            raise RuntimeError("orbitmq spark session is closed")
+            raise ClientError("orbitmq spark session is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
@@ -83,28 +85,36 @@ class Session:
                 self._clients[(kind, name)] = client
             return client
 
-    async def admin(self) -> Any:
+    async def admin(self) -> AsyncAdmin:
         from orbitmq.client.admin import AsyncAdmin
 
-        return await self._client("admin", "", lambda: AsyncAdmin(self.namesrv))
+        admin: AsyncAdmin = await self._client("admin", "", lambda: AsyncAdmin(self.namesrv))
+        return admin
 
-    async def puller(self, group: str) -> Any:
+    async def puller(self, group: str) -> AsyncPullConsumer:
         from orbitmq.client.pull_consumer import AsyncPullConsumer
 
-        return await self._client("pull", group, lambda: AsyncPullConsumer(
+        puller: AsyncPullConsumer = await self._client("pull", group, lambda: AsyncPullConsumer(
             group, self.namesrv, persist_consumer_offset_interval=3600.0))
+        return puller
 
-    async def producer(self, group: str, send_timeout_s: float = 10.0) -> Any:
+    async def producer(self, group: str, send_timeout_s: float = 10.0) -> AsyncProducer:
         from orbitmq.client.producer import AsyncProducer
 
-        return await self._client("produce", group, lambda: AsyncProducer(
+        producer: AsyncProducer = await self._client("produce", group, lambda: AsyncProducer(
             group, self.namesrv, send_timeout=send_timeout_s))
+        return producer
 
-    async def tx_producer(self, group: str, listener: Any, send_timeout_s: float = 10.0) -> Any:
+    async def tx_producer(self, group: str, listener: TransactionListener,
+                          send_timeout_s: float = 10.0) -> AsyncTransactionProducer:
+        """The transactional producer of ``group`` (created with ``listener`` on first use; later
+        calls get the same producer whatever they pass)."""
         from orbitmq.client.transaction_producer import AsyncTransactionProducer
 
-        return await self._client("tx", group, lambda: AsyncTransactionProducer(
-            group, self.namesrv, listener=listener, send_timeout=send_timeout_s))
+        producer: AsyncTransactionProducer = await self._client(
+            "tx", group, lambda: AsyncTransactionProducer(
+                group, self.namesrv, listener=listener, send_timeout=send_timeout_s))
+        return producer
 
     # -- closing -------------------------------------------------------------------------------
     async def _shutdown_clients(self) -> None:

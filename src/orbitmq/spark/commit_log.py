@@ -1,5 +1,6 @@
-"""The exactly-once sink's commit protocol: commit markers kept on the broker, END_TRANSACTION for
-half messages, and the answer to the brokers' transaction checks (docs/spark.md explains it).
+"""The exactly-once sink's commit protocol: commit markers kept on the broker, ending the half
+messages (the SDK's ``end_transaction`` by receipt), and the answer to the brokers' transaction
+checks (docs/spark.md explains it).
 
 A *commit marker* records that batch ``batch_id`` of query ``query_id`` is committed and lists the
 half messages that make up its output. It is an ordinary message of the commit topic whose key is
@@ -23,13 +24,10 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 
-from orbitmq.client.producer import AsyncProducer
+from orbitmq.client.transaction_end import HalfMessageRef
 from orbitmq.client.transaction_state import LocalTransactionState, TransactionListener
-from orbitmq.errors import BrokerError, OrbitMQError
-from orbitmq.protocol.codes import RequestCode, ResponseCode
-from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import EndTransactionRequestHeader
-from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag
+from orbitmq.errors import OrbitMQError, SparkCommitError, TopicNotFoundError
+from orbitmq.protocol.message import Message, MessageExt
 from orbitmq.spark.clients import Session
 
 __all__ = [
@@ -54,16 +52,10 @@ TXN_PROPERTY = "ORBITMQ_SPARK_TXN"  # on every half message: "query:batch:run:pa
 MARKER_PART_HALVES_MAX = 20_000  # halves listed per marker message (~1.5 MB of JSON, deflated)
 MARKER_PARTS_MAX = 64  # QUERY_MESSAGE answers at most 64 messages per broker
 END_IN_FLIGHT_MAX = 64
-END_ATTEMPTS_MAX = 3
+END_TIMEOUT_S = 10.0  # per END_TRANSACTION attempt (the SDK tries 3 times on transient refusals)
 MARKER_CACHE_MAX = 256
-_COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT_TYPE)
-_ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
-_TRANSIENT = (ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.FLUSH_DISK_TIMEOUT,
-              ResponseCode.SYSTEM_BUSY)
 
-
-class CommitError(RuntimeError):
-    """Half messages of a committed batch could not be committed (the query must stop)."""
+CommitError = SparkCommitError  # the name the connector's users know
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
@@ -76,6 +68,17 @@ class HalfRef:
     msg_id: str  # the UNIQ_KEY, stable over the broker's re-stored check copies
     topic: str  # the real topic (to find the broker's address through its route)
     broker_addr: str  # where it was stored (used when the route no longer names the broker)
+
+    @classmethod
+    def of(cls, ref: HalfMessageRef) -> HalfRef:
+        """The HalfRef of the SDK's reference of a half message (read from its SendResult)."""
+        return cls(ref.broker_name, ref.commit_log_offset, ref.half_queue_offset, ref.msg_id,
+                   ref.topic, ref.store_addr)
+
+    def ref(self) -> HalfMessageRef:
+        """What the SDK's ``end_transaction`` takes (the transaction id is the UNIQ_KEY)."""
+        return HalfMessageRef(self.broker_name, self.topic, self.commit_log_offset,
+                              self.queue_offset, self.msg_id, self.msg_id, self.broker_addr)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,10 +135,8 @@ async def _query(session: Session, topic: str, key: str) -> list[MessageExt]:
     admin = await session.admin()
     try:
         return await admin.query_messages(topic, key, max_num=MARKER_PARTS_MAX)
-    except BrokerError as e:
-        if e.code == ResponseCode.TOPIC_NOT_EXIST:
-            return []
-        raise
+    except TopicNotFoundError:
+        return []
 
 
 def _decode_marker(parts: Sequence[MessageExt]) -> Marker | None:
@@ -197,50 +198,31 @@ async def aborted(session: Session, topic: str, query_id: str, batch_id: int, ru
     return bool(await _query(session, topic, abort_key(query_id, batch_id, run)))
 
 
-async def end_halves(session: Session, group: str, halves: Iterable[HalfRef], *,
-                     commit: bool) -> list[str]:
-    """END_TRANSACTION (two-way, so the answer is known) for every half; returns the failures.
+async def end_halves(session: Session, group: str, commit_topic: str,
+                     halves: Iterable[HalfRef], *, commit: bool) -> list[str]:
+    """Commit or roll back every half, through the SDK's ``end_transaction`` (two-way, so the
+    answer is known, transient refusals tried again); returns the failures.
 
     Committing an already committed half answers SUCCESS without a second delivery (the broker's
-    rule), so this may be repeated after a crash; transient refusals are retried.
+    rule), so this may be repeated after a crash. The producer doing it belongs to the sink's
+    group (the group of the halves, which the broker checks) and answers the brokers' checks
+    from the markers, as the executors' producers do.
     """
-    producer = await session.producer(f"{group}-commit")
+    listener = SinkTransactionListener(session, commit_topic)
+    producer = await session.tx_producer(group, listener, END_TIMEOUT_S)
+    state = LocalTransactionState.COMMIT if commit else LocalTransactionState.ROLLBACK
     gate = asyncio.Semaphore(END_IN_FLIGHT_MAX)
 
     async def one(h: HalfRef) -> str | None:
         async with gate:
-            return await _end_one(producer, group, h, _COMMIT if commit else _ROLLBACK)
+            try:
+                await producer.end_transaction(h.ref(), state, timeout=END_TIMEOUT_S)
+            except OrbitMQError as e:
+                return f"msg {h.msg_id} on {h.broker_name} at {h.commit_log_offset}: {e}"
+            return None
 
     results = await asyncio.gather(*(one(h) for h in halves))
     return [r for r in results if r is not None]
-
-
-async def _end_one(producer: AsyncProducer, group: str, h: HalfRef, verdict: int) -> str | None:
-    instance = producer.instance
-    header = EndTransactionRequestHeader(
-        producer_group=group, tran_state_table_offset=h.queue_offset,
-        commit_log_offset=h.commit_log_offset, commit_or_rollback=verdict, msg_id=h.msg_id,
-        from_transaction_check=False, transaction_id=h.msg_id)
-    problem = "not sent"
-    for attempt in range(END_ATTEMPTS_MAX):
-        try:
-            addr = instance.broker_addr(h.broker_name) or await instance.find_broker_addr(
-                h.broker_name, h.topic)
-        except OrbitMQError:
-            addr = h.broker_addr
-        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext_fields())
-        try:
-            resp = await instance.remoting.invoke(addr, cmd, 10.0)
-        except OrbitMQError as e:
-            problem = f"{e!r}"
-        else:
-            if resp.code == ResponseCode.SUCCESS:
-                return None
-            problem = f"code {resp.code}: {resp.remark}"
-            if resp.code not in _TRANSIENT:
-                break
-        await asyncio.sleep(0.2 * (attempt + 1))
-    return f"msg {h.msg_id} on {h.broker_name} at {h.commit_log_offset}: {problem}"
 
 
 class SinkTransactionListener(TransactionListener):

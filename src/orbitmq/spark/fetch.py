@@ -23,13 +23,9 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from orbitmq.client.instance import check_response
-from orbitmq.client.pull_consumer import build_pull_request
-from orbitmq.errors import ClientError
+from orbitmq.client.results import PullStatus, RawPullResult
+from orbitmq.errors import ClientError, RemoteProtocolError, SparkDataLossError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
-from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import PullMessageResponseHeader
 from orbitmq.spark.clients import Session, executor_session
 from orbitmq.spark.decode import Columns, decode_into
 from orbitmq.spark.offsets import QueueRange
@@ -45,11 +41,8 @@ log = logging.getLogger(__name__)
 WINDOW_OFFSETS = 4096
 WINDOWS_IN_FLIGHT = 4
 PULL_NUMS_MAX = 1024
-_REMOVING = "MESSAGE_WAS_REMOVING"
 
-
-class DataLossError(RuntimeError):
-    """Messages a query must read are no longer stored (retention, a deleted topic or queue)."""
+DataLossError = SparkDataLossError  # the name the connector's users know
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,51 +72,49 @@ def data_loss_message(rng: QueueRange, gap: Gap) -> str:
 
 async def fetch_window(session: Session, opts: ReadOptions, rng: QueueRange,
                        start: int, end: int) -> Window:
-    """Pull offsets [start, end) of ``rng``'s queue (see the module docstring)."""
+    """Pull offsets [start, end) of ``rng``'s queue (see the module docstring) with the SDK's
+    raw pulls: the bodies stay undecoded for :func:`~orbitmq.spark.decode.decode_into`."""
     win = Window(start, end)
     puller = await session.puller(opts.consumer_group)
     mq = MessageQueue(rng.topic, rng.broker_name, rng.queue_id)
     try:
-        addr = await puller.instance.find_broker_addr(rng.broker_name, rng.topic, master_only=False)
+        await puller.instance.find_broker_addr(rng.broker_name, rng.topic, master_only=False)
     except ClientError:
         win.gaps.append(Gap(start, end, "the queue is no longer in the topic's route"))
         return win
     timeout = opts.pull_timeout_ms / 1000
+    selector = opts.selector
     off = start
     while off < end:
-        cmd = build_pull_request(opts.consumer_group, mq, off, min(PULL_NUMS_MAX, end - off),
-                                 opts.selector, None)
-        resp = await puller.instance.remoting.invoke(addr, cmd, timeout)
-        off = _step(win, resp, off, end)
+        try:
+            result = await puller.pull_raw(mq, off, min(PULL_NUMS_MAX, end - off), selector,
+                                           timeout=timeout)
+        except TopicNotFoundError:
+            win.gaps.append(Gap(off, end, "the topic was deleted"))
+            return win
+        off = _step(win, result, off, end)
     return win
 
 
-def _step(win: Window, resp: RemotingCommand, off: int, end: int) -> int:
+def _step(win: Window, result: RawPullResult, off: int, end: int) -> int:
     """Handle one pull answer; returns the next offset to pull (``end`` to stop)."""
-    code, remark = resp.code, resp.remark
-    if code == ResponseCode.TOPIC_NOT_EXIST:
-        win.gaps.append(Gap(off, end, "the topic was deleted"))
+    status, nxt = result.status, result.next_begin_offset
+    if status is PullStatus.FOUND:
+        win.bodies.append(result.body)
+    elif status is PullStatus.NO_NEW_MSG:
+        win.gaps.append(Gap(off, end, f"the queue now ends at offset {result.max_offset}"))
         return end
-    if code not in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                    ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND):
-        check_response(resp)  # raises BrokerError
-    h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
-    nxt = h.next_begin_offset
-    if code == ResponseCode.SUCCESS:
-        win.bodies.append(bytes(resp.body))
-    elif code == ResponseCode.PULL_NOT_FOUND:
-        win.gaps.append(Gap(off, end, f"the queue now ends at offset {h.max_offset}"))
+    elif status is PullStatus.OFFSET_ILLEGAL and nxt <= off:
+        win.gaps.append(Gap(off, end, f"the queue now holds offsets [{result.min_offset}, "
+                                      f"{result.max_offset})"))
         return end
-    elif code == ResponseCode.PULL_OFFSET_MOVED and nxt <= off:
-        win.gaps.append(Gap(off, end, f"the queue now holds offsets [{h.min_offset}, "
-                                      f"{h.max_offset})"))
-        return end
-    elif code == ResponseCode.PULL_OFFSET_MOVED or remark == _REMOVING:
-        why = "removed by retention" if remark == _REMOVING else (
-            f"the oldest stored offset is now {h.min_offset}")
+    elif status is PullStatus.OFFSET_ILLEGAL or result.removed:
+        why = "removed by retention" if result.removed else (
+            f"the oldest stored offset is now {result.min_offset}")
         win.gaps.append(Gap(off, min(nxt, end), why))
     if nxt <= off:  # a broker must move on; never spin on the same offset
-        raise RuntimeError(f"broker answered pull at offset {off} with nextBeginOffset {nxt}")
+        raise RemoteProtocolError(f"broker answered a pull at offset {off} with nextBeginOffset "
+                                  f"{nxt}")
     return nxt
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 
 from orbitmq.client.message_selector import MessageSelector
-from orbitmq.errors import ExpressionError
+from orbitmq.errors import ExpressionError, SparkOptionError
 from orbitmq.protocol.expressions import parse_tags
 from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
 
@@ -41,15 +41,7 @@ _DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_
                      "d": 86_400_000, None: 1}
 
 
-class OptionError(ValueError):
-    """An option of the ``orbitmq`` data source is missing, unknown in combination, or malformed.
-
-    The message always starts with the option's name as a user writes it (camelCase).
-    """
-
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"orbitmq option '{option}': {problem}")
-        self.option = option
+OptionError = SparkOptionError  # the name the connector's users know
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,9 +10,8 @@ import logging
 import re
 
 from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS
-from orbitmq.errors import BrokerError
+from orbitmq.errors import TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
-from orbitmq.protocol.codes import ResponseCode
 from orbitmq.spark.clients import Session
 from orbitmq.spark.fetch import DataLossError
 from orbitmq.spark.offsets import (
@@ -69,10 +68,8 @@ async def fetch_bounds(session: Session, topics: list[str]) -> Bounds:
     async def one(topic: str) -> tuple[str, dict[str, QueueBounds] | None]:
         try:
             status = await admin.topic_status(topic)
-        except BrokerError as e:
-            if e.code == ResponseCode.TOPIC_NOT_EXIST:
-                return topic, None
-            raise
+        except TopicNotFoundError:
+            return topic, None
         return topic, {queue_key(s.queue.broker_name, s.queue.queue_id): QueueBounds(
             s.min_offset, s.max_offset) for s in status}
 

@@ -34,6 +34,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from orbitmq.errors import SparkError
 from orbitmq.spark.clients import Session
 from orbitmq.spark.fetch import DataLossError, read_range
 from orbitmq.spark.offsets import (
@@ -186,7 +187,7 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return start
             mx = self.opts.max_offsets_per_trigger
             return rate_limit(start, candidates, mx) if mx is not None else candidates
-        raise ValueError(f"orbitmq: read limit {limit!r} is not supported")
+        raise SparkError(f"orbitmq: read limit {limit!r} is not supported")
 
     # -- reading -------------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:

@@ -21,9 +21,10 @@ from collections.abc import Awaitable, Sequence
 
 from orbitmq.client.results import SendStatus
 from orbitmq.client.selectors import select_by_hash
+from orbitmq.client.transaction_end import HalfMessageRef
+from orbitmq.errors import SparkError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import Message, PropertyKey
-from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.spark.clients import Session
 from orbitmq.spark.commit_log import TXN_PROPERTY, HalfRef, SinkTransactionListener, TxnTag
 from orbitmq.spark.options import WriteOptions
@@ -108,11 +109,9 @@ async def send_halves(session: Session, opts: WriteOptions, outgoing: Sequence[O
         sent = tracker.send_result
         assert sent is not None
         if sent.status is not SendStatus.OK:
-            raise RuntimeError(f"half message {sent.msg_id} stored without a durable receipt: "
-                               f"{sent.status.value}")
-        host, port, commit_log_offset = decode_offset_msg_id(sent.offset_msg_id)
-        return HalfRef(sent.queue.broker_name, commit_log_offset, sent.queue_offset, sent.msg_id,
-                       msg.topic, f"{host}:{port}")
+            raise SparkError(f"orbitmq: half message {sent.msg_id} stored without a durable "
+                             f"receipt: {sent.status.value}")
+        return HalfRef.of(HalfMessageRef.of(sent))
 
     refs = await _bounded([one(o.message) for o in outgoing], HALVES_IN_FLIGHT_MAX)
     return [r for r in refs if isinstance(r, HalfRef)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from orbitmq.errors import SparkSchemaError
 from orbitmq.protocol.message import Message, PropertyKey
 from orbitmq.spark.options import WriteOptions
 
@@ -23,12 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["SinkSchemaError", "ColumnPlan", "plan_columns", "Outgoing", "to_messages"]
 
 
-class SinkSchemaError(ValueError):
-    """The DataFrame given to the sink lacks a column or has one of the wrong type."""
-
-    def __init__(self, column: str, problem: str) -> None:
-        super().__init__(f"orbitmq sink column '{column}': {problem}")
-        self.column = column
+SinkSchemaError = SparkSchemaError  # the name the connector's users know
 
 
 @dataclasses.dataclass(frozen=True)

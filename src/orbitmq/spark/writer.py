@@ -8,8 +8,8 @@ changes either). Exactly-once, per micro-batch (docs/spark.md has the whole argu
    it sends its rows as half messages tagged (query id, batch id, run, partition) and returns
    their references (broker, commit log offset, half queue offset, msg id);
 2. ``commit()`` on the driver writes the marker listing every half (unless one exists), then
-   commits the halves the marker lists with END_TRANSACTION, which a broker answers without a
-   second delivery when repeated;
+   commits the halves the marker lists (the SDK's ``end_transaction`` by receipt), which a
+   broker answers without a second delivery when repeated;
 3. ``abort()`` rolls back the halves no marker lists and records that this run gave the batch up;
    halves nobody committed nor rolled back are settled by the brokers' checks, which
    :class:`~orbitmq.spark.commit_log.SinkTransactionListener` answers from the markers.
@@ -152,12 +152,15 @@ class _Sink:
                 raise cl.CommitError(f"batch {batch_id}: the commit marker just written is not found")
         stray = [h for h in sent if h.msg_id not in marker.msg_ids]
         if stray:  # halves of an attempt that lost to an earlier marker: never to be delivered
-            await cl.end_halves(session, opts.producer_group, stray, commit=False)
+            await cl.end_halves(session, opts.producer_group, opts.commit_topic, stray,
+                                commit=False)
         listed = list(marker.halves)
         first, rest = listed[: len(listed) // 2], listed[len(listed) // 2:]
-        failures = await cl.end_halves(session, opts.producer_group, first, commit=True)
+        failures = await cl.end_halves(session, opts.producer_group, opts.commit_topic, first,
+                                       commit=True)
         _fault_point("half_committed", batch_id)
-        failures += await cl.end_halves(session, opts.producer_group, rest, commit=True)
+        failures += await cl.end_halves(session, opts.producer_group, opts.commit_topic, rest,
+                                        commit=True)
         if failures:
             hint = ("; the brokers discarded them after their transaction checks: the query was "
                     "down longer than transactionCheckImmunitySeconds plus the brokers' check "
@@ -184,7 +187,8 @@ class _Sink:
             marker = await cl.lookup_marker(session, opts.commit_topic, query_id, batch_id)
         keep = marker.msg_ids if marker is not None else frozenset()
         doomed = [h for m in mine for h in m.halves if h.msg_id not in keep]
-        failures = await cl.end_halves(session, opts.producer_group, doomed, commit=False)
+        failures = await cl.end_halves(session, opts.producer_group, opts.commit_topic, doomed,
+                                       commit=False)
         if query_id is not None and marker is None:
             await cl.write_abort_record(session, opts.commit_topic, opts.producer_group,
                                         query_id, batch_id, self.run)
