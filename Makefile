@@ -37,7 +37,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store
+	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker
 	$(VENV)/bin/lint-imports
 
 BENCH_ARGS ?=

@@ -5,6 +5,10 @@ offset space: commit log offset i64 | size i32 | tags code i64. Only the dispatc
 readers take snapshots of the segment list. Retention raises ``min_offset`` when the CommitLog
 segments its first entries point to are gone.
 
+Invariants of ``put`` (asserted): entries are contiguous, entry ``i`` at byte ``i * 20`` and
+written once (a re-dispatch of a stored entry is skipped, a gap filled with blanks first), and the
+queue's max offset grows by exactly one entry per entry written.
+
 Segment files are sparse (see MappedFile): a queue's disk use follows its entries, and every
 entry's page is allocated before it is written, so a full disk makes ``put`` raise
 StoreSpaceError (nothing written, retried by dispatch) instead of killing the broker. Past the
@@ -128,7 +132,9 @@ class ConsumeQueue:
             while current < expected:
                 self._put_raw(0, BLANK_ENTRY_SIZE_FIELD, 0)
                 current += CQ_ENTRY_SIZE
+        assert mfq.max_offset == expected, "entries contiguous: this offset is the next one"
         self._put_raw(phy_offset, size, tags_code)
+        assert mfq.max_offset == expected + CQ_ENTRY_SIZE, "one entry per queue offset, once"
         self.max_phy_end = phy_offset + size
         return True
 
