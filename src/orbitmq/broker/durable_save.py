@@ -162,6 +162,7 @@ class DurableSave:
         self.store = store
         self._put = store.put
         self.conditions: tuple[DurabilityCondition, ...] = tuple(conditions)
+        self._waits = tuple(c.durable_up_to for c in self.conditions)  # bound once: a hot path
         self._wait_max_s = max((c.wait_max_s for c in self.conditions), default=0.0)
         self._groups: dict[tuple[concurrent.futures.Future[bool], ...], _Group] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -213,7 +214,8 @@ class DurableSave:
             return respond(result, *args)
         loop = self._loop or asyncio.get_running_loop()
         end = append.wrote_offset + append.wrote_bytes
-        key = tuple([c.durable_up_to(end) for c in self.conditions])
+        waits = self._waits
+        key = (waits[0](end),) if len(waits) == 1 else tuple([wait(end) for wait in waits])
         group = self._groups.get(key)
         if group is None:
             group = self._new_group(loop, key)

@@ -130,17 +130,17 @@ class ConsumeQueue:
                 self.topic, self.queue_id, current // 20, queue_offset,
             )
             while current < expected:
-                self._put_raw(0, BLANK_ENTRY_SIZE_FIELD, 0)
+                self._put_raw(0, BLANK_ENTRY_SIZE_FIELD, 0, current)
                 current += CQ_ENTRY_SIZE
-        assert mfq.max_offset == expected, "entries contiguous: this offset is the next one"
-        self._put_raw(phy_offset, size, tags_code)
-        assert mfq.max_offset == expected + CQ_ENTRY_SIZE, "one entry per queue offset, once"
+        self._put_raw(phy_offset, size, tags_code, expected)
         self.max_phy_end = phy_offset + size
         return True
 
-    def _put_raw(self, phy_offset: int, size: int, tags_code: int) -> None:
+    def _put_raw(self, phy_offset: int, size: int, tags_code: int, at: int) -> None:
+        """Write the entry whose byte offset in the queue is ``at`` (the next one)."""
         mf = self.mfq.last_file_for_append()
         pos = mf.wrote_position
+        assert mf.file_from_offset + pos == at, "entries contiguous, each offset written once"
         if pos + CQ_ENTRY_SIZE > mf.allocated_to:
             mf.ensure_allocated(pos + CQ_ENTRY_SIZE)
         CQ_ENTRY.pack_into(mf.buf, pos, phy_offset, size, tags_code)

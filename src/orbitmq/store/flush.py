@@ -99,7 +99,8 @@ class GroupCommitService(ServiceThread):
         *,
         periodic: bool = True,
     ) -> None:
-        super().__init__("orbitmq-group-commit", 0.01)
+        # Without periodic rounds the interval is only a backstop for a request nobody woke.
+        super().__init__("orbitmq-group-commit", 0.01 if periodic else 1.0)
         self.commit_log = commit_log
         self.periodic = periodic
         self.gate = gate  # failed syncs: see the module docstring
