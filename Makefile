@@ -38,7 +38,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/client src/orbitmq/spark src/orbitmq/console
+	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console
 	$(VENV)/bin/lint-imports
 
 # The web console's browser tests once more, saving their screenshots into docs/img (which

@@ -61,7 +61,7 @@ def main() -> None:
     store.start()
     try:
         fields = {"msgId": "0" * 32, "queueId": "1", "queueOffset": "12345"}
-        appended = store.put_messages([msg]).append
+        appended = store.put([msg]).append
         assert appended is not None
         rows = [
             ("frame decode (JSON header), per frame", per_call(lambda: dec.feed(frames), n // 48) / 48),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from orbitmq.config import FlushDiskType, StoreConfig
 from orbitmq.store import MessageInner, MessageStore, PutMessageStatus
+from orbitmq.testing.store_put import put_durably
 
 BODY_SIZE = 1024
 BATCH = 32
@@ -95,7 +96,7 @@ def _run_store(
         def writer(queue_id: int) -> None:
             msgs = [MessageInner(m.topic, queue_id, m.body, m.properties) for m in protos]
             for _ in range(per_thread // batch):
-                r = store.put_messages(msgs) if batch > 1 else store.put_message(msgs[0])
+                r = store.put(msgs) if flush is FlushDiskType.ASYNC_FLUSH else put_durably(store, msgs)
                 if r.status is not PutMessageStatus.PUT_OK:
                     errors.append(r.status)
 

@@ -17,6 +17,7 @@ from orbitmq.config import FlushDiskType, StoreConfig
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
 from orbitmq.testing.store_crash_child import CRASH_TOPIC, crash_config, crash_message
+from orbitmq.testing.store_put import put_durably
 
 ROUNDS = 20
 READY_TIMEOUT_S = 60.0
@@ -121,7 +122,7 @@ def test_kill_9_under_sync_flush_keeps_every_acknowledged_message(tmp_path: Path
             _check_every_message_and_tail(store)
             # Appends continue, and what is appended now must survive the next kills too.
             seq = 10_000_000 + round_no
-            result = store.put_message(crash_message(1000 + round_no, seq))
+            result = put_durably(store, [crash_message(1000 + round_no, seq)])
             assert result.status is PutMessageStatus.PUT_OK and result.append is not None
             assert store.wait_dispatched()
             acked.append(
@@ -148,7 +149,7 @@ def _fill(store_dir: str, count: int) -> list[tuple[int, int, int]]:
     placed = []
     with MessageStore(cfg) as store:
         for i in range(count):
-            r = store.put_message(MessageInner("Corrupt", 0, bytes([i % 251]) * 200, {"KEYS": f"c{i}"}))
+            r = store.put([MessageInner("Corrupt", 0, bytes([i % 251]) * 200, {"KEYS": f"c{i}"})])
             assert r.append is not None
             placed.append((i, r.append.queue_offset, r.append.wrote_offset))
     return placed
@@ -199,7 +200,7 @@ def test_corruption_in_the_last_segment_stops_recovery_there(
         gone = store.get_message("g", "Corrupt", 0, victim_qoff + 1, 1)
         assert gone.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
         assert store.query_message("Corrupt", f"c{victim_i + 1}", 4) == []
-        r = store.put_message(MessageInner("Corrupt", 0, b"after", {}))
+        r = store.put([MessageInner("Corrupt", 0, b"after", {})])
         assert r.status is PutMessageStatus.PUT_OK and r.append is not None
         assert r.append.queue_offset == victim_qoff and r.append.wrote_offset == victim_phy
         assert store.wait_dispatched()

@@ -158,7 +158,7 @@ def _store_config(path: Path) -> StoreConfig:
 def _good_then_raw(store: MessageStore, make_bad: Callable[[int], bytes]) -> tuple[int, int]:
     """Append a good message through the store, then the bad bytes right behind it (written into
     the segment as a torn or corrupt append would leave them); (good offset, bad offset)."""
-    put = store.put_message(MessageInner(TOPIC, 0, b"good", {"TAGS": "a"}))
+    put = store.put([MessageInner(TOPIC, 0, b"good", {"TAGS": "a"})])
     assert put.append is not None
     mf = store.commit_log.mfq.last_file()
     assert mf is not None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
+import errno
 import time
 from collections.abc import Iterator
 
@@ -164,19 +164,20 @@ def test_sync_flush_sends_are_acknowledged_after_fsync(tmp_path_factory: pytest.
         assert time.monotonic() - started < 10
         assert h2.broker.store.flushed_physical_offset() >= h2.broker.store.max_physical_offset()
 
-        # A group commit that reports failure: FLUSH_DISK_TIMEOUT, with the stored position.
-        real_put = h2.broker.store.put_encoded  # where every put ends, message objects or not
+        # A sync that fails (EIO) under the group commit: FLUSH_DISK_TIMEOUT, with the position
+        # the message was appended at (the durable-save seam's answer to a failed condition).
+        commit_log = h2.broker.store.commit_log
+        real_flush = commit_log.flush
 
-        def failing_flush(encoded, **options):
-            result = real_put(encoded, **options)
-            failed: concurrent.futures.Future[bool] = concurrent.futures.Future()
-            failed.set_result(False)
-            result.flush_future = failed
-            return result
+        def failing_flush() -> int:
+            raise OSError(errno.EIO, "disk gone (simulated)")
 
-        h2.broker.store.put_encoded = failing_flush  # type: ignore[method-assign]
-        r = h2.send("Durable", b"late")
-        assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT and r.remark
+        commit_log.flush = failing_flush  # type: ignore[method-assign]
+        try:
+            r = h2.send("Durable", b"late")
+        finally:
+            commit_log.flush = real_flush  # type: ignore[method-assign]
+        assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT and r.remark == "flush to disk timed out"
         assert r.ext_fields["queueOffset"] == "20" and r.ext_fields["msgId"]
     finally:
         h2.close()

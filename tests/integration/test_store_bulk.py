@@ -63,12 +63,12 @@ def test_bulk_write_read_restart_and_query(tmp_path: Path) -> None:
                          if (m.topic, m.queue_id) == (first.topic, first.queue_id)]
                 rest = [m for m in (_message(j) for j in range(i, i + 50))
                         if (m.topic, m.queue_id) != (first.topic, first.queue_id)]
-                assert store.put_messages(batch).ok
+                assert store.put(batch).ok
                 for m in rest:
-                    assert store.put_message(m).ok
+                    assert store.put([m]).ok
             else:
                 for j in range(i, i + 50):
-                    assert store.put_message(_message(j)).ok
+                    assert store.put([_message(j)]).ok
         assert store.wait_dispatched(60)
         assert len(store.commit_log.mfq.files) > 10
         assert _read_all(store) == TOTAL

@@ -62,7 +62,7 @@ class DiskFullSimulation(Simulation):
         rng = self.rng
         topic, queue_id = rng.choice(("SimA", "SimB")), rng.randrange(3)
         batch = [self._message(topic, queue_id) for _ in range(rng.choice((1, 1, 3)))]
-        result = store.put_messages(batch, wait_flush=False)
+        result = store.put(batch)
         if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
             assert result.remark, "a refusal says why"
             self.refused += 1
@@ -77,8 +77,7 @@ class DiskFullSimulation(Simulation):
             self.written[phy] = bytes(raw)
             self.where[phy] = (topic, queue_id, result.append.queue_offset + i)
         if self.flush is FlushDiskType.SYNC_FLUSH:
-            assert result.flush_future is not None
-            self.pending.append((offsets, result.flush_future))
+            self.pending.append((offsets, store.durable_up_to(result.append.end_offset)))
             if rng.random() < 0.3:
                 store.group_commit.run_once()
                 self._collect_acks()

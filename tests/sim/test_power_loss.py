@@ -21,6 +21,7 @@ from orbitmq.config import FlushDiskType, StoreConfig
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
 from orbitmq.testing.faulty_files import FaultyFileOps, PowerCut, TearMode
+from orbitmq.testing.store_put import put_durably
 
 SEEDS = 200
 ROUNDS = 3
@@ -74,9 +75,9 @@ class Simulation:
         rng = self.rng
         topic, queue_id = rng.choice(TOPICS), rng.randrange(QUEUES)
         batch = [self._message(topic, queue_id) for _ in range(rng.choice((1, 1, 1, 3, 7)))]
-        # wait_flush=False so that the append is recorded before a flush can cut the power; a
-        # waiting producer is simulated by running the group commit right away.
-        result = store.put_messages(batch, wait_flush=False)
+        # The durability wait is asked for after the append is recorded, so a flush cannot cut
+        # the power first; a waiting producer is simulated by running the group commit now.
+        result = store.put(batch)
         if sum(len(m.body) + 150 for m in batch) > self.cfg.mapped_file_size_commitlog:
             assert result.status is PutMessageStatus.MESSAGE_ILLEGAL  # cannot fit one segment
             return
@@ -92,8 +93,7 @@ class Simulation:
             self.written[phy] = bytes(raw)
             self.where[phy] = (topic, queue_id, qoff + i)
         if self.flush is FlushDiskType.SYNC_FLUSH:
-            assert result.flush_future is not None
-            self.pending.append((offsets, result.flush_future))
+            self.pending.append((offsets, store.durable_up_to(result.append.end_offset)))
             if rng.random() < 0.3:
                 store.group_commit.run_once()
                 self._collect_acks()
@@ -160,7 +160,7 @@ class Simulation:
                     expect += 1
 
     def check_appends_continue(self, store: MessageStore) -> None:
-        result = store.put_message(self._message("SimA", 0), wait_flush=True)
+        result = put_durably(store, [self._message("SimA", 0)])
         assert result.status is PutMessageStatus.PUT_OK
         assert result.append is not None
         store.dispatcher.run_once()

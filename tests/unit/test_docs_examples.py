@@ -22,4 +22,4 @@ def test_store_doc_examples_run(tmp_path):
     codec, store = BLOCK.findall(text)
     assert _run(codec).splitlines() == ["a None", "message property 2 has no name/value separator"]
     out = _run(store.replace("/tmp/orbit-store", str(tmp_path / "store")))
-    assert out.split() == ["PutMessageStatus.PUT_OK", "GetMessageStatus.FOUND", "1"]
+    assert out.split() == ["PutMessageStatus.PUT_OK", "GetMessageStatus.FOUND", "1", "True"]

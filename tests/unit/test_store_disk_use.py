@@ -44,8 +44,8 @@ def test_2000_queues_of_one_message_take_megabytes_beyond_the_commit_log(tmp_pat
     store_dir = Path(cfg.store_path)
     with MessageStore(cfg) as store:
         for i in range(2000):  # 250 topics x 8 queues, each message with a key and a UNIQ_KEY
-            put = store.put_message(msg(f"Topic{i // 8}", i % 8, b"m" * 100, KEYS=f"k{i}",
-                                        UNIQ_KEY=f"{i:032X}"))
+            put = store.put([msg(f"Topic{i // 8}", i % 8, b"m" * 100, KEYS=f"k{i}",
+                                        UNIQ_KEY=f"{i:032X}")])
             assert put.ok, put
         assert store.wait_dispatched(30)
         assert len(store.consume_queue_table) == 2000
@@ -57,13 +57,13 @@ def test_2000_queues_of_one_message_take_megabytes_beyond_the_commit_log(tmp_pat
     with MessageStore(cfg) as store:  # loads, recovers and reads sparse files
         assert store.get_max_offset_in_queue("Topic249", 7) == 1
         assert [m.body for m in store.query_message("Topic100", "k803", 4)] == [b"m" * 100]
-        assert store.put_message(msg("Topic0", 0)).ok
+        assert store.put([msg("Topic0", 0)]).ok
 
 
 def test_queue_space_is_allocated_in_doubling_steps(tmp_path: Path) -> None:
     cfg = _default_sizes(tmp_path)
     with MessageStore(cfg, run_threads=False) as store:
-        assert store.put_message(msg("Q", 0)).ok
+        assert store.put([msg("Q", 0)]).ok
         store.run_services_once()
         mf = store.consume_queue_table[("Q", 0)].mfq.files[0]
         path = Path(mf.path)
@@ -71,7 +71,7 @@ def test_queue_space_is_allocated_in_doubling_steps(tmp_path: Path) -> None:
         assert path.stat().st_blocks * 512 == PAGE == mf.allocated_to
         steps = [mf.allocated_to]
         for n in range(2, 3001):
-            store.put_message(msg("Q", 0))
+            store.put([msg("Q", 0)])
             if n % 100 == 0:
                 store.run_services_once()
                 if mf.allocated_to != steps[-1]:
@@ -87,7 +87,7 @@ def test_a_crash_image_of_sparse_queues_recovers_their_ends(tmp_path: Path) -> N
     cfg = _default_sizes(tmp_path)
     with MessageStore(cfg) as store:
         for i in range(600):
-            assert store.put_message(msg("Crash", i % 2, b"%d" % i)).ok
+            assert store.put([msg("Crash", i % 2, b"%d" % i)]).ok
         assert store.wait_dispatched()
         store.flush_consume_queue.run_once()
         image = tmp_path / "image"  # the files as a kill -9 leaves them, holes kept as holes
@@ -102,7 +102,7 @@ def test_a_crash_image_of_sparse_queues_recovers_their_ends(tmp_path: Path) -> N
         assert report is not None and not report.last_exit_ok
         assert store.get_max_offset_in_queue("Crash", 0) == 300
         assert store.get_max_offset_in_queue("Crash", 1) == 300
-        assert store.put_message(msg("Crash", 0, b"next")).ok
+        assert store.put([msg("Crash", 0, b"next")]).ok
         assert store.wait_dispatched()
         got = store.get_message("g", "Crash", 0, 299, 2)
         assert got.message_count == 2
@@ -145,12 +145,12 @@ def test_new_queue_names_are_synced_by_the_flush_before_the_checkpoint(tmp_path:
     with MessageStore(_default_sizes(tmp_path), file_ops=ops, run_threads=False) as store:
         ops.events.clear()
         for q in range(3):
-            assert store.put_message(msg("Names", q)).ok
+            assert store.put([msg("Names", q)]).ok
         store.dispatcher.run_once()
         assert ops.events == []  # dispatch created three queue files without waiting on fsyncs
         store.flush_consume_queue.run_once()
         assert ops.events == ["dir Names/0", "dir Names/1", "dir Names/2", "checkpoint"]
         ops.events.clear()
-        assert store.put_message(msg("Names", 0)).ok
+        assert store.put([msg("Names", 0)]).ok
         store.run_services_once()
         assert ops.events == ["checkpoint"]  # no new file: no directory sync

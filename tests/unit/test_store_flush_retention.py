@@ -11,6 +11,7 @@ from store_fixtures import Clock, CountingFileOps, config, msg
 
 from orbitmq.config import FlushDiskType
 from orbitmq.store import GetMessageStatus, MessageStore, PutMessageStatus
+from orbitmq.testing.store_put import put_durably
 
 HOUR_MS = 3_600_000
 
@@ -25,7 +26,7 @@ def test_sync_flush_group_commit_covers_many_waiters_with_one_sync(tmp_path: Pat
 
         def writer() -> None:
             for _ in range(50):
-                results.append(store.put_message(msg("G", 0, b"x" * 100)).status)
+                results.append(put_durably(store, [msg("G", 0, b"x" * 100)]).status)
 
         threads = [threading.Thread(target=writer) for _ in range(8)]
         for t in threads:
@@ -42,21 +43,26 @@ def test_sync_flush_future_and_timeout(tmp_path: Path) -> None:
     ops = CountingFileOps()
     cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=100)
     with MessageStore(cfg, file_ops=ops) as store:
-        ok = store.put_message(msg(), wait_flush=False)
-        assert ok.status is PutMessageStatus.PUT_OK and ok.flush_future is not None
-        assert ok.flush_future.result(5) is True
+        ok = store.put([msg()])
+        assert ok.status is PutMessageStatus.PUT_OK and ok.append is not None
+        synced = store.durable_up_to(ok.append.end_offset)
+        store.wake()  # the round runs here, in the caller's thread
+        assert synced.result(5) is True
         ops.sync_delay_s = 1.0  # the disk stalls past the timeout
-        slow = store.put_message(msg())
-        assert slow.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
-        late = store.put_message(msg(), wait_flush=False)
-        assert late.flush_future is not None and late.flush_future.result(10) is False
+        slow = put_durably(store, [msg()])
+        assert slow.status is PutMessageStatus.FLUSH_DISK_TIMEOUT  # appended, not durable in time
+        late = store.put([msg()])
+        assert late.append is not None
+        late_synced = store.durable_up_to(late.append.end_offset)
+        store.wake()  # the last sync was slow: the group commit thread takes this round
+        assert late_synced.result(10) is False
         ops.release.set()
 
 
 def test_async_flush_runs_on_its_interval(tmp_path: Path) -> None:
     with MessageStore(config(tmp_path, flush_interval_commitlog_ms=10)) as store:
-        r = store.put_message(msg())
-        assert r.status is PutMessageStatus.PUT_OK and r.flush_future is None
+        r = store.put([msg()])
+        assert r.status is PutMessageStatus.PUT_OK
         deadline = time.monotonic() + 5
         while store.flushed_physical_offset() < store.max_physical_offset():
             assert time.monotonic() < deadline, "the async flush never ran"
@@ -69,7 +75,7 @@ def _at_hour(hour: int) -> int:
 
 def _fill_segments(store: MessageStore, clock: Clock, count: int) -> None:
     for i in range(count):
-        assert store.put_message(msg("Old", i % 2, b"x" * 1000, KEYS=f"k{i}")).ok
+        assert store.put([msg("Old", i % 2, b"x" * 1000, KEYS=f"k{i}")]).ok
         clock.advance(30_000)
     assert store.wait_dispatched()
 
@@ -121,16 +127,16 @@ def test_retention_keeps_young_segments_unless_the_disk_is_nearly_full(tmp_path:
         assert store.get_min_offset_in_queue("Old", 0) > 0
         ops.disk_ratio = 0.95  # above the warning level: puts are refused
         store.clean_service.run_once()
-        assert store.put_message(msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert store.put([msg()]).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         ops.disk_ratio = 0.5
         store.clean_service.run_once()
-        assert store.put_message(msg()).status is PutMessageStatus.PUT_OK
+        assert store.put([msg()]).status is PutMessageStatus.PUT_OK
 
 
 def test_removed_segments_give_removing_and_found_null(tmp_path: Path) -> None:
     with MessageStore(config(tmp_path), run_threads=False) as store:
         for _ in range(300):
-            store.put_message(msg("W", 0, b"y" * 700))
+            store.put([msg("W", 0, b"y" * 700)])
         store.wait_dispatched()
         # The commit log loses its first segment before the queue's minimum is corrected.
         store.commit_log.mfq.delete_first_files(lambda mf: True, 1)

@@ -2,13 +2,15 @@
 
 - Requests submitted before a sync round share one Future (a Future per put cost ~10 us) and
   each still hears whether its own bytes became durable in time.
-- A blocking SYNC_FLUSH put syncs in its own thread when no round is under way.
+- A blocking SYNC_FLUSH put (put, durable_up_to, wake) syncs in its own thread when no round is
+  under way; under ASYNC_FLUSH the group commit runs only when someone asks.
 - Releasing cold pages (madvise) keeps every byte readable and shrinks the mapped resident size.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from store_fixtures import config, msg
@@ -16,6 +18,7 @@ from store_fixtures import config, msg
 from orbitmq.config import FlushDiskType
 from orbitmq.store import GetMessageStatus, MessageStore
 from orbitmq.store.flush import GroupCommitService
+from orbitmq.testing.store_put import put_durably
 
 
 class FakeLog:
@@ -67,34 +70,53 @@ def test_a_late_round_answers_false_after_the_deadline() -> None:
     assert future.result(0) is False
 
 
-def test_inline_flush_serves_waiters_and_steps_aside_for_a_running_round() -> None:
+def test_a_caller_runs_the_round_unless_one_is_under_way() -> None:
     log = FakeLog()
     service = GroupCommitService(log, timeout_ms=5000)  # type: ignore[arg-type]
     log.written = 200
     waiting = service.submit(150)
-    assert service.flush_inline(200) is True
+    with service._round_lock:  # a round under way: the caller leaves the request to it
+        assert service.try_run_once() is False
+    assert not waiting.done()
+    assert service.try_run_once() is True
     assert waiting.result(0) is True and log.syncs == 1
-    with service._round_lock:  # a round under way: the caller must queue up instead
-        assert service.flush_inline(200) is None
+
+
+def test_without_periodic_rounds_only_requests_make_a_sync() -> None:
+    log = FakeLog()
+    service = GroupCommitService(log, timeout_ms=5000, periodic=False)  # type: ignore[arg-type]
+    log.written = 100
+    service.run_once()  # nobody asked: ASYNC_FLUSH syncs at its own pace, not here
+    assert log.syncs == 0
+    asked = service.submit(100)
+    service.run_once()
+    assert asked.result(0) is True and log.syncs == 1
 
 
 def test_blocking_sync_puts_flush_in_the_callers_thread(tmp_path: Path) -> None:
     cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
     with MessageStore(cfg) as store:
-        service = store.group_commit
-        answers: list[bool | None] = []
-        inline = service.flush_inline
+        synced_in: list[int] = []
+        flush = store.commit_log.flush
 
-        def recording(end_offset: int) -> bool | None:
-            answers.append(inline(end_offset))
-            return answers[-1]
+        def recording() -> int:
+            synced_in.append(threading.get_ident())
+            return flush()
 
-        service.flush_inline = recording  # type: ignore[method-assign]
+        store.commit_log.flush = recording  # type: ignore[method-assign]
         for i in range(20):
-            assert store.put_message(msg("S", 0, b"%d" % i)).ok
-            assert store.flushed_physical_offset() == store.max_physical_offset()
-        assert len(answers) == 20 and set(answers) <= {True, None}
-        assert answers.count(True) >= 1  # one writer: its own thread syncs (None: a round was busy)
+            assert put_durably(store, [msg("S", 0, b"%d" % i)]).ok
+            assert store.flushed_physical_offset() >= store.max_physical_offset()
+        # One writer: its own thread syncs (the group commit thread may take a round too).
+        assert threading.get_ident() in synced_in
+
+
+def test_async_flush_store_syncs_when_asked(tmp_path: Path) -> None:
+    with MessageStore(config(tmp_path, flush_interval_commitlog_ms=60_000)) as store:
+        result = store.put([msg("A", 0, b"x")])
+        assert result.append is not None and store.flushed_physical_offset() == 0
+        assert put_durably(store, [msg("A", 0, b"y")]).ok
+        assert store.flushed_physical_offset() == store.max_physical_offset()
 
 
 def _rss_file_kb() -> int:
@@ -110,7 +132,7 @@ def test_released_pages_stay_readable_and_leave_the_resident_set(tmp_path: Path)
     body = os.urandom(4000)
     with MessageStore(cfg, run_threads=False) as store:
         for i in range(2000):  # ~8 MiB in one segment
-            assert store.put_message(msg("P", i % 2, body, KEYS=f"k{i}")).ok
+            assert store.put([msg("P", i % 2, body, KEYS=f"k{i}")]).ok
         store.run_services_once()
         store.commit_log.flush()
         before = _rss_file_kb()

@@ -14,6 +14,7 @@ from orbitmq.store import MessageStore
 from orbitmq.store.file_ops import OsFileOps, StoreLockedError
 from orbitmq.store.message_store import check_store_free
 from orbitmq.testing.faulty_files import FaultyFileOps, TearMode
+from orbitmq.testing.store_put import put_durably
 
 
 def _stamp(path: Path) -> tuple[int, int, bytes]:
@@ -27,7 +28,7 @@ def test_a_second_store_on_the_directory_is_refused_and_touches_nothing(tmp_path
     first = MessageStore(cfg)
     first.start()
     try:
-        assert first.put_message(msg()).ok
+        assert first.put([msg()]).ok
         first.flush_consume_queue.run_once()
         abort, checkpoint = store_dir / "abort", store_dir / "checkpoint"
         before = (_stamp(abort), _stamp(checkpoint))
@@ -43,7 +44,7 @@ def test_a_second_store_on_the_directory_is_refused_and_touches_nothing(tmp_path
         second.shutdown()  # a store that never started stops without touching anything
         assert (_stamp(abort), _stamp(checkpoint)) == before
         assert not second.running and first.running
-        assert first.put_message(msg()).ok
+        assert first.put([msg()]).ok
     finally:
         first.shutdown()
     assert not (store_dir / "abort").exists()
@@ -56,7 +57,7 @@ def test_a_second_store_on_the_directory_is_refused_and_touches_nothing(tmp_path
 def test_a_failed_start_releases_the_lock(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     with MessageStore(cfg) as store:
-        assert store.put_message(msg()).ok
+        assert store.put([msg()]).ok
     segment = next((Path(cfg.store_path) / "commitlog").iterdir())
     with open(segment, "r+b") as f:
         f.truncate(1000)
@@ -103,7 +104,7 @@ def test_simulated_file_layer_locks_until_release_or_power_cut() -> None:
                       flush_disk_type=FlushDiskType.SYNC_FLUSH)
     first = MessageStore(cfg, file_ops=fs, run_threads=False)
     first.start()
-    assert first.put_message(msg(), wait_flush=True).ok
+    assert put_durably(first, [msg()]).ok
     ops_before = fs.ops
     with pytest.raises(StoreLockedError):
         MessageStore(cfg, file_ops=fs, run_threads=False).start()

@@ -22,11 +22,11 @@ def store(tmp_path: Path):
 
 
 def test_put_then_get_returns_the_stored_bytes(store: MessageStore) -> None:
-    r = store.put_message(msg("T", 1, b"hello", TAGS="a", KEYS="k1"))
+    r = store.put([msg("T", 1, b"hello", TAGS="a", KEYS="k1")])
     assert r.status is PutMessageStatus.PUT_OK and r.append is not None
     assert (r.append.wrote_offset, r.append.queue_offset, r.append.msg_num) == (0, 0, 1)
     assert r.append.msg_ids == [offset_msg_id(bytes([127, 0, 0, 1]), 10911, 0)]
-    r2 = store.put_message(msg("T", 1, b"world"))
+    r2 = store.put([msg("T", 1, b"world")])
     assert r2.append is not None
     assert r2.append.wrote_offset == r.append.wrote_bytes and r2.append.queue_offset == 1
     assert store.wait_dispatched()
@@ -43,9 +43,9 @@ def test_put_then_get_returns_the_stored_bytes(store: MessageStore) -> None:
 
 
 def test_batch_is_one_contiguous_write_with_consecutive_queue_offsets(store: MessageStore) -> None:
-    store.put_message(msg("B", 0, b"first"))
+    store.put([msg("B", 0, b"first")])
     batch = [msg("B", 0, bytes([i]) * i, KEYS=f"k{i}") for i in range(10)]
-    r = store.put_messages(batch)
+    r = store.put(batch)
     assert r.status is PutMessageStatus.PUT_OK and r.append is not None
     assert (r.append.queue_offset, r.append.msg_num) == (1, 10)
     offsets = r.append.offsets
@@ -55,9 +55,9 @@ def test_batch_is_one_contiguous_write_with_consecutive_queue_offsets(store: Mes
     got = store.get_message("g", "B", 0, 1, 32)
     assert bodies(got) == [bytes([i]) * i for i in range(10)]
     assert [decode_stored_message(b).commit_log_offset for b in got.buffers] == offsets
-    mixed = store.put_messages([msg("B", 0), msg("B", 1)])
+    mixed = store.put([msg("B", 0), msg("B", 1)])
     assert mixed.status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert store.put_messages([]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put([]).status is PutMessageStatus.MESSAGE_ILLEGAL
 
 
 def test_segments_roll_with_blank_padding_and_everything_reads_back(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_segments_roll_with_blank_padding_and_everything_reads_back(tmp_path: Pa
     payloads = [os.urandom(i * 37 % 3000) for i in range(400)]
     with MessageStore(cfg) as store:
         for i, p in enumerate(payloads):
-            assert store.put_message(msg("R", i % 3, p)).ok
+            assert store.put([msg("R", i % 3, p)]).ok
         assert store.wait_dispatched()
         files = store.commit_log.mfq.files
         assert len(files) > 3
@@ -100,7 +100,7 @@ def test_get_message_statuses(store: MessageStore) -> None:
     store._find_or_create_cq("Empty", 0)
     assert get("Empty", 3).status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
     for i in range(5):
-        store.put_message(msg("S", 0, b"%d" % i))
+        store.put([msg("S", 0, b"%d" % i)])
     assert store.wait_dispatched()
     r = get("S", 5)
     assert (r.status, r.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 5)
@@ -118,8 +118,8 @@ def test_transfer_limits_bound_a_pull(tmp_path: Path) -> None:
     )
     with MessageStore(cfg) as store:
         for _ in range(20):
-            store.put_message(msg("L", 0, b"x" * 100))
-        store.put_message(msg("L", 0, b"y" * 5000))
+            store.put([msg("L", 0, b"x" * 100)])
+        store.put([msg("L", 0, b"y" * 5000)])
         assert store.wait_dispatched()
         r = store.get_message("g", "L", 0, 0, 32)
         assert (r.message_count, r.next_begin_offset) == (5, 5)
@@ -143,7 +143,7 @@ class TagFilter:
 
 def test_filters_by_tags_code_and_message(store: MessageStore) -> None:
     for i in range(10):
-        store.put_message(msg("F", 0, b"keep" if i % 4 == 0 else b"drop", TAGS="a" if i % 2 else "b"))
+        store.put([msg("F", 0, b"keep" if i % 4 == 0 else b"drop", TAGS="a" if i % 2 else "b")])
     assert store.wait_dispatched()
     r = store.get_message("g", "F", 0, 0, 32, TagFilter("b"))
     assert r.status is GetMessageStatus.FOUND and r.message_count == 5
@@ -158,7 +158,7 @@ def test_transaction_prepared_and_rollback_are_not_dispatched(store: MessageStor
     rollback = MessageInner("X", 0, b"rolled", {"KEYS": "r"}, sys_flag=12)
     commit = MessageInner("X", 0, b"commit", {"KEYS": "c"}, sys_flag=8)
     for m in (prepared, rollback, commit, msg("X", 0, b"plain")):
-        r = store.put_message(m)
+        r = store.put([m])
         assert r.ok
     assert store.wait_dispatched()
     assert bodies(store.get_message("g", "X", 0, 0, 32)) == [b"commit", b"plain"]
@@ -170,19 +170,19 @@ def test_transaction_prepared_and_rollback_are_not_dispatched(store: MessageStor
 def test_put_statuses(tmp_path: Path) -> None:
     cfg = config(tmp_path, max_message_size=1000)
     store = MessageStore(cfg)
-    assert store.put_message(msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put([msg()]).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     store.start()
-    assert store.put_message(msg(body=b"x" * 1001)).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert store.put_message(msg(topic="a/b")).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert store.put_message(msg(topic="t" * 200)).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert store.put_message(msg(k="\x00")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put([msg(body=b"x" * 1001)]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put([msg(topic="a/b")]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put([msg(topic="t" * 200)]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put([msg(k="\x00")]).status is PutMessageStatus.MESSAGE_ILLEGAL
     too_many = {f"k{i}": "v" * 100 for i in range(400)}
     big = MessageInner("T", 0, b"", too_many)
-    assert store.put_message(big).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    assert store.put([big]).status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
     bad_host = MessageInner("T", 0, b"", {}, born_host=("localhost", 1))
-    assert store.put_message(bad_host).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put([bad_host]).status is PutMessageStatus.MESSAGE_ILLEGAL
     store.shutdown()
-    assert store.put_message(msg()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put([msg()]).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
 
 
 def test_create_mapped_file_failure_is_a_status(tmp_path: Path) -> None:
@@ -192,18 +192,18 @@ def test_create_mapped_file_failure_is_a_status(tmp_path: Path) -> None:
     now = [0.0]
     with MessageStore(config(tmp_path), file_ops=ops, run_threads=False,
                       monotonic=lambda: now[0]) as store:
-        assert store.put_message(msg(body=b"x" * 1000)).ok
+        assert store.put([msg(body=b"x" * 1000)]).ok
         ops.fail_create = True
-        results = [store.put_message(msg(body=b"x" * 1000)) for _ in range(80)]
+        results = [store.put([msg(body=b"x" * 1000)]) for _ in range(80)]
         refused = [r for r in results if not r.ok]
         assert refused and all(r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE for r in refused)
         assert results[-len(refused):] == refused  # once refused, refused until retried
         assert refused[0].remark is not None and "no space for a new commit log segment" in refused[0].remark
         ops.fail_create = False
-        assert store.put_message(msg(body=b"x" * 1000)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert store.put([msg(body=b"x" * 1000)]).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         now[0] += 1.0  # RETRY_INTERVAL_S: one put tries again
-        assert store.put_message(msg(body=b"x" * 1000)).ok
-        assert store.put_message(msg(body=b"x" * 1000)).ok
+        assert store.put([msg(body=b"x" * 1000)]).ok
+        assert store.put([msg(body=b"x" * 1000)]).ok
         assert store.flags.remark is None
 
 
@@ -212,7 +212,7 @@ def test_offsets_by_time_and_store_times(tmp_path: Path) -> None:
     start = clock.now_ms
     with MessageStore(config(tmp_path), clock=clock) as store:
         for _ in range(10):
-            store.put_message(msg("Q", 0))
+            store.put([msg("Q", 0)])
             clock.advance(1000)
         assert store.wait_dispatched()
         assert store.get_offset_in_queue_by_time("Q", 0, start - 5) == 0
@@ -230,7 +230,7 @@ def test_concurrent_puts_get_unique_contiguous_queue_offsets(store: MessageStore
 
     def writer() -> None:
         for _ in range(200):
-            r = store.put_message(msg("C", 0, b"c"))
+            r = store.put([msg("C", 0, b"c")])
             assert r.append is not None
             with lock:
                 seen.append(r.append.queue_offset)
@@ -250,9 +250,9 @@ def test_arrival_listener_and_delay_topic_tags_code(tmp_path: Path) -> None:
     heard: list[tuple[str, int, int, int]] = []
     with MessageStore(config(tmp_path), clock=clock) as store:
         store.add_arrival_listener(lambda *args: heard.append(args))
-        store.put_message(msg("A", 2, TAGS="t1"))
-        store.put_message(msg("A", 2, TAGS="t1"))
-        store.put_message(msg(SCHEDULE_TOPIC, 2, DELAY="3"))  # level 3 = 10 s
+        store.put([msg("A", 2, TAGS="t1")])
+        store.put([msg("A", 2, TAGS="t1")])
+        store.put([msg(SCHEDULE_TOPIC, 2, DELAY="3")])  # level 3 = 10 s
         assert store.wait_dispatched()
         assert ("A", 2, 2, java_string_hash("t1")) in heard
         entry = store.queue_entry(SCHEDULE_TOPIC, 2, 0)
@@ -261,11 +261,11 @@ def test_arrival_listener_and_delay_topic_tags_code(tmp_path: Path) -> None:
 
 def test_delete_topics_drops_queues_and_offsets(store: MessageStore) -> None:
     for q in range(3):
-        store.put_message(msg("D", q))
-    store.put_message(msg("Keep", 0))
+        store.put([msg("D", q)])
+    store.put([msg("Keep", 0)])
     assert store.wait_dispatched()
     assert store.delete_topics(["D"]) == 3
     assert store.get_message("g", "D", 0, 0, 1).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
     assert store.topics() == {"Keep"}
-    r = store.put_message(msg("D", 0))
+    r = store.put([msg("D", 0)])
     assert r.append is not None and r.append.queue_offset == 0

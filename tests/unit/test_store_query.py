@@ -16,9 +16,9 @@ def test_query_by_key_and_uniq_key(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     with MessageStore(cfg, clock=clock) as store:
         for i in range(600):  # several index files (1024 entries each, two keys per message)
-            store.put_message(msg("K", i % 4, b"%d" % i, KEYS=f"order-{i % 300} all", UNIQ_KEY=f"U{i:06d}"))
+            store.put([msg("K", i % 4, b"%d" % i, KEYS=f"order-{i % 300} all", UNIQ_KEY=f"U{i:06d}")])
             clock.advance(10)
-        store.put_message(msg("Other", 0, b"other", KEYS="order-1"))
+        store.put([msg("Other", 0, b"other", KEYS="order-1")])
         assert store.wait_dispatched()
         assert len(store.index.files) > 1  # type: ignore[union-attr]
         assert sorted(m.body for m in store.query_message("K", "order-1", 10)) == [b"1", b"301"]

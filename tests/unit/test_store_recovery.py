@@ -16,7 +16,7 @@ def _fill(cfg, count: int, queues: int = 3) -> list[bytes]:
     payloads = [os.urandom(50 + i * 13 % 900) for i in range(count)]
     with MessageStore(cfg) as store:
         for i, p in enumerate(payloads):
-            assert store.put_message(msg("Rec", i % queues, p, KEYS=f"k{i}")).ok
+            assert store.put([msg("Rec", i % queues, p, KEYS=f"k{i}")]).ok
     return payloads
 
 
@@ -43,7 +43,7 @@ def test_clean_restart_trusts_the_checkpoint(tmp_path: Path) -> None:
         assert os.path.exists(os.path.join(cfg.store_path, "abort"))
         for q in range(3):
             assert _read_queue(store, q) == payloads[q::3]
-        r = store.put_message(msg("Rec", 0, b"next"))
+        r = store.put([msg("Rec", 0, b"next")])
         assert r.append is not None and r.append.queue_offset == 100
 
 
@@ -67,7 +67,7 @@ def test_torn_tail_after_a_crash_is_cut_and_appends_continue(tmp_path: Path) -> 
         assert store.max_physical_offset() == end
         for q in range(3):
             assert _read_queue(store, q) == payloads[q::3]
-        r = store.put_message(msg("Rec", 1, b"after"))
+        r = store.put([msg("Rec", 1, b"after")])
         assert r.status is PutMessageStatus.PUT_OK and r.append is not None
         assert r.append.wrote_offset == end
 

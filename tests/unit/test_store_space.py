@@ -12,6 +12,7 @@ from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageStore, PutMessageStatus
 from orbitmq.store.running_flags import RETRY_INTERVAL_S, Condition
 from orbitmq.testing.faulty_files import PAGE_SIZE, FaultyFileOps, TearMode
+from orbitmq.testing.store_put import put_durably
 
 SEGMENT = 16 * PAGE_SIZE  # commit log segment: 64 KiB
 
@@ -53,15 +54,15 @@ def test_queue_without_space_stalls_dispatch_and_puts_until_space_returns() -> N
     fs = FaultyFileOps(capacity_bytes=SEGMENT + PAGE_SIZE)  # one segment and one queue page
     store = _store(fs, clock)
     store.start()
-    assert store.put_message(msg("T", 0, b"a")).ok
+    assert put_durably(store, [msg("T", 0, b"a")]).ok
     store.run_services_once()
     assert _bodies(store, "T", 0) == [b"a"]
     # The segment has room, so the put is acknowledged; queue 1's first page finds no space.
-    assert store.put_message(msg("T", 1, b"b")).ok
+    assert put_durably(store, [msg("T", 1, b"b")]).ok
     store.run_services_once()
     assert store.flags.holds(Condition.DISPATCH_STALLED)
     assert _bodies(store, "T", 1) == []  # not visible yet, and not lost
-    refused = store.put_message(msg("T", 0, b"c"))
+    refused = put_durably(store, [msg("T", 0, b"c")])
     assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert refused.remark is not None and "consume queue and index writes wait for space" in refused.remark
     assert "T/1" in refused.remark
@@ -72,7 +73,7 @@ def test_queue_without_space_stalls_dispatch_and_puts_until_space_returns() -> N
     store.run_services_once()
     assert _bodies(store, "T", 1) == [b"b"]
     assert store.flags.remark is None
-    assert store.put_message(msg("T", 0, b"c")).ok
+    assert put_durably(store, [msg("T", 0, b"c")]).ok
     store.run_services_once()
     assert _bodies(store, "T", 0) == [b"a", b"c"]
     assert fs.unbacked_writes() == []
@@ -90,17 +91,17 @@ def test_commit_log_without_space_refuses_puts_and_takes_them_again() -> None:
     result = None
     for i in range(100):
         body = bytes([i]) * 1000
-        result = store.put_message(msg("T", 0, body))
+        result = put_durably(store, [msg("T", 0, body)])
         if not result.ok:
             break
         acked.append(body)
     assert result is not None and result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert result.remark is not None and "no space for a new commit log segment" in result.remark
     assert len(acked) > 40
-    assert store.put_message(msg("T", 0, b"x")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert put_durably(store, [msg("T", 0, b"x")]).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     fs.capacity_bytes = 3 * SEGMENT
     clock.now += RETRY_INTERVAL_S
-    assert store.put_message(msg("T", 0, b"after")).ok
+    assert put_durably(store, [msg("T", 0, b"after")]).ok
     acked.append(b"after")
     store.run_services_once()
     assert _bodies(store, "T", 0) == acked
@@ -115,12 +116,12 @@ def test_failed_sync_is_never_success_and_its_data_is_written_by_the_next_one() 
     fs = FaultyFileOps()
     store = _store(fs, clock)
     store.start()
-    assert store.put_message(msg("T", 0, b"first"), wait_flush=True).ok
+    assert put_durably(store, [msg("T", 0, b"first")]).ok
     fs.fail_syncs = 1  # EIO, and Linux leaves the failed pages clean (not written)
     second = b"second" * 500  # sectors that nothing written later touches again
-    failed = store.put_message(msg("T", 0, second), wait_flush=True)
+    failed = put_durably(store, [msg("T", 0, second)])
     assert failed.status is PutMessageStatus.FLUSH_DISK_TIMEOUT  # appended, not durable
-    refused = store.put_message(msg("T", 0, b"refused"), wait_flush=True)
+    refused = put_durably(store, [msg("T", 0, b"refused")])
     assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert refused.remark is not None and "syncing the commit log failed" in refused.remark
     store.run_services_once()
@@ -129,7 +130,7 @@ def test_failed_sync_is_never_success_and_its_data_is_written_by_the_next_one() 
     # The retry syncs the failed range again: without making it dirty first, it would succeed
     # over ``second`` left clean, and "third" would be acknowledged behind a hole.
     store.run_services_once()
-    assert store.put_message(msg("T", 0, b"third"), wait_flush=True).ok
+    assert put_durably(store, [msg("T", 0, b"third")]).ok
     assert store.flags.remark is None
     fs = fs.reboot(random.Random(3), TearMode.NONE)  # exactly what the syncs made durable
     with _store(fs, clock) as again:
@@ -141,17 +142,17 @@ def test_failed_async_flush_refuses_puts_until_a_flush_succeeds() -> None:
     fs = FaultyFileOps()
     store = _store(fs, clock, FlushDiskType.ASYNC_FLUSH)
     store.start()
-    assert store.put_message(msg("T", 0, b"one")).ok
+    assert store.put([msg("T", 0, b"one")]).ok
     fs.fail_syncs = 1
     store.async_flush.run_once()
     assert store.flags.holds(Condition.FLUSH_FAILED)
-    assert store.put_message(msg("T", 0, b"two")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put([msg("T", 0, b"two")]).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     store.async_flush.run_once()  # before the retry interval: no sync tried
     assert store.commit_log.flushed_offset == 0
     clock.now += RETRY_INTERVAL_S
     store.async_flush.run_once()
     assert store.flags.remark is None and store.commit_log.flushed_offset > 0
-    assert store.put_message(msg("T", 0, b"two")).ok
+    assert store.put([msg("T", 0, b"two")]).ok
 
 
 def test_stopping_with_a_failing_disk_keeps_the_abort_file() -> None:
@@ -159,7 +160,7 @@ def test_stopping_with_a_failing_disk_keeps_the_abort_file() -> None:
     fs = FaultyFileOps()
     store = _store(fs, clock, FlushDiskType.ASYNC_FLUSH)
     store.start()
-    assert store.put_message(msg("T", 0, b"one")).ok
+    assert store.put([msg("T", 0, b"one")]).ok
     fs.fail_syncs = 10
     store.shutdown()
     assert fs.exists("/sim/store/abort")  # the next start checks the store as after a crash

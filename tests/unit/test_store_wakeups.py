@@ -1,4 +1,5 @@
-"""Store threads woken on demand, and the event loop's share of their work (wake_deferred)."""
+"""Store threads woken on demand, the caller's share of their work (``wake``), and the dispatch's
+progress signal (what read-your-writes waits on)."""
 
 from __future__ import annotations
 
@@ -54,35 +55,65 @@ def test_a_wakeup_runs_a_round_promptly_and_wakeups_coalesce() -> None:
     assert _wait_until(lambda: not thread.is_alive())
 
 
-def test_deferred_puts_wake_nothing_until_wake_deferred(tmp_path: Path) -> None:
+def test_puts_wake_nothing_until_wake(tmp_path: Path) -> None:
     with MessageStore(config(tmp_path), run_threads=False) as store:
         for i in range(5):
-            store.put_messages([msg(body=b"%d" % i)], defer_wakeups=True)
+            store.put([msg(body=b"%d" % i)])
         assert store.get_max_offset_in_queue("T", 0) == 0  # not dispatched yet
-        store.wake_deferred()
+        store.wake()
         assert store.get_max_offset_in_queue("T", 0) == 5
 
 
-def test_wake_deferred_syncs_the_waiting_group_in_the_calling_thread(tmp_path: Path) -> None:
+def test_wake_syncs_the_waiting_group_in_the_calling_thread(tmp_path: Path) -> None:
     cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
     with MessageStore(cfg) as store:  # threads run, but nobody wakes the group commit thread
         store.group_commit.interval_s = 60.0
-        result = store.put_messages([msg()], wait_flush=False, defer_wakeups=True)
-        assert result.flush_future is not None and not result.flush_future.done()
+        result = store.put([msg()])
+        assert result.append is not None
+        synced = store.durable_up_to(result.append.end_offset)
+        assert not synced.done()
         caller = threading.get_ident()
         synced_in: list[int] = []
-        result.flush_future.add_done_callback(lambda f: synced_in.append(threading.get_ident()))
-        store.wake_deferred()
-        assert result.flush_future.result(0) is True and synced_in == [caller]
+        synced.add_done_callback(lambda f: synced_in.append(threading.get_ident()))
+        store.wake()
+        assert synced.result(0) is True and synced_in == [caller]
         assert store.flushed_physical_offset() >= store.max_physical_offset()
         assert store.get_max_offset_in_queue("T", 0) == 1
+
+
+def test_requests_of_one_round_share_one_future(tmp_path: Path) -> None:
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with MessageStore(cfg, run_threads=False) as store:
+        ends = [store.put([msg(body=b"%d" % i)]).append.end_offset  # type: ignore[union-attr]
+                for i in range(3)]
+        futures = [store.durable_up_to(end) for end in ends]
+        assert futures[0] is futures[1] is futures[2]  # one group commit: one future
+        store.wake()
+        assert futures[0].result(0) is True
+        later = store.durable_up_to(ends[-1])  # already synced, asked again: the next round
+        assert later is not futures[0]
+        store.wake()
+        assert later.result(0) is True
+
+
+def test_dispatch_tells_its_progress_listeners_how_far_it_got(tmp_path: Path) -> None:
+    with MessageStore(config(tmp_path), run_threads=False) as store:
+        heard: list[int] = []
+        store.add_dispatch_listener(heard.append)
+        for i in range(3):
+            store.put([msg(body=b"%d" % i)])
+        assert heard == [] and store.dispatched_offset() == 0
+        store.wake()
+        assert heard == [store.max_physical_offset()] == [store.dispatched_offset()]
+        store.wake()  # nothing new: nothing to tell
+        assert len(heard) == 1
 
 
 def test_try_run_once_leaves_a_busy_round_alone(tmp_path: Path) -> None:
     cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
     with MessageStore(cfg, run_threads=False) as store:
         gc = store.group_commit
-        future = gc.submit(1, wake=False)
+        future = gc.submit(1)
         with gc._round_lock:  # a round under way elsewhere
             assert gc.try_run_once() is False and not future.done()
         assert gc.try_run_once() is True and future.done()
@@ -91,7 +122,7 @@ def test_try_run_once_leaves_a_busy_round_alone(tmp_path: Path) -> None:
 def test_dispatch_available_is_bounded(tmp_path: Path) -> None:
     with MessageStore(config(tmp_path), run_threads=False) as store:
         for i in range(10):
-            store.put_messages([msg(body=b"%d" % i)], defer_wakeups=True)
+            store.put([msg(body=b"%d" % i)])
         assert store.dispatcher.dispatch_available(3) is False
         assert store.get_max_offset_in_queue("T", 0) == 3
         assert store.dispatcher.dispatch_available() is True
@@ -103,7 +134,7 @@ def test_a_slow_disk_sends_rounds_back_to_the_thread(tmp_path: Path) -> None:
     with MessageStore(cfg, run_threads=False) as store:
         gc = store.group_commit
         gc.last_sync_s = 0.5  # the last sync took half a second
-        future = gc.submit(1, wake=False)
+        future = gc.submit(1)
         assert gc.try_run_once() is False and not future.done()
         gc.run_once()  # the thread's round (run here) measures the disk again
         assert future.done() and gc.last_sync_s < 0.5
@@ -111,10 +142,10 @@ def test_a_slow_disk_sends_rounds_back_to_the_thread(tmp_path: Path) -> None:
 
 def test_inline_dispatch_never_waits_for_the_dispatch_thread(tmp_path: Path) -> None:
     with MessageStore(config(tmp_path), run_threads=False) as store:
-        store.put_messages([msg()], defer_wakeups=True)
+        store.put([msg()])
         with store.dispatcher.lock:  # the thread's round under way
             assert store.dispatcher.dispatch_available(wait=False) is False
-            store.wake_deferred()  # returns at once, leaving the message to the thread
+            store.wake()  # returns at once, leaving the message to the thread
         assert store.get_max_offset_in_queue("T", 0) == 0
-        store.wake_deferred()
+        store.wake()
         assert store.get_max_offset_in_queue("T", 0) == 1

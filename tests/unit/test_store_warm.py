@@ -53,13 +53,13 @@ def test_the_service_keeps_a_window_ahead_of_the_writer(tmp_path: Path) -> None:
     cfg = config(tmp_path, mapped_file_size_commitlog=8 << 20)
     with MessageStore(cfg, run_threads=False) as store:
         warm = PageWarmService(store.commit_log, ahead=1 << 20)
-        assert store.put_messages([msg(body=b"x" * 1000)]).status.name == "PUT_OK"
+        assert store.put([msg(body=b"x" * 1000)]).status.name == "PUT_OK"
         warm.run_once()
         mf = store.commit_log.mfq.files[-1]
         assert warm.enabled and _resident_kib(mf.path) >= 1000
         assert warm.wake_at == mf.wrote_position + (1 << 20) - (1 << 19)  # half the window used
         while store.commit_log.max_offset < warm.wake_at:  # bounded: ~480 puts
-            store.put_messages([msg(body=b"y" * 1000)])
+            store.put([msg(body=b"y" * 1000)])
         warm.run_once()
         assert warm.wake_at >= (1 << 20) and _resident_kib(mf.path) >= 1500
         # every message written while the service warmed is intact
@@ -74,7 +74,7 @@ def test_the_service_keeps_a_window_ahead_of_the_writer(tmp_path: Path) -> None:
 def test_a_region_that_cannot_populate_turns_the_service_off(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     with MessageStore(cfg, file_ops=FaultyFileOps(), run_threads=False) as store:
-        store.put_messages([msg()])
+        store.put([msg()])
         warm = PageWarmService(store.commit_log)
         warm.run_once()
         assert not warm.enabled

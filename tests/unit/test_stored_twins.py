@@ -352,7 +352,7 @@ def _dispatch_all(tmp_path: Path, name: str) -> tuple[dict[str, bytes], list]:
     try:
         store.add_arrival_listener(lambda *a: arrived.append(a))
         for batch in _mixed_messages():
-            assert store.put_messages(batch).status.name == "PUT_OK"
+            assert store.put(batch).status.name == "PUT_OK"
             store.run_services_once()
         store.run_services_once()
     finally:

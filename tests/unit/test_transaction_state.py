@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from orbitmq.broker.context import BrokerHost
 from orbitmq.broker.transaction.half_store import HalfStore, check_times_of, origin_of
 from orbitmq.broker.transaction.state import TRANSITIONS, HalfState, ResolutionTable
 from orbitmq.client.results import SendResult, SendStatus
@@ -80,7 +81,8 @@ def test_half_message_keeps_the_real_queue_and_drops_what_only_the_broker_sets()
 
 def test_commit_renewal_discard_and_op_messages() -> None:
     store_host = ("10.0.0.1", 10911)
-    hs = HalfStore(store=type("S", (), {"clock": staticmethod(lambda: 9)})(), store_host=store_host)  # type: ignore[arg-type]
+    hs = HalfStore(store=type("S", (), {"clock": staticmethod(lambda: 9)})(),  # type: ignore[arg-type]
+                   host=BrokerHost(*store_host))
     half = _half({PropertyKey.TRAN_MSG: "true", PropertyKey.UNIQ_KEY: "U1"})
     committed = hs.committed(half)
     assert (committed.topic, committed.queue_id, committed.body, committed.flag) == ("Orders", 3, b"body", 2)

@@ -1,4 +1,4 @@
-"""Administration: topics, subscription groups, statistics and broker runtime information.
+"""Administration: topics, subscription groups and statistics.
 
 Handled codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
 (21), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
@@ -21,14 +21,15 @@ stats_processor.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.broker.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
 from orbitmq.protocol.bodies import TopicConfig
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -38,10 +39,6 @@ from orbitmq.protocol.headers import (
     GetTopicStatsInfoRequestHeader,
 )
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
-
-if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
 
 __all__ = ["AdminProcessor", "message_queue_key"]
 
@@ -54,23 +51,15 @@ def message_queue_key(topic: str, broker_name: str, queue_id: int) -> str:
 
 
 class AdminProcessor:
-    """Admin requests of the CLI and of RocketMQ's admin tools."""
+    """Admin requests of the CLI and of RocketMQ's admin tools.
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.store = broker.store
+    Args:
+        ctx: the broker's context.
+    """
 
-    def register(self, server: RemotingServer) -> None:
-        s, wait = server, self.broker.after_dispatch
-        s.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.update_and_create_topic)
-        s.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
-        s.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config)
-        s.register(RequestCode.GET_TOPIC_STATS_INFO, wait(self.get_topic_stats_info))
-        s.register(RequestCode.GET_CONSUME_STATS, wait(self.get_consume_stats))
-        s.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset)
-        s.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_subscription_group)
-        s.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.get_all_subscription_group)
-        s.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_subscription_group)
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     # -- topics ---------------------------------------------------------------------------------
     def update_and_create_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -78,7 +67,7 @@ class AdminProcessor:
         reason = validate_topic(h.topic)
         if reason is not None:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, reason)
-        if h.topic in SYSTEM_TOPICS or h.topic == self.broker.config.broker_cluster_name:
+        if h.topic in SYSTEM_TOPICS or h.topic == self.ctx.config.broker_cluster_name:
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 f"the topic[{h.topic}] is conflict with system topic")
         for name, n in (("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)):
@@ -87,7 +76,7 @@ class AdminProcessor:
                                     f"{name} {n} is out of range 1..{QUEUE_NUMS_MAX}")
         # perm, topicSysFlag and topicFilterType were checked against their bits and words when
         # the header was parsed; the table checks the whole config once more before it stores it.
-        self.broker.topics.update(TopicConfig(
+        self.ctx.topics.update(TopicConfig(
             h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
             h.topic_sys_flag, h.order,
         ))
@@ -102,26 +91,26 @@ class AdminProcessor:
             return cmd.response(ResponseCode.INVALID_PARAMETER, reason)
         if h.topic in SYSTEM_TOPICS:
             return cmd.response(ResponseCode.NO_PERMISSION, f"the system topic[{h.topic}] cannot be deleted")
-        self.broker.topics.delete(h.topic)
-        self.broker.offsets.remove_topic(h.topic)
+        self.ctx.topics.delete(h.topic)
+        self.ctx.offsets.remove_topic(h.topic)
         self.store.delete_topics([h.topic])
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_all_topic_config(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=self.broker.topics.wrapper().to_json())
+        return cmd.response(ResponseCode.SUCCESS, body=self.ctx.topics.wrapper().to_json())
 
     # -- statistics -----------------------------------------------------------------------------
     def get_topic_stats_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         """Per queue: min and max offset and the store time of the newest message."""
         h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        tc = self.broker.topics.get(h.topic)
+        tc = self.ctx.topics.get(h.topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         table: dict[str, Any] = {}
         for qid in range(tc.write_queue_nums):
             max_offset = self.store.get_max_offset_in_queue(h.topic, qid)
             last = self.store.get_message_store_timestamp(h.topic, qid, max_offset - 1) if max_offset > 0 else 0
-            table[message_queue_key(h.topic, self.broker.config.broker_name, qid)] = {
+            table[message_queue_key(h.topic, self.ctx.config.broker_name, qid)] = {
                 "minOffset": self.store.get_min_offset_in_queue(h.topic, qid),
                 "maxOffset": max_offset,
                 "lastUpdateTimestamp": max(last, 0),
@@ -132,18 +121,18 @@ class AdminProcessor:
         """Per queue of the group's topics (or of the one topic asked): broker offset, committed
         consumer offset (0 when none) and the store time of the last consumed message: the lag."""
         h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
-        broker = self.broker
-        topics = [h.topic] if h.topic else broker.offsets.topics_of_group(h.consumer_group)
+        ctx = self.ctx
+        topics = [h.topic] if h.topic else ctx.offsets.topics_of_group(h.consumer_group)
         table: dict[str, Any] = {}
         for topic in topics:
-            tc = broker.topics.get(topic)
+            tc = ctx.topics.get(topic)
             if tc is None:
                 continue
             for qid in range(tc.write_queue_nums):
-                consumer_offset = max(broker.offsets.query(h.consumer_group, topic, qid), 0)
+                consumer_offset = max(ctx.offsets.query(h.consumer_group, topic, qid), 0)
                 last = (self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
                         if consumer_offset > 0 else 0)
-                table[message_queue_key(topic, broker.config.broker_name, qid)] = {
+                table[message_queue_key(topic, ctx.config.broker_name, qid)] = {
                     "brokerOffset": self.store.get_max_offset_in_queue(topic, qid),
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": max(last, 0),
@@ -152,22 +141,22 @@ class AdminProcessor:
                             body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
 
     def get_all_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=self.broker.offsets.encode())
+        return cmd.response(ResponseCode.SUCCESS, body=self.ctx.offsets.encode())
 
     # -- subscription groups --------------------------------------------------------------------
     def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         if not cmd.body:
             return cmd.response(ResponseCode.INVALID_PARAMETER, "subscription group config body missing")
         cfg = SubscriptionGroupConfig.from_json(cmd.body)
-        self.broker.sub_groups.update(cfg)  # BrokerError(INVALID_PARAMETER) for an illegal group
+        self.ctx.sub_groups.update(cfg)  # BrokerError(INVALID_PARAMETER) for an illegal group
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_all_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=self.broker.sub_groups.wrapper().to_json())
+        return cmd.response(ResponseCode.SUCCESS, body=self.ctx.sub_groups.wrapper().to_json())
 
     def delete_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.broker.sub_groups.delete(h.group_name)
+        self.ctx.sub_groups.delete(h.group_name)
         if h.remove_offset:
-            self.broker.offsets.remove_group(h.group_name)
+            self.ctx.offsets.remove_group(h.group_name)
         return cmd.response(ResponseCode.SUCCESS)

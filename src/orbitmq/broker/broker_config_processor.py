@@ -37,11 +37,10 @@ from orbitmq.config import BrokerConfig, ConfigError
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.admin_headers import GetBrokerConfigResponseHeader
 from orbitmq.protocol.bodies import Perm, TopicConfigSerializeWrapper
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.properties_text import format_properties_text, parse_properties_text
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
 
 __all__ = ["BrokerConfigProcessor", "permitted_wrapper"]
 
@@ -66,10 +65,6 @@ class BrokerConfigProcessor:
         self.permission_changed = permission_changed
         self.version_counter = 0
         self.version_timestamp = int(time.time() * 1000)
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.GET_BROKER_CONFIG, self.get_broker_config)
-        server.register(RequestCode.UPDATE_BROKER_CONFIG, self.update_broker_config)
 
     def get_broker_config(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         version = orjson.dumps({"timestamp": self.version_timestamp,

@@ -137,8 +137,10 @@ class BrokerStats:
             [(now, 0, 0, 0, 0)], TPS_SAMPLES_MAX)
         self._minute: collections.deque[tuple[int, dict[tuple[str, str], tuple[int, int]]]] = \
             collections.deque([(now, {})], MINUTE_SAMPLES_MAX)
-        self._hour = collections.deque([(now, {})], HOUR_SAMPLES_MAX)
-        self._day = collections.deque([(now, {})], DAY_SAMPLES_MAX)
+        self._hour: collections.deque[tuple[int, dict[tuple[str, str], tuple[int, int]]]] = \
+            collections.deque([(now, {})], HOUR_SAMPLES_MAX)
+        self._day: collections.deque[tuple[int, dict[tuple[str, str], tuple[int, int]]]] = \
+            collections.deque([(now, {})], DAY_SAMPLES_MAX)
         self._day_of = time.localtime(now / 1000).tm_yday
         self.put_today_morning = self.put_yesterday_morning = 0
         self.get_today_morning = self.get_yesterday_morning = 0
@@ -299,7 +301,7 @@ class BrokerStats:
         return out[0], out[1], out[2]
 
     @staticmethod
-    def _base(ring: collections.deque, since: int):  # type: ignore[no-untyped-def]
+    def _base(ring: collections.deque, since: int):
         """The newest sample taken at or before ``since``, else the oldest one."""
         chosen = ring[0]
         for sample in ring:

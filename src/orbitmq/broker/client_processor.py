@@ -15,22 +15,18 @@ start with the reason instead of retrying pulls that cannot succeed.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.pull_processor import check_subscription
 from orbitmq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.protocol.bodies import CheckClientRequestBody, ConsumerListBody, HeartbeatData
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     UnregisterClientRequestHeader,
 )
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
-
-if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
 
 __all__ = ["ClientProcessor"]
 
@@ -40,15 +36,9 @@ log = logging.getLogger(__name__)
 class ClientProcessor:
     """Client registration requests."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.clients = broker.clients
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.HEART_BEAT, self.heart_beat)
-        server.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
-        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group)
-        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.clients = ctx.clients
 
     def heart_beat(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         """HEART_BEAT (34): body HeartbeatData (enums as names or the C++ client's ordinals)."""
@@ -57,9 +47,9 @@ class ClientProcessor:
         data = HeartbeatData.from_json(cmd.body)
         client_id = data.client_id
         for consumer in data.consumer_data_set:
-            group_cfg = self.broker.sub_groups.find(consumer.group_name)
+            group_cfg = self.ctx.sub_groups.find(consumer.group_name)
             if group_cfg is not None:
-                self.broker.topics.create_system_topic(
+                self.ctx.topics.create_system_topic(
                     RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, group_cfg.retry_queue_nums
                 )
             if self.clients.register_consumer(consumer, conn, client_id, cmd):
@@ -96,7 +86,7 @@ class ClientProcessor:
             return cmd.response(ResponseCode.INVALID_PARAMETER,
                                 "CHECK_CLIENT_CONFIG without subscriptionData")
         refused = check_subscription(sub.sub_string, sub.expression_type,
-                                     self.broker.config.enable_property_filter)
+                                     self.ctx.config.enable_property_filter)
         if refused is not None:
             log.warning("client config refused group=%s client=%s topic=%s: %s", body.group,
                         body.client_id, sub.topic, refused[1])
@@ -111,7 +101,7 @@ class ClientProcessor:
     def scan_expired(self) -> None:
         """Drop silent members (no heartbeat for ``client_channel_expire_ms``) and close their
         connections when they belong to nothing any more."""
-        changed, doomed = self.clients.scan_expired(self.broker.config.client_channel_expire_ms)
+        changed, doomed = self.clients.scan_expired(self.ctx.config.client_channel_expire_ms)
         for group in changed:
             self.clients.notify_consumer_ids_changed(group)
         for conn in doomed:

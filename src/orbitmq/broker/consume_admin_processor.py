@@ -27,14 +27,13 @@ and QUERY_CONSUME_QUEUE (321), with RocketMQ's header fields and body shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from orbitmq.broker.client_manager import ClientManager
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.subscription_group_manager import validate_group
-from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.protocol.admin_headers import (
     QUERY_CONSUME_QUEUE_COUNT_MAX,
     CloneGroupOffsetRequestHeader,
@@ -42,12 +41,10 @@ from orbitmq.protocol.admin_headers import (
     QueryConsumeQueueRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
 )
-from orbitmq.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from orbitmq.protocol.codes import LanguageCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import QueryTopicConsumeByWhoRequestHeader
-from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
 
 __all__ = ["ConsumeAdminProcessor"]
 
@@ -64,26 +61,17 @@ class ConsumeAdminProcessor:
     raw consume queue entries.
 
     Args:
-        broker_name: the name in every MessageQueue answered.
+        ctx: the broker's context (its name is in every MessageQueue answered).
         wall_ms: wall-clock milliseconds (delayTime).
     """
 
-    def __init__(self, broker_name: str, store: MessageStore, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager, clients: ClientManager,
-                 wall_ms: Any) -> None:
-        self.broker_name = broker_name
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.clients = clients
+    def __init__(self, ctx: BrokerContext, wall_ms: Callable[[], int]) -> None:
+        self.broker_name = ctx.config.broker_name
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.clients = ctx.clients
         self.wall_ms = wall_ms
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.get_producer_connection_list)
-        server.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.query_topic_consume_by_who)
-        server.register(RequestCode.QUERY_CONSUME_TIME_SPAN, self.query_consume_time_span)
-        server.register(RequestCode.CLONE_GROUP_OFFSET, self.clone_group_offset)
-        server.register(RequestCode.QUERY_CONSUME_QUEUE, self.query_consume_queue)
 
     def get_producer_connection_list(self, cmd: RemotingCommand,
                                      conn: RemotingConnection) -> RemotingCommand:

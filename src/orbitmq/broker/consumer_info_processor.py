@@ -44,11 +44,9 @@ from orbitmq.protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
 )
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
 
 if TYPE_CHECKING:
-    from orbitmq.broker.client_manager import ClientChannelInfo
-    from orbitmq.broker.controller import BrokerController
+    from orbitmq.broker.client_manager import ClientChannelInfo, ClientManager
 
 __all__ = ["ConsumerInfoProcessor", "RUNNING_INFO_TIMEOUT_S"]
 
@@ -72,17 +70,13 @@ def _connection_json(info: ClientChannelInfo) -> dict[str, Any]:
 class ConsumerInfoProcessor:
     """Consumer connection and running-info requests of admin tools."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.get_consumer_connection_list)
-        server.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self.get_consumer_running_info)
+    def __init__(self, clients: ClientManager) -> None:
+        self.clients = clients
 
     def get_consumer_connection_list(self, cmd: RemotingCommand,
                                      conn: RemotingConnection) -> RemotingCommand:
         h = GetConsumerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self.broker.clients.consumers.get(h.consumer_group)
+        info = self.clients.consumers.get(h.consumer_group)
         if info is None or not info.channels:
             return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
                                 f"the consumer group[{h.consumer_group}] not online")
@@ -98,7 +92,7 @@ class ConsumerInfoProcessor:
     async def get_consumer_running_info(self, cmd: RemotingCommand,
                                         conn: RemotingConnection) -> RemotingCommand:
         h = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self.broker.clients.consumers.get(h.consumer_group)
+        info = self.clients.consumers.get(h.consumer_group)
         target = None
         if info is not None:
             target = next((c for c, ch in info.channels.items()

@@ -1,24 +1,21 @@
-"""BrokerController: the broker's lifecycle, and the object every processor hangs off.
+"""BrokerController: the broker's lifecycle; it builds the parts and wires them once.
 
 ``start`` opens the store (recovering it if the last run crashed), loads the topic, offset and
 subscription group tables, starts the remoting server on ``listen_host:listen_port`` (port 0 picks
 a free one), registers with every name server and logs ``orbitmq broker ready on HOST:PORT``.
 ``stop`` does the reverse: unregister, stop serving, persist the tables, shut the store down.
 
-Request families live in their own modules: send_processor, pull_processor (+ long_poll_service),
-consumer_offset_manager (QUERY/UPDATE_CONSUMER_OFFSET), client_processor (heartbeats),
-query_processor (offsets by queue, messages by id or key) and admin_processor; delay levels in
-schedule_service, retries and dead letters in send_back_processor, orderly queue locks in
-queue_lock_manager, consumer connection and running info in consumer_info_processor.
+The controller is the only module that knows every part. Processors and services get a
+:class:`~orbitmq.broker.context.BrokerContext` (store, tables, config, the durable-save seam,
+read-your-writes, a few hooks), never the controller; handlers.py is the one table of request
+codes; durable_save.py is where every message is saved; docs/architecture.md walks a send and a
+pull through them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import ipaddress
 import logging
-import socket
 import time
 from collections.abc import Awaitable, Callable
 
@@ -31,6 +28,10 @@ from orbitmq.broker.config_file import TableFile, save_all
 from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
 from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
+from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
+from orbitmq.broker.durable_save import DurableSave, durability_conditions
+from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
@@ -43,34 +44,25 @@ from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.stats_processor import StatsProcessor
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
-from orbitmq.broker.transaction import TransactionService
+from orbitmq.broker.transaction import (
+    EndTransactionProcessor,
+    TransactionCheckService,
+    TransactionService,
+)
 from orbitmq.config import BrokerConfig
 from orbitmq.errors import ClientError
-from orbitmq.protocol.codes import RequestCode
-from orbitmq.protocol.command import RemotingCommand
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
-from orbitmq.transport.connection import HandlerResult, RemotingConnection
-from orbitmq.transport.server import Handler, RemotingServer
+from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.server import RemotingServer
 
 __all__ = ["BrokerController"]
 
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_MAX_MS = 10_000  # RocketMQ scans client channels every 10 s
-DISPATCH_WAIT_MAX_S = 0.5  # a read waits at most this long for acknowledged sends to be queued
 STOP_SAVE_ATTEMPTS_MAX = 3  # a table that cannot be saved at stop is tried this often...
 STOP_SAVE_RETRY_S = 0.2  # ...this far apart
-
-
-def _ip_of(host: str) -> str:
-    """An IP literal for ``host`` (stored messages and message ids need one)."""
-    if host in ("", "0.0.0.0", "::"):
-        return "127.0.0.1"
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        return socket.gethostbyname(host)
 
 
 class BrokerController:
@@ -78,19 +70,24 @@ class BrokerController:
 
     Attributes:
         config: the settings it runs with.
-        store: the MessageStore (opened by ``start``).
-        topics / offsets / sub_groups / clients: the broker's tables.
-        server: the RemotingServer (its handlers registered by the processors).
+        ctx: what processors and services see of the broker (see context.py).
+        store / topics / offsets / sub_groups / clients / saver: the parts ``ctx`` holds.
+        processors: the request processors; handlers.py maps request codes onto them.
+        pull / schedule / transactions / locks: the parts tests and tools look into.
+        server: the RemotingServer.
     """
 
     def __init__(self, config: BrokerConfig) -> None:
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         self.config = config
         self.store = MessageStore(config.store)
+        self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
         self.offsets = ConsumerOffsetManager(config.store.store_path, self.store)
         self.sub_groups = SubscriptionGroupManager(config)
         self.clients = ClientManager(notify_enabled=config.notify_consumer_ids_changed_enable)
+        self.saver = DurableSave(self.store, durability_conditions(config, self.store))
+        self.dispatched = DispatchWaiter(self.store)
         self.server = RemotingServer(
             config.listen_host, config.listen_port, name="broker",
             max_frame_size=config.max_frame_size,
@@ -99,52 +96,55 @@ class BrokerController:
         self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size)
         self.registrar = RegisterService(config, self.remoting_client, lambda: self.address,
                                          lambda: permitted_wrapper(self.topics.wrapper(), config))
-        self.store_host: tuple[str, int] = (_ip_of(config.broker_ip or config.listen_host),
-                                            config.listen_port)
-        self.boot_timestamp_ms = int(time.time() * 1000)
         self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
-        self.send = SendProcessor(self)
-        self.pull = PullProcessor(self)
-        self.client_processor = ClientProcessor(self)
-        self.query = QueryProcessor(self)
-        self.admin = AdminProcessor(self)
-        for processor in (self.send, self.pull, self.client_processor, self.query, self.admin):
-            processor.register(self.server)
-        self.transactions = TransactionService(self)  # half messages, END_TRANSACTION, checks
-        self.transactions.register(self.server)
-        # Delay levels, retries and dead letters, orderly queue locks, consumer info.
-        self.schedule = ScheduleService(config, self.store, self.topics, lambda: self.store_host)
-        self.send_back = SendBackProcessor(self)
+        self.ctx = ctx = BrokerContext(
+            config=config, host=self.host, store=self.store, saver=self.saver,
+            dispatched=self.dispatched, topics=self.topics, offsets=self.offsets,
+            sub_groups=self.sub_groups, clients=self.clients, stats=self.stats,
+            route_published=self.registrar.registered_after_now,
+        )
+        self.schedule = ScheduleService(ctx)  # delay levels
+        self.transactions = TransactionService(ctx)  # half messages and their outcomes
+        self.tx_checker = TransactionCheckService(self.transactions)
+        self.pull = PullProcessor(ctx)
+        held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
         self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
-        self.consumer_info = ConsumerInfoProcessor(self)
-        for extra in (self.send_back, self.locks, self.consumer_info):
-            extra.register(self.server)
-        self.server.register(RequestCode.UNREGISTER_CLIENT, self.locks.releasing(
-            self.client_processor.unregister_client, self.clients))
-        self.server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.offsets.query_consumer_offset)
-        self.server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.offsets.update_consumer_offset)
-        self._register_ops_processors()
+        self.client_processor = ClientProcessor(ctx)
+        send_back = SendBackProcessor(ctx)  # retries and dead letters
+        self.processors = Processors(
+            send=SendProcessor(ctx, self.transactions.to_half, send_back),
+            pull=self.pull,
+            clients=self.client_processor,
+            query=QueryProcessor(ctx),
+            admin=AdminProcessor(ctx),
+            offsets=self.offsets,
+            send_back=send_back,
+            locks=self.locks,
+            consumer_info=ConsumerInfoProcessor(self.clients),
+            transactions=self.transactions,
+            end_transaction=EndTransactionProcessor(self.transactions),
+            stats=StatsProcessor(ctx, held_pulls),
+            consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
+            broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
+        )
+        for code, handler in handler_table(self.processors, self.dispatched.after).items():
+            self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
-            clients=self.clients, held_pulls=lambda: self.pull.long_poll.held_count)
+            clients=self.clients, held_pulls=held_pulls)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
-
-    def _register_ops_processors(self) -> None:
-        """Runtime info and stats, consumer admin, settings (issue 17): explicit dependencies."""
-        held = lambda: self.pull.long_poll.held_count  # noqa: E731
-        StatsProcessor(self.config, lambda: self.address, lambda: self.boot_timestamp_ms,
-                       self.stats, self.store, self.topics, self.offsets, self.sub_groups,
-                       self.clients, held).register(self.server)
-        ConsumeAdminProcessor(self.config.broker_name, self.store, self.topics, self.offsets,
-                              self.clients, lambda: int(time.time() * 1000)).register(self.server)
-        BrokerConfigProcessor(self.config, self.registrar.registered_after_now).register(self.server)
 
     @property
     def address(self) -> str:
         """``host:port`` clients should use: ``broker_ip`` when set, else the listening host."""
-        return f"{self.store_host[0]}:{self.server.port}"
+        return self.host.address
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        """(ip, port) written into stored messages."""
+        return self.host.store_host
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -159,15 +159,21 @@ class BrokerController:
             self.offsets.load()
             self.sub_groups.load()
             self.schedule.load()
+            self.saver.start()
+            self.dispatched.start()
             self.pull.long_poll.start()
             self.store.add_arrival_listener(self.pull.long_poll.on_arrival)
             await self.server.start()
         except BaseException:
             await self.pull.long_poll.stop()
+            self.dispatched.stop()
+            self.saver.stop()
             self.store.shutdown()
             raise
-        self.store_host = (self.store_host[0], self.server.port)
+        self.host.listening_on(self.server.port)
         self.transactions.start()  # no await since the server started: rebuilt before any request
+        if self.config.broker_id == 0:  # only a master checks (and ends) transactions
+            self.tx_checker.start()
         self.schedule.start()
         self._started = True
         try:
@@ -175,7 +181,6 @@ class BrokerController:
         except BaseException:
             await self.stop()
             raise
-        self.boot_timestamp_ms = int(time.time() * 1000)
         try:
             await self.registrar.start()  # BrokerError: a name server refused this broker
         except BaseException:
@@ -202,12 +207,15 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         await self.observability.stop()
-        await self.transactions.stop()
+        await self.tx_checker.stop()
+        self.transactions.stop()
         await self.registrar.stop()
         await self.pull.stop()
         await self.schedule.stop()
         await self.server.stop(grace=2.0)
         await self.remoting_client.close()
+        self.dispatched.stop()
+        self.saver.stop()
         try:
             await self._save_tables_at_stop()
         finally:
@@ -239,39 +247,9 @@ class BrokerController:
 
     # -- read-your-writes -----------------------------------------------------------------------
     async def wait_dispatched(self, timeout_s: float = DISPATCH_WAIT_MAX_S) -> bool:
-        """Wait until everything appended so far is in the consume queues and the index.
-
-        The store builds queues on its dispatch thread, a moment after a send is acknowledged; a
-        read that follows an acknowledged send (GET_MAX_OFFSET, stats, a pull without long
-        polling) waits for that moment so that it sees the send. Bounded; False on timeout.
-        """
-        store = self.store
-        target = store.max_physical_offset()
-        deadline = time.monotonic() + timeout_s
-        while store.max_physical_offset() - store.dispatch_behind_bytes() < target:
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.001)
-        return True
-
-    def after_dispatch(self, handler: Handler) -> Handler:
-        """``handler`` run once the store has dispatched what was appended before the request
-        (directly, without a task, when nothing is pending: the usual case)."""
-
-        def run(cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
-            if self.store.dispatch_behind_bytes() <= 0:
-                return handler(cmd, conn)
-            return self._later(handler, cmd, conn)
-
-        return run
-
-    async def _later(self, handler: Handler, cmd: RemotingCommand,
-                     conn: RemotingConnection) -> RemotingCommand | None:
-        await self.wait_dispatched()
-        result = handler(cmd, conn)
-        if inspect.isawaitable(result):
-            return await result
-        return result
+        """Wait until everything appended so far is in the consume queues and the index
+        (signalled by the store's dispatch, see dispatch_wait.py); False on timeout."""
+        return await self.dispatched.wait(timeout_s)
 
     # -- background work ------------------------------------------------------------------------
     @staticmethod

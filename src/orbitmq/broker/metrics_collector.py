@@ -200,7 +200,8 @@ class BrokerMetricsCollector:
         counts: dict[tuple[str, ...], int] = {}
         for members in list(self.clients.producers.values()):
             for info in members.values():
-                key = (_language(info.language), str(info.version), PROTOCOL_REMOTING)
+                key: tuple[str, ...] = (_language(info.language), str(info.version),
+                                        PROTOCOL_REMOTING)
                 counts[key] = counts.get(key, 0) + 1
         for key, n in counts.items():
             f.add(producers, key, n)

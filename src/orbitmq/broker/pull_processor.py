@@ -33,22 +33,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.long_poll_service import HeldPull, LongPollService
 from orbitmq.broker.message_filter import PullFilter, build_filter
 from orbitmq.errors import ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.store.status import GetMessageStatus
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer, internal_error_response
-
-if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
+from orbitmq.transport.server import internal_error_response
 
 __all__ = ["PullProcessor", "pull_response_code", "check_subscription"]
 
@@ -108,17 +106,14 @@ def check_subscription(expression: str | None, expression_type: str | None,
 class PullProcessor:
     """The pull handler and the long-poll service that holds its empty answers."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.store = broker.store
-        cfg = broker.config
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        cfg = ctx.config
         self.long_polling_enable = cfg.long_polling_enable
         self.short_polling_time_ms = cfg.short_polling_time_ms
-        self.long_poll = LongPollService(broker.store, self._resume, cfg.long_polling_recheck_ms)
+        self.long_poll = LongPollService(ctx.store, self._resume, cfg.long_polling_recheck_ms)
         self._tasks: set[asyncio.Future[None]] = set()
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.PULL_MESSAGE, self.pull_message)
 
     async def stop(self) -> None:
         """Forget held pulls and pulls waiting for the dispatch (the server closes their
@@ -141,11 +136,11 @@ class PullProcessor:
 
     # -- checks ---------------------------------------------------------------------------------
     def _check(self, h: PullMessageRequestHeader, conn: RemotingConnection) -> PullFilter | None:
-        broker = self.broker
-        if not broker.config.broker_permission & _PERM_READ:
+        ctx = self.ctx
+        if not ctx.config.broker_permission & _PERM_READ:
             raise _Refused(ResponseCode.NO_PERMISSION,
-                           f"the broker[{broker.config.broker_name}] pulling message is forbidden")
-        group = broker.sub_groups.find(h.consumer_group)
+                           f"the broker[{ctx.config.broker_name}] pulling message is forbidden")
+        group = ctx.sub_groups.find(h.consumer_group)
         if group is None:
             raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                            f"subscription group [{h.consumer_group}] does not exist")
@@ -153,11 +148,11 @@ class PullProcessor:
             raise _Refused(ResponseCode.NO_PERMISSION,
                            f"subscription group [{h.consumer_group}] has consumption disabled")
         if not group.consume_broadcast_enable:
-            members = broker.clients.consumers.get(h.consumer_group)
+            members = ctx.clients.consumers.get(h.consumer_group)
             if members is not None and members.message_model is MessageModel.BROADCASTING:
                 raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
                                "may not consume in broadcasting mode")
-        tc = broker.topics.get(h.topic)
+        tc = ctx.topics.get(h.topic)
         if tc is None:
             raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         if not tc.perm & _PERM_READ:
@@ -168,7 +163,7 @@ class PullProcessor:
                            f"readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]")
         expression, expression_type = self._subscription(h)
         refused = check_subscription(expression, expression_type,
-                                     broker.config.enable_property_filter)
+                                     ctx.config.enable_property_filter)
         if refused is not None:
             raise _Refused(*refused)
         return build_filter(expression, expression_type)
@@ -176,7 +171,7 @@ class PullProcessor:
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str | None]:
         if h.sys_flag & _FLAG_SUBSCRIPTION:
             return h.subscription or "*", h.expression_type
-        sub = self.broker.clients.subscription(h.consumer_group, h.topic)
+        sub = self.ctx.clients.subscription(h.consumer_group, h.topic)
         if sub is not None:
             return sub.sub_string, sub.expression_type
         return h.subscription or "*", h.expression_type
@@ -190,7 +185,7 @@ class PullProcessor:
         )
         code = pull_response_code(result.status, h.queue_offset)
         if allow_suspend and h.sys_flag & _FLAG_COMMIT and h.commit_offset >= 0 and not dispatched:
-            self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+            self.ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & _FLAG_SUSPEND:
             timeout = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_ms
             if self.long_poll.hold(HeldPull(cmd, conn, h, message_filter), timeout):
@@ -201,7 +196,7 @@ class PullProcessor:
             # they are, so that a pull never misses a message whose send was already answered.
             self._spawn(self._after_dispatch(cmd, conn, h, message_filter, allow_suspend))
             return
-        self.broker.stats.on_get(h.consumer_group, h.topic, h.queue_id, result)
+        self.ctx.stats.on_get(h.consumer_group, h.topic, h.queue_id, result)
         next_offset = result.next_begin_offset
         if code is ResponseCode.PULL_OFFSET_MOVED:
             log.debug("pull offset moved group=%s topic=%s queue=%d from=%d to=%d status=%s",
@@ -229,7 +224,7 @@ class PullProcessor:
     async def _after_dispatch(self, cmd: RemotingCommand, conn: RemotingConnection,
                               h: PullMessageRequestHeader, message_filter: PullFilter | None,
                               allow_suspend: bool) -> None:
-        await self.broker.wait_dispatched()
+        await self.ctx.dispatched.wait()
         if not conn.is_open:
             return
         try:

@@ -9,10 +9,9 @@ so an arbitrary offset from a client can never make the broker send a slice of g
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from orbitmq.broker.context import BrokerContext
 from orbitmq.errors import ConnectionClosedError
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     GetEarliestMsgStoretimeRequestHeader,
@@ -23,10 +22,6 @@ from orbitmq.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
-
-if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
 
 __all__ = ["QueryProcessor"]
 
@@ -34,21 +29,13 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # extField Java's admin sets when the ke
 
 
 class QueryProcessor:
-    """Offset and message look-up requests (read only)."""
+    """Offset and message look-up requests (read only). Every handler but VIEW_MESSAGE_BY_ID
+    (which reads the commit log) is registered to see the sends acknowledged before its request
+    (handlers.py: ``after_dispatch``)."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.store = broker.store
-
-    def register(self, server: RemotingServer) -> None:
-        """Each handler sees every send acknowledged before its request (``after_dispatch``)."""
-        wait = self.broker.after_dispatch
-        server.register(RequestCode.GET_MAX_OFFSET, wait(self.get_max_offset))
-        server.register(RequestCode.GET_MIN_OFFSET, wait(self.get_min_offset))
-        server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, wait(self.search_offset_by_timestamp))
-        server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, wait(self.get_earliest_msg_storetime))
-        server.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id)  # reads the CommitLog
-        server.register(RequestCode.QUERY_MESSAGE, wait(self.query_message))
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.config = ctx.config
+        self.store = ctx.store
 
     def get_max_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -84,7 +71,7 @@ class QueryProcessor:
         """QUERY_MESSAGE: messages of a topic whose KEYS (or UNIQ_KEY) hold ``key``; body = the raw
         messages concatenated; QUERY_NOT_FOUND when there are none."""
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        cfg = self.broker.config
+        cfg = self.config
         max_num = max(1, min(h.max_num, cfg.max_msgs_num_batch))
         if cmd.ext_fields.get(UNIQUE_KEY_QUERY, "").lower() == "true":
             max_num = cfg.default_query_max_num

@@ -40,10 +40,10 @@ from orbitmq.protocol.bodies import (
     MessageQueue,
     UnlockBatchRequestBody,
 )
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
-from orbitmq.transport.server import Handler, RemotingServer
+from orbitmq.transport.server import Handler
 
 if TYPE_CHECKING:
     from orbitmq.broker.client_manager import ClientManager
@@ -80,10 +80,6 @@ class QueueLockManager:
         self.clients = clients
         self._clock_ms = clock_ms
         self.table: dict[str, dict[MessageQueue, LockEntry]] = {}
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
-        server.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
 
     # -- the table ------------------------------------------------------------------------------
     def _expired(self, entry: LockEntry, now: int) -> bool:

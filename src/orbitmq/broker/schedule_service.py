@@ -13,7 +13,9 @@ UNIQ_KEY included, kept, and REAL_TOPIC / REAL_QID left as RocketMQ leaves them)
 the new offsets atomically in ``STORE/config/delayOffset.json`` (``{"offsetTable": {"1": 12}}``,
 level -> next queue offset; Java's bare numeric keys are read too). A crash after a delivery and
 before the persist re-delivers that last batch once: at-least-once, with duplicates bounded by
-one batch of ``DELIVER_BATCH_MAX`` per level.
+one batch of ``DELIVER_BATCH_MAX`` per level. Re-stores go through the durable-save seam, and the
+offsets move only once the seam says the batch is durable (under SYNC_FLUSH: synced up to the
+batch's last message, one wait for the batch); otherwise the batch is delivered again later.
 
 No busy polling: when the head of a queue is not due, the task sleeps until it is (bounded by
 ``WAIT_MAX_S``, against wall-clock jumps); when the queue is empty it sleeps until the store's
@@ -25,20 +27,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
 
 import orjson
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
-from orbitmq.broker.durable_put import APPENDED, wait_flushed
-from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC, TopicConfigManager
-from orbitmq.config import BrokerConfig, parse_delay_levels_ms
+from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC
 from orbitmq.errors import StoreError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, transaction_type
 from orbitmq.store.message_inner import MessageInner
-from orbitmq.store.message_store import MessageStore
-from orbitmq.store.status import PutMessageResult
+from orbitmq.store.status import PutMessageResult, PutMessageStatus
 
 __all__ = ["ScheduleService", "apply_delay", "delay_level_of", "DELAY_OFFSET_FILE"]
 
@@ -48,8 +47,8 @@ DELAY_OFFSET_FILE = "delayOffset.json"
 DELIVER_BATCH_MAX = 32  # messages re-stored (and at most re-delivered after a crash) per step
 WAIT_MAX_S = 5.0  # longest sleep of an idle level: a bound against clock jumps and lost wake-ups
 PUT_RETRY_WAIT_S = 1.0  # after a failed re-store (disk full, store stopping)
-FLUSH_WAIT_MAX_S = 10.0
 _USER_SYS_FLAGS = int(MessageSysFlag.COMPRESSED | MessageSysFlag.MULTI_TAGS)
+_PUT_OK = PutMessageStatus.PUT_OK
 _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 _HALF_TYPES = (int(MessageSysFlag.TRANSACTION_PREPARED_TYPE),
                int(MessageSysFlag.TRANSACTION_ROLLBACK_TYPE))
@@ -122,19 +121,17 @@ class ScheduleService:
     """The delivery tasks of every delay level, on the broker's event loop.
 
     Args:
-        config: the broker's settings (store path and ``message_delay_level``).
-        store: the broker's store (started before :meth:`start`).
-        topics: the topic table, where the schedule topic gets one queue per level.
-        store_host: the broker's (ip, port) for re-stored messages (known once it listens).
+        ctx: the broker's context: its store (started before :meth:`start`) holds the delay
+            levels (``message_delay_level``, parsed once), the topic table gets the schedule
+            topic with one queue per level, re-stores go through ``ctx.saver``.
     """
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 store_host: Callable[[], tuple[str, int]]) -> None:
-        self.levels_ms = parse_delay_levels_ms(config.store.message_delay_level)
-        self.store = store
-        self.topics = topics
-        self.store_host = store_host
-        self.path = config_path(config.store.store_path, DELAY_OFFSET_FILE)
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.levels_ms = ctx.store.delay_levels_ms
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.path = config_path(ctx.config.store.store_path, DELAY_OFFSET_FILE)
         self.offsets: dict[int, int] = {}
         self._events: dict[int, asyncio.Event] = {}
         self._sleep_until: dict[int, float | None] = {}  # queue id -> due ms slept for; None busy
@@ -167,8 +164,7 @@ class ScheduleService:
                                            tc.perm))
         self.store.add_arrival_listener(self._on_arrival)
         # Queues of levels no longer configured (the list got shorter) are still delivered.
-        stored = max((qid + 1 for topic, qid in list(self.store.consume_queue_table)
-                      if topic == SCHEDULE_TOPIC), default=0)
+        stored = max((qid + 1 for qid in self.store.queue_ids(SCHEDULE_TOPIC)), default=0)
         for level in range(1, max(self.level_count, stored) + 1):
             self._events[level - 1] = asyncio.Event()
             self._sleep_until[level - 1] = None
@@ -268,7 +264,7 @@ class ScheduleService:
                 next_due = float(due)
                 break
             msg = self.store.look_message_by_offset(phy, size)
-            inner = _real_message(msg, self.store_host()) if msg is not None else None
+            inner = _real_message(msg, self.ctx.host.store_host) if msg is not None else None
             if inner is None:
                 log.error("delay level %d: entry %d is unreadable or has no REAL_TOPIC; skipped",
                           level, offset)
@@ -276,9 +272,11 @@ class ScheduleService:
             offset += 1
         if not pending:
             return next_due
-        offset, results = self._append(level, pending)
-        for result in results:
-            await wait_flushed(result, FLUSH_WAIT_MAX_S)
+        offset, last = self._append(level, pending)
+        if last is not None and (await self.ctx.saver.settled(last)).status is not _PUT_OK:
+            log.warning("delay level %d: re-stored entries %d..%d not durable (%s); delivering "
+                        "them again", level, start, offset - 1, last.status.value)
+            return now + PUT_RETRY_WAIT_S * 1000  # offsets stay: at least once
         if offset == start:
             return now + PUT_RETRY_WAIT_S * 1000  # nothing appended: retry after a pause
         self.offsets[level] = offset
@@ -287,20 +285,20 @@ class ScheduleService:
             return now + PUT_RETRY_WAIT_S * 1000  # a put failed midway
         return now if offset < high and next_due is None else next_due
 
-    def _append(self, level: int,
-                pending: list[tuple[int, MessageInner | None]]) -> tuple[int, list[PutMessageResult]]:
+    def _append(self, level: int, pending: list[tuple[int, MessageInner | None]],
+                ) -> tuple[int, PutMessageResult | None]:
         """Append in queue order, stopping at the first refused put; returns the offset reached
-        and the results whose flush is still to be awaited."""
-        results: list[PutMessageResult] = []
+        and the last append (durable up to its end means durable for all: offsets grow)."""
+        last: PutMessageResult | None = None
         reached = pending[0][0]
         for offset, inner in pending:
             if inner is not None:
-                result = self.store.put_messages([inner], wait_flush=False)
-                if result.status not in APPENDED:
+                result = self.ctx.saver.append([inner])
+                if result.status is not _PUT_OK:
                     log.warning("delay level %d: re-store of entry %d refused: %s; retrying",
                                 level, offset, result.status.value)
-                    return reached, results
-                results.append(result)
+                    return reached, last
+                last = result
                 self.delivered += 1
             reached = offset + 1
-        return reached, results
+        return reached, last

@@ -34,24 +34,21 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING
 
-from orbitmq.broker.durable_put import APPENDED, put_durably
+from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.broker.topic_config_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.bodies import Perm, TopicConfig
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.status import PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
-
-if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
 
 __all__ = ["SendBackProcessor", "retry_limit", "DLQ_QUEUE_NUMS", "RETRY_BASE_DELAY_LEVEL"]
 
@@ -73,22 +70,19 @@ def retry_limit(group: SubscriptionGroupConfig, requested: int | None) -> int:
 class SendBackProcessor:
     """CONSUMER_SEND_MSG_BACK, and the DLQ routing of plain sends to a retry topic."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.flush_wait_s = broker.config.store.sync_flush_timeout_ms / 1000 + 1.0
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.consumer_send_msg_back)
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.delay_level_count = len(ctx.store.delay_levels_ms)
 
     # -- topics ---------------------------------------------------------------------------------
     def _topic(self, name: str, queue_nums: int) -> TopicConfig:
-        tc = self.broker.topics.create_system_topic(name, queue_nums, _RW)
+        tc = self.ctx.topics.create_system_topic(name, queue_nums, _RW)
         if not tc.perm & Perm.WRITE:
             raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{name}] sending message is forbidden")
         return tc
 
     def _group(self, group: str) -> SubscriptionGroupConfig:
-        cfg = self.broker.sub_groups.find(group)
+        cfg = self.ctx.sub_groups.find(group)
         if cfg is None:
             raise BrokerError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                               f"subscription group [{group}] does not exist")
@@ -97,22 +91,21 @@ class SendBackProcessor:
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------------
     async def consumer_send_msg_back(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         h = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
-        broker = self.broker
-        if not broker.config.broker_permission & Perm.WRITE:
+        config = self.ctx.config
+        if not config.broker_permission & Perm.WRITE:
             return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the broker[{broker.config.broker_name}] sending message is forbidden")
+                                f"the broker[{config.broker_name}] sending message is forbidden")
         try:
             inner = self._retry_message(h)
         except BrokerError as e:
             return cmd.response(e.code, e.remark)
         if inner is None:
             return cmd.response(ResponseCode.SUCCESS)  # the group keeps no retry queue: dropped
-        result = await put_durably(broker.store, inner, self.flush_wait_s)
-        if result.status not in APPENDED:
+        result = await self.ctx.saver.save([inner])
+        if result.status is not PutMessageStatus.PUT_OK:
             log.warning("send back of offset %d for group %s failed: %s", h.offset, h.group,
                         result.status.value)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"put message failed: {result.status.value}")
-        return cmd.response(ResponseCode.SUCCESS)
+        return cmd.response(*put_answer(result))
 
     def _retry_message(self, h: ConsumerSendMsgBackRequestHeader) -> MessageInner | None:
         """The message to store for a send-back (in the retry topic or the DLQ); None when the
@@ -120,7 +113,7 @@ class SendBackProcessor:
         group = self._group(h.group)
         if group.retry_queue_nums <= 0:
             return None
-        msg = self.broker.store.look_message_by_offset(h.offset)
+        msg = self.ctx.store.look_message_by_offset(h.offset)
         if msg is None:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         limit = retry_limit(group, h.max_reconsume_times)
@@ -135,7 +128,7 @@ class SendBackProcessor:
                            group.retry_queue_nums)
         level = h.delay_level if h.delay_level > 0 else RETRY_BASE_DELAY_LEVEL + msg.reconsume_times
         inner.properties[PropertyKey.DELAY] = str(level)
-        apply_delay(inner, self.broker.schedule.level_count)
+        apply_delay(inner, self.delay_level_count)
         return inner
 
     def _copy(self, msg: MessageExt, origin_msg_id: str | None, topic: str,
@@ -152,7 +145,7 @@ class SendBackProcessor:
         queue_id = random.randrange(max(tc.write_queue_nums, 1))
         return MessageInner(
             topic, queue_id, bytes(msg.body), props, msg.flag, msg.sys_flag & _USER_SYS_FLAGS,
-            msg.born_timestamp, msg.born_host, self.broker.store_host, reconsume_times,
+            msg.born_timestamp, msg.born_host, self.ctx.host.store_host, reconsume_times,
         )
 
     # -- plain sends to a retry topic -----------------------------------------------------------

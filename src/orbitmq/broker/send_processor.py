@@ -19,6 +19,10 @@ A message with a DELAY level is stored in SCHEDULE_TOPIC_XXXX (schedule_service.
 a send to ``%RETRY%{group}`` past the group's retries goes to ``%DLQ%{group}``
 (send_back_processor.route_retry_send).
 
+Every send is saved through the durable-save seam (durable_save.py), which also says what the
+outcome is called on the wire: without a durability condition (ASYNC_FLUSH) the answer is built
+in the handler's own call; under SYNC_FLUSH the sends of one group commit share its one future.
+
 A queue id outside ``[0, writeQueueNums)`` is replaced by one picked round robin. Every response
 extField is a string (the C++ client reads numbers as 0): ``msgId`` is the offset message id (the
 comma-joined ids for a batch), ``queueId`` and ``queueOffset`` (the first message's).
@@ -29,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
+from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.durable_save import APPENDED, put_answer
 from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -42,7 +48,7 @@ from orbitmq.broker.topic_config_manager import (
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import Perm, TopicConfig
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import MessageSysFlag, PropertyKey
@@ -51,38 +57,22 @@ from orbitmq.protocol.stored import EncodedBatch, encode_wire_batch, encode_wire
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
 
 if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
+    from orbitmq.broker.send_back_processor import SendBackProcessor
 
 __all__ = ["SendProcessor", "parse_properties"]
 
 log = logging.getLogger(__name__)
 
-_Answer = RemotingCommand | Awaitable[RemotingCommand]  # awaitable only under SYNC_FLUSH
+_Answer = RemotingCommand | Awaitable[RemotingCommand]  # awaitable only when a save waits
 _BORN_HOST = "orbitmq.born_host"  # RemotingConnection.attributes key: the peer as (ip, port)
 # Plain ints: IntFlag arithmetic costs microseconds per operation on the hot path.
 _USER_SYS_FLAGS = int(MessageSysFlag.COMPRESSED | MessageSysFlag.MULTI_TAGS)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 _PERM_WRITE = int(Perm.WRITE)
+_PUT_OK = PutMessageStatus.PUT_OK
 ROUTE_PUBLISH_WAIT_S = 1.0  # the longest a topic-creating send waits for its route to be registered
-
-_PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"),
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, "flush to slave timed out"),
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "slave not available"),
-    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
-        ResponseCode.SERVICE_NOT_AVAILABLE, "service not available now: the store is stopped or the disk is full"),
-    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
-        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken"),
-    PutMessageStatus.MESSAGE_ILLEGAL: (
-        ResponseCode.MESSAGE_ILLEGAL, "the message is illegal: body, topic or properties too long or malformed"),
-    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
-        ResponseCode.MESSAGE_ILLEGAL, f"the message properties exceed {PROPERTIES_SIZE_MAX} bytes"),
-    PutMessageStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, try later"),
-    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown error while storing the message"),
-}
 
 
 class _Refused(Exception):
@@ -94,25 +84,30 @@ class _Refused(Exception):
 
 
 class SendProcessor:
-    """The send handlers; synchronous under ASYNC_FLUSH (no task per send), a coroutine awaiting
-    the group commit under SYNC_FLUSH."""
+    """The send handlers: synchronous when a save waits for nothing (ASYNC_FLUSH: no task, no
+    future per send), a loop future shared out by the durable-save seam when it waits.
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.store = broker.store
-        self.topics = broker.topics
-        self.max_message_size = broker.config.store.max_message_size
-        self.sync_flush_timeout_s = broker.config.store.sync_flush_timeout_ms / 1000
+    Args:
+        ctx: the broker's context (tables, store, durable-save seam).
+        to_half: the transaction service's hook for a transactional send: its half message.
+        send_back: retry topics' DLQ rule (``route_retry_send``).
+    """
+
+    def __init__(self, ctx: BrokerContext,
+                 to_half: Callable[[MessageInner, str], MessageInner],
+                 send_back: SendBackProcessor) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self.host = ctx.host
+        self.store = ctx.store
+        self.saver = ctx.saver
+        self.stats = ctx.stats
+        self.topics = ctx.topics
+        self.to_half = to_half
+        self.send_back = send_back
+        self.max_message_size = ctx.config.store.max_message_size
+        self.delay_level_count = len(ctx.store.delay_levels_ms)
         self._round_robin = itertools.count()
-        # SYNC_FLUSH: store flush future -> (timeout timer, sends waiting for it); see _await_flush
-        self._flush_groups: dict[object, tuple[asyncio.TimerHandle, list[Any]]] = {}
-        self._wake_scheduled = False  # a store.wake_deferred call is due (see _send)
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.SEND_MESSAGE, self.send_message)
-        server.register(RequestCode.SEND_MESSAGE_V2, self.send_message)
-        server.register(RequestCode.SEND_BATCH_MESSAGE, self.send_batch_message)
 
     # -- handlers -------------------------------------------------------------------------------
     def send_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
@@ -142,20 +137,14 @@ class SendProcessor:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         tx_id = None
         if encoded is not None:
-            result = self.store.put_encoded(encoded, wait_flush=False, defer_wakeups=True)
+            result = self.saver.append(encoded)
         else:
-            result = self.store.put_messages(msgs, wait_flush=False, defer_wakeups=True)
+            result = self.saver.append(msgs)
             if msgs[0].topic == TRANS_HALF_TOPIC:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
-        self.broker.stats.on_send(h.topic, result.append, None if encoded is not None else msgs)
-        if not self._wake_scheduled:
-            self._schedule_wake()
-        answer: _Answer
-        if result.flush_future is not None:
-            answer = self._await_flush(cmd, result, queue_id, tx_id)
-        else:
-            answer = self._response(cmd, result, queue_id, tx_id)
-        if created and result.status is PutMessageStatus.PUT_OK:
+        self.stats.on_send(h.topic, result.append, None if encoded is not None else msgs)
+        answer = self.saver.answer(result, self._response, cmd, queue_id, tx_id)
+        if created and result.status is _PUT_OK:
             return self._after_route_published(answer)
         return answer
 
@@ -164,8 +153,7 @@ class SendProcessor:
         route (or ROUTE_PUBLISH_WAIT_S passed): whoever the sender tells next (a consumer, a
         CLI run) finds the topic, instead of racing the registration that follows it."""
         try:
-            await asyncio.wait_for(self.broker.registrar.registered_after_now(),
-                                   ROUTE_PUBLISH_WAIT_S)
+            await asyncio.wait_for(self.ctx.route_published(), ROUTE_PUBLISH_WAIT_S)
         except TimeoutError:
             log.warning("new topic's route not published within %.1f s; answering the send",
                         ROUTE_PUBLISH_WAIT_S)
@@ -174,9 +162,9 @@ class SendProcessor:
     # -- checks ---------------------------------------------------------------------------------
     def _check(self, h: SendMessageRequestHeader, body_size: int) -> tuple[TopicConfig, bool]:
         """The topic's config and whether this send created it; _Refused when it may not go."""
-        if not self.broker.config.broker_permission & _PERM_WRITE:
+        if not self.config.broker_permission & _PERM_WRITE:
             raise _Refused(ResponseCode.NO_PERMISSION,
-                           f"the broker[{self.broker.config.broker_name}] sending message is forbidden")
+                           f"the broker[{self.config.broker_name}] sending message is forbidden")
         if body_size > self.max_message_size:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
                            f"message body size {body_size} exceeds the limit {self.max_message_size}")
@@ -202,7 +190,7 @@ class SendProcessor:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, reason)
         if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             # A group's retry topic has the group's retry queues (1), not the default topic's.
-            group = self.broker.sub_groups.find(h.topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+            group = self.ctx.sub_groups.find(h.topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             if group is not None:
                 return self.topics.create_system_topic(h.topic, group.retry_queue_nums)
         tc = self.topics.create_in_send(h.topic, h.default_topic, h.default_topic_queue_nums, 0)
@@ -224,14 +212,14 @@ class SendProcessor:
         body = cmd.body if isinstance(cmd.body, bytes) else bytes(cmd.body)
         msg = MessageInner(
             h.topic, queue_id, body, props, h.flag, h.sys_flag & _USER_SYS_FLAGS, h.born_timestamp,
-            self._born_host(conn), self.broker.store_host, h.reconsume_times,
+            self._born_host(conn), self.host.store_host, h.reconsume_times,
         )
         if h.sys_flag & _PREPARED or props.get(PropertyKey.TRAN_MSG) == "true":
-            return self.broker.transactions.to_half(msg, h.producer_group)  # a half message
+            return self.to_half(msg, h.producer_group)  # a half message
         if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            self.broker.send_back.route_retry_send(h, msg)  # past its retries: to the DLQ
+            self.send_back.route_retry_send(h, msg)  # past its retries: to the DLQ
         if PropertyKey.DELAY in props:
-            apply_delay(msg, self.broker.schedule.level_count)  # parked in SCHEDULE_TOPIC_XXXX
+            apply_delay(msg, self.delay_level_count)  # parked in SCHEDULE_TOPIC_XXXX
         return msg
 
     def _encoded_batch(self, cmd: RemotingCommand, conn: RemotingConnection,
@@ -243,7 +231,7 @@ class SendProcessor:
             return None
         return encode_wire_batch(
             h.topic, queue_id, cmd.body, h.sys_flag & _USER_SYS_FLAGS, h.born_timestamp,
-            self._born_host(conn), self.broker.store_host, h.reconsume_times,
+            self._born_host(conn), self.host.store_host, h.reconsume_times,
             self.max_message_size, self.store.max_blob_size,
         )
 
@@ -256,7 +244,7 @@ class SendProcessor:
             return None
         return encode_wire_single(
             h.topic, queue_id, cmd.body, h.properties, h.flag, h.sys_flag & _USER_SYS_FLAGS,
-            h.born_timestamp, self._born_host(conn), self.broker.store_host, h.reconsume_times,
+            h.born_timestamp, self._born_host(conn), self.host.store_host, h.reconsume_times,
         )
 
     def _batch(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
@@ -267,7 +255,7 @@ class SendProcessor:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {e}") from None
         if not entries:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-        born_host, store_host = self._born_host(conn), self.broker.store_host
+        born_host, store_host = self._born_host(conn), self.host.store_host
         if h.sys_flag & _PREPARED:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transaction messages")
         sys_flag = h.sys_flag & _USER_SYS_FLAGS
@@ -281,13 +269,15 @@ class SendProcessor:
         return msgs
 
     # -- answering ------------------------------------------------------------------------------
-    def _response(self, cmd: RemotingCommand, result: PutMessageResult, queue_id: int,
-                  tx_id: str | None = None) -> RemotingCommand:
+    @staticmethod
+    def _response(result: PutMessageResult, cmd: RemotingCommand, queue_id: int,
+                  tx_id: str | None) -> RemotingCommand:
+        """The send's answer (the seam calls it once the save is as durable as it gets): the
+        stored position whenever the bytes are in the commit log, with the outcome's code."""
         append = result.append
-        if append is None or result.status not in (PutMessageStatus.PUT_OK,
-                                                   PutMessageStatus.FLUSH_DISK_TIMEOUT):
-            code, remark = _PUT_ERRORS.get(result.status, (ResponseCode.SYSTEM_ERROR, str(result.status)))
-            return cmd.response(code, result.remark or remark)  # the store's reason, if it gave one
+        status = result.status
+        if append is None or (status is not _PUT_OK and status not in APPENDED):
+            return cmd.response(*put_answer(result))
         ids = append.msg_ids
         fields = {
             "msgId": ids[0] if len(ids) == 1 else ",".join(ids),
@@ -296,57 +286,7 @@ class SendProcessor:
         }
         if tx_id is not None:
             fields["transactionId"] = tx_id
-        if result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
-            return cmd.response(ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out", fields)
-        return cmd.response(ResponseCode.SUCCESS, None, fields)
-
-    def _await_flush(self, cmd: RemotingCommand, result: PutMessageResult,
-                     queue_id: int, tx_id: str | None = None) -> asyncio.Future[RemotingCommand]:
-        """The answer once the group commit has synced: a loop future, no task per send. Sends
-        of one group share the store's flush future, so its completion crosses threads once per
-        group; one timer per group answers FLUSH_DISK_TIMEOUT if the sync never ends."""
-        flush = result.flush_future
-        assert flush is not None
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[RemotingCommand] = loop.create_future()
-        group = self._flush_groups.get(flush)
-        if group is None:
-            timer = loop.call_later(self.sync_flush_timeout_s + 1.0, self._flushed, flush, False)
-            group = self._flush_groups[flush] = (timer, [])
-
-            def done(f: Any) -> None:  # on the loop (store.wake_deferred) or the flush thread
-                if not loop.is_closed():
-                    ok = not f.cancelled() and f.exception() is None and f.result()
-                    loop.call_soon_threadsafe(self._flushed, f, ok)
-
-            flush.add_done_callback(done)
-        group[1].append((answer, cmd, result, queue_id, tx_id))
-        return answer
-
-    def _schedule_wake(self) -> None:
-        """The store's wakeups (and sync) for this iteration's sends, once: under SYNC_FLUSH as
-        soon as the requests read so far are taken (the answers wait for the sync), under
-        ASYNC_FLUSH one iteration later, after the answers have been written."""
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        self._wake_scheduled = True
-        if self.store.sync_flush:
-            loop.call_soon(self._wake_deferred)
-        else:
-            loop.call_soon(loop.call_soon, self._wake_deferred)
-
-    def _wake_deferred(self) -> None:
-        self._wake_scheduled = False
-        self.store.wake_deferred()
-
-    def _flushed(self, flush: object, durable: bool) -> None:
-        """Answers every send of a flush group (on the loop), once."""
-        timer, waiters = self._flush_groups.pop(flush, (None, ()))
-        if timer is not None:
-            timer.cancel()
-        for answer, cmd, result, queue_id, tx_id in waiters:
-            if not durable:
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            if not answer.done():
-                answer.set_result(self._response(cmd, result, queue_id, tx_id))
+        if status is _PUT_OK:
+            return cmd.response(ResponseCode.SUCCESS, None, fields)
+        code, remark = put_answer(result)
+        return cmd.response(code, remark, fields)

@@ -42,20 +42,16 @@ import orjson
 
 from orbitmq.broker.admin_processor import VERSION_DESC, message_queue_key
 from orbitmq.broker.broker_stats import STATS_NAMES, BrokerStats
-from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
-from orbitmq.broker.topic_config_manager import TopicConfigManager
-from orbitmq.config import BrokerConfig
+from orbitmq.broker.context import BrokerContext
 from orbitmq.protocol.admin_headers import (
     GetConsumeStatsInBrokerHeader,
     ViewBrokerStatsDataRequestHeader,
 )
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
 
 __all__ = ["StatsProcessor", "format_runtime", "queue_consume_stats"]
 
@@ -107,45 +103,32 @@ class StatsProcessor:
     """Runtime info, stats items and every group's consume stats.
 
     Args:
-        config: the broker's settings (name, cluster, flush type).
-        address: the broker's advertised ``host:port``.
-        boot_ms: when the broker started (wall ms), a callable as it is set at start.
-        stats / store / topics / offsets / sub_groups / clients: the broker's parts read.
+        ctx: the broker's context (settings, address, stats, store, tables, clients).
         held_pulls: how many pulls long polling holds now.
     """
 
-    def __init__(self, config: BrokerConfig, address: Callable[[], str],
-                 boot_ms: Callable[[], int], stats: BrokerStats, store: MessageStore,
-                 topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 sub_groups: SubscriptionGroupManager, clients: ClientManager,
-                 held_pulls: Callable[[], int]) -> None:
-        self.config = config
-        self.address = address
-        self.boot_ms = boot_ms
-        self.stats = stats
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.sub_groups = sub_groups
-        self.clients = clients
+    def __init__(self, ctx: BrokerContext, held_pulls: Callable[[], int]) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self.stats = ctx.stats
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.sub_groups = ctx.sub_groups
+        self.clients = ctx.clients
         self.held_pulls = held_pulls
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info)
-        server.register(RequestCode.VIEW_BROKER_STATS_DATA, self.view_broker_stats_data)
-        server.register(RequestCode.GET_BROKER_CONSUME_STATS, self.get_broker_consume_stats)
 
     # -- runtime info ------------------------------------------------------------------------
     def runtime_info(self) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO (see the module docstring)."""
         stats, store, cfg = self.stats, self.store, self.config
         now = int(time.time() * 1000)
-        boot = self.boot_ms()
+        boot = self.ctx.host.boot_timestamp_ms
         flushed_behind = max(0, store.max_physical_offset() - store.flushed_physical_offset())
         table = {
             "brokerVersionDesc": VERSION_DESC,
             "brokerName": cfg.broker_name,
-            "brokerAddr": self.address(),
+            "brokerAddr": self.ctx.host.address,
             "bootTimestamp": str(boot),
             "runtime": format_runtime(now - boot),
             "putTps": _tps(stats.rates(1)),
@@ -238,6 +221,6 @@ class StatsProcessor:
                 per_topic.append(entry)
             if per_topic:
                 listing.append({group: per_topic})
-        body = {"consumeStatsList": listing, "brokerAddr": self.address(),
+        body = {"consumeStatsList": listing, "brokerAddr": self.ctx.host.address,
                 "totalDiff": total_diff, "totalInflightDiff": total_inflight}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))

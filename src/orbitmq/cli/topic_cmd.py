@@ -17,6 +17,7 @@ from orbitmq.cli.common import (
     table,
     value_callback,
 )
+from orbitmq.protocol.bodies import Perm
 
 __all__ = ["topic_group", "parse_perm"]
 
@@ -42,7 +43,7 @@ _perm_param = value_callback(parse_perm)
 
 
 def _perm_text(perm: int) -> str:
-    return ("r" if perm & 4 else "-") + ("w" if perm & 2 else "-")
+    return ("r" if perm & Perm.READ else "-") + ("w" if perm & Perm.WRITE else "-")
 
 
 def _admin(namesrv: str) -> Any:
@@ -127,7 +128,7 @@ def update_cmd(namesrv: str, topic: str, read_queue_nums: int | None,
         namesrv, topic, cluster, broker_addrs,
         read_queue_nums=current.read_queue_nums if read_queue_nums is None else read_queue_nums,
         write_queue_nums=current.write_queue_nums if write_queue_nums is None else write_queue_nums,
-        perm=current.perm & 6 if perm is None else perm,
+        perm=current.perm & int(Perm.READ | Perm.WRITE) if perm is None else perm,
         order=bool(route.order_topic_conf) if order is None else order,
     )
 

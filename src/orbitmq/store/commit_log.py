@@ -6,6 +6,12 @@ queue offsets, copy the bytes into the segment in one write and let ``stored.pat
 fill the three position-dependent fields in place. A batch is one contiguous blob and one write.
 When a blob does not fit the rest of a segment, the rest is closed with a blank entry and the blob
 goes to the next segment.
+
+Invariants of an append (asserted; inputs were checked by the encoder): offsets only grow (an
+append starts where the last one ended, or at a later segment's start), the blob is whole
+messages (its first and last messages' TOTALSIZE fields end where the next message and the blob
+end), and a (topic, queue) hands out each queue offset once, at most one per message (prepared
+and rolled-back transaction messages take none), in order.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class CommitLog:
         # Next queue offset of each (topic, queue id); guarded by put_lock.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock = 0  # ms when the current append took the lock; 0 when idle
+        self._append_end = 0  # where the last append ended (offsets only grow); under put_lock
         self.segment_error: OSError | None = None  # why the last segment creation failed
 
     # -- positions ------------------------------------------------------------------------------
@@ -108,6 +115,11 @@ class CommitLog:
         size = len(blob)
         key = (batch.topic, batch.queue_id)
         rels = batch.rel_positions
+        # The blob is whole messages: the last one ends where the blob ends, the first (of a
+        # batch) where the second starts. Two reads of TOTALSIZE, not a walk: a hot path.
+        assert (rels[0] == 0 and stored.total_size(blob, rels[-1]) == size - rels[-1]
+                and (len(rels) == 1 or stored.total_size(blob) == rels[1])), \
+            "the blob's sizes match its messages"
         with self.put_lock:
             now = self._clock()
             self.begin_time_in_lock = now
@@ -120,12 +132,16 @@ class CommitLog:
                     return PutMessageStatus.CREATE_MAPPED_FILE_FAILED
             pos = mf.wrote_position
             phy = mf.file_from_offset + pos
+            assert phy >= self._append_end and pos + size <= mf.file_size, "offsets only grow"
             table = self.topic_queue_table
             first_qoff = table.get(key, 0)
             buf = mf.buf
             buf[pos : pos + size] = blob
             qoff = stored.patch_positions(buf, pos, phy, first_qoff, now, rels)
+            # Prepared and rolled-back transaction messages take no queue offset.
+            assert first_qoff <= qoff <= first_qoff + len(rels), "queue offsets handed out once"
             mf.wrote_position = pos + size  # publish: readers see whole messages only
+            self._append_end = phy + size
             if qoff != first_qoff:
                 table[key] = qoff
             self.begin_time_in_lock = 0

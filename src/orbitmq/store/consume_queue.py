@@ -5,6 +5,10 @@ offset space: commit log offset i64 | size i32 | tags code i64. Only the dispatc
 readers take snapshots of the segment list. Retention raises ``min_offset`` when the CommitLog
 segments its first entries point to are gone.
 
+Invariants of ``put`` (asserted): entries are contiguous, entry ``i`` at byte ``i * 20`` and
+written once (a re-dispatch of a stored entry is skipped, a gap filled with blanks first), and the
+queue's max offset grows by exactly one entry per entry written.
+
 Segment files are sparse (see MappedFile): a queue's disk use follows its entries, and every
 entry's page is allocated before it is written, so a full disk makes ``put`` raise
 StoreSpaceError (nothing written, retried by dispatch) instead of killing the broker. Past the
@@ -126,15 +130,17 @@ class ConsumeQueue:
                 self.topic, self.queue_id, current // 20, queue_offset,
             )
             while current < expected:
-                self._put_raw(0, BLANK_ENTRY_SIZE_FIELD, 0)
+                self._put_raw(0, BLANK_ENTRY_SIZE_FIELD, 0, current)
                 current += CQ_ENTRY_SIZE
-        self._put_raw(phy_offset, size, tags_code)
+        self._put_raw(phy_offset, size, tags_code, expected)
         self.max_phy_end = phy_offset + size
         return True
 
-    def _put_raw(self, phy_offset: int, size: int, tags_code: int) -> None:
+    def _put_raw(self, phy_offset: int, size: int, tags_code: int, at: int) -> None:
+        """Write the entry whose byte offset in the queue is ``at`` (the next one)."""
         mf = self.mfq.last_file_for_append()
         pos = mf.wrote_position
+        assert mf.file_from_offset + pos == at, "entries contiguous, each offset written once"
         if pos + CQ_ENTRY_SIZE > mf.allocated_to:
             mf.ensure_allocated(pos + CQ_ENTRY_SIZE)
         CQ_ENTRY.pack_into(mf.buf, pos, phy_offset, size, tags_code)

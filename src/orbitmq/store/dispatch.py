@@ -4,14 +4,18 @@ It reads what the appender published (up to the commit log's wrote offset), in o
 ``reput_offset`` on. Prepared and rolled-back transaction messages get neither a queue entry nor an
 index entry. After each round, arrival listeners hear about the queues that grew, one call per
 (topic, queue, tags code) with the newest max offset, so a long-polling broker can wake its
-held pulls without one call per message.
+held pulls without one call per message; then progress listeners hear the new ``reput_offset``
+("everything below it is in the queues and the index"), so a reader that must see an
+acknowledged send (read-your-writes) waits for that signal instead of polling.
+
+Invariant: ``reput_offset`` only grows (asserted after every round).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from orbitmq.protocol import stored
 from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
@@ -21,23 +25,15 @@ from orbitmq.store.file_ops import StoreSpaceError
 from orbitmq.store.running_flags import RetryGate, stall_remark
 from orbitmq.store.service import ServiceThread
 
-__all__ = ["DispatchService", "ArrivalListener", "SCHEDULE_TOPIC", "parse_delay_levels"]
+__all__ = ["DispatchService", "ArrivalListener", "ProgressListener", "SCHEDULE_TOPIC"]
 
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 ArrivalListener = Callable[[str, int, int, int], None]
+ProgressListener = Callable[[int], None]
 
 _NO_LIMIT = 1 << 62
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``"1s 5s 10s 30s 1m ..."`` -> delay of each level in ms (level 1 first)."""
-    levels = []
-    for item in spec.split():
-        levels.append(int(item[:-1]) * _UNIT_MS[item[-1]])
-    return levels
 
 
 class DispatchService(ServiceThread):
@@ -48,7 +44,7 @@ class DispatchService(ServiceThread):
         commit_log: CommitLog,
         find_or_create_cq: Callable[[str, int], ConsumeQueue],
         build_index: Callable[[str, list[str], str | None, int, int], None] | None,
-        delay_levels_ms: list[int],
+        delay_levels_ms: Sequence[int],
         round_max: int = 4096,
     ) -> None:
         super().__init__("orbitmq-dispatch", 0.01)
@@ -58,6 +54,7 @@ class DispatchService(ServiceThread):
         self._delay_levels = delay_levels_ms
         self.reput_offset = 0
         self.listeners: list[ArrivalListener] = []
+        self.progress_listeners: list[ProgressListener] = []
         self.round_max = round_max  # messages per round before listeners are told
         self.lock = threading.Lock()  # against delete_topics and checkpoint snapshots
         self._topics: dict[bytes, str] = {}
@@ -75,7 +72,7 @@ class DispatchService(ServiceThread):
 
     def dispatch_available(self, count_max: int | None = None, *, wait: bool = True) -> bool:
         """``run_once`` for at most ``count_max`` messages (None: no limit), in any thread (the
-        event loop calls it between requests, see MessageStore.wake_deferred); True when
+        event loop calls it between requests, see MessageStore.wake); True when
         nothing published is left undispatched. Without ``wait`` it gives up (False) when
         another thread is dispatching, instead of waiting for its round to end.
 
@@ -96,7 +93,9 @@ class DispatchService(ServiceThread):
             if not self.lock.acquire(blocking=wait):
                 return False
             try:
-                self.reput_offset, count = self.dispatch_to(self.reput_offset, end, arrived, budget)
+                reached, count = self.dispatch_to(self.reput_offset, end, arrived, budget)
+                assert reached >= self.reput_offset, "the reput offset only grows"
+                self.reput_offset = reached
             except StoreSpaceError as e:
                 if gate is None:
                     raise
@@ -109,6 +108,8 @@ class DispatchService(ServiceThread):
             done += count
             if arrived and self.listeners:
                 self._notify(arrived)
+            if self.progress_listeners:
+                self._progress(reached)
             if count < budget:  # caught up with ``end`` (or stopped at a bad entry)
                 return self.reput_offset >= self.commit_log.max_offset
 
@@ -119,6 +120,13 @@ class DispatchService(ServiceThread):
                     listener(topic, queue_id, max_offset, tags_code)
                 except Exception:
                     log.exception("arrival listener failed topic=%s queue=%d", topic, queue_id)
+
+    def _progress(self, reached: int) -> None:
+        for listener in self.progress_listeners:
+            try:
+                listener(reached)
+            except Exception:
+                log.exception("dispatch progress listener failed offset=%d", reached)
 
     def dispatch_to(
         self,

@@ -1,9 +1,10 @@
 """Flush services: making appended bytes durable, and recording how far they are.
 
 - ASYNC_FLUSH: ``AsyncFlushService`` syncs the commit log every ``flush_interval_commitlog_ms``.
-- SYNC_FLUSH: ``GroupCommitService``; each append registers its end offset and gets a Future. One
-  sync covers every request waiting when it starts, and requests that arrive during a sync are
-  served by the next one (group commit).
+- ``GroupCommitService``: a request "durable up to offset N" gets a Future. One sync covers every
+  request waiting when it starts, and requests that arrive during a sync are served by the next
+  one (group commit). Under SYNC_FLUSH the broker asks for every put it acknowledges, and the
+  service also syncs every 10 ms on its own; under ASYNC_FLUSH it serves whoever asks.
 - ``FlushConsumeQueueService`` syncs consume queues and index files, then writes the checkpoint.
 - ``PageReleaseService`` unmaps cold file pages five times a second, so that RSS stays flat.
 
@@ -72,7 +73,8 @@ INLINE_SYNC_MAX_S = 0.005  # a caller's thread syncs inline (try_run_once) only 
 
 
 class GroupCommitService(ServiceThread):
-    """Serves sync-flush requests in groups: one sync per round for every request waiting.
+    """Serves "durable up to offset" requests in groups: one sync per round for every request
+    waiting (MessageStore.durable_up_to).
 
     Requests submitted before a round starts form one group and share one Future: a future costs
     about 10 us to make (its Condition), which was a sixth of a SYNC_FLUSH send. The group's answer
@@ -80,9 +82,12 @@ class GroupCommitService(ServiceThread):
     a request whose own deadline was later can thus hear False only when the round ended more
     than ``timeout_ms`` after the group began: the disk was failing anyway.
 
-    Blocking callers use ``flush_inline``: when no round is under way the caller syncs in its own
-    thread for everyone waiting, which saves the two thread hand-offs of a round trip through the
-    service; with a round under way it submits and waits like everyone else.
+    ``submit`` wakes nobody: the caller runs the round in its own thread (``try_run_once``, what
+    MessageStore.wake does), which saves the two thread hand-offs of a round trip through the
+    service, or wakes the thread; the thread's interval is the backstop. With ``periodic`` (under
+    SYNC_FLUSH) the thread also syncs every interval whatever was appended; without it (under
+    ASYNC_FLUSH, where the AsyncFlushService syncs on its own pace) a round runs only for
+    requests.
     """
 
     def __init__(
@@ -91,9 +96,13 @@ class GroupCommitService(ServiceThread):
         timeout_ms: int,
         monotonic: Callable[[], float] = time.monotonic,
         gate: RetryGate | None = None,
+        *,
+        periodic: bool = True,
     ) -> None:
-        super().__init__("orbitmq-group-commit", 0.01)
+        # Without periodic rounds the interval is only a backstop for a request nobody woke.
+        super().__init__("orbitmq-group-commit", 0.01 if periodic else 1.0)
         self.commit_log = commit_log
+        self.periodic = periodic
         self.gate = gate  # failed syncs: see the module docstring
         self.timeout_s = timeout_ms / 1000
         self._monotonic = monotonic
@@ -107,10 +116,9 @@ class GroupCommitService(ServiceThread):
         # Told the duration (s) of each round that had requests waiting (the broker's metrics).
         self.on_sync: Callable[[float], None] | None = None
 
-    def submit(self, end_offset: int, *, wake: bool = True) -> concurrent.futures.Future[bool]:
+    def submit(self, end_offset: int) -> concurrent.futures.Future[bool]:
         """Ask for bytes below ``end_offset`` to be durable; the Future says whether they are.
-        Without ``wake`` the caller serves the group itself (``try_run_once``) or wakes the
-        thread later; the thread's interval is the backstop."""
+        Wakes nobody (see the class docstring)."""
         with self._lock:
             future = self._group
             if future is None:
@@ -119,8 +127,6 @@ class GroupCommitService(ServiceThread):
             if end_offset > self._group_end:
                 self._group_end = end_offset
             self._group_size += 1
-        if wake:
-            self.wakeup_if_waiting()
         return future
 
     @property
@@ -132,6 +138,9 @@ class GroupCommitService(ServiceThread):
         return self._group is not None
 
     def run_once(self) -> None:
+        """A round; without ``periodic``, only when requests wait for one."""
+        if not self.periodic and self._group is None:
+            return
         with self._round_lock:
             self._round()
 
@@ -140,15 +149,6 @@ class GroupCommitService(ServiceThread):
         (the last sync took over ``INLINE_SYNC_MAX_S``: an event loop must not stand still
         behind it; the thread takes the rounds until a sync is quick again); whether it ran."""
         return self.last_sync_s <= INLINE_SYNC_MAX_S and self._round_if_free() is not None
-
-    def flush_inline(self, end_offset: int) -> bool | None:
-        """Sync now in the calling thread if no round is under way; True when bytes below
-        ``end_offset`` are durable in time, None when a round is busy (submit and wait instead)."""
-        deadline = self._monotonic() + self.timeout_s
-        flushed = self._round_if_free()
-        if flushed is None:
-            return None
-        return flushed >= end_offset and self._monotonic() <= deadline
 
     def _round_if_free(self) -> int | None:
         """``_round`` in the calling thread, or None when another one is under way."""

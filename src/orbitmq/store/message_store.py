@@ -3,10 +3,17 @@
 Layout under ``config.store_path``: ``commitlog/``, ``consumequeue/{topic}/{queueId}/``, ``index/``,
 ``checkpoint``, ``abort`` (present while running; found at start it means a crash) and ``lock``
 (held with ``flock`` while the store is open, and naming the holder's pid: one process at a time).
-Puts are thread-safe; the broker calls them from its event loop with ``wait_flush=False`` and
-awaits the flush future under SYNC_FLUSH. Expected outcomes are statuses (status.py), not
-exceptions; a put the store cannot take now (a full disk, a failing sync: running_flags.py) is
-SERVICE_NOT_AVAILABLE with a remark saying why.
+
+Saving is two calls, whoever makes them (the broker's durable-save seam, a test, a tool):
+``put`` appends and returns at once (thread-safe; it neither waits nor wakes a store thread), and
+``durable_up_to(offset)`` is the one durability wait: a future that turns True once every byte
+below ``offset`` is synced (one future per group commit, shared by every request of the group).
+``wake`` then runs, in the caller's thread, what puts and waits left pending (a sync round,
+dispatch); the broker calls it once per event-loop iteration, a blocking caller right after
+asking (``orbitmq.testing.store_put.put_durably`` is that blocking put).
+
+Expected outcomes are statuses (status.py), not exceptions; a put the store cannot take now (a
+full disk, a failing sync: running_flags.py) is SERVICE_NOT_AVAILABLE with a remark saying why.
 """
 
 from __future__ import annotations
@@ -16,10 +23,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from orbitmq.config import FlushDiskType, StoreConfig
+from orbitmq.config import FlushDiskType, StoreConfig, parse_delay_levels_ms
 from orbitmq.errors import ClientError, RemoteProtocolError, StoreError
 from orbitmq.protocol import stored
 from orbitmq.protocol.message import MessageExt
@@ -28,7 +35,7 @@ from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
-from orbitmq.store.dispatch import ArrivalListener, DispatchService, parse_delay_levels
+from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
     AsyncFlushService,
@@ -42,7 +49,6 @@ from orbitmq.store.queue_reader import read_queue
 from orbitmq.store.recovery import RecoveryReport, recover_store
 from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
 from orbitmq.store.status import (
-    AppendMessageResult,
     GetMessageResult,
     PutMessageResult,
     PutMessageStatus,
@@ -64,7 +70,7 @@ class MessageFilter(Protocol):
     def match_message(self, raw: memoryview | bytes) -> bool: ...
 
 
-INLINE_DISPATCH_MAX = 1024  # messages wake_deferred dispatches in the caller's thread (~5-10 ms)
+INLINE_DISPATCH_MAX = 1024  # messages ``wake`` dispatches in the caller's thread (~5-10 ms)
 
 
 def _wall_clock_ms() -> int:
@@ -79,7 +85,7 @@ class MessageStore:
         clock: wall time in ms (store timestamps, retention ages); default the system clock.
         file_ops: file layer for commit log, queues, checkpoint and abort file; default the OS.
         run_threads: start the background services. Without them (tests, simulation) the caller
-            drives ``run_services_once`` and SYNC_FLUSH puts with ``wait_flush`` flush inline.
+            drives ``run_services_once`` (or ``wake``), which also serves durability waits.
         monotonic: the clock spacing retries after a full disk or a failed sync (RunningFlags).
     """
 
@@ -114,18 +120,21 @@ class MessageStore:
                 os.path.join(root, "index"), config.max_hash_slot_num, config.max_index_num,
                 clock=self.clock,
             )
+        # Parsed once, here (the config checked the text): dispatch gives a delayed message's queue
+        # entry its delivery time, and the broker's schedule service reads the levels from here.
+        self.delay_levels_ms: tuple[int, ...] = parse_delay_levels_ms(config.message_delay_level)
         self.dispatcher = DispatchService(
             self.commit_log,
             self._find_or_create_cq,
             self.index.build_index if self.index is not None else None,
-            parse_delay_levels(config.message_delay_level),
+            self.delay_levels_ms,
             config.dispatch_round_max,
         )
         self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         flush_gate = RetryGate(self.flags, Condition.FLUSH_FAILED)
         self.group_commit = GroupCommitService(self.commit_log, config.sync_flush_timeout_ms,
-                                               gate=flush_gate)
+                                               gate=flush_gate, periodic=self.sync_flush)
         self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms,
                                              gate=flush_gate)
         self.flush_consume_queue = FlushConsumeQueueService(
@@ -163,12 +172,12 @@ class MessageStore:
         return self._running
 
     def _services(self) -> list:
-        flush = self.group_commit if self.sync_flush else self.async_flush
+        # The group commit serves durability waits under either flush type (see flush.py).
         # Pre-faulting dirties the pages it maps (as a write would), so under SYNC_FLUSH the next
         # fdatasync would write megabytes of zeros ahead of the data: only for ASYNC_FLUSH.
-        warm = [] if self.sync_flush else [self.page_warm]
-        return [self.dispatcher, flush, self.flush_consume_queue, self.clean_service,
-                self.page_release, *warm]
+        pace = [] if self.sync_flush else [self.async_flush, self.page_warm]
+        return [self.dispatcher, self.group_commit, self.flush_consume_queue, self.clean_service,
+                self.page_release, *pace]
 
     def start(self) -> None:
         """Lock the store directory, load, recover (see recovery.py), write the abort file, start
@@ -293,52 +302,38 @@ class MessageStore:
     def run_services_once(self) -> None:
         """One round of every service, in dependency order (for ``run_threads=False``)."""
         self.dispatcher.run_once()
-        (self.group_commit if self.sync_flush else self.async_flush).run_once()
+        if not self.sync_flush:
+            self.async_flush.run_once()
+        self.group_commit.run_once()  # under ASYNC_FLUSH only when a durability wait asks
         self.flush_consume_queue.run_once()
         self.clean_service.run_once()
 
     # -- put ------------------------------------------------------------------------------------
 
-    def put_message(self, msg: MessageInner, *, wait_flush: bool = True) -> PutMessageResult:
-        """Append one message. Under SYNC_FLUSH, ``wait_flush`` blocks until it is durable (or
-        ``sync_flush_timeout_ms`` passes: FLUSH_DISK_TIMEOUT); otherwise ``flush_future`` tells."""
-        return self.put_messages([msg], wait_flush=wait_flush)
-
-    def put_messages(self, batch: list[MessageInner], *, wait_flush: bool = True,
-                     defer_wakeups: bool = False) -> PutMessageResult:
-        """Append messages of one topic and queue in one write, with consecutive queue offsets.
-
-        Under SYNC_FLUSH, ``wait_flush`` blocks until they are durable; otherwise the result's
-        ``flush_future`` tells. With ``defer_wakeups`` no store thread is woken for this put (nor
-        a sync started): the caller runs ``wake_deferred`` soon (an event loop, once per
-        iteration)."""
+    def put(self, batch: Sequence[MessageInner] | EncodedBatch) -> PutMessageResult:
+        """Append messages of one topic and queue in one write, with consecutive queue offsets:
+        message objects, or messages in stored form already (``protocol.stored``). Returns at
+        once and wakes no store thread (the caller runs ``wake`` soon after; the threads' own
+        interval is the backstop). Durability: ``durable_up_to(result.append.end_offset)``."""
         if not self._running or self.flags.remark is not None:
             refused = self._refusal()
             if refused is not None:
                 return refused
-        if not batch:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        encoded = encode_messages(batch, self.config.max_message_size, self.max_blob_size)
-        if isinstance(encoded, PutMessageStatus):
-            return PutMessageResult(encoded)
-        return self._append(encoded, wait_flush, defer_wakeups)
+        if not isinstance(batch, EncodedBatch):
+            if not batch:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            encoded = encode_messages(batch, self.config.max_message_size, self.max_blob_size)
+            if isinstance(encoded, PutMessageStatus):
+                return PutMessageResult(encoded)
+            batch = encoded
+        return self._append(batch)
 
     @property
     def max_blob_size(self) -> int:
         """The most bytes one append may write: a segment less its end marker."""
         return self.config.mapped_file_size_commitlog - 8
 
-    def put_encoded(self, encoded: EncodedBatch, *, wait_flush: bool = True,
-                    defer_wakeups: bool = False) -> PutMessageResult:
-        """``put_messages`` of messages already in stored form (``encode_messages`` or
-        ``encode_wire_batch``)."""
-        if not self._running or self.flags.remark is not None:
-            refused = self._refusal()
-            if refused is not None:
-                return refused
-        return self._append(encoded, wait_flush, defer_wakeups)
-
-    def _append(self, encoded: EncodedBatch, wait_flush: bool, defer_wakeups: bool) -> PutMessageResult:
+    def _append(self, encoded: EncodedBatch) -> PutMessageResult:
         if not self._running:  # stopped while encoding
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         try:
@@ -356,11 +351,7 @@ class MessageStore:
             return PutMessageResult(appended)
         if self._segment_gate.failing:  # this put made the segment the last one could not
             self._segment_gate.passed()
-        if not defer_wakeups:
-            self._wake_services()
-        if not self.sync_flush:
-            return PutMessageResult(PutMessageStatus.PUT_OK, appended)
-        return self._wait_flush(appended, wait_flush, defer_wakeups)
+        return PutMessageResult(PutMessageStatus.PUT_OK, appended)
 
     def _refusal(self) -> PutMessageResult | None:
         """Why a put is refused now (the slow path, taken only while a condition holds or the
@@ -371,51 +362,38 @@ class MessageStore:
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                 remark=f"service not available now: {remark}")
 
-    def _wake_services(self) -> None:
-        self.dispatcher.wakeup_if_waiting()
-        self._wake_warm()
+    def durable_up_to(self, offset: int) -> concurrent.futures.Future[bool]:
+        """The one durability wait: a future that turns True once every commit log byte below
+        ``offset`` is synced, False when a sync failed or came after ``sync_flush_timeout_ms``.
+        Requests made before a round share one future (group commit); the round runs in the
+        thread that calls ``wake`` next, or in the group commit thread."""
+        return self.group_commit.submit(offset)
 
     def _wake_warm(self) -> None:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
 
-    def wake_deferred(self) -> None:
-        """What puts with ``defer_wakeups`` left undone: under SYNC_FLUSH one group commit round
-        in this thread unless one is under way (then the group commit thread is woken and its
-        next round covers them); then dispatch, right here too (up to ``INLINE_DISPATCH_MAX``
-        messages, and only when the dispatch thread is not at it; that thread is woken for the
-        rest). Every thread shares one GIL, so a dispatch thread adds no parallelism, only
-        hand-offs, and one woken per send would hold the GIL when the next request comes in.
+    def wake(self) -> None:
+        """What puts and durability waits left undone, right here: a group commit round in this
+        thread unless one is under way or the disk has turned slow (then the group commit thread
+        takes it); then dispatch, in this thread too (up to ``INLINE_DISPATCH_MAX`` messages, and
+        only when the dispatch thread is not at it; that thread is woken for the rest). Threads
+        share one GIL: a dispatch thread woken per send adds hand-offs, not parallelism.
 
         An event loop calling this once per iteration, after taking every request it read (and,
-        under ASYNC_FLUSH, after writing their answers), answers a lone send without hand-offs
-        to store threads and back: about a third of a send's latency here. A busy loop still
-        groups: one sync serves every send of an iteration, and the store's threads run while
-        the sync has the GIL released."""
-        if self.sync_flush and self.group_commit.has_work() and not self.group_commit.try_run_once():
-            self.group_commit.wakeup()
+        when its answers do not wait for a sync, after writing them), answers a lone send without
+        hand-offs to store threads and back (a third of a send's latency). A busy loop still
+        groups: one sync serves every send of an iteration."""
+        if not self._running:
+            return
+        if self.group_commit.has_work() and not self.group_commit.try_run_once():
+            if self.run_threads:
+                self.group_commit.wakeup()
+            else:  # nobody else would run it
+                self.group_commit.run_once()
         if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX, wait=False):
             self.dispatcher.wakeup_if_waiting()
         self._wake_warm()
-
-    def _wait_flush(self, appended: AppendMessageResult, wait: bool,
-                    defer: bool = False) -> PutMessageResult:
-        end = appended.wrote_offset + appended.wrote_bytes
-        durable: bool | None = None
-        if wait and self.run_threads:
-            durable = self.group_commit.flush_inline(end)  # None: a round is busy, queue up
-        if durable is None:
-            future = self.group_commit.submit(end, wake=not defer)
-            if not wait:
-                return PutMessageResult(PutMessageStatus.PUT_OK, appended, future)
-            if not self.run_threads:
-                self.group_commit.run_once()
-            try:
-                durable = future.result(self.config.sync_flush_timeout_ms / 1000)
-            except concurrent.futures.TimeoutError:
-                durable = False
-        status = PutMessageStatus.PUT_OK if durable else PutMessageStatus.FLUSH_DISK_TIMEOUT
-        return PutMessageResult(status, appended)
 
     # -- reading queues -------------------------------------------------------------------------
 
@@ -566,6 +544,16 @@ class MessageStore:
         """``listener(topic, queue_id, max_offset, tags_code)``, called from the dispatch thread."""
         self.dispatcher.listeners.append(listener)
 
+    def add_dispatch_listener(self, listener: ProgressListener) -> None:
+        """``listener(offset)`` after every dispatch round: everything in the commit log below
+        ``offset`` is in the consume queues and the index. Called from the thread that
+        dispatched (the dispatch thread, or the caller of ``wake``); it must only hand over."""
+        self.dispatcher.progress_listeners.append(listener)
+
+    def dispatched_offset(self) -> int:
+        """The commit log offset below which everything is in the queues and the index."""
+        return self.dispatcher.reput_offset
+
     def delete_topics(self, topics: Iterable[str]) -> int:
         """Drop the queues (and offsets) of ``topics``; commit log data ages out normally."""
         doomed = set(topics)
@@ -591,6 +579,10 @@ class MessageStore:
 
     def topics(self) -> set[str]:
         return {topic for topic, _ in self.consume_queue_table}
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """The ids of ``topic``'s consume queues, in order."""
+        return sorted(qid for t, qid in list(self.consume_queue_table) if t == topic)
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ Expected outcomes (a full disk, an offset past the end) are statuses, never exce
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import enum
 import functools
@@ -102,6 +101,11 @@ class AppendMessageResult:
         return self._msg_ids
 
     @property
+    def end_offset(self) -> int:
+        """The commit log offset just past the appended bytes: what a durability wait names."""
+        return self.wrote_offset + self.wrote_bytes
+
+    @property
     def offsets(self) -> list[int]:
         """Commit log offset of each appended message."""
         base = self.wrote_offset
@@ -116,17 +120,17 @@ class AppendMessageResult:
 
 @dataclasses.dataclass(slots=True)
 class PutMessageResult:
-    """Answer of ``MessageStore.put_message(s)``.
+    """Answer of ``MessageStore.put``: the append's outcome (never its durability, which
+    ``MessageStore.durable_up_to`` tells; the broker's durable-save seam may then change a PUT_OK
+    into FLUSH_DISK_TIMEOUT and the like).
 
-    ``flush_future`` is set only under SYNC_FLUSH with ``wait_flush=False``: it resolves True once
-    the message is durable, False when the flush failed or came after ``sync_flush_timeout_ms``.
-    ``remark`` says why a put was refused when the status alone does not (which disk condition
-    made the store refuse it: SERVICE_NOT_AVAILABLE), for the client's answer.
+    ``append`` is set when the bytes are in the commit log. ``remark`` says why a put was refused
+    when the status alone does not (which disk condition made the store refuse it:
+    SERVICE_NOT_AVAILABLE), for the client's answer.
     """
 
     status: PutMessageStatus
     append: AppendMessageResult | None = None
-    flush_future: concurrent.futures.Future[bool] | None = None
     remark: str | None = None
 
     @property

@@ -17,6 +17,7 @@ import threading
 
 from orbitmq.config import FlushDiskType, StoreConfig
 from orbitmq.store import MessageInner, MessageStore, PutMessageStatus
+from orbitmq.testing.store_put import put_durably
 
 __all__ = ["crash_config", "crash_message", "CRASH_TOPIC", "QUEUES", "SEQ_MAX"]
 
@@ -68,7 +69,7 @@ def main(argv: list[str]) -> int:
                 seq = next(counter, None)
             if seq is None or os.getppid() != parent:
                 return
-            result = store.put_message(crash_message(round_no, seq), wait_flush=True)
+            result = put_durably(store, [crash_message(round_no, seq)])
             if result.status is PutMessageStatus.PUT_OK and result.append is not None:
                 line = (
                     f"ack {seq % QUEUES} {result.append.queue_offset} "

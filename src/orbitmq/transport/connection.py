@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from orbitmq.errors import ClientError, ConnectionClosedError, RemoteProtocolError, TimeoutError
-from orbitmq.protocol.command import RemotingCommand, encode_header
+from orbitmq.protocol.command import ONEWAY_FLAG, RemotingCommand, encode_header
 from orbitmq.protocol.frame import FrameDecoder
 
 __all__ = ["Dispatcher", "RemotingConnection", "HandlerResult"]
@@ -225,7 +225,7 @@ class RemotingConnection(asyncio.Protocol):
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request that expects no response."""
         cmd.opaque = next_opaque()
-        cmd.flag |= 0b10
+        cmd.flag |= ONEWAY_FLAG
         self.send(cmd)
 
     def close(self) -> None:

@@ -27,9 +27,9 @@ import dataclasses
 import enum
 import itertools
 import logging
-from typing import TYPE_CHECKING
 
 from orbitmq.broker.transaction.half_store import check_times_of, origin_of
+from orbitmq.broker.transaction.service import TransactionService
 from orbitmq.broker.transaction.state import HalfState
 from orbitmq.errors import ConnectionClosedError
 from orbitmq.protocol.codes import RequestCode
@@ -37,9 +37,6 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.store.status import PutMessageStatus
-
-if TYPE_CHECKING:
-    from orbitmq.broker.transaction.service import TransactionService
 
 __all__ = ["TransactionCheckService", "CheckRound", "ROUND_MESSAGES_MAX"]
 
@@ -104,7 +101,7 @@ class TransactionCheckService:
         svc = self.service
         done = CheckRound()
         end = min(svc.half.half_bounds()[1], svc.progress + ROUND_MESSAGES_MAX)
-        now = svc.broker.store.clock()
+        now = svc.store.clock()
         while svc.progress < end:
             if done.scanned and done.scanned % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)
@@ -144,7 +141,7 @@ class TransactionCheckService:
     def _restore(self, half: MessageExt, times: int) -> MessageExt | None:
         """Append a copy of ``half`` with check count ``times``; the copy as stored."""
         svc = self.service
-        result = svc.half.put(svc.half.renewed(half, times))
+        result = svc.put(svc.half.renewed(half, times))
         if result.status is not PutMessageStatus.PUT_OK or result.append is None:
             log.warning("half message not re-stored (%s): the round stops here", result.status.value)
             return None
@@ -167,7 +164,7 @@ class TransactionCheckService:
         there is none (the check still counts, as in RocketMQ: the number of checks is bounded)."""
         svc = self.service
         group = copy.properties.get(PropertyKey.PGROUP, "")
-        conns = svc.broker.clients.producer_connections(group)
+        conns = svc.ctx.clients.producer_connections(group)
         if not conns:
             log.info("no live producer of group %s to check transaction msg=%s", group, copy.msg_id)
             return False

@@ -7,17 +7,20 @@ queue offset the request names (RocketMQ's checks). COMMIT (8) delivers it to it
 writes an op message; ROLLBACK (12) writes only the op message; 0 (unknown) leaves it to the check
 service. A verdict on a transaction that is no longer pending changes nothing: the same verdict is
 answered SUCCESS, a different one TRANSACTION_FAILED; neither stores anything.
+
+A commit is answered once the committed message is durable (the durable-save seam: under
+SYNC_FLUSH after the group commit that covers it), with the seam's response codes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
 
+from orbitmq.broker.durable_save import APPENDED, put_answer
 from orbitmq.broker.topic_config_manager import TRANS_HALF_TOPIC
 from orbitmq.broker.transaction.half_store import origin_of
+from orbitmq.broker.transaction.service import TransactionService
 from orbitmq.broker.transaction.state import HalfState
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -25,9 +28,6 @@ from orbitmq.protocol.headers import EndTransactionRequestHeader
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
-
-if TYPE_CHECKING:
-    from orbitmq.broker.transaction.service import TransactionService
 
 __all__ = ["EndTransactionProcessor", "VERDICTS"]
 
@@ -78,20 +78,7 @@ class EndTransactionProcessor:
         result = svc.settle(half, verdict)
         if result is None:
             return cmd.response(ResponseCode.SUCCESS)
-        if result.status is PutMessageStatus.PUT_OK and result.flush_future is not None:
-            return self._await_flush(cmd, result)
-        return _answer(cmd, result)
-
-    async def _await_flush(self, cmd: RemotingCommand, result: PutMessageResult) -> RemotingCommand:
-        assert result.flush_future is not None
-        timeout_s = self.service.config.store.sync_flush_timeout_ms / 1000 + 1.0
-        try:
-            durable = await asyncio.wait_for(asyncio.wrap_future(result.flush_future), timeout_s)
-        except TimeoutError:
-            durable = False
-        if not durable:
-            return cmd.response(ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out")
-        return cmd.response(ResponseCode.SUCCESS)
+        return svc.ctx.saver.answer(result, _answer, cmd)
 
 
 def _mismatch(half: MessageExt | None, h: EndTransactionRequestHeader) -> str | None:
@@ -121,10 +108,12 @@ def _already(cmd: RemotingCommand, half: MessageExt, state: HalfState, verdict: 
                         f"transaction already {state.value.lower()}: {verdict.value.lower()} ignored")
 
 
-def _answer(cmd: RemotingCommand, result: PutMessageResult) -> RemotingCommand:
+def _answer(result: PutMessageResult, cmd: RemotingCommand) -> RemotingCommand:
+    """The answer to a commit, once its committed message is as durable as it gets."""
     if result.status is PutMessageStatus.PUT_OK:
         return cmd.response(ResponseCode.SUCCESS)
-    code = (ResponseCode.SERVICE_NOT_AVAILABLE
-            if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE else ResponseCode.SYSTEM_ERROR)
-    return cmd.response(code, f"storing the committed message failed: {result.status.value}; "
+    code, remark = put_answer(result)
+    if result.status in APPENDED:  # committed, but not durable in time
+        return cmd.response(code, remark)
+    return cmd.response(code, f"storing the committed message failed: {remark}; "
                               "the transaction stays pending")

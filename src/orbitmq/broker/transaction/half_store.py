@@ -14,7 +14,8 @@ RocketMQ's scheme, which keeps the store unaware of transactions:
   two properties: TRAN_PREPARED_QUEUE_OFFSET (the transaction's origin, see state.py) and TRAN_OP
   (COMMITTED / ROLLED_BACK / DISCARDED), so that the outcome survives a restart.
 
-This module builds those messages and reads them back; it decides nothing.
+This module builds those messages and reads them back; it decides nothing, and stores nothing
+(the TransactionService saves through the broker's durable-save seam).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from orbitmq.protocol.message import (
 )
 from orbitmq.protocol.stored import encode_stored_message
 from orbitmq.store.message_inner import MessageInner
-from orbitmq.store.status import PutMessageResult
 
 if TYPE_CHECKING:
+    from orbitmq.broker.context import BrokerHost
     from orbitmq.store.message_store import MessageStore
 
 __all__ = ["HalfStore", "OP_TAG", "TRAN_OP", "HALF_QUEUE_ID", "origin_of", "check_times_of"]
@@ -68,16 +69,20 @@ def check_times_of(half: MessageExt) -> int:
 
 
 class HalfStore:
-    """Builds, stores and reads half and op messages over a MessageStore.
+    """Builds half and op messages and reads them back from a MessageStore.
 
     Args:
-        store: the broker's store.
-        store_host: the broker's (ip, port), written into re-stored messages.
+        store: the broker's store (read only here).
+        host: the broker's address; its ``store_host`` is written into re-stored messages.
     """
 
-    def __init__(self, store: MessageStore, store_host: tuple[str, int]) -> None:
+    def __init__(self, store: MessageStore, host: BrokerHost) -> None:
         self.store = store
-        self.store_host = store_host
+        self.host = host
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return self.host.store_host
 
     # -- building -------------------------------------------------------------------------------
     @staticmethod
@@ -151,11 +156,7 @@ class HalfStore:
             prepared_transaction_offset=half.prepared_transaction_offset, properties=props,
         )
 
-    # -- storing and reading --------------------------------------------------------------------
-    def put(self, msg: MessageInner) -> PutMessageResult:
-        """Append without waiting for a flush (the caller awaits ``flush_future`` if it must)."""
-        return self.store.put_messages([msg], wait_flush=False)
-
+    # -- reading --------------------------------------------------------------------------------
     def read_at(self, commit_log_offset: int) -> MessageExt | None:
         """The message at a commit log offset (None when absent or not a message)."""
         if commit_log_offset < 0:

@@ -1,8 +1,10 @@
 """TransactionService: the broker's transactional messages (RocketMQ's TransactionalMessageService).
 
-It owns the half/op message layout (half_store.py), the state of every transaction
-(state.py), the END_TRANSACTION handler (end_transaction_processor.py) and the check service
-(check_service.py), and answers the OrbitMQ-only LIST_PENDING_TRANSACTIONS admin request.
+It owns the half/op message layout (half_store.py) and the state of every transaction
+(state.py), saves through the broker's durable-save seam, and answers the OrbitMQ-only
+LIST_PENDING_TRANSACTIONS admin request. The END_TRANSACTION handler
+(end_transaction_processor.py) and the check service (check_service.py) work over it; the
+controller builds them with it.
 
 Nothing lives only in memory: at start the outcomes are read back from the op queue, the check
 progress from the consumer offset of the system group ``CID_SYS_RMQ_TRANS`` on the half queue, and
@@ -16,17 +18,16 @@ nothing is delivered twice.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.topic_config_manager import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from orbitmq.broker.transaction.check_service import TransactionCheckService
-from orbitmq.broker.transaction.end_transaction_processor import EndTransactionProcessor
 from orbitmq.broker.transaction.half_store import (
     HALF_QUEUE_ID,
     HalfStore,
@@ -35,16 +36,12 @@ from orbitmq.broker.transaction.half_store import (
 )
 from orbitmq.broker.transaction.state import HalfState, ResolutionTable
 from orbitmq.errors import BrokerError
-from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.server import RemotingServer
-
-if TYPE_CHECKING:
-    from orbitmq.broker.controller import BrokerController
 
 __all__ = ["TransactionService", "CHECK_GROUP", "PENDING_SCAN_MAX", "LIST_LIMIT_DEFAULT"]
 
@@ -64,34 +61,25 @@ class TransactionService:
         progress: the first half queue offset the check service has not passed yet.
     """
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.half = HalfStore(broker.store, broker.store_host)
-        self.table = ResolutionTable(broker.store.clock)
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self.store = ctx.store
+        self.half = HalfStore(ctx.store, ctx.host)
+        self.table = ResolutionTable(ctx.store.clock)
         self.progress = 0
         self.boot_ms = 0
-        self.checker = TransactionCheckService(self)
-        self.end = EndTransactionProcessor(self)
-
-    def register(self, server: RemotingServer) -> None:
-        server.register(RequestCode.END_TRANSACTION, self.end.end_transaction)
-        server.register(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS,
-                        self.broker.after_dispatch(self.list_pending))
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Rebuild the state from the op and half queues and start checking."""
-        self.half.store_host = self.broker.store_host
-        self.boot_ms = self.broker.store.clock()
+        """Rebuild the state from the op and half queues (before the check service starts)."""
+        self.boot_ms = self.store.clock()
         for topic in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
-            self.broker.topics.create_system_topic(topic, 1)
+            self.ctx.topics.create_system_topic(topic, 1)
         self.rebuild()
-        if self.config.broker_id == 0:  # only a master checks (and ends) transactions
-            self.checker.start()
 
-    async def stop(self) -> None:
-        await self.checker.stop()
+    def stop(self) -> None:
+        """Save the check progress (after the check service stopped)."""
         self.save_progress()
 
     def rebuild(self) -> None:
@@ -101,7 +89,7 @@ class TransactionService:
             self.table.load(origin, outcome)
             ops += 1
         low, high = self.half.half_bounds()
-        saved = self.broker.offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        saved = self.ctx.offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         self.progress = min(max(saved, low), high)
         floor = self._pending_floor(high)
         if floor is not None:
@@ -110,7 +98,7 @@ class TransactionService:
                  ops, low, high, self.progress, len(self.table))
 
     def save_progress(self) -> None:
-        self.broker.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, self.progress)
+        self.ctx.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, self.progress)
 
     # -- sends ----------------------------------------------------------------------------------
     def to_half(self, msg: MessageInner, producer_group: str) -> MessageInner:
@@ -124,6 +112,10 @@ class TransactionService:
                               f"the broker[{self.config.broker_name}] sending transaction message "
                               "is forbidden (reject_transaction_message)")
         return self.half.to_half(msg, producer_group)
+
+    def put(self, msg: MessageInner) -> PutMessageResult:
+        """Append one message through the durable-save seam (the caller waits if it must)."""
+        return self.ctx.saver.append([msg])
 
     # -- outcomes -------------------------------------------------------------------------------
     def state_of(self, half: MessageExt) -> HalfState:
@@ -144,15 +136,16 @@ class TransactionService:
         """Carry out ``outcome`` for a pending transaction: store the committed (or discarded)
         message, then record the outcome (memory and op message).
 
-        Returns the put result of the committed or discarded copy (None for a rollback). When it
-        failed, the transaction stays pending and a later check retries.
+        Returns the put result of the committed or discarded copy (None for a rollback), appended
+        through the durable-save seam (a caller that answers a client waits on it there). When
+        it failed, the transaction stays pending and a later check retries.
         """
         result = None
         if outcome is HalfState.COMMITTED:
-            result = self.half.put(self.half.committed(half))
+            result = self.put(self.half.committed(half))
         elif outcome is HalfState.DISCARDED:
-            self.broker.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
-            result = self.half.put(self.half.discarded(half))
+            self.ctx.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+            result = self.put(self.half.discarded(half))
         if result is not None and result.status is not PutMessageStatus.PUT_OK:
             log.error("transaction %s not carried out: store said %s origin=%d", outcome.value,
                       result.status.value, origin_of(half))
@@ -163,7 +156,7 @@ class TransactionService:
     def _resolve(self, half: MessageExt, outcome: HalfState) -> None:
         resolved = self.table.resolve(origin_of(half), outcome)
         assert resolved, "only a pending transaction is resolved"
-        op = self.half.put(self.half.op_message(half, outcome))
+        op = self.put(self.half.op_message(half, outcome))
         if op.status is not PutMessageStatus.PUT_OK:
             # The outcome holds in memory; after a restart the check asks the producer again and
             # a commit is recognised by state_of (the committed message is in the index).
@@ -197,7 +190,7 @@ class TransactionService:
         Only once the store has dispatched every copy the round re-stored: a copy missing from
         the half queue would make its (old) origin look settled.
         """
-        if not await self.broker.wait_dispatched():
+        if not await self.ctx.dispatched.wait():
             return
         floor = self._pending_floor(self.half.half_bounds()[1])
         if floor is not None:
@@ -212,11 +205,11 @@ class TransactionService:
                                 f"limit {raw[:40]!r} is not a positive int32")
         limit = int(raw) if raw else LIST_LIMIT_DEFAULT
         latest, partial = self.pending_copies(self.half.half_bounds()[1])
-        now = self.broker.store.clock()
+        now = self.store.clock()
         items = [_describe(origin, half, now) for origin, half in sorted(latest.items())]
         body = {
             "brokerName": self.config.broker_name,
-            "brokerAddr": self.broker.address,
+            "brokerAddr": self.ctx.host.address,
             "transactions": items[:limit],
             "truncated": partial or len(items) > limit,
         }

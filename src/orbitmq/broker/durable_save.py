@@ -1,0 +1,289 @@
+"""The durable-save seam: every message the broker stores goes through here.
+
+A send, a batch send, END_TRANSACTION's commit, CONSUMER_SEND_MSG_BACK, a delayed message's
+delivery and the transaction check's re-stored half messages are saved the same way:
+
+1. ``append``: the store facade's one put (``MessageStore.put``); it never waits. The store's
+   threads are not woken per put: one ``MessageStore.wake`` per event-loop iteration runs the
+   group commit round and the dispatch for every put of that iteration (in the loop's thread, see
+   MessageStore.wake). When the answers wait for a condition (below) the wake runs as soon as the
+   requests read so far are taken; when they do not, one iteration later, after the answers have
+   been written.
+2. ``answer`` / ``settled``: wait until every *durability condition* holds up to the append's end
+   offset, bounded by the conditions' ``wait_max_s``; a condition that fails or times out
+   changes the put's status into its ``failure_status`` (FLUSH_DISK_TIMEOUT, ...).
+3. ``put_answer``: the store's outcome as RocketMQ's response code and remark, the one mapping.
+
+A durability condition offers "durable up to offset N" as a ``concurrent.futures.Future[bool]``
+that requests made close together share (the store's group commit hands the same future to
+every put of one round). Every answer waiting on the same futures forms one group: one timer, one
+cross-thread hand-off per condition, however many sends it holds. That is what keeps SYNC_FLUSH
+at one future and one timer per group commit (bench/PROFILE.md), and what replication will reuse:
+a SYNC_MASTER adds a condition "a slave holds the bytes up to N" (FLUSH_SLAVE_TIMEOUT when it does
+not come in time, SLAVE_NOT_AVAILABLE when no slave is there) in :func:`durability_conditions`,
+the one place that decides what "durable" means. With no condition (ASYNC_FLUSH, no replication)
+an answer is built at once, in the handler's call: no future, no task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from orbitmq.config import BrokerConfig
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX
+from orbitmq.protocol.stored import EncodedBatch
+from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.message_store import MessageStore
+from orbitmq.store.status import PutMessageResult, PutMessageStatus
+
+__all__ = ["DurableSave", "DurabilityCondition", "DiskSync", "durability_conditions",
+           "put_answer", "APPENDED", "WAIT_GRACE_S"]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+Batch = Sequence[MessageInner] | EncodedBatch
+
+WAIT_GRACE_S = 1.0  # a condition's own deadline answers first; this timer only if it never does
+_PUT_OK = PutMessageStatus.PUT_OK
+
+# Statuses after which the bytes are in the commit log: a send's answer names them (msgId, queue
+# offset) even when the code says they are not durable yet, as RocketMQ's does.
+APPENDED = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
+                      PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE})
+
+_PUT_ANSWERS: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, "flush to slave timed out"),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "slave not available"),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now: the store is stopped or the disk is full"),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken"),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal: body, topic or properties too long or malformed"),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL, f"the message properties exceed {PROPERTIES_SIZE_MAX} bytes"),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, try later"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown error while storing the message"),
+}
+
+
+def put_answer(result: PutMessageResult) -> tuple[ResponseCode, str | None]:
+    """The response code and remark for a put's outcome (the store's own remark, when it gave
+    one, says why better than the status: which disk condition refused the put)."""
+    code, remark = _PUT_ANSWERS.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.value))
+    return code, result.remark or remark
+
+
+class DurabilityCondition(Protocol):
+    """One thing that must hold before a save counts as durable."""
+
+    @property
+    def wait_max_s(self) -> float:
+        """The longest an answer waits for this condition (its own deadline comes first)."""
+        ...
+
+    def durable_up_to(self, offset: int) -> concurrent.futures.Future[bool]:
+        """A future that turns True once the condition holds for every byte below ``offset``,
+        False when it will not (in time). Requests close together should share one future:
+        the seam answers every save waiting on the same futures with one hand-off."""
+        ...
+
+    def failure_status(self) -> PutMessageStatus:
+        """The status of a save this condition did not make durable (asked when it failed)."""
+        ...
+
+
+class DiskSync:
+    """The store's group commit as a condition (SYNC_FLUSH): synced to disk up to the offset."""
+
+    def __init__(self, store: MessageStore, sync_timeout_ms: int) -> None:
+        self._store = store
+        self.wait_max_s = sync_timeout_ms / 1000 + WAIT_GRACE_S
+
+    def durable_up_to(self, offset: int) -> concurrent.futures.Future[bool]:
+        return self._store.durable_up_to(offset)
+
+    def failure_status(self) -> PutMessageStatus:
+        return PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+
+def durability_conditions(config: BrokerConfig, store: MessageStore) -> list[DurabilityCondition]:
+    """What "durable" means for this broker: the one place replication adds its condition."""
+    conditions: list[DurabilityCondition] = []
+    if store.sync_flush:
+        conditions.append(DiskSync(store, config.store.sync_flush_timeout_ms))
+    return conditions
+
+
+class _Group:
+    """The saves waiting on one tuple of condition futures."""
+
+    __slots__ = ("timer", "waiters", "pending")
+
+    def __init__(self, timer: asyncio.TimerHandle, pending: int) -> None:
+        self.timer = timer
+        self.waiters: list[tuple[asyncio.Future[Any], PutMessageResult, Callable[..., Any],
+                                 tuple[Any, ...]]] = []
+        self.pending = pending  # conditions not yet known to hold
+
+
+def _same(result: PutMessageResult) -> PutMessageResult:
+    return result
+
+
+def _held(future: concurrent.futures.Future[bool]) -> bool:
+    """Whether a condition's future says it holds (done, True, no error)."""
+    return (future.done() and not future.cancelled() and future.exception() is None
+            and bool(future.result()))
+
+
+class DurableSave:
+    """Appends through the store facade and answers once the save is durable (module docstring).
+
+    Args:
+        store: the broker's store.
+        conditions: what must hold before a save is acknowledged (``durability_conditions``).
+
+    Loop-owned: ``start`` binds it to the running loop; before that (and after ``stop``) the
+    store's wakeups run at once, in the caller's thread.
+    """
+
+    def __init__(self, store: MessageStore, conditions: Sequence[DurabilityCondition]) -> None:
+        self.store = store
+        self._put = store.put
+        self.conditions: tuple[DurabilityCondition, ...] = tuple(conditions)
+        self._waits = tuple(c.durable_up_to for c in self.conditions)  # bound once: a hot path
+        self._wait_max_s = max((c.wait_max_s for c in self.conditions), default=0.0)
+        self._groups: dict[tuple[concurrent.futures.Future[bool], ...], _Group] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake_scheduled = False
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def stop(self) -> None:
+        """Answer every waiting save as not durable (the store is about to shut down)."""
+        for key in list(self._groups):
+            self._finish(key, self._first_unmet(key))
+        self._loop = None
+
+    # -- appending ------------------------------------------------------------------------------
+    def append(self, batch: Batch) -> PutMessageResult:
+        """Append ``batch`` (one topic and queue) and have the store woken this loop iteration."""
+        result = self._put(batch)
+        if not self._wake_scheduled:
+            self._schedule_wake()
+        return result
+
+    def _schedule_wake(self) -> None:
+        """``store.wake`` once for this iteration's puts: at once when answers wait for it (a
+        sync), one iteration later, after the answers are written, when they do not."""
+        loop = self._loop
+        if loop is None:
+            self.store.wake()
+            return
+        self._wake_scheduled = True
+        if self.conditions:
+            loop.call_soon(self._wake)
+        else:
+            loop.call_soon(loop.call_soon, self._wake)
+
+    def _wake(self) -> None:
+        self._wake_scheduled = False
+        self.store.wake()
+
+    # -- waiting --------------------------------------------------------------------------------
+    def answer(self, result: PutMessageResult, respond: Callable[..., R],
+               *args: Any) -> R | asyncio.Future[R]:
+        """``respond(result, *args)``: now when there is nothing to wait for (no condition, or
+        the put was refused), else a loop future of it once every condition holds up to the
+        append's end; ``result.status`` is then the first failed condition's failure status
+        when one did not hold in time. No task and no coroutine: the send path's answer."""
+        append = result.append
+        if not self.conditions or append is None or result.status is not _PUT_OK:
+            return respond(result, *args)
+        loop = self._loop or asyncio.get_running_loop()
+        end = append.wrote_offset + append.wrote_bytes
+        waits = self._waits
+        key = (waits[0](end),) if len(waits) == 1 else tuple([wait(end) for wait in waits])
+        group = self._groups.get(key)
+        if group is None:
+            group = self._new_group(loop, key)
+        answer: asyncio.Future[R] = loop.create_future()
+        group.waiters.append((answer, result, respond, args))
+        return answer
+
+    async def settled(self, result: PutMessageResult) -> PutMessageResult:
+        """``result`` once durable (``answer`` for the broker's own services)."""
+        outcome = self.answer(result, _same)
+        return outcome if isinstance(outcome, PutMessageResult) else await outcome
+
+    async def save(self, batch: Batch) -> PutMessageResult:
+        """``append`` and wait: the outcome is PUT_OK only when the save is durable."""
+        return await self.settled(self.append(batch))
+
+    def _new_group(self, loop: asyncio.AbstractEventLoop,
+                   key: tuple[concurrent.futures.Future[bool], ...]) -> _Group:
+        timer = loop.call_later(self._wait_max_s, self._expired, key)
+        group = self._groups[key] = _Group(timer, len(key))
+        for index, future in enumerate(key):
+
+            def done(f: concurrent.futures.Future[bool], index: int = index) -> None:
+                # On the loop (a sync run by store.wake) or a store thread: hand over either way.
+                try:
+                    loop.call_soon_threadsafe(self._condition_done, key, index, _held(f))
+                except RuntimeError:  # the loop closed meanwhile (broker stopped)
+                    pass
+
+            future.add_done_callback(done)
+        return group
+
+    def _condition_done(self, key: tuple[concurrent.futures.Future[bool], ...], index: int,
+                        ok: bool) -> None:
+        group = self._groups.get(key)
+        if group is None:  # answered already (timed out)
+            return
+        if not ok:
+            self._finish(key, self.conditions[index].failure_status())
+            return
+        group.pending -= 1
+        if group.pending == 0:
+            self._finish(key, None)
+
+    def _expired(self, key: tuple[concurrent.futures.Future[bool], ...]) -> None:
+        if key in self._groups:
+            log.warning("durability wait expired after %.1f s", self._wait_max_s)
+            self._finish(key, self._first_unmet(key))
+
+    def _first_unmet(self, key: tuple[concurrent.futures.Future[bool], ...]) -> PutMessageStatus:
+        for condition, future in zip(self.conditions, key, strict=True):
+            if not _held(future):
+                return condition.failure_status()
+        return self.conditions[0].failure_status()
+
+    def _finish(self, key: tuple[concurrent.futures.Future[bool], ...],
+                failure: PutMessageStatus | None) -> None:
+        """Answer every save of a group, once (on the loop)."""
+        group = self._groups.pop(key, None)
+        if group is None:
+            return
+        group.timer.cancel()
+        for answer, result, respond, args in group.waiters:
+            if failure is not None:
+                result.status = failure
+            if answer.done():
+                continue
+            try:
+                answer.set_result(respond(result, *args))
+            except Exception as e:  # the transport answers it as our bug, logged
+                answer.set_exception(e)
