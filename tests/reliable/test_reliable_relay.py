@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import uuid
 from collections import defaultdict
 
@@ -81,13 +82,32 @@ def test_relay_sends_rows_in_key_order(db_url, cluster):
         assert row is not None and row.msg_id and row.sent_at and row.attempts == 1
 
 
+def _after_barrier(run_once, barrier: threading.Barrier):
+    """``run_once`` whose first call first waits for every party of ``barrier``."""
+    first = [True]
+
+    def gated() -> int:
+        if first[0]:
+            first[0] = False
+            barrier.wait()
+        return run_once()
+
+    return gated
+
+
 def test_several_relays_never_send_a_row_twice(db_url, cluster):
     topic = _topic()
     create_topic(cluster.namesrv, topic)
     rows = 600
     outbox = _fill(db_url, topic, rows=rows, keys=40)
     relays = [OutboxRelay(db_url, namesrv=cluster.namesrv, config=dataclasses.replace(
-        FAST, batch_size_max=20), **PRODUCER).start() for _ in range(3)]
+        FAST, batch_size_max=20), **PRODUCER) for _ in range(3)]
+    # Each relay's first round waits until all three are at it, so they really contend (on a
+    # loaded machine one thread could otherwise send all 600 rows before the others ran at all).
+    start_together = threading.Barrier(len(relays), timeout=30)
+    for relay in relays:
+        relay.run_once = _after_barrier(relay.run_once, start_together)  # type: ignore[method-assign]
+        relay.start()
     try:
         wait_until(lambda: _all_sent(db_url, outbox, rows), 60, "all rows sent")
     finally:
