@@ -87,6 +87,53 @@ def test_lost_checkpoint_and_queues_are_rebuilt_from_the_commit_log(tmp_path: Pa
         assert [m.body for m in store.query_message("Rec", "k7", 4)] == [payloads[7]]
 
 
+class _HeaderWriteProbe:
+    """An index header field whose conversion to bytes runs ``on_convert``: a callback in the
+    middle of the header write of a put (see test_index_file for why that instant matters)."""
+
+    def __init__(self, value: int, on_convert) -> None:
+        self.value = value
+        self.on_convert = on_convert
+
+    def __index__(self) -> int:
+        self.on_convert()
+        return self.value
+
+
+def test_a_kill_inside_an_index_header_write_keeps_every_key(tmp_path: Path) -> None:
+    """The store as kill -9 leaves it in the middle of an index header write: every message is
+    still readable through its queue and findable by its key after recovery."""
+    cfg = config(tmp_path)
+    crashed = tmp_path / "crashed"
+    with MessageStore(cfg, run_threads=False) as store:
+        placed = []
+        for i in range(40):
+            r = store.put_message(msg("Rec", i % 2, b"m%d" % i, KEYS=f"k{i}"))
+            assert r.append is not None
+            placed.append(r.append.wrote_offset)
+        store.run_services_once()  # dispatched and checkpointed
+        assert store.index is not None
+        f = store.index.files[-1]
+        f._slot_count = _HeaderWriteProbe(
+            f._slot_count, lambda: shutil.copytree(cfg.store_path, crashed)
+        )
+        r = store.put_message(msg("Rec", 0, b"last", KEYS="k0"))  # k0's slot has a chain
+        assert r.append is not None
+        store.dispatcher.dispatch_available()
+        f._slot_count = f._slot_count.value
+    cfg_crashed = config(tmp_path, store_path=str(crashed))
+    with MessageStore(cfg_crashed, run_threads=False) as store:
+        report = store.recovery_report
+        assert report is not None and not report.last_exit_ok
+        assert report.redispatch_from == r.append.wrote_offset  # the checkpoint was before it
+        for i, phy in enumerate(placed):
+            got = store.get_message("g", "Rec", i % 2, i // 2, 1)
+            assert got.status is GetMessageStatus.FOUND
+            found = store.query_message("Rec", f"k{i}", 4)
+            want = [r.append.wrote_offset, phy] if i == 0 else [phy]
+            assert [m.commit_log_offset for m in found] == want, f"k{i}"
+
+
 def test_torn_checkpoint_reads_as_missing(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     _fill(cfg, 50)

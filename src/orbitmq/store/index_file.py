@@ -20,7 +20,13 @@ Invariants the code relies on (the service guarantees them):
   and ``prev < n`` always holds for entry ``n``; readers refuse any link that breaks this, which bounds
   every walk even over a damaged file;
 - a put writes the entry, then the header, then the slot: a process killed in between leaves at worst
-  one counted entry that its slot does not reach yet, which ``repair_torn_put`` links after a crash.
+  one counted entry that its slot does not reach yet, which ``repair_torn_put`` links after a crash;
+- values go onto the map as bytes packed beforehand, in one slice assignment, never through
+  ``struct.pack_into``: CPython zero-fills the target of pack_into before it packs the fields one by
+  one, so a kill -9 inside it left a header whose index count (the last field) read 0, a file the
+  next start took for a never-written one and deleted with every entry in it (or a slot reading 0,
+  its chain cut). A copy cut short leaves old and new bytes, never zeros: fields of the header as
+  they were and as the put writes them, which recovery takes as a put torn before its header.
 
 Space: the file is created sparse at its full logical size (420 MB by default) and gets blocks as it
 is written: a slot table page when a key first hashes into it, the entry log in steps that double
@@ -185,7 +191,8 @@ class IndexFile:
 
     def _write_header(self) -> None:
         fields = (self._begin_ts, self._end_ts, self._begin_phy, self._end_phy)
-        _HEADER.pack_into(self._mm, 0, *fields, self._slot_count, self._index_count)
+        # Packed first, then copied: never pack_into onto the map (see the module docstring).
+        self._mm[:HEADER_SIZE] = _HEADER.pack(*fields, self._slot_count, self._index_count)
 
     def _slot_at(self, key_hash: int) -> int:
         return HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
@@ -257,14 +264,15 @@ class IndexFile:
             self._begin_ts, self._begin_phy = store_timestamp_ms, phy_offset
         # Seconds since the file's first entry, clamped into an i32 (a clock stepping back gives 0).
         diff_s = min(max((store_timestamp_ms - self._begin_ts) // 1000, 0), _INT32_MAX)
-        _ENTRY.pack_into(self._mm, entry_at, key_hash, phy_offset, diff_s, head)
+        mm = self._mm
+        mm[entry_at : entry_at + INDEX_ENTRY_SIZE] = _ENTRY.pack(key_hash, phy_offset, diff_s, head)
         self._index_count = n + 1
         self._end_phy = phy_offset
         self._end_ts = max(self._end_ts, store_timestamp_ms)
         if head == 0:
             self._slot_count += 1
         self._write_header()
-        _SLOT.pack_into(self._mm, slot_at, n)  # last: see the module docstring on torn puts
+        mm[slot_at : slot_at + HASH_SLOT_SIZE] = _SLOT.pack(n)  # last: see the docstring on torn puts
         self._dirty = True
         return True
 
@@ -284,7 +292,7 @@ class IndexFile:
             if _SLOT.unpack_from(self._mm, slot_at)[0] == n:
                 self._ensure_page(slot_at)  # it holds n: it has blocks, this only records so
                 prev = prev if 0 < prev < n else 0
-                _SLOT.pack_into(self._mm, slot_at, prev)
+                self._mm[slot_at : slot_at + HASH_SLOT_SIZE] = _SLOT.pack(prev)
                 if prev == 0:
                     self._slot_count = max(self._slot_count - 1, 0)
         # The bytes of removed entries stay: nothing reads past the index count and puts overwrite them.
@@ -325,7 +333,7 @@ class IndexFile:
         if head == n or head != prev:  # linked already, or not the state a torn put leaves
             return False
         self._ensure_page(slot_at)
-        _SLOT.pack_into(self._mm, slot_at, n)
+        self._mm[slot_at : slot_at + HASH_SLOT_SIZE] = _SLOT.pack(n)
         self._dirty = True
         log.warning("index entry relinked after crash path=%s entry=%d", self.path, n)
         return True
