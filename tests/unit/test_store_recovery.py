@@ -108,7 +108,7 @@ def test_a_kill_inside_an_index_header_write_keeps_every_key(tmp_path: Path) -> 
     with MessageStore(cfg, run_threads=False) as store:
         placed = []
         for i in range(40):
-            r = store.put_message(msg("Rec", i % 2, b"m%d" % i, KEYS=f"k{i}"))
+            r = store.put([msg("Rec", i % 2, b"m%d" % i, KEYS=f"k{i}")])
             assert r.append is not None
             placed.append(r.append.wrote_offset)
         store.run_services_once()  # dispatched and checkpointed
@@ -117,7 +117,7 @@ def test_a_kill_inside_an_index_header_write_keeps_every_key(tmp_path: Path) -> 
         f._slot_count = _HeaderWriteProbe(
             f._slot_count, lambda: shutil.copytree(cfg.store_path, crashed)
         )
-        r = store.put_message(msg("Rec", 0, b"last", KEYS="k0"))  # k0's slot has a chain
+        r = store.put([msg("Rec", 0, b"last", KEYS="k0")])  # k0's slot has a chain
         assert r.append is not None
         store.dispatcher.dispatch_available()
         f._slot_count = f._slot_count.value
