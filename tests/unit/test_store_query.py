@@ -34,3 +34,15 @@ def test_query_by_key_and_uniq_key(tmp_path: Path) -> None:
         assert raw.index_last_update_phy_offset > 0
     with MessageStore(cfg, clock=clock) as store:
         assert [m.body for m in store.query_message("K", "U000599", 10)] == [b"599"]
+
+
+def test_a_key_is_found_behind_colliding_keys(tmp_path: Path) -> None:
+    """"Aa" and "BB" have one Java hash, so the index answers one for the other: a query still
+    finds its own key's messages however many newer colliding entries come first."""
+    with MessageStore(config(tmp_path)) as store:
+        store.put([msg("K", 0, b"aa", KEYS="Aa")])
+        for i in range(10):
+            store.put([msg("K", 0, b"bb%d" % i, KEYS="BB")])
+        assert store.wait_dispatched()
+        assert [m.body for m in store.query_message("K", "Aa", 1)] == [b"aa"]
+        assert len(store.query_message("K", "BB", 3)) == 3

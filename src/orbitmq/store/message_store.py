@@ -70,6 +70,7 @@ class MessageFilter(Protocol):
     def match_message(self, raw: memoryview | bytes) -> bool: ...
 
 
+QUERY_CANDIDATES_MAX = 4096  # index entries a key query looks at, colliding keys included
 INLINE_DISPATCH_MAX = 1024  # messages ``wake`` dispatches in the caller's thread (~5-10 ms)
 
 
@@ -515,21 +516,29 @@ class MessageStore:
     def query_message_raw(
         self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62
     ) -> QueryMessageResult:
-        """Stored messages of ``topic`` whose KEYS or UNIQ_KEY is ``key`` (newest first)."""
+        """Stored messages of ``topic`` whose KEYS or UNIQ_KEY is ``key`` (newest first), at most
+        ``max_num``. The index answers by hash, so other keys' entries may come first: candidates
+        are asked for again, twice as many each time (up to QUERY_CANDIDATES_MAX), until
+        ``max_num`` of them really carry ``key`` or the index has no more."""
         if self.index is None:
             return QueryMessageResult([], 0, 0)
-        found = self.index.query_offsets(topic, key, max_num, begin_ms, end_ms)
-        buffers: list[memoryview | bytes] = []
-        for phy in found.phy_offsets:
-            msg = self.look_message_by_offset(phy)
-            if msg is None or msg.topic != topic or (key not in msg.keys and msg.uniq_key != key):
-                continue  # hash collision or data gone
-            raw = self.get_message_raw(phy, msg.store_size)
-            if raw is not None:
-                buffers.append(raw)
-        return QueryMessageResult(
-            buffers, found.index_last_update_timestamp, found.index_last_update_phy_offset
-        )
+        wanted = max_num
+        while True:
+            found = self.index.query_offsets(topic, key, wanted, begin_ms, end_ms)
+            buffers: list[memoryview | bytes] = []
+            for phy in found.phy_offsets:
+                msg = self.look_message_by_offset(phy)
+                if msg is None or msg.topic != topic or (key not in msg.keys and msg.uniq_key != key):
+                    continue  # hash collision or data gone
+                raw = self.get_message_raw(phy, msg.store_size)
+                if raw is not None and len(buffers) < max_num:
+                    buffers.append(raw)
+            if (len(buffers) >= max_num or len(found.phy_offsets) < wanted
+                    or wanted >= QUERY_CANDIDATES_MAX):
+                return QueryMessageResult(
+                    buffers, found.index_last_update_timestamp, found.index_last_update_phy_offset
+                )
+            wanted = min(wanted * 2, QUERY_CANDIDATES_MAX)
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62
