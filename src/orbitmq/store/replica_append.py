@@ -20,47 +20,18 @@ takes anything new: the start of its last message and the bytes of the entries f
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from collections.abc import Callable
 
 from orbitmq.protocol import stored
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, ScanRecord
+from orbitmq.store.status import (  # re-exported: the results of a replica's append
+    ReplicaAppendResult,
+    ReplicaAppendStatus,
+    ReplicaTail,
+)
 
 __all__ = ["ReplicaAppendStatus", "ReplicaAppendResult", "ReplicaTail", "queue_offset_problem",
            "replica_tail", "frame_extent"]
-
-
-class ReplicaAppendStatus(enum.Enum):
-    APPENDED = "APPENDED"
-    OFFSET_MISMATCH = "OFFSET_MISMATCH"  # the frame does not continue this log
-    GARBLED = "GARBLED"  # the frame is not entries this log can hold
-    SEGMENT_FAILED = "SEGMENT_FAILED"  # a new segment could not be created (disk)
-    NOT_ACCEPTED = "NOT_ACCEPTED"  # the store is stopped, or not a replica
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReplicaAppendResult:
-    """``end_offset``: where the log ends after the call (unchanged unless APPENDED)."""
-
-    status: ReplicaAppendStatus
-    end_offset: int
-    problem: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is ReplicaAppendStatus.APPENDED
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReplicaTail:
-    """The last message of a log and what follows it: ``offset`` is where it starts, ``entries``
-    the bytes of each entry from there to the end as a master sends them (the message, then a
-    blank entry's 8-byte header when the message closed its segment), ``end`` where the log ends."""
-
-    offset: int
-    entries: tuple[bytes, ...]
-    end: int
 
 
 def frame_extent(view: memoryview, position: int, file_size: int, batch_max: int) -> tuple[int, int]:
