@@ -65,9 +65,9 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
-        transport.set_write_buffer_limits(WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW)
-        peer = transport.get_extra_info("peername")
+        self.transport = tr = cast(asyncio.Transport, transport)  # uvloop's: not subclasses
+        tr.set_write_buffer_limits(WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW)
+        peer = tr.get_extra_info("peername")
         text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.link = self.server.progress.open(text)
         self.server.connections.add(self)
