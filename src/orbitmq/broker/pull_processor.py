@@ -54,6 +54,7 @@ from typing import Any
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.long_poll_service import HeldPull, LongPollService
 from orbitmq.broker.message_filter import PullFilter, build_filter
+from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.errors import ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
@@ -196,12 +197,11 @@ class PullProcessor:
         return build_filter(expression, expression_type)
 
     def _replicated_topic(self, topic: str) -> TopicConfig | None:
-        """A slave's stand-in for a topic its table copy does not have yet but its store does."""
-        queue_ids = self.store.queue_ids(topic)
-        if not queue_ids:
+        """A slave's stand-in for a topic its table copy does not have yet but its store does
+        (any queue id may be asked: the master's route has the real numbers)."""
+        if not self.store.queue_ids(topic):
             return None
-        nums = max(queue_ids) + 1
-        return TopicConfig(topic, nums, nums, int(Perm.READ))
+        return TopicConfig(topic, QUEUE_NUMS_MAX, QUEUE_NUMS_MAX, int(Perm.READ))
 
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str | None]:
         if h.sys_flag & _FLAG_SUBSCRIPTION:

@@ -127,10 +127,7 @@ class _Link(asyncio.Protocol):
             self._mismatched_heartbeat(frame.offset, expect)
         if not frame.data:
             if self.tail and expect is not None:
-                raise ReplicationRefused(self.client.diverged_remark(
-                    f"the master's log ends at {expect}, where this slave's last message "
-                    f"starts (this slave's log ends at {self.client.store.max_physical_offset()})",
-                    expect))
+                self._mismatched_heartbeat(frame.offset, expect)
             self.client.master_end_seen = frame.offset
             return False
         data, at = frame.data, 0
@@ -150,11 +147,17 @@ class _Link(asyncio.Protocol):
         return self._append(position, data[at:] if at else data)
 
     def _mismatched_heartbeat(self, offset: int, expect: int) -> None:
-        store = self.client.store
-        if offset < expect or self.tail:
+        """A heartbeat that does not continue this log (the master's end, or where it could
+        start from): the reason to refuse."""
+        end = self.client.store.max_physical_offset()
+        if self.tail:
+            where = f"its log ends at {offset}" if offset <= expect else "its log differs there"
             raise ReplicationRefused(self.client.diverged_remark(
-                f"the master's log ends at {offset}, this slave's reaches "
-                f"{store.max_physical_offset()}", offset))
+                f"the master does not have this slave's last message at {expect} ({where}; "
+                f"this slave's log ends at {end})", min(offset, expect)))
+        if offset < expect:
+            raise ReplicationRefused(self.client.diverged_remark(
+                f"the master's log ends at {offset}, this slave's at {end}", offset))
         raise ReplicationRefused(
             f"replication refused: the master streams from {offset} but this slave's log ends "
             f"at {expect}: the master no longer holds {expect}..{offset} (retention deleted "
