@@ -266,8 +266,8 @@ def test_async_master_lag_shows_in_cluster_list_and_the_slave_converges(
     master = BrokerHarness(master_config(tmp_path, ns, broker_role=BrokerRole.ASYNC_MASTER))
     slave = BrokerHarness(slave_config(tmp_path, ns))
     try:
-        wait_for(lambda: connected(master), "the slave connects")
         client = slave.broker.replication.client
+        wait_for(lambda: connected(master) and client.connected, "the slave connects")
         slave.on_loop(lambda: client.link.transport.pause_reading())  # a slave that falls behind
         for i in range(300):
             assert master.send("Lagging", b"x" * 500).code == ResponseCode.SUCCESS

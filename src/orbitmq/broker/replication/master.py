@@ -192,9 +192,11 @@ class _Connection(asyncio.Protocol):
             self._heartbeat(self.next)
 
     def close(self) -> None:
+        """Drop the connection now: abort, not close, which would first wait for the buffered
+        frames to be taken (never, from a stalled slave)."""
         if not self.closed and self.transport is not None:
             self.closed = True
-            self.transport.close()
+            self.transport.abort()
 
 
 def _entry_starts_at(store: MessageStore, offset: int) -> bool:

@@ -91,12 +91,12 @@ class ReplicaAck:
         progress = self.progress
         if progress.connected == 0:
             return _NO_SLAVE
-        best = progress.best_reported()
-        if best is None or offset - best >= self.gap_max:
+        best = progress.best_reported() or 0  # a slave that has not reported yet: from 0
+        if offset - best >= self.gap_max:
             return Unmet(PutMessageStatus.SLAVE_NOT_AVAILABLE,
-                         f"slave not available: the best slave is {offset - (best or 0)} bytes "
-                         f"behind (ha_max_gap_not_in_sync {self.gap_max}); the message is "
-                         "stored on the master only")
+                         f"slave not available: the best slave is {offset - best} bytes behind "
+                         f"(ha_max_gap_not_in_sync {self.gap_max}); the message is stored on "
+                         "the master only")
         return None
 
     def _seal(self) -> None:

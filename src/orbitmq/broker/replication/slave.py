@@ -195,7 +195,7 @@ class _Link(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None:
-            self.transport.close()
+            self.transport.abort()  # nothing worth flushing: reports are sent again
 
 
 class HAClient:
