@@ -104,12 +104,13 @@ class ReplicationService:
         self.store.set_replica(want == "slave")
         if want == "master":
             await self.server.start()
-            log.info("orbitmq ha ready on %s", self.ha_address())
         else:
             self.client = HAClient(self.config, self.store, self.master_ha_address)
             self.client.start()
             self.sync.start()
         self._running = want
+        if want == "master":
+            log.info("orbitmq ha ready on %s", self.ha_address())
 
     async def stop(self) -> None:
         await self._stop_parts()
