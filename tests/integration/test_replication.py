@@ -26,13 +26,13 @@ from test_broker_support import BrokerHarness
 
 from orbitmq.cli.main import cli
 from orbitmq.config import BrokerRole
+from orbitmq.protocol.bodies import TopicRouteData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
     EndTransactionRequestHeader,
     GetRouteInfoRequestHeader,
 )
-from orbitmq.protocol.bodies import TopicRouteData
 
 
 @pytest.fixture
@@ -269,7 +269,7 @@ def test_async_master_lag_shows_in_cluster_list_and_the_slave_converges(
         client = slave.broker.replication.client
         wait_for(lambda: connected(master) and client.connected, "the slave connects")
         slave.on_loop(lambda: client.link.transport.pause_reading())  # a slave that falls behind
-        for i in range(300):
+        for _ in range(300):
             assert master.send("Lagging", b"x" * 500).code == ResponseCode.SUCCESS
         time.sleep(0.1)  # the oldest unreplicated message ages (lag in seconds > 0)
         out = CliRunner().invoke(cli, ["cluster", "list", "--namesrv", ns.address,
