@@ -24,6 +24,7 @@ from orbitmq.errors import ClientError
 
 __all__ = [
     "FlushDiskType",
+    "BrokerRole",
     "MetricsExporterType",
     "StoreConfig",
     "BrokerConfig",
@@ -215,6 +216,16 @@ class FlushDiskType(enum.StrEnum):
     SYNC_FLUSH = "SYNC_FLUSH"
 
 
+class BrokerRole(enum.StrEnum):
+    """A broker's part in its broker set (RocketMQ's ``brokerRole``): a master takes sends and
+    streams its commit log to its slaves; a SYNC_MASTER answers SEND_OK only once a slave holds
+    the bytes; a SLAVE stores the master's bytes and serves reads."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
 class MetricsExporterType(enum.StrEnum):
     """How a server exports its metrics (RocketMQ 5's ``metricsExporterType``; OrbitMQ serves
     DISABLE and PROM, a Prometheus text endpoint at ``/metrics``)."""
@@ -344,8 +355,8 @@ class BrokerConfig:
         check=_name, allowed="1 to 127 letters, digits or _ . % | -")
     broker_cluster_name: str = setting("DefaultCluster", "cluster the broker belongs to",
                                        check=_name, allowed="1 to 127 letters, digits or _ . % | -")
-    broker_id: int = setting(0, "0 for the master of the broker set, above 0 for a slave",
-                             0, I32_MAX)
+    broker_id: int = setting(0, "0 for the master of the broker set, above 0 for a slave "
+                             "(broker_role says which)", 0, I32_MAX)
     listen_host: str = setting("127.0.0.1", "address to listen on (0.0.0.0: every interface)",
                                check=_host, allowed="a host name or IP address")
     listen_port: int = setting(10911, "port to listen on (0: a free one)", 0, PORT_MAX)
@@ -406,10 +417,62 @@ class BrokerConfig:
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
+    # -- replication (docs/replication.md): RocketMQ's names and defaults ----------------------
+    broker_role: BrokerRole = setting(
+        BrokerRole.ASYNC_MASTER, "ASYNC_MASTER, SYNC_MASTER (SEND_OK once a slave holds the "
+        "bytes) or SLAVE (broker_id above 0)")
+    ha_listen_port: int = setting(
+        -1, "port slaves replicate from (-1: listen_port + 1, a free one when that is 0; 0: free)",
+        -1, PORT_MAX)
+    ha_master_address: str = setting(
+        "", "a slave's master HA address HOST:PORT (empty: the name server tells it)",
+        check=lambda v: None if v == "" else host_port_problem(v),
+        allowed=f"empty, or HOST:PORT with a port 1..{PORT_MAX}")
+    ha_send_heartbeat_interval_ms: int = setting(
+        5000, "an idle HA connection sends a heartbeat this often (either side)", 1, HOUR_MS)
+    ha_housekeeping_interval_ms: int = setting(
+        20_000, "an HA connection silent this long is closed (either side)", 1, DAY_MS)
+    ha_transfer_batch_size: int = setting(
+        32 * 1024, "bytes a master streams per frame (one larger message still goes whole)",
+        1024, 64 * MiB)
+    ha_max_gap_not_in_sync: int = setting(
+        256 * MiB, "SYNC_MASTER: SLAVE_NOT_AVAILABLE when the best slave lags this many bytes",
+        1, 2**62)
+    slave_read_enable: bool = setting(
+        False, "pulls may be told to read from a slave (suggestWhichBrokerId) when they lag")
+    access_message_in_memory_max_ratio: int = setting(
+        40, "% of RAM a consumer may lag behind the commit log end before a slave is suggested",
+        0, 100)
+    slave_sync_interval_ms: int = setting(
+        10_000, "how often a slave copies topics, offsets and groups from its master",
+        100, HOUR_MS)
     store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    def role_problem(self) -> str | None:
+        """Why ``broker_role`` and ``broker_id`` do not go together (checked once every layer of
+        settings is applied: a TOML file may name the role and a flag the id), or None."""
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
+            return "broker_role = SLAVE needs broker_id above 0 (0 is the master's id)"
+        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+            return (f"broker_role = {self.broker_role.value} needs broker_id 0 (a master); "
+                    f"broker_id {self.broker_id} is a slave's id: set broker_role = SLAVE")
+        return None
+
+    def check_whole(self) -> None:
+        """ConfigError when the fields disagree with each other (see role_problem)."""
+        problem = self.role_problem()
+        if problem is not None:
+            raise ConfigError("broker_role", problem)
+
+    @property
+    def effective_ha_listen_port(self) -> int:
+        """The port the HA server binds: ``ha_listen_port``, or listen_port + 1 for -1."""
+        if self.ha_listen_port >= 0:
+            return self.ha_listen_port
+        return self.listen_port + 1 if 0 < self.listen_port < PORT_MAX else 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,15 +150,27 @@ def warm_up(producer: Any, spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def send_each(spec: dict[str, Any], send: Any) -> dict[str, Any]:
-    """Sends spec["messages"] one by one with `send(producer, msg, item)`; one result per message."""
+    """Sends spec["messages"] one by one with `send(producer, msg, item)`; one result per message.
+    With spec["stop_after_errors"] = n, the messages after n failed sends in a row are not sent
+    (their result is {"error": "NotSent"}): the broker is gone, each send would wait its timeout.
+    spec["started_file"], when given, is created once the producer has started."""
 
     def body(producer: Any) -> dict[str, Any]:
         results = []
+        stop_after, failed = int(spec.get("stop_after_errors", 0)), 0
+        if spec.get("started_file"):
+            with open(spec["started_file"], "w") as f:
+                f.write("started\n")
         for item in spec["messages"]:
+            if stop_after and failed >= stop_after:
+                results.append({"error": "NotSent", "message": "the broker is gone"})
+                continue
             try:
                 results.append(send(producer, build_message(item), item))
+                failed = 0
             except Exception as e:  # noqa: BLE001 - one failed send must not hide the others
                 results.append(error_of(e))
+                failed += 1
         return {"results": results}
 
     return with_producer(spec, body)

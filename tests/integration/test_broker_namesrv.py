@@ -13,7 +13,7 @@ import pytest
 from test_broker_support import BrokerHarness, broker_config
 
 from orbitmq.broker import BrokerController
-from orbitmq.config import NamesrvConfig
+from orbitmq.config import BrokerRole, NamesrvConfig
 from orbitmq.errors import BrokerError
 from orbitmq.namesrv import NameServer
 from orbitmq.protocol.bodies import TopicRouteData
@@ -133,7 +133,8 @@ def test_a_second_broker_with_the_same_name_and_id_is_refused(tmp_path: Path,
         route = TopicRouteData.from_json(_wait_route(h, ns, "TBW102").body)
         assert route.broker_datas[0].broker_addrs == {0: h.addr}
         # another id of the same name (a slave) is another identity
-        slave = BrokerController(broker_config(tmp_path / "s", namesrv_addr=ns.address, broker_id=1))
+        slave = BrokerController(broker_config(tmp_path / "s", namesrv_addr=ns.address, broker_id=1,
+                                               broker_role=BrokerRole.SLAVE))
         h.call(slave.start())
         h.call(slave.stop())
         # the holder restarts on its own address: registered again

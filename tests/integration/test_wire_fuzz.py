@@ -246,6 +246,8 @@ def _ops_requests(rng: random.Random) -> dict[int, Callable[[], Request]]:
         RequestCode.CLONE_GROUP_OFFSET: b(RequestCode.CLONE_GROUP_OFFSET, {
             "srcGroup": SCRATCH_GROUP, "destGroup": f"{SCRATCH_GROUP}{rng.randrange(3)}",
             "offline": "true"}),
+        RequestCode.GET_ALL_DELAY_OFFSET: b(RequestCode.GET_ALL_DELAY_OFFSET, {}),
+        RequestCode.GET_BROKER_HA_STATUS: b(RequestCode.GET_BROKER_HA_STATUS, {}),
         RequestCode.QUERY_CONSUME_QUEUE: b(RequestCode.QUERY_CONSUME_QUEUE, {
             **group, "topic": KEEP_TOPIC, "queueId": str(rng.randrange(KEEP_QUEUES)),
             "index": str(rng.randrange(8)), "count": str(rng.randrange(1, 40))}),

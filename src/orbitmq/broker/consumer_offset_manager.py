@@ -35,7 +35,7 @@ from orbitmq.transport.connection import RemotingConnection
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageStore
 
-__all__ = ["ConsumerOffsetManager", "TOPIC_GROUP_SEPARATOR"]
+__all__ = ["ConsumerOffsetManager", "TOPIC_GROUP_SEPARATOR", "parse_offset_table"]
 
 log = logging.getLogger(__name__)
 
@@ -105,21 +105,26 @@ class ConsumerOffsetManager:
         data = read_json(self.path)
         if data is None:
             return
-        table = data.get("offsetTable") if isinstance(data, dict) else None
-        if not isinstance(table, dict):
-            raise StoreError(f"{self.path}: no offsetTable object")
         try:
-            self.table = {
-                str(key): {int(qid): int(off) for qid, off in queues.items()}
-                for key, queues in table.items()
-            }
-        except (AttributeError, TypeError, ValueError) as e:
-            raise StoreError(f"{self.path}: malformed offsetTable: {e}") from None
-        bad = [(k, q, o) for k, queues in self.table.items() for q, o in queues.items()
-               if not (0 <= q <= I32_MAX and -1 <= o <= I64_MAX)]
-        if bad:
-            raise StoreError(f"{self.path}: offsetTable holds values out of range: {bad[:3]}")
+            self.table = parse_offset_table(data)
+        except ValueError as e:
+            raise StoreError(f"{self.path}: {e}") from None
         log.info("consumer offsets loaded entries=%d path=%s", len(self.table), self.path)
+
+    def merge_from_master(self, table: dict[str, dict[int, int]]) -> int:
+        """A slave's copy of its master's offsets (GET_ALL_CONSUMER_OFFSET): the master's value
+        wins for every queue it has (RocketMQ's putAll); returns how many changed."""
+        changed = 0
+        with self._lock:
+            for key, queues in table.items():
+                mine = self.table.setdefault(key, {})
+                for qid, offset in queues.items():
+                    if mine.get(qid) != offset:
+                        mine[qid] = offset
+                        changed += 1
+            if changed:
+                self.file.mark_dirty()
+        return changed
 
     def encode(self) -> bytes:
         return orjson.dumps({"offsetTable": _json_ready(self.snapshot())})
@@ -155,6 +160,24 @@ class ConsumerOffsetManager:
             return cmd.response(ResponseCode.INVALID_PARAMETER, f"offset not committed: {reason}")
         self.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response(ResponseCode.SUCCESS)
+
+
+def parse_offset_table(data: Any) -> dict[str, dict[int, int]]:
+    """``{"offsetTable": {"topic@group": {"0": 12}}}`` (queue ids as text or bare numbers, as
+    Java writes them) as a table; ValueError naming what is wrong."""
+    table = data.get("offsetTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise ValueError("no offsetTable object")
+    try:
+        parsed = {str(key): {int(qid): int(off) for qid, off in queues.items()}
+                  for key, queues in table.items()}
+    except (AttributeError, TypeError, ValueError) as e:
+        raise ValueError(f"malformed offsetTable: {e}") from None
+    bad = [(k, q, o) for k, queues in parsed.items() for q, o in queues.items()
+           if not (0 <= q <= I32_MAX and -1 <= o <= I64_MAX)]
+    if bad:
+        raise ValueError(f"offsetTable holds values out of range: {bad[:3]}")
+    return parsed
 
 
 def _json_ready(table: dict[str, dict[int, int]]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.dispatch_wait import DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave
+from orbitmq.broker.role import RoleState
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.config import BrokerConfig
@@ -78,6 +79,7 @@ class BrokerContext:
         stats: the counters the send and pull handlers keep (runtime info, metrics).
         route_published: a future that completes once the name servers have been told the
             current topics (a registration round that starts after the call).
+        role: the broker's role now (master or slave; it may change while the broker runs).
     """
 
     config: BrokerConfig
@@ -91,3 +93,4 @@ class BrokerContext:
     clients: ClientManager
     stats: BrokerStats
     route_published: Callable[[], Awaitable[None]]
+    role: RoleState

@@ -37,6 +37,8 @@ from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
 from orbitmq.broker.queue_lock_manager import QueueLockManager
 from orbitmq.broker.register_service import RegisterService
+from orbitmq.broker.replication import ReplicationService
+from orbitmq.broker.role import RoleState
 from orbitmq.broker.runtime_config import load_overlay
 from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.send_back_processor import SendBackProcessor
@@ -49,7 +51,7 @@ from orbitmq.broker.transaction import (
     TransactionCheckService,
     TransactionService,
 )
-from orbitmq.config import BrokerConfig
+from orbitmq.config import BrokerConfig, BrokerRole
 from orbitmq.errors import ClientError
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
@@ -79,14 +81,16 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
+        config.check_whole()  # ConfigError: broker_role and broker_id disagree
         self.config = config
+        self.role = RoleState(config.broker_role, config.broker_id)
         self.store = MessageStore(config.store)
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
         self.offsets = ConsumerOffsetManager(config.store.store_path, self.store)
         self.sub_groups = SubscriptionGroupManager(config)
         self.clients = ClientManager(notify_enabled=config.notify_consumer_ids_changed_enable)
-        self.saver = DurableSave(self.store, durability_conditions(config, self.store))
+        self.saver = DurableSave(self.store, [])  # its conditions once replication is built
         self.dispatched = DispatchWaiter(self.store)
         self.server = RemotingServer(
             config.listen_host, config.listen_port, name="broker",
@@ -94,16 +98,25 @@ class BrokerController:
             max_in_flight_per_connection=config.max_in_flight_per_connection,
         )
         self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size)
-        self.registrar = RegisterService(config, self.remoting_client, lambda: self.address,
-                                         lambda: permitted_wrapper(self.topics.wrapper(), config))
+        self.registrar = RegisterService(
+            config, self.remoting_client, lambda: self.address,
+            lambda: permitted_wrapper(self.topics.wrapper(), config),
+            ha_addr=lambda: self.replication.ha_address(), broker_id=lambda: self.role.broker_id,
+            on_answer=lambda master, ha: self.replication.on_registered(master, ha))
         self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
         self.ctx = ctx = BrokerContext(
             config=config, host=self.host, store=self.store, saver=self.saver,
             dispatched=self.dispatched, topics=self.topics, offsets=self.offsets,
             sub_groups=self.sub_groups, clients=self.clients, stats=self.stats,
-            route_published=self.registrar.registered_after_now,
+            route_published=self.registrar.registered_after_now, role=self.role,
         )
         self.schedule = ScheduleService(ctx)  # delay levels
+        self.replication = ReplicationService(
+            config, self.store, self.role, self.remoting_client.invoke, lambda: self.address,
+            topics=self.topics, offsets=self.offsets, schedule=self.schedule,
+            groups=self.sub_groups)
+        self._apply_durability()
+        self.saver.on_appended(self.replication.pump)
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
         self.tx_checker = TransactionCheckService(self.transactions)
         self.pull = PullProcessor(ctx)
@@ -123,16 +136,19 @@ class BrokerController:
             consumer_info=ConsumerInfoProcessor(self.clients),
             transactions=self.transactions,
             end_transaction=EndTransactionProcessor(self.transactions),
-            stats=StatsProcessor(ctx, held_pulls),
+            stats=StatsProcessor(ctx, held_pulls, self.replication.runtime_info),
             consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
+            schedule=self.schedule,
+            replication=self.replication,
         )
-        for code, handler in handler_table(self.processors, self.dispatched.after).items():
+        for code, handler in handler_table(self.processors, self.dispatched.after,
+                                           self.role).items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
-            clients=self.clients, held_pulls=held_pulls)
+            clients=self.clients, held_pulls=held_pulls, replication=self.replication)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 
@@ -153,6 +169,7 @@ class BrokerController:
         was opened)."""
         if self._started:
             raise ClientError("broker already started")
+        self.replication.prepare_store()  # a slave's store takes its master's bytes only
         self.store.start()
         try:
             self.topics.load()
@@ -171,12 +188,13 @@ class BrokerController:
             self.store.shutdown()
             raise
         self.host.listening_on(self.server.port)
-        self.transactions.start()  # no await since the server started: rebuilt before any request
-        if self.config.broker_id == 0:  # only a master checks (and ends) transactions
+        if self.role.accepts_writes:  # a slave neither ends transactions nor delivers delays
+            self.transactions.start()  # no await since the server started: rebuilt before any request
             self.tx_checker.start()
-        self.schedule.start()
+            self.schedule.start()
         self._started = True
         try:
+            await self.replication.start()  # OSError: the HA port is taken
             await self.observability.start()  # OSError: the metrics port is taken
         except BaseException:
             await self.stop()
@@ -208,11 +226,13 @@ class BrokerController:
         self._tasks = []
         await self.observability.stop()
         await self.tx_checker.stop()
-        self.transactions.stop()
+        if self.role.accepts_writes:
+            self.transactions.stop()
         await self.registrar.stop()
         await self.pull.stop()
         await self.schedule.stop()
-        await self.server.stop(grace=2.0)
+        await self.server.stop(grace=2.0)  # SYNC_MASTER sends in flight still get their slaves
+        await self.replication.stop()
         await self.remoting_client.close()
         self.dispatched.stop()
         self.saver.stop()
@@ -244,6 +264,34 @@ class BrokerController:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    # -- role -----------------------------------------------------------------------------------
+    def _apply_durability(self) -> None:
+        """What "durable" means in the current role (durable_save.durability_conditions)."""
+        self.saver.set_conditions(durability_conditions(
+            self.config, self.store, self.role.role, self.replication.ack))
+
+    async def change_role(self, role: BrokerRole, broker_id: int) -> None:
+        """Take another role while running (the seam a failover design uses): durability,
+        the replication parts, the delay and transaction services, and the next registration
+        follow. A master has broker id 0, a slave above 0 (ConfigError otherwise)."""
+        from orbitmq.config import ConfigError
+
+        if (role is BrokerRole.SLAVE) != (broker_id > 0):
+            raise ConfigError("broker_role", f"{role.value} with broker_id {broker_id}")
+        was_master = self.role.accepts_writes
+        self.role.change(role, broker_id)
+        self._apply_durability()
+        await self.replication.apply_role()
+        if was_master and not self.role.accepts_writes:
+            await self.tx_checker.stop()
+            await self.schedule.stop()
+            self.transactions.stop()
+        elif not was_master and self.role.accepts_writes:
+            self.transactions.start()
+            self.tx_checker.start()
+            self.schedule.start()
+        self.registrar.request()
 
     # -- read-your-writes -----------------------------------------------------------------------
     async def wait_dispatched(self, timeout_s: float = DISPATCH_WAIT_MAX_S) -> bool:

@@ -33,7 +33,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from orbitmq.config import BrokerConfig
+from orbitmq.config import BrokerConfig, BrokerRole
+from orbitmq.errors import ClientError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX
 from orbitmq.protocol.stored import EncodedBatch
@@ -41,7 +42,7 @@ from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.message_store import MessageStore
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 
-__all__ = ["DurableSave", "DurabilityCondition", "DiskSync", "durability_conditions",
+__all__ = ["DurableSave", "DurabilityCondition", "DiskSync", "Unmet", "durability_conditions",
            "put_answer", "APPENDED", "WAIT_GRACE_S"]
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,20 @@ def put_answer(result: PutMessageResult) -> tuple[ResponseCode, str | None]:
     return code, result.remark or remark
 
 
+class Unmet:
+    """What a condition's future may hold instead of False: the failure's own status and
+    remark (a replica condition tells SLAVE_NOT_AVAILABLE from FLUSH_SLAVE_TIMEOUT this way)."""
+
+    __slots__ = ("status", "remark")
+
+    def __init__(self, status: PutMessageStatus, remark: str | None = None) -> None:
+        self.status = status
+        self.remark = remark
+
+    def __repr__(self) -> str:
+        return f"Unmet({self.status.value}, {self.remark!r})"
+
+
 class DurabilityCondition(Protocol):
     """One thing that must hold before a save counts as durable."""
 
@@ -92,10 +107,11 @@ class DurabilityCondition(Protocol):
         """The longest an answer waits for this condition (its own deadline comes first)."""
         ...
 
-    def durable_up_to(self, offset: int) -> concurrent.futures.Future[bool]:
+    def durable_up_to(self, offset: int) -> concurrent.futures.Future[Any]:
         """A future that turns True once the condition holds for every byte below ``offset``,
-        False when it will not (in time). Requests close together should share one future:
-        the seam answers every save waiting on the same futures with one hand-off."""
+        False (or an :class:`Unmet` naming the failure) when it will not (in time). Requests
+        close together should share one future: the seam answers every save waiting on the same
+        futures with one hand-off."""
         ...
 
     def failure_status(self) -> PutMessageStatus:
@@ -117,34 +133,55 @@ class DiskSync:
         return PutMessageStatus.FLUSH_DISK_TIMEOUT
 
 
-def durability_conditions(config: BrokerConfig, store: MessageStore) -> list[DurabilityCondition]:
-    """What "durable" means for this broker: the one place replication adds its condition."""
+def durability_conditions(config: BrokerConfig, store: MessageStore,
+                          role: BrokerRole | None = None,
+                          replica_ack: DurabilityCondition | None = None,
+                          ) -> list[DurabilityCondition]:
+    """What "durable" means for this broker in ``role`` (default: the configured one): synced
+    to disk under SYNC_FLUSH, and held by a slave too for a SYNC_MASTER (``replica_ack``:
+    broker/replication/replica_ack.py, FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE when it does
+    not hold). A slave saves nothing of its own."""
+    role = config.broker_role if role is None else role
     conditions: list[DurabilityCondition] = []
     if store.sync_flush:
         conditions.append(DiskSync(store, config.store.sync_flush_timeout_ms))
+    if role is BrokerRole.SYNC_MASTER:
+        if replica_ack is None:
+            raise ClientError("a SYNC_MASTER needs its slaves' acknowledgements (replica_ack)")
+        conditions.append(replica_ack)
     return conditions
 
 
 class _Group:
-    """The saves waiting on one tuple of condition futures."""
+    """The saves waiting on one tuple of condition futures (and the conditions they came from:
+    a role change may replace the broker's conditions while they wait)."""
 
-    __slots__ = ("timer", "waiters", "pending")
+    __slots__ = ("timer", "waiters", "pending", "conditions")
 
-    def __init__(self, timer: asyncio.TimerHandle, pending: int) -> None:
+    def __init__(self, timer: asyncio.TimerHandle, pending: int,
+                 conditions: tuple[DurabilityCondition, ...]) -> None:
         self.timer = timer
         self.waiters: list[tuple[asyncio.Future[Any], PutMessageResult, Callable[..., Any],
                                  tuple[Any, ...]]] = []
         self.pending = pending  # conditions not yet known to hold
+        self.conditions = conditions
 
 
 def _same(result: PutMessageResult) -> PutMessageResult:
     return result
 
 
-def _held(future: concurrent.futures.Future[bool]) -> bool:
-    """Whether a condition's future says it holds (done, True, no error)."""
-    return (future.done() and not future.cancelled() and future.exception() is None
-            and bool(future.result()))
+def _verdict(future: concurrent.futures.Future[Any]) -> bool | Unmet:
+    """What a condition's future says: True when it holds (done, True, no error), its Unmet
+    when it names a failure, else False."""
+    if not future.done() or future.cancelled() or future.exception() is not None:
+        return False
+    result = future.result()
+    return result if isinstance(result, Unmet) else result is True
+
+
+def _held(future: concurrent.futures.Future[Any]) -> bool:
+    return _verdict(future) is True
 
 
 class DurableSave:
@@ -161,12 +198,28 @@ class DurableSave:
     def __init__(self, store: MessageStore, conditions: Sequence[DurabilityCondition]) -> None:
         self.store = store
         self._put = store.put
+        self._groups: dict[tuple[concurrent.futures.Future[Any], ...], _Group] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake_scheduled = False
+        self._appended: list[Callable[[], None]] = []
+        self.set_conditions(conditions)
+
+    def set_conditions(self, conditions: Sequence[DurabilityCondition]) -> None:
+        """What saves from now on wait for (a role change); saves waiting keep their own."""
         self.conditions: tuple[DurabilityCondition, ...] = tuple(conditions)
         self._waits = tuple(c.durable_up_to for c in self.conditions)  # bound once: a hot path
         self._wait_max_s = max((c.wait_max_s for c in self.conditions), default=0.0)
-        self._groups: dict[tuple[concurrent.futures.Future[bool], ...], _Group] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake_scheduled = False
+
+    @property
+    def answers_at_once(self) -> bool:
+        """True when no save waits for anything (no condition): an answer is built in the
+        handler's call. A fast path that cannot wait must leave sends alone otherwise."""
+        return not self.conditions
+
+    def on_appended(self, listener: Callable[[], None]) -> None:
+        """``listener()`` once per loop iteration that appended, right after the store's wake
+        (replication streams what was appended without waiting for a poll)."""
+        self._appended.append(listener)
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -201,6 +254,8 @@ class DurableSave:
     def _wake(self) -> None:
         self._wake_scheduled = False
         self.store.wake()
+        for listener in self._appended:
+            listener()
 
     # -- waiting --------------------------------------------------------------------------------
     def answer(self, result: PutMessageResult, respond: Callable[..., R],
@@ -233,46 +288,53 @@ class DurableSave:
         return await self.settled(self.append(batch))
 
     def _new_group(self, loop: asyncio.AbstractEventLoop,
-                   key: tuple[concurrent.futures.Future[bool], ...]) -> _Group:
+                   key: tuple[concurrent.futures.Future[Any], ...]) -> _Group:
         timer = loop.call_later(self._wait_max_s, self._expired, key)
-        group = self._groups[key] = _Group(timer, len(key))
+        group = self._groups[key] = _Group(timer, len(key), self.conditions)
         for index, future in enumerate(key):
 
-            def done(f: concurrent.futures.Future[bool], index: int = index) -> None:
+            def done(f: concurrent.futures.Future[Any], index: int = index) -> None:
                 # On the loop (a sync run by store.wake) or a store thread: hand over either way.
                 try:
-                    loop.call_soon_threadsafe(self._condition_done, key, index, _held(f))
+                    loop.call_soon_threadsafe(self._condition_done, key, index, _verdict(f))
                 except RuntimeError:  # the loop closed meanwhile (broker stopped)
                     pass
 
             future.add_done_callback(done)
         return group
 
-    def _condition_done(self, key: tuple[concurrent.futures.Future[bool], ...], index: int,
-                        ok: bool) -> None:
+    def _condition_done(self, key: tuple[concurrent.futures.Future[Any], ...], index: int,
+                        verdict: bool | Unmet) -> None:
         group = self._groups.get(key)
         if group is None:  # answered already (timed out)
             return
-        if not ok:
-            self._finish(key, self.conditions[index].failure_status())
+        if isinstance(verdict, Unmet):
+            self._finish(key, verdict.status, verdict.remark)
+            return
+        if not verdict:
+            self._finish(key, group.conditions[index].failure_status())
             return
         group.pending -= 1
         if group.pending == 0:
             self._finish(key, None)
 
-    def _expired(self, key: tuple[concurrent.futures.Future[bool], ...]) -> None:
+    def _expired(self, key: tuple[concurrent.futures.Future[Any], ...]) -> None:
         if key in self._groups:
             log.warning("durability wait expired after %.1f s", self._wait_max_s)
             self._finish(key, self._first_unmet(key))
 
-    def _first_unmet(self, key: tuple[concurrent.futures.Future[bool], ...]) -> PutMessageStatus:
-        for condition, future in zip(self.conditions, key, strict=True):
-            if not _held(future):
+    def _first_unmet(self, key: tuple[concurrent.futures.Future[Any], ...]) -> PutMessageStatus:
+        conditions = self._groups[key].conditions if key in self._groups else self.conditions
+        for condition, future in zip(conditions, key, strict=True):
+            verdict = _verdict(future)
+            if isinstance(verdict, Unmet):
+                return verdict.status
+            if not verdict:
                 return condition.failure_status()
-        return self.conditions[0].failure_status()
+        return conditions[0].failure_status()
 
-    def _finish(self, key: tuple[concurrent.futures.Future[bool], ...],
-                failure: PutMessageStatus | None) -> None:
+    def _finish(self, key: tuple[concurrent.futures.Future[Any], ...],
+                failure: PutMessageStatus | None, remark: str | None = None) -> None:
         """Answer every save of a group, once (on the loop)."""
         group = self._groups.pop(key, None)
         if group is None:
@@ -281,6 +343,8 @@ class DurableSave:
         for answer, result, respond, args in group.waiters:
             if failure is not None:
                 result.status = failure
+                if remark is not None:
+                    result.remark = remark
             if answer.done():
                 continue
             try:

@@ -1,9 +1,17 @@
 """Every request code the broker answers and the handler that answers it: the one table.
 
-Processors only offer handler methods; which code goes to which method, and which handlers first
-wait for the store's dispatch (read-your-writes: ``after_dispatch``), is decided here and nowhere
-else. A new request family adds its processor to :class:`Processors` and its rows to
-:func:`handler_table`.
+Processors only offer handler methods; which code goes to which method, which handlers first
+wait for the store's dispatch (read-your-writes: ``after_dispatch``) and which a slave refuses
+(``masters_only``), is decided here and nowhere else. A new request family adds its processor
+to :class:`Processors` and its rows to :func:`handler_table`.
+
+A slave (broker/role.py, asked at each request: the role may change) refuses what would change
+its store or its tables, which are its master's copies, with RocketMQ's answers: sends and
+send-backs SERVICE_NOT_AVAILABLE (RocketMQ's store refuses puts on a slave), END_TRANSACTION
+SLAVE_NOT_AVAILABLE, topic, group and offset administration NO_PERMISSION. It serves pulls,
+queries, lookups and the tables' reads, and takes consumer offset commits as RocketMQ's slaves
+do (a client commits to a slave only while its master is gone; the master's copy wins when
+the slave next copies the master's tables).
 """
 
 from __future__ import annotations
@@ -20,14 +28,51 @@ from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
 from orbitmq.broker.queue_lock_manager import QueueLockManager
+from orbitmq.broker.replication import ReplicationService
+from orbitmq.broker.role import RoleState
+from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.stats_processor import StatsProcessor
 from orbitmq.broker.transaction import EndTransactionProcessor, TransactionService
-from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import Handler
 
-__all__ = ["Processors", "handler_table"]
+__all__ = ["Processors", "handler_table", "masters_only", "SLAVE_REFUSALS"]
+
+# What a slave answers to requests it does not serve (see the module docstring).
+_SLAVE_SENDS = "this broker is a slave: it stores its master's messages only; send to the master"
+SLAVE_REFUSALS: dict[int, tuple[ResponseCode, str]] = {
+    RequestCode.SEND_MESSAGE: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
+    RequestCode.SEND_MESSAGE_V2: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
+    RequestCode.SEND_BATCH_MESSAGE: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
+    RequestCode.CONSUMER_SEND_MSG_BACK: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
+    RequestCode.END_TRANSACTION: (
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+        "this broker is a slave: transactions are ended on the master of its broker set"),
+}
+for _code in (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
+              RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+              RequestCode.CLONE_GROUP_OFFSET):
+    SLAVE_REFUSALS[_code] = (
+        ResponseCode.NO_PERMISSION,
+        f"this broker is a slave: {_code.name} is refused (its topics, groups and offsets are "
+        "copies of its master's); send it to the master")
+
+
+def masters_only(code: int, handler: Handler, role: RoleState) -> Handler:
+    """``handler``, answered with the slave's refusal of ``code`` while ``role`` is a slave."""
+    refusal_code, remark = SLAVE_REFUSALS[code]
+
+    def gated(cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+        if role.accepts_writes:
+            return handler(cmd, conn)
+        return cmd.response(refusal_code, remark)
+
+    gated.__name__ = getattr(handler, "__name__", "handler")
+    return gated
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -48,11 +93,22 @@ class Processors:
     stats: StatsProcessor
     consume_admin: ConsumeAdminProcessor
     broker_config: BrokerConfigProcessor
+    schedule: ScheduleService
+    replication: ReplicationService
 
 
-def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[int, Handler]:
+def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler],
+                  role: RoleState) -> dict[int, Handler]:
     """Request code -> handler. ``after_dispatch(h)`` runs ``h`` once the store has dispatched
-    every send acknowledged before the request (reads of queues and stats)."""
+    every send acknowledged before the request (reads of queues and stats); the codes of
+    SLAVE_REFUSALS are answered by ``role``'s master only."""
+    table = _table(p, after_dispatch)
+    for code in SLAVE_REFUSALS:
+        table[code] = masters_only(code, table[code], role)
+    return table
+
+
+def _table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[int, Handler]:
     wait = after_dispatch
     return {
         # sends and pulls
@@ -104,4 +160,7 @@ def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -
         RequestCode.QUERY_CONSUME_QUEUE: p.consume_admin.query_consume_queue,
         RequestCode.GET_BROKER_CONFIG: p.broker_config.get_broker_config,
         RequestCode.UPDATE_BROKER_CONFIG: p.broker_config.update_broker_config,
+        # replication: what a slave copies, and the HA status (RocketMQ 5's)
+        RequestCode.GET_ALL_DELAY_OFFSET: p.schedule.get_all_delay_offset,
+        RequestCode.GET_BROKER_HA_STATUS: p.replication.get_broker_ha_status,
     }

@@ -26,6 +26,10 @@ orbitmq_send_requests_total                       path: ``encoded`` (the one-ste
 orbitmq_pull_requests_total                       result: ``found`` or ``empty``
 orbitmq_native_speedups                           (none): 1 when the C speedups are loaded
 orbitmq_long_poll_held_pulls                      (none)
+orbitmq_replication_lag_bytes, _lag_latency (ms)  slave (its HA connection's address): on a
+                                                  master, what each slave does not hold yet
+orbitmq_replication_in_sync_slaves                (none): slaves within ha_max_gap_not_in_sync
+orbitmq_replication_master_connected              (none): a slave's HA connection (1 or 0)
 ================================================  ==============================================
 
 Lag follows RocketMQ 5: per group and topic, ``lag`` = stored - committed, ``inflight`` =
@@ -90,7 +94,7 @@ class BrokerMetricsCollector:
     def __init__(self, config: BrokerConfig, stats: BrokerStats, store: MessageStore,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager,
                  clients: ClientManager, held_pulls: Callable[[], int],
-                 rpc: RpcLatency) -> None:
+                 rpc: RpcLatency, replication: Any = None) -> None:
         self.config = config
         self.stats = stats
         self.store = store
@@ -99,6 +103,7 @@ class BrokerMetricsCollector:
         self.clients = clients
         self.held_pulls = held_pulls
         self.rpc = rpc
+        self.replication = replication  # ReplicationService (ha_status), None: no families
         self.families = Families({"cluster": config.broker_cluster_name, "node_type": "broker",
                                   "node_id": config.broker_name})
 
@@ -110,6 +115,7 @@ class BrokerMetricsCollector:
         yield rpc_latency_family(self.families, self.rpc)
         yield from self._storage()
         yield from self._orbitmq()
+        yield from self._replication()
 
     # -- traffic -----------------------------------------------------------------------------
     def _traffic_in(self) -> Iterator[Any]:
@@ -262,3 +268,24 @@ class BrokerMetricsCollector:
         held = f.gauge("orbitmq_long_poll_held_pulls", "pulls held by long polling now")
         f.add(held, [], self.held_pulls())
         yield from (sync, sends, pulls, native, held)
+
+    def _replication(self) -> Iterator[Any]:
+        if self.replication is None:
+            return
+        f = self.families
+        status = self.replication.ha_status()
+        lag = f.gauge("orbitmq_replication_lag_bytes",
+                      "bytes of the master's commit log a slave does not hold yet", ["slave"])
+        latency = f.gauge("orbitmq_replication_lag_latency",
+                          "ms since the oldest message a slave does not hold was stored", ["slave"])
+        for link in status["haConnectionInfo"]:
+            f.add(lag, [link["addr"]], link["diff"])
+            f.add(latency, [link["addr"]], link["lagMs"])
+        in_sync = f.gauge("orbitmq_replication_in_sync_slaves",
+                          "slaves within ha_max_gap_not_in_sync bytes of the master")
+        f.add(in_sync, [], status["inSyncSlaveNums"])
+        connected = f.gauge("orbitmq_replication_master_connected",
+                            "1 while a slave's HA connection to its master is open")
+        client = status["haClientRuntimeInfo"]
+        f.add(connected, [], 1 if client and client.get("connected") else 0)
+        yield from (lag, latency, in_sync, connected)

@@ -16,6 +16,21 @@ Every answer other than PULL_NOT_FOUND moves ``nextBeginOffset`` away from the r
 (the C++ PullConsumer loops until NO_NEW_MSG). Response extFields are strings. The body goes out
 with ``send_parts``: the file slices are never copied or re-encoded.
 
+On a slave (broker/role.py), as RocketMQ's: the pull's commitOffset is not stored (the master's
+table is the one that counts; the slave copies it), and an offset the slave's queue does not
+reach (or no longer holds) does not move the consumer: a slave may simply be behind its master,
+so instead of PULL_OFFSET_MOVED it answers PULL_NOT_FOUND with ``nextBeginOffset`` = the
+request's offset (held by long polling like any empty pull; RocketMQ answers
+PULL_RETRY_IMMEDIATELY, which makes its clients pull again at once). A slave that does not know
+a topic yet (its table copy comes every ``slave_sync_interval_ms``) serves the queues its store
+holds.
+
+``suggestWhichBrokerId`` (RocketMQ's rule): with ``slave_read_enable``, a pull whose last message
+lies more than ``access_message_in_memory_max_ratio`` % of the machine's memory behind the end of
+the commit log (a consumer reading cold data) is told the group's
+``whichBrokerWhenConsumeSlowly`` (1 by default: a slave), otherwise the group's ``brokerId``
+(0); without it (the default) always 0, the master.
+
 The subscription is the request's own when it has the subscription bit; otherwise the group's
 from its heartbeats; otherwise the request's ``subscription`` field or ``*``: the C++ PullConsumer
 and benchmarks pull without ever sending a heartbeat. Its ``expressionType`` says TAG (also when
@@ -32,23 +47,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Coroutine
 from typing import Any
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.long_poll_service import HeldPull, LongPollService
 from orbitmq.broker.message_filter import PullFilter, build_filter
+from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.errors import ConnectionClosedError, ExpressionError
-from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm
+from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
-from orbitmq.store.status import GetMessageStatus
+from orbitmq.store.status import GetMessageResult, GetMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.server import internal_error_response
 
-__all__ = ["PullProcessor", "pull_response_code", "check_subscription"]
+__all__ = ["PullProcessor", "pull_response_code", "check_subscription", "physical_memory_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +90,14 @@ def pull_response_code(status: GetMessageStatus, request_offset: int) -> Respons
     if status in _NOT_FOUND:
         return ResponseCode.PULL_NOT_FOUND
     return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL
+
+
+def physical_memory_bytes() -> int:
+    """The machine's memory (RocketMQ's TOTAL_PHYSICAL_MEMORY_SIZE); 0 when unknown."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 class _Refused(Exception):
@@ -114,6 +139,7 @@ class PullProcessor:
         self.short_polling_time_ms = cfg.short_polling_time_ms
         self.long_poll = LongPollService(ctx.store, self._resume, cfg.long_polling_recheck_ms)
         self._tasks: set[asyncio.Future[None]] = set()
+        self.memory_bytes = physical_memory_bytes()
 
     async def stop(self) -> None:
         """Forget held pulls and pulls waiting for the dispatch (the server closes their
@@ -153,6 +179,8 @@ class PullProcessor:
                 raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
                                "may not consume in broadcasting mode")
         tc = ctx.topics.get(h.topic)
+        if tc is None and ctx.role.is_slave:
+            tc = self._replicated_topic(h.topic)
         if tc is None:
             raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         if not tc.perm & _PERM_READ:
@@ -167,6 +195,13 @@ class PullProcessor:
         if refused is not None:
             raise _Refused(*refused)
         return build_filter(expression, expression_type)
+
+    def _replicated_topic(self, topic: str) -> TopicConfig | None:
+        """A slave's stand-in for a topic its table copy does not have yet but its store does
+        (any queue id may be asked: the master's route has the real numbers)."""
+        if not self.store.queue_ids(topic):
+            return None
+        return TopicConfig(topic, QUEUE_NUMS_MAX, QUEUE_NUMS_MAX, int(Perm.READ))
 
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str | None]:
         if h.sys_flag & _FLAG_SUBSCRIPTION:
@@ -184,7 +219,12 @@ class PullProcessor:
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
         )
         code = pull_response_code(result.status, h.queue_offset)
-        if allow_suspend and h.sys_flag & _FLAG_COMMIT and h.commit_offset >= 0 and not dispatched:
+        slave = self.ctx.role.is_slave
+        if slave and code is ResponseCode.PULL_OFFSET_MOVED:  # a slave may just be behind
+            code = ResponseCode.PULL_NOT_FOUND
+            result.next_begin_offset = h.queue_offset
+        if (allow_suspend and h.sys_flag & _FLAG_COMMIT and h.commit_offset >= 0 and not dispatched
+                and not slave):
             self.ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & _FLAG_SUSPEND:
             timeout = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_ms
@@ -203,7 +243,7 @@ class PullProcessor:
                      h.consumer_group, h.topic, h.queue_id, h.queue_offset, next_offset,
                      result.status.value)
         resp = cmd.response(code, None if code is ResponseCode.SUCCESS else result.status.value, {
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": self._suggest(h.consumer_group, result),
             "nextBeginOffset": str(next_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
@@ -215,6 +255,20 @@ class PullProcessor:
                 conn.send(resp)
         except ConnectionClosedError:
             pass  # the consumer left; its next pull (elsewhere) starts from its committed offset
+
+    def _suggest(self, group: str, result: GetMessageResult) -> str:
+        """suggestWhichBrokerId (see the module docstring)."""
+        cfg = self.ctx.config
+        if not cfg.slave_read_enable:
+            return "0"
+        sub = self.ctx.sub_groups.table.get(group)
+        if sub is None:
+            return "0"
+        if result.last_commit_offset >= 0:
+            behind = self.store.max_physical_offset() - result.last_commit_offset
+            if behind > self.memory_bytes * cfg.access_message_in_memory_max_ratio // 100:
+                return str(sub.which_broker_when_consume_slowly)
+        return str(sub.broker_id)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

@@ -22,7 +22,11 @@ from orbitmq.errors import BrokerError, OrbitMQError
 from orbitmq.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from orbitmq.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
 from orbitmq.transport.client import RemotingClient
 
 __all__ = ["RegisterService", "parse_namesrv_addr"]
@@ -52,12 +56,18 @@ class RegisterService:
     """
 
     def __init__(self, config: BrokerConfig, client: RemotingClient, broker_addr: Callable[[], str],
-                 topics: Callable[[], TopicConfigSerializeWrapper]) -> None:
+                 topics: Callable[[], TopicConfigSerializeWrapper], *,
+                 ha_addr: Callable[[], str] = lambda: "",
+                 broker_id: Callable[[], int] | None = None,
+                 on_answer: Callable[[str, str], None] | None = None) -> None:
         self.config = config
         self.client = client
         self.namesrvs = parse_namesrv_addr(config.namesrv_addr)
         self._broker_addr = broker_addr
         self._topics = topics
+        self._ha_addr = ha_addr  # the HA server's address ("" when it does not listen)
+        self._broker_id = broker_id or (lambda: config.broker_id)
+        self._on_answer = on_answer  # (masterAddr, haServerAddr) of each accepting answer
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []  # for the next round's end
@@ -147,11 +157,10 @@ class RegisterService:
 
     def _header_fields(self) -> dict[str, str]:
         cfg = self.config
-        addr = self._broker_addr()
-        host, _, port = addr.rpartition(":")
         return RegisterBrokerRequestHeader(
-            broker_name=cfg.broker_name, broker_addr=addr, cluster_name=cfg.broker_cluster_name,
-            ha_server_addr=f"{host}:{int(port) + 1}", broker_id=cfg.broker_id, compressed=False,
+            broker_name=cfg.broker_name, broker_addr=self._broker_addr(),
+            cluster_name=cfg.broker_cluster_name, ha_server_addr=self._ha_addr(),
+            broker_id=self._broker_id(), compressed=False,
         ).to_ext_fields()
 
     async def _register(self, namesrv: str, body: bytes) -> bool | BrokerError:
@@ -165,15 +174,23 @@ class RegisterService:
         if resp.code != ResponseCode.SUCCESS:
             cfg = self.config
             return BrokerError(resp.code, (
-                f"name server {namesrv} refused broker {cfg.broker_name} id {cfg.broker_id} "
+                f"name server {namesrv} refused broker {cfg.broker_name} id {self._broker_id()} "
                 f"at {self._broker_addr()}: {resp.remark or ResponseCode(resp.code).name}"))
+        if self._on_answer is not None:
+            try:
+                answer = RegisterBrokerResponseHeader.from_ext_fields(resp.ext_fields)
+            except OrbitMQError as e:
+                log.warning("register broker: name server %s answered a malformed header: %s",
+                            namesrv, e)
+            else:
+                self._on_answer(answer.master_addr or "", answer.ha_server_addr or "")
         return True
 
     async def _unregister(self, namesrv: str) -> None:
         cfg = self.config
         fields = UnregisterBrokerRequestHeader(
             broker_name=cfg.broker_name, broker_addr=self._broker_addr(),
-            cluster_name=cfg.broker_cluster_name, broker_id=cfg.broker_id,
+            cluster_name=cfg.broker_cluster_name, broker_id=self._broker_id(),
         ).to_ext_fields()
         try:
             await self.client.invoke(namesrv, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields), 3.0)

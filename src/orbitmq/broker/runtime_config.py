@@ -53,6 +53,8 @@ JAVA_NAMES: dict[str, str] = {
     "register_broker_timeout_ms": "registerBrokerTimeoutMills",
     "transaction_timeout_ms": "transactionTimeOut",
     "transaction_check_interval_ms": "transactionCheckInterval",
+    "ha_send_heartbeat_interval_ms": "haSendHeartbeatInterval",
+    "ha_housekeeping_interval_ms": "haHousekeepingInterval",
     "store.store_path": "storePathRootDir",
     "store.mapped_file_size_commitlog": "mappedFileSizeCommitLog",
     "store.flush_interval_commitlog_ms": "flushIntervalCommitLog",
@@ -70,6 +72,7 @@ RUNTIME_FIELDS = frozenset({
     "client_channel_expire_ms", "reject_transaction_message", "transaction_timeout_ms",
     "transaction_check_max", "default_query_max_num", "max_msgs_num_batch",
     "store.file_reserved_time_hours", "store.delete_when", "store.delete_files_batch_max",
+    "slave_read_enable", "access_message_in_memory_max_ratio",
     *PERCENT_FIELDS,
 })
 

@@ -35,11 +35,15 @@ from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC
 from orbitmq.errors import StoreError
 from orbitmq.protocol.bodies import TopicConfig
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, transaction_type
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
+from orbitmq.transport.connection import RemotingConnection
 
-__all__ = ["ScheduleService", "apply_delay", "delay_level_of", "DELAY_OFFSET_FILE"]
+__all__ = ["ScheduleService", "apply_delay", "delay_level_of", "load_delay_offsets",
+           "DELAY_OFFSET_FILE"]
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +112,23 @@ def _load_offsets(path: str) -> dict[int, int]:
     data = read_json(path)
     if data is None:
         return {}
+    try:
+        return load_delay_offsets(data)
+    except ValueError as e:
+        raise StoreError(f"{path}: {e}") from None
+
+
+def load_delay_offsets(data: object) -> dict[int, int]:
+    """``{"offsetTable": {level: offset}}`` (delayOffset.json, GET_ALL_DELAY_OFFSET's body) as
+    a table; ValueError naming what is wrong."""
     table = data.get("offsetTable") if isinstance(data, dict) else None
     if not isinstance(table, dict):
-        raise StoreError(f"{path}: expected {{\"offsetTable\": {{level: offset}}}}")
+        raise ValueError('expected {"offsetTable": {level: offset}}')
     try:
-        return {int(level): int(offset) for level, offset in table.items()}
+        parsed = {int(level): int(offset) for level, offset in table.items()}
     except (TypeError, ValueError):
-        raise StoreError(f"{path}: offsetTable holds a non-integer level or offset") from None
+        raise ValueError("offsetTable holds a non-integer level or offset") from None
+    return parsed
 
 
 class ScheduleService:
@@ -182,6 +196,20 @@ class ScheduleService:
             await asyncio.gather(self._writing, return_exceptions=True)
         if tasks:
             self.file.save(force=True)
+
+    def replace_offsets(self, offsets: dict[int, int]) -> bool:
+        """A slave's copy of its master's delay offsets (GET_ALL_DELAY_OFFSET); False when
+        nothing changed. A slave runs no delivery task: it only keeps the table."""
+        if offsets == self.offsets:
+            return False
+        self.offsets = dict(offsets)
+        self.file.mark_dirty()
+        self.file.save()
+        return True
+
+    def get_all_delay_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET (45): the delay offsets as delayOffset.json holds them."""
+        return cmd.response(ResponseCode.SUCCESS, body=self._encode())
 
     def _encode(self) -> bytes:
         """The table's JSON; runs on the saving thread, so it works on a copy (atomic for a

@@ -14,7 +14,10 @@ last two local midnights), ``putMessageTimesTotal``, ``putMessageSizeTotal``,
 ``remainHowManyDataToFlush``, ``earliestMessageTimeStamp``, ``pageCacheLockTimeMills``, the
 thread-pool queue sizes (0: OrbitMQ has no such queues), plus OrbitMQ's own ``brokerName``,
 ``brokerAddr``, ``flushDiskType``, ``topicCount``, ``consumerGroupCount``, ``producerGroupCount``
-and ``pullHeldCount``.
+and ``pullHeldCount``, and replication's (RocketMQ 4.x has none; RocketMQ 5 answers them with
+GET_BROKER_HA_STATUS, which OrbitMQ serves too): ``brokerRole``, ``brokerId``; on a master
+``haServerAddr``, ``haConnectionCount``, ``inSyncSlaveNums``; on a slave ``haMasterAddr``,
+``masterAddr``, ``haConnected``, ``haClientAddr``, ``haRefused``, ``slaveSyncRounds``.
 
 VIEW_BROKER_STATS_DATA (``statsName``, ``statsKey``) answers Java's BrokerStatsData,
 ``{"statsMinute": {"sum", "tps", "avgpt"}, "statsHour": {...}, "statsDay": {...}}``: the
@@ -105,10 +108,13 @@ class StatsProcessor:
     Args:
         ctx: the broker's context (settings, address, stats, store, tables, clients).
         held_pulls: how many pulls long polling holds now.
+        replication_info: the replication keys of the runtime info (ReplicationService).
     """
 
-    def __init__(self, ctx: BrokerContext, held_pulls: Callable[[], int]) -> None:
+    def __init__(self, ctx: BrokerContext, held_pulls: Callable[[], int],
+                 replication_info: Callable[[], dict[str, str]] | None = None) -> None:
         self.ctx = ctx
+        self.replication_info = replication_info
         self.config = ctx.config
         self.stats = ctx.stats
         self.store = ctx.store
@@ -162,6 +168,8 @@ class StatsProcessor:
             "pullHeldCount": str(self.held_pulls()),
         }
         table.update(self._disk())
+        if self.replication_info is not None:
+            table.update(self.replication_info())
         return table
 
     def _earliest(self) -> int:

@@ -140,6 +140,22 @@ class SubscriptionGroupManager:
         self.file.mark_dirty()
         self.file.save()
 
+    def replace_from_master(self, wrapper: SubscriptionGroupWrapper) -> bool:
+        """A slave's copy of its master's groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG): the whole
+        table, unless the data version is the one held; False when nothing changed."""
+        version = wrapper.data_version
+        if (version.timestamp, version.counter) == (self.data_version.timestamp,
+                                                    self.data_version.counter):
+            return False
+        table = {name: cfg for name, cfg in wrapper.subscription_group_table.items()
+                 if validate_group(name) is None and cfg.group_name == name}
+        with self._lock:
+            self.table = table
+            self.data_version = DataVersion(version.timestamp, version.counter)
+        self.file.mark_dirty()
+        self.file.save()
+        return True
+
     def delete(self, group: str) -> bool:
         with self._lock:
             removed = self.table.pop(group, None)

@@ -198,6 +198,29 @@ class TopicConfigManager:
         self._changed()
         return True
 
+    def replace_from_master(self, wrapper: TopicConfigSerializeWrapper) -> bool:
+        """A slave's copy of its master's topics (GET_ALL_TOPIC_CONFIG): the whole table,
+        unless the master's data version is the one held; False when nothing changed. A config
+        this broker cannot hold is left out (logged)."""
+        version = wrapper.data_version
+        if (version.timestamp, version.counter) == (self.data_version.timestamp,
+                                                    self.data_version.counter):
+            return False
+        table: dict[str, TopicConfig] = {}
+        for name, tc in wrapper.topic_config_table.items():
+            reason = check_topic_config(tc)
+            if reason is not None or name != tc.topic_name:
+                log.warning("topic from the master left out topic=%s: %s", name, reason)
+                continue
+            table[name] = tc
+        with self._lock:
+            self.table = table
+            self.data_version = DataVersion(version.timestamp, version.counter)
+        self.file.mark_dirty()
+        self.file.save()
+        log.info("topics copied from the master count=%d version=%d", len(table), version.counter)
+        return True
+
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int
     ) -> TopicConfig | None:

@@ -178,6 +178,9 @@ def build_config(cls: type[T], params: Mapping[str, Any], *, toml_path: str | No
         if given:
             source = "the command line"
             cfg = replace_fields(cfg, **_nest(given))
+        check_whole = getattr(cfg, "check_whole", None)
+        if check_whole is not None:  # fields that must agree, once every layer is applied
+            check_whole()
     except ConfigError as e:
         raise ConfigRefused(f"{e} (from {source})") from None
     except OSError as e:

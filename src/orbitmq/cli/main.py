@@ -27,6 +27,7 @@ from orbitmq.cli.ops_cmd import cluster_group, consumer_group, producer_group, s
 from orbitmq.cli.outbox_cmd import outbox_group
 from orbitmq.cli.send_cmd import send_cmd
 from orbitmq.cli.servers import broker_cmd, namesrv_cmd, standalone_cmd
+from orbitmq.cli.store_cmd import store_group
 from orbitmq.cli.topic_cmd import topic_group
 from orbitmq.cli.transaction_cmd import transaction_group
 
@@ -101,6 +102,7 @@ cli.add_command(cluster_group)
 cli.add_command(producer_group)
 cli.add_command(consumer_group)
 cli.add_command(stats_group)
+cli.add_command(store_group)
 for _command in (ops.group_connection_cmd, ops.group_config_cmd, ops.group_delete_cmd, ops.group_clone_offset_cmd,
                  ops.group_time_span_cmd):
     group_group.add_command(_command)

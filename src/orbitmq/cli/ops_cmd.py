@@ -27,16 +27,14 @@ def cluster_group() -> None:
     """Brokers of the clusters and their load."""
 
 
-def _broker_row(admin: Any, b: Any) -> dict[str, Any]:
+def _broker_row(admin: Any, m: Any) -> dict[str, Any]:
     from orbitmq.client.ops_models import first_rate
-    from orbitmq.errors import OrbitMQError
 
-    row: dict[str, Any] = {"cluster": b.cluster, "broker": b.broker_name,
-                           "broker_id": b.broker_id, "addr": b.addr}
-    try:
-        info = admin.broker_runtime_info(b.addr)
-    except (OrbitMQError, OSError) as e:
-        return {**row, "error": str(e)}
+    row: dict[str, Any] = m.as_dict()
+    row["broker"] = row.pop("broker_name")
+    if m.error:
+        return row
+    info = m.runtime
     row.update({
         "version": info.get("brokerVersionDesc", ""),
         "in_tps": first_rate(info.get("putTps")), "out_tps": first_rate(info.get("getTransferedTps")),
@@ -47,28 +45,42 @@ def _broker_row(admin: Any, b: Any) -> dict[str, Any]:
     return row
 
 
+def _lag_cells(r: dict[str, Any]) -> list[str]:
+    if r["broker_id"] == 0:
+        return ["", ""]
+    lag_b = "" if r["lag_bytes"] is None else str(r["lag_bytes"])
+    lag_s = "" if r["lag_seconds"] is None else f"{r['lag_seconds']:.1f}"
+    return [lag_b, lag_s]
+
+
 @cluster_group.command("list")
 @namesrv_option
 @click.option("--cluster", "-c", help="only this cluster")
 @format_option
 @handles_errors
 def cluster_list_cmd(namesrv: str, cluster: str | None, fmt: str) -> None:
-    """Every broker with its version, rates (last 10 s), today's totals and disk use
-    (mqadmin clusterList). A broker that does not answer is listed with its error."""
+    """Every broker set with its members: role, address, version, rates (last 10 s), today's
+    totals, disk use, and each slave's replication lag in bytes and seconds (mqadmin
+    clusterList). A broker that does not answer is listed with its error."""
     with _admin(namesrv) as admin:
-        rows = [_broker_row(admin, b) for b in admin.cluster_brokers(cluster)]
+        rows = [_broker_row(admin, m) for m in admin.broker_members(cluster)]
     if fmt == "json":
         for row in rows:
             echo_json(row)
         return
     out = []
     for r in rows:
-        figures = ([r.get("error", "unreachable"), "", "", "", "", ""] if "error" in r else
-                   [r["version"], f"{r['in_tps']:.2f}", f"{r['out_tps']:.2f}", str(r["in_today"]),
-                    str(r["out_today"]), f"{r['disk_ratio']:.1%}"])
+        figures = ([r["error"] or "unreachable", "", "", "", "", "", "", "", ""] if r["error"] else
+                   [r["role"], *_lag_cells(r), r["version"], f"{r['in_tps']:.2f}",
+                    f"{r['out_tps']:.2f}", str(r["in_today"]), str(r["out_today"]),
+                    f"{r['disk_ratio']:.1%}"])
         out.append((r["cluster"], r["broker"], str(r["broker_id"]), r["addr"], *figures))
-    click.echo(table(("CLUSTER", "BROKER", "BID", "ADDR", "VERSION", "IN_TPS", "OUT_TPS",
-                      "IN_TODAY", "OUT_TODAY", "DISK"), out))
+    click.echo(table(("CLUSTER", "BROKER", "BID", "ADDR", "ROLE", "LAG_BYTES", "LAG_S", "VERSION",
+                      "IN_TPS", "OUT_TPS", "IN_TODAY", "OUT_TODAY", "DISK"), out))
+    states = [f"{r['broker']} id {r['broker_id']}: {r['state']}" for r in rows
+              if r.get("state") and r["state"] not in ("in sync",)]
+    for line in states:
+        click.echo(line)
 
 
 @cluster_group.command("topics")

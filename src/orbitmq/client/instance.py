@@ -13,7 +13,13 @@ Every Producer, PullConsumer and Admin owns one. It keeps
   at once to a broker seen for the first time), carrying the producer and consumer groups; and
   UNREGISTER_CLIENT to each of them at shutdown;
 - the handlers of requests the brokers send us (NOTIFY_CONSUMER_IDS_CHANGED now,
-  CHECK_TRANSACTION_STATE for the transactional producer later).
+  CHECK_TRANSACTION_STATE for the transactional producer later);
+- where to read a broker set from (:meth:`read_address`): the broker id the last pull answer
+  suggested (RocketMQ's suggestWhichBrokerId), else the master, else a slave; a broker that
+  just failed a request is passed over for ``BROKER_DOWN_S``, and while a set is read from a
+  slave because its master is missing from the route, the route is fetched again every
+  ``MASTER_RECHECK_S`` so that reads (and offset commits) go back to the master once it
+  returns. Sends go to masters only.
 
 It is asyncio code bound to the loop it was started on.
 """
@@ -28,6 +34,7 @@ import os
 import random
 import secrets
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from orbitmq.client.route import MASTER_ID, derive_route_from_default
@@ -68,6 +75,8 @@ RETRIABLE_CODES = frozenset({
 })
 _NAMESRV_ENV = ("ORBITMQ_NAMESRV_ADDR", "NAMESRV_ADDR")
 _UNREGISTER_TIMEOUT_S = 3.0
+BROKER_DOWN_S = 5.0  # a broker that failed a request is passed over for reads this long
+MASTER_RECHECK_S = 5.0  # the route of a set read from a slave (its master gone) is fetched again
 
 RouteChanged = Callable[[str, TopicRouteData], None]
 GroupChanged = Callable[[str], None]
@@ -180,6 +189,8 @@ class ClientInstance:
         self._lost_listeners: list[ConnectionLost] = []
         self._tasks: set[asyncio.Task[object]] = set()
         self._refreshing: dict[str, asyncio.Task[TopicRouteData | None]] = {}
+        self._down: dict[str, float] = {}  # broker address -> monotonic time it is tried again
+        self._recheck_at: dict[str, float] = {}  # topic -> when its route may be fetched again
         self._started = False
         self._closed = False
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
@@ -368,6 +379,62 @@ class ClientInstance:
             raise ClientError(f"broker {broker_name!r} of topic {topic!r} is not in any route")
         return addr
 
+    # -- reading from masters and slaves ---------------------------------------------------
+    def broker_failed(self, addr: str) -> None:
+        """A request to ``addr`` failed (connection lost, refused, timed out): reads pass it
+        over for BROKER_DOWN_S."""
+        self._down[addr] = _now() + BROKER_DOWN_S
+
+    def _reachable(self, addr: str) -> bool:
+        until = self._down.get(addr)
+        if until is None:
+            return True
+        if _now() >= until:
+            del self._down[addr]
+            return True
+        return False
+
+    def read_address(self, broker_name: str, prefer_id: int = MASTER_ID) -> tuple[str, int] | None:
+        """(address, broker id) to read ``broker_name`` from: ``prefer_id`` (a pull answer's
+        suggestion), else the master, else the lowest slave id, passing over brokers that just
+        failed (any known node when all did); None when the set is unknown."""
+        addrs = self._broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        for bid in (prefer_id, MASTER_ID, *sorted(addrs)):
+            addr = addrs.get(bid)
+            if addr is not None and self._reachable(addr):
+                return addr, bid
+        bid = prefer_id if prefer_id in addrs else (MASTER_ID if MASTER_ID in addrs else min(addrs))
+        return addrs[bid], bid
+
+    async def find_read_address(self, broker_name: str, topic: str,
+                                prefer_id: int = MASTER_ID) -> tuple[str, int]:
+        """Like :meth:`read_address`, refreshing ``topic``'s route once when the set is unknown;
+        a set read without its master gets its route fetched again now and then (its master
+        may come back).
+
+        Raises:
+            ClientError: the broker set is still unknown.
+        """
+        found = self.read_address(broker_name, prefer_id)
+        if found is None:
+            await self.update_route(topic)
+            found = self.read_address(broker_name, prefer_id)
+        if found is None:
+            raise ClientError(f"broker {broker_name!r} of topic {topic!r} is not in any route")
+        if found[1] != MASTER_ID:
+            self._recheck_master(broker_name, topic)
+        return found
+
+    def _recheck_master(self, broker_name: str, topic: str) -> None:
+        now = _now()
+        if now < self._recheck_at.get(topic, 0.0):
+            return
+        self._recheck_at[topic] = now + min(MASTER_RECHECK_S, self.poll_name_server_interval)
+        if MASTER_ID not in self._broker_addrs.get(broker_name, {}):
+            self.refresh_route_soon(topic)
+
     # -- heartbeats --------------------------------------------------------------------------
     def heartbeat_data(self) -> HeartbeatData:
         return HeartbeatData(
@@ -460,6 +527,10 @@ class ClientInstance:
             await aw
         except Exception as e:
             log.info("background client task failed: %r", e)
+
+
+def _now() -> float:
+    return time.monotonic()
 
 
 def _fresh(cmd: RemotingCommand) -> RemotingCommand:

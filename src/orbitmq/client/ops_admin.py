@@ -31,8 +31,9 @@ from orbitmq.client.ops_models import (
     parse_kv_table,
     parse_time_spans,
 )
+from orbitmq.client.replication_admin import BrokerMember, HAStatus, member_rows, parse_ha_status
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import BrokerError, ClientError
+from orbitmq.errors import BrokerError, ClientError, OrbitMQError
 from orbitmq.protocol.admin_headers import (
     CloneGroupOffsetRequestHeader,
     GetConsumeStatsInBrokerHeader,
@@ -124,6 +125,37 @@ class OpsAdminMixin:
         """GET_BROKER_RUNTIME_INFO: RocketMQ's runtime keys (``putTps``...), values as text."""
         addr = await self.broker_address(broker)
         return parse_kv_table((await self._request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+
+    async def broker_ha_status(self, broker: str) -> HAStatus:
+        """GET_BROKER_HA_STATUS (RocketMQ 5): a master's slaves and how far each one is behind;
+        on a slave, its side of the connection."""
+        addr = await self.broker_address(broker)
+        return parse_ha_status((await self._request(addr, RequestCode.GET_BROKER_HA_STATUS)).body)
+
+    async def broker_members(self, cluster: str | None = None) -> list[BrokerMember]:
+        """Every broker of ``cluster`` (all when None) with its role and, for a slave, its
+        replication lag in bytes and seconds (see replication_admin.py); a broker that does
+        not answer carries the error."""
+        brokers = await self.cluster_brokers(cluster)
+        members: list[BrokerMember] = []
+        for b in brokers:
+            try:
+                info = await self.broker_runtime_info(b.addr)
+            except (OrbitMQError, OSError) as e:
+                members.append(BrokerMember(b.cluster, b.broker_name, b.broker_id, b.addr,
+                                            error=str(e)))
+                continue
+            role = info.get("brokerRole") or ("ASYNC_MASTER" if b.broker_id == 0 else "SLAVE")
+            members.append(BrokerMember(b.cluster, b.broker_name, b.broker_id, b.addr, role,
+                                        int(info.get("commitLogMaxOffset", -1)), runtime=info))
+        statuses: dict[str, HAStatus] = {}
+        for m in members:
+            if m.broker_id == 0 and not m.error:
+                try:
+                    statuses[m.broker_name] = await self.broker_ha_status(m.addr)
+                except (OrbitMQError, OSError):
+                    pass  # an older broker without the request: lags from the runtime info
+        return member_rows(members, statuses)
 
     async def broker_config(self, broker: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every setting under RocketMQ's name, as text."""
@@ -338,6 +370,12 @@ class BlockingOpsAdminMixin:
 
     def broker_config(self, broker: str) -> dict[str, str]:
         return self._call(self._client.broker_config(broker))
+
+    def broker_ha_status(self, broker: str) -> HAStatus:
+        return self._call(self._client.broker_ha_status(broker))
+
+    def broker_members(self, cluster: str | None = None) -> list[BrokerMember]:
+        return self._call(self._client.broker_members(cluster))
 
     def update_broker_config(self, broker: str, settings: Mapping[str, object]) -> None:
         self._call(self._client.update_broker_config(broker, settings))

@@ -113,7 +113,7 @@ def parse_pull_response(resp: RemotingCommand, tags: frozenset[str] | None) -> P
         if tags is not None:
             messages = [m for m in messages if m.tags in tags]
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
-                      messages)
+                      messages, header.suggest_which_broker_id)
 
 
 def parse_raw_pull_response(resp: RemotingCommand, tags: frozenset[str] | None) -> RawPullResult:
@@ -127,4 +127,5 @@ def parse_raw_pull_response(resp: RemotingCommand, tags: frozenset[str] | None) 
     status, header = _status_and_header(resp)
     body = resp.body if status is PullStatus.FOUND else b""
     return RawPullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
-                         body if type(body) is bytes else bytes(body), tags, resp.remark or "")
+                         body if type(body) is bytes else bytes(body), tags, resp.remark or "",
+                         header.suggest_which_broker_id)

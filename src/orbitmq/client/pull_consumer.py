@@ -28,9 +28,9 @@ from orbitmq.client.pull_codec import (
     parse_raw_pull_response,
 )
 from orbitmq.client.results import PullResult, RawPullResult
-from orbitmq.client.route import subscribe_queues_from_route
+from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import ClientError, TopicNotFoundError
+from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError, TopicNotFoundError
 from orbitmq.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -91,6 +91,7 @@ class AsyncPullConsumer:
         self._instance.consumers[self.group] = self._consumer_data
         self._topics: set[str] = set()
         self._offsets: dict[MessageQueue, int] = {}
+        self._suggested: dict[MessageQueue, int] = {}  # broker id each queue's last answer named
         self._dirty: set[MessageQueue] = set()
         self._started = False
 
@@ -212,10 +213,18 @@ class AsyncPullConsumer:
             suspend = None
         self._topics.add(mq.topic)
         cmd = build_pull_request(self.group, mq, offset, max_nums, selector, suspend)
-        addr = (self._instance.broker_addr(mq.broker_name, master_only=False)
-                or await self._instance.find_broker_addr(mq.broker_name, mq.topic, master_only=False))
+        addr, _ = await self._instance.find_read_address(mq.broker_name, mq.topic,
+                                                         self._suggested.get(mq, MASTER_ID))
         wait = (self.pull_timeout if timeout is None else timeout) + (suspend or 0.0)
-        return await self._instance.remoting.invoke(addr, cmd, wait)
+        try:
+            resp = await self._instance.remoting.invoke(addr, cmd, wait)
+        except (ConnectionClosedError, TimeoutError):
+            self._instance.broker_failed(addr)  # the next pull reads another broker of the set
+            self._suggested.pop(mq, None)
+            raise
+        suggested = resp.ext_fields.get("suggestWhichBrokerId", "0")
+        self._suggested[mq] = int(suggested) if suggested.isdigit() else MASTER_ID
+        return resp
 
     # -- committed offsets -------------------------------------------------------------------
     async def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
@@ -301,10 +310,15 @@ class AsyncPullConsumer:
         return GetEarliestMsgStoretimeResponseHeader.from_ext_fields(resp.ext_fields).timestamp
 
     async def _invoke_broker(self, mq: MessageQueue, code: int, header: Any) -> RemotingCommand:
+        """Offsets and queue bounds: the master when it is there, else a slave."""
         self._check_started()
-        addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
+        addr, _ = await self._instance.find_read_address(mq.broker_name, mq.topic)
         cmd = RemotingCommand.request(code, header.to_ext_fields())
-        return await self._instance.remoting.invoke(addr, cmd, self._instance.rpc_timeout)
+        try:
+            return await self._instance.remoting.invoke(addr, cmd, self._instance.rpc_timeout)
+        except (ConnectionClosedError, TimeoutError):
+            self._instance.broker_failed(addr)
+            raise
 
 
 class PullConsumer(BlockingClient[AsyncPullConsumer]):

@@ -15,6 +15,11 @@ control threshold, waits while an orderly queue is not locked, and backs off
   nothing is cached, so a filtered-out stretch does not hold the committed offset back);
 - OFFSET_ILLEGAL (PULL_OFFSET_MOVED): the queue is dropped, nextBeginOffset is stored as its offset
   and persisted, and the queue is taken up again from there by the next rebalance.
+
+Which broker of the queue's set: the one the last answer suggested (suggestWhichBrokerId), else
+the master, else a slave (ClientInstance.read_address): reads go on from a slave while the master
+is gone, and back to the master once it returns. A pull to a slave carries no COMMIT_OFFSET (a
+slave does not store it, as in RocketMQ): the offsets are committed by UPDATE_CONSUMER_OFFSET.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from orbitmq.client.offset_store import OffsetStore, RemoteOffsetStore
 from orbitmq.client.process_queue import ProcessQueue
 from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullResult, PullStatus
+from orbitmq.client.route import MASTER_ID
+from orbitmq.errors import ConnectionClosedError, TimeoutError
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -65,6 +72,7 @@ class PullRequest:
     next_offset: int
     task: asyncio.Task[None] | None = None
     last_flow_log: float = 0.0
+    broker_id: int = 0  # the broker of the set the last answer suggested for the next pull
 
 
 def build_push_pull_request(
@@ -153,15 +161,22 @@ class PullService:
         sub = self.subscriptions.get(mq.topic)
         if sub is None:
             return cfg.pull_delay_on_exception  # unsubscribed: the rebalance drops the queue
-        commit = self.offsets.read(mq) if cfg.clustering else -1
+        addr, broker_id = await self.instance.find_read_address(mq.broker_name, mq.topic,
+                                                                req.broker_id)
+        commit = self.offsets.read(mq) if cfg.clustering and broker_id == MASTER_ID else -1
         cmd = build_push_pull_request(cfg.group, mq, req.next_offset, sub, cfg, commit)
-        addr = await self.instance.find_broker_addr(mq.broker_name, mq.topic)
         pq.last_pull_time = loop.time()
-        resp = await self.instance.remoting.invoke(addr, cmd, cfg.pull_timeout)
+        try:
+            resp = await self.instance.remoting.invoke(addr, cmd, cfg.pull_timeout)
+        except (ConnectionClosedError, TimeoutError):
+            self.instance.broker_failed(addr)  # the next pull tries another broker of the set
+            req.broker_id = MASTER_ID
+            raise
         if commit > 0 and resp.code in _COMMITTED_CODES and isinstance(self.offsets,
                                                                         RemoteOffsetStore):
             self.offsets.note_committed(mq, commit)
         result = parse_pull_response(resp, self._tags_of(sub))
+        req.broker_id = result.suggest_which_broker_id
         if pq.dropped:
             return 0.0
         return await self._on_result(req, result)

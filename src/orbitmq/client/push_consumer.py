@@ -48,7 +48,7 @@ from orbitmq.client.rebalance import AllocateAveragely, AllocateStrategy
 from orbitmq.client.rebalance_service import RebalanceService
 from orbitmq.client.running_info import build_running_info
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import ClientError
+from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.bodies import (
     CheckClientRequestBody,
     ConsumerData,
@@ -300,7 +300,7 @@ class AsyncPushConsumer:
 
     def _build_services(self) -> None:
         cfg = self.config
-        self._offsets = (RemoteOffsetStore(self.group, self._invoke) if cfg.clustering
+        self._offsets = (RemoteOffsetStore(self.group, self._invoke_read) if cfg.clustering
                          else LocalOffsetStore(self.group, cfg.local_offset_path()))
         failure = (ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT if cfg.orderly
                    else ConsumeResult.RECONSUME_LATER)
@@ -308,7 +308,7 @@ class AsyncPushConsumer:
         service_cls = OrderlyConsumeService if cfg.orderly else ConcurrentConsumeService
         self._consume = service_cls(cfg, self._runner, self._offsets, self._send_back)
         self._rebalance = RebalanceService(cfg, self._instance, self.strategy, self._subscriptions,
-                                           self._offsets, self._invoke)
+                                           self._offsets, self._invoke_read)
         self._pull = PullService(cfg, self._instance, self._subscriptions, self._offsets,
                                  self._consume, self._rebalance.forget)
         self._rebalance.pull = self._pull
@@ -362,6 +362,18 @@ class AsyncPushConsumer:
         addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
         cmd = RemotingCommand.request(code, header.to_ext_fields())
         return await self._instance.remoting.invoke(addr, cmd, self._instance.rpc_timeout)
+
+    async def _invoke_read(self, mq: MessageQueue, code: int, header: Any) -> RemotingCommand:
+        """Offsets and queue bounds: the master when it is there, else a slave (RocketMQ's
+        clients commit offsets to a slave while the master is gone; the master's copy wins
+        again once it is back)."""
+        addr, _ = await self._instance.find_read_address(mq.broker_name, mq.topic)
+        cmd = RemotingCommand.request(code, header.to_ext_fields())
+        try:
+            return await self._instance.remoting.invoke(addr, cmd, self._instance.rpc_timeout)
+        except (ConnectionClosedError, TimeoutError):
+            self._instance.broker_failed(addr)
+            raise
 
     async def _send_back(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK: the broker re-stores the failed message for a later retry."""

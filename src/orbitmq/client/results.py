@@ -95,6 +95,9 @@ class PullResult:
         min_offset, max_offset: the queue's bounds when the broker answered (max is one past
             the last message).
         messages: the messages found that match the expression (bodies decompressed).
+        suggest_which_broker_id: the broker id the broker suggests for the next pull of this
+            queue (0: the master; a slave's id when the consumer reads cold data and the broker
+            allows reads from slaves).
     """
 
     status: PullStatus
@@ -102,6 +105,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = dataclasses.field(default_factory=list)
+    suggest_which_broker_id: int = 0
 
 
 # The remark of an OrbitMQ (and RocketMQ) broker's NO_MATCHED_MSG answer when retention was
@@ -128,6 +132,7 @@ class RawPullResult:
         tags: the tags the pull's expression selects (None: every message, and SQL92, which
             the broker evaluates exactly).
         remark: the broker's reason when it found nothing, as it gave it.
+        suggest_which_broker_id: as in :class:`PullResult`.
     """
 
     status: PullStatus
@@ -137,6 +142,7 @@ class RawPullResult:
     body: bytes = b""
     tags: frozenset[str] | None = None
     remark: str = ""
+    suggest_which_broker_id: int = 0
 
     @property
     def removed(self) -> bool:

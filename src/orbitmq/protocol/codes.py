@@ -121,6 +121,7 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_BROKER_HA_STATUS = 907  # RocketMQ 5: HARuntimeInfo (replication)
 
 
 class OrbitMQRequestCode(enum.IntEnum):

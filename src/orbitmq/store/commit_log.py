@@ -33,6 +33,11 @@ from orbitmq.store.file_ops import FileOps
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.mapped_file_queue import MappedFileQueue
 from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.replica_append import (
+    ReplicaAppendResult,
+    ReplicaAppendStatus,
+    queue_offset_problem,
+)
 from orbitmq.store.status import AppendMessageResult, PutMessageStatus
 
 __all__ = ["CommitLog", "EncodedBatch", "encode_messages"]
@@ -74,6 +79,7 @@ class CommitLog:
         self.begin_time_in_lock = 0  # ms when the current append took the lock; 0 when idle
         self._append_end = 0  # where the last append ended (offsets only grow); under put_lock
         self.segment_error: OSError | None = None  # why the last segment creation failed
+        self._topics: dict[bytes, str] = {}  # topic names a slave's appends met, decoded once
 
     # -- positions ------------------------------------------------------------------------------
 
@@ -162,6 +168,46 @@ class CommitLog:
             log.debug("cannot create commit log segment err=%s", e)  # RunningFlags logs it
             return None
         return mf
+
+    # -- a slave's appends (store/replica_append.py) ---------------------------------------------
+
+    def append_replicated(self, offset: int, data: bytes) -> ReplicaAppendResult:
+        """Store a frame of the master's stream at ``offset``, where this log must end (any
+        segment boundary when it is empty); checked whole first, written only if it holds."""
+        with self.put_lock:
+            mfq = self.mfq
+            end = mfq.max_offset if mfq.files else offset
+            if offset != end or (not mfq.files and offset % self.file_size):
+                return ReplicaAppendResult(ReplicaAppendStatus.OFFSET_MISMATCH, mfq.max_offset,
+                                           f"the master streams from {offset}, this log ends "
+                                           f"at {mfq.max_offset}")
+            try:
+                mf = mfq.last_file_for_append(offset)
+            except OSError as e:
+                self.segment_error = e
+                return ReplicaAppendResult(ReplicaAppendStatus.SEGMENT_FAILED, end,
+                                           f"cannot create a commit log segment: {e}")
+            pos = offset - mf.file_from_offset
+            run = stored.check_replica_entries(data, offset, mf.file_size - pos)
+            problem = run.problem
+            updates: dict[tuple[str, int], int] = {}
+            if problem is None:
+                problem, updates = queue_offset_problem(run.records, self.topic_queue_table,
+                                                        self._topic_of)
+            if problem is not None:
+                return ReplicaAppendResult(ReplicaAppendStatus.GARBLED, end, problem)
+            assert offset >= self._append_end, "offsets only grow"
+            mf.buf[pos:pos + len(data)] = data
+            mf.wrote_position = mf.file_size if run.blank_total is not None else pos + len(data)
+            self._append_end = mf.file_from_offset + mf.wrote_position
+            self.topic_queue_table.update(updates)
+            return ReplicaAppendResult(ReplicaAppendStatus.APPENDED, self._append_end)
+
+    def _topic_of(self, raw: bytes) -> str:
+        topic = self._topics.get(raw)
+        if topic is None:
+            topic = self._topics[raw] = raw.decode("utf-8", "replace")
+        return topic
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -47,6 +47,13 @@ from orbitmq.store.index_service import IndexService
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.queue_reader import read_queue
 from orbitmq.store.recovery import RecoveryReport, recover_store
+from orbitmq.store.replica_append import (
+    ReplicaAppendResult,
+    ReplicaAppendStatus,
+    ReplicaTail,
+    frame_extent,
+    replica_tail,
+)
 from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
 from orbitmq.store.status import (
     GetMessageResult,
@@ -157,6 +164,8 @@ class MessageStore:
         )
         self.recovery_report: RecoveryReport | None = None
         self._running = False
+        self._replica = False  # a slave's copy: the master's bytes only (append_replicated)
+        self._writable = False  # running and not a replica: what a put checks first
         self._state_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -203,6 +212,7 @@ class MessageStore:
                 raise
             self.clean_service.check_disk()
             self._running = True
+            self._writable = not self._replica
             if self.run_threads:
                 for service in self._services():
                     service.start()
@@ -271,7 +281,7 @@ class MessageStore:
             if not self._running:
                 return
             with self.commit_log.put_lock:
-                self._running = False  # no put is half done past this point
+                self._running = self._writable = False  # no put is half done past this point
             for service in reversed(self._services()):
                 service.shutdown()
             synced = self._final_sync()
@@ -316,7 +326,7 @@ class MessageStore:
         message objects, or messages in stored form already (``protocol.stored``). Returns at
         once and wakes no store thread (the caller runs ``wake`` soon after; the threads' own
         interval is the backstop). Durability: ``durable_up_to(result.append.end_offset)``."""
-        if not self._running or self.flags.remark is not None:
+        if not self._writable or self.flags.remark is not None:
             refused = self._refusal()
             if refused is not None:
                 return refused
@@ -357,6 +367,10 @@ class MessageStore:
     def _refusal(self) -> PutMessageResult | None:
         """Why a put is refused now (the slow path, taken only while a condition holds or the
         store is stopped), or None to let it go on (see PutGuard.refusal)."""
+        if self._running and self._replica:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=(
+                "service not available now: this broker is a slave, it stores its master's "
+                "messages only; send to the master of its broker set"))
         remark = "the store is not running" if not self._running else self.put_guard.refusal()
         if remark is None:
             return None
@@ -546,6 +560,56 @@ class MessageStore:
         """Decoded form of ``query_message_raw``."""
         result = self.query_message_raw(topic, key, max_num, begin_ms, end_ms)
         return [decode_stored_message(raw, check_crc=False) for raw in result.buffers]
+
+    # -- a slave's copy (store/replica_append.py) ------------------------------------------------
+
+    @property
+    def replica(self) -> bool:
+        """True for a slave's store: puts are refused, ``append_replicated`` takes the master's
+        bytes at the master's offsets."""
+        return self._replica
+
+    def set_replica(self, replica: bool) -> None:
+        """Make this store a slave's copy, or a master's store again (a role change)."""
+        with self.commit_log.put_lock:
+            self._replica = replica
+            self._writable = self._running and not replica
+
+    def append_replicated(self, offset: int, data: bytes) -> ReplicaAppendResult:
+        """One frame of the master's stream, checked whole and stored at ``offset`` (see
+        replica_append.py); the caller runs ``wake`` afterwards, which dispatches it."""
+        if not self._running or not self._replica:
+            return ReplicaAppendResult(ReplicaAppendStatus.NOT_ACCEPTED, self.max_physical_offset(),
+                                       "the store is stopped" if not self._running
+                                       else "the store is not a replica")
+        return self.commit_log.append_replicated(offset, data)
+
+    def replication_frame(self, offset: int, batch_max: int) -> tuple[bytes, int] | None:
+        """What a master streams from ``offset``: (whole entries up to ``batch_max`` bytes, the
+        offset the stream goes on from), or None when nothing is stored there yet."""
+        data = self.commit_log.read_to_end(offset)
+        if data is None:
+            return None
+        with data:
+            size = self.config.mapped_file_size_commitlog
+            length, advance = frame_extent(data, offset % size, size, batch_max)
+            return bytes(data[:length]), offset + advance
+
+    def replica_tail(self) -> ReplicaTail | None:
+        """The last message and what follows it, for a slave to compare with its master's log
+        before taking anything (None when the log holds no message in its last segment)."""
+        end = self.commit_log.max_offset
+        if end <= self.commit_log.min_offset:
+            return None
+        size = self.config.mapped_file_size_commitlog
+        start = (end - 1) - (end - 1) % size
+        hint = start  # a queue's last entry in the last segment is a closer message boundary
+        for cq in self._consume_queues():
+            if start < cq.max_phy_end <= end:
+                found = cq.entry(cq.max_offset - 1)
+                if found is not None and start <= found[0] < end:
+                    hint = max(hint, found[0])
+        return replica_tail(self.commit_log.read, hint, end)
 
     # -- administration -------------------------------------------------------------------------
 

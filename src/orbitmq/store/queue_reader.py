@@ -55,6 +55,7 @@ def read_queue(
     scanned = 0
     skip_below = -1  # commit log offsets in a segment found deleted
     removing = False
+    last = -1
     for phy, size, tags_code in CQ_ENTRY.iter_unpack(entries):
         if buffers and (len(buffers) >= count_max or total + size > bytes_max):
             break
@@ -72,7 +73,9 @@ def read_queue(
             continue
         buffers.append(raw)
         total += size
+        last = phy
     result.next_begin_offset = offset + scanned
+    result.last_commit_offset = last
     result.message_count = len(buffers)
     result.total_size = total
     if buffers:

@@ -16,6 +16,9 @@ __all__ = [
     "PutMessageResult",
     "GetMessageResult",
     "QueryMessageResult",
+    "ReplicaAppendStatus",
+    "ReplicaAppendResult",
+    "ReplicaTail",
 ]
 
 
@@ -150,6 +153,7 @@ class GetMessageResult:
     buffers: list[memoryview | bytes] = dataclasses.field(default_factory=list)
     message_count: int = 0
     total_size: int = 0
+    last_commit_offset: int = -1  # commit log offset of the last message read (-1: none)
 
 
 @dataclasses.dataclass(slots=True)
@@ -159,3 +163,37 @@ class QueryMessageResult:
     buffers: list[memoryview | bytes]
     index_last_update_timestamp: int
     index_last_update_phy_offset: int
+
+
+class ReplicaAppendStatus(enum.Enum):
+    """Outcome of a slave's append of its master's bytes (store/replica_append.py)."""
+
+    APPENDED = "APPENDED"
+    OFFSET_MISMATCH = "OFFSET_MISMATCH"  # the frame does not continue this log
+    GARBLED = "GARBLED"  # the frame is not entries this log can hold
+    SEGMENT_FAILED = "SEGMENT_FAILED"  # a new segment could not be created (disk)
+    NOT_ACCEPTED = "NOT_ACCEPTED"  # the store is stopped, or not a replica
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaAppendResult:
+    """``end_offset``: where the log ends after the call (unchanged unless APPENDED)."""
+
+    status: ReplicaAppendStatus
+    end_offset: int
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ReplicaAppendStatus.APPENDED
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaTail:
+    """The last message of a log and what follows it: ``offset`` is where it starts, ``entries``
+    the bytes of each entry from there to the end as a master sends them (the message, then a
+    blank entry's 8-byte header when the message closed its segment), ``end`` where the log ends."""
+
+    offset: int
+    entries: tuple[bytes, ...]
+    end: int

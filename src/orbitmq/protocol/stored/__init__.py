@@ -87,6 +87,7 @@ from orbitmq.protocol.stored._layout import (
     verify,
     write_blank_entry,
 )
+from orbitmq.protocol.stored._replica import ReplicaRun, check_replica_run
 
 __all__ = [
     "MAGIC_CODE",
@@ -126,6 +127,9 @@ __all__ = [
     "store_timestamp",
     "decode_stored_message",
     "iter_stored_messages",
+    "ReplicaRun",
+    "check_replica_run",
+    "check_replica_entries",
 ]
 
 # The C twins when built; the CommitLog and dispatch look these up here at each call.
@@ -134,3 +138,9 @@ scan: Callable[[Any, int, int, int], tuple[list[ScanRecord], int, int, int]] = s
 if NATIVE is not None:
     patch_positions = NATIVE.patch_positions
     scan = NATIVE.scan_stored
+
+
+def check_replica_entries(buf: Any, first_offset: int, segment_room: int) -> ReplicaRun:
+    """``check_replica_run`` with the module's ``scan`` (the C twin when built): a slave's check
+    of a frame from its master before storing it (see store/replica_append.py)."""
+    return check_replica_run(buf, first_offset, segment_room, scan)

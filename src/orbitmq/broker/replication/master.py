@@ -1,0 +1,278 @@
+"""The master's HA server: streams the commit log to each slave that connects (RocketMQ 4.x's
+HA framing, protocol/ha.py), on ``ha_listen_port``.
+
+Per connection:
+
+1. The slave's first report says where to stream from: the start of its last message (it
+   compares that message with the master's before it takes anything: slave.py), its end when it
+   has no message, or 0 when it is empty (then the master streams from its oldest segment). A
+   first report beyond the master's end, or below its oldest data, is answered with one
+   heartbeat naming where the master stands (the slave's error says what is wrong) and the
+   connection is closed.
+2. The master streams frames of whole entries (``MessageStore.replication_frame``) up to
+   ``ha_transfer_batch_size`` bytes, whenever something was appended (``pump``), and a size-0
+   heartbeat after ``ha_send_heartbeat_interval_ms`` of silence, only when it has nothing to
+   send (a heartbeat at offset X means "my log ends at X now").
+3. Every later report must be plausible, or the connection is closed with a log line and the
+   master's idea of the slave does not move: not below the slave's previous report, and exactly
+   the end of a frame this connection sent (a slave reports after storing whole frames). Only
+   such a report acknowledges bytes (progress.py), so a slave can never acknowledge what it was
+   not sent (RocketMQ 4.x once released SYNC_MASTER sends on a slave's bare word).
+
+Memory is bounded: a connection writes only while its transport holds less than
+``WRITE_BUFFER_HIGH`` bytes (a stalled slave stops the pump, it does not grow the master), keeps
+at most one report's bytes and the ends of the frames in flight (bounded by the same buffer). A
+connection silent for ``ha_housekeeping_interval_ms`` is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from typing import cast
+
+from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
+from orbitmq.config import BrokerConfig
+from orbitmq.protocol import stored
+from orbitmq.protocol.ha import ReportReader, encode_transfer_header
+from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
+from orbitmq.store.message_store import MessageStore
+
+__all__ = ["HAServer", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW"]
+
+log = logging.getLogger(__name__)
+
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # bytes a connection's transport may hold before it pauses
+WRITE_BUFFER_LOW = 1024 * 1024
+FRAMES_IN_FLIGHT_MAX = 1 << 16  # frame ends remembered; a slave this far behind is closed
+
+
+class _Connection(asyncio.Protocol):
+    """One slave's HA connection (see the module docstring)."""
+
+    def __init__(self, server: HAServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.link: SlaveLink | None = None
+        self.reader = ReportReader()
+        self.next: int | None = None  # where the stream goes on (None until the first report)
+        self.frame_ends: collections.deque[int] = collections.deque()
+        self.paused = False
+        self.last_write = time.monotonic()
+        self.closed = False
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = tr = cast(asyncio.Transport, transport)  # uvloop's: not subclasses
+        tr.set_write_buffer_limits(WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW)
+        peer = tr.get_extra_info("peername")
+        text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.link = self.server.progress.open(text)
+        self.server.connections.add(self)
+        log.info("HA connection from slave %s", text)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        if self.link is not None:
+            self.server.progress.close(self.link)
+            log.info("HA connection to slave %s closed (acknowledged up to %s)", self.link.peer,
+                     self.link.acked)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.pump()
+
+    def data_received(self, data: bytes) -> None:
+        link = self.link
+        if link is None or self.closed:
+            return
+        for offset in self.reader.feed(data):
+            if not self._report(link, offset):
+                return
+        link.last_report_mono = time.monotonic()
+        self.pump()
+
+    # -- reports --------------------------------------------------------------------------------
+    def _report(self, link: SlaveLink, offset: int) -> bool:
+        """Take one report; False when it was implausible (the connection is closing)."""
+        store = self.server.store
+        if self.next is None:
+            return self._first_report(link, offset, store)
+        previous = link.reported if link.reported is not None else 0
+        if offset < previous:
+            return self._drop(link, f"report {offset} goes back from {previous}")
+        if offset == previous:
+            return True  # a heartbeat report
+        ends = self.frame_ends
+        while ends and ends[0] < offset:
+            ends.popleft()
+        if not ends or ends[0] != offset:
+            return self._drop(link, f"report {offset} is not the end of a frame sent (sent up "
+                                    f"to {link.sent_end}, master ends at {store.max_physical_offset()})")
+        ends.popleft()
+        link.reported = offset
+        self.server.progress.acked(link, offset)
+        return True
+
+    def _first_report(self, link: SlaveLink, offset: int, store: MessageStore) -> bool:
+        end, oldest = store.max_physical_offset(), store.min_physical_offset()
+        if offset < 0 or offset > end:
+            self._heartbeat(end)
+            return self._drop(link, f"first report {offset} is beyond the master's end {end}: "
+                                    "the slave holds bytes the master does not have")
+        start = oldest if offset == 0 else offset
+        if start < oldest:
+            self._heartbeat(oldest)
+            return self._drop(link, f"first report {offset} is below the master's oldest data "
+                                    f"{oldest}: that slave cannot catch up")
+        if not _entry_starts_at(store, start):
+            self._heartbeat(end)
+            return self._drop(link, f"first report {offset} is not where an entry of the "
+                                    "master's log starts: the slave's log differs")
+        link.reported = offset
+        link.start = link.sent_end = self.next = start
+        log.info("HA stream to slave %s from offset %d (it reported %d, the master ends at %d)",
+                 link.peer, start, offset, end)
+        return True
+
+    def _drop(self, link: SlaveLink, why: str) -> bool:
+        log.warning("HA connection to slave %s closed: %s", link.peer, why)
+        self.close()
+        return False
+
+    # -- streaming ------------------------------------------------------------------------------
+    def pump(self) -> None:
+        """Write frames while there is something to send and the transport takes it."""
+        transport, link = self.transport, self.link
+        if transport is None or link is None or self.closed or self.next is None:
+            return
+        store, batch = self.server.store, self.server.batch_size
+        while not self.paused and transport.get_write_buffer_size() < WRITE_BUFFER_HIGH:
+            try:
+                frame = store.replication_frame(self.next, batch)
+            except ValueError as e:  # the master's own log: never sent as it is
+                log.error("HA stream to %s stopped at offset %d: %s", link.peer, self.next, e)
+                self.close()
+                return
+            if frame is None:
+                break
+            data, nxt = frame
+            if len(self.frame_ends) >= FRAMES_IN_FLIGHT_MAX:
+                self._drop(link, f"{FRAMES_IN_FLIGHT_MAX} frames unacknowledged")
+                return
+            transport.write(encode_transfer_header(self.next, len(data)) + data)
+            self.frame_ends.append(nxt)
+            self.next = link.sent_end = nxt
+            link.bytes_sent += len(data)
+            self.last_write = time.monotonic()
+        link.buffered = transport.get_write_buffer_size()
+
+    def _heartbeat(self, offset: int) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(encode_transfer_header(offset, 0))
+            self.last_write = time.monotonic()
+
+    def housekeeping(self, now: float) -> None:
+        """Close a silent connection; send a heartbeat when idle (nothing left to send)."""
+        link = self.link
+        if link is None or self.closed:
+            return
+        if now - link.last_report_mono > self.server.housekeeping_s:
+            self._drop(link, f"no report for {now - link.last_report_mono:.1f} s")
+            return
+        self.pump()
+        if (self.next is not None and now - self.last_write >= self.server.heartbeat_s
+                and self.next >= self.server.store.max_physical_offset() and not self.paused):
+            self._heartbeat(self.next)
+
+    def close(self) -> None:
+        """Drop the connection now: abort, not close, which would first wait for the buffered
+        frames to be taken (never, from a stalled slave)."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.abort()
+
+
+def _entry_starts_at(store: MessageStore, offset: int) -> bool:
+    """Whether a stream may start at ``offset``: the master's end, a segment start, a blank end
+    entry, or a well-formed message that says it lies there."""
+    if offset == store.max_physical_offset() or offset % store.config.mapped_file_size_commitlog == 0:
+        return True
+    head = store.commit_log.read(offset, BLANK_ENTRY_SIZE)
+    if head is None:
+        return False
+    if stored.is_blank_entry(head):
+        return True
+    raw = store.get_message_raw(offset)
+    return raw is not None and stored.verify(raw, physical_offset=offset, check_crc=False) is None
+
+
+class HAServer:
+    """Listens on the HA port and streams to every slave (see the module docstring).
+
+    Args:
+        config: ``ha_listen_port`` (see BrokerConfig.effective_ha_listen_port), the batch size,
+            heartbeat and housekeeping intervals.
+        store: the master's store.
+        progress: the table of slaves' links (shared with the SYNC_MASTER condition).
+    """
+
+    def __init__(self, config: BrokerConfig, store: MessageStore, progress: ReplicaProgress) -> None:
+        self.config = config
+        self.store = store
+        self.progress = progress
+        self.batch_size = config.ha_transfer_batch_size
+        self.heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
+        self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000
+        self.connections: set[_Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        """Listen (OSError when the port is taken)."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.config.listen_host,
+            self.config.effective_ha_listen_port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._task = loop.create_task(self._housekeeping())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    def pump(self) -> None:
+        """Stream what was appended to every slave (the durable-save seam calls it per loop
+        iteration that appended; the SYNC_MASTER condition when it seals a group)."""
+        for conn in list(self.connections):
+            conn.pump()
+
+    async def _housekeeping(self) -> None:
+        interval = min(self.heartbeat_s, self.housekeeping_s) / 4
+        while True:
+            await asyncio.sleep(max(interval, 0.01))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                try:
+                    conn.housekeeping(now)
+                except Exception:
+                    log.exception("HA housekeeping failed peer=%s", conn.link and conn.link.peer)
+
+    def listening_on(self, host: str) -> str:
+        return f"{host}:{self.port}"
+

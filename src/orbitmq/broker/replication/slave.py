@@ -1,0 +1,318 @@
+"""A slave's HA client: connects to its master's HA port, says where its log stands, stores what
+the master streams (``MessageStore.append_replicated``) and reports how far it got.
+
+Where to stream from. A slave with messages first reports the start of its last message, not
+its end: the master streams from there, and the slave compares the master's bytes of that
+message (and of the segment's blank end entry behind it, if any) with its own before it takes
+anything. Equal: the logs agree, and what follows is appended. Different: the slave's log holds
+bytes the master does not have (it was promoted by hand and demoted, or the master lost its
+tail) and the slave **refuses to replicate**, with an error naming what to do: stop it, cut its
+log with ``orbitmq store truncate`` and start it again (docs/replication.md). It never mixes
+two histories, and it never cuts its own log. An empty slave reports 0 and gets the master's
+whole log from its oldest segment.
+
+Frames must continue the slave's stream exactly (``expect``). A master heartbeat (size 0) says
+where the master's log ends now: below what the slave holds means the same refusal; above it,
+the master no longer holds what the slave needs (retention deleted it), another refusal. A
+garbled frame (the store's checks, or a frame header the codec refuses) is never written: the
+connection is closed, logged, and opened again after a pause.
+
+Reports: after every read that stored something, and every ``ha_send_heartbeat_interval_ms``;
+always the end of the last whole frame taken (what the master sent, see master.py). The
+connection is closed and opened again when the master is silent for
+``ha_housekeeping_interval_ms``. Loop-owned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable
+from typing import cast
+
+from orbitmq.config import BrokerConfig
+from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol import stored
+from orbitmq.protocol.ha import TransferFrame, TransferReader, encode_report
+from orbitmq.store.message_store import MessageStore
+from orbitmq.store.status import ReplicaAppendStatus
+
+__all__ = ["HAClient", "ReplicationRefused", "frame_size_max"]
+
+log = logging.getLogger(__name__)
+
+RECONNECT_DELAY_MIN_S = 0.2
+RECONNECT_DELAY_MAX_S = 2.0
+CONNECT_TIMEOUT_S = 3.0
+FRAME_OVERHEAD_MAX = 64 * 1024  # a message's header, topic and properties besides its body
+
+
+def frame_size_max(config: BrokerConfig) -> int:
+    """The largest frame a slave accepts: a batch, or one message of the largest size."""
+    store = config.store
+    return min(max(config.ha_transfer_batch_size, store.max_message_size + FRAME_OVERHEAD_MAX),
+               store.mapped_file_size_commitlog)
+
+
+class ReplicationRefused(Exception):
+    """The master's log and this slave's differ: replication stops until an operator acts."""
+
+
+class _Garbled(Exception):
+    """The stream cannot be trusted past this point: close, and connect again later."""
+
+
+class _Link(asyncio.Protocol):
+    """One connection to the master (see the module docstring)."""
+
+    def __init__(self, client: HAClient) -> None:
+        self.client = client
+        self.transport: asyncio.Transport | None = None
+        self.reader = TransferReader(client.frame_size_max)
+        self.expect: int | None = None
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.reported = -1
+        self.last_read = time.monotonic()
+        self.last_write = 0.0
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
+        store = self.client.store
+        tail = store.replica_tail()
+        if tail is not None:
+            self.expect, first = tail.offset, tail.offset
+            self.tail.extend(tail.entries)
+        else:
+            end = store.max_physical_offset()
+            has_log = bool(store.commit_log.mfq.files) and end > 0
+            self.expect, first = (end, end) if has_log else (None, 0)
+        self._report(first)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
+        client = self.client
+        try:
+            frames = self.reader.feed(data)
+            stored_any = False
+            for frame in frames:
+                stored_any |= self._take(frame)
+        except ReplicationRefused as e:
+            client.refuse(str(e))
+            self.close()
+            return
+        except (_Garbled, RemoteProtocolError) as e:
+            log.error("replication from %s: %s; closing and connecting again", client.master, e)
+            self.close()
+            return
+        client.bytes_received += len(data)
+        if stored_any:
+            client.store.wake()  # dispatch: consume queues, index, held pulls
+        if self.expect is not None and self.expect != self.reported:
+            self._report(self.expect)  # the end of the last whole frame taken
+
+    # -- frames ---------------------------------------------------------------------------------
+    def _take(self, frame: TransferFrame) -> bool:
+        """Store (or compare) one frame; True when bytes were stored."""
+        expect = self.expect
+        if expect is not None and frame.offset != expect:
+            if frame.data:
+                raise _Garbled(f"a frame at offset {frame.offset}, {expect} expected")
+            self._mismatched_heartbeat(frame.offset, expect)
+        if not frame.data:
+            if self.tail and expect is not None:
+                self._mismatched_heartbeat(frame.offset, expect)
+            self.client.master_end_seen = frame.offset
+            return False
+        data, at = frame.data, 0
+        position = frame.offset
+        view = memoryview(data)
+        while self.tail and at < len(data):
+            want = self.tail[0]
+            if view[at:at + len(want)] != want:
+                raise ReplicationRefused(self.client.diverged_remark(
+                    f"the master's entry at {position} differs from this slave's", position))
+            at += len(want)
+            self.tail.popleft()
+            position += stored.total_size(want) if stored.is_blank_entry(want) else len(want)
+        self.expect = position
+        if at == len(data):
+            return False
+        return self._append(position, data[at:] if at else data)
+
+    def _mismatched_heartbeat(self, offset: int, expect: int) -> None:
+        """A heartbeat that does not continue this log (the master's end, or where it could
+        start from): the reason to refuse."""
+        end = self.client.store.max_physical_offset()
+        if self.tail:
+            where = f"its log ends at {offset}" if offset <= expect else "its log differs there"
+            raise ReplicationRefused(self.client.diverged_remark(
+                f"the master does not have this slave's last message at {expect} ({where}; "
+                f"this slave's log ends at {end})", min(offset, expect)))
+        if offset < expect:
+            raise ReplicationRefused(self.client.diverged_remark(
+                f"the master's log ends at {offset}, this slave's at {end}", offset))
+        raise ReplicationRefused(
+            f"replication refused: the master streams from {offset} but this slave's log ends "
+            f"at {expect}: the master no longer holds {expect}..{offset} (retention deleted "
+            "it). Empty this slave's store (or truncate it to 0 with `orbitmq store truncate`) "
+            "so that it copies the master's log again")
+
+    def _append(self, offset: int, data: bytes) -> bool:
+        result = self.client.store.append_replicated(offset, data)
+        if result.status is ReplicaAppendStatus.APPENDED:
+            self.expect = result.end_offset
+            return True
+        if result.status is ReplicaAppendStatus.OFFSET_MISMATCH:
+            raise _Garbled(f"frame at {offset} refused: {result.problem}")
+        if result.status is ReplicaAppendStatus.GARBLED:
+            raise _Garbled(f"garbled frame at {offset} refused, nothing written: {result.problem}")
+        raise _Garbled(f"frame at {offset} not stored: {result.problem}")
+
+    # -- reports --------------------------------------------------------------------------------
+    def _report(self, offset: int) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode_report(offset))
+            self.reported = offset
+            self.last_write = time.monotonic()
+
+    def heartbeat(self, now: float) -> None:
+        """Report again when idle; close when the master has been silent too long."""
+        client = self.client
+        if now - self.last_read > client.housekeeping_s:
+            log.warning("replication: master %s silent for %.1f s; connecting again",
+                        client.master, now - self.last_read)
+            self.close()
+            return
+        if now - self.last_write >= client.heartbeat_s and self.reported >= 0:
+            self._report(self.reported)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()  # nothing worth flushing: reports are sent again
+
+
+class HAClient:
+    """Keeps a slave replicating from its master (see the module docstring).
+
+    Args:
+        config: heartbeat and housekeeping intervals, frame bounds.
+        store: the slave's store (in replica mode).
+        master_address: the master's HA address now ("" while unknown): the configured
+            ``ha_master_address``, else what the name server told the last registration.
+    """
+
+    def __init__(self, config: BrokerConfig, store: MessageStore,
+                 master_address: Callable[[], str]) -> None:
+        self.config = config
+        self.store = store
+        self._address = master_address
+        self.frame_size_max = frame_size_max(config)
+        self.heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
+        self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000
+        self.master = ""
+        self.refused: str | None = None  # why replication stopped for good (see refuse)
+        self.link: _Link | None = None
+        self.local_address = ""  # this side's address of the HA connection (cluster list)
+        self.bytes_received = 0
+        self.master_end_seen = -1  # the master's end as its last heartbeat said
+        self.connected_since_ms = 0
+        self._task: asyncio.Task[None] | None = None
+        self._address_changed = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="orbitmq-ha-client")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+
+    def address_changed(self) -> None:
+        """The master's address may have changed: drop a connection to an old one."""
+        self._address_changed.set()
+        link = self.link
+        if link is not None and self._address() and self._address() != self.master:
+            link.close()
+
+    @property
+    def connected(self) -> bool:
+        link = self.link
+        return link is not None and link.transport is not None and not link.closed.done()
+
+    def refuse(self, remark: str) -> None:
+        self.refused = remark
+        log.error("%s", remark)
+
+    def diverged_remark(self, what: str, at_most: int) -> str:
+        return (f"replication refused: this slave's commit log holds bytes its master ({self.master}) "
+                f"does not have: {what}. Was it promoted by hand and demoted? Stop it, cut its log "
+                f"with `orbitmq store truncate --store {self.config.store.store_path} --offset N` "
+                f"(N at most {at_most}, where the two logs still agree; 0 copies the master's log "
+                "again) and start it; it refuses to replicate until then")
+
+    async def _run(self) -> None:
+        delay = RECONNECT_DELAY_MIN_S
+        loop = asyncio.get_running_loop()
+        while self.refused is None:
+            address = self._address()
+            if not address:
+                self._address_changed.clear()
+                try:
+                    await asyncio.wait_for(self._address_changed.wait(), 1.0)
+                except TimeoutError:
+                    pass
+                continue
+            self.master = address
+            host, _, port = address.rpartition(":")
+            try:
+                _, link = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Link(self), host, int(port)), CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError, ValueError) as e:
+                log.info("replication: cannot connect to master %s: %s", address, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_DELAY_MAX_S)
+                continue
+            self.link = link
+            sock = link.transport.get_extra_info("sockname") if link.transport else None
+            self.local_address = f"{sock[0]}:{sock[1]}" if isinstance(sock, tuple) else ""
+            self.connected_since_ms = int(time.time() * 1000)
+            log.info("replication: connected to master %s from %s", address, self.local_address)
+            await self._serve(link)
+            self.link = None
+            if self.refused is None:
+                log.info("replication: connection to master %s closed", address)
+                delay = RECONNECT_DELAY_MIN_S
+                await asyncio.sleep(delay)
+
+    async def _serve(self, link: _Link) -> None:
+        tick = max(min(self.heartbeat_s, self.housekeeping_s) / 4, 0.01)
+        while not link.closed.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(link.closed), tick)
+            except TimeoutError:
+                link.heartbeat(time.monotonic())
+
+    def status(self) -> dict[str, object]:
+        """What runtime info, the HA status and ``cluster list`` show of this slave."""
+        link = self.link
+        return {
+            "masterAddr": self.master,
+            "connected": self.connected,
+            "localAddr": self.local_address if self.connected else "",
+            "maxOffset": self.store.max_physical_offset(),
+            "lastReadTimestamp": int(time.time() * 1000 - (time.monotonic() - link.last_read) * 1000)
+            if link is not None else 0,
+            "bytesReceived": self.bytes_received,
+            "refused": self.refused or "",
+        }

@@ -1,0 +1,292 @@
+"""Master and slave brokers over real sockets (issue 15): SYNC_MASTER answers, the slave's copy
+byte for byte, a slave's refusals and reads, its copy of the master's tables, routes, catch-up
+after downtime, a master restarted on its store, and a slave whose log diverged."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from replication_support import (
+    Namesrv,
+    caught_up,
+    commit_log_bytes,
+    connected,
+    ha_port,
+    master_config,
+    restart_on_same_ports,
+    slave_config,
+    wait_for,
+)
+from test_broker_support import BrokerHarness
+
+from orbitmq.cli.main import cli
+from orbitmq.config import BrokerRole
+from orbitmq.protocol.bodies import TopicRouteData
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    EndTransactionRequestHeader,
+    GetRouteInfoRequestHeader,
+)
+
+
+@pytest.fixture
+def ns() -> Iterator[Namesrv]:
+    server = Namesrv()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pair(tmp_path: Path, ns: Namesrv) -> Iterator[tuple[BrokerHarness, BrokerHarness]]:
+    master = BrokerHarness(master_config(tmp_path, ns))
+    slave = BrokerHarness(slave_config(tmp_path, ns))
+    try:
+        wait_for(lambda: connected(master), "the slave connects to its master")
+        yield master, slave
+    finally:
+        slave.close()
+        master.close()
+
+
+def _end(r: object, h: BrokerHarness) -> int:
+    """The commit log offset just past a sent message (its offset message id holds where it
+    starts; the store says how long it is)."""
+    offset = int(r.ext_fields["msgId"][16:32], 16)  # type: ignore[attr-defined]
+    raw = h.broker.store.get_message_raw(offset)
+    assert raw is not None
+    return offset + len(raw)
+
+
+def test_sync_master_answers_send_ok_once_the_slave_holds_the_bytes(
+        pair: tuple[BrokerHarness, BrokerHarness]) -> None:
+    master, slave = pair
+    for i in range(30):
+        code = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2)[i % 2]
+        r = master.send("ReplTopic", f"m{i}".encode() * 50, keys=f"k{i}", tags="t", code=code)
+        assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+        # Answered SEND_OK: the slave holds the bytes already (not some time later).
+        assert slave.broker.store.max_physical_offset() >= _end(r, master)
+    batch = master.send_batch("ReplTopic", [(b"b1", {"KEYS": "kb1"}), (b"b2", {"TAGS": "x"})])
+    assert batch.code == ResponseCode.SUCCESS
+    wait_for(lambda: caught_up(master, slave), "the slave acknowledges the end")
+    assert commit_log_bytes(slave) == commit_log_bytes(master)
+    for qid in range(4):
+        assert ([m.msg_id for m in slave.pull_all("ReplTopic", qid)]
+                == [m.msg_id for m in master.pull_all("ReplTopic", qid)])
+    status = master.on_loop(master.broker.replication.ha_status)
+    assert status["inSyncSlaveNums"] == 1 and status["haConnectionInfo"][0]["diff"] == 0
+
+
+def test_sync_master_without_a_slave_stores_and_answers_slave_not_available(
+        tmp_path: Path) -> None:
+    master = BrokerHarness(master_config(tmp_path, None))
+    try:
+        r = master.send("Alone", b"no slave")
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE, (r.code, r.remark)
+        assert "no slave is connected" in (r.remark or "")
+        assert r.ext_fields["msgId"]  # stored on the master all the same
+        assert [m.body for m in master.pull_all("Alone", int(r.ext_fields["queueId"]))] == [
+            b"no slave"]
+    finally:
+        master.close()
+
+
+def test_a_slave_refuses_writes_and_serves_reads(
+        pair: tuple[BrokerHarness, BrokerHarness]) -> None:
+    master, slave = pair
+    sent = master.send("ReadMe", b"from the master", keys="key-1", queue_id=0)
+    assert sent.code == ResponseCode.SUCCESS
+    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
+        r = slave.send("ReadMe", b"x", code=code)
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (r.remark or "")
+    assert slave.send_batch("ReadMe", [(b"x", {})]).code == ResponseCode.SERVICE_NOT_AVAILABLE
+    end = EndTransactionRequestHeader("g", 0, 0, 8, "id", False, "tx").to_ext_fields()
+    r = slave.invoke(RequestCode.END_TRANSACTION, end)
+    assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+    topic = CreateTopicRequestHeader("NewOnSlave", "TBW102", 4, 4).to_ext_fields()
+    r = slave.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic)
+    assert r.code == ResponseCode.NO_PERMISSION and "master" in (r.remark or "")
+    assert slave.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "ReadMe"}).code == \
+        ResponseCode.NO_PERMISSION
+    assert slave.broker.store.max_physical_offset() == master.broker.store.max_physical_offset()
+    # Reads: pulls, lookups by key and by id.
+    msgs = slave.pull_all("ReadMe", 0)
+    assert [m.body for m in msgs] == [b"from the master"]
+    found = slave.invoke(RequestCode.QUERY_MESSAGE, {
+        "topic": "ReadMe", "key": "key-1", "maxNum": "10", "beginTimestamp": "0",
+        "endTimestamp": str(2**62)})
+    assert found.code == ResponseCode.SUCCESS
+    view = slave.invoke(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(msgs[0].commit_log_offset)})
+    assert view.code == ResponseCode.SUCCESS
+    # A pull's commitOffset is not stored by a slave (the master's table counts).
+    r, _ = slave.pull("ReadMe", 0, 0, group="g-slave", commit_offset=1)
+    assert r.code == ResponseCode.SUCCESS
+    q = slave.invoke(RequestCode.QUERY_CONSUMER_OFFSET,
+                     {"consumerGroup": "g-slave", "topic": "ReadMe", "queueId": "0"})
+    assert q.code != ResponseCode.SUCCESS or q.ext_fields["offset"] == "0"
+
+
+def test_a_slave_behind_its_master_never_moves_a_consumer(
+        pair: tuple[BrokerHarness, BrokerHarness]) -> None:
+    """An offset the slave's queue does not reach is PULL_NOT_FOUND with the offset kept (the
+    master may hold it), not OFFSET_MOVED as on a master."""
+    master, slave = pair
+    assert master.send("Behind", b"one", queue_id=0).code == ResponseCode.SUCCESS
+    slave.wait_dispatched()
+    on_master, _ = master.pull("Behind", 0, 5)
+    assert on_master.code == ResponseCode.PULL_OFFSET_MOVED
+    on_slave, _ = slave.pull("Behind", 0, 5)
+    assert on_slave.code == ResponseCode.PULL_NOT_FOUND
+    assert on_slave.ext_fields["nextBeginOffset"] == "5"
+
+
+def test_the_slave_copies_the_masters_tables(pair: tuple[BrokerHarness, BrokerHarness]) -> None:
+    master, slave = pair
+    topic = CreateTopicRequestHeader("Copied", "TBW102", 3, 3).to_ext_fields()
+    assert master.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic).code == ResponseCode.SUCCESS
+    assert master.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": "copied-group", "topic": "Copied", "queueId": "1",
+        "commitOffset": "7"}).code == ResponseCode.SUCCESS
+    group = json.dumps({"groupName": "copied-group", "retryMaxTimes": 3}).encode()
+    assert master.invoke(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, group).code == \
+        ResponseCode.SUCCESS
+    master.on_loop(lambda: master.broker.schedule.offsets.update({2: 5}))
+    wait_for(lambda: slave.broker.topics.get("Copied") is not None, "topics copied")
+    wait_for(lambda: slave.broker.offsets.query("copied-group", "Copied", 1) == 7, "offsets copied")
+    wait_for(lambda: (g := slave.broker.sub_groups.table.get("copied-group")) is not None
+             and g.retry_max_times == 3, "groups copied")
+    wait_for(lambda: slave.broker.schedule.offsets.get(2) == 5, "delay offsets copied")
+    assert slave.broker.topics.get("Copied").read_queue_nums == 3  # type: ignore[union-attr]
+
+
+def test_the_route_lists_the_master_and_the_slave(
+        pair: tuple[BrokerHarness, BrokerHarness], ns: Namesrv, tmp_path: Path) -> None:
+    master, slave = pair
+    assert master.send("Routed", b"x").code == ResponseCode.SUCCESS
+    fields = GetRouteInfoRequestHeader("Routed").to_ext_fields()
+    resp = master.call(master.client.invoke(ns.address, _request(
+        RequestCode.GET_ROUTEINFO_BY_TOPIC, fields), 5))
+    route = TopicRouteData.from_json(bytes(resp.body))
+    assert route.broker_datas[0].broker_addrs == {0: master.addr, 1: slave.addr}
+    assert slave.broker.replication.master_addr == master.addr
+    assert slave.broker.replication.master_ha_address().endswith(f":{ha_port(master)}")
+    # The identity check: a second slave with id 1 at another address is refused.
+    with pytest.raises(Exception, match="id 1 is held by"):
+        BrokerHarness(slave_config(tmp_path / "twin", ns))
+
+
+def _request(code: int, fields: dict[str, str]) -> object:
+    from orbitmq.protocol.command import RemotingCommand
+
+    return RemotingCommand.request(code, fields)
+
+
+def test_a_slave_that_was_down_catches_up_and_a_restarted_master_resumes(
+        tmp_path: Path, ns: Namesrv) -> None:
+    master = BrokerHarness(master_config(tmp_path, ns, broker_role=BrokerRole.ASYNC_MASTER))
+    slave = BrokerHarness(slave_config(tmp_path, ns))
+    try:
+        wait_for(lambda: connected(master), "the slave connects")
+        for i in range(50):
+            assert master.send("CatchUp", b"before %d" % i).code == ResponseCode.SUCCESS
+        wait_for(lambda: caught_up(master, slave), "first copy")
+        slave.close()
+        for i in range(1500):  # several segments of backlog while the slave is down
+            assert master.send("CatchUp", b"down %d " % i * 20).code == ResponseCode.SUCCESS
+        slave = BrokerHarness(slave.config)
+        wait_for(lambda: caught_up(master, slave), "catch-up after downtime", 60)
+        assert commit_log_bytes(slave) == commit_log_bytes(master)
+        master = restart_on_same_ports(master)
+        wait_for(lambda: connected(master), "the slave reconnects to the restarted master")
+        for i in range(20):
+            assert master.send("CatchUp", b"after %d" % i).code == ResponseCode.SUCCESS
+        wait_for(lambda: caught_up(master, slave), "replication after the master's restart")
+        assert commit_log_bytes(slave) == commit_log_bytes(master)
+    finally:
+        slave.close()
+        master.close()
+
+
+def test_a_slave_whose_log_diverged_refuses_until_an_operator_truncates_it(
+        tmp_path: Path, ns: Namesrv) -> None:
+    master = BrokerHarness(master_config(tmp_path, ns, broker_role=BrokerRole.ASYNC_MASTER))
+    slave = BrokerHarness(slave_config(tmp_path, ns))
+    try:
+        for i in range(20):
+            assert master.send("Diverge", b"common %d" % i).code == ResponseCode.SUCCESS
+        wait_for(lambda: caught_up(master, slave), "common history")
+        common_end = master.broker.store.max_physical_offset()
+        slave_cfg = slave.config
+        slave.close()
+        # Promoted by hand: the slave's store takes writes of its own as a master.
+        promoted = BrokerHarness(slave_cfg.__class__(**{
+            **{f: getattr(slave_cfg, f) for f in slave_cfg.__dataclass_fields__},
+            "broker_role": BrokerRole.ASYNC_MASTER, "broker_id": 0, "namesrv_addr": "",
+            "broker_name": "promoted"}))
+        for i in range(5):
+            assert promoted.send("Diverge", b"promoted %d" % i).code == ResponseCode.SUCCESS
+        own_end = promoted.broker.store.max_physical_offset()
+        promoted.close()
+        for i in range(8):  # meanwhile the master takes other messages at the same offsets
+            assert master.send("Diverge", b"master only %d" % i).code == ResponseCode.SUCCESS
+        slave = BrokerHarness(slave_cfg)  # demoted: a slave again
+        refused = wait_for(lambda: slave.broker.replication.client.refused, "the refusal")
+        assert "holds bytes its master" in refused and "orbitmq store truncate" in refused
+        info = slave.on_loop(slave.broker.replication.runtime_info)
+        assert info["haRefused"] == refused
+        assert slave.broker.store.max_physical_offset() == own_end  # nothing mixed in
+        slave.close()
+        store_flags = ["--store", slave_cfg.store.store_path, "--mapped-file-size-commitlog",
+                       str(slave_cfg.store.mapped_file_size_commitlog),
+                       "--mapped-file-size-consume-queue",
+                       str(slave_cfg.store.mapped_file_size_consume_queue),
+                       "--max-hash-slot-num", str(slave_cfg.store.max_hash_slot_num),
+                       "--max-index-num", str(slave_cfg.store.max_index_num)]
+        out = CliRunner().invoke(cli, ["store", "truncate", "--offset", str(common_end), "--yes",
+                                       "--format", "json", *store_flags])
+        assert out.exit_code == 0, out.output
+        report = json.loads(out.output)
+        assert report["cut"] == common_end and report["messages_dropped"] == 5
+        slave = BrokerHarness(slave_cfg)
+        wait_for(lambda: caught_up(master, slave), "replication after the truncation")
+        assert commit_log_bytes(slave) == commit_log_bytes(master)
+    finally:
+        slave.close()
+        master.close()
+
+
+def test_async_master_lag_shows_in_cluster_list_and_the_slave_converges(
+        tmp_path: Path, ns: Namesrv) -> None:
+    master = BrokerHarness(master_config(tmp_path, ns, broker_role=BrokerRole.ASYNC_MASTER))
+    slave = BrokerHarness(slave_config(tmp_path, ns))
+    try:
+        client = slave.broker.replication.client
+        wait_for(lambda: connected(master) and client.connected, "the slave connects")
+        slave.on_loop(lambda: client.link.transport.pause_reading())  # a slave that falls behind
+        for _ in range(300):
+            assert master.send("Lagging", b"x" * 500).code == ResponseCode.SUCCESS
+        time.sleep(0.1)  # the oldest unreplicated message ages (lag in seconds > 0)
+        out = CliRunner().invoke(cli, ["cluster", "list", "--namesrv", ns.address,
+                                       "--format", "json"])
+        assert out.exit_code == 0, out.output
+        rows = {r["broker_id"]: r for r in map(json.loads, out.output.splitlines())}
+        assert rows[0]["role"] == "ASYNC_MASTER" and rows[1]["role"] == "SLAVE"
+        assert rows[1]["addr"] == slave.addr and rows[1]["lag_bytes"] > 100_000
+        assert rows[1]["lag_seconds"] >= 0.1 and rows[1]["state"].startswith("behind")
+        text = CliRunner().invoke(cli, ["cluster", "list", "--namesrv", ns.address])
+        assert "LAG_BYTES" in text.output and "SLAVE" in text.output
+        slave.on_loop(lambda: client.link.transport.resume_reading())
+        wait_for(lambda: caught_up(master, slave), "the slave converges")
+        out = CliRunner().invoke(cli, ["cluster", "list", "--namesrv", ns.address,
+                                       "--format", "json"])
+        rows = {r["broker_id"]: r for r in map(json.loads, out.output.splitlines())}
+        assert rows[1]["lag_bytes"] == 0 and rows[1]["state"] == "in sync"
+    finally:
+        slave.close()
+        master.close()
