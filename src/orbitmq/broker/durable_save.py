@@ -185,6 +185,12 @@ class DurableSave:
             self._schedule_wake()
         return result
 
+    def appended(self) -> None:
+        """Bytes were appended without ``append`` (the native fast path): have the store woken
+        this loop iteration all the same."""
+        if not self._wake_scheduled:
+            self._schedule_wake()
+
     def _schedule_wake(self) -> None:
         """``store.wake`` once for this iteration's puts: at once when answers wait for it (a
         sync), one iteration later, after the answers are written, when they do not."""

@@ -2,8 +2,9 @@
  * orbitmq.protocol._speedups: the broker's per-message byte work, in C.
  *
  * Optional: the C twin of the hot functions of the stored codec, orbitmq/protocol/stored/
- * (encode_wire_single, encode_wire_batch, patch_positions, scan_stored), and of
- * protocol/java_hash.py. Every function takes the same arguments as its Python twin (``*_py`` in
+ * (encode_wire_single, encode_wire_batch, patch_positions, scan_stored), of
+ * protocol/java_hash.py, and the broker's native fast path of plain sends (FastPath,
+ * _fastpath.h, over the same encoder: _stored_encode.h). Every function takes the same arguments as its Python twin (``*_py`` in
  * the stored package) and gives the same bytes,
  * the same None and the same refusals (RemoteProtocolError with the same message, ValueError,
  * OverflowError); tests/unit/test_stored_twins.py checks it. The build hook (hatch_build.py)
@@ -21,6 +22,7 @@
 
 #include "_stored_rules.h"
 #include "_stored_encode.h"
+#include "_fastpath.h"
 
 /* -- Java's String.hashCode over UTF-16 code units ------------------------------------------ */
 
@@ -411,5 +413,18 @@ PyMODINIT_FUNC PyInit__speedups(void)
     Py_DECREF(errors);
     if (remote_protocol_error == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&FastPathType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_PARTIAL", STOP_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_DECLINED", STOP_DECLINED) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_SEGMENT_FULL", STOP_SEGMENT_FULL) < 0 ||
+        PyModule_AddIntConstant(m, "CRC32_FROM_ZLIB", crc32_zlib != NULL) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

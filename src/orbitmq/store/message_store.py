@@ -33,7 +33,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, decode_stored_message
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
-from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
+from orbitmq.store.commit_log import CommitLog, EncodedBatch, InPlaceWriter, R, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
@@ -327,6 +327,13 @@ class MessageStore:
                 return PutMessageResult(encoded)
             batch = encoded
         return self._append(batch)
+
+    def put_in_place(self, write: InPlaceWriter[R]) -> R | None:
+        """The native fast path's put (CommitLog.append_in_place); None, nothing written, when
+        the store refuses puts now or has no segment yet: the caller's ``put`` then answers."""
+        if self.flags.remark is not None:
+            return None
+        return self.commit_log.append_in_place(write, lambda: self._running)
 
     @property
     def max_blob_size(self) -> int:
