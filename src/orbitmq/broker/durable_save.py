@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -166,10 +167,12 @@ class DurableSave:
         self._wait_max_s = max((c.wait_max_s for c in self.conditions), default=0.0)
         self._groups: dict[tuple[concurrent.futures.Future[bool], ...], _Group] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._wake_scheduled = False
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
 
     def stop(self) -> None:
         """Answer every waiting save as not durable (the store is about to shut down)."""
@@ -206,7 +209,13 @@ class DurableSave:
 
     def _wake(self) -> None:
         self._wake_scheduled = False
-        self.store.wake()
+        if not self.conditions or self._loop is None:
+            self.store.wake()
+            return
+        # The sync round first: the saves it made durable are answered (their callbacks run next
+        # iteration, their bytes leave the one after) before the dispatch, which waits its turn.
+        self.store.wake(dispatch=False)
+        self._loop.call_soon(self._loop.call_soon, self.store.wake)
 
     # -- waiting --------------------------------------------------------------------------------
     def answer(self, result: PutMessageResult, respond: Callable[..., R],
@@ -242,16 +251,22 @@ class DurableSave:
                    key: tuple[concurrent.futures.Future[bool], ...]) -> _Group:
         timer = loop.call_later(self._wait_max_s, self._expired, key)
         group = self._groups[key] = _Group(timer, len(key))
+        registered = False  # a future done already calls back at once: wait for the waiter then
         for index, future in enumerate(key):
 
             def done(f: concurrent.futures.Future[bool], index: int = index) -> None:
-                # On the loop (a sync run by store.wake) or a store thread: hand over either way.
+                # On the loop (a sync run by store.wake): at once, no hand-over through the loop's
+                # self-pipe; from a store thread: handed over.
+                if registered and threading.get_ident() == self._loop_thread:
+                    self._condition_done(key, index, _held(f))
+                    return
                 try:
                     loop.call_soon_threadsafe(self._condition_done, key, index, _held(f))
                 except RuntimeError:  # the loop closed meanwhile (broker stopped)
                     pass
 
             future.add_done_callback(done)
+        registered = True
         return group
 
     def _condition_done(self, key: tuple[concurrent.futures.Future[bool], ...], index: int,

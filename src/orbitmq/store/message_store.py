@@ -380,7 +380,7 @@ class MessageStore:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
 
-    def wake(self) -> None:
+    def wake(self, *, dispatch: bool = True) -> None:
         """What puts and durability waits left undone, right here: a group commit round in this
         thread unless one is under way or the disk has turned slow (then the group commit thread
         takes it); then dispatch, in this thread too (up to ``INLINE_DISPATCH_MAX`` messages, and
@@ -390,7 +390,8 @@ class MessageStore:
         An event loop calling this once per iteration, after taking every request it read (and,
         when its answers do not wait for a sync, after writing them), answers a lone send without
         hand-offs to store threads and back (a third of a send's latency). A busy loop still
-        groups: one sync serves every send of an iteration."""
+        groups: one sync serves every send of an iteration. Without ``dispatch`` only the sync
+        round runs (the caller answers what waited for it first, then calls again)."""
         if not self._running:
             return
         if self.group_commit.has_work() and not self.group_commit.try_run_once():
@@ -398,6 +399,8 @@ class MessageStore:
                 self.group_commit.wakeup()
             else:  # nobody else would run it
                 self.group_commit.run_once()
+        if not dispatch:
+            return
         if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX, wait=False):
             self.dispatcher.wakeup_if_waiting()
         self._wake_warm()
