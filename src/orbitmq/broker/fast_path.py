@@ -187,6 +187,8 @@ class FastPath:
             self.ctx.config.max_frame_size, tuple(INERT_PROPERTIES),
             tuple(math.ceil(b) for b in MESSAGE_SIZE_BOUNDS_BYTES), GIL_RELEASE_BYTES)
         self.topics_changed()
+        log.info("native fast path on%s", "" if not self._suspended else
+                 " but suspended: " + "; ".join(self._suspended.values()))
 
     def topics_changed(self) -> None:
         """Take a new snapshot of the plain topics (the topic table calls this on every change)."""
