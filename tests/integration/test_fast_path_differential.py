@@ -23,8 +23,14 @@ from typing import Any
 
 import orjson
 import pytest
-from fast_path_streams import MAX_MESSAGE_SIZE, PLAIN_TOPIC, QUEUES, READ_ONLY_TOPIC, chunks, \
-    request_stream
+from fast_path_streams import (
+    MAX_MESSAGE_SIZE,
+    PLAIN_TOPIC,
+    QUEUES,
+    READ_ONLY_TOPIC,
+    chunks,
+    request_stream,
+)
 from test_broker_support import BrokerHarness, broker_config
 
 from orbitmq.config import FlushDiskType

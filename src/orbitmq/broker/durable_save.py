@@ -215,7 +215,11 @@ class DurableSave:
         # The sync round first: the saves it made durable are answered (their callbacks run next
         # iteration, their bytes leave the one after) before the dispatch, which waits its turn.
         self.store.wake(dispatch=False)
-        self._loop.call_soon(self._loop.call_soon, self.store.wake)
+        self._loop.call_soon(self._dispatch_after_answers)
+
+    def _dispatch_after_answers(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon(self.store.wake)
 
     # -- waiting --------------------------------------------------------------------------------
     def answer(self, result: PutMessageResult, respond: Callable[..., R],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -39,7 +40,7 @@ class FastReader(Protocol):
     there is decoded and dispatched as usual before it is asked again. It writes its answers
     with ``send_ordered`` / ``send_ordered_later``."""
 
-    def __call__(self, conn: RemotingConnection, buffer: bytearray, pos: int) -> int: ...
+    def __call__(self, conn: RemotingConnection, buffer: bytearray, pos: int, /) -> int: ...
 
 
 class _Slot:
@@ -132,8 +133,12 @@ class RemotingConnection(asyncio.Protocol):
         the rest, in order."""
         fast = self._fast
         assert fast is not None
+
+        def take(buffer: bytearray, pos: int) -> int:
+            return fast(self, buffer, pos)
+
         try:
-            self._decoder.feed_taking(data, lambda buf, pos: fast(self, buf, pos), self._received)
+            self._decoder.feed_taking(data, take, self._received)
         except RemoteProtocolError as e:
             log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
             self.close()
@@ -185,7 +190,7 @@ class RemotingConnection(asyncio.Protocol):
             self._order.append(slot)
         task = asyncio.ensure_future(result)
         self._tasks.add(task)
-        task.add_done_callback(lambda t, req=cmd, slot=slot: self._request_done(req, t, slot))
+        task.add_done_callback(functools.partial(self._request_done, cmd, slot=slot))
 
     def _request_done(self, req: RemotingCommand, task: asyncio.Future[RemotingCommand | None],
                       slot: _Slot | None = None) -> None:
@@ -242,7 +247,8 @@ class RemotingConnection(asyncio.Protocol):
         elif self._transport is not None and not self._transport.is_closing():
             self._write(*parts)
 
-    def send_ordered_later(self, answer: asyncio.Future[bytes | None], requests: int) -> None:
+    def send_ordered_later(self, answer: asyncio.Future[bytes] | asyncio.Future[bytes | None],
+                           requests: int) -> None:
         """Keep the place of the answers to ``requests`` requests that ``answer`` will give
         (their bytes, or None for no answer); later answers wait for them. They count as in
         flight until then."""
@@ -253,7 +259,7 @@ class RemotingConnection(asyncio.Protocol):
         if self._in_flight >= self._max_in_flight:
             self._pause_reading()
 
-        def done(f: asyncio.Future[bytes | None]) -> None:
+        def done(f: asyncio.Future[Any]) -> None:
             self._in_flight -= requests
             self._maybe_resume_reading()
             data = None
