@@ -403,8 +403,7 @@ class BrokerConfig:
     reject_transaction_message: bool = setting(
         False, "refuse transactional messages (NO_PERMISSION)")
     native_fast_path_enable: bool = setting(
-        True, "plain sends to existing topics stored and answered by the native fast path, "
-        "per socket read (docs/benchmarks.md); false: every request takes the Python path")
+        True, "store and answer plain sends in C, per socket read (docs/benchmarks.md)")
     metrics_exporter_type: MetricsExporterType = _metrics_settings()["metrics_exporter_type"]
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]

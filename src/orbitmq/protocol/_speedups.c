@@ -380,6 +380,8 @@ error:
     return NULL;
 }
 
+#include "_dispatch_plan.h"
+
 /* -- module ----------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -395,6 +397,10 @@ static PyMethodDef methods[] = {
      "Queue offset, physical offset and store time of each message of an appended blob."},
     {"scan_stored", py_scan_stored, METH_VARARGS,
      "What dispatch needs of each stored message in a range."},
+    {"dispatch_plan", py_dispatch_plan, METH_VARARGS,
+     "A dispatch round's queue runs, delayed messages and index entries (_dispatch_plan.h)."},
+    {"index_put", py_index_put, METH_VARARGS,
+     "IndexFile.put_hash over planned index entries (_dispatch_plan.h)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -129,6 +129,7 @@ class MessageStore:
             self.index.build_index if self.index is not None else None,
             self.delay_levels_ms,
             config.dispatch_round_max,
+            self.index.put_planned if self.index is not None else None,
         )
         self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
