@@ -7,8 +7,11 @@ later."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,3 +173,12 @@ def test_answers_keep_request_order_around_an_answer_given_later(tmp_path: Path)
         assert _counts(h)["handled"] >= 36
     finally:
         h.close()
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/benchmarks.md's example, as written: a plain send answered by the fast path."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "0", "1"]
