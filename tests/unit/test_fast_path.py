@@ -65,7 +65,7 @@ def take(fp: Any, data: bytes, seg: bytearray | None = None, seg_pos: int = 0,
 def test_takes_a_plain_send_stores_what_the_codec_stores_and_answers_it() -> None:
     fp, seg, table = fast_path(), bytearray(SEG), {("Orders", 1): 7}
     frame = send(opaque=42, version=0)
-    pos, end, answers, stop, counts = take(fp, frame, seg, 0, table)
+    pos, end, answers, stop, counts, by_code = take(fp, frame, seg, 0, table)
     assert (pos, stop) == (len(frame), PARTIAL)
     msg = stored.decode_stored_message(bytes(seg[:end]))
     assert (msg.topic, msg.queue_id, msg.queue_offset, msg.body) == ("Orders", 1, 7, b"hello")
@@ -81,14 +81,15 @@ def test_takes_a_plain_send_stores_what_the_codec_stores_and_answers_it() -> Non
     assert (answer.code, answer.opaque, answer.flag) == (0, 42, 1)
     assert answer.ext_fields == {"msgId": "7F00000100002A9F0000000000000000", "queueId": "1",
                                  "queueOffset": "7"}
-    assert counts == [("Orders", 1, 1, end, (1, 0, 0))]
+    assert counts == [("Orders", 1, 1, end, (1, 0, 0))] and by_code == (0, 1, 0)
     assert fp.counts()["handled"] == 1
 
 
 def test_takes_every_frame_it_can_and_stops_at_the_first_it_declines() -> None:
     fp = fast_path()
     frames = [send(1), send(2, qid=3), send(3, topic="Unknown"), send(4)]
-    pos, end, answers, stop, _ = take(fp, b"".join(frames))
+    pos, end, answers, stop, _, by_code = take(fp, b"".join(frames))
+    assert by_code == (0, 2, 0)
     assert (pos, stop) == (len(frames[0]) + len(frames[1]), DECLINED)
     assert len(answers) > 0 and end > 0
     # the caller hands the declined frame to the Python path and asks again from after it
@@ -120,8 +121,8 @@ def test_a_partial_frame_waits_for_its_bytes() -> None:
 ])
 def test_declines(case: dict[str, Any]) -> None:
     fp = fast_path()
-    pos, end, answers, stop, counts = take(fp, send(**case))
-    assert (pos, end, answers, stop, counts) == (0, 0, None, DECLINED, None)
+    pos, end, answers, stop, counts, by_code = take(fp, send(**case))
+    assert (pos, end, answers, stop, counts, by_code) == (0, 0, None, DECLINED, None, (0, 0, 0))
 
 
 def test_declines_v1_names_and_header_shapes_it_does_not_read() -> None:
@@ -150,7 +151,7 @@ def test_json_escapes_and_unknown_members_are_read_as_the_python_decoder_reads_t
     header = {**ok, "extFields": {**ok["extFields"], "b": "Ördérs"}, "extra": [1, {"a": None}],
               "serializeTypeCurrentRPC": "JSON"}
     frame = json_frame(json.dumps(header, ensure_ascii=True), b"hello")
-    pos, end, answers, stop, counts = take(fp, frame)
+    pos, end, answers, stop, counts, _ = take(fp, frame)
     assert stop == PARTIAL and counts[0][0] == "Ördérs"
 
 
@@ -160,7 +161,8 @@ def test_binary_headers_and_batches_and_oneway() -> None:
     frames = [send(1, body=body, code=RequestCode.SEND_BATCH_MESSAGE, ser=SerializeType.ROCKETMQ,
                    props=""),
               send(2, flag=2), send(3, ser=SerializeType.ROCKETMQ)]
-    pos, end, answers, stop, counts = take(fp, b"".join(frames), seg, 0, table)
+    pos, end, answers, stop, counts, by_code = take(fp, b"".join(frames), seg, 0, table)
+    assert by_code == (0, 2, 1)
     assert stop == PARTIAL and pos == sum(map(len, frames))
     msgs = list(stored.iter_stored_messages(bytes(seg[:end])))
     assert [m.queue_offset for m in msgs] == [0, 1, 2, 3] and msgs[1].flag == 5
@@ -229,3 +231,16 @@ def test_crc_is_zlibs() -> None:
                                          ("1.2.3.4", 2), 0)
         assert blob is not None
         assert struct.unpack_from(">i", blob.blob, 8)[0] == zlib.crc32(body) & 0x7FFFFFFF
+
+
+def test_requests_answered_outside_dispatch_are_sampled_as_dispatched_ones() -> None:
+    """RemotingServer.note_answered: one request in ``every`` timed, wherever it was answered."""
+    from orbitmq.transport.server import RemotingServer
+
+    recorded: list[tuple[int, int | None, float]] = []
+    server = RemotingServer(name="t")
+    server.sample_requests(3, lambda code, resp, s: recorded.append((code, resp, s)))
+    for count in (1, 1, 1, 5, 2, 9):  # 19 requests: the 3rd, 6th, ... 18th are timed
+        server.note_answered(310, 0, count, 0.5)
+    assert recorded == [(310, 0, 0.5)] * 6
+    assert server._sample_countdown == 2  # the 21st is next

@@ -130,7 +130,8 @@ class BrokerController:
         )
         for code, handler in handler_table(self.processors, self.dispatched.after).items():
             self.server.register(code, handler)
-        self.fast_path = FastPath.create(ctx)  # None: off by config, or no C speedups
+        # None: off by config, or no C speedups
+        self.fast_path = FastPath.create(ctx, self.server.note_answered)
         if self.fast_path is not None:
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)

@@ -47,6 +47,8 @@ import asyncio
 import dataclasses
 import logging
 import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 from orbitmq.broker.context import BrokerContext
@@ -80,6 +82,10 @@ UNORDERED_CODES = frozenset({int(RequestCode.PULL_MESSAGE)})
 GIL_RELEASE_BYTES = 256 * 1024  # a batch this large is copied into the log without the GIL
 _BORN = "orbitmq.fast_path.born_host"  # RemotingConnection.attributes: packed peer, b"" if none
 _PERM_WRITE = int(Perm.WRITE)
+_SEND_CODES = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
+               int(RequestCode.SEND_BATCH_MESSAGE))
+# (request code, response code, count, seconds each): RemotingServer.note_answered
+Timings = Callable[[int, int, int, float], None]
 _PUT_OK = PutMessageStatus.PUT_OK
 # The TopicConfig fields this module knows; any other must be at its default for a topic to be
 # plain (a message type, a timer... added later is then the Python path's until learnt here).
@@ -139,8 +145,9 @@ class FastPath:
     Built by the controller, started once the server listens (the store host is then known).
     """
 
-    def __init__(self, ctx: BrokerContext, native: Any) -> None:
+    def __init__(self, ctx: BrokerContext, native: Any, timings: Timings | None = None) -> None:
         self.ctx = ctx
+        self._timings = timings  # RemotingServer.note_answered: the metrics' request timings
         self._module = native
         self._native: Any = None  # the C FastPath, from start()
         self._store = ctx.store
@@ -154,11 +161,11 @@ class FastPath:
             self.suspend("role", "a slave (broker_id > 0) takes no sends")
 
     @classmethod
-    def create(cls, ctx: BrokerContext) -> FastPath | None:
+    def create(cls, ctx: BrokerContext, timings: Timings | None = None) -> FastPath | None:
         """The fast path, or None when it is off (config) or the C speedups are not there."""
         if not ctx.config.native_fast_path_enable or NATIVE is None:
             return None
-        return cls(ctx, NATIVE)
+        return cls(ctx, NATIVE, timings)
 
     # -- the switch -----------------------------------------------------------------------------
     @property
@@ -211,6 +218,7 @@ class FastPath:
         if not born:
             return pos
         take = self._native.take
+        started = time.perf_counter()
 
         def write(seg: Any, seg_pos: int, base: int, now: int,
                   table: dict[tuple[str, int], int]) -> tuple[int, tuple[Any, ...]]:
@@ -220,10 +228,12 @@ class FastPath:
         done = self._store.put_in_place(write)
         if done is None:
             return pos
-        (taken, seg_end, answers, _stop, counts), base, seg_start, now = done
+        (taken, seg_end, answers, _stop, counts, by_code), base, seg_start, now = done
         if counts is None:  # nothing taken
             return taken
         self._stats.on_fast_sends(counts)
+        if self._timings is not None:
+            self._timed(by_code, time.perf_counter() - started)
         saver = self._saver
         saver.appended()
         if answers is not None:
@@ -233,6 +243,15 @@ class FastPath:
             else:
                 conn.send_ordered(answers)
         return taken
+
+    def _timed(self, by_code: tuple[int, int, int], seconds: float) -> None:
+        """The requests of a read for the request timings, each at the read's time per request
+        (under a durability condition: until the answers were built, not until the sync)."""
+        assert self._timings is not None
+        requests = sum(by_code)
+        for code, count in zip(_SEND_CODES, by_code, strict=True):
+            if count:
+                self._timings(code, 0, count, seconds / requests)
 
     def _answer_when_durable(self, conn: RemotingConnection, answers: bytes, start: int,
                              end: int, now: int, requests: int) -> None:

@@ -223,6 +223,7 @@ typedef struct {
     Py_ssize_t out_len, out_cap;
     TopicCount *counts;
     Py_ssize_t count_len, count_cap;
+    Py_ssize_t by_code[3];  /* handled requests: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE */
 } Take;
 
 static int out_reserve(Take *t, Py_ssize_t more)
@@ -417,6 +418,7 @@ static int store_send(FastPathObject *fp, Take *t, const WireRequest *r, const S
     if (!f->oneway)
         answer_send(fp, t, r, m, phy, count, f->queue_id, first);
     count_send(fp, t, f->topic, count, size);
+    t->by_code[r->code == CODE_SEND_MESSAGE ? 0 : r->code == CODE_SEND_MESSAGE_V2 ? 1 : 2]++;
     return SEND_HANDLED;
 }
 
@@ -462,11 +464,12 @@ static PyObject *counts_list(const FastPathObject *fp, const Take *t)
 
 /*
  * take(buf, pos, born_host, segment, seg_pos, seg_base, now, queue_table)
- *     -> (pos, seg_pos, answers: bytes | None, stop, counts: list | None)
+ *     -> (pos, seg_pos, answers: bytes | None, stop, counts: list | None, by_code)
  * Frames from ``buf[pos:]``; messages into ``segment`` (the last commit log segment, writable,
  * its first byte at commit log offset ``seg_base``) from ``seg_pos``, with store time ``now``.
  * ``stop`` says why it stopped at ``pos``: STOP_PARTIAL (no whole frame left), STOP_DECLINED or
- * STOP_SEGMENT_FULL (the frame there is the Python path's).
+ * STOP_SEGMENT_FULL (the frame there is the Python path's). ``by_code``: the requests handled
+ * per request code (10, 310, 320), for the request timings of the metrics.
  */
 static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -497,7 +500,7 @@ static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t n
     }
     PyObject *result = NULL;
     Take t = {seg.buf, seg.len, (Py_ssize_t)seg_pos, seg_base, now, born.buf, born.len, args[7],
-              NULL, 0, 0, NULL, 0, 0};
+              NULL, 0, 0, NULL, 0, 0, {0, 0, 0}};
     int stop = STOP_PARTIAL;
     if (pos < 0 || pos > in.len || seg_pos < 0 || seg_pos > seg.len || seg_base < 0) {
         PyErr_SetString(PyExc_ValueError, "take: position outside its buffer");
@@ -534,7 +537,8 @@ static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t n
     PyObject *answers = t.out_len ? PyBytes_FromStringAndSize(t.out, t.out_len) : Py_NewRef(Py_None);
     PyObject *counts = t.count_len ? counts_list(fp, &t) : Py_NewRef(Py_None);
     if (answers != NULL && counts != NULL)
-        result = Py_BuildValue("(nnNiN)", pos, t.seg_pos, answers, stop, counts);
+        result = Py_BuildValue("(nnNiN(nnn))", pos, t.seg_pos, answers, stop, counts,
+                               t.by_code[0], t.by_code[1], t.by_code[2]);
     else {
         Py_XDECREF(answers);
         Py_XDECREF(counts);

@@ -17,8 +17,8 @@ from orbitmq.errors import ClientError
 from orbitmq.store.file_ops import StoreSpaceError
 from orbitmq.store.index_file import (
     _FILE_NAME,
-    PLANNED_ENTRY,
     _TMP_SUFFIX,
+    PLANNED_ENTRY,
     IndexFile,
     _check_geometry,
     _CorruptHeader,

@@ -78,6 +78,20 @@ class RemotingServer:
         self._sample_every = self._sample_countdown = every
         self._record_timing = record
 
+    def note_answered(self, code: int, response_code: int, count: int, seconds: float) -> None:
+        """``count`` requests of ``code`` answered outside ``dispatch`` (the broker's native fast
+        path), ``seconds`` each: sampled for the timings as dispatched requests are."""
+        countdown = self._sample_countdown
+        if count < countdown:
+            self._sample_countdown = countdown - count
+            return
+        every = self._sample_every
+        self._sample_countdown = every - (count - countdown) % every
+        record = self._record_timing
+        if record is not None:
+            for _ in range(1 + (count - countdown) // every):
+                record(code, response_code, seconds)
+
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[int(code)] = handler
 
