@@ -182,3 +182,21 @@ def test_the_docs_example_runs() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "0", "1"]
+
+
+def test_a_permission_wiped_at_runtime_refuses_sends_as_the_python_path_does(tmp_path: Path) -> None:
+    """UPDATE_BROKER_CONFIG brokerPermission=4 changes the live config: from the next read on
+    the fast path leaves sends to the Python path, which refuses them NO_PERMISSION."""
+    h = _harness(tmp_path / "p", FlushDiskType.ASYNC_FLUSH)
+    try:
+        assert _exchange(h, _send(1), 1)[0].code == ResponseCode.SUCCESS
+        assert _exchange(h, _send(2), 1)[0].code == ResponseCode.SUCCESS
+        handled = _counts(h)["handled"]
+        assert handled >= 1
+        changed = h.invoke(RequestCode.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=4\n")
+        assert changed.code == ResponseCode.SUCCESS, changed.remark
+        refused = _exchange(h, _send(3), 1)[0]
+        assert refused.code == ResponseCode.NO_PERMISSION, (refused.code, refused.remark)
+        assert _counts(h)["handled"] == handled
+    finally:
+        h.close()

@@ -38,7 +38,8 @@ them into its failure code (FLUSH_DISK_TIMEOUT...), as the Python path answers.
 
 Turning it off: ``native_fast_path_enable = false`` (config), ``ORBITMQ_PURE_PYTHON=1`` (no C at
 all), or at runtime :meth:`FastPath.suspend` (the one switch the role logic turns off: a slave
-takes no sends; a broker without WRITE permission, or with ``broker_id`` > 0, starts suspended).
+takes no sends; a broker with ``broker_id`` > 0 starts suspended) and, read per socket read,
+the broker's permission (without WRITE the Python path refuses the sends).
 """
 
 from __future__ import annotations
@@ -154,10 +155,8 @@ class FastPath:
         self._saver = ctx.saver
         self._stats = ctx.stats
         self._suspended: dict[str, str] = {}  # who turned it off -> why
-        cfg = ctx.config
-        if not cfg.broker_permission & _PERM_WRITE:
-            self.suspend("permission", "the broker's permission has no WRITE")
-        if cfg.broker_id != 0:
+        self._config = ctx.config  # live: UPDATE_BROKER_CONFIG changes broker_permission in place
+        if ctx.config.broker_id != 0:
             self.suspend("role", "a slave (broker_id > 0) takes no sends")
 
     @classmethod
@@ -170,8 +169,9 @@ class FastPath:
     # -- the switch -----------------------------------------------------------------------------
     @property
     def accepting(self) -> bool:
-        """Whether it takes frames now: started and not suspended by anyone."""
-        return self._native is not None and not self._suspended
+        """Whether it takes frames now: started, not suspended, the broker writable."""
+        return (self._native is not None and not self._suspended
+                and bool(self._config.broker_permission & _PERM_WRITE))
 
     def suspend(self, who: str, why: str) -> None:
         """Turn it off until ``resume(who)``: every frame then takes the Python path (the role
@@ -210,8 +210,8 @@ class FastPath:
 
     # -- the fast reader ------------------------------------------------------------------------
     def __call__(self, conn: RemotingConnection, buf: bytearray, pos: int) -> int:
-        if self._suspended or self._native is None:
-            return pos
+        if self._suspended or self._native is None or not self._config.broker_permission & _PERM_WRITE:
+            return pos  # (a broker without WRITE: the Python path refuses the sends)
         born = conn.attributes.get(_BORN)
         if born is None:
             born = self._born(conn)
