@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test lint bench bench-peers pipeline console-screenshots clean
+.PHONY: install system-deps run test lint fuzz sanitize bench bench-peers pipeline console-screenshots clean
 
 install: system-deps $(STAMP)
 
@@ -16,7 +16,7 @@ system-deps:
 	@bash scripts/system-deps.sh
 
 $(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
-		src/orbitmq/protocol/_stored_rules.h
+		$(wildcard src/orbitmq/protocol/_*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
@@ -40,6 +40,19 @@ lint: install
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console
 	$(VENV)/bin/lint-imports
+
+FUZZ_SECONDS ?= 300
+FUZZ_ARGS ?=
+
+# The native entry points (the fast path, the stored codec's C twins) under libFuzzer with
+# AddressSanitizer + UndefinedBehaviorSanitizer for FUZZ_SECONDS; prints executions and coverage.
+# `make test` runs 20 s of it (tests/fuzz); FUZZ_CORPUS=DIR keeps the corpus between runs.
+fuzz: install
+	bash scripts/sanitize-speedups.sh --fuzz $(FUZZ_SECONDS) $(FUZZ_ARGS)
+
+# The tests that feed the C code, against a gcc ASan + UBSan build of it.
+sanitize: install
+	bash scripts/sanitize-speedups.sh
 
 # The web console's browser tests once more, saving their screenshots into docs/img (which
 # docs/console.md shows); `make test` keeps them in its temporary directories.

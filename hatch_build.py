@@ -4,7 +4,9 @@ Runs for wheels and for editable installs (``pip install -e .``, which ``make in
 The module is built with the C compiler Python itself was built with, next to its source, so an
 editable install imports it from ``src/`` and a wheel carries it. Without a compiler, or when
 compiling fails, the install goes on with a warning and OrbitMQ uses its Python code only
-(``orbitmq.protocol.native.NATIVE`` is None). ORBITMQ_NO_NATIVE_BUILD=1 skips the build.
+(``orbitmq.protocol.native.NATIVE`` is None). ORBITMQ_NO_NATIVE_BUILD=1 skips the build, and so
+does a compiler that cannot run: ``CC=false make install`` builds OrbitMQ without the extension
+(the compiler is ``$CC`` when set, else the one Python was built with).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("src/orbitmq/protocol/_speedups.c")
+SOURCE = Path("src/orbitmq/protocol/_speedups.c")  # includes the _*.h beside it: one unit
 
 
 class SpeedupsBuildHook(BuildHookInterface):  # type: ignore[misc]
@@ -42,7 +44,7 @@ class SpeedupsBuildHook(BuildHookInterface):  # type: ignore[misc]
 
 def compile_extension(source: Path, target: Path) -> bool:
     """``cc -O2 -shared`` of one C file against this Python; False (with a warning) on failure."""
-    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     if shutil.which(cc[0]) is None:
         print(f"orbitmq: no C compiler ({cc[0]}); using the pure-Python code", file=sys.stderr)
         return False

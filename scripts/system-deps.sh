@@ -10,6 +10,11 @@ ls /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/initdb >/dev/null 
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
 command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# clang and libFuzzer for `make fuzz` and the short fuzzing run of `make test` (tests/fuzz skips
+# without them).
+command -v clang >/dev/null 2>&1 || command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
+  || need+=(libclang-rt-14-dev)
 # Python's headers, for the same build, when the interpreter is Debian's own (pyenv and
 # python.org builds ship them).
 PY="${PYTHON:-python3}"

@@ -413,6 +413,8 @@ class BrokerConfig:
         60_000, "how often unresolved half messages are checked", 1, DAY_MS)
     reject_transaction_message: bool = setting(
         False, "refuse transactional messages (NO_PERMISSION)")
+    native_fast_path_enable: bool = setting(
+        True, "store and answer plain sends in C, per socket read (docs/benchmarks.md)")
     metrics_exporter_type: MetricsExporterType = _metrics_settings()["metrics_exporter_type"]
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]

@@ -169,6 +169,23 @@ class BrokerStats:
         counter.times += 1
         counter.by_size[bisect_left(_SIZE_BOUNDS, size // n if n else size)] += n
 
+    def on_fast_sends(self, counts: list[tuple[str, int, int, int, tuple[int, ...]]]) -> None:
+        """What the native fast path stored in one read, per topic: (topic, requests,
+        messages, bytes, messages per size bucket), counted as ``on_send`` counts plain sends."""
+        for topic, times, msgs, size, by_size in counts:
+            counter = self._put_normal.get(topic)
+            if counter is None:
+                counter = self._new_put(self._put_normal, topic)
+                if counter is None:
+                    continue
+            counter.msgs += msgs
+            counter.size += size
+            counter.times += times
+            buckets = counter.by_size
+            for i, n in enumerate(by_size):
+                if n:
+                    buckets[i] += n
+
     def on_get(self, group: str, topic: str, queue_id: int, result: GetMessageResult) -> None:
         """One pull was answered with ``result`` (counted when it carried messages)."""
         n = result.message_count

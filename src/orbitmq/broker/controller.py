@@ -31,6 +31,7 @@ from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
+from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pull_processor import PullProcessor
@@ -145,6 +146,10 @@ class BrokerController:
         for code, handler in handler_table(self.processors, self.dispatched.after,
                                            self.role).items():
             self.server.register(code, handler)
+        # None: off by config, or no C speedups
+        self.fast_path = FastPath.create(ctx, self.server.note_answered)
+        if self.fast_path is not None:
+            self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
@@ -188,6 +193,8 @@ class BrokerController:
             self.store.shutdown()
             raise
         self.host.listening_on(self.server.port)
+        if self.fast_path is not None:
+            self.fast_path.start()  # the store host is known now
         if self.role.accepts_writes:  # a slave neither ends transactions nor delivers delays
             self.transactions.start()  # no await since the server started: rebuilt before any request
             self.tx_checker.start()
@@ -319,6 +326,8 @@ class BrokerController:
         self.client_processor.scan_expired()
 
     def _topics_changed(self) -> None:
+        if self.fast_path is not None:
+            self.fast_path.topics_changed()
         if self._started:
             self.registrar.request()
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -200,6 +201,7 @@ class DurableSave:
         self._put = store.put
         self._groups: dict[tuple[concurrent.futures.Future[Any], ...], _Group] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._wake_scheduled = False
         self._appended: list[Callable[[], None]] = []
         self.set_conditions(conditions)
@@ -223,6 +225,7 @@ class DurableSave:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
 
     def stop(self) -> None:
         """Answer every waiting save as not durable (the store is about to shut down)."""
@@ -237,6 +240,12 @@ class DurableSave:
         if not self._wake_scheduled:
             self._schedule_wake()
         return result
+
+    def appended(self) -> None:
+        """Bytes were appended without ``append`` (the native fast path): have the store woken
+        this loop iteration all the same."""
+        if not self._wake_scheduled:
+            self._schedule_wake()
 
     def _schedule_wake(self) -> None:
         """``store.wake`` once for this iteration's puts: at once when answers wait for it (a
@@ -253,9 +262,20 @@ class DurableSave:
 
     def _wake(self) -> None:
         self._wake_scheduled = False
-        self.store.wake()
+        if not self.conditions or self._loop is None:
+            self.store.wake()
+        else:
+            # The sync round first: the saves it made durable are answered (their callbacks run
+            # next iteration, their bytes leave the one after) before the dispatch, which waits
+            # its turn.
+            self.store.wake(dispatch=False)
+            self._loop.call_soon(self._dispatch_after_answers)
         for listener in self._appended:
             listener()
+
+    def _dispatch_after_answers(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon(self.store.wake)
 
     # -- waiting --------------------------------------------------------------------------------
     def answer(self, result: PutMessageResult, respond: Callable[..., R],
@@ -291,16 +311,22 @@ class DurableSave:
                    key: tuple[concurrent.futures.Future[Any], ...]) -> _Group:
         timer = loop.call_later(self._wait_max_s, self._expired, key)
         group = self._groups[key] = _Group(timer, len(key), self.conditions)
+        registered = False  # a future done already calls back at once: wait for the waiter then
         for index, future in enumerate(key):
 
             def done(f: concurrent.futures.Future[Any], index: int = index) -> None:
-                # On the loop (a sync run by store.wake) or a store thread: hand over either way.
+                # On the loop (a sync run by store.wake): at once, no hand-over through the loop's
+                # self-pipe; from a store thread: handed over.
+                if registered and threading.get_ident() == self._loop_thread:
+                    self._condition_done(key, index, _verdict(f))
+                    return
                 try:
                     loop.call_soon_threadsafe(self._condition_done, key, index, _verdict(f))
                 except RuntimeError:  # the loop closed meanwhile (broker stopped)
                     pass
 
             future.add_done_callback(done)
+        registered = True
         return group
 
     def _condition_done(self, key: tuple[concurrent.futures.Future[Any], ...], index: int,

@@ -2,8 +2,9 @@
  * orbitmq.protocol._speedups: the broker's per-message byte work, in C.
  *
  * Optional: the C twin of the hot functions of the stored codec, orbitmq/protocol/stored/
- * (encode_wire_single, encode_wire_batch, patch_positions, scan_stored), and of
- * protocol/java_hash.py. Every function takes the same arguments as its Python twin (``*_py`` in
+ * (encode_wire_single, encode_wire_batch, patch_positions, scan_stored), of
+ * protocol/java_hash.py, and the broker's native fast path of plain sends (FastPath,
+ * _fastpath.h, over the same encoder: _stored_encode.h). Every function takes the same arguments as its Python twin (``*_py`` in
  * the stored package) and gives the same bytes,
  * the same None and the same refusals (RemoteProtocolError with the same message, ValueError,
  * OverflowError); tests/unit/test_stored_twins.py checks it. The build hook (hatch_build.py)
@@ -19,9 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *zlib_crc32;  /* zlib.crc32, so that no zlib headers are needed to build */
-
 #include "_stored_rules.h"
+#include "_stored_encode.h"
+#include "_fastpath.h"
 
 /* -- Java's String.hashCode over UTF-16 code units ------------------------------------------ */
 
@@ -72,111 +73,38 @@ static PyObject *py_index_key_hash(PyObject *self, PyObject *const *args, Py_ssi
     return PyLong_FromLong(v < 0 ? -(long)v : (long)v);
 }
 
-/* -- encoding -------------------------------------------------------------------------------- */
+/* -- encoding: the twins' Python faces over _stored_encode.h ---------------------------------- */
 
-static int body_crc(const unsigned char *p, Py_ssize_t n, int32_t *out)
+/* The encoder arguments every call shares, as buffers; released by release_parts. */
+typedef struct {
+    Py_buffer topic, born, store;
+} ContextParts;
+
+static void release_parts(ContextParts *parts)
 {
-    PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
-    if (view == NULL)
-        return -1;
-    PyObject *r = PyObject_CallOneArg(zlib_crc32, view);
-    Py_DECREF(view);
-    if (r == NULL)
-        return -1;
-    unsigned long v = PyLong_AsUnsignedLong(r);
-    Py_DECREF(r);
-    if (v == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    *out = (int32_t)(v & 0x7FFFFFFFul);
-    return 0;
+    PyBuffer_Release(&parts->topic);
+    PyBuffer_Release(&parts->born);
+    PyBuffer_Release(&parts->store);
 }
 
-/* The fields every message of one encoder call shares. */
-typedef struct {
-    Py_buffer topic, born, store;  /* u8 length + topic; packed ip + i32 port (8 or 20 bytes) */
-    int queue_id, sys_flag, reconsume;
-    long long born_ts;
-} StoreContext;
-
-/* stored._encode._check_context: ValueError for arguments no caller should pass; else sets the
- * host kind bits of the sysFlag from the hosts. */
-static int context_check(StoreContext *c)
+/* StoreContext over ``parts``; ValueError (as stored._encode._check_context) when malformed. */
+static int context_from(StoreContext *c, const ContextParts *parts)
 {
-    const unsigned char *t = c->topic.buf;
-    if (c->topic.len < 2 || t[0] != c->topic.len - 1) {
+    c->topic = parts->topic.buf;
+    c->topic_len = parts->topic.len;
+    c->born = parts->born.buf;
+    c->born_len = parts->born.len;
+    c->store = parts->store.buf;
+    c->store_len = parts->store.len;
+    switch (context_check(c)) {
+    case CONTEXT_BAD_TOPIC:
         PyErr_SetString(PyExc_ValueError, "topic_part must be the u8 length and the topic");
         return -1;
-    }
-    if ((c->born.len != HOST_V4_SIZE && c->born.len != HOST_V6_SIZE) ||
-        (c->store.len != HOST_V4_SIZE && c->store.len != HOST_V6_SIZE)) {
+    case CONTEXT_BAD_HOST:
         PyErr_SetString(PyExc_ValueError, "hosts must be packed ip + port (8 or 20 bytes)");
         return -1;
     }
-    c->sys_flag = (c->sys_flag & ~SYSFLAG_HOST_V6_BITS) |
-                  (c->born.len == HOST_V6_SIZE ? SYSFLAG_BORNHOST_V6 : 0) |
-                  (c->store.len == HOST_V6_SIZE ? SYSFLAG_STOREHOST_V6 : 0);
     return 0;
-}
-
-static void release_context(StoreContext *c)
-{
-    PyBuffer_Release(&c->topic);
-    PyBuffer_Release(&c->born);
-    PyBuffer_Release(&c->store);
-}
-
-static Py_ssize_t stored_size(const StoreContext *c, Py_ssize_t body_len, Py_ssize_t props_len)
-{
-    return header_size(c->sys_flag) + body_len + c->topic.len + 2 + props_len;
-}
-
-/* One message in stored form at ``w`` (QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP and
- * PREPAREDTRANSACTIONOFFSET zero), its properties followed by a final separator when
- * ``add_separator``; returns its size, or -1 with an exception set. ``w`` has room for it. */
-static Py_ssize_t write_stored(unsigned char *w, const StoreContext *c, int32_t flag,
-                               const unsigned char *body, Py_ssize_t body_len,
-                               const unsigned char *props, Py_ssize_t props_len, int add_separator)
-{
-    int32_t crc;
-    if (body_crc(body, body_len, &crc) < 0)
-        return -1;
-    Py_ssize_t out_props = props_len + (add_separator ? 1 : 0);
-    Py_ssize_t stored = stored_size(c, body_len, out_props);
-    put_i32(w + TOTALSIZE_AT, (int32_t)stored);
-    put_i32(w + MAGICCODE_AT, MAGIC_CODE);
-    put_i32(w + BODYCRC_AT, crc);
-    put_i32(w + QUEUEID_AT, c->queue_id);
-    put_i32(w + FLAG_AT, flag);
-    put_i64(w + QUEUEOFFSET_AT, 0);
-    put_i64(w + PHYSICALOFFSET_AT, 0);
-    put_i32(w + SYSFLAG_AT, c->sys_flag);
-    put_i64(w + BORNTIMESTAMP_AT, c->born_ts);
-    w += BORNHOST_AT;
-    memcpy(w, c->born.buf, (size_t)c->born.len);
-    w += c->born.len;
-    put_i64(w, 0);  /* STORETIMESTAMP */
-    w += 8;
-    memcpy(w, c->store.buf, (size_t)c->store.len);
-    w += c->store.len;
-    put_i32(w + TAIL_RECONSUMETIMES_AT, c->reconsume);
-    put_i64(w + TAIL_PREPAREDTRANSACTIONOFFSET_AT, 0);
-    put_i32(w + TAIL_BODY_LENGTH_AT, (int32_t)body_len);
-    w += HEADER_TAIL_SIZE;
-    memcpy(w, body, (size_t)body_len);
-    w += body_len;
-    memcpy(w, c->topic.buf, (size_t)c->topic.len);
-    w += c->topic.len;
-    w[0] = (unsigned char)((uint16_t)out_props >> 8);
-    w[1] = (unsigned char)out_props;
-    memcpy(w + 2, props, (size_t)props_len);
-    if (add_separator)
-        w[2 + props_len] = 0x02;
-    return stored;
-}
-
-static int needs_separator(const unsigned char *props, Py_ssize_t n)
-{
-    return n > 0 && props[n - 1] != 0x02;
 }
 
 /*
@@ -187,49 +115,84 @@ static int needs_separator(const unsigned char *props, Py_ssize_t n)
 static PyObject *py_encode_wire_single(PyObject *self, PyObject *args)
 {
     Py_buffer body, props;
+    ContextParts parts;
     StoreContext c;
-    int flag;
-    if (!PyArg_ParseTuple(args, "y*y*iy*iiLy*y*i", &body, &props, &flag, &c.topic, &c.queue_id,
-                          &c.sys_flag, &c.born_ts, &c.born, &c.store, &c.reconsume))
+    int flag, queue_id, sys_flag, reconsume;
+    long long born_ts;
+    if (!PyArg_ParseTuple(args, "y*y*iy*iiLy*y*i", &body, &props, &flag, &parts.topic, &queue_id,
+                          &sys_flag, &born_ts, &parts.born, &parts.store, &reconsume))
         return NULL;
+    c.queue_id = queue_id;
+    c.sys_flag = sys_flag;
+    c.reconsume = reconsume;
+    c.born_ts = born_ts;
     PyObject *blob = NULL;
-    const unsigned char *p = props.buf;
-    Py_ssize_t n = props.len, item_no;
-    PropsFound found;
-    if (context_check(&c) < 0)
+    SinglePlan plan;
+    if (context_from(&c, &parts) < 0)
         goto done;
-    if (n > PROPERTIES_SIZE_MAX) {
-        raise_props_size(n, -1);
+    single_plan(props.buf, props.len, &plan);
+    switch (plan.status) {
+    case SINGLE_PROPS_SIZE:
+        raise_props_size(plan.detail, -1);
         goto done;
-    }
-    int problem = props_check(p, n, &found, &item_no);
-    if (problem != PROPS_OK) {
-        raise_props(problem, item_no, -1);
+    case SINGLE_PROPS_RULE:
+        raise_props(plan.problem, plan.item_no, -1);
         goto done;
-    }
-    if (found.delay.p != NULL || found.tran_msg.p != NULL) {
+    case SINGLE_ROUTED:
         blob = Py_NewRef(Py_None);  /* the broker must act on it: the caller's general path */
         goto done;
     }
-    int add = needs_separator(p, n);
-    if (n + add > PROPERTIES_SIZE_MAX) {
-        raise_props_size(n + add, -1);
-        goto done;
-    }
-    blob = PyByteArray_FromStringAndSize(NULL, stored_size(&c, body.len, n + add));
+    blob = PyByteArray_FromStringAndSize(NULL, stored_size(&c, body.len, props.len + plan.add_separator));
     if (blob == NULL)
         goto done;
-    if (write_stored((unsigned char *)PyByteArray_AS_STRING(blob), &c, flag, body.buf, body.len,
-                     p, n, add) < 0)
-        Py_CLEAR(blob);
+    write_stored((unsigned char *)PyByteArray_AS_STRING(blob), &c, flag, body.buf, body.len,
+                 props.buf, props.len, plan.add_separator);
 done:
     PyBuffer_Release(&body);
     PyBuffer_Release(&props);
-    release_context(&c);
+    release_parts(&parts);
     return blob;
 }
 
-/* -- batch body (orbitmq/protocol/batch.py) -> stored messages ------------------------------ */
+/* RemoteProtocolError for a batch plan's refusal, worded as encode_wire_batch_py words it. */
+static void raise_batch(const BatchPlan *plan, Py_ssize_t max_message_size, Py_ssize_t max_blob_size)
+{
+    Py_ssize_t pos = plan->pos;
+    switch (plan->status) {
+    case BATCH_ENTRY_TRUNCATED:
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd truncated: %zd bytes left", pos,
+                                            plan->detail), -1);
+        break;
+    case BATCH_BAD_BODY_LENGTH:
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: bad body length %d", pos,
+                                            (int)plan->detail), -1);
+        break;
+    case BATCH_BAD_PROPS_LENGTH:
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: bad properties length", pos), -1);
+        break;
+    case BATCH_TOTAL_DISAGREES:
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: total size %d disagrees", pos,
+                                            (int)plan->detail), -1);
+        break;
+    case BATCH_PROPS_RULE:
+        raise_props(plan->problem, plan->item_no, pos);
+        break;
+    case BATCH_EMPTY:
+        raise_protocol(PyUnicode_FromString("empty batch"), -1);
+        break;
+    case BATCH_BODY_TOO_BIG:
+        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: body of %zd bytes exceeds the "
+                                            "limit %zd", pos, plan->detail, max_message_size), -1);
+        break;
+    case BATCH_PROPS_SIZE:
+        raise_props_size(plan->detail, pos);
+        break;
+    case BATCH_BLOB_TOO_BIG:
+        raise_protocol(PyUnicode_FromFormat("the batch takes more than %zd bytes in stored form",
+                                            max_blob_size), -1);
+        break;
+    }
+}
 
 /*
  * encode_wire_batch(body, topic_part, queue_id, sys_flag, born_timestamp, born_host, store_host,
@@ -240,89 +203,55 @@ done:
 static PyObject *py_encode_wire_batch(PyObject *self, PyObject *args)
 {
     Py_buffer body;
+    ContextParts parts;
     StoreContext c;
+    int queue_id, sys_flag, reconsume;
+    long long born_ts;
     Py_ssize_t max_message_size, max_blob_size;
-    if (!PyArg_ParseTuple(args, "y*y*iiLy*y*inn", &body, &c.topic, &c.queue_id, &c.sys_flag,
-                          &c.born_ts, &c.born, &c.store, &c.reconsume, &max_message_size,
+    if (!PyArg_ParseTuple(args, "y*y*iiLy*y*inn", &body, &parts.topic, &queue_id, &sys_flag,
+                          &born_ts, &parts.born, &parts.store, &reconsume, &max_message_size,
                           &max_blob_size))
         return NULL;
+    c.queue_id = queue_id;
+    c.sys_flag = sys_flag;
+    c.reconsume = reconsume;
+    c.born_ts = born_ts;
     PyObject *result = NULL, *blob = NULL, *rels = NULL;
-    const unsigned char *b = body.buf;
-    Py_ssize_t end = body.len, pos = 0, out_size = 0, count = 0, item_no;
-    BatchEntry e;
-    PropsFound found;
-    int routed = 0;
-
-    if (context_check(&c) < 0)
+    Py_ssize_t *positions = NULL;
+    BatchPlan plan;
+    if (context_from(&c, &parts) < 0)
         goto done;
-    /* pass 1: lengths and properties, entry by entry */
-    while (pos < end) {
-        if (check_entry(b, end, pos) < 0)
-            goto done;
-        read_entry(b, pos, &e);
-        int problem = props_check(e.props, e.props_len, &found, &item_no);
-        if (problem != PROPS_OK) {
-            raise_props(problem, item_no, pos);
-            goto done;
-        }
-        routed |= found.delay.p != NULL || found.tran_msg.p != NULL;
-        pos += BATCH_ENTRY_OVERHEAD + e.body_len + e.props_len;
-        count++;
-    }
-    if (count == 0) {
-        raise_protocol(PyUnicode_FromString("empty batch"), -1);
-        goto done;
-    }
-    if (routed) {
+    batch_plan(body.buf, body.len, &c, max_message_size, max_blob_size, NULL, NULL, &plan);
+    if (plan.status == BATCH_ROUTED) {
         result = Py_NewRef(Py_None);  /* the broker must act on an entry: the general path */
         goto done;
     }
-    /* pass 2: limits, entry by entry */
-    for (pos = 0; pos < end; pos += BATCH_ENTRY_OVERHEAD + e.body_len + e.props_len) {
-        read_entry(b, pos, &e);
-        if (e.body_len > max_message_size) {
-            raise_protocol(PyUnicode_FromFormat("batch entry at %zd: body of %zd bytes exceeds the "
-                                                "limit %zd", pos, e.body_len, max_message_size),
-                           -1);
-            goto done;
-        }
-        Py_ssize_t props_out = e.props_len + needs_separator(e.props, e.props_len);
-        if (props_out > PROPERTIES_SIZE_MAX) {
-            raise_props_size(props_out, pos);
-            goto done;
-        }
-        out_size += stored_size(&c, e.body_len, props_out);
-        if (out_size > max_blob_size) {
-            raise_protocol(PyUnicode_FromFormat("the batch takes more than %zd bytes in stored "
-                                                "form", max_blob_size), -1);
-            goto done;
-        }
-    }
-    blob = PyByteArray_FromStringAndSize(NULL, out_size);
-    rels = PyList_New(count);
-    if (blob == NULL || rels == NULL)
+    if (plan.status != BATCH_OK) {
+        raise_batch(&plan, max_message_size, max_blob_size);
         goto done;
-    /* pass 3: write */
-    unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(blob);
-    Py_ssize_t at = 0, i = 0;
-    for (pos = 0; pos < end; pos += BATCH_ENTRY_OVERHEAD + e.body_len + e.props_len, i++) {
-        read_entry(b, pos, &e);
-        PyObject *rel = PyLong_FromSsize_t(at);
+    }
+    blob = PyByteArray_FromStringAndSize(NULL, plan.out_size);
+    rels = PyList_New(plan.count);
+    positions = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)plan.count);
+    if (blob == NULL || rels == NULL || positions == NULL) {
+        if (positions == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    batch_write((unsigned char *)PyByteArray_AS_STRING(blob), body.buf, body.len, &c, positions);
+    for (Py_ssize_t i = 0; i < plan.count; i++) {
+        PyObject *rel = PyLong_FromSsize_t(positions[i]);
         if (rel == NULL)
             goto done;
         PyList_SET_ITEM(rels, i, rel);
-        Py_ssize_t stored = write_stored(o + at, &c, e.flag, e.body, e.body_len, e.props,
-                                         e.props_len, needs_separator(e.props, e.props_len));
-        if (stored < 0)
-            goto done;
-        at += stored;
     }
     result = PyTuple_Pack(2, blob, rels);
 done:
+    PyMem_Free(positions);
     Py_XDECREF(blob);
     Py_XDECREF(rels);
     PyBuffer_Release(&body);
-    release_context(&c);
+    release_parts(&parts);
     return result;
 }
 
@@ -351,16 +280,7 @@ static PyObject *py_patch_positions(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "patch_positions: position outside the buffer");
             goto error;
         }
-        unsigned char *m = p + pos + rel;
-        int32_t sys_flag = get_i32(m + SYSFLAG_AT);
-        if (takes_queue_entry(sys_flag)) {
-            put_i64(m + QUEUEOFFSET_AT, qoff);
-            qoff++;
-        } else {
-            put_i64(m + QUEUEOFFSET_AT, 0);
-        }
-        put_i64(m + PHYSICALOFFSET_AT, phy + rel);
-        put_i64(m + store_ts_at(sys_flag), now);
+        qoff = patch_one(p + pos + rel, phy + rel, qoff, now);
     }
     PyBuffer_Release(&buf);
     return PyLong_FromLongLong(qoff);
@@ -460,6 +380,8 @@ error:
     return NULL;
 }
 
+#include "_dispatch_plan.h"
+
 /* -- module ----------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -475,6 +397,10 @@ static PyMethodDef methods[] = {
      "Queue offset, physical offset and store time of each message of an appended blob."},
     {"scan_stored", py_scan_stored, METH_VARARGS,
      "What dispatch needs of each stored message in a range."},
+    {"dispatch_plan", py_dispatch_plan, METH_VARARGS,
+     "A dispatch round's queue runs, delayed messages and index entries (_dispatch_plan.h)."},
+    {"index_put", py_index_put, METH_VARARGS,
+     "IndexFile.put_hash over planned index entries (_dispatch_plan.h)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -485,13 +411,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__speedups(void)
 {
-    PyObject *zlib = PyImport_ImportModule("zlib");
-    if (zlib == NULL)
-        return NULL;
-    zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
-    Py_DECREF(zlib);
-    if (zlib_crc32 == NULL)
-        return NULL;
+    crc32_init();
     PyObject *errors = PyImport_ImportModule("orbitmq.errors");
     if (errors == NULL)
         return NULL;
@@ -499,5 +419,18 @@ PyMODINIT_FUNC PyInit__speedups(void)
     Py_DECREF(errors);
     if (remote_protocol_error == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&FastPathType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_PARTIAL", STOP_PARTIAL) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_DECLINED", STOP_DECLINED) < 0 ||
+        PyModule_AddIntConstant(m, "STOP_SEGMENT_FULL", STOP_SEGMENT_FULL) < 0 ||
+        PyModule_AddIntConstant(m, "CRC32_FROM_ZLIB", crc32_zlib != NULL) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -415,35 +415,6 @@ static void read_entry(const unsigned char *b, Py_ssize_t pos, BatchEntry *e)
     e->props = e->body + e->body_len + 2;
 }
 
-/* protocol.batch.iter_entries' checks of the entry at ``pos`` (same order, same messages);
- * 0, or -1 with RemoteProtocolError set. */
-static int check_entry(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos)
-{
-    Py_ssize_t left = end - pos;
-    if (left < BATCH_ENTRY_OVERHEAD) {
-        raise_protocol(PyUnicode_FromFormat("batch entry at %zd truncated: %zd bytes left", pos,
-                                            left), -1);
-        return -1;
-    }
-    int32_t total = get_i32(b + pos + BATCH_TOTAL_AT), body_len = get_i32(b + pos + BATCH_BODY_LEN_AT);
-    if (body_len < 0 || body_len > left - BATCH_ENTRY_OVERHEAD) {
-        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: bad body length %d", pos,
-                                            (int)body_len), -1);
-        return -1;
-    }
-    int16_t props_len = get_i16(b + pos + BATCH_BODY_AT + body_len);
-    if (props_len < 0 || props_len > left - BATCH_ENTRY_OVERHEAD - body_len) {
-        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: bad properties length", pos), -1);
-        return -1;
-    }
-    if ((Py_ssize_t)total != BATCH_ENTRY_OVERHEAD + (Py_ssize_t)body_len + props_len) {
-        raise_protocol(PyUnicode_FromFormat("batch entry at %zd: total size %d disagrees", pos,
-                                            (int)total), -1);
-        return -1;
-    }
-    return 0;
-}
-
 /* -- a stored message: the checks of stored._layout._read ---------------------------------- */
 
 /* stored._layout._topic_problem: 1..127 bytes of UTF-8 that can name a queue directory. */

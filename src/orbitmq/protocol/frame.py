@@ -9,6 +9,7 @@ copying; each finished command's body is copied out of the buffer exactly once.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.protocol.command import RemotingCommand, _decode_view
@@ -78,3 +79,43 @@ class FrameDecoder:
         if pos:
             del buffer[:pos]  # CPython moves the start of a bytearray instead of copying
         return commands
+
+    def feed_taking(self, data: bytes | bytearray | memoryview,
+                    take: Callable[[bytearray, int], int],
+                    handle: Callable[[RemotingCommand], None]) -> None:
+        """``feed`` for a reader that handles some frames itself (the broker's native fast
+        path): ``take(buffer, pos)`` handles whole frames from ``pos`` on and returns where it
+        stopped; the frame there, when complete, is decoded here and given to ``handle`` before
+        ``take`` is asked again. Every frame is thus handled once and in order, by one of the two.
+
+        Raises:
+            RemoteProtocolError: as ``feed``, for the frames decoded here.
+        """
+        if self._failure is not None:
+            raise RemoteProtocolError(f"stream already failed: {self._failure}")
+        buffer = self._buffer
+        buffer += data
+        pos, end = 0, len(buffer)
+        try:
+            while end - pos >= 4:
+                pos = take(buffer, pos)
+                if end - pos < 4:
+                    break
+                (total,) = _I32.unpack_from(buffer, pos)
+                if total < MIN_FRAME_SIZE or total > self.max_frame_size:
+                    raise RemoteProtocolError(
+                        f"frame length {total} outside [{MIN_FRAME_SIZE}, {self.max_frame_size}]"
+                    )
+                if end - pos - 4 < total:
+                    break
+                start = pos + 4
+                with memoryview(buffer) as view:  # released before ``handle``: no export kept
+                    cmd = _decode_view(view[start : start + total], copy_body=True)
+                pos = start + total
+                handle(cmd)
+        except RemoteProtocolError as exc:
+            self._failure = str(exc)
+            self._buffer = bytearray()
+            raise
+        if pos:
+            del buffer[:pos]

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from orbitmq.errors import ClientError
 from orbitmq.protocol import stored
@@ -45,6 +46,10 @@ __all__ = ["CommitLog", "EncodedBatch", "encode_messages"]
 log = logging.getLogger(__name__)
 
 HOT_BYTES = 64 * 1024 * 1024  # newest commit log bytes left mapped by release_cold_pages
+R = TypeVar("R")
+# write(segment buffer, write position, segment's first offset, store time ms, queue-offset
+# table) -> (new write position, result): see CommitLog.append_in_place.
+InPlaceWriter = Callable[[Any, int, int, int, dict[tuple[str, int], int]], tuple[int, R]]
 
 
 def encode_messages(
@@ -152,6 +157,32 @@ class CommitLog:
                 table[key] = qoff
             self.begin_time_in_lock = 0
         return AppendMessageResult(phy, size, now, first_qoff, len(rels), rels, batch.id_prefix)
+
+    def append_in_place(self, write: InPlaceWriter[R], running: Callable[[], bool]) -> R | None:
+        """The native fast path's append: under the put lock, ``write`` stores whole messages
+        into the last segment from its write position on, leaving the room of a blank end
+        entry, patches their positions with the store time it is given and advances the
+        queue-offset table itself; here its new write position is published. It rolls no
+        segment: a message that does not fit is left to ``append``. None (nothing written)
+        when there is no segment yet or ``running()`` is false (checked under the lock)."""
+        with self.put_lock:
+            files = self.mfq.files
+            if not files or not running():
+                return None
+            mf = files[-1]
+            pos = mf.wrote_position
+            now = self._clock()
+            self.begin_time_in_lock = now
+            try:
+                end, result = write(mf.buf, pos, mf.file_from_offset, now, self.topic_queue_table)
+            finally:
+                self.begin_time_in_lock = 0
+            if end != pos:
+                assert (mf.file_from_offset + pos >= self._append_end
+                        and pos < end <= mf.file_size - BLANK_ENTRY_SIZE), "offsets only grow"
+                mf.wrote_position = end  # publish: readers see whole messages only
+                self._append_end = mf.file_from_offset + end
+        return result
 
     def _segment_for(self, size: int) -> MappedFile | None:
         """The segment a blob of ``size`` goes to when the last one cannot take it (or there is

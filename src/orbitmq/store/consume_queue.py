@@ -109,6 +109,35 @@ class ConsumeQueue:
         except OSError as e:
             raise StoreSpaceError(f"consume queue {self.topic}/{self.queue_id}", e) from e
 
+    def put_run(self, first: int, entries: bytes) -> None:
+        """``put`` of a run of entries for queue offsets ``first``, ``first + 1``... (20 bytes
+        each, as stored): one copy when they follow the queue's last entry within its last
+        segment, else one ``put`` each (a new segment, a gap, a re-dispatch).
+
+        Raises:
+            StoreSpaceError: as ``put``; the entries before the failing one stay written.
+        """
+        size = len(entries)
+        files = self.mfq.files
+        if files and not self._first_pending and size:
+            mf = files[-1]
+            pos = mf.wrote_position
+            end = pos + size
+            if mf.file_from_offset + pos == first * CQ_ENTRY_SIZE and end <= mf.file_size:
+                if end > mf.allocated_to:
+                    try:
+                        mf.ensure_allocated(end)
+                    except OSError as e:
+                        raise StoreSpaceError(f"consume queue {self.topic}/{self.queue_id}", e) from e
+                mf.buf[pos:end] = entries
+                mf.wrote_position = end  # entries contiguous, each offset written once
+                phy, last_size, _ = CQ_ENTRY.unpack_from(entries, size - CQ_ENTRY_SIZE)
+                self.max_phy_end = phy + last_size
+                return
+        for i in range(size // CQ_ENTRY_SIZE):
+            phy, entry_size, tags_code = CQ_ENTRY.unpack_from(entries, i * CQ_ENTRY_SIZE)
+            self.put(phy, entry_size, tags_code, first + i)
+
     def _put(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
         expected = queue_offset * CQ_ENTRY_SIZE
         mfq = self.mfq

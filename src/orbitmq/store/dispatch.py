@@ -8,6 +8,13 @@ held pulls without one call per message; then progress listeners hear the new ``
 ("everything below it is in the queues and the index"), so a reader that must see an
 acknowledged send (read-your-writes) waits for that signal instead of polling.
 
+With the C speedups a round is planned in C (``dispatch_plan``, protocol/_dispatch_plan.h):
+each queue's new entries come as one run written with one copy (ConsumeQueue.put_run), the
+index entries as one planned list (IndexService.put_planned), arrivals per run; a delay level's
+messages and keys only Python splits still go message by message. Without them (or with
+ORBITMQ_PURE_PYTHON=1) every message goes through ``_dispatch_record``; both give the same
+queue and index files (tests/unit/test_dispatch_plan.py).
+
 Invariant: ``reput_offset`` only grows (asserted after every round).
 """
 
@@ -16,8 +23,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from orbitmq.protocol import stored
+from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
@@ -34,6 +43,8 @@ ArrivalListener = Callable[[str, int, int, int], None]
 ProgressListener = Callable[[int], None]
 
 _NO_LIMIT = 1 << 62
+_PLAN: Callable[..., tuple[int, int, int, list[Any], list[ScanRecord], list[Any]]] | None = (
+    NATIVE.dispatch_plan if NATIVE is not None else None)
 
 
 class DispatchService(ServiceThread):
@@ -46,11 +57,14 @@ class DispatchService(ServiceThread):
         build_index: Callable[[str, list[str], str | None, int, int], None] | None,
         delay_levels_ms: Sequence[int],
         round_max: int = 4096,
+        put_planned_index: Callable[[list[Any]], None] | None = None,
     ) -> None:
         super().__init__("orbitmq-dispatch", 0.01)
         self.commit_log = commit_log
         self._cq = find_or_create_cq
         self._build_index = build_index
+        self._put_planned_index = put_planned_index  # IndexService.put_planned
+        self._plan = _PLAN if put_planned_index is not None or build_index is None else None
         self._delay_levels = delay_levels_ms
         self.reput_offset = 0
         self.listeners: list[ArrivalListener] = []
@@ -153,9 +167,12 @@ class DispatchService(ServiceThread):
             pos = offset - base
             limit = min(mf.wrote_position, end - base)
             budget = _NO_LIMIT if count_max is None else count_max - count
-            records, pos, scanned, stop = stored.scan(view, pos, limit, budget)  # C or Python
-            for record in records:
-                self._dispatch_record(base, record, arrived)
+            if self._plan is not None:
+                pos, scanned, stop = self._dispatch_planned(view, base, pos, limit, budget, arrived)
+            else:
+                records, pos, scanned, stop = stored.scan(view, pos, limit, budget)  # C or Python
+                for record in records:
+                    self._dispatch_record(base, record, arrived)
             count += scanned
             if stop == SCAN_BLANK:
                 pos = file_size
@@ -168,23 +185,47 @@ class DispatchService(ServiceThread):
                 break
         return offset, count
 
+    def _dispatch_planned(self, view: memoryview, base: int, pos: int, limit: int, budget: int,
+                          arrived: dict[tuple[str, int, int], int] | None) -> tuple[int, int, int]:
+        """The messages of ``view[pos:limit]`` (at most ``budget``) from the C plan (module
+        docstring); returns (position reached, messages, stop)."""
+        assert self._plan is not None
+        reached, scanned, stop, runs, delayed, index = self._plan(
+            view, pos, limit, budget, base, self._put_planned_index is not None)
+        for raw_topic, queue_id, first, entries, arrivals in runs:
+            topic = self._topic(raw_topic)
+            self._cq(topic, queue_id).put_run(first, entries)
+            if arrived is not None:
+                for i in range(0, len(arrivals), 2):
+                    arrived[(topic, queue_id, arrivals[i])] = arrivals[i + 1]
+        for record in delayed:
+            self._dispatch_record(base, record, arrived, index=False)
+        if index and self._put_planned_index is not None:
+            self._put_planned_index(index)
+        return reached, scanned, stop
+
+    def _topic(self, raw_topic: bytes) -> str:
+        topic = self._topics.get(raw_topic)
+        if topic is None:
+            topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "replace")
+        return topic
+
     def _dispatch_record(
         self,
         base: int,
         record: ScanRecord,
         arrived: dict[tuple[str, int, int], int] | None,
+        index: bool = True,
     ) -> None:
-        """Queue entry, index entries and arrival of one message, from what the scan read of it
-        (``base`` is the segment's first offset)."""
+        """Queue entry, index entries (unless not ``index``) and arrival of one message, from
+        what the scan read of it (``base`` is the segment's first offset)."""
         pos, total, queue_id, queue_offset, store_ts, raw_topic, tags_code, keys, uniq, delay = record
-        topic = self._topics.get(raw_topic)
-        if topic is None:
-            topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "replace")
+        topic = self._topic(raw_topic)
         phy = base + pos
         if topic == SCHEDULE_TOPIC:
             tags_code = self._delivery_time(delay, store_ts)
         self._cq(topic, queue_id).put(phy, total, tags_code, queue_offset)
-        if self._build_index is not None and (keys or uniq):
+        if index and self._build_index is not None and (keys or uniq):
             self._build_index(topic, keys.split() if keys else [], uniq, phy, store_ts)
         if arrived is not None:
             arrived[(topic, queue_id, tags_code)] = queue_offset + 1

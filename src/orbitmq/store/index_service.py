@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from orbitmq.errors import ClientError
 from orbitmq.store.file_ops import StoreSpaceError
 from orbitmq.store.index_file import (
     _FILE_NAME,
     _TMP_SUFFIX,
+    PLANNED_ENTRY,
     IndexFile,
     _check_geometry,
     _CorruptHeader,
@@ -162,6 +164,54 @@ class IndexService:
                     assert put, "a file that is not full accepts a put"
             except OSError as e:
                 raise StoreSpaceError(f"index of {self._dir}", e) from e
+
+    def put_planned(self, items: list[Any]) -> None:
+        """``build_index`` for a dispatch round planned in C (protocol/_dispatch_plan.h), in
+        order: bytes of planned entries (key hash, phy offset, store time, hashed and
+        deduplicated per message as build_index does), or a message whose keys Python splits
+        ``(topic, keys, uniq key, phy offset, store time)`` as UTF-8 bytes.
+
+        Raises:
+            StoreSpaceError: as ``build_index``; calling again indexes the rest.
+        """
+        for item in items:
+            if isinstance(item, bytes):
+                self._put_planned(item)
+            else:
+                topic, keys, uniq, phy, ts = item
+                self.build_index(topic.decode(), keys.decode().split(), uniq.decode() or None,
+                                 phy, ts)
+
+    def _put_planned(self, planned: bytes) -> None:
+        count = len(planned) // PLANNED_ENTRY.size
+        with self._lock:
+            if not self._loaded:
+                raise ClientError("IndexService.put_planned before load")
+            done = 0
+            last = self._last_indexed_phy()
+            try:
+                # A re-dispatch after recovery: what build_index skips, skipped here alike.
+                while last is not None and done < count:
+                    key_hash, phy, ts = PLANNED_ENTRY.unpack_from(planned, done * PLANNED_ENTRY.size)
+                    if phy > last:
+                        break
+                    if phy == last and key_hash not in self._hashes_indexed_at(phy):
+                        self._put_hash(key_hash, phy, ts)
+                    done += 1
+                while done < count:
+                    f = self._files[-1] if self._files else None
+                    if f is None or f.is_write_full:
+                        f = self._new_file()
+                    done = f.put_planned(planned, done)
+            except OSError as e:
+                raise StoreSpaceError(f"index of {self._dir}", e) from e
+
+    def _put_hash(self, key_hash: int, phy_offset: int, store_timestamp_ms: int) -> None:
+        f = self._files[-1] if self._files else None
+        if f is None or f.is_write_full:
+            f = self._new_file()
+        put = f.put_hash(key_hash, phy_offset, store_timestamp_ms)
+        assert put, "a file that is not full accepts a put"
 
     def _new_file(self) -> IndexFile:
         name_ms = max(self._clock(), self._last_name_ms + 1)  # strictly increasing, even in one ms

@@ -33,7 +33,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, decode_stored_message
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
-from orbitmq.store.commit_log import CommitLog, EncodedBatch, encode_messages
+from orbitmq.store.commit_log import CommitLog, EncodedBatch, InPlaceWriter, R, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
@@ -137,6 +137,7 @@ class MessageStore:
             self.index.build_index if self.index is not None else None,
             self.delay_levels_ms,
             config.dispatch_round_max,
+            self.index.put_planned if self.index is not None else None,
         )
         self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
@@ -339,6 +340,13 @@ class MessageStore:
             batch = encoded
         return self._append(batch)
 
+    def put_in_place(self, write: InPlaceWriter[R]) -> R | None:
+        """The native fast path's put (CommitLog.append_in_place); None, nothing written, when
+        the store refuses puts now or has no segment yet: the caller's ``put`` then answers."""
+        if self.flags.remark is not None:
+            return None
+        return self.commit_log.append_in_place(write, lambda: self._running)
+
     @property
     def max_blob_size(self) -> int:
         """The most bytes one append may write: a segment less its end marker."""
@@ -388,7 +396,7 @@ class MessageStore:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
 
-    def wake(self) -> None:
+    def wake(self, *, dispatch: bool = True) -> None:
         """What puts and durability waits left undone, right here: a group commit round in this
         thread unless one is under way or the disk has turned slow (then the group commit thread
         takes it); then dispatch, in this thread too (up to ``INLINE_DISPATCH_MAX`` messages, and
@@ -398,7 +406,8 @@ class MessageStore:
         An event loop calling this once per iteration, after taking every request it read (and,
         when its answers do not wait for a sync, after writing them), answers a lone send without
         hand-offs to store threads and back (a third of a send's latency). A busy loop still
-        groups: one sync serves every send of an iteration."""
+        groups: one sync serves every send of an iteration. Without ``dispatch`` only the sync
+        round runs (the caller answers what waited for it first, then calls again)."""
         if not self._running:
             return
         if self.group_commit.has_work() and not self.group_commit.try_run_once():
@@ -406,6 +415,8 @@ class MessageStore:
                 self.group_commit.wakeup()
             else:  # nobody else would run it
                 self.group_commit.run_once()
+        if not dispatch:
+            return
         if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX, wait=False):
             self.dispatcher.wakeup_if_waiting()
         self._wake_warm()

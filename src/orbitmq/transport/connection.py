@@ -8,6 +8,8 @@ this class. Request handling is delegated to a :class:`Dispatcher`.
 from __future__ import annotations
 
 import asyncio
+import collections
+import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -17,7 +19,7 @@ from orbitmq.errors import ClientError, ConnectionClosedError, RemoteProtocolErr
 from orbitmq.protocol.command import ONEWAY_FLAG, RemotingCommand, encode_header
 from orbitmq.protocol.frame import FrameDecoder
 
-__all__ = ["Dispatcher", "RemotingConnection", "HandlerResult"]
+__all__ = ["Dispatcher", "RemotingConnection", "HandlerResult", "FastReader"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,25 @@ _opaques = itertools.count(1)
 
 def next_opaque() -> int:
     return next(_opaques) & 0x7FFFFFFF
+
+
+class FastReader(Protocol):
+    """Handles whole frames of a connection's buffered bytes itself, from ``pos`` on, and
+    returns where it stopped (the broker's native fast path, broker/fast_path.py): the frame
+    there is decoded and dispatched as usual before it is asked again. It writes its answers
+    with ``send_ordered`` / ``send_ordered_later``."""
+
+    def __call__(self, conn: RemotingConnection, buffer: bytearray, pos: int, /) -> int: ...
+
+
+class _Slot:
+    """An answer's place in a connection's request order, filled once it is known."""
+
+    __slots__ = ("parts", "ready")
+
+    def __init__(self, parts: tuple[bytes | memoryview, ...] = (), ready: bool = False) -> None:
+        self.parts = parts
+        self.ready = ready
 
 
 class Dispatcher(Protocol):
@@ -46,6 +67,10 @@ class RemotingConnection(asyncio.Protocol):
         max_frame_size: a frame declaring more is refused and the connection closed.
         max_in_flight: requests being handled at once; past it reading pauses (back-pressure to the
             peer through TCP) until some finish.
+        fast_reader: takes the frames it handles itself (see FastReader). With one, answers
+            leave in request order: an answer waiting for something (a sync, a route) holds back
+            the answers of later requests, the fast reader's included, except those of
+            ``unordered_codes`` (pulls held by long polling), which leave when they are ready.
     """
 
     def __init__(
@@ -54,8 +79,16 @@ class RemotingConnection(asyncio.Protocol):
         *,
         max_frame_size: int = 16 * 1024 * 1024,
         max_in_flight: int = 256,
+        fast_reader: FastReader | None = None,
+        unordered_codes: frozenset[int] = frozenset(),
     ) -> None:
         self._dispatcher = dispatcher
+        self._fast = fast_reader
+        self._unordered = unordered_codes
+        # Answers waiting for their turn (request order), only with a fast reader: empty while
+        # nothing waits, when every answer leaves at once.
+        self._order: collections.deque[_Slot] | None = (
+            collections.deque() if fast_reader is not None else None)
         self._decoder = FrameDecoder(max_frame_size)
         self._max_in_flight = max_in_flight
         self._in_flight = 0
@@ -78,6 +111,9 @@ class RemotingConnection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
 
     def data_received(self, data: bytes) -> None:
+        if self._fast is not None:
+            self._fast_received(data)
+            return
         try:
             commands = self._decoder.feed(data)
         except RemoteProtocolError as e:
@@ -91,6 +127,29 @@ class RemotingConnection(asyncio.Protocol):
                     fut.set_result(cmd)
             else:
                 self._handle_request(cmd)
+
+    def _fast_received(self, data: bytes) -> None:
+        """``data_received`` with a fast reader: it takes the frames it handles, the decoder
+        the rest, in order."""
+        fast = self._fast
+        assert fast is not None
+
+        def take(buffer: bytearray, pos: int) -> int:
+            return fast(self, buffer, pos)
+
+        try:
+            self._decoder.feed_taking(data, take, self._received)
+        except RemoteProtocolError as e:
+            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
+            self.close()
+
+    def _received(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            fut = self._pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+        else:
+            self._handle_request(cmd)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -125,24 +184,37 @@ class RemotingConnection(asyncio.Protocol):
         self._in_flight += 1
         if self._in_flight >= self._max_in_flight:
             self._pause_reading()
+        slot = None
+        if self._order is not None and cmd.code not in self._unordered:
+            slot = _Slot()  # later answers wait for this one
+            self._order.append(slot)
         task = asyncio.ensure_future(result)
         self._tasks.add(task)
-        task.add_done_callback(lambda t, req=cmd: self._request_done(req, t))
+        task.add_done_callback(functools.partial(self._request_done, cmd, slot=slot))
 
-    def _request_done(self, req: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:
+    def _request_done(self, req: RemotingCommand, task: asyncio.Future[RemotingCommand | None],
+                      slot: _Slot | None = None) -> None:
         self._tasks.discard(task)
         self._in_flight -= 1
         self._maybe_resume_reading()
         if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
+            resp = None
+        elif (exc := task.exception()) is not None:
             log.error("handler failed code=%s peer=%s", req.code, self.peer, exc_info=exc)
-            self._reply(req, _system_error(req))
+            resp = _system_error(req)
         else:
-            self._reply(req, task.result())
+            resp = task.result()
+        if slot is None:
+            self._reply(req, resp)
+        else:
+            self._fill(slot, self._answer_parts(req, resp))
 
     def _reply(self, req: RemotingCommand, resp: RemotingCommand | None) -> None:
+        if self._order is not None and req.code not in self._unordered:
+            parts = self._answer_parts(req, resp)
+            if parts:
+                self.send_ordered(*parts)
+            return
         if resp is None or req.is_oneway:
             return
         if self._transport is None or self._transport.is_closing():
@@ -152,6 +224,66 @@ class RemotingConnection(asyncio.Protocol):
         except ClientError as e:  # our answer does not fit the request's serialize type
             log.error("cannot encode the answer to code=%s peer=%s: %s", req.code, self.peer, e)
             self.send(_system_error(req))
+
+    def _answer_parts(self, req: RemotingCommand,
+                      resp: RemotingCommand | None) -> tuple[bytes | memoryview, ...]:
+        """The bytes of ``resp`` as ``_reply`` would write them (none for a oneway request)."""
+        if resp is None or req.is_oneway:
+            return ()
+        try:
+            header = encode_header(resp)
+        except ClientError as e:  # our answer does not fit the request's serialize type
+            log.error("cannot encode the answer to code=%s peer=%s: %s", req.code, self.peer, e)
+            resp = _system_error(req)
+            header = encode_header(resp)
+        return (header, resp.body) if resp.body else (header,)
+
+    # -- request order (with a fast reader) ---------------------------------------------------
+    def send_ordered(self, *parts: bytes | memoryview) -> None:
+        """Write an answer after every answer still awaited for an earlier request."""
+        order = self._order
+        if order:
+            order.append(_Slot(parts, True))
+        elif self._transport is not None and not self._transport.is_closing():
+            self._write(*parts)
+
+    def send_ordered_later(self, answer: asyncio.Future[bytes] | asyncio.Future[bytes | None],
+                           requests: int) -> None:
+        """Keep the place of the answers to ``requests`` requests that ``answer`` will give
+        (their bytes, or None for no answer); later answers wait for them. They count as in
+        flight until then."""
+        slot = _Slot()
+        assert self._order is not None, "ordered answers need a fast reader"
+        self._order.append(slot)
+        self._in_flight += requests
+        if self._in_flight >= self._max_in_flight:
+            self._pause_reading()
+
+        def done(f: asyncio.Future[Any]) -> None:
+            self._in_flight -= requests
+            self._maybe_resume_reading()
+            data = None
+            if f.cancelled():
+                pass
+            elif (exc := f.exception()) is not None:
+                log.error("answers lost peer=%s", self.peer, exc_info=exc)
+            else:
+                data = f.result()
+            self._fill(slot, (data,) if data else ())
+
+        answer.add_done_callback(done)
+
+    def _fill(self, slot: _Slot, parts: tuple[bytes | memoryview, ...]) -> None:
+        slot.parts, slot.ready = parts, True
+        order = self._order
+        assert order is not None
+        if self._transport is None or self._transport.is_closing():
+            order.clear()  # nobody to answer
+            return
+        while order and order[0].ready:
+            ready = order.popleft().parts
+            if ready:
+                self._write(*ready)
 
     def _pause_reading(self) -> None:
         if not self._paused and self._transport is not None:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode, bad_request_code
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.transport.connection import HandlerResult, RemotingConnection
+from orbitmq.transport.connection import FastReader, HandlerResult, RemotingConnection
 
 __all__ = ["RemotingServer", "Handler", "INTERNAL_ERROR_REMARK", "internal_error_response",
            "call_guarded"]
@@ -60,6 +60,14 @@ class RemotingServer:
         self._sample_every = _NEVER
         self._sample_countdown = _NEVER
         self._record_timing: TimingRecorder | None = None
+        self._fast_reader: FastReader | None = None
+        self._unordered: frozenset[int] = frozenset()
+
+    def set_fast_reader(self, reader: FastReader | None, unordered_codes: frozenset[int]) -> None:
+        """Connections accepted from now on let ``reader`` take the frames it handles itself,
+        and answer in request order but for ``unordered_codes`` (see RemotingConnection)."""
+        self._fast_reader = reader
+        self._unordered = unordered_codes
 
     def sample_requests(self, every: int, record: TimingRecorder) -> None:
         """Time one request in ``every`` (from dispatch to its answer) and give each timing to
@@ -69,6 +77,20 @@ class RemotingServer:
             raise ValueError("every must be at least 1")
         self._sample_every = self._sample_countdown = every
         self._record_timing = record
+
+    def note_answered(self, code: int, response_code: int, count: int, seconds: float) -> None:
+        """``count`` requests of ``code`` answered outside ``dispatch`` (the broker's native fast
+        path), ``seconds`` each: sampled for the timings as dispatched requests are."""
+        countdown = self._sample_countdown
+        if count < countdown:
+            self._sample_countdown = countdown - count
+            return
+        every = self._sample_every
+        self._sample_countdown = every - (count - countdown) % every
+        record = self._record_timing
+        if record is not None:
+            for _ in range(1 + (count - countdown) // every):
+                record(code, response_code, seconds)
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[int(code)] = handler
@@ -88,7 +110,8 @@ class RemotingServer:
 
     def _new_connection(self) -> RemotingConnection:
         conn = RemotingConnection(
-            self, max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight
+            self, max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight,
+            fast_reader=self._fast_reader, unordered_codes=self._unordered,
         )
         self.connections.add(conn)
         return conn

@@ -1,0 +1,152 @@
+/*
+ * speedups_fuzz.c: a libFuzzer target over the native entry points of orbitmq.protocol._speedups,
+ * called as Python calls them (an embedded interpreter imports the module built with
+ * -fsanitize=fuzzer-no-link,address,undefined), so that their Python-object glue (buffers,
+ * reference counts, the queue-offset dict) is fuzzed with the byte parsing.
+ *
+ * The first input byte picks the entry point, the rest is its untrusted input:
+ *   0..3  FastPath.take() over the bytes as a connection's buffer, as broker/fast_path.py calls it
+ *         (again after each frame it declines, the frame skipped as the Python decoder would),
+ *         into a 256 KiB segment that starts over when full
+ *   4     encode_wire_single(properties = the bytes)
+ *   5     encode_wire_batch(body = the bytes)
+ *   6     scan_stored(the bytes, as a commit log segment)
+ *   7     java_string_hash / index_key_hash of the bytes as text
+ * Built and run by scripts/sanitize-speedups.sh --fuzz (make fuzz). Refusals are expected
+ * outcomes (RemoteProtocolError, ValueError...); anything a sanitizer reports is a bug.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SEGMENT_SIZE (256 * 1024)
+#define BLANK_ROOM 8
+
+static PyObject *speedups, *fast_path, *segment, *queue_table, *born, *topic_part, *store_host;
+static long long seg_pos;
+
+static void die(const char *what)
+{
+    PyErr_Print();
+    fprintf(stderr, "speedups_fuzz: %s\n", what);
+    abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    Py_InitializeEx(0);
+    speedups = PyImport_ImportModule("orbitmq.protocol._speedups");
+    if (speedups == NULL)
+        die("cannot import orbitmq.protocol._speedups (PYTHONPATH?)");
+    PyObject *cls = PyObject_GetAttrString(speedups, "FastPath");
+    store_host = PyBytes_FromStringAndSize("\x7f\x00\x00\x01\x00\x00\x2a\x9f", 8);
+    born = PyBytes_FromStringAndSize("\x0a\x01\x02\x03\x00\x00\x9c\x40", 8);
+    topic_part = PyBytes_FromStringAndSize("\x09" "FastPlain", 10);
+    PyObject *inert = Py_BuildValue("(ssssss)", "UNIQ_KEY", "KEYS", "TAGS", "WAIT", "MSG_REGION",
+                                    "TRACE_ON");
+    PyObject *bounds = Py_BuildValue("(iiiiii)", 1024, 4096, 524288, 1048576, 2097152, 4194304);
+    if (cls == NULL || store_host == NULL || born == NULL || inert == NULL || bounds == NULL)
+        die("setup");
+    fast_path = PyObject_CallFunction(cls, "OnnnOOn", store_host, (Py_ssize_t)6000,
+                                      (Py_ssize_t)(SEGMENT_SIZE - 8), (Py_ssize_t)(1 << 20), inert,
+                                      bounds, (Py_ssize_t)4096);
+    if (fast_path == NULL)
+        die("FastPath()");
+    PyObject *topics = Py_BuildValue("{sisisi}", "FastPlain", 4, "T", 1, "\xc3\xa9t\xc3\xa9", 2);
+    if (topics == NULL || PyObject_CallMethod(fast_path, "set_topics", "O", topics) == NULL)
+        die("set_topics");
+    segment = PyByteArray_FromStringAndSize(NULL, SEGMENT_SIZE);
+    queue_table = PyDict_New();
+    if (segment == NULL || queue_table == NULL)
+        die("segment");
+    memset(PyByteArray_AS_STRING(segment), 0, SEGMENT_SIZE);
+    return 0;
+}
+
+/* take() as the broker calls it: again after every declined frame, until no whole frame is left. */
+static void fuzz_take(const uint8_t *data, size_t size)
+{
+    PyObject *buf = PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)size);
+    if (buf == NULL)
+        die("buffer");
+    Py_ssize_t pos = 0;
+    for (int rounds = 0; rounds < 1000; rounds++) {
+        PyObject *r = PyObject_CallMethod(fast_path, "take", "OnOOLLLO", buf, pos, born, segment,
+                                          seg_pos, 0LL, 1767000000000LL, queue_table);
+        if (r == NULL)
+            die("take raised");  /* it never raises on a peer's bytes */
+        Py_ssize_t next = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 0));
+        long long end = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
+        long stop = PyLong_AsLong(PyTuple_GET_ITEM(r, 3));
+        Py_DECREF(r);
+        if (next < pos || next > (Py_ssize_t)size || end < seg_pos || end > SEGMENT_SIZE - BLANK_ROOM)
+            abort();  /* positions only move forward, inside their buffers */
+        pos = next;
+        seg_pos = end;
+        if (stop == 2) {  /* segment full: start over, as a new segment would */
+            seg_pos = 0;
+            PyDict_Clear(queue_table);
+            continue;
+        }
+        if (stop == 0 || size - (size_t)pos < 4)
+            break;
+        int32_t total = (int32_t)((uint32_t)data[pos] << 24 | (uint32_t)data[pos + 1] << 16 |
+                                  (uint32_t)data[pos + 2] << 8 | data[pos + 3]);
+        if (total < 4 || (size_t)total > size - (size_t)pos - 4)
+            break;  /* the Python decoder would close the connection here */
+        pos += 4 + total;  /* the Python path's frame */
+    }
+    Py_DECREF(buf);
+}
+
+static void call_quietly(PyObject *result)
+{
+    if (result == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError) || PyErr_ExceptionMatches(PyExc_SystemError))
+            die("unexpected error");
+        PyErr_Clear();  /* a refusal: an expected outcome */
+    }
+    Py_XDECREF(result);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    int which = data[0] & 7;
+    data++;
+    size--;
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
+    if (bytes == NULL)
+        die("bytes");
+    switch (which) {
+    case 4:
+        call_quietly(PyObject_CallMethod(speedups, "encode_wire_single", "OOiOiiLOOi", bytes,
+                                         bytes, 0, topic_part, 1, 0, 1LL, born, store_host, 0));
+        break;
+    case 5:
+        call_quietly(PyObject_CallMethod(speedups, "encode_wire_batch", "OOiiLOOinn", bytes,
+                                         topic_part, 0, 0, 1LL, born, store_host, 0,
+                                         (Py_ssize_t)4096, (Py_ssize_t)65536));
+        break;
+    case 6:
+        call_quietly(PyObject_CallMethod(speedups, "scan_stored", "Onnn", bytes, (Py_ssize_t)0,
+                                         (Py_ssize_t)size, (Py_ssize_t)64));
+        break;
+    case 7: {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");
+        if (text == NULL)
+            die("text");
+        call_quietly(PyObject_CallMethod(speedups, "java_string_hash", "O", text));
+        call_quietly(PyObject_CallMethod(speedups, "index_key_hash", "OO", text, text));
+        Py_DECREF(text);
+        break;
+    }
+    default:
+        fuzz_take(data, size);
+    }
+    Py_DECREF(bytes);
+    return 0;
+}

@@ -1,0 +1,283 @@
+"""The native fast path of plain sends: per socket read, one C call stores and answers them.
+
+When bytes arrive on a broker connection, :class:`FastPath` (the connection's fast reader, see
+transport/connection.py) hands them to ``FastPath.take`` of the C speedups (protocol/_fastpath.h)
+under the commit log's put lock (``MessageStore.put_in_place``). The C code takes, in order, every
+whole frame it can handle entirely, and stops at the first it cannot; the transport then decodes
+that frame and dispatches it to the Python handlers, and asks the fast path again for the rest.
+Every frame is thus handled once, in order, by one of the two, and the store sees the sends of a
+connection in the order they were sent.
+
+What it takes: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) with the
+V2 (a..n) header names, JSON or binary headers, where
+- the topic is in the snapshot of :meth:`FastPath.topics_changed`: it exists, is writable, has
+  write queues, is not a system or retry topic, and its config has nothing the fast path does not
+  know (:func:`plain_topic`: a field added to TopicConfig later sends it to the Python path until
+  this module learns it);
+- the queue id is one of the topic's write queues, sysFlag is 0, 1 or 3 bits only (compressed,
+  multi tags: no transaction), the body within ``max_message_size``;
+- every property name is in :data:`INERT_PROPERTIES` (an allow-list: DELAY, TRAN_MSG, timer
+  properties, user properties... all decline) and the properties pass the stored codec's rule;
+- the message fits the rest of the current commit log segment.
+Each is encoded by the stored codec's one C encoder straight into the mapped segment, gets its
+queue offset from the commit log's own table, and its answer (byte for byte the Python path's)
+goes into one buffer for the read. Dispatch finds the new messages like any others: the store's
+wake after the read dispatches them (queue and index entries, held pulls woken).
+
+What it declines, unchanged and in order, to the Python path: everything else, which decides what
+is refused and why: other request codes, responses, V1 header names (the C++ client), unknown
+topics and auto-creation, transactions, delays, retry topics, properties it does not know,
+malformed or oversized frames and messages, a store that refuses puts (full disk, failed sync,
+stopping), a segment roll.
+
+Answers keep the connection's request order (RemotingConnection with a fast reader): the answers
+of a read wait behind any earlier answer still awaited, and under a durability condition
+(SYNC_FLUSH, replication) they wait for it through the durable-save seam like every save:
+``DurableSave.answer`` with "durable up to the read's end offset"; a condition that fails turns
+them into its failure code (FLUSH_DISK_TIMEOUT...), as the Python path answers.
+
+Turning it off: ``native_fast_path_enable = false`` (config), ``ORBITMQ_PURE_PYTHON=1`` (no C at
+all), or at runtime :meth:`FastPath.suspend` (the one switch the role logic turns off: a slave
+takes no sends; a broker with ``broker_id`` > 0 starts suspended) and, read per socket read,
+the broker's permission (without WRITE the Python path refuses the sends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.durable_save import put_answer
+from orbitmq.broker.topic_config_manager import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+)
+from orbitmq.config import BrokerRole
+from orbitmq.errors import ClientError
+from orbitmq.metrics.buckets import MESSAGE_SIZE_BOUNDS_BYTES
+from orbitmq.protocol.bodies import Perm, TopicConfig
+from orbitmq.protocol.codes import RequestCode
+from orbitmq.protocol.command import decode_command, encode
+from orbitmq.protocol.message import PropertyKey
+from orbitmq.protocol.native import NATIVE
+from orbitmq.protocol.stored import pack_host
+from orbitmq.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
+from orbitmq.transport.connection import RemotingConnection
+
+__all__ = ["FastPath", "INERT_PROPERTIES", "UNORDERED_CODES", "plain_topic"]
+
+log = logging.getLogger(__name__)
+
+# Properties the broker stores as they came and acts on only through dispatch (tags, keys, the
+# unique key) or not at all: a send with any other property name takes the Python path.
+INERT_PROPERTIES = (PropertyKey.UNIQ_KEY, PropertyKey.KEYS, PropertyKey.TAGS, PropertyKey.WAIT,
+                    PropertyKey.MSG_REGION, PropertyKey.TRACE_ON)
+# Requests answered whenever their messages come (long polling): they hold no answer back.
+UNORDERED_CODES = frozenset({int(RequestCode.PULL_MESSAGE)})
+GIL_RELEASE_BYTES = 256 * 1024  # a batch this large is copied into the log without the GIL
+_BORN = "orbitmq.fast_path.born_host"  # RemotingConnection.attributes: packed peer, b"" if none
+_PERM_WRITE = int(Perm.WRITE)
+_SEND_CODES = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
+               int(RequestCode.SEND_BATCH_MESSAGE))
+# (request code, response code, count, seconds each): RemotingServer.note_answered
+Timings = Callable[[int, int, int, float], None]
+_PUT_OK = PutMessageStatus.PUT_OK
+# The TopicConfig fields this module knows; any other must be at its default for a topic to be
+# plain (a message type, a timer... added later is then the Python path's until learnt here).
+_KNOWN_TOPIC_FIELDS = frozenset({"topic_name", "read_queue_nums", "write_queue_nums", "perm",
+                                 "topic_filter_type", "topic_sys_flag", "order"})
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+_OTHER_TOPIC_FIELDS = tuple((f.name, _default(f)) for f in dataclasses.fields(TopicConfig)
+                            if f.name not in _KNOWN_TOPIC_FIELDS)
+
+
+def plain_topic(tc: TopicConfig) -> bool:
+    """Whether sends to ``tc`` need nothing of the broker but storing: the fast path's topics."""
+    name = tc.topic_name
+    return (name not in NOT_ALLOWED_SEND_TOPICS and name not in SYSTEM_TOPICS
+            and not name.startswith(RETRY_GROUP_TOPIC_PREFIX) and bool(tc.perm & _PERM_WRITE)
+            and tc.write_queue_nums > 0
+            and all(getattr(tc, field) == default for field, default in _OTHER_TOPIC_FIELDS))
+
+
+def _packed(ip: str, port: int) -> bytes:
+    """ip + i32 port as stored messages hold a host (ClientError for a non-IP host)."""
+    packed, _ = pack_host(ip)
+    return packed + (port & 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def _with_outcome(answers: bytes, code: int, remark: str | None) -> bytes:
+    """``answers`` (whole answer frames) with their code and remark replaced: a durability
+    condition failed after they were built (rare: decoded and encoded again)."""
+    out, pos = [], 0
+    view = memoryview(answers)
+    while pos < len(answers):
+        total = int.from_bytes(answers[pos : pos + 4], "big")
+        cmd = decode_command(bytes(view[pos + 4 : pos + 4 + total]))
+        cmd.code, cmd.remark = code, remark
+        out.append(encode(cmd))
+        pos += 4 + total
+    return b"".join(out)
+
+
+def _answers_after(result: PutMessageResult, answers: bytes) -> bytes:
+    """The seam's respond function for a read's answers (see DurableSave.answer)."""
+    if result.status is _PUT_OK:
+        return answers
+    return _with_outcome(answers, *put_answer(result))
+
+
+class FastPath:
+    """The broker's native fast path (module docstring); the connections' fast reader.
+
+    Built by the controller, started once the server listens (the store host is then known).
+    """
+
+    def __init__(self, ctx: BrokerContext, native: Any, timings: Timings | None = None) -> None:
+        self.ctx = ctx
+        self._timings = timings  # RemotingServer.note_answered: the metrics' request timings
+        self._module = native
+        self._native: Any = None  # the C FastPath, from start()
+        self._store = ctx.store
+        self._saver = ctx.saver
+        self._stats = ctx.stats
+        self._suspended: dict[str, str] = {}  # who turned it off -> why
+        self._config = ctx.config  # live: UPDATE_BROKER_CONFIG changes broker_permission in place
+        self._role_changed(ctx.role.role, ctx.role.broker_id)
+        ctx.role.on_change(self._role_changed)
+
+    def _role_changed(self, role: BrokerRole, broker_id: int) -> None:
+        """A slave takes no sends: off while the broker is one (a failover may change it)."""
+        if role is BrokerRole.SLAVE:
+            self.suspend("role", f"a slave (broker id {broker_id}) takes no sends")
+        else:
+            self.resume("role")
+
+    @classmethod
+    def create(cls, ctx: BrokerContext, timings: Timings | None = None) -> FastPath | None:
+        """The fast path, or None when it is off (config) or the C speedups are not there."""
+        if not ctx.config.native_fast_path_enable or NATIVE is None:
+            return None
+        return cls(ctx, NATIVE, timings)
+
+    # -- the switch -----------------------------------------------------------------------------
+    @property
+    def accepting(self) -> bool:
+        """Whether it takes frames now: started, not suspended, the broker writable."""
+        return (self._native is not None and not self._suspended
+                and bool(self._config.broker_permission & _PERM_WRITE))
+
+    def suspend(self, who: str, why: str) -> None:
+        """Turn it off until ``resume(who)``: every frame then takes the Python path (the role
+        logic's switch: a broker becoming a slave calls this before it refuses sends)."""
+        if who not in self._suspended:
+            log.info("native fast path off who=%s reason=%s", who, why)
+        self._suspended[who] = why
+
+    def resume(self, who: str) -> None:
+        if self._suspended.pop(who, None) is not None and not self._suspended:
+            log.info("native fast path on again")
+
+    # -- lifecycle and snapshot -----------------------------------------------------------------
+    def start(self) -> None:
+        """Build the C side for the broker's store host (known once the server listens)."""
+        ip, port = self.ctx.host.store_host
+        store = self._store
+        self._native = self._module.FastPath(
+            _packed(ip, port), store.config.max_message_size, store.max_blob_size,
+            self.ctx.config.max_frame_size, tuple(INERT_PROPERTIES),
+            tuple(math.ceil(b) for b in MESSAGE_SIZE_BOUNDS_BYTES), GIL_RELEASE_BYTES)
+        self.topics_changed()
+        log.info("native fast path on%s", "" if not self._suspended else
+                 " but suspended: " + "; ".join(self._suspended.values()))
+
+    def topics_changed(self) -> None:
+        """Take a new snapshot of the plain topics (the topic table calls this on every change)."""
+        if self._native is not None:
+            table = self.ctx.topics.table
+            self._native.set_topics({name: tc.write_queue_nums for name, tc in list(table.items())
+                                     if plain_topic(tc)})
+
+    def counts(self) -> dict[str, int]:
+        """Frames handled, declined and left for a segment roll (tests, diagnostics)."""
+        return {} if self._native is None else dict(self._native.counts())
+
+    # -- the fast reader ------------------------------------------------------------------------
+    def __call__(self, conn: RemotingConnection, buf: bytearray, pos: int) -> int:
+        if self._suspended or self._native is None or not self._config.broker_permission & _PERM_WRITE:
+            return pos  # (a broker without WRITE: the Python path refuses the sends)
+        born = conn.attributes.get(_BORN)
+        if born is None:
+            born = self._born(conn)
+        if not born:
+            return pos
+        take = self._native.take
+        started = time.perf_counter()
+
+        def write(seg: Any, seg_pos: int, base: int, now: int,
+                  table: dict[tuple[str, int], int]) -> tuple[int, tuple[Any, ...]]:
+            got = take(buf, pos, born, seg, seg_pos, base, now, table)
+            return got[1], (got, base, seg_pos, now)
+
+        done = self._store.put_in_place(write)
+        if done is None:
+            return pos
+        (taken, seg_end, answers, _stop, counts, by_code), base, seg_start, now = done
+        if counts is None:  # nothing taken
+            return taken
+        self._stats.on_fast_sends(counts)
+        if self._timings is not None:
+            self._timed(by_code, time.perf_counter() - started)
+        saver = self._saver
+        saver.appended()
+        if answers is not None:
+            if saver.conditions:
+                self._answer_when_durable(conn, answers, base + seg_start, base + seg_end, now,
+                                          sum(c[1] for c in counts))
+            else:
+                conn.send_ordered(answers)
+        return taken
+
+    def _timed(self, by_code: tuple[int, int, int], seconds: float) -> None:
+        """The requests of a read for the request timings, each at the read's time per request
+        (under a durability condition: until the answers were built, not until the sync)."""
+        assert self._timings is not None
+        requests = sum(by_code)
+        for code, count in zip(_SEND_CODES, by_code, strict=True):
+            if count:
+                self._timings(code, 0, count, seconds / requests)
+
+    def _answer_when_durable(self, conn: RemotingConnection, answers: bytes, start: int,
+                             end: int, now: int, requests: int) -> None:
+        append = AppendMessageResult(start, end - start, now, 0, requests, [0], b"")
+        answer = self._saver.answer(PutMessageResult(_PUT_OK, append), _answers_after, answers)
+        if isinstance(answer, asyncio.Future):
+            conn.send_ordered_later(answer, requests)
+        else:
+            conn.send_ordered(answer)
+
+    @staticmethod
+    def _born(conn: RemotingConnection) -> bytes:
+        """The peer as stored messages hold it (BORNHOST), cached on the connection; b"" when
+        it is no IP (its sends take the Python path, which refuses them)."""
+        ip, _, port = conn.peer.rpartition(":")
+        try:
+            born = _packed(ip or "127.0.0.1", int(port) if port.isdigit() else 0)
+        except ClientError:
+            born = b""
+        conn.attributes[_BORN] = born
+        return born

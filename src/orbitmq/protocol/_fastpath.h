@@ -1,0 +1,641 @@
+/*
+ * _fastpath.h: the native fast path of the broker's sends, for _speedups.c (its only includer).
+ *
+ * FastPath.take() gets a connection's buffered bytes and takes, in order, every complete frame
+ * it can handle entirely: SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE with the V2 (a..n)
+ * header names, to a topic of the snapshot the broker gave it (set_topics: existing, writable
+ * topics that need nothing of the broker), to a queue in range, with only the properties the
+ * broker named inert (set at construction) and nothing the stored codec refuses or routes. Each
+ * is encoded with the one encoder (_stored_encode.h) straight into the commit log segment given,
+ * its positions patched, the queue-offset table (the CommitLog's own dict) advanced, and its
+ * answer appended to one output buffer, byte for byte the answer of the Python path
+ * (broker/send_processor.py). It stops at the first frame it declines (anything else, a frame
+ * that does not fit the segment, a partial frame) and says where: the caller hands that frame to
+ * the Python path and calls again, so every frame is handled once, in order, by one of the two.
+ *
+ * The caller holds the commit log's put lock and publishes the segment's new write position;
+ * broker/fast_path.py is that caller. Every byte of a frame is bounds-checked before it is read.
+ */
+#ifndef ORBITMQ_FASTPATH_H
+#define ORBITMQ_FASTPATH_H
+
+#include "_wire_request.h"
+
+#define CODE_SEND_MESSAGE 10
+#define CODE_SEND_MESSAGE_V2 310
+#define CODE_SEND_BATCH_MESSAGE 320
+#define LANGUAGE_PYTHON 3
+#define USER_SYS_FLAGS 3   /* compressed, multi tags: what a plain send stores */
+#define INERT_NAMES_MAX 32
+#define SIZE_BOUNDS_MAX 32
+#define STOP_PARTIAL 0
+#define STOP_DECLINED 1
+#define STOP_SEGMENT_FULL 2
+
+typedef struct {
+    PyObject *name;  /* the topic as str: the queue-offset table's key */
+    unsigned char part[1 + TOPIC_SIZE_MAX];  /* u8 length + topic, as stored */
+    Py_ssize_t part_len;
+    int32_t write_queue_nums;
+} TopicEntry;
+
+typedef struct {
+    PyObject_HEAD
+    TopicEntry *topics;
+    Py_ssize_t topic_count;
+    Py_ssize_t *slots;  /* open addressing: index + 1 into topics, 0 free */
+    size_t mask;
+    unsigned char store_host[HOST_V6_SIZE];
+    Py_ssize_t store_host_len;
+    char id_prefix[2 * HOST_V6_SIZE];  /* the store host in upper hex: offset message ids */
+    Py_ssize_t id_prefix_len;
+    Py_ssize_t max_message_size, max_blob_size, max_frame_size, gil_release_bytes;
+    Span inert[INERT_NAMES_MAX];
+    int inert_count;
+    Py_ssize_t size_bounds[SIZE_BOUNDS_MAX];
+    int bounds_count;
+    PyObject *inert_names;  /* the tuple the inert spans point into */
+    unsigned char *scratch;
+    Py_ssize_t scratch_cap;
+    unsigned long long handled, declined, segment_full, errors;  /* frames, since creation */
+} FastPathObject;
+
+/* -- the topic snapshot ----------------------------------------------------------------------- */
+
+static const TopicEntry *find_topic(const FastPathObject *fp, const unsigned char *t, Py_ssize_t n)
+{
+    if (fp->slots == NULL)
+        return NULL;
+    size_t i = name_hash(t, n) & fp->mask;
+    while (fp->slots[i] != 0) {
+        const TopicEntry *e = &fp->topics[fp->slots[i] - 1];
+        if (e->part_len - 1 == n && memcmp(e->part + 1, t, (size_t)n) == 0)
+            return e;
+        i = (i + 1) & fp->mask;
+    }
+    return NULL;
+}
+
+static void clear_topics(FastPathObject *fp)
+{
+    for (Py_ssize_t i = 0; i < fp->topic_count; i++)
+        Py_XDECREF(fp->topics[i].name);
+    PyMem_Free(fp->topics);
+    PyMem_Free(fp->slots);
+    fp->topics = NULL;
+    fp->slots = NULL;
+    fp->topic_count = 0;
+}
+
+/* set_topics({topic: write_queue_nums}): the topics the fast path may store to, replacing the
+ * last snapshot. Topics that cannot be stored as they are named (stored._layout's topic rule)
+ * are left out, and so are queue counts outside 1..2**31-1. */
+static PyObject *fp_set_topics(FastPathObject *fp, PyObject *table)
+{
+    if (!PyDict_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "set_topics takes a dict of topic -> write queue nums");
+        return NULL;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(table), cap = 16, i = 0, count = 0;
+    while (cap < 2 * n + 2)
+        cap <<= 1;
+    TopicEntry *topics = PyMem_Calloc((size_t)(n ? n : 1), sizeof(TopicEntry));
+    Py_ssize_t *slots = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+    if (topics == NULL || slots == NULL) {
+        PyMem_Free(topics);
+        PyMem_Free(slots);
+        return PyErr_NoMemory();
+    }
+    PyObject *key, *value;
+    while (PyDict_Next(table, &i, &key, &value)) {
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &len) : NULL;
+        long nums = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
+        if (utf8 == NULL || nums < 1 || nums > INT32_MAX) {
+            PyErr_Clear();
+            continue;
+        }
+        if (len < 1 || len > TOPIC_SIZE_MAX || !topic_ok((const unsigned char *)utf8, len))
+            continue;
+        TopicEntry *e = &topics[count];
+        e->name = Py_NewRef(key);
+        e->part[0] = (unsigned char)len;
+        memcpy(e->part + 1, utf8, (size_t)len);
+        e->part_len = len + 1;
+        e->write_queue_nums = (int32_t)nums;
+        size_t s = name_hash((const unsigned char *)utf8, len) & (size_t)(cap - 1);
+        while (slots[s] != 0)
+            s = (s + 1) & (size_t)(cap - 1);
+        slots[s] = ++count;
+    }
+    clear_topics(fp);
+    fp->topics = topics;
+    fp->slots = slots;
+    fp->mask = (size_t)(cap - 1);
+    fp->topic_count = count;
+    return PyLong_FromSsize_t(count);
+}
+
+/* -- the send header's values (_fast_headers.send_v2_fast: a strict subset of what it takes) -- */
+
+/* Decimal digits with an optional '-', in [low, high]. */
+static int span_int(Span s, int64_t low, int64_t high, int64_t *out)
+{
+    if (s.p == NULL || s.len == 0 || s.len > 19)
+        return 0;
+    Py_ssize_t i = s.p[0] == '-' ? 1 : 0;
+    if (i == s.len)
+        return 0;
+    uint64_t v = 0;
+    for (; i < s.len; i++) {
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return 0;
+        v = v * 10 + (uint64_t)(s.p[i] - '0');
+        if (v > (uint64_t)INT64_MAX)
+            return 0;
+    }
+    int64_t sv = s.p[0] == '-' ? -(int64_t)v : (int64_t)v;
+    if (sv < low || sv > high)
+        return 0;
+    *out = sv;
+    return 1;
+}
+
+/* An optional number: absent or empty is ``dflt``. */
+static int span_opt_int(Span s, int64_t dflt, int64_t low, int64_t high, int64_t *out)
+{
+    if (s.p == NULL || s.len == 0) {
+        *out = dflt;
+        return 1;
+    }
+    return span_int(s, low, high, out);
+}
+
+/* An optional flag: absent, empty, "false" or "0" is 0; "true" or "1" is 1; -1 otherwise. */
+static int span_bool(Span s)
+{
+    if (s.p == NULL || s.len == 0 || (s.len == 5 && memcmp(s.p, "false", 5) == 0) ||
+        (s.len == 1 && s.p[0] == '0'))
+        return 0;
+    if ((s.len == 4 && memcmp(s.p, "true", 4) == 0) || (s.len == 1 && s.p[0] == '1'))
+        return 1;
+    return -1;
+}
+
+/* Whether every property name of well-formed properties is one the broker called inert. */
+static int props_inert(const void *arg, const unsigned char *p, Py_ssize_t n)
+{
+    const FastPathObject *fp = arg;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        const unsigned char *item = p + i;
+        const unsigned char *stop = memchr(item, 0x02, (size_t)(n - i));
+        Py_ssize_t item_len = stop != NULL ? stop - item : n - i;
+        const unsigned char *sep = memchr(item, 0x01, (size_t)item_len);
+        Py_ssize_t name_len = sep != NULL ? sep - item : item_len;
+        int known = 0;
+        for (int k = 0; k < fp->inert_count && !known; k++)
+            known = fp->inert[k].len == name_len &&
+                    memcmp(fp->inert[k].p, item, (size_t)name_len) == 0;
+        if (!known)
+            return 0;
+        i += item_len + 1;
+    }
+    return 1;
+}
+
+/* -- one take() call's state ------------------------------------------------------------------ */
+
+typedef struct {
+    const TopicEntry *topic;
+    long long times, msgs, size;
+    long long by_size[SIZE_BOUNDS_MAX + 1];
+} TopicCount;
+
+typedef struct {
+    unsigned char *seg;
+    Py_ssize_t seg_len, seg_pos;
+    int64_t seg_base, now;
+    const unsigned char *born;
+    Py_ssize_t born_len;
+    PyObject *queue_table;
+    char *out;  /* the answers */
+    Py_ssize_t out_len, out_cap;
+    TopicCount *counts;
+    Py_ssize_t count_len, count_cap;
+    Py_ssize_t by_code[3];  /* handled requests: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE */
+} Take;
+
+static int out_reserve(Take *t, Py_ssize_t more)
+{
+    if (t->out_len + more <= t->out_cap)
+        return 0;
+    Py_ssize_t cap = t->out_cap ? t->out_cap : 4096;
+    while (cap < t->out_len + more)
+        cap *= 2;
+    char *grown = PyMem_Realloc(t->out, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->out = grown;
+    t->out_cap = cap;
+    return 0;
+}
+
+/* The call's counts of ``topic``, made room for first; NULL with an exception set. */
+static TopicCount *reserve_count(Take *t, const TopicEntry *topic)
+{
+    for (Py_ssize_t i = 0; i < t->count_len; i++)
+        if (t->counts[i].topic == topic)
+            return &t->counts[i];
+    if (t->count_len == t->count_cap) {
+        Py_ssize_t cap = t->count_cap ? 2 * t->count_cap : 4;
+        TopicCount *grown = PyMem_Realloc(t->counts, sizeof(TopicCount) * (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->counts = grown;
+        t->count_cap = cap;
+    }
+    TopicCount *c = &t->counts[t->count_len++];
+    memset(c, 0, sizeof *c);
+    c->topic = topic;
+    return c;
+}
+
+/* Counts a stored send (its counts were reserved: cannot fail), as BrokerStats.on_send does. */
+static void count_send(const FastPathObject *fp, Take *t, const TopicEntry *topic, long long msgs,
+                       long long size)
+{
+    TopicCount *c = NULL;
+    for (Py_ssize_t i = 0; i < t->count_len && c == NULL; i++)
+        if (t->counts[i].topic == topic)
+            c = &t->counts[i];
+    assert(c != NULL);
+    long long per = msgs ? size / msgs : size;
+    int b = 0;
+    while (b < fp->bounds_count && fp->size_bounds[b] < per)  /* bisect_left */
+        b++;
+    c->times++;
+    c->msgs += msgs;
+    c->size += size;
+    c->by_size[b] += msgs;
+}
+
+#include "_fastpath_answer.h"
+
+/* -- one send ---------------------------------------------------------------------------------- */
+
+enum { SEND_HANDLED = 0, SEND_DECLINED, SEND_SEGMENT_FULL, SEND_ERROR };
+
+typedef struct {
+    const TopicEntry *topic;
+    int32_t queue_id, flag, sys_flag, reconsume;
+    int64_t born_ts;
+    int batch, oneway;
+    Span props;
+} SendFields;
+
+/* The send header's fields, or 0 to decline (the Python path decides). */
+static int send_fields(const FastPathObject *fp, const WireRequest *r, SendFields *f)
+{
+    const Span *s = r->send;
+    int64_t nums, qid, sys_flag, born, flag, reconsume, max_reconsume;
+    if (r->code != CODE_SEND_MESSAGE && r->code != CODE_SEND_MESSAGE_V2 &&
+        r->code != CODE_SEND_BATCH_MESSAGE)
+        return 0;
+    if ((r->flag & FLAG_RESPONSE) || r->has_v1_names || s[0].p == NULL || s[2].p == NULL)
+        return 0;  /* a: producer group, c: default topic (unread for an existing topic) */
+    if (!span_int(s[3], 0, INT32_MAX, &nums) || !span_int(s[4], INT32_MIN, INT32_MAX, &qid) ||
+        !span_int(s[5], 0, USER_SYS_FLAGS, &sys_flag) || !span_int(s[6], 0, INT64_MAX, &born) ||
+        !span_int(s[7], INT32_MIN, INT32_MAX, &flag) ||
+        !span_opt_int(s[9], 0, 0, INT32_MAX, &reconsume) ||
+        !span_opt_int(s[11], 0, -1, INT32_MAX, &max_reconsume))
+        return 0;
+    int unit_mode = span_bool(s[10]), batch = span_bool(s[12]);
+    if (unit_mode < 0 || batch < 0 || s[1].p == NULL)
+        return 0;
+    f->topic = find_topic(fp, s[1].p, s[1].len);
+    if (f->topic == NULL || qid < 0 || qid >= f->topic->write_queue_nums)
+        return 0;  /* unknown (or not plain) topic; a queue the broker would pick itself */
+    if (r->body_len > fp->max_message_size || s[8].len >= PROPERTIES_SIZE_MAX)
+        return 0;
+    f->queue_id = (int32_t)qid;
+    f->flag = (int32_t)flag;
+    f->sys_flag = (int32_t)sys_flag;
+    f->reconsume = (int32_t)reconsume;
+    f->born_ts = born;
+    f->batch = r->code == CODE_SEND_BATCH_MESSAGE || batch;
+    f->oneway = (r->flag & FLAG_ONEWAY) != 0;
+    f->props = s[8];
+    return 1;
+}
+
+static PyObject *queue_key(const SendFields *f)
+{
+    PyObject *qid = PyLong_FromLong(f->queue_id);
+    if (qid == NULL)
+        return NULL;
+    PyObject *key = PyTuple_Pack(2, f->topic->name, qid);
+    Py_DECREF(qid);
+    return key;
+}
+
+/* The next queue offset of the send's queue (0 when new), -1 with an exception set. */
+static int64_t queue_offset(Take *t, PyObject *key)
+{
+    PyObject *found = PyDict_GetItemWithError(t->queue_table, key);
+    if (found == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    long long v = PyLong_AsLongLong(found);
+    if (v < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "negative queue offset in the table");
+    return v < 0 ? -1 : v;
+}
+
+/* Stores one send planned by send_fields, answers it and counts it. Everything that can fail
+ * (memory) is done before the segment and the table change, but the table's update itself:
+ * SEND_ERROR (an exception set) then means this send changed nothing published. */
+static int store_send(FastPathObject *fp, Take *t, const WireRequest *r, const SendFields *f)
+{
+    StoreContext c = {f->topic->part, t->born, fp->store_host, f->topic->part_len, t->born_len,
+                      fp->store_host_len, f->queue_id, f->sys_flag, f->reconsume, f->born_ts};
+    if (context_check(&c) != CONTEXT_OK)
+        return SEND_DECLINED;
+    SinglePlan single;
+    BatchPlan batch;
+    Py_ssize_t size, count;
+    if (f->batch) {
+        batch_plan(r->body, r->body_len, &c, fp->max_message_size, fp->max_blob_size,
+                   props_inert, fp, &batch);
+        if (batch.status != BATCH_OK)
+            return SEND_DECLINED;
+        size = batch.out_size;
+        count = batch.count;
+    } else {
+        single_plan(f->props.p, f->props.len, &single);
+        if (single.status != SINGLE_OK || !props_inert(fp, f->props.p, f->props.len))
+            return SEND_DECLINED;
+        size = stored_size(&c, r->body_len, f->props.len + single.add_separator);
+        count = 1;
+    }
+    if (t->seg_pos + size + BLANK_ENTRY_SIZE > t->seg_len)
+        return SEND_SEGMENT_FULL;  /* the Python path rolls the segment (blank entry and all) */
+    PyObject *key = queue_key(f), *next = NULL;
+    int64_t first = key != NULL ? queue_offset(t, key) : -1;
+    if (first >= 0)  /* every message of a plain send takes a queue offset */
+        next = PyLong_FromLongLong(first + count);
+    if (next == NULL || reserve_answer(t, count) < 0 || reserve_count(t, f->topic) == NULL) {
+        Py_XDECREF(key);
+        Py_XDECREF(next);
+        return SEND_ERROR;
+    }
+    unsigned char *m = t->seg + t->seg_pos;
+    int64_t phy = t->seg_base + t->seg_pos, qoff = first;
+    if (f->batch && size >= fp->gil_release_bytes) {
+        Py_BEGIN_ALLOW_THREADS
+        batch_write(m, r->body, r->body_len, &c, NULL);
+        Py_END_ALLOW_THREADS
+    } else if (f->batch) {
+        batch_write(m, r->body, r->body_len, &c, NULL);
+    } else {
+        write_stored(m, &c, f->flag, r->body, r->body_len, f->props.p, f->props.len,
+                     single.add_separator);
+    }
+    for (Py_ssize_t i = 0, rel = 0; i < count; i++) {
+        qoff = patch_one(m + rel, phy + rel, qoff, t->now);
+        rel += get_i32(m + rel + TOTALSIZE_AT);
+    }
+    assert(qoff == first + count);
+    int failed = PyDict_SetItem(t->queue_table, key, next) < 0;
+    Py_DECREF(next);
+    Py_DECREF(key);
+    if (failed)
+        return SEND_ERROR;  /* written past the published end only: nothing happened */
+    t->seg_pos += size;
+    if (!f->oneway)
+        answer_send(fp, t, r, m, phy, count, f->queue_id, first);
+    count_send(fp, t, f->topic, count, size);
+    t->by_code[r->code == CODE_SEND_MESSAGE ? 0 : r->code == CODE_SEND_MESSAGE_V2 ? 1 : 2]++;
+    return SEND_HANDLED;
+}
+
+/* -- take(): every frame it can handle, in order ---------------------------------------------- */
+
+static int ensure_scratch(FastPathObject *fp, Py_ssize_t need)
+{
+    if (need <= fp->scratch_cap)
+        return 0;
+    unsigned char *grown = PyMem_Realloc(fp->scratch, (size_t)need);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    fp->scratch = grown;
+    fp->scratch_cap = need;
+    return 0;
+}
+
+/* The per-topic counts of a take() as [(topic, requests, messages, bytes, by_size), ...]. */
+static PyObject *counts_list(const FastPathObject *fp, const Take *t)
+{
+    PyObject *list = PyList_New(t->count_len);
+    for (Py_ssize_t i = 0; list != NULL && i < t->count_len; i++) {
+        const TopicCount *c = &t->counts[i];
+        PyObject *sizes = PyTuple_New(fp->bounds_count + 1);
+        for (int b = 0; sizes != NULL && b <= fp->bounds_count; b++) {
+            PyObject *v = PyLong_FromLongLong(c->by_size[b]);
+            if (v == NULL)
+                Py_CLEAR(sizes);
+            else
+                PyTuple_SET_ITEM(sizes, b, v);
+        }
+        PyObject *item = sizes == NULL ? NULL : Py_BuildValue("(OLLLN)", c->topic->name, c->times,
+                                                              c->msgs, c->size, sizes);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/*
+ * take(buf, pos, born_host, segment, seg_pos, seg_base, now, queue_table)
+ *     -> (pos, seg_pos, answers: bytes | None, stop, counts: list | None, by_code)
+ * Frames from ``buf[pos:]``; messages into ``segment`` (the last commit log segment, writable,
+ * its first byte at commit log offset ``seg_base``) from ``seg_pos``, with store time ``now``.
+ * ``stop`` says why it stopped at ``pos``: STOP_PARTIAL (no whole frame left), STOP_DECLINED or
+ * STOP_SEGMENT_FULL (the frame there is the Python path's). ``by_code``: the requests handled
+ * per request code (10, 310, 320), for the request timings of the metrics.
+ */
+static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer in, born, seg;
+    Py_ssize_t pos;
+    long long seg_pos, seg_base, now;
+    if (nargs != 8 || !PyDict_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "take(buf, pos, born_host, segment, seg_pos, seg_base, "
+                                         "now, queue_table: dict)");
+        return NULL;
+    }
+    pos = PyLong_AsSsize_t(args[1]);
+    seg_pos = PyLong_AsLongLong(args[4]);
+    seg_base = PyLong_AsLongLong(args[5]);
+    now = PyLong_AsLongLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[2], &born, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[3], &seg, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&in);
+        PyBuffer_Release(&born);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Take t = {seg.buf, seg.len, (Py_ssize_t)seg_pos, seg_base, now, born.buf, born.len, args[7],
+              NULL, 0, 0, NULL, 0, 0, {0, 0, 0}};
+    int stop = STOP_PARTIAL;
+    if (pos < 0 || pos > in.len || seg_pos < 0 || seg_pos > seg.len || seg_base < 0) {
+        PyErr_SetString(PyExc_ValueError, "take: position outside its buffer");
+        goto done;
+    }
+    if (ensure_scratch(fp, in.len - pos) < 0)
+        goto done;
+    for (;;) {
+        WireRequest r;
+        Py_ssize_t frame_size = 0;
+        int read = read_frame((const unsigned char *)in.buf + pos, in.len - pos, fp->max_frame_size,
+                              fp->scratch, &r, &frame_size);
+        if (read == FRAME_PARTIAL)
+            break;
+        SendFields f;
+        int sent = read == FRAME_DECLINED || !send_fields(fp, &r, &f) ? SEND_DECLINED
+                                                                       : store_send(fp, &t, &r, &f);
+        if (sent == SEND_ERROR) {  /* out of memory: this frame is the Python path's */
+            PyErr_Clear();
+            fp->errors++;
+            sent = SEND_DECLINED;
+        }
+        if (sent != SEND_HANDLED) {
+            stop = sent == SEND_SEGMENT_FULL ? STOP_SEGMENT_FULL : STOP_DECLINED;
+            if (sent == SEND_SEGMENT_FULL)
+                fp->segment_full++;
+            else
+                fp->declined++;
+            break;
+        }
+        fp->handled++;
+        pos += frame_size;
+    }
+    PyObject *answers = t.out_len ? PyBytes_FromStringAndSize(t.out, t.out_len) : Py_NewRef(Py_None);
+    PyObject *counts = t.count_len ? counts_list(fp, &t) : Py_NewRef(Py_None);
+    if (answers != NULL && counts != NULL)
+        result = Py_BuildValue("(nnNiN(nnn))", pos, t.seg_pos, answers, stop, counts,
+                               t.by_code[0], t.by_code[1], t.by_code[2]);
+    else {
+        Py_XDECREF(answers);
+        Py_XDECREF(counts);
+    }
+done:
+    PyMem_Free(t.out);
+    PyMem_Free(t.counts);
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&born);
+    PyBuffer_Release(&seg);
+    return result;
+}
+
+/* -- the type ---------------------------------------------------------------------------------- */
+
+/* FastPath(store_host, max_message_size, max_blob_size, max_frame_size, inert_properties,
+ *          size_bounds, gil_release_bytes) */
+static int fp_init(FastPathObject *fp, PyObject *args, PyObject *kwds)
+{
+    Py_buffer host;
+    PyObject *inert, *bounds;
+    if (!PyArg_ParseTuple(args, "y*nnnO!O!n", &host, &fp->max_message_size, &fp->max_blob_size,
+                          &fp->max_frame_size, &PyTuple_Type, &inert, &PyTuple_Type, &bounds,
+                          &fp->gil_release_bytes))
+        return -1;
+    int ok = host.len == HOST_V4_SIZE || host.len == HOST_V6_SIZE;
+    if (ok) {
+        memcpy(fp->store_host, host.buf, (size_t)host.len);
+        fp->store_host_len = host.len;
+        for (Py_ssize_t i = 0; i < host.len; i++) {
+            fp->id_prefix[2 * i] = HEX_UPPER[fp->store_host[i] >> 4];
+            fp->id_prefix[2 * i + 1] = HEX_UPPER[fp->store_host[i] & 0xF];
+        }
+        fp->id_prefix_len = 2 * host.len;
+    }
+    PyBuffer_Release(&host);
+    if (!ok || PyTuple_GET_SIZE(inert) > INERT_NAMES_MAX || PyTuple_GET_SIZE(bounds) > SIZE_BOUNDS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "FastPath: bad store host, too many inert names or bounds");
+        return -1;
+    }
+    fp->inert_count = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(inert); i++) {
+        PyObject *name = PyTuple_GET_ITEM(inert, i);  /* kept alive by the tuple, kept below */
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &len) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "FastPath: inert property names are str");
+            return -1;
+        }
+        fp->inert[fp->inert_count].p = (const unsigned char *)utf8;
+        fp->inert[fp->inert_count++].len = len;
+    }
+    fp->bounds_count = (int)PyTuple_GET_SIZE(bounds);
+    for (int b = 0; b < fp->bounds_count; b++) {
+        fp->size_bounds[b] = PyLong_AsSsize_t(PyTuple_GET_ITEM(bounds, b));
+        if (fp->size_bounds[b] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    Py_XSETREF(fp->inert_names, Py_NewRef(inert));
+    return 0;
+}
+
+static void fp_dealloc(FastPathObject *fp)
+{
+    clear_topics(fp);
+    PyMem_Free(fp->scratch);
+    Py_XDECREF(fp->inert_names);
+    Py_TYPE(fp)->tp_free((PyObject *)fp);
+}
+
+static PyObject *fp_counts(FastPathObject *fp, PyObject *unused)
+{
+    return Py_BuildValue("{sKsKsKsK}", "handled", fp->handled, "declined", fp->declined,
+                         "segment_full", fp->segment_full, "errors", fp->errors);
+}
+
+static PyMethodDef fp_methods[] = {
+    {"take", (PyCFunction)(void (*)(void))fp_take, METH_FASTCALL,
+     "Every frame it can handle from buf[pos:], stored and answered; see _fastpath.h."},
+    {"set_topics", (PyCFunction)fp_set_topics, METH_O,
+     "The topics it may store to: {topic: write queue nums}, replacing the last snapshot."},
+    {"counts", (PyCFunction)fp_counts, METH_NOARGS,
+     "Frames handled, declined and left for a segment roll since creation."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FastPathType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "orbitmq.protocol._speedups.FastPath",
+    .tp_basicsize = sizeof(FastPathObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The native fast path of plain sends (see _fastpath.h).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)fp_init,
+    .tp_dealloc = (destructor)fp_dealloc,
+    .tp_methods = fp_methods,
+};
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * _stored_encode.h: the one C encoder of the stored message form, for _speedups.c (its only
+ * includer): the twins encode_wire_single / encode_wire_batch and the native fast path
+ * (_fastpath.h) both write messages through write_stored() after the checks below, so the bytes
+ * a message gets do not depend on the road it took. Pure C: nothing here touches a Python
+ * object, so the fast path can run it without the GIL and the fuzz harness without Python.
+ *
+ * The checks are the rules of _stored_rules.h in the order of the Python twins
+ * (stored._encode.encode_wire_single_py / encode_wire_batch_py); each returns a problem code and
+ * its details, and the twins' Python wrappers turn them into the same RemoteProtocolError
+ * messages as before.
+ */
+#ifndef ORBITMQ_STORED_ENCODE_H
+#define ORBITMQ_STORED_ENCODE_H
+
+#include <dlfcn.h>
+#include <limits.h>
+
+/* -- CRC-32 (zlib's): libz's own function when it can be loaded, else a table ---------------- */
+
+typedef unsigned long (*zlib_crc32_fn)(unsigned long, const unsigned char *, unsigned int);
+static zlib_crc32_fn crc32_zlib;  /* NULL: the table below */
+static uint32_t crc32_table[8][256];
+
+/* Loads libz's crc32 (the one Python's zlib module wraps); the slice-by-8 table otherwise. */
+static void crc32_init(void)
+{
+    void *lib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib != NULL)
+        crc32_zlib = (zlib_crc32_fn)dlsym(lib, "crc32");
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc32_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc32_table[t][i] = (crc32_table[t - 1][i] >> 8) ^ crc32_table[0][crc32_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_by_table(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                             (uint32_t)p[3] << 24);
+        crc = crc32_table[7][lo & 0xFF] ^ crc32_table[6][(lo >> 8) & 0xFF] ^
+              crc32_table[5][(lo >> 16) & 0xFF] ^ crc32_table[4][lo >> 24] ^
+              crc32_table[3][p[4]] ^ crc32_table[2][p[5]] ^ crc32_table[1][p[6]] ^
+              crc32_table[0][p[7]];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = crc32_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* zlib.crc32(p[0:n]) */
+static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n)
+{
+    if (crc32_zlib == NULL)
+        return crc32_by_table(0, p, (size_t)n);
+    unsigned long crc = 0;
+    while (n > 0) {
+        unsigned int chunk = n > (Py_ssize_t)(UINT_MAX / 2) ? UINT_MAX / 2 : (unsigned int)n;
+        crc = crc32_zlib(crc, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)crc;
+}
+
+/* -- what every message of one encoder call shares ------------------------------------------ */
+
+typedef struct {
+    const unsigned char *topic, *born, *store;  /* u8 length + topic; packed ip + i32 port */
+    Py_ssize_t topic_len, born_len, store_len;
+    int32_t queue_id, sys_flag, reconsume;
+    int64_t born_ts;
+} StoreContext;
+
+enum { CONTEXT_OK = 0, CONTEXT_BAD_TOPIC, CONTEXT_BAD_HOST };
+
+/* stored._encode._check_context: whether the parts are well formed (no caller should pass bad
+ * ones); on success sets the host kind bits of the sysFlag from the hosts. */
+static int context_check(StoreContext *c)
+{
+    if (c->topic_len < 2 || c->topic[0] != c->topic_len - 1)
+        return CONTEXT_BAD_TOPIC;
+    if ((c->born_len != HOST_V4_SIZE && c->born_len != HOST_V6_SIZE) ||
+        (c->store_len != HOST_V4_SIZE && c->store_len != HOST_V6_SIZE))
+        return CONTEXT_BAD_HOST;
+    c->sys_flag = (c->sys_flag & ~SYSFLAG_HOST_V6_BITS) |
+                  (c->born_len == HOST_V6_SIZE ? SYSFLAG_BORNHOST_V6 : 0) |
+                  (c->store_len == HOST_V6_SIZE ? SYSFLAG_STOREHOST_V6 : 0);
+    return CONTEXT_OK;
+}
+
+static Py_ssize_t stored_size(const StoreContext *c, Py_ssize_t body_len, Py_ssize_t props_len)
+{
+    return header_size(c->sys_flag) + body_len + c->topic_len + 2 + props_len;
+}
+
+static int needs_separator(const unsigned char *props, Py_ssize_t n)
+{
+    return n > 0 && props[n - 1] != 0x02;
+}
+
+/* One message in stored form at ``w`` (QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP and
+ * PREPAREDTRANSACTIONOFFSET zero), its properties followed by a final separator when
+ * ``add_separator``; returns its size. ``w`` has room for it (stored_size). */
+static Py_ssize_t write_stored(unsigned char *w, const StoreContext *c, int32_t flag,
+                               const unsigned char *body, Py_ssize_t body_len,
+                               const unsigned char *props, Py_ssize_t props_len, int add_separator)
+{
+    Py_ssize_t out_props = props_len + (add_separator ? 1 : 0);
+    Py_ssize_t stored = stored_size(c, body_len, out_props);
+    put_i32(w + TOTALSIZE_AT, (int32_t)stored);
+    put_i32(w + MAGICCODE_AT, MAGIC_CODE);
+    put_i32(w + BODYCRC_AT, (int32_t)(crc32_of(body, body_len) & 0x7FFFFFFFu));
+    put_i32(w + QUEUEID_AT, c->queue_id);
+    put_i32(w + FLAG_AT, flag);
+    put_i64(w + QUEUEOFFSET_AT, 0);
+    put_i64(w + PHYSICALOFFSET_AT, 0);
+    put_i32(w + SYSFLAG_AT, c->sys_flag);
+    put_i64(w + BORNTIMESTAMP_AT, c->born_ts);
+    w += BORNHOST_AT;
+    memcpy(w, c->born, (size_t)c->born_len);
+    w += c->born_len;
+    put_i64(w, 0);  /* STORETIMESTAMP */
+    w += 8;
+    memcpy(w, c->store, (size_t)c->store_len);
+    w += c->store_len;
+    put_i32(w + TAIL_RECONSUMETIMES_AT, c->reconsume);
+    put_i64(w + TAIL_PREPAREDTRANSACTIONOFFSET_AT, 0);
+    put_i32(w + TAIL_BODY_LENGTH_AT, (int32_t)body_len);
+    w += HEADER_TAIL_SIZE;
+    memcpy(w, body, (size_t)body_len);
+    w += body_len;
+    memcpy(w, c->topic, (size_t)c->topic_len);
+    w += c->topic_len;
+    w[0] = (unsigned char)((uint16_t)out_props >> 8);
+    w[1] = (unsigned char)out_props;
+    if (props_len > 0)
+        memcpy(w + 2, props, (size_t)props_len);
+    if (add_separator)
+        w[2 + props_len] = 0x02;
+    return stored;
+}
+
+/* stored.patch_positions for one message at ``m`` (physical offset ``phy``); returns the next
+ * queue offset. */
+static int64_t patch_one(unsigned char *m, int64_t phy, int64_t qoff, int64_t now)
+{
+    int32_t sys_flag = get_i32(m + SYSFLAG_AT);
+    if (takes_queue_entry(sys_flag)) {
+        put_i64(m + QUEUEOFFSET_AT, qoff);
+        qoff++;
+    } else {
+        put_i64(m + QUEUEOFFSET_AT, 0);
+    }
+    put_i64(m + PHYSICALOFFSET_AT, phy);
+    put_i64(m + store_ts_at(sys_flag), now);
+    return qoff;
+}
+
+/* -- one message from its wire properties (encode_wire_single's checks) ---------------------- */
+
+enum {
+    SINGLE_OK = 0,
+    SINGLE_ROUTED,       /* DELAY or TRAN_MSG: the broker must act on it (the general path) */
+    SINGLE_PROPS_SIZE,   /* detail: the size found */
+    SINGLE_PROPS_RULE,   /* problem and item_no: see props_check */
+};
+
+typedef struct {
+    int status, problem;
+    Py_ssize_t detail, item_no;
+    int add_separator;
+    PropsFound found;
+} SinglePlan;
+
+/* The checks of encode_wire_single_py, in its order. */
+static void single_plan(const unsigned char *p, Py_ssize_t n, SinglePlan *plan)
+{
+    plan->status = SINGLE_OK;
+    plan->add_separator = 0;
+    if (n > PROPERTIES_SIZE_MAX) {
+        plan->status = SINGLE_PROPS_SIZE;
+        plan->detail = n;
+        return;
+    }
+    plan->problem = props_check(p, n, &plan->found, &plan->item_no);
+    if (plan->problem != PROPS_OK) {
+        plan->status = SINGLE_PROPS_RULE;
+        return;
+    }
+    if (plan->found.delay.p != NULL || plan->found.tran_msg.p != NULL) {
+        plan->status = SINGLE_ROUTED;
+        return;
+    }
+    plan->add_separator = needs_separator(p, n);
+    if (n + plan->add_separator > PROPERTIES_SIZE_MAX) {
+        plan->status = SINGLE_PROPS_SIZE;
+        plan->detail = n + plan->add_separator;
+    }
+}
+
+/* -- a batch body (orbitmq/protocol/batch.py; encode_wire_batch's checks) -------------------- */
+
+enum {
+    BATCH_OK = 0,
+    BATCH_ROUTED,           /* an entry holds DELAY or TRAN_MSG */
+    BATCH_ENTRY_TRUNCATED,  /* at pos: detail = bytes left */
+    BATCH_BAD_BODY_LENGTH,  /* at pos: detail = the length */
+    BATCH_BAD_PROPS_LENGTH, /* at pos */
+    BATCH_TOTAL_DISAGREES,  /* at pos: detail = the total */
+    BATCH_PROPS_RULE,       /* at pos: problem and item_no */
+    BATCH_EMPTY,
+    BATCH_BODY_TOO_BIG,     /* at pos: detail = the body length */
+    BATCH_PROPS_SIZE,       /* at pos: detail = the size with its separator */
+    BATCH_BLOB_TOO_BIG,
+};
+
+typedef struct {
+    int status, problem;
+    Py_ssize_t pos, detail, item_no;
+    Py_ssize_t count, out_size;
+} BatchPlan;
+
+/* protocol.batch.iter_entries' length checks of the entry at ``pos`` (same order). */
+static int entry_problem(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos, Py_ssize_t *detail)
+{
+    Py_ssize_t left = end - pos;
+    if (left < BATCH_ENTRY_OVERHEAD) {
+        *detail = left;
+        return BATCH_ENTRY_TRUNCATED;
+    }
+    int32_t total = get_i32(b + pos + BATCH_TOTAL_AT), body_len = get_i32(b + pos + BATCH_BODY_LEN_AT);
+    if (body_len < 0 || body_len > left - BATCH_ENTRY_OVERHEAD) {
+        *detail = body_len;
+        return BATCH_BAD_BODY_LENGTH;
+    }
+    int16_t props_len = get_i16(b + pos + BATCH_BODY_AT + body_len);
+    if (props_len < 0 || props_len > left - BATCH_ENTRY_OVERHEAD - body_len)
+        return BATCH_BAD_PROPS_LENGTH;
+    if ((Py_ssize_t)total != BATCH_ENTRY_OVERHEAD + (Py_ssize_t)body_len + props_len) {
+        *detail = total;
+        return BATCH_TOTAL_DISAGREES;
+    }
+    return BATCH_OK;
+}
+
+#define ENTRY_SIZE(e) (BATCH_ENTRY_OVERHEAD + (e).body_len + (e).props_len)
+
+/* The checks of encode_wire_batch_py in its order, and the stored size of the batch. With
+ * ``check_props`` (may be NULL) every entry's properties must also pass it (the fast path's
+ * allow-list: BATCH_ROUTED when one does not). */
+static void batch_plan(const unsigned char *b, Py_ssize_t end, const StoreContext *c,
+                       Py_ssize_t max_message_size, Py_ssize_t max_blob_size,
+                       int (*check_props)(const void *, const unsigned char *, Py_ssize_t),
+                       const void *check_arg, BatchPlan *plan)
+{
+    BatchEntry e;
+    PropsFound found;
+    int routed = 0;
+    Py_ssize_t pos;
+    memset(plan, 0, sizeof *plan);
+    /* pass 1: lengths and properties, entry by entry */
+    for (pos = 0; pos < end; pos += ENTRY_SIZE(e)) {
+        plan->pos = pos;
+        plan->status = entry_problem(b, end, pos, &plan->detail);
+        if (plan->status != BATCH_OK)
+            return;
+        read_entry(b, pos, &e);
+        plan->problem = props_check(e.props, e.props_len, &found, &plan->item_no);
+        if (plan->problem != PROPS_OK) {
+            plan->status = BATCH_PROPS_RULE;
+            return;
+        }
+        routed |= found.delay.p != NULL || found.tran_msg.p != NULL;
+        if (check_props != NULL && !check_props(check_arg, e.props, e.props_len))
+            routed = 1;
+        plan->count++;
+    }
+    if (plan->count == 0) {
+        plan->status = BATCH_EMPTY;
+        return;
+    }
+    if (routed) {
+        plan->status = BATCH_ROUTED;
+        return;
+    }
+    /* pass 2: limits, entry by entry */
+    for (pos = 0; pos < end; pos += ENTRY_SIZE(e)) {
+        read_entry(b, pos, &e);
+        plan->pos = pos;
+        if (e.body_len > max_message_size) {
+            plan->status = BATCH_BODY_TOO_BIG;
+            plan->detail = e.body_len;
+            return;
+        }
+        Py_ssize_t props_out = e.props_len + needs_separator(e.props, e.props_len);
+        if (props_out > PROPERTIES_SIZE_MAX) {
+            plan->status = BATCH_PROPS_SIZE;
+            plan->detail = props_out;
+            return;
+        }
+        plan->out_size += stored_size(c, e.body_len, props_out);
+        if (plan->out_size > max_blob_size) {
+            plan->status = BATCH_BLOB_TOO_BIG;
+            return;
+        }
+    }
+}
+
+/* Pass 3 of a planned batch: every entry in stored form at ``o``, back to back; ``rels`` (may
+ * be NULL) gets where each starts. Returns the bytes written (the plan's out_size). */
+static Py_ssize_t batch_write(unsigned char *o, const unsigned char *b, Py_ssize_t end,
+                              const StoreContext *c, Py_ssize_t *rels)
+{
+    BatchEntry e;
+    Py_ssize_t at = 0, i = 0;
+    for (Py_ssize_t pos = 0; pos < end; pos += ENTRY_SIZE(e), i++) {
+        read_entry(b, pos, &e);
+        if (rels != NULL)
+            rels[i] = at;
+        at += write_stored(o + at, c, e.flag, e.body, e.body_len, e.props, e.props_len,
+                           needs_separator(e.props, e.props_len));
+    }
+    return at;
+}
+
+#endif
