@@ -66,6 +66,7 @@ _LAZY = {
     "TransactionListener": "orbitmq.client.transaction_producer",
     "LocalTransactionState": "orbitmq.client.transaction_producer",
     "TransactionSendResult": "orbitmq.client.transaction_producer",
+    "TransactionBatch": "orbitmq.client.transaction_producer",
 }
 
 __all__ = [
@@ -113,6 +114,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client.transaction_producer import LocalTransactionState as LocalTransactionState
     from orbitmq.client.transaction_producer import TransactionListener as TransactionListener
     from orbitmq.client.transaction_producer import TransactionProducer as TransactionProducer
+    from orbitmq.client.transaction_producer import TransactionBatch as TransactionBatch
     from orbitmq.client.transaction_producer import TransactionSendResult as TransactionSendResult
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message

@@ -46,6 +46,7 @@ from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
+    TransactionBatchProcessor,
     TransactionCheckService,
     TransactionService,
 )
@@ -126,6 +127,7 @@ class BrokerController:
             stats=StatsProcessor(ctx, held_pulls),
             consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
+            transaction_batches=TransactionBatchProcessor(ctx, self.transactions),
         )
         for code, handler in handler_table(self.processors, self.dispatched.after).items():
             self.server.register(code, handler)

@@ -23,7 +23,11 @@ from orbitmq.broker.queue_lock_manager import QueueLockManager
 from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.stats_processor import StatsProcessor
-from orbitmq.broker.transaction import EndTransactionProcessor, TransactionService
+from orbitmq.broker.transaction import (
+    EndTransactionProcessor,
+    TransactionBatchProcessor,
+    TransactionService,
+)
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.transport.server import Handler
 
@@ -48,6 +52,7 @@ class Processors:
     stats: StatsProcessor
     consume_admin: ConsumeAdminProcessor
     broker_config: BrokerConfigProcessor
+    transaction_batches: TransactionBatchProcessor
 
 
 def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[int, Handler]:
@@ -62,6 +67,10 @@ def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -
         RequestCode.PULL_MESSAGE: p.pull.pull_message,
         RequestCode.CONSUMER_SEND_MSG_BACK: p.send_back.consumer_send_msg_back,
         RequestCode.END_TRANSACTION: p.end_transaction.end_transaction,
+        # OrbitMQ: transactions by the batch, bulk pulls (protocol/codes.py)
+        OrbitMQRequestCode.SEND_TRANSACTION_BATCH: p.transaction_batches.send_batch,
+        OrbitMQRequestCode.END_TRANSACTION_BATCH: p.transaction_batches.end_batch,
+        OrbitMQRequestCode.PULL_MESSAGE_BULK: p.pull.pull_message_bulk,
         # clients
         RequestCode.HEART_BEAT: p.clients.heart_beat,
         # a client that leaves its group gives up its orderly queue locks at once

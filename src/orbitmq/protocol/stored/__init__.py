@@ -67,6 +67,7 @@ from orbitmq.protocol.stored._encode import (
     encode_wire_single,
     encode_wire_single_py,
     patch_positions_py,
+    set_prepared_transaction_offset,
 )
 from orbitmq.protocol.stored._layout import (
     BLANK_ENTRY_SIZE,
@@ -112,6 +113,7 @@ __all__ = [
     "encode_wire_batch_py",
     "patch_positions",
     "patch_positions_py",
+    "set_prepared_transaction_offset",
     "scan_py",
     "scan",
     "verify",
