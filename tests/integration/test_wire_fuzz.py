@@ -53,6 +53,10 @@ from orbitmq.protocol.bodies import (
 )
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.extension_headers import (
+    EndTransactionBatchRequestHeader,
+    SendTransactionBatchRequestHeader,
+)
 from orbitmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
@@ -220,7 +224,30 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
             **group, "clientId": "fuzz-nobody", "jstackEnable": "false"}),
         OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: b(
             OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": "10"}),
+        OrbitMQRequestCode.PULL_MESSAGE_BULK: b(OrbitMQRequestCode.PULL_MESSAGE_BULK,
+                                                pull.to_ext_fields()),
+        **_batch_requests(ctx, rng),
         **_ops_requests(rng),
+    }
+
+
+def _batch_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], Request]]:
+    """Transactions by the batch (issue 19), to the scratch topic: nothing they store can reach
+    the protected one."""
+    n = next(ctx.counter)
+    entries = [(0, f"tx-{n}-{i}".encode(), {"UNIQ_KEY": f"FUZZ{n}X{i}", "KEYS": "bk"})
+               for i in range(rng.randrange(1, 4))]
+    send = SendTransactionBatchRequestHeader("FuzzProducer", SCRATCH_TOPIC, rng.randrange(-1, 4),
+                                             int(time.time() * 1000), len(entries),
+                                             f"UNIQ_KEY\x01FUZZTX{n}\x02")
+    end = EndTransactionBatchRequestHeader("FuzzProducer", rng.randrange(3),
+                                           rng.choice(ctx.offsets), rng.choice([0, 8, 12]),
+                                           f"FUZZTX{rng.randrange(n + 1)}")
+    return {
+        OrbitMQRequestCode.SEND_TRANSACTION_BATCH: _builder(
+            OrbitMQRequestCode.SEND_TRANSACTION_BATCH, send.to_ext_fields(), encode_batch(entries)),
+        OrbitMQRequestCode.END_TRANSACTION_BATCH: _builder(
+            OrbitMQRequestCode.END_TRANSACTION_BATCH, end.to_ext_fields()),
     }
 
 

@@ -382,11 +382,12 @@ def set_prepared_transaction_offset(batch: EncodedBatch, offset: int) -> None:
     """
     blob = batch.blob
     for rel in batch.rel_positions:
-        if rel < 0 or rel + SYSFLAG_AT + 4 > len(blob):
+        if rel < 0 or rel + SYSFLAG_AT + _I32.size > len(blob):
             raise ValueError("set_prepared_transaction_offset: position outside the blob")
         (sys_flag,) = _I32.unpack_from(blob, rel + SYSFLAG_AT)
-        at = rel + _header(sys_flag).size - 12  # the header ends ... i64, body length i32
-        if at + 8 > len(blob):
+        # the header ends with PREPAREDTRANSACTIONOFFSET i64 and the body length i32
+        at = rel + _header(sys_flag).size - _I64.size - _I32.size
+        if at + _I64.size > len(blob):
             raise ValueError("set_prepared_transaction_offset: position outside the blob")
         _I64.pack_into(blob, at, offset)
 
