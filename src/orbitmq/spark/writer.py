@@ -51,7 +51,7 @@ __all__ = ["SinkCommitMessage", "OrbitMQArrowWriter", "OrbitMQStreamArrowWriter"
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "ORBITMQ_SPARK_FAULT"  # test seam: "point@batch,..." pauses there (see _fault_point)
+FAULT_ENV = "ORBITMQ_SPARK_FAULT"  # test seam: "point@batch[:once],..." (see _fault_point)
 FAULT_DIR_ENV = "ORBITMQ_SPARK_FAULT_DIR"
 FAULT_PAUSE_S = 600.0
 SEND_CHUNK_ROWS = 4096
@@ -72,12 +72,20 @@ class SinkCommitMessage(WriterCommitMessage):
 
 def _fault_point(point: str, batch_id: int) -> None:
     """Pause forever at ``point`` of batch ``batch_id`` when FAULT_ENV asks for it (a test kills the
-    process there: the exactly-once test's way to crash at a chosen step). A no-op otherwise."""
+    process there: the exactly-once tests' way to crash at a chosen step). ``point@batch:once``
+    pauses only the first process to get there (the others go on: one executor is killed while
+    the rest of the job runs). A no-op otherwise."""
     wanted = os.environ.get(FAULT_ENV, "")
     for item in filter(None, wanted.split(",")):
-        name, _, batch = item.partition("@")
+        name, _, rest = item.partition("@")
+        batch, _, mode = rest.partition(":")
         if name == point and batch_id >= int(batch or 0):
             folder = Path(os.environ.get(FAULT_DIR_ENV, "."))
+            if mode == "once":
+                try:
+                    (folder / f"{point}.once").open("x").close()
+                except FileExistsError:
+                    return
             (folder / f"{point}-{batch_id}-{os.getpid()}").touch()
             log.warning("orbitmq: pausing at fault point %s of batch %d", point, batch_id)
             time.sleep(FAULT_PAUSE_S)
@@ -110,7 +118,10 @@ class _Sink:
 
             def flush() -> None:
                 if opts.exactly_once:
+                    first = not halves
                     halves.extend(session.run(send_halves(session, opts, pending, tag)))
+                    if first:  # part of the task's rows are in pending transaction batches
+                        _fault_point("sending", batch_id)
                 else:
                     session.run(send_plain(session, opts, pending))
                 pending.clear()
