@@ -112,9 +112,9 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
         AsyncTransactionProducer as AsyncTransactionProducer,
     )
     from orbitmq.client.transaction_producer import LocalTransactionState as LocalTransactionState
+    from orbitmq.client.transaction_producer import TransactionBatch as TransactionBatch
     from orbitmq.client.transaction_producer import TransactionListener as TransactionListener
     from orbitmq.client.transaction_producer import TransactionProducer as TransactionProducer
-    from orbitmq.client.transaction_producer import TransactionBatch as TransactionBatch
     from orbitmq.client.transaction_producer import TransactionSendResult as TransactionSendResult
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message

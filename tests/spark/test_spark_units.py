@@ -22,7 +22,7 @@ from orbitmq.errors import (
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.stored import encode_stored_message, iter_stored_messages
-from orbitmq.spark.decode import Columns, decode_into
+from orbitmq.spark.decode import decode_body, offset_rows, user_headers
 from orbitmq.spark.fetch import Window, _step
 from orbitmq.spark.offsets import QueueRange, canonical, rate_limit, split_ranges, to_json
 from orbitmq.spark.options import OptionError, parse_read_options, parse_write_options
@@ -116,20 +116,47 @@ def _stored(n: int, *, tags: str = "a", compressed_body: bytes | None = None) ->
     return b"".join(out)
 
 
-def test_columnar_decoder_agrees_with_the_sdk_decoder():
+def _plan(columns: str, include_properties: bool = False, tags: bool = False):
+    from pyspark.sql.types import StructType
+
+    from orbitmq.spark.schema import read_plan, read_schema
+
+    full = read_schema(include_headers=True)
+    wanted = StructType([full[name] for name in columns.split()])
+    return read_plan(wanted, include_properties, tags, False)
+
+
+def test_pull_bodies_decode_into_the_batches_spark_expects():
     raw = _stored(50)
-    cols = Columns(include_properties=True)
-    assert decode_into(cols, raw, "broker-a", 40, frozenset({"a1"})) == 50
+    plan = _plan("topic broker_name queue_id queue_offset msg_id keys tags body properties "
+                 "born_timestamp store_timestamp reconsume_times headers", include_properties=True,
+                 tags=True)
+    batch = decode_body(raw, "T", "broker-a", 40, plan, frozenset({"a1"}))
+    assert batch is not None and batch.schema == plan.schema
     ref = [m for m in iter_stored_messages(raw) if m.queue_offset < 40 and m.tags == "a1"]
-    assert cols.queue_offset == [m.queue_offset for m in ref] and len(ref) == 20
-    assert cols.body == [m.body for m in ref] and cols.msg_id == [m.msg_id for m in ref]
-    assert cols.keys == [m.keys for m in ref] and cols.born_ms == [m.born_timestamp for m in ref]
-    assert [dict(p) for p in cols.properties] == [m.properties for m in ref]
-    packed = Columns(include_properties=False)
-    decode_into(packed, _stored(1, compressed_body=b"z" * 5000), "b", 10, None)
-    assert packed.body == [b"z" * 5000] and packed.properties == [None]
+    got = batch.to_pydict()
+    assert got["queue_offset"] == [m.queue_offset for m in ref] and len(ref) == 20
+    assert got["body"] == [m.body for m in ref] and got["msg_id"] == [m.msg_id for m in ref]
+    assert got["keys"] == [m.keys for m in ref] and set(got["topic"]) == {"T"}
+    assert batch.column("born_timestamp").cast("int64").to_pylist() == [
+        m.born_timestamp * 1000 for m in ref]
+    assert [dict(p) for p in got["properties"]] == [m.properties for m in ref]
+    assert got["headers"] == [[]] * 20  # TAGS, KEYS and UNIQ_KEY are the system's
+    only_body = _plan("body")
+    packed = decode_body(_stored(1, compressed_body=b"z" * 5000), "T", "b", 10, only_body, None)
+    assert packed is not None and packed.to_pydict() == {"body": [b"z" * 5000]}
     with pytest.raises(Exception, match="CRC"):
-        decode_into(Columns(False), raw.replace(b"body-3", b"body-X"), "b", 99, None)
+        decode_body(raw.replace(b"body-3", b"body-X"), "T", "b", 99, only_body, None)
+    assert decode_body(raw, "T", "b", 0, only_body, None) is None
+    counted = _plan("queue_offset")
+    assert counted.offsets_only and not _plan("queue_offset", tags=True).offsets_only
+    rows = offset_rows("T", "b", 3, 5, 9, _plan("topic queue_id queue_offset"))
+    assert rows.to_pydict() == {"topic": ["T"] * 4, "queue_id": [3] * 4, "queue_offset": [5, 6, 7, 8]}
+
+
+def test_user_headers_leave_system_properties_out():
+    assert user_headers({"KEYS": "k", "color": "blue", "UNIQ_KEY": "U", "TRAN_MSG": "true",
+                         "__SHARDINGKEY": "s", "n": "é"}) == [("color", b"blue"), ("n", "é".encode())]
 
 
 def _answer(code: int, nxt: int, lo: int = 0, hi: int = 100, remark: str | None = None,

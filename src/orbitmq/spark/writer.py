@@ -40,6 +40,7 @@ from orbitmq.spark import commit_log as cl
 from orbitmq.spark.clients import Session, executor_session
 from orbitmq.spark.options import WriteOptions
 from orbitmq.spark.send import send_halves, send_plain
+from orbitmq.spark.ship import ship
 from orbitmq.spark.sink_rows import ColumnPlan, Outgoing, plan_columns, to_messages
 
 if TYPE_CHECKING:
@@ -237,6 +238,9 @@ class OrbitMQArrowWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self.sink.abort(messages, 0)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ship(self)
+
 
 class OrbitMQStreamArrowWriter(DataSourceStreamArrowWriter):
     """Streaming writes: exactly-once per micro-batch (at-least-once with ``exactlyOnce=false``)."""
@@ -253,6 +257,9 @@ class OrbitMQStreamArrowWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         self.sink.abort(messages, batchId)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ship(self)
 
 
 def _prepare(opts: WriteOptions, schema: StructType) -> _Sink:
