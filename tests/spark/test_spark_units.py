@@ -54,12 +54,85 @@ NS = {"namesrv": "127.0.0.1:9876"}
      "startingTimestamp"),
     ({**NS, "topic": "T", "tags": "a || *"}, True, "tags"),
     ({"namesrv": "nohost", "topic": "T"}, True, "namesrv"),
+    ({**NS, "topic": "T", "startingOfsets": "earliest"}, False, "startingOfsets"),
+    ({**NS, "topic": "T", "assign": '{"T":[0]}'}, False, "assign"),
+    ({**NS, "topic": "T", "kafka.bootstrap.servers": "h:9092"}, False, "kafka.bootstrap.servers"),
+    ({**NS, "subscribe": "T", "topic": "T"}, False, "topic"),
+    ({**NS, "subscribe": "T", "subscribePattern": "T.*"}, False, "topic"),
+    ({**NS, "topic": "T", "minPartitions": "0"}, False, "minPartitions"),
+    ({**NS, "topic": "T", "maxRecordsPerPartition": "-4"}, False, "maxOffsetsPerPartition"),
+    ({**NS, "topic": "T", "maxRecordsPerPartition": "4", "maxOffsetsPerPartition": "5"}, False,
+     "maxOffsetsPerPartition"),
+    ({**NS, "topic": "T", "includeHeaders": "sometimes"}, False, "includeHeaders"),
+    ({**NS, "topic": "T", "startingOffsetsByTimestamp": '{"T": {"b:0": "noon"}}'}, False,
+     "startingOffsetsByTimestamp"),
+    ({**NS, "topic": "T", "startingOffsetsByTimestamp": '{"T": {"b:0": 5}}',
+      "startingTimestamp": "5"}, False, "startingOffsetsByTimestamp"),
+    ({**NS, "topic": "T", "endingTimestamp": "5"}, True, "endingTimestamp"),
+    ({**NS, "topic": "T", "endingOffsetsByTimestamp": '{"T": {"b:0": 5}}'}, True,
+     "endingOffsetsByTimestamp"),
+    ({**NS, "topic": "T", "endingTimestamp": "5", "endingOffsets": "latest"}, False,
+     "endingTimestamp"),
+    ({**NS, "topic": "T", "endingTimestamp": "yesterday"}, False, "endingTimestamp"),
 ])
 def test_bad_read_options_name_the_option(options, streaming, name):
     with pytest.raises(OptionError) as excinfo:
         parse_read_options(options, streaming=streaming)
     assert excinfo.value.option == name
     assert str(excinfo.value).startswith(f"orbitmq option '{name}': ")
+
+
+def test_unknown_options_are_refused_with_what_is_known_instead():
+    with pytest.raises(OptionError, match="unknown option; the orbitmq source knows .*namesrv"):
+        parse_read_options({**NS, "topic": "T", "startingOfsets": "earliest"}, streaming=False)
+    with pytest.raises(OptionError, match="'assign': unknown option; OrbitMQ reads whole topics"):
+        parse_read_options({**NS, "topic": "T", "assign": "{}"}, streaming=False)
+    with pytest.raises(OptionError, match="'kafka.group.id': unknown option; OrbitMQ takes no "
+                                          "Kafka client options"):
+        parse_read_options({**NS, "topic": "T", "kafka.group.id": "g"}, streaming=False)
+    with pytest.raises(OptionError, match="'exactlyOnce': unknown option; the orbitmq source"):
+        parse_read_options({**NS, "topic": "T", "exactlyOnce": "true"}, streaming=False)
+    with pytest.raises(OptionError, match="'tags': unknown option; the orbitmq sink knows"):
+        parse_write_options({**NS, "tags": "a"}, streaming=False)
+    with pytest.raises(OptionError, match="'path': unknown option; the orbitmq format takes no path"):
+        parse_write_options({**NS, "path": "/tmp/x"}, streaming=True)
+    assert parse_write_options({**NS, "checkpointlocation": "/ck"}, streaming=True).namesrv
+
+
+def test_kafka_names_timestamps_and_partitioning_options():
+    opts = parse_read_options({**NS, "subscribe": "A,B", "maxRecordsPerPartition": "7",
+                               "minPartitions": "5", "includeHeaders": "true",
+                               "startingOffsetsByTimestamp": '{"A": {"b:0": 1000}}',
+                               "endingTimestamp": "2000"}, streaming=False)
+    assert (opts.topics, opts.max_offsets_per_partition, opts.min_partitions) == (("A", "B"), 7, 5)
+    assert opts.include_headers and opts.starting.kind == "timestamps"
+    assert opts.starting.offsets == {"A": {"b:0": 1000}}
+    assert (opts.ending.kind, opts.ending.timestamp_ms) == ("timestamp", 2000)
+    pattern = parse_read_options({**NS, "subscribepattern": "A.*"}, streaming=True)
+    assert pattern.topic_pattern == "A.*"
+    ends = parse_read_options({**NS, "topic": "A", "endingOffsetsByTimestamp": '{"A": {"b:1": 9}}'},
+                              streaming=False)
+    assert (ends.ending.kind, ends.ending.offsets) == ("timestamps", {"A": {"b:1": 9}})
+
+
+def test_min_partitions_divide_big_ranges_in_proportion_and_deterministically():
+    from orbitmq.spark.planning import partition_ranges
+
+    ranges = [QueueRange("T", "b", 0, 0, 900), QueueRange("T", "b", 1, 50, 150),
+              QueueRange("T", "b", 2, 7, 7)]
+    base = parse_read_options({**NS, "topic": "T"}, streaming=False)
+    assert [(r.queue_id, r.start, r.end) for r in partition_ranges(base, ranges)] == [
+        (0, 0, 900), (1, 50, 150)]
+    opts = parse_read_options({**NS, "topic": "T", "minPartitions": "10"}, streaming=False)
+    pieces = partition_ranges(opts, ranges)
+    assert [(r.queue_id, r.start, r.end) for r in pieces] == [
+        (0, 0, 100), (0, 100, 200), (0, 200, 300), (0, 300, 400), (0, 400, 500), (0, 500, 600),
+        (0, 600, 700), (0, 700, 800), (0, 800, 900), (1, 50, 150)]
+    assert partition_ranges(opts, ranges) == pieces
+    capped = parse_read_options({**NS, "topic": "T", "maxRecordsPerPartition": "400",
+                                 "minPartitions": "3"}, streaming=False)
+    assert [(r.queue_id, r.start, r.end) for r in partition_ranges(capped, ranges)] == [
+        (0, 0, 400), (0, 400, 800), (0, 800, 900), (1, 50, 150)]
 
 
 def test_read_options_defaults_and_lower_cased_keys():
