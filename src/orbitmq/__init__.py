@@ -66,6 +66,7 @@ _LAZY = {
     "TransactionListener": "orbitmq.client.transaction_producer",
     "LocalTransactionState": "orbitmq.client.transaction_producer",
     "TransactionSendResult": "orbitmq.client.transaction_producer",
+    "TransactionBatch": "orbitmq.client.transaction_producer",
 }
 
 __all__ = [
@@ -111,6 +112,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
         AsyncTransactionProducer as AsyncTransactionProducer,
     )
     from orbitmq.client.transaction_producer import LocalTransactionState as LocalTransactionState
+    from orbitmq.client.transaction_producer import TransactionBatch as TransactionBatch
     from orbitmq.client.transaction_producer import TransactionListener as TransactionListener
     from orbitmq.client.transaction_producer import TransactionProducer as TransactionProducer
     from orbitmq.client.transaction_producer import TransactionSendResult as TransactionSendResult

@@ -281,6 +281,12 @@ class StoreConfig:
         32, "most messages one pull answer carries", 1, 100_000)
     max_transfer_bytes_on_message_in_memory: int = setting(
         256 * 1024, "most bytes one pull answer carries (at least one message)", 1, GiB)
+    bulk_pull_count_max: int = setting(
+        8192, "most messages one PULL_MESSAGE_BULK answer carries (OrbitMQ's bulk readers)",
+        1, 1_000_000)
+    bulk_pull_bytes_max: int = setting(
+        4 * MiB, "most bytes one PULL_MESSAGE_BULK answer carries (at least one message)",
+        1, 12 * MiB)
     file_reserved_time_hours: float = setting(
         72.0, "hours a commit log segment is kept before retention may delete it", 0.0, 876_000.0)
     disk_max_used_space_ratio: float = setting(

@@ -14,6 +14,7 @@ import dataclasses
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_broker_support import BrokerHarness, broker_config
@@ -21,6 +22,7 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq.broker.message_filter import TagFilter, stored_tags
 from orbitmq.config import TEST_MIN_STORE, StoreConfig
 from orbitmq.errors import RemoteProtocolError
+from orbitmq.protocol import stored
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.properties import PROPERTY_SEPARATOR
 from orbitmq.protocol.stored import (
@@ -29,7 +31,6 @@ from orbitmq.protocol.stored import (
     iter_stored_messages,
     problem,
 )
-from orbitmq.spark.decode import Columns, decode_into
 from orbitmq.store import MessageInner, MessageStore
 
 TOPIC = "Verdict"
@@ -230,13 +231,17 @@ def test_sdk_decode_raises_the_reason(bad: bytes, reason: str, props: bytes | No
         list(iter_stored_messages(good + bad))
 
 
+@pytest.mark.parametrize("columns", [stored.stored_columns, stored.stored_columns_py])
 @pytest.mark.parametrize(("bad", "reason", "props"), CASES)
-def test_spark_decode_raises_the_reason(bad: bytes, reason: str, props: bytes | None) -> None:
+def test_bulk_decode_raises_the_reason(bad: bytes, reason: str, props: bytes | None,
+                                       columns: Any) -> None:
+    """Spark's source decodes whole pull bodies with the stored codec's ``stored_columns`` (and
+    its C twin): the same verdict, in the same words, as every other reader."""
     good = stored_bytes(GOOD_PROPS)
-    cols = Columns(include_properties=True)
-    assert decode_into(cols, good, "broker-a", 10, None) == 1 and cols.tags == ["a"]
+    cols = columns(good, 10, stored.COLUMN_TAGS)
+    assert (cols.rows, bytes(cols.tags_data)) == (1, b"a")
     with pytest.raises(RemoteProtocolError) as e:
-        decode_into(Columns(include_properties=False), good + bad, "broker-a", 10, None)
+        columns(good + bad, 10, stored.COLUMN_BODY | stored.COLUMN_TAGS)
     assert f"stored message at {len(good)}: {reason}" in str(e.value)
 
 

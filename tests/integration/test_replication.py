@@ -27,7 +27,7 @@ from test_broker_support import BrokerHarness
 from orbitmq.cli.main import cli
 from orbitmq.config import BrokerRole
 from orbitmq.protocol.bodies import TopicRouteData
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
     EndTransactionRequestHeader,
@@ -108,6 +108,11 @@ def test_a_slave_refuses_writes_and_serves_reads(
     assert slave.send_batch("ReadMe", [(b"x", {})]).code == ResponseCode.SERVICE_NOT_AVAILABLE
     end = EndTransactionRequestHeader("g", 0, 0, 8, "id", False, "tx").to_ext_fields()
     r = slave.invoke(RequestCode.END_TRANSACTION, end)
+    assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+    # transactions by the batch too (refused before their headers are read)
+    r = slave.invoke(OrbitMQRequestCode.SEND_TRANSACTION_BATCH, {"topic": "ReadMe"})
+    assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (r.remark or "")
+    r = slave.invoke(OrbitMQRequestCode.END_TRANSACTION_BATCH, end)
     assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
     topic = CreateTopicRequestHeader("NewOnSlave", "TBW102", 4, 4).to_ext_fields()
     r = slave.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic)

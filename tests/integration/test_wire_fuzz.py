@@ -53,6 +53,10 @@ from orbitmq.protocol.bodies import (
 )
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.extension_headers import (
+    EndTransactionBatchRequestHeader,
+    SendTransactionBatchRequestHeader,
+)
 from orbitmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
@@ -72,6 +76,7 @@ IN_FLIGHT_MAX = 24  # requests outstanding per connection
 CONNECTIONS = 4
 ANSWER_WAIT_S = 10.0  # an answer later than this is a failure...
 HELD_PULL_WAIT_S = 0.5  # ...except for a pull, which long polling may hold
+_PULL_CODES = (RequestCode.PULL_MESSAGE, OrbitMQRequestCode.PULL_MESSAGE_BULK)  # long-polled
 KEEP_TOPIC, KEEP_ADMIN_TOPIC, KEEP_GROUP = "FuzzKeep", "FuzzKeepAdmin", "FuzzKeepGroup"
 SCRATCH_TOPIC, SCRATCH_GROUP = "FuzzScratch", "FuzzScratchGroup"
 KEEP_QUEUES = 4
@@ -220,7 +225,30 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
             **group, "clientId": "fuzz-nobody", "jstackEnable": "false"}),
         OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: b(
             OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS, {"limit": "10"}),
+        OrbitMQRequestCode.PULL_MESSAGE_BULK: b(OrbitMQRequestCode.PULL_MESSAGE_BULK,
+                                                pull.to_ext_fields()),
+        **_batch_requests(ctx, rng),
         **_ops_requests(rng),
+    }
+
+
+def _batch_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], Request]]:
+    """Transactions by the batch (issue 19), to the scratch topic: nothing they store can reach
+    the protected one."""
+    n = next(ctx.counter)
+    entries = [(0, f"tx-{n}-{i}".encode(), {"UNIQ_KEY": f"FUZZ{n}X{i}", "KEYS": "bk"})
+               for i in range(rng.randrange(1, 4))]
+    send = SendTransactionBatchRequestHeader("FuzzProducer", SCRATCH_TOPIC, rng.randrange(-1, 4),
+                                             int(time.time() * 1000), len(entries),
+                                             f"UNIQ_KEY\x01FUZZTX{n}\x02")
+    end = EndTransactionBatchRequestHeader("FuzzProducer", rng.randrange(3),
+                                           rng.choice(ctx.offsets), rng.choice([0, 8, 12]),
+                                           f"FUZZTX{rng.randrange(n + 1)}")
+    return {
+        OrbitMQRequestCode.SEND_TRANSACTION_BATCH: _builder(
+            OrbitMQRequestCode.SEND_TRANSACTION_BATCH, send.to_ext_fields(), encode_batch(entries)),
+        OrbitMQRequestCode.END_TRANSACTION_BATCH: _builder(
+            OrbitMQRequestCode.END_TRANSACTION_BATCH, end.to_ext_fields()),
     }
 
 
@@ -276,7 +304,7 @@ def check_answer(req: Request, resp: RemotingCommand | None, report: Report) -> 
     """The oracle for one request (see the module docstring)."""
     report.sent += 1
     if resp is None:
-        if req.code == RequestCode.PULL_MESSAGE:
+        if req.code in _PULL_CODES:
             report.held_pulls += 1
         else:
             report.failures.append(f"no answer to code {req.code} {req.mutations}")
@@ -305,7 +333,7 @@ async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: 
             builders = valid_requests(ctx, wrng)
             req = mutate(wrng, builders[wrng.choice(sorted(builders))]())
             client = clients[req.target][index % CONNECTIONS]
-            wait = HELD_PULL_WAIT_S if req.code == RequestCode.PULL_MESSAGE else ANSWER_WAIT_S
+            wait = HELD_PULL_WAIT_S if req.code in _PULL_CODES else ANSWER_WAIT_S
             try:
                 resp = await client.request(req, wait, binary=wrng.random() < 0.1)
             except ConnectionError:

@@ -20,6 +20,7 @@ from orbitmq.client.transaction_models import PendingTransaction
 from orbitmq.client.transaction_producer import (
     AsyncTransactionProducer,
     LocalTransactionState,
+    TransactionBatch,
     TransactionListener,
     transaction_id,
 )
@@ -68,6 +69,7 @@ class Recorder(TransactionListener):
         self.on_check = on_check
         self.executed: list[str | None] = []
         self.checks: list[MessageExt] = []
+        self.batch_checks: list[TransactionBatch] = []
         self._lock = threading.Lock()
 
     def execute_local_transaction(self, msg: Message, arg: object) -> Any:
@@ -86,6 +88,23 @@ class Recorder(TransactionListener):
     def checks_of(self, msg_id: str) -> list[MessageExt]:
         with self._lock:
             return [m for m in self.checks if m.msg_id == msg_id]
+
+    # transaction batches: the same verdicts, recorded apart
+    def execute_local_transaction_batch(self, batch: TransactionBatch, arg: object) -> Any:
+        with self._lock:
+            self.executed.append(batch.transaction_id)
+        if isinstance(self.on_execute, BaseException):
+            raise self.on_execute
+        return self.on_execute if arg is None else arg
+
+    def check_local_transaction_batch(self, batch: TransactionBatch) -> LocalTransactionState | None:
+        with self._lock:
+            self.batch_checks.append(batch)
+            return self.on_check
+
+    def batch_checks_of(self, tx_id: str) -> list[TransactionBatch]:
+        with self._lock:
+            return [b for b in self.batch_checks if b.transaction_id == tx_id]
 
 
 class Env:

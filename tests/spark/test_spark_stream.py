@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from spark_support import new_topic, produce
 from orbitmq import Admin, Message, Producer
 from orbitmq.spark.options import parse_read_options
 from orbitmq.spark.reader import OrbitMQStreamReader
+from orbitmq.spark.schema import read_schema
 
 
 class BatchLog:
@@ -50,12 +52,15 @@ def test_max_offsets_per_trigger_and_restart_from_checkpoint(spark, namesrv, tmp
     produce(namesrv, topic, 4500)
     log = BatchLog()
 
+    latest: list[object] = []
+
     def run() -> list[int]:
         q = (_stream(spark, namesrv, topic, maxOffsetsPerTrigger="1000").writeStream
              .foreachBatch(log).option("checkpointLocation", str(tmp_path / "ck"))
              .trigger(availableNow=True).start())
         assert q.awaitTermination(180), "the availableNow query did not finish"
         assert q.exception() is None
+        latest.append(q.lastProgress["sources"][0]["latestOffset"])
         return [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
 
     first = run()
@@ -71,6 +76,9 @@ def test_max_offsets_per_trigger_and_restart_from_checkpoint(spark, namesrv, tmp
     # no gap: each queue read from 0 to its end without a hole, in order across the restart
     assert all(offsets == list(range(len(offsets))) for offsets in per_queue.values())
     assert sorted(log.batches) == list(range(len(log.batches)))
+    # the source reports the queues' newest offsets (reportLatestOffset): nothing left behind
+    reported = [json.loads(x) if isinstance(x, str) else x for x in latest]
+    assert sum(reported[-1][topic].values()) == 7000 and sum(reported[0][topic].values()) == 4500
 
 
 def test_queues_added_while_the_query_runs_are_picked_up(spark, namesrv, tmp_path):
@@ -100,7 +108,7 @@ def test_queues_added_while_the_query_runs_are_picked_up(spark, namesrv, tmp_pat
 
 def _reader(**options: str) -> OrbitMQStreamReader:
     opts = parse_read_options({"namesrv": "127.0.0.1:1", "topic": "T", **options}, streaming=True)
-    return OrbitMQStreamReader(opts)
+    return OrbitMQStreamReader(opts, read_schema())
 
 
 def test_default_read_limit_follows_the_options():

@@ -22,7 +22,7 @@ from orbitmq.errors import (
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.stored import encode_stored_message, iter_stored_messages
-from orbitmq.spark.decode import Columns, decode_into
+from orbitmq.spark.decode import decode_body, offset_rows, user_headers
 from orbitmq.spark.fetch import Window, _step
 from orbitmq.spark.offsets import QueueRange, canonical, rate_limit, split_ranges, to_json
 from orbitmq.spark.options import OptionError, parse_read_options, parse_write_options
@@ -54,12 +54,85 @@ NS = {"namesrv": "127.0.0.1:9876"}
      "startingTimestamp"),
     ({**NS, "topic": "T", "tags": "a || *"}, True, "tags"),
     ({"namesrv": "nohost", "topic": "T"}, True, "namesrv"),
+    ({**NS, "topic": "T", "startingOfsets": "earliest"}, False, "startingOfsets"),
+    ({**NS, "topic": "T", "assign": '{"T":[0]}'}, False, "assign"),
+    ({**NS, "topic": "T", "kafka.bootstrap.servers": "h:9092"}, False, "kafka.bootstrap.servers"),
+    ({**NS, "subscribe": "T", "topic": "T"}, False, "topic"),
+    ({**NS, "subscribe": "T", "subscribePattern": "T.*"}, False, "topic"),
+    ({**NS, "topic": "T", "minPartitions": "0"}, False, "minPartitions"),
+    ({**NS, "topic": "T", "maxRecordsPerPartition": "-4"}, False, "maxOffsetsPerPartition"),
+    ({**NS, "topic": "T", "maxRecordsPerPartition": "4", "maxOffsetsPerPartition": "5"}, False,
+     "maxOffsetsPerPartition"),
+    ({**NS, "topic": "T", "includeHeaders": "sometimes"}, False, "includeHeaders"),
+    ({**NS, "topic": "T", "startingOffsetsByTimestamp": '{"T": {"b:0": "noon"}}'}, False,
+     "startingOffsetsByTimestamp"),
+    ({**NS, "topic": "T", "startingOffsetsByTimestamp": '{"T": {"b:0": 5}}',
+      "startingTimestamp": "5"}, False, "startingOffsetsByTimestamp"),
+    ({**NS, "topic": "T", "endingTimestamp": "5"}, True, "endingTimestamp"),
+    ({**NS, "topic": "T", "endingOffsetsByTimestamp": '{"T": {"b:0": 5}}'}, True,
+     "endingOffsetsByTimestamp"),
+    ({**NS, "topic": "T", "endingTimestamp": "5", "endingOffsets": "latest"}, False,
+     "endingTimestamp"),
+    ({**NS, "topic": "T", "endingTimestamp": "yesterday"}, False, "endingTimestamp"),
 ])
 def test_bad_read_options_name_the_option(options, streaming, name):
     with pytest.raises(OptionError) as excinfo:
         parse_read_options(options, streaming=streaming)
     assert excinfo.value.option == name
     assert str(excinfo.value).startswith(f"orbitmq option '{name}': ")
+
+
+def test_unknown_options_are_refused_with_what_is_known_instead():
+    with pytest.raises(OptionError, match="unknown option; the orbitmq source knows .*namesrv"):
+        parse_read_options({**NS, "topic": "T", "startingOfsets": "earliest"}, streaming=False)
+    with pytest.raises(OptionError, match="'assign': unknown option; OrbitMQ reads whole topics"):
+        parse_read_options({**NS, "topic": "T", "assign": "{}"}, streaming=False)
+    with pytest.raises(OptionError, match="'kafka.group.id': unknown option; OrbitMQ takes no "
+                                          "Kafka client options"):
+        parse_read_options({**NS, "topic": "T", "kafka.group.id": "g"}, streaming=False)
+    with pytest.raises(OptionError, match="'exactlyOnce': unknown option; the orbitmq source"):
+        parse_read_options({**NS, "topic": "T", "exactlyOnce": "true"}, streaming=False)
+    with pytest.raises(OptionError, match="'tags': unknown option; the orbitmq sink knows"):
+        parse_write_options({**NS, "tags": "a"}, streaming=False)
+    with pytest.raises(OptionError, match="'path': unknown option; the orbitmq format takes no path"):
+        parse_write_options({**NS, "path": "/tmp/x"}, streaming=True)
+    assert parse_write_options({**NS, "checkpointlocation": "/ck"}, streaming=True).namesrv
+
+
+def test_kafka_names_timestamps_and_partitioning_options():
+    opts = parse_read_options({**NS, "subscribe": "A,B", "maxRecordsPerPartition": "7",
+                               "minPartitions": "5", "includeHeaders": "true",
+                               "startingOffsetsByTimestamp": '{"A": {"b:0": 1000}}',
+                               "endingTimestamp": "2000"}, streaming=False)
+    assert (opts.topics, opts.max_offsets_per_partition, opts.min_partitions) == (("A", "B"), 7, 5)
+    assert opts.include_headers and opts.starting.kind == "timestamps"
+    assert opts.starting.offsets == {"A": {"b:0": 1000}}
+    assert (opts.ending.kind, opts.ending.timestamp_ms) == ("timestamp", 2000)
+    pattern = parse_read_options({**NS, "subscribepattern": "A.*"}, streaming=True)
+    assert pattern.topic_pattern == "A.*"
+    ends = parse_read_options({**NS, "topic": "A", "endingOffsetsByTimestamp": '{"A": {"b:1": 9}}'},
+                              streaming=False)
+    assert (ends.ending.kind, ends.ending.offsets) == ("timestamps", {"A": {"b:1": 9}})
+
+
+def test_min_partitions_divide_big_ranges_in_proportion_and_deterministically():
+    from orbitmq.spark.planning import partition_ranges
+
+    ranges = [QueueRange("T", "b", 0, 0, 900), QueueRange("T", "b", 1, 50, 150),
+              QueueRange("T", "b", 2, 7, 7)]
+    base = parse_read_options({**NS, "topic": "T"}, streaming=False)
+    assert [(r.queue_id, r.start, r.end) for r in partition_ranges(base, ranges)] == [
+        (0, 0, 900), (1, 50, 150)]
+    opts = parse_read_options({**NS, "topic": "T", "minPartitions": "10"}, streaming=False)
+    pieces = partition_ranges(opts, ranges)
+    assert [(r.queue_id, r.start, r.end) for r in pieces] == [
+        (0, 0, 100), (0, 100, 200), (0, 200, 300), (0, 300, 400), (0, 400, 500), (0, 500, 600),
+        (0, 600, 700), (0, 700, 800), (0, 800, 900), (1, 50, 150)]
+    assert partition_ranges(opts, ranges) == pieces
+    capped = parse_read_options({**NS, "topic": "T", "maxRecordsPerPartition": "400",
+                                 "minPartitions": "3"}, streaming=False)
+    assert [(r.queue_id, r.start, r.end) for r in partition_ranges(capped, ranges)] == [
+        (0, 0, 400), (0, 400, 800), (0, 800, 900), (1, 50, 150)]
 
 
 def test_read_options_defaults_and_lower_cased_keys():
@@ -116,20 +189,47 @@ def _stored(n: int, *, tags: str = "a", compressed_body: bytes | None = None) ->
     return b"".join(out)
 
 
-def test_columnar_decoder_agrees_with_the_sdk_decoder():
+def _plan(columns: str, include_properties: bool = False, tags: bool = False):
+    from pyspark.sql.types import StructType
+
+    from orbitmq.spark.schema import read_plan, read_schema
+
+    full = read_schema(include_headers=True)
+    wanted = StructType([full[name] for name in columns.split()])
+    return read_plan(wanted, include_properties, tags, False)
+
+
+def test_pull_bodies_decode_into_the_batches_spark_expects():
     raw = _stored(50)
-    cols = Columns(include_properties=True)
-    assert decode_into(cols, raw, "broker-a", 40, frozenset({"a1"})) == 50
+    plan = _plan("topic broker_name queue_id queue_offset msg_id keys tags body properties "
+                 "born_timestamp store_timestamp reconsume_times headers", include_properties=True,
+                 tags=True)
+    batch = decode_body(raw, "T", "broker-a", 40, plan, frozenset({"a1"}))
+    assert batch is not None and batch.schema == plan.schema
     ref = [m for m in iter_stored_messages(raw) if m.queue_offset < 40 and m.tags == "a1"]
-    assert cols.queue_offset == [m.queue_offset for m in ref] and len(ref) == 20
-    assert cols.body == [m.body for m in ref] and cols.msg_id == [m.msg_id for m in ref]
-    assert cols.keys == [m.keys for m in ref] and cols.born_ms == [m.born_timestamp for m in ref]
-    assert [dict(p) for p in cols.properties] == [m.properties for m in ref]
-    packed = Columns(include_properties=False)
-    decode_into(packed, _stored(1, compressed_body=b"z" * 5000), "b", 10, None)
-    assert packed.body == [b"z" * 5000] and packed.properties == [None]
+    got = batch.to_pydict()
+    assert got["queue_offset"] == [m.queue_offset for m in ref] and len(ref) == 20
+    assert got["body"] == [m.body for m in ref] and got["msg_id"] == [m.msg_id for m in ref]
+    assert got["keys"] == [m.keys for m in ref] and set(got["topic"]) == {"T"}
+    assert batch.column("born_timestamp").cast("int64").to_pylist() == [
+        m.born_timestamp * 1000 for m in ref]
+    assert [dict(p) for p in got["properties"]] == [m.properties for m in ref]
+    assert got["headers"] == [[]] * 20  # TAGS, KEYS and UNIQ_KEY are the system's
+    only_body = _plan("body")
+    packed = decode_body(_stored(1, compressed_body=b"z" * 5000), "T", "b", 10, only_body, None)
+    assert packed is not None and packed.to_pydict() == {"body": [b"z" * 5000]}
     with pytest.raises(Exception, match="CRC"):
-        decode_into(Columns(False), raw.replace(b"body-3", b"body-X"), "b", 99, None)
+        decode_body(raw.replace(b"body-3", b"body-X"), "T", "b", 99, only_body, None)
+    assert decode_body(raw, "T", "b", 0, only_body, None) is None
+    counted = _plan("queue_offset")
+    assert counted.offsets_only and not _plan("queue_offset", tags=True).offsets_only
+    rows = offset_rows("T", "b", 3, 5, 9, _plan("topic queue_id queue_offset"))
+    assert rows.to_pydict() == {"topic": ["T"] * 4, "queue_id": [3] * 4, "queue_offset": [5, 6, 7, 8]}
+
+
+def test_user_headers_leave_system_properties_out():
+    assert user_headers({"KEYS": "k", "color": "blue", "UNIQ_KEY": "U", "TRAN_MSG": "true",
+                         "__SHARDINGKEY": "s", "n": "é"}) == [("color", b"blue"), ("n", "é".encode())]
 
 
 def _answer(code: int, nxt: int, lo: int = 0, hi: int = 100, remark: str | None = None,

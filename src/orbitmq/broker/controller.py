@@ -49,6 +49,7 @@ from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
+    TransactionBatchProcessor,
     TransactionCheckService,
     TransactionService,
 )
@@ -142,6 +143,7 @@ class BrokerController:
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
             schedule=self.schedule,
             replication=self.replication,
+            transaction_batches=TransactionBatchProcessor(ctx, self.transactions),
         )
         for code, handler in handler_table(self.processors, self.dispatched.after,
                                            self.role).items():

@@ -34,7 +34,11 @@ from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.stats_processor import StatsProcessor
-from orbitmq.broker.transaction import EndTransactionProcessor, TransactionService
+from orbitmq.broker.transaction import (
+    EndTransactionProcessor,
+    TransactionBatchProcessor,
+    TransactionService,
+)
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
@@ -50,6 +54,10 @@ SLAVE_REFUSALS: dict[int, tuple[ResponseCode, str]] = {
     RequestCode.SEND_BATCH_MESSAGE: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
     RequestCode.CONSUMER_SEND_MSG_BACK: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
     RequestCode.END_TRANSACTION: (
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+        "this broker is a slave: transactions are ended on the master of its broker set"),
+    OrbitMQRequestCode.SEND_TRANSACTION_BATCH: (ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_SENDS),
+    OrbitMQRequestCode.END_TRANSACTION_BATCH: (
         ResponseCode.SLAVE_NOT_AVAILABLE,
         "this broker is a slave: transactions are ended on the master of its broker set"),
 }
@@ -95,6 +103,7 @@ class Processors:
     broker_config: BrokerConfigProcessor
     schedule: ScheduleService
     replication: ReplicationService
+    transaction_batches: TransactionBatchProcessor
 
 
 def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler],
@@ -118,6 +127,10 @@ def _table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[
         RequestCode.PULL_MESSAGE: p.pull.pull_message,
         RequestCode.CONSUMER_SEND_MSG_BACK: p.send_back.consumer_send_msg_back,
         RequestCode.END_TRANSACTION: p.end_transaction.end_transaction,
+        # OrbitMQ: transactions by the batch, bulk pulls (protocol/codes.py)
+        OrbitMQRequestCode.SEND_TRANSACTION_BATCH: p.transaction_batches.send_batch,
+        OrbitMQRequestCode.END_TRANSACTION_BATCH: p.transaction_batches.end_batch,
+        OrbitMQRequestCode.PULL_MESSAGE_BULK: p.pull.pull_message_bulk,
         # clients
         RequestCode.HEART_BEAT: p.clients.heart_beat,
         # a client that leaves its group gives up its orderly queue locks at once

@@ -57,7 +57,7 @@ from orbitmq.broker.message_filter import PullFilter, build_filter
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.errors import ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm, TopicConfig
-from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
@@ -77,6 +77,7 @@ _FLAG_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 _RETRY = (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING)
 _EMPTY_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
 _NOT_FOUND = (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_FOUND_NULL)
+_BULK = int(OrbitMQRequestCode.PULL_MESSAGE_BULK)
 
 
 def pull_response_code(status: GetMessageStatus, request_offset: int) -> ResponseCode:
@@ -160,6 +161,12 @@ class PullProcessor:
         self._execute(cmd, conn, h, message_filter, allow_suspend=True)
         return None
 
+    def pull_message_bulk(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
+        """PULL_MESSAGE_BULK (OrbitMQ): the same pull, bounded by ``bulk_pull_count_max`` and
+        ``bulk_pull_bytes_max`` (``_execute`` tells the two apart by the request code, also when
+        a held pull resumes)."""
+        return self.pull_message(cmd, conn)
+
     # -- checks ---------------------------------------------------------------------------------
     def _check(self, h: PullMessageRequestHeader, conn: RemotingConnection) -> PullFilter | None:
         ctx = self.ctx
@@ -216,7 +223,8 @@ class PullProcessor:
                  message_filter: PullFilter | None, *, allow_suspend: bool,
                  dispatched: bool = False) -> None:
         result = self.store.get_message(
-            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter,
+            cmd.code == _BULK,
         )
         code = pull_response_code(result.status, h.queue_offset)
         slave = self.ctx.role.is_slave

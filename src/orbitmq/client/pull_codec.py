@@ -18,7 +18,7 @@ from orbitmq.client.instance import check_response
 from orbitmq.client.message_selector import ExpressionLike, selector_of
 from orbitmq.client.results import PullResult, PullStatus, RawPullResult
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
-from orbitmq.protocol.codes import RequestCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     PullMessageRequestHeader,
@@ -29,12 +29,16 @@ from orbitmq.protocol.stored import iter_stored_messages
 
 __all__ = [
     "PULL_BATCH_SIZE_MAX",
+    "BULK_PULL_NUMS_MAX",
     "build_pull_request",
     "parse_pull_response",
     "parse_raw_pull_response",
 ]
 
 PULL_BATCH_SIZE_MAX = 1024  # RocketMQ caps a pull at 1,024 messages whatever is asked
+# What a bulk pull (OrbitMQ's PULL_MESSAGE_BULK) may ask for; the broker's bulk_pull_count_max
+# and bulk_pull_bytes_max decide what it gets.
+BULK_PULL_NUMS_MAX = 1_000_000
 
 
 def build_pull_request(
@@ -46,8 +50,10 @@ def build_pull_request(
     suspend: float | None,
     *,
     commit_offset: int = 0,
+    bulk: bool = False,
 ) -> RemotingCommand:
-    """PULL_MESSAGE for ``mq`` from ``offset``.
+    """PULL_MESSAGE for ``mq`` from ``offset`` (OrbitMQ's PULL_MESSAGE_BULK with ``bulk``: the
+    same header, answered within the broker's bulk bounds).
 
     The subscription travels with every request (the SUBSCRIPTION flag), so the broker needs no
     heartbeat to filter. A push consumer passes its :class:`SubscriptionData` (parsed when it
@@ -87,7 +93,8 @@ def build_pull_request(
         sub_version=sub_version,
         expression_type=expression_type,
     )
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    code = OrbitMQRequestCode.PULL_MESSAGE_BULK if bulk else RequestCode.PULL_MESSAGE
+    return RemotingCommand.request(code, header.to_ext_fields())
 
 
 def _status_and_header(resp: RemotingCommand) -> tuple[PullStatus, PullMessageResponseHeader]:

@@ -22,6 +22,7 @@ from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.message_selector import ExpressionLike, MessageSelector, selector_of
 from orbitmq.client.pull_codec import (
+    BULK_PULL_NUMS_MAX,
     PULL_BATCH_SIZE_MAX,
     build_pull_request,
     parse_pull_response,
@@ -93,6 +94,7 @@ class AsyncPullConsumer:
         self._offsets: dict[MessageQueue, int] = {}
         self._suggested: dict[MessageQueue, int] = {}  # broker id each queue's last answer named
         self._dirty: set[MessageQueue] = set()
+        self._no_bulk: set[str] = set()  # brokers that answered a bulk pull NOT_SUPPORTED
         self._started = False
 
     @property
@@ -188,40 +190,57 @@ class AsyncPullConsumer:
         *,
         timeout: float | None = None,
         suspend: float | None = None,
+        bulk: bool = False,
     ) -> RawPullResult:
         """The same pull as :meth:`pull`, with the messages left undecoded: the response body
         as the broker sent it, for decoding in bulk (see :class:`RawPullResult`). Nothing is
         checked or filtered on the client; ``result.tags`` says which tags to keep.
 
+        Args:
+            bulk: ask with OrbitMQ's PULL_MESSAGE_BULK: ``max_nums`` up to BULK_PULL_NUMS_MAX,
+                the answer bounded by the broker's ``bulk_pull_count_max`` and
+                ``bulk_pull_bytes_max`` (instead of the 32 messages and 256 KiB of a RocketMQ
+                pull). A broker that does not know the code (a RocketMQ broker) is asked with
+                PULL_MESSAGE from then on, for at most 1,024 messages.
+
         Raises:
             as :meth:`pull`.
         """
         selector = selector_of(expression)
-        resp = await self._pull(mq, offset, max_nums, selector, timeout, suspend)
+        resp = await self._pull(mq, offset, max_nums, selector, timeout, suspend, bulk)
         return parse_raw_pull_response(resp, selector.tags)
 
     async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, selector: MessageSelector,
-                    timeout: float | None, suspend: float | None) -> RemotingCommand:
+                    timeout: float | None, suspend: float | None,
+                    bulk: bool = False) -> RemotingCommand:
         """Send one PULL_MESSAGE (after checking the arguments) to ``mq``'s broker, a slave
         too; the answer as it came."""
         self._check_started()
         if offset < 0:
             raise ClientError(f"offset must not be negative, got {offset}")
-        if not 1 <= max_nums <= PULL_BATCH_SIZE_MAX:
-            raise ClientError(f"max_nums must be within 1..{PULL_BATCH_SIZE_MAX}, got {max_nums}")
+        nums_max = BULK_PULL_NUMS_MAX if bulk else PULL_BATCH_SIZE_MAX
+        if not 1 <= max_nums <= nums_max:
+            raise ClientError(f"max_nums must be within 1..{nums_max}, got {max_nums}")
         if suspend is not None and suspend <= 0:
             suspend = None
         self._topics.add(mq.topic)
-        cmd = build_pull_request(self.group, mq, offset, max_nums, selector, suspend)
         addr, _ = await self._instance.find_read_address(mq.broker_name, mq.topic,
                                                          self._suggested.get(mq, MASTER_ID))
         wait = (self.pull_timeout if timeout is None else timeout) + (suspend or 0.0)
+        bulk = bulk and addr not in self._no_bulk
+        cmd = build_pull_request(self.group, mq, offset, max_nums if bulk else min(
+            max_nums, PULL_BATCH_SIZE_MAX), selector, suspend, bulk=bulk)
         try:
             resp = await self._instance.remoting.invoke(addr, cmd, wait)
         except (ConnectionClosedError, TimeoutError):
             self._instance.broker_failed(addr)  # the next pull reads another broker of the set
             self._suggested.pop(mq, None)
             raise
+        if bulk and resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            log.info("broker %s does not serve bulk pulls: PULL_MESSAGE from now on", addr)
+            self._no_bulk.add(addr)
+            return await self._pull(mq, offset, min(max_nums, PULL_BATCH_SIZE_MAX), selector,
+                                    timeout, suspend)
         suggested = resp.ext_fields.get("suggestWhichBrokerId", "0")
         self._suggested[mq] = int(suggested) if suggested.isdigit() else MASTER_ID
         return resp
@@ -364,12 +383,13 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
         *,
         timeout: float | None = None,
         suspend: float | None = None,
+        bulk: bool = False,
     ) -> RawPullResult:
         """See :meth:`AsyncPullConsumer.pull_raw`."""
         if not isinstance(expression, MessageSelector):
             expression = selector_of(expression)
         return self._call(self._client.pull_raw(mq, offset, max_nums, expression,
-                                                timeout=timeout, suspend=suspend))
+                                                timeout=timeout, suspend=suspend, bulk=bulk))
 
     def fetch_offset(self, mq: MessageQueue, *, from_store: bool = True) -> int:
         """See :meth:`AsyncPullConsumer.fetch_offset`."""

@@ -35,8 +35,9 @@ from orbitmq.errors import (
     RemoteProtocolError,
     TimeoutError,
 )
-from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.extension_headers import EndTransactionBatchRequestHeader
 from orbitmq.protocol.headers import EndTransactionRequestHeader
 from orbitmq.protocol.msgid import decode_offset_msg_id
 
@@ -45,6 +46,8 @@ __all__ = [
     "HalfReceipt",
     "END_RETRIABLE_CODES",
     "build_end_transaction_request",
+    "build_end_transaction_batch_request",
+    "end_request",
     "half_message_addr",
     "end_transaction",
 ]
@@ -77,6 +80,8 @@ class HalfMessageRef:
         msg_id: its UNIQ_KEY; transaction_id: the transaction's id (the UNIQ_KEY too).
         store_addr: host:port of the store the receipt names, where END_TRANSACTION goes when no
             route names the broker any more.
+        batch_size: for a transaction batch (OrbitMQ), how many messages it holds; 0 for a
+            single message. A batch is ended with END_TRANSACTION_BATCH.
     """
 
     broker_name: str
@@ -86,6 +91,7 @@ class HalfMessageRef:
     msg_id: str
     transaction_id: str
     store_addr: str
+    batch_size: int = 0
 
     @classmethod
     def of(cls, result: HalfReceipt) -> HalfMessageRef:
@@ -103,7 +109,7 @@ class HalfMessageRef:
             raise ClientError(f"not the receipt of a stored half message: {e}") from None
         return cls(result.queue.broker_name, result.queue.topic, commit_log_offset,
                    result.queue_offset, result.msg_id, result.transaction_id or result.msg_id,
-                   f"{host}:{port}")
+                   f"{host}:{port}", getattr(result, "batch_size", 0))
 
 
 HalfReceipt = SendResult | TransactionSendResult | HalfMessageRef
@@ -135,6 +141,46 @@ def build_end_transaction_request(
     if remark is not None:
         cmd.remark = remark
     return cmd
+
+
+def build_end_transaction_batch_request(
+    group: str,
+    state: LocalTransactionState,
+    *,
+    commit_log_offset: int,
+    half_queue_offset: int,
+    transaction_id: str,
+    from_check: bool = False,
+    remark: str | None = None,
+    oneway: bool = True,
+) -> RemotingCommand:
+    """END_TRANSACTION_BATCH (OrbitMQ) of ``group`` carrying ``state`` for the batch whose half
+    message lies at ``commit_log_offset`` and whose id is ``transaction_id``."""
+    header = EndTransactionBatchRequestHeader(
+        producer_group=group, tran_state_table_offset=half_queue_offset,
+        commit_log_offset=commit_log_offset, commit_or_rollback=state.commit_or_rollback,
+        transaction_id=transaction_id, from_transaction_check=from_check)
+    cmd = RemotingCommand.request(OrbitMQRequestCode.END_TRANSACTION_BATCH, header.to_ext_fields(),
+                                  oneway=oneway)
+    if remark is not None:
+        cmd.remark = remark
+    return cmd
+
+
+def end_request(group: str, state: LocalTransactionState, ref: HalfMessageRef, *,
+                from_check: bool = False, remark: str | None = None,
+                oneway: bool = True) -> RemotingCommand:
+    """The request that ends the transaction ``ref`` names: END_TRANSACTION for a single
+    message, END_TRANSACTION_BATCH for a batch."""
+    if ref.batch_size:
+        return build_end_transaction_batch_request(
+            group, state, commit_log_offset=ref.commit_log_offset,
+            half_queue_offset=ref.half_queue_offset, transaction_id=ref.transaction_id,
+            from_check=from_check, remark=remark, oneway=oneway)
+    return build_end_transaction_request(
+        group, state, commit_log_offset=ref.commit_log_offset,
+        half_queue_offset=ref.half_queue_offset, msg_id=ref.msg_id,
+        transaction_id=ref.transaction_id, from_check=from_check, remark=remark, oneway=oneway)
 
 
 async def half_message_addr(instance: ClientInstance, ref: HalfMessageRef) -> str:
@@ -180,10 +226,7 @@ async def end_transaction(
     for attempt in range(max(1, attempts)):
         if attempt:
             await asyncio.sleep(RETRY_BACKOFF_S * attempt)
-        cmd = build_end_transaction_request(
-            group, state, commit_log_offset=ref.commit_log_offset,
-            half_queue_offset=ref.half_queue_offset, msg_id=ref.msg_id,
-            transaction_id=ref.transaction_id, oneway=False)
+        cmd = end_request(group, state, ref, oneway=False)
         try:
             addr = await half_message_addr(instance, ref)
             resp = await instance.remoting.invoke(addr, cmd, timeout)

@@ -22,6 +22,7 @@ class PendingTransaction:
         msg_id: the UNIQ_KEY (also the transaction id); offset_msg_id: the latest half copy's id.
         producer_group: the group the broker checks back.
         age_ms: since the producer sent it. check_times: checks sent so far.
+        messages: how many messages the transaction holds (1 but for a transaction batch).
     """
 
     broker_name: str
@@ -37,6 +38,7 @@ class PendingTransaction:
     age_ms: int
     check_times: int
     half_offset: int
+    messages: int = 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ def parse_pending_transactions(body: bytes | memoryview) -> PendingTransactions:
                 producer_group=str(t.get("producerGroup", "")), tags=str(t.get("tags", "")),
                 keys=str(t.get("keys", "")), born_timestamp=int(t.get("bornTimestamp", 0)),
                 age_ms=int(t.get("ageMs", 0)), check_times=int(t.get("checkTimes", 0)),
-                half_offset=int(t.get("halfOffset", 0)),
+                half_offset=int(t.get("halfOffset", 0)), messages=int(t.get("messages", 1)),
             )
             for t in data.get("transactions", [])
         )

@@ -24,22 +24,31 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Self, cast
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Self, TypeVar, cast
 
 from orbitmq.client import transaction_end
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.producer import AsyncProducer, Producer
-from orbitmq.client.results import SendResult
+from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.client.send_codec import (
+    EncodedMessage,
     PreparedMessage,
     build_send_request,
     parse_send_response,
     prepare_message,
 )
+from orbitmq.client.transaction_batch import (
+    build_send_batch_request,
+    encode_batch_messages,
+    parse_send_batch_response,
+    prepare_transaction_batch,
+    read_batch_check,
+)
 from orbitmq.client.transaction_end import HalfReceipt
 from orbitmq.client.transaction_state import (
     LocalTransactionState,
+    TransactionBatch,
     TransactionListener,
     TransactionPhase,
     TransactionSendResult,
@@ -56,8 +65,10 @@ from orbitmq.errors import (
     RemoteProtocolError,
     TimeoutError,
 )
-from orbitmq.protocol.codes import RequestCode
+from orbitmq.protocol.bodies import MessageQueue
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.extension_headers import CheckTransactionBatchStateRequestHeader
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.stored import decode_stored_message
@@ -69,11 +80,13 @@ __all__ = [
     "TransactionListener",
     "LocalTransactionState",
     "TransactionSendResult",
+    "TransactionBatch",
     "transaction_id",
 ]
 
 log = logging.getLogger(__name__)
 
+R = TypeVar("R")
 CHECK_REQUEST_HOLD_MAX = 2000  # RocketMQ's checkRequestHoldMax: checks waiting for an answer
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 
@@ -118,6 +131,8 @@ class AsyncTransactionProducer(AsyncProducer):
         self._topics = [DEFAULT_TOPIC, *topics]
         self._checks: set[asyncio.Task[None]] = set()
         self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
+        self._instance.register_request_handler(OrbitMQRequestCode.CHECK_TRANSACTION_BATCH_STATE,
+                                                self._on_check_batch)
 
     async def start(self) -> Self:
         """Start, learn the brokers of ``topics`` (and TBW102) and heartbeat them at once."""
@@ -181,17 +196,26 @@ class AsyncTransactionProducer(AsyncProducer):
         return tx
 
     async def _store_half(self, prepared: PreparedMessage, timeout: float | None) -> SendResult:
-        """Send the half message, trying another broker only when the last one surely did not
-        store it: it refused with a retriable code, or could not be reached. After a timeout or a
-        connection lost mid-request it may hold it; a second copy elsewhere could then be committed
-        twice, so the error goes to the caller (the local transaction does not run) and the
-        broker's check resolves the orphan (the listener finds nothing done: rollback)."""
+        return await self._store_in_half_queue(
+            prepared.topic,
+            lambda mq: build_send_request(prepared, mq, self.group, self.default_topic_queue_nums),
+            lambda resp, mq: parse_send_response(resp, prepared, mq), timeout)
+
+    async def _store_in_half_queue(self, topic: str, build: Callable[[MessageQueue], RemotingCommand],
+                                   parse: Callable[[RemotingCommand, MessageQueue], R],
+                                   timeout: float | None) -> R:
+        """Send a half message (or a batch), trying another broker only when the last one surely
+        did not store it: it refused with a retriable code, or could not be reached. After a
+        timeout or a connection lost mid-request it may hold it; a second copy elsewhere could
+        then be committed twice, so the error goes to the caller (the local transaction does not
+        run) and the broker's check resolves the orphan (the listener finds nothing done:
+        rollback)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.send_timeout if timeout is None else timeout)
         avoid: set[str] = set()
         last: OrbitMQError | None = None
         for _ in range(1 + self.retry_times_when_send_failed):
-            mq = (await self._publish_info(prepared.topic)).select_queue(avoid)
+            mq = (await self._publish_info(topic)).select_queue(avoid)
             try:
                 addr = await self._instance.find_broker_addr(mq.broker_name, mq.topic)
                 conn = await self._instance.remoting.connection(addr)
@@ -200,21 +224,96 @@ class AsyncTransactionProducer(AsyncProducer):
             else:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise TimeoutError(f"half message to {prepared.topic!r} ran out of time")
-                cmd = build_send_request(prepared, mq, self.group, self.default_topic_queue_nums)
+                    raise TimeoutError(f"half message to {topic!r} ran out of time")
                 try:
-                    return parse_send_response(await conn.invoke(cmd, remaining), prepared, mq)
+                    return parse(await conn.invoke(build(mq), remaining), mq)
                 except BrokerError as e:  # an answer: nothing stored
                     if not e.retriable:
                         raise
                     last = e
             log.info("half message to broker %s not stored: %s", mq.broker_name, last)
             avoid.add(mq.broker_name)
-            self._instance.refresh_route_soon(prepared.topic)
+            self._instance.refresh_route_soon(topic)
             if loop.time() >= deadline:
                 break
         assert last is not None
         raise last
+
+    # -- transactions by the batch (OrbitMQ) -----------------------------------------------------
+    async def send_batch_half(self, messages: Sequence[Message], *,
+                              properties: Mapping[str, str] | None = None,
+                              timeout: float | None = None) -> TransactionSendResult:
+        """Phase one of a transaction batch: ``messages`` (one topic) stored by one broker as one
+        half message, nothing delivered yet. The receipt (local state UNKNOWN) ends the batch
+        later with :meth:`end_transaction`, from any producer of this group; until then the
+        broker checks it back as a unit (``check_local_transaction_batch``).
+
+        Args:
+            properties: the batch's own properties (what a check shows in
+                ``TransactionBatch.properties``; CHECK_IMMUNITY_TIME_IN_SECONDS is honoured).
+
+        Raises:
+            ClientError: invalid messages, several topics, a delayed message, or more bytes
+                than ``max_message_size``.
+            BrokerError, TimeoutError, ConnectionClosedError: the batch was not stored.
+        """
+        self._check_started()
+        topic, encoded = encode_batch_messages(
+            messages, [self._message_id(m) for m in messages], self.max_message_size)
+        return await self.send_encoded_batch_half(topic, encoded, properties=properties,
+                                                  timeout=timeout)
+
+    async def send_encoded_batch_half(self, topic: str, encoded: Sequence[EncodedMessage], *,
+                                      properties: Mapping[str, str] | None = None,
+                                      timeout: float | None = None) -> TransactionSendResult:
+        """:meth:`send_batch_half` of messages already encoded (``send_codec.encode_message``,
+        each with its UNIQ_KEY): for bulk writers that build them without Message objects."""
+        self._check_started()
+        prepared = prepare_transaction_batch(topic, encoded, self._ids.next(), properties or {},
+                                             self.max_message_size)
+        return await self._store_in_half_queue(
+            topic, lambda mq: build_send_batch_request(prepared, mq, self.group),
+            lambda resp, mq: parse_send_batch_response(resp, prepared, mq), timeout)
+
+    async def send_batch_in_transaction(self, messages: Sequence[Message], arg: object = None, *,
+                                        properties: Mapping[str, str] | None = None,
+                                        timeout: float | None = None) -> TransactionSendResult:
+        """A transaction batch around the listener's ``execute_local_transaction_batch``: all of
+        ``messages`` delivered (COMMIT) or none (ROLLBACK); UNKNOWN leaves the batch to the
+        broker's check. The verdict goes out oneway, as for a single transaction.
+
+        Raises:
+            as :meth:`send_batch_half` (the local transaction did not run).
+        """
+        ids = [self._message_id(m) for m in messages]
+        topic, encoded = encode_batch_messages(messages, ids, self.max_message_size)
+        sent = await self.send_encoded_batch_half(topic, encoded, properties=properties,
+                                                  timeout=timeout)
+        state, error = LocalTransactionState.ROLLBACK, None
+        if sent.status is SendStatus.OK:
+            batch = TransactionBatch(sent.transaction_id, topic, _with_ids(messages, ids),
+                                     dict(properties or {}))
+            state, error = await self._call_listener(
+                self.listener.execute_local_transaction_batch, batch, arg, off_loop=False)
+        await self._end_oneway(sent, state, error)
+        return dataclasses.replace(sent, local_state=state)
+
+    def _message_id(self, msg: Message) -> str:
+        return msg.properties.get(PropertyKey.UNIQ_KEY) or self._ids.next()
+
+    async def _end_oneway(self, sent: TransactionSendResult, state: LocalTransactionState,
+                          error: BaseException | None) -> None:
+        """END_TRANSACTION_BATCH (oneway) after a batch's local transaction; a failure is logged:
+        the broker's check resolves the batch."""
+        ref = transaction_end.HalfMessageRef.of(sent)
+        remark = None if error is None else f"executeLocalTransactionBranch exception: {error!r}"
+        try:
+            addr = await transaction_end.half_message_addr(self._instance, ref)
+            await self._send_end_transaction(addr, transaction_end.end_request(
+                self.group, state, ref, remark=remark))
+        except OrbitMQError as e:
+            log.warning("END_TRANSACTION_BATCH failed tx=%s: %s; the broker will check",
+                        sent.transaction_id, e)
 
     async def end_transaction(self, result: HalfReceipt, state: LocalTransactionState, *,
                               timeout: float | None = None) -> None:
@@ -277,6 +376,42 @@ class AsyncTransactionProducer(AsyncProducer):
         await self._instance.remoting.invoke_oneway(addr, cmd)
 
     # -- checks from brokers ---------------------------------------------------------------------
+    def _on_check_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> None:
+        """CHECK_TRANSACTION_BATCH_STATE: answered later by a task, with END_TRANSACTION_BATCH."""
+        try:
+            header, batch, group = read_batch_check(cmd)
+        except RemoteProtocolError as e:
+            log.warning("malformed transaction batch check from %s: %s", conn.peer, e)
+            return None
+        if group and group != self.group:
+            log.warning("transaction batch check for group %s reached producer of %s", group,
+                        self.group)
+            return None
+        if len(self._checks) >= self.check_request_hold_max:
+            log.warning("transaction batch check dropped tx=%s: %d checks under way",
+                        batch.transaction_id, len(self._checks))
+            return None
+        task = asyncio.ensure_future(self._answer_batch_check(header, batch, conn))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+        return None
+
+    async def _answer_batch_check(self, h: CheckTransactionBatchStateRequestHeader,
+                                  batch: TransactionBatch, conn: RemotingConnection) -> None:
+        state, error = await self._call_listener(self.listener.check_local_transaction_batch,
+                                                 batch, off_loop=True)
+        log.info("transaction batch check answered %s tx=%s from=%s", state.name,
+                 batch.transaction_id, conn.peer)
+        cmd = transaction_end.build_end_transaction_batch_request(
+            self.group, state, commit_log_offset=h.commit_log_offset,
+            half_queue_offset=h.tran_state_table_offset, transaction_id=h.transaction_id,
+            from_check=True,
+            remark=None if error is None else f"checkLocalTransaction exception: {error!r}")
+        try:
+            conn.invoke_oneway(cmd)
+        except ConnectionClosedError:
+            log.info("broker connection closed before a check answer tx=%s", batch.transaction_id)
+
     def _on_check(self, cmd: RemotingCommand, conn: RemotingConnection) -> None:
         """CHECK_TRANSACTION_STATE: answered later by a task, with END_TRANSACTION on ``conn``."""
         try:
@@ -382,6 +517,42 @@ class TransactionProducer(Producer):
         """See :meth:`AsyncTransactionProducer.end_transaction`."""
         self._call(self._tx.end_transaction(result, state, timeout=timeout))
 
+    def send_batch_half(self, messages: Sequence[Message], *,
+                        properties: Mapping[str, str] | None = None,
+                        timeout: float | None = None) -> TransactionSendResult:
+        """See :meth:`AsyncTransactionProducer.send_batch_half`."""
+        return self._call(self._tx.send_batch_half(messages, properties=properties,
+                                                   timeout=timeout))
+
+    def send_batch_in_transaction(self, messages: Sequence[Message], arg: object = None, *,
+                                  properties: Mapping[str, str] | None = None,
+                                  timeout: float | None = None) -> TransactionSendResult:
+        """See :meth:`AsyncTransactionProducer.send_batch_in_transaction`; the local transaction
+        runs in the calling thread."""
+        tx = self._tx
+        ids = [tx._message_id(m) for m in messages]
+        topic, encoded = encode_batch_messages(messages, ids, tx.max_message_size)
+        sent = self._call(tx.send_encoded_batch_half(topic, encoded, properties=properties,
+                                                     timeout=timeout))
+        state, error = LocalTransactionState.ROLLBACK, None
+        if sent.status is SendStatus.OK:
+            batch = TransactionBatch(sent.transaction_id, topic, _with_ids(messages, ids),
+                                     dict(properties or {}))
+            state, error = self._run_local_batch(batch, arg)
+        self._call(tx._end_oneway(sent, state, error))
+        return dataclasses.replace(sent, local_state=state)
+
+    def _run_local_batch(self, batch: TransactionBatch, arg: object) -> tuple[
+            LocalTransactionState, BaseException | None]:
+        try:
+            result = self.listener.execute_local_transaction_batch(batch, arg)
+            if inspect.isawaitable(result):
+                result = self._call(_awaited(result))
+        except Exception as e:
+            log.warning("execute_local_transaction_batch failed: %r", e)
+            return LocalTransactionState.UNKNOWN, e
+        return coerce_state(result), None
+
     def _run_local(self, msg: Message | None, arg: object) -> tuple[LocalTransactionState,
                                                                     BaseException | None]:
         assert msg is not None, "the half message is stored before the local transaction runs"
@@ -397,3 +568,10 @@ class TransactionProducer(Producer):
 
 async def _awaited(aw: Awaitable[Any]) -> Any:
     return await aw
+
+
+def _with_ids(messages: Sequence[Message], ids: Sequence[str]) -> tuple[Message, ...]:
+    """The messages as a listener sees them: each with its UNIQ_KEY among its properties."""
+    return tuple(Message.with_system_properties(
+        m.topic, m.body, properties={**m.properties, PropertyKey.UNIQ_KEY: msg_id}, tags=m.tags,
+        keys=m.keys, flag=m.flag) for m, msg_id in zip(messages, ids, strict=True))

@@ -20,6 +20,7 @@ __all__ = [
     "LocalTransactionState",
     "TransactionListener",
     "TransactionSendResult",
+    "TransactionBatch",
     "TransactionPhase",
     "PHASE_TRANSITIONS",
     "TransactionTracker",
@@ -70,6 +71,43 @@ class TransactionListener:
         ran it may have crashed. ``msg.msg_id`` is the transaction id."""
         raise NotImplementedError
 
+    def execute_local_transaction_batch(self, batch: TransactionBatch, arg: object) -> ListenerResult:
+        """The local transaction of a batch sent with ``send_batch_in_transaction`` (its half
+        message is stored); ``batch.transaction_id`` names it. Not overridden: UNKNOWN (the
+        broker checks the batch back later)."""
+        raise NotImplementedError
+
+    def check_local_transaction_batch(self, batch: TransactionBatch) -> ListenerResult:
+        """Say how the local transaction of a pending batch ended (the broker asks about the
+        batch as a unit), from durable state. Not overridden: UNKNOWN."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class TransactionBatch:
+    """A transaction batch as a listener sees it: messages of one topic committed or rolled back
+    together (OrbitMQ; docs/transactions.md).
+
+    Attributes:
+        transaction_id: the batch's id (what a check and a receipt name).
+        topic: where a commit delivers the messages.
+        messages: the messages, each with its own UNIQ_KEY (its ``msg_id`` once delivered) among
+            its properties.
+        properties: the batch's own properties, as given to the send.
+        check_times: how many times the broker has asked about it (0 before any check).
+    """
+
+    transaction_id: str
+    topic: str
+    messages: tuple[Message, ...]
+    properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    check_times: int = 0
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """The UNIQ_KEY of each message, in order."""
+        return [m.properties.get(PropertyKey.UNIQ_KEY, "") for m in self.messages]
+
 
 def coerce_state(result: object) -> LocalTransactionState:
     """A listener's return value as a verdict (anything but a LocalTransactionState: UNKNOWN)."""
@@ -100,6 +138,7 @@ class TransactionSendResult:
         queue: the real queue the message is delivered to on commit.
         queue_offset: the half message's offset in the broker's half queue.
         status: how far the half message got (SendStatus.OK: stored).
+        batch_size: for a transaction batch, how many messages it holds (0: a single message).
     """
 
     local_state: LocalTransactionState
@@ -109,6 +148,7 @@ class TransactionSendResult:
     queue: MessageQueue
     queue_offset: int
     status: SendStatus
+    batch_size: int = 0
 
 
 class TransactionPhase(enum.Enum):

@@ -23,3 +23,7 @@ def scan_stored(
     list[tuple[int, int, int, int, int, bytes, int, str | None, str | None, str | None]],
     int, int, int,
 ]: ...
+def stored_columns(
+    buf: Any, end_offset: int, want: int, /,
+) -> tuple[int, int, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray,
+           bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray]: ...

@@ -132,10 +132,43 @@ class OrbitMQRequestCode(enum.IntEnum):
     unresolved transactions. Optional extField ``limit`` (default 1000). Body (JSON):
     ``{"brokerName", "brokerAddr", "truncated": bool, "transactions": [{"topic", "queueId",
     "msgId", "transactionId", "offsetMsgId", "producerGroup", "tags", "keys", "bornTimestamp",
-    "ageMs", "checkTimes", "originOffset", "halfOffset", "commitLogOffset"}]}``, oldest first.
+    "ageMs", "checkTimes", "originOffset", "halfOffset", "commitLogOffset", "messages"}]}``,
+    oldest first (``messages``: how many messages the transaction holds: 1 but for a batch).
+
+    Transactions by the batch (docs/transactions.md): a batch of messages of one topic and queue
+    stored as ONE half message, committed or rolled back as a unit, checked back as a unit.
+    Headers in :mod:`orbitmq.protocol.extension_headers`.
+
+    SEND_TRANSACTION_BATCH (producer -> broker): header SendTransactionBatchRequestHeader
+    (``producerGroup``, ``topic``, ``queueId``, ``bornTimestamp``, ``count``, ``properties``:
+    the batch's own properties, with its transaction id as UNIQ_KEY), body a batch body
+    (:mod:`orbitmq.protocol.batch`; every entry with a UNIQ_KEY, none delayed or transactional).
+    Answered as a send (``msgId`` the half message's offset id, ``queueId``, ``queueOffset`` its
+    half queue offset, ``transactionId``).
+
+    END_TRANSACTION_BATCH (producer -> broker, two-way or oneway): header
+    EndTransactionBatchRequestHeader (``producerGroup``, ``tranStateTableOffset``,
+    ``commitLogOffset``, ``commitOrRollback`` 0/8/12, ``transactionId``,
+    ``fromTransactionCheck``). A commit re-stores every message of the batch under its topic in
+    one write; the answer (once durable) carries ``queueId``, ``queueOffset`` (the first
+    message's) and ``count``. A verdict on an ended batch: SUCCESS (same) or TRANSACTION_FAILED.
+
+    CHECK_TRANSACTION_BATCH_STATE (broker -> producer, oneway): a pending batch checked back as a
+    unit; header CheckTransactionBatchStateRequestHeader, body the half message (stored form,
+    under its real topic, the batch body as its body). The producer answers with
+    END_TRANSACTION_BATCH marked ``fromTransactionCheck``. A RocketMQ client never receives one.
+
+    PULL_MESSAGE_BULK (consumer -> broker): PULL_MESSAGE's header and answer, bounded by the
+    broker's ``bulk_pull_count_max`` / ``bulk_pull_bytes_max`` instead of the
+    ``max_transfer_*_on_message_in_memory`` bounds every RocketMQ pull keeps (bulk readers such
+    as Spark's source: few large answers instead of many of 32 messages).
     """
 
     LIST_PENDING_TRANSACTIONS = 9100
+    SEND_TRANSACTION_BATCH = 9101
+    END_TRANSACTION_BATCH = 9102
+    CHECK_TRANSACTION_BATCH_STATE = 9103
+    PULL_MESSAGE_BULK = 9104
 
 
 class ResponseCode(enum.IntEnum):

@@ -25,7 +25,11 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from orbitmq.client.transaction_end import HalfMessageRef
-from orbitmq.client.transaction_state import LocalTransactionState, TransactionListener
+from orbitmq.client.transaction_state import (
+    LocalTransactionState,
+    TransactionBatch,
+    TransactionListener,
+)
 from orbitmq.errors import OrbitMQError, SparkCommitError, TopicNotFoundError
 from orbitmq.protocol.message import Message, MessageExt
 from orbitmq.spark.clients import Session
@@ -68,17 +72,19 @@ class HalfRef:
     msg_id: str  # the UNIQ_KEY, stable over the broker's re-stored check copies
     topic: str  # the real topic (to find the broker's address through its route)
     broker_addr: str  # where it was stored (used when the route no longer names the broker)
+    batch_size: int = 0  # rows of a transaction batch (0: a single half message, older markers)
 
     @classmethod
     def of(cls, ref: HalfMessageRef) -> HalfRef:
         """The HalfRef of the SDK's reference of a half message (read from its SendResult)."""
         return cls(ref.broker_name, ref.commit_log_offset, ref.half_queue_offset, ref.msg_id,
-                   ref.topic, ref.store_addr)
+                   ref.topic, ref.store_addr, ref.batch_size)
 
     def ref(self) -> HalfMessageRef:
         """What the SDK's ``end_transaction`` takes (the transaction id is the UNIQ_KEY)."""
         return HalfMessageRef(self.broker_name, self.topic, self.commit_log_offset,
-                              self.queue_offset, self.msg_id, self.msg_id, self.broker_addr)
+                              self.queue_offset, self.msg_id, self.msg_id, self.broker_addr,
+                              self.batch_size)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -243,8 +249,18 @@ class SinkTransactionListener(TransactionListener):
     def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
         return LocalTransactionState.UNKNOWN  # the sink sends halves only; commit decides
 
+    def execute_local_transaction_batch(self, batch: TransactionBatch,
+                                        arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
     async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        tag = TxnTag.parse(msg.properties.get(TXN_PROPERTY))
+        return await self._verdict(msg.properties.get(TXN_PROPERTY), msg.msg_id)
+
+    async def check_local_transaction_batch(self, batch: TransactionBatch) -> LocalTransactionState:
+        return await self._verdict(batch.properties.get(TXN_PROPERTY), batch.transaction_id)
+
+    async def _verdict(self, txn: str | None, msg_id: str) -> LocalTransactionState:
+        tag = TxnTag.parse(txn)
         if tag is None:
             return LocalTransactionState.UNKNOWN
         key = (tag.query_id, tag.batch_id)
@@ -256,7 +272,7 @@ class SinkTransactionListener(TransactionListener):
                 while len(self._markers) > MARKER_CACHE_MAX:
                     self._markers.popitem(last=False)
         if marker is not None:
-            listed = msg.msg_id in marker.msg_ids
+            listed = msg_id in marker.msg_ids
             return LocalTransactionState.COMMIT if listed else LocalTransactionState.ROLLBACK
         if await aborted(self.session, self.commit_topic, tag.query_id, tag.batch_id, tag.run):
             return LocalTransactionState.ROLLBACK

@@ -16,6 +16,7 @@ from orbitmq.client.message_selector import MessageSelector
 from orbitmq.errors import ExpressionError, SparkOptionError
 from orbitmq.protocol.expressions import parse_tags
 from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
+from orbitmq.spark.option_names import normalize
 
 __all__ = [
     "OptionError",
@@ -23,6 +24,7 @@ __all__ = [
     "WriteOptions",
     "StartSpec",
     "parse_read_options",
+    "include_headers",
     "parse_write_options",
     "parse_duration_ms",
     "COMMIT_TOPIC_DEFAULT",
@@ -49,7 +51,9 @@ class StartSpec:
     """Where reading starts (or, for ``endingOffsets``, ends).
 
     ``kind`` is ``"earliest"``, ``"latest"``, ``"offsets"`` (``offsets`` holds the JSON, with -2
-    for earliest and -1 for latest) or ``"timestamp"`` (``timestamp_ms``).
+    for earliest and -1 for latest), ``"timestamp"`` (``timestamp_ms`` for every queue) or
+    ``"timestamps"`` (``offsets`` holds a timestamp per queue: startingOffsetsByTimestamp,
+    endingOffsetsByTimestamp).
     """
 
     kind: str
@@ -73,7 +77,9 @@ class ReadOptions:
     tags: str = "*"
     sql: str | None = None  # an SQL92 filter on properties, instead of tags
     include_properties: bool = False
+    include_headers: bool = False
     max_offsets_per_partition: int = MAX_OFFSETS_PER_PARTITION_DEFAULT
+    min_partitions: int | None = None
     consumer_group: str = READER_GROUP_DEFAULT
     pull_timeout_ms: int = 10_000
     commit_topic: str = COMMIT_TOPIC_DEFAULT
@@ -213,7 +219,8 @@ def _start_spec(options: Mapping[str, str], name: str, default: str, *,
 def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
     topic, pattern = _get(options, "topic"), _get(options, "topicPattern")
     if (topic is None) == (pattern is None):
-        raise OptionError("topic", "give exactly one of 'topic' (a comma list) or 'topicPattern'")
+        raise OptionError("topic", "give exactly one of 'topic' (a comma list; Kafka's "
+                                   "'subscribe') or 'topicPattern' ('subscribePattern')")
     if topic is not None:
         names = tuple(sorted({_topic_name(t.strip(), "topic") for t in topic.split(",")
                               if t.strip()}))
@@ -251,16 +258,62 @@ def _sql(options: Mapping[str, str]) -> str | None:
         raise OptionError("sql", f"not an SQL92 expression: {e}") from None
 
 
+def _one_of(options: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    """The one of ``names`` given (None: none); OptionError naming the second when two are."""
+    given = [n for n in names if _get(options, n) is not None]
+    if len(given) > 1:
+        raise OptionError(given[1], f"give only one of {', '.join(names)}")
+    return given[0] if given else None
+
+
+def _timestamp(options: Mapping[str, str], name: str) -> StartSpec:
+    raw = (_get(options, name) or "").strip()
+    if not raw.isdigit():
+        raise OptionError(name, f"expected milliseconds since the epoch, got {raw!r}")
+    return StartSpec("timestamp", timestamp_ms=int(raw))
+
+
+def _timestamps(options: Mapping[str, str], name: str) -> StartSpec:
+    """``{"topic": {"broker-a:0": ms}}``: where each named queue starts (or ends), by time."""
+    text = (_get(options, name) or "").strip()
+    stamps = parse_offsets_json(text, name, allow_earliest=False)
+    for topic, queues in stamps.items():
+        for key, ms in queues.items():
+            if ms < 0:
+                raise OptionError(name, f"topic {topic!r} queue {key!r}: expected milliseconds "
+                                        f"since the epoch, got {ms}")
+    return StartSpec("timestamps", stamps)
+
+
 def _starting(options: Mapping[str, str], streaming: bool) -> StartSpec:
-    spec = _start_spec(options, "startingOffsets", LATEST if streaming else EARLIEST)
-    ts = _get(options, "startingTimestamp")
-    if ts is None:
-        return spec
-    if _get(options, "startingOffsets") is not None:
-        raise OptionError("startingTimestamp", "give either startingOffsets or startingTimestamp")
-    if not ts.strip().isdigit():
-        raise OptionError("startingTimestamp", f"expected milliseconds since the epoch, got {ts!r}")
-    return StartSpec("timestamp", timestamp_ms=int(ts.strip()))
+    given = _one_of(options, ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp"))
+    if given == "startingTimestamp":
+        return _timestamp(options, given)
+    if given == "startingOffsetsByTimestamp":
+        return _timestamps(options, given)
+    return _start_spec(options, "startingOffsets", LATEST if streaming else EARLIEST)
+
+
+def _ending(options: Mapping[str, str], streaming: bool) -> StartSpec:
+    given = _one_of(options, ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"))
+    if given is None:
+        return StartSpec(LATEST)
+    if streaming:
+        raise OptionError(given, "is for batch queries only")
+    if given == "endingTimestamp":
+        return _timestamp(options, given)
+    if given == "endingOffsetsByTimestamp":
+        return _timestamps(options, given)
+    return _start_spec(options, "endingOffsets", LATEST, ending=True)
+
+
+def include_headers(options: Mapping[str, str]) -> bool:
+    """The ``includeHeaders`` option (the schema depends on it).
+
+    Raises:
+        OptionError: an unknown option, or includeHeaders not a boolean.
+    """
+    return _bool(normalize(options, "source"), "includeHeaders", False)
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -269,15 +322,12 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     Raises:
         OptionError: naming the first bad option.
     """
+    options = normalize(options, "source")
     topics, pattern = _topics(options)
-    ending = StartSpec(LATEST)
-    if _get(options, "endingOffsets") is not None:
-        if streaming:
-            raise OptionError("endingOffsets", "is for batch queries only")
-        ending = _start_spec(options, "endingOffsets", LATEST, ending=True)
+    ending = _ending(options, streaming)
     limits = {name: _positive_int(options, name) for name in
               ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxOffsetsPerPartition",
-               "pullTimeoutMs")}
+               "pullTimeoutMs", "minPartitions")}
     mn, mx = limits["minOffsetsPerTrigger"], limits["maxOffsetsPerTrigger"]
     if mn is not None and mx is not None and mn > mx:
         raise OptionError("minOffsetsPerTrigger", f"{mn} is above maxOffsetsPerTrigger {mx}")
@@ -299,8 +349,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         tags=_tags(options),
         sql=_sql(options),
         include_properties=_bool(options, "includeProperties", False),
+        include_headers=_bool(options, "includeHeaders", False),
         max_offsets_per_partition=(limits["maxOffsetsPerPartition"]
                                    or MAX_OFFSETS_PER_PARTITION_DEFAULT),
+        min_partitions=limits["minPartitions"],
         consumer_group=_group(group, "consumerGroup"),
         pull_timeout_ms=limits["pullTimeoutMs"] or 10_000,
         commit_topic=_topic_name(_get(options, "commitTopic") or COMMIT_TOPIC_DEFAULT,
@@ -321,6 +373,7 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
     Raises:
         OptionError: naming the first bad option.
     """
+    options = normalize(options, "sink")
     topic = _get(options, "topic")
     return WriteOptions(
         namesrv=_namesrv(options),

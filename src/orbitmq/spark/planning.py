@@ -29,7 +29,7 @@ from orbitmq.spark.offsets import (
 from orbitmq.spark.options import OptionError, ReadOptions, StartSpec
 
 __all__ = ["Bounds", "QueueBounds", "resolve_topics", "fetch_bounds", "resolve_start",
-           "batch_ranges", "SYSTEM_TOPIC_PREFIXES"]
+           "batch_ranges", "partition_ranges", "SYSTEM_TOPIC_PREFIXES"]
 
 log = logging.getLogger(__name__)
 
@@ -83,19 +83,48 @@ def check_topics_exist(topics: list[str], bounds: Bounds, option: str = "topic")
         raise OptionError(option, f"topic(s) {', '.join(missing)} do not exist")
 
 
-async def _search(session: Session, opts: ReadOptions, bounds: Bounds, ts_ms: int) -> Offsets:
+async def _search(session: Session, opts: ReadOptions, stamps: dict[tuple[str, str], int]) -> Offsets:
+    """The first offset of each queue stored at or after its timestamp (SEARCH_OFFSET_BY_TIMESTAMP
+    through the SDK; a queue with no message that late: its end)."""
     puller = await session.puller(opts.consumer_group)
-    keys = [(t, k) for t, queues in bounds.items() for k in queues]
+    keys = sorted(stamps)
 
     async def one(topic: str, key: str) -> int:
         broker, qid = parse_queue_key(key)
-        return await puller.search_offset(MessageQueue(topic, broker, qid), ts_ms)
+        return await puller.search_offset(MessageQueue(topic, broker, qid), stamps[(topic, key)])
 
     found = await asyncio.gather(*(one(t, k) for t, k in keys))
     out: Offsets = {}
     for (topic, key), offset in zip(keys, found, strict=True):
         out.setdefault(topic, {})[key] = offset
+    return out
+
+
+async def _by_time(session: Session, opts: ReadOptions, bounds: Bounds, spec: StartSpec,
+                   option: str) -> Offsets:
+    """``spec`` of kind timestamp (every queue) or timestamps (the queues the JSON names; the
+    others at their start, or their end for an ``ending*`` option)."""
+    if spec.kind == "timestamp":
+        stamps = {(t, k): spec.timestamp_ms for t, queues in bounds.items() for k in queues}
+    else:
+        stamps = {}
+        for topic, given in spec.offsets.items():
+            for key, ms in given.items():
+                _check_named(bounds, topic, key, option)
+                stamps[(topic, key)] = ms
+    out = await _search(session, opts, stamps)
+    for topic, queues in bounds.items():
+        for key, b in queues.items():
+            out.setdefault(topic, {}).setdefault(key, b.max if option.startswith("ending") else b.min)
     return canonical(out)
+
+
+def _check_named(bounds: Bounds, topic: str, key: str, option: str) -> None:
+    if topic not in bounds:
+        raise OptionError(option, f"names topic {topic!r}, which is not read or does not exist")
+    if key not in bounds[topic]:
+        raise OptionError(option, f"names queue {key} of topic {topic!r}, which does not "
+                                  f"exist (queues: {', '.join(bounds[topic])})")
 
 
 async def resolve_start(session: Session, opts: ReadOptions, bounds: Bounds, spec: StartSpec,
@@ -106,8 +135,8 @@ async def resolve_start(session: Session, opts: ReadOptions, bounds: Bounds, spe
     Raises:
         OptionError: the JSON names a topic not read or a queue that does not exist.
     """
-    if spec.kind == "timestamp":
-        return await _search(session, opts, bounds, spec.timestamp_ms)
+    if spec.kind in ("timestamp", "timestamps"):
+        return await _by_time(session, opts, bounds, spec, option)
     out: Offsets = {}
     for topic, queues in bounds.items():
         for key, b in queues.items():
@@ -116,13 +145,9 @@ async def resolve_start(session: Session, opts: ReadOptions, bounds: Bounds, spe
         return canonical(out)
     default_latest = option == "endingOffsets"
     for topic, given in spec.offsets.items():
-        if topic not in bounds:
-            raise OptionError(option, f"names topic {topic!r}, which is not read or does not exist")
         for key, value in given.items():
-            qb = bounds[topic].get(key)
-            if qb is None:
-                raise OptionError(option, f"names queue {key} of topic {topic!r}, which does not "
-                                          f"exist (queues: {', '.join(bounds[topic])})")
+            _check_named(bounds, topic, key, option)
+            qb = bounds[topic][key]
             out[topic][key] = qb.min if value == EARLIEST_OFFSET else (
                 qb.max if value == LATEST_OFFSET else value)
     if default_latest:
@@ -134,7 +159,7 @@ async def resolve_start(session: Session, opts: ReadOptions, bounds: Bounds, spe
 
 
 def batch_ranges(opts: ReadOptions, bounds: Bounds, start: Offsets, end: Offsets) -> list[QueueRange]:
-    """The ranges a batch read covers, split to at most ``maxOffsetsPerPartition`` offsets.
+    """The ranges a batch read covers (:func:`partition_ranges`).
 
     Raises:
         OptionError: an ending offset before its starting offset.
@@ -145,12 +170,40 @@ def batch_ranges(opts: ReadOptions, bounds: Bounds, start: Offsets, end: Offsets
         for key, hi in queues.items():
             lo = start[topic][key]
             if hi < lo:
-                raise OptionError("endingOffsets", f"topic {topic!r} queue {key}: ending offset "
-                                                   f"{hi} is before starting offset {lo}")
+                raise OptionError(_ending_option(opts), f"topic {topic!r} queue {key}: ending "
+                                                        f"offset {hi} is before starting offset {lo}")
             lo = check_retention(opts, topic, key, lo, bounds[topic][key])
             broker, qid = parse_queue_key(key)
             ranges.append(QueueRange(topic, broker, qid, lo, max(lo, hi)))
-    return split_ranges(ranges, opts.max_offsets_per_partition)
+    return partition_ranges(opts, ranges)
+
+
+def _ending_option(opts: ReadOptions) -> str:
+    return {"timestamp": "endingTimestamp", "timestamps": "endingOffsetsByTimestamp"}.get(
+        opts.ending.kind, "endingOffsets")
+
+
+def partition_ranges(opts: ReadOptions, ranges: list[QueueRange]) -> list[QueueRange]:
+    """``ranges`` as input partitions: cut to at most ``maxRecordsPerPartition`` offsets, then,
+    while fewer than ``minPartitions``, large ones divided further in proportion to their size
+    (Kafka's rule), so a big queue is read by several tasks. Depends on nothing but its
+    arguments, so a replayed micro-batch is cut the same way."""
+    pieces = split_ranges(ranges, opts.max_offsets_per_partition)
+    wanted = opts.min_partitions
+    if wanted is None or len(pieces) >= wanted:
+        return pieces
+    total = sum(r.size for r in pieces)
+    out = []
+    for r in pieces:
+        parts = max(int(r.size / total * wanted + 0.5), 1) if total else 1  # Kafka's
+        remaining, lo = r.size, r.start
+        for part in range(parts):
+            size = remaining // (parts - part)
+            remaining -= size
+            if size:
+                out.append(dataclasses.replace(r, start=lo, end=lo + size))
+            lo += size
+    return sorted(out, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start))
 
 
 def check_retention(opts: ReadOptions, topic: str, key: str, start: int, b: QueueBounds) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -43,7 +43,6 @@ from orbitmq.spark.offsets import (
     canonical,
     parse_queue_key,
     rate_limit,
-    split_ranges,
     total_between,
 )
 from orbitmq.spark.options import ReadOptions
@@ -53,9 +52,15 @@ from orbitmq.spark.planning import (
     check_retention,
     check_topics_exist,
     fetch_bounds,
+    partition_ranges,
     resolve_start,
     resolve_topics,
 )
+from orbitmq.spark.schema import ReadPlan, read_plan
+from orbitmq.spark.ship import ship
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 __all__ = ["OrbitMQBatchReader", "OrbitMQStreamReader", "RangePartition"]
 
@@ -78,11 +83,17 @@ async def _bounds(session: Session, opts: ReadOptions) -> tuple[list[str], Bound
     return topics, await fetch_bounds(session, topics)
 
 
-class OrbitMQBatchReader(DataSourceReader):
-    """Reads [startingOffsets, endingOffsets) of every queue once."""
+def _plan(opts: ReadOptions, schema: StructType) -> ReadPlan:
+    return read_plan(schema, opts.include_properties, opts.tag_set is not None, opts.sql is not None)
 
-    def __init__(self, opts: ReadOptions) -> None:
+
+class OrbitMQBatchReader(DataSourceReader):
+    """Reads [startingOffsets, endingOffsets) of every queue once; only the columns of
+    ``schema`` (the source's, or a subset the user declared: see schema.py)."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
+        self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
@@ -99,14 +110,18 @@ class OrbitMQBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if isinstance(partition, RangePartition):  # Spark reads one empty partition when none
-            yield from read_range(partition.range, self.opts)
+            yield from read_range(partition.range, self.opts, _plan(self.opts, self.schema))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ship(self)
 
 
 class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over every queue of the topics read (see the module docstring)."""
 
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
+        self.schema = schema
         self._target: Offsets | None = None  # Trigger.AvailableNow's cap
         self._last_batch_at = time.monotonic()
 
@@ -141,7 +156,25 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = self._admit(start, candidates, limit)
         if end != start:
             self._last_batch_at = time.monotonic()
+        self._log_lag(end, bounds)
         return end
+
+    def reportLatestOffset(self) -> dict | None:
+        """The newest offsets of every queue read: Spark shows them as the source's
+        ``latestOffset`` in StreamingQueryProgress, next to ``endOffset`` (their difference is
+        the lag)."""
+        with Session(self.opts.namesrv) as session:
+            _topics, bounds = session.run(_bounds(session, self.opts))
+        return canonical({t: {k: b.max for k, b in q.items()} for t, q in bounds.items()})
+
+    def _log_lag(self, end: Offsets, bounds: Bounds) -> None:
+        """Kafka's offsetsBehindLatest figures, logged (PySpark gives a Python source no way to
+        report source metrics: see docs/spark.md)."""
+        behind = [max(0, b.max - end.get(t, {}).get(k, b.max))
+                  for t, queues in bounds.items() for k, b in queues.items()]
+        if behind:
+            log.info("orbitmq offsets behind latest: min=%d max=%d avg=%.1f over %d queue(s)",
+                     min(behind), max(behind), sum(behind) / len(behind), len(behind))
 
     def _candidates(self, start: Offsets, bounds: Bounds) -> Offsets:
         """The furthest end allowed: latest of known queues (capped by the AvailableNow target),
@@ -198,11 +231,14 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if hi > lo:
                     broker, qid = parse_queue_key(key)
                     ranges.append(QueueRange(topic, broker, qid, int(lo), int(hi)))
-        return [RangePartition(r) for r in split_ranges(ranges, self.opts.max_offsets_per_partition)]
+        return [RangePartition(r) for r in partition_ranges(self.opts, ranges)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if isinstance(partition, RangePartition):  # Spark reads one empty partition when none
-            yield from read_range(partition.range, self.opts)
+            yield from read_range(partition.range, self.opts, _plan(self.opts, self.schema))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ship(self)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the checkpoint holds the offsets, not the broker."""

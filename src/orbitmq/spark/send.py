@@ -5,18 +5,20 @@ costs about one send: 20,000+ messages/s here against 3,500/s one by one), sever
 messages with ``queue_id`` or ``sharding_key`` are sent one by one, in row order per queue, queues
 in parallel, so a FIFO topic keeps each queue's order.
 
-Exactly-once: every row is a half message (transactional messages carry one message each),
-many in flight; the receipts become the HalfRefs of the task's commit message. Each half carries
-CHECK_IMMUNITY_TIME_IN_SECONDS: a broker counts its checks of a pending half even when no producer
-of the group is alive to answer, and discards the half after ``transaction_check_max`` of them,
-which would lose a batch whose marker is written but whose driver crashed before committing it;
-during the immunity the broker neither checks nor counts.
+Exactly-once: rows are sent as transaction batches (OrbitMQ: one half message per batch of rows
+of one topic, ``AsyncTransactionProducer.send_batch_half``), up to TX_BATCH_ROWS_MAX rows or
+TX_BATCH_BYTES_MAX bytes each, several in flight; the receipts become the HalfRefs of the task's
+commit message, and the driver ends each batch with one END_TRANSACTION_BATCH. The batch carries
+the task's ORBITMQ_SPARK_TXN tag and CHECK_IMMUNITY_TIME_IN_SECONDS as its own properties: a
+broker counts its checks of a pending batch even when no producer of the group is alive to
+answer, and discards the batch after ``transaction_check_max`` of them, which would lose a batch
+whose marker is written but whose driver crashed before committing it; during the immunity the
+broker neither checks nor counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Awaitable, Sequence
 
 from orbitmq.client.results import SendStatus
@@ -30,12 +32,15 @@ from orbitmq.spark.commit_log import TXN_PROPERTY, HalfRef, SinkTransactionListe
 from orbitmq.spark.options import WriteOptions
 from orbitmq.spark.sink_rows import Outgoing
 
-__all__ = ["send_plain", "send_halves", "BATCH_MESSAGES_MAX", "BATCH_BYTES_MAX"]
+__all__ = ["send_plain", "send_halves", "BATCH_MESSAGES_MAX", "BATCH_BYTES_MAX",
+           "TX_BATCH_ROWS_MAX", "TX_BATCH_BYTES_MAX"]
 
 BATCH_MESSAGES_MAX = 256
 BATCH_BYTES_MAX = 512 * 1024
 BATCHES_IN_FLIGHT_MAX = 8
-HALVES_IN_FLIGHT_MAX = 128
+TX_BATCH_ROWS_MAX = 4096
+TX_BATCH_BYTES_MAX = 1024 * 1024
+TX_BATCHES_IN_FLIGHT_MAX = 4
 
 
 async def _bounded(jobs: Sequence[Awaitable[object]], limit: int) -> list[object]:
@@ -48,15 +53,16 @@ async def _bounded(jobs: Sequence[Awaitable[object]], limit: int) -> list[object
     return list(await asyncio.gather(*(run(j) for j in jobs)))
 
 
-def _chunks(messages: list[Message]) -> list[list[Message]]:
-    """Messages grouped by topic, in order, cut at BATCH_MESSAGES_MAX or BATCH_BYTES_MAX."""
+def _chunks(messages: list[Message], rows_max: int = 0, bytes_max: int = 0) -> list[list[Message]]:
+    """Messages grouped by topic, in order, cut at ``rows_max`` (BATCH_MESSAGES_MAX) messages or
+    ``bytes_max`` (BATCH_BYTES_MAX) bytes."""
+    rows_max, bytes_max = rows_max or BATCH_MESSAGES_MAX, bytes_max or BATCH_BYTES_MAX
     by_topic: dict[str, list[list[Message]]] = {}
     sizes: dict[str, int] = {}
     for msg in messages:
         chunks = by_topic.setdefault(msg.topic, [[]])
         size = len(msg.body) + 64
-        if chunks[-1] and (len(chunks[-1]) >= BATCH_MESSAGES_MAX
-                           or sizes[msg.topic] + size > BATCH_BYTES_MAX):
+        if chunks[-1] and (len(chunks[-1]) >= rows_max or sizes[msg.topic] + size > bytes_max):
             chunks.append([])
             sizes[msg.topic] = 0
         chunks[-1].append(msg)
@@ -92,26 +98,24 @@ async def send_plain(session: Session, opts: WriteOptions, outgoing: Sequence[Ou
 
 async def send_halves(session: Session, opts: WriteOptions, outgoing: Sequence[Outgoing],
                       tag: TxnTag) -> list[HalfRef]:
-    """Send every message as a half message tagged with ``tag``; their references, in order.
+    """Send ``outgoing`` as transaction batches tagged with ``tag``; their references, in order.
 
     Raises:
-        the first failure; a half stored without a durable receipt (FLUSH_*_TIMEOUT) counts as one,
-        so that a commit marker never lists a half message the broker may lose.
+        the first failure; a batch stored without a durable receipt (FLUSH_*_TIMEOUT) counts as
+        one, so that a commit marker never lists a batch the broker may lose.
     """
     listener = SinkTransactionListener(session, opts.commit_topic)
     producer = await session.tx_producer(opts.producer_group, listener, opts.send_timeout_ms / 1000)
-    extra = {TXN_PROPERTY: tag.encode(),
-             PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
+    own = {TXN_PROPERTY: tag.encode(),
+           PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
 
-    async def one(msg: Message) -> HalfRef:
-        half = dataclasses.replace(msg, properties={**msg.properties, **extra})
-        tracker = await producer.send_half(half)
-        sent = tracker.send_result
-        assert sent is not None
+    async def one(batch: list[Message]) -> HalfRef:
+        sent = await producer.send_batch_half(batch, properties=own)
         if sent.status is not SendStatus.OK:
-            raise SparkError(f"orbitmq: half message {sent.msg_id} stored without a durable "
-                             f"receipt: {sent.status.value}")
+            raise SparkError(f"orbitmq: transaction batch {sent.transaction_id} stored without a "
+                             f"durable receipt: {sent.status.value}")
         return HalfRef.of(HalfMessageRef.of(sent))
 
-    refs = await _bounded([one(o.message) for o in outgoing], HALVES_IN_FLIGHT_MAX)
+    chunks = _chunks([o.message for o in outgoing], TX_BATCH_ROWS_MAX, TX_BATCH_BYTES_MAX)
+    refs = await _bounded([one(c) for c in chunks], TX_BATCHES_IN_FLIGHT_MAX)
     return [r for r in refs if isinstance(r, HalfRef)]

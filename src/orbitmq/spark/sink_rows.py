@@ -5,7 +5,13 @@ Columns: ``body`` (binary or string, required), and optionally ``topic`` (string
 option wins over it, as in Kafka's sink), ``keys`` (string or array<string>), ``tags`` (string),
 ``properties`` (map<string,string>), ``queue_id`` (int: the n-th write queue of the topic, for FIFO
 topics) or ``sharding_key`` (string: messages with the same key go to the same queue, in order).
-Other columns are ignored, so a DataFrame read from OrbitMQ can be written back as it is.
+
+A DataFrame shaped for Kafka's sink works as it is: ``value`` is the body, ``key`` (binary or
+string) the one key, ``headers`` (array<struct<key: string, value: binary>>) user properties and
+``partition`` the queue; so a job moves from Kafka by changing the format name. Properties named
+as the system's (KEYS, TAGS, UNIQ_KEY...: what a DataFrame read with includeProperties holds) are
+left out: the sink sets those itself. Other columns are ignored, so a DataFrame read from OrbitMQ
+can be written back as it is.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq.errors import SparkSchemaError
 from orbitmq.protocol.message import Message, PropertyKey
+from orbitmq.spark.decode import SYSTEM_PROPERTIES
 from orbitmq.spark.options import WriteOptions
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = ["SinkSchemaError", "ColumnPlan", "plan_columns", "Outgoing", "to_messages"]
 
@@ -38,6 +45,10 @@ class ColumnPlan:
     properties: bool = False
     queue_id: bool = False
     sharding_key: bool = False
+    body_column: str = "body"  # or Kafka's "value"
+    keys_column: str = "keys"  # or Kafka's "key" (string or binary: "string" / "binary" kind)
+    headers: bool = False  # Kafka's headers, as user properties
+    queue_column: str = "queue_id"  # or Kafka's "partition"
 
     @property
     def selects_queue(self) -> bool:
@@ -53,6 +64,22 @@ class Outgoing:
     sharding_key: str | None = None
 
 
+def _either(fields: dict[str, Any], ours: str, kafkas: str) -> str | None:
+    if ours in fields and kafkas in fields:
+        raise SinkSchemaError(kafkas, f"give either {ours!r} or {kafkas!r} (Kafka's name), not both")
+    return ours if ours in fields else kafkas if kafkas in fields else None
+
+
+def _headers_type_ok(t: DataType | None) -> bool:
+    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
+
+    if not isinstance(t, ArrayType) or not isinstance(t.elementType, StructType):
+        return False
+    kinds = {f.name: f.dataType for f in t.elementType.fields}
+    return (set(kinds) == {"key", "value"} and isinstance(kinds["key"], StringType)
+            and isinstance(kinds["value"], BinaryType | StringType))
+
+
 def plan_columns(schema: StructType, opts: WriteOptions) -> ColumnPlan:
     """Check the input schema.
 
@@ -62,9 +89,10 @@ def plan_columns(schema: StructType, opts: WriteOptions) -> ColumnPlan:
     from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, MapType, StringType
 
     fields = {f.name: f.dataType for f in schema.fields}
-    body = fields.get("body")
+    body_column = _either(fields, "body", "value") or "body"
+    body = fields.get(body_column)
     if not isinstance(body, BinaryType | StringType):
-        raise SinkSchemaError("body", "required, binary or string" +
+        raise SinkSchemaError("body", "required (or Kafka's 'value'), binary or string" +
                               ("" if body is None else f"; got {body.simpleString()}"))
 
     def check(name: str, ok: bool, expected: str) -> bool:
@@ -74,30 +102,38 @@ def plan_columns(schema: StructType, opts: WriteOptions) -> ColumnPlan:
             raise SinkSchemaError(name, f"expected {expected}, got {fields[name].simpleString()}")
         return True
 
-    keys_type = fields.get("keys")
-    keys = check("keys", isinstance(keys_type, StringType) or (
-        isinstance(keys_type, ArrayType) and isinstance(keys_type.elementType, StringType)),
-        "string or array<string>")
+    keys_column = _either(fields, "keys", "key") or "keys"
+    keys_type = fields.get(keys_column)
+    keys = check(keys_column, isinstance(keys_type, StringType) or (
+        keys_column == "key" and isinstance(keys_type, BinaryType)) or (
+        keys_column == "keys" and isinstance(keys_type, ArrayType)
+        and isinstance(keys_type.elementType, StringType)),
+        "string or binary" if keys_column == "key" else "string or array<string>")
     props_type = fields.get("properties")
+    queue_column = _either(fields, "queue_id", "partition") or "queue_id"
     plan = ColumnPlan(
         body_is_string=isinstance(body, StringType),
         topic=check("topic", isinstance(fields.get("topic"), StringType), "string"),
-        keys=("string" if isinstance(keys_type, StringType) else "array") if keys else None,
+        keys=(("array" if isinstance(keys_type, ArrayType) else
+               "binary" if isinstance(keys_type, BinaryType) else "string") if keys else None),
         tags=check("tags", isinstance(fields.get("tags"), StringType), "string"),
         properties=check("properties", isinstance(props_type, MapType) and isinstance(
             props_type.keyType, StringType) and isinstance(props_type.valueType, StringType),
             "map<string,string>"),
-        queue_id=check("queue_id", isinstance(fields.get("queue_id"), IntegerType | LongType),
+        queue_id=check(queue_column, isinstance(fields.get(queue_column), IntegerType | LongType),
                        "int or bigint"),
         sharding_key=check("sharding_key", isinstance(fields.get("sharding_key"), StringType),
                            "string"),
+        body_column=body_column, keys_column=keys_column, queue_column=queue_column,
+        headers=check("headers", _headers_type_ok(fields.get("headers")),
+                      "array<struct<key: string, value: binary>> (Kafka's headers)"),
     )
     if opts.topic is None and not plan.topic:
         raise SinkSchemaError("topic", "no 'topic' column and no 'topic' option")
     if plan.queue_id and plan.sharding_key:
-        raise SinkSchemaError("sharding_key", "give either queue_id or sharding_key, not both")
+        raise SinkSchemaError("sharding_key", f"give either {queue_column} or sharding_key, not both")
     if opts.exactly_once and plan.selects_queue:
-        raise SinkSchemaError("queue_id" if plan.queue_id else "sharding_key",
+        raise SinkSchemaError(queue_column if plan.queue_id else "sharding_key",
                               "exactly-once writes use transactional messages, which cannot "
                               "choose their queue; drop the column or set exactlyOnce=false")
     return plan
@@ -107,34 +143,65 @@ def _column(rb: pa.RecordBatch, name: str, present: bool) -> list[Any] | None:
     return rb.column(name).to_pylist() if present else None
 
 
+def _text(value: bytes | str, column: str) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SinkSchemaError(column, "a value is not UTF-8 text (OrbitMQ keys and properties "
+                                      "are text)") from None
+
+
+def _properties(props: Any, headers: Any) -> dict[str, str]:
+    """A row's user properties: its headers, then its properties map (system names dropped)."""
+    out: dict[str, str] = {}
+    for header in headers or ():
+        if header is not None and header["key"] is not None and header["value"] is not None:
+            out[header["key"]] = _text(header["value"], "headers")
+    for name, value in (props or ()):
+        out[name] = value
+    return {k: v for k, v in out.items() if k not in SYSTEM_PROPERTIES}
+
+
+def _keys(key: Any, kind: str | None, column: str) -> list[str] | None:
+    if not key:
+        return None
+    if kind == "array":
+        return list(key)
+    return [_text(key, column)]
+
+
 def to_messages(rb: pa.RecordBatch, plan: ColumnPlan, opts: WriteOptions) -> list[Outgoing]:
     """The rows of one Arrow batch as messages.
 
     Raises:
-        SinkSchemaError: a row without body or topic.
+        SinkSchemaError: a row without body or topic, a key or header value that is not text.
     """
-    bodies = rb.column("body").to_pylist()
+    bodies = rb.column(plan.body_column).to_pylist()
     topics = _column(rb, "topic", plan.topic and opts.topic is None)
-    keys = _column(rb, "keys", plan.keys is not None)
+    keys = _column(rb, plan.keys_column, plan.keys is not None)
     tags = _column(rb, "tags", plan.tags)
     props = _column(rb, "properties", plan.properties)
-    qids = _column(rb, "queue_id", plan.queue_id)
+    headers = _column(rb, "headers", plan.headers)
+    qids = _column(rb, plan.queue_column, plan.queue_id)
     shards = _column(rb, "sharding_key", plan.sharding_key)
     out = []
     for i, body in enumerate(bodies):
         if body is None:
-            raise SinkSchemaError("body", "a row has a null body")
+            raise SinkSchemaError(plan.body_column, "a row has a null body")
         topic = topics[i] if topics is not None else opts.topic
         if not topic:
             raise SinkSchemaError("topic", "a row has a null topic and there is no topic option")
-        properties = dict(props[i]) if props is not None and props[i] else {}
+        properties = (_properties(props[i] if props is not None else None,
+                                  headers[i] if headers is not None else None)
+                      if props is not None or headers is not None else {})
         shard = shards[i] if shards is not None else None
         if shard is not None:
             properties[PropertyKey.SHARDING_KEY] = shard
-        key = keys[i] if keys is not None else None
-        msg = Message(topic, body.encode() if isinstance(body, str) else body,
-                      tags=tags[i] if tags is not None else None,
-                      keys=([key] if isinstance(key, str) else list(key)) if key else None,
-                      properties=properties)
+        msg = Message.with_system_properties(
+            topic, body.encode() if isinstance(body, str) else body, properties=properties,
+            tags=tags[i] if tags is not None else None,
+            keys=_keys(keys[i], plan.keys, plan.keys_column) if keys is not None else None)
         out.append(Outgoing(msg, qids[i] if qids is not None else None, shard))
     return out

@@ -4,15 +4,19 @@
 ``df.write.format("orbitmq")`` and ``df.writeStream.format("orbitmq")`` available in that session.
 Options are checked when the reader or writer is created, that is when the query starts, with
 errors naming the option (:class:`orbitmq.spark.options.OptionError`).
+
+The class travels to Spark's Python processes by value and imports OrbitMQ only inside its
+methods, so that a Spark Python without OrbitMQ fails with one line saying so (ship.py).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource
 
-from orbitmq.spark.options import parse_read_options, parse_write_options
+from orbitmq.spark.ship import require_orbitmq, send_by_value
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,26 +33,42 @@ class OrbitMQDataSource(DataSource):
         return "orbitmq"
 
     def schema(self) -> StructType:
+        require_orbitmq()
+        from orbitmq.spark.options import include_headers
         from orbitmq.spark.schema import read_schema
 
-        return read_schema()
+        return read_schema(include_headers(self.options))
 
     def reader(self, schema: StructType) -> Any:
+        require_orbitmq()
+        from orbitmq.spark.options import parse_read_options
         from orbitmq.spark.reader import OrbitMQBatchReader
+        from orbitmq.spark.schema import check_read_schema
 
-        return OrbitMQBatchReader(parse_read_options(self.options, streaming=False))
+        opts = parse_read_options(self.options, streaming=False)
+        check_read_schema(schema, opts.include_headers)
+        return OrbitMQBatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> Any:
+        require_orbitmq()
+        from orbitmq.spark.options import parse_read_options
         from orbitmq.spark.reader import OrbitMQStreamReader
+        from orbitmq.spark.schema import check_read_schema
 
-        return OrbitMQStreamReader(parse_read_options(self.options, streaming=True))
+        opts = parse_read_options(self.options, streaming=True)
+        check_read_schema(schema, opts.include_headers)
+        return OrbitMQStreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
+        require_orbitmq()
+        from orbitmq.spark.options import parse_write_options
         from orbitmq.spark.writer import make_batch_writer
 
         return make_batch_writer(parse_write_options(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        require_orbitmq()
+        from orbitmq.spark.options import parse_write_options
         from orbitmq.spark.writer import make_stream_writer
 
         return make_stream_writer(parse_write_options(self.options, streaming=True), schema)
@@ -56,4 +76,5 @@ class OrbitMQDataSource(DataSource):
 
 def register(spark: SparkSession) -> None:
     """Register the ``orbitmq`` format with ``spark`` (once per session is enough)."""
+    send_by_value(sys.modules[__name__])
     spark.dataSource.register(OrbitMQDataSource)

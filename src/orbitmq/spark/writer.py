@@ -40,6 +40,7 @@ from orbitmq.spark import commit_log as cl
 from orbitmq.spark.clients import Session, executor_session
 from orbitmq.spark.options import WriteOptions
 from orbitmq.spark.send import send_halves, send_plain
+from orbitmq.spark.ship import ship
 from orbitmq.spark.sink_rows import ColumnPlan, Outgoing, plan_columns, to_messages
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ __all__ = ["SinkCommitMessage", "OrbitMQArrowWriter", "OrbitMQStreamArrowWriter"
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "ORBITMQ_SPARK_FAULT"  # test seam: "point@batch,..." pauses there (see _fault_point)
+FAULT_ENV = "ORBITMQ_SPARK_FAULT"  # test seam: "point@batch[:once],..." (see _fault_point)
 FAULT_DIR_ENV = "ORBITMQ_SPARK_FAULT_DIR"
 FAULT_PAUSE_S = 600.0
 SEND_CHUNK_ROWS = 4096
@@ -72,12 +73,20 @@ class SinkCommitMessage(WriterCommitMessage):
 
 def _fault_point(point: str, batch_id: int) -> None:
     """Pause forever at ``point`` of batch ``batch_id`` when FAULT_ENV asks for it (a test kills the
-    process there: the exactly-once test's way to crash at a chosen step). A no-op otherwise."""
+    process there: the exactly-once tests' way to crash at a chosen step). ``point@batch:once``
+    pauses only the first process to get there (the others go on: one executor is killed while
+    the rest of the job runs). A no-op otherwise."""
     wanted = os.environ.get(FAULT_ENV, "")
     for item in filter(None, wanted.split(",")):
-        name, _, batch = item.partition("@")
+        name, _, rest = item.partition("@")
+        batch, _, mode = rest.partition(":")
         if name == point and batch_id >= int(batch or 0):
             folder = Path(os.environ.get(FAULT_DIR_ENV, "."))
+            if mode == "once":
+                try:
+                    (folder / f"{point}.once").open("x").close()
+                except FileExistsError:
+                    return
             (folder / f"{point}-{batch_id}-{os.getpid()}").touch()
             log.warning("orbitmq: pausing at fault point %s of batch %d", point, batch_id)
             time.sleep(FAULT_PAUSE_S)
@@ -110,7 +119,10 @@ class _Sink:
 
             def flush() -> None:
                 if opts.exactly_once:
+                    first = not halves
                     halves.extend(session.run(send_halves(session, opts, pending, tag)))
+                    if first:  # part of the task's rows are in pending transaction batches
+                        _fault_point("sending", batch_id)
                 else:
                     session.run(send_plain(session, opts, pending))
                 pending.clear()
@@ -226,6 +238,9 @@ class OrbitMQArrowWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self.sink.abort(messages, 0)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ship(self)
+
 
 class OrbitMQStreamArrowWriter(DataSourceStreamArrowWriter):
     """Streaming writes: exactly-once per micro-batch (at-least-once with ``exactlyOnce=false``)."""
@@ -242,6 +257,9 @@ class OrbitMQStreamArrowWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         self.sink.abort(messages, batchId)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ship(self)
 
 
 def _prepare(opts: WriteOptions, schema: StructType) -> _Sink:

@@ -431,17 +431,13 @@ class MessageStore:
         offset: int,
         max_msg_nums: int,
         message_filter: MessageFilter | None = None,
+        bulk: bool = False,
     ) -> GetMessageResult:
         """Up to ``max_msg_nums`` stored messages of a queue from ``offset`` (raw, for the wire),
-        bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...``."""
-        return read_queue(
-            self.consume_queue_table.get((topic, queue_id)),
-            self.commit_log,
-            offset,
-            max_msg_nums,
-            message_filter,
-            self.config,
-        )
+        bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...`` (by
+        ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read)."""
+        return read_queue(self.consume_queue_table.get((topic, queue_id)), self.commit_log,
+                          offset, max_msg_nums, message_filter, self.config, bulk)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queue_table.get((topic, queue_id))

@@ -24,8 +24,11 @@ def read_queue(
     max_msg_nums: int,
     message_filter: MessageFilter | None,
     config: StoreConfig,
+    bulk: bool = False,
 ) -> GetMessageResult:
-    """Messages of ``cq`` from queue ``offset``; statuses and next offsets as RocketMQ's."""
+    """Messages of ``cq`` from queue ``offset``; statuses and next offsets as RocketMQ's. A
+    ``bulk`` read is bounded by ``bulk_pull_count_max`` / ``bulk_pull_bytes_max`` instead of the
+    ``max_transfer_*_on_message_in_memory`` bounds (OrbitMQ's PULL_MESSAGE_BULK)."""
     if cq is None:
         return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     min_offset, max_offset = cq.min_offset, cq.max_offset
@@ -49,8 +52,12 @@ def read_queue(
         )
     result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
     buffers = result.buffers
-    count_max = min(max_msg_nums, config.max_transfer_count_on_message_in_memory)
-    bytes_max = config.max_transfer_bytes_on_message_in_memory
+    if bulk:
+        count_max = min(max_msg_nums, config.bulk_pull_count_max)
+        bytes_max = config.bulk_pull_bytes_max
+    else:
+        count_max = min(max_msg_nums, config.max_transfer_count_on_message_in_memory)
+        bytes_max = config.max_transfer_bytes_on_message_in_memory
     total = 0
     scanned = 0
     skip_below = -1  # commit log offsets in a segment found deleted

@@ -2,14 +2,18 @@
 
     python -m orbitmq.testing.tx_producer_child execute NAMESRV GROUP DB TOPIC KEY commit|fail
     python -m orbitmq.testing.tx_producer_child check NAMESRV GROUP DB TOPIC
+    python -m orbitmq.testing.tx_producer_child execute-batch NAMESRV GROUP DB TOPIC KEY commit|fail
 
 ``execute`` sends one transactional message (keys=[KEY]); its local transaction inserts the order
 row ``(tx_id, KEY)`` into DB and commits it (``commit``) or fails and rolls the SQLite transaction
 back (``fail``). Either way it then prints ``local-done TX_ID`` and blocks before returning its
 verdict, i.e. before END_TRANSACTION: the test kills it with SIGKILL there.
 
-``check`` starts a producer of the same group that only answers the broker's checks, from DB: a row
-for the transaction -> COMMIT, none -> ROLLBACK. It prints ``ready`` once it heartbeats the
+``execute-batch`` does the same for a transaction batch of three messages (keys KEY-0, KEY-1,
+KEY-2; bodies ``order KEY-i``): its local transaction inserts ``(batch tx_id, KEY)``.
+
+``check`` starts a producer of the same group that only answers the broker's checks (of single
+transactions and of batches), from DB: a row for the transaction -> COMMIT, none -> ROLLBACK. It prints ``ready`` once it heartbeats the
 brokers of TOPIC, then ``checked TX_ID STATE`` per check, and exits when its stdin closes.
 
 Output lines are flushed one by one; nothing else goes to stdout (logs go to stderr).
@@ -24,6 +28,7 @@ import threading
 
 from orbitmq.client.transaction_producer import (
     LocalTransactionState,
+    TransactionBatch,
     TransactionListener,
     TransactionProducer,
     transaction_id,
@@ -88,6 +93,13 @@ class _Executor(TransactionListener):
     def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
         return LocalTransactionState.UNKNOWN  # this process dies before any check
 
+    def execute_local_transaction_batch(self, batch: TransactionBatch,
+                                        arg: object) -> LocalTransactionState:
+        self.db.place(batch.transaction_id, str(arg), fail=self.fail)
+        say(f"local-done {batch.transaction_id}")
+        threading.Event().wait()  # the test kills us here, before END_TRANSACTION_BATCH
+        raise AssertionError("unreachable")
+
 
 class _Checker(TransactionListener):
     def __init__(self, db: OrderDatabase) -> None:
@@ -97,7 +109,12 @@ class _Checker(TransactionListener):
         raise AssertionError("the checker sends nothing")
 
     def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        tx_id = transaction_id(msg) or ""
+        return self._verdict(transaction_id(msg) or "")
+
+    def check_local_transaction_batch(self, batch: TransactionBatch) -> LocalTransactionState:
+        return self._verdict(batch.transaction_id)
+
+    def _verdict(self, tx_id: str) -> LocalTransactionState:
         state = LocalTransactionState.COMMIT if self.db.has(tx_id) else LocalTransactionState.ROLLBACK
         say(f"checked {tx_id} {state.name}")
         return state
@@ -112,6 +129,13 @@ def main(argv: list[str]) -> int:
         listener: TransactionListener = _Executor(db, fail=outcome == "fail")
         with TransactionProducer(group, namesrv, listener=listener) as producer:
             producer.send_in_transaction(Message(topic, f"order {key}".encode(), keys=[key]), key)
+        return 1  # never reached: killed inside the local transaction
+    if mode == "execute-batch":
+        key, outcome = argv[5], argv[6]
+        with TransactionProducer(group, namesrv, listener=_Executor(db, outcome == "fail")) as tp:
+            tp.send_batch_in_transaction(
+                [Message(topic, f"order {key}-{i}".encode(), keys=[f"{key}-{i}"]) for i in range(3)],
+                key)
         return 1  # never reached: killed inside the local transaction
     if mode == "check":
         with TransactionProducer(group, namesrv, listener=_Checker(db), topics=[topic],

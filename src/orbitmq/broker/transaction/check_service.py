@@ -28,12 +28,14 @@ import enum
 import itertools
 import logging
 
+from orbitmq.broker.transaction.batch import is_batch
 from orbitmq.broker.transaction.half_store import check_times_of, origin_of
 from orbitmq.broker.transaction.service import TransactionService
 from orbitmq.broker.transaction.state import HalfState
 from orbitmq.errors import ConnectionClosedError
-from orbitmq.protocol.codes import RequestCode
+from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.extension_headers import CheckTransactionBatchStateRequestHeader
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.store.status import PutMessageStatus
@@ -169,15 +171,8 @@ class TransactionCheckService:
             log.info("no live producer of group %s to check transaction msg=%s", group, copy.msg_id)
             return False
         conn = conns[next(self._round_robin) % len(conns)]
-        header = CheckTransactionStateRequestHeader(
-            tran_state_table_offset=copy.queue_offset,
-            commit_log_offset=copy.commit_log_offset,
-            msg_id=copy.uniq_key or copy.offset_msg_id,
-            transaction_id=copy.uniq_key,
-            offset_msg_id=copy.offset_msg_id,
-        )
-        cmd = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(),
-                                      body=svc.half.for_producer(copy), oneway=True)
+        cmd = RemotingCommand.request(*_check_request(copy), body=svc.half.for_producer(copy),
+                                      oneway=True)
         try:
             conn.invoke_oneway(cmd)
         except ConnectionClosedError:
@@ -186,6 +181,23 @@ class TransactionCheckService:
         log.debug("transaction check sent msg=%s times=%s peer=%s", copy.msg_id,
                   copy.properties.get(PropertyKey.TRANSACTION_CHECK_TIMES), conn.peer)
         return True
+
+
+def _check_request(copy: MessageExt) -> tuple[int, dict[str, str]]:
+    """The code and header of the check of ``copy``: a batch is checked as a unit with OrbitMQ's
+    CHECK_TRANSACTION_BATCH_STATE, so that a RocketMQ producer never sees one."""
+    if is_batch(copy):
+        return OrbitMQRequestCode.CHECK_TRANSACTION_BATCH_STATE, CheckTransactionBatchStateRequestHeader(
+            tran_state_table_offset=copy.queue_offset, commit_log_offset=copy.commit_log_offset,
+            transaction_id=copy.uniq_key or copy.offset_msg_id, offset_msg_id=copy.offset_msg_id,
+            check_times=check_times_of(copy)).to_ext_fields()
+    return RequestCode.CHECK_TRANSACTION_STATE, CheckTransactionStateRequestHeader(
+        tran_state_table_offset=copy.queue_offset,
+        commit_log_offset=copy.commit_log_offset,
+        msg_id=copy.uniq_key or copy.offset_msg_id,
+        transaction_id=copy.uniq_key,
+        offset_msg_id=copy.offset_msg_id,
+    ).to_ext_fields()
 
 
 def _immunity_ms(half: MessageExt) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 
 from orbitmq.broker.durable_save import APPENDED, put_answer
 from orbitmq.broker.topic_config_manager import TRANS_HALF_TOPIC
+from orbitmq.broker.transaction.batch import is_batch
 from orbitmq.broker.transaction.half_store import origin_of
 from orbitmq.broker.transaction.service import TransactionService
 from orbitmq.broker.transaction.state import HalfState
@@ -93,6 +94,9 @@ def _mismatch(half: MessageExt | None, h: EndTransactionRequestHeader) -> str | 
     if half.queue_offset != h.tran_state_table_offset:
         return (f"the transaction state table offset wrong: {h.tran_state_table_offset}, "
                 f"the half message is at {half.queue_offset}")
+    if is_batch(half):
+        return (f"the half message at commitLogOffset {h.commit_log_offset} is a transaction "
+                "batch: end it with END_TRANSACTION_BATCH (9102)")
     return None
 
 

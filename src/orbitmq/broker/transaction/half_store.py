@@ -29,6 +29,7 @@ from orbitmq.broker.topic_config_manager import (
     TRANS_OP_HALF_TOPIC,
 )
 from orbitmq.broker.transaction.state import HalfState
+from orbitmq.protocol.extension_headers import TRAN_BATCH
 from orbitmq.protocol.message import (
     TRANSACTION_TYPE_MASK,
     MessageExt,
@@ -52,7 +53,7 @@ _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 # Properties only the broker may set on a half message: a producer's value would corrupt the
 # check count or make one transaction pass for another.
 _BROKER_ONLY = (PropertyKey.TRANSACTION_PREPARED_QUEUE_OFFSET, PropertyKey.TRANSACTION_CHECK_TIMES,
-                PropertyKey.REAL_TOPIC, PropertyKey.REAL_QID, TRAN_OP)
+                PropertyKey.REAL_TOPIC, PropertyKey.REAL_QID, TRAN_OP, TRAN_BATCH)
 
 
 def origin_of(half: MessageExt) -> int:

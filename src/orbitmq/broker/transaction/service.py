@@ -28,6 +28,12 @@ from orbitmq.broker.topic_config_manager import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
+from orbitmq.broker.transaction.batch import (
+    batch_size,
+    committed_batch,
+    delivered_part,
+    is_batch,
+)
 from orbitmq.broker.transaction.half_store import (
     HALF_QUEUE_ID,
     HalfStore,
@@ -35,7 +41,7 @@ from orbitmq.broker.transaction.half_store import (
     origin_of,
 )
 from orbitmq.broker.transaction.state import HalfState, ResolutionTable
-from orbitmq.errors import BrokerError
+from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message import MessageExt, PropertyKey
@@ -124,6 +130,8 @@ class TransactionService:
         marked committed here instead of being delivered again."""
         origin = origin_of(half)
         state = self.table.state_of(origin)
+        if state is HalfState.PENDING and half.store_timestamp < self.boot_ms and is_batch(half):
+            return self._recover_batch(half)
         if (state is HalfState.PENDING and half.store_timestamp < self.boot_ms
                 and self.half.committed_copy_exists(half)):
             log.warning("transaction found committed without its op message origin=%d msg=%s",
@@ -142,7 +150,7 @@ class TransactionService:
         """
         result = None
         if outcome is HalfState.COMMITTED:
-            result = self.put(self.half.committed(half))
+            result = self._commit(half)
         elif outcome is HalfState.DISCARDED:
             self.ctx.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
             result = self.put(self.half.discarded(half))
@@ -152,6 +160,36 @@ class TransactionService:
             return result
         self._resolve(half, outcome)
         return result
+
+    def _commit(self, half: MessageExt, delivered: frozenset[str] = frozenset()) -> PutMessageResult:
+        """Append what committing ``half`` delivers: its message, or every message of a batch
+        (but the ``delivered`` ones) in one append (batch.py)."""
+        if not is_batch(half):
+            return self.put(self.half.committed(half))
+        try:
+            batch = committed_batch(half, self.half.store_host, self.store, delivered)
+        except RemoteProtocolError as e:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"stored batch: {e}")
+        return self.ctx.saver.append(batch)
+
+    def _recover_batch(self, half: MessageExt) -> HalfState:
+        """``state_of`` for a pending batch stored before this run: a commit the broker's crash
+        cut short delivered a prefix of it (batch.py); finished here, never asked again."""
+        try:
+            delivered = delivered_part(self.store, half)
+        except RemoteProtocolError:
+            return HalfState.PENDING
+        if not delivered:
+            return HalfState.PENDING
+        log.warning("transaction batch found committed without its op message origin=%d msg=%s "
+                    "delivered=%d of %d", origin_of(half), half.uniq_key, len(delivered),
+                    batch_size(half))
+        if len(delivered) < batch_size(half):
+            result = self._commit(half, delivered)
+            if result.status is not PutMessageStatus.PUT_OK:
+                return HalfState.PENDING  # asked again later
+        self._resolve(half, HalfState.COMMITTED)
+        return HalfState.COMMITTED
 
     def _resolve(self, half: MessageExt, outcome: HalfState) -> None:
         resolved = self.table.resolve(origin_of(half), outcome)
@@ -233,4 +271,5 @@ def _describe(origin: int, half: MessageExt, now_ms: int) -> dict[str, Any]:
         "originOffset": origin,
         "halfOffset": half.queue_offset,
         "commitLogOffset": half.commit_log_offset,
+        "messages": batch_size(half),
     }

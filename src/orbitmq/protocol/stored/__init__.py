@@ -25,7 +25,8 @@ What the module offers, by who needs it:
   ``verify`` (recovery: the same checks, plus the offset field and the body CRC).
 - peek: ``peek`` / ``iter_peek``, every field but the body, for the filters and bulk readers.
 - decode: ``decode_stored_message`` / ``iter_stored_messages`` (MessageExt for the SDK and the
-  broker), ``body_of`` (the body of a peeked message, for Spark's bulk decode).
+  broker), ``body_of`` (the body of a peeked message), ``stored_columns`` (a whole pull body as
+  Arrow-shaped column buffers, for Spark's bulk decode).
 
 Every reader checks a message the same way, so that a malformed one gets the same verdict
 everywhere (``problem`` names it): the magic code, TOTALSIZE against the bytes present and the
@@ -34,7 +35,8 @@ to TOTALSIZE exactly, the topic (1..127 bytes of UTF-8 that can name a queue dir
 no NUL, not ``.`` or ``..``) and the properties rule. Readers of the body (recovery, decoding)
 check its CRC too; dispatch and the filters do not read it.
 
-The hot functions (``encode_wire_single``, ``encode_wire_batch``, ``patch_positions``, ``scan``)
+The hot functions (``encode_wire_single``, ``encode_wire_batch``, ``patch_positions``, ``scan``,
+``stored_columns``)
 have a C twin in ``_speedups.c`` that takes the same arguments and gives the same bytes and the
 same refusals (tests/unit/test_stored_twins.py); ``*_py`` are the Python ones, and the module picks
 the C twin unless it is missing or ``ORBITMQ_PURE_PYTHON=1``.
@@ -46,6 +48,14 @@ from collections.abc import Callable
 from typing import Any
 
 from orbitmq.protocol.native import NATIVE
+from orbitmq.protocol.stored._columns import (
+    COLUMN_BODY,
+    COLUMN_KEYS,
+    COLUMN_MSG_ID,
+    COLUMN_TAGS,
+    StoredColumns,
+    stored_columns_py,
+)
 from orbitmq.protocol.stored._decode import (
     ScanRecord,
     StoredPeek,
@@ -67,6 +77,7 @@ from orbitmq.protocol.stored._encode import (
     encode_wire_single,
     encode_wire_single_py,
     patch_positions_py,
+    set_prepared_transaction_offset,
 )
 from orbitmq.protocol.stored._layout import (
     BLANK_ENTRY_SIZE,
@@ -113,6 +124,7 @@ __all__ = [
     "encode_wire_batch_py",
     "patch_positions",
     "patch_positions_py",
+    "set_prepared_transaction_offset",
     "scan_py",
     "scan",
     "verify",
@@ -120,6 +132,13 @@ __all__ = [
     "peek",
     "iter_peek",
     "body_of",
+    "StoredColumns",
+    "stored_columns",
+    "stored_columns_py",
+    "COLUMN_BODY",
+    "COLUMN_TAGS",
+    "COLUMN_MSG_ID",
+    "COLUMN_KEYS",
     "total_size",
     "is_blank_entry",
     "is_zero_entry",
@@ -135,9 +154,15 @@ __all__ = [
 # The C twins when built; the CommitLog and dispatch look these up here at each call.
 patch_positions: Callable[[Any, int, int, int, int, list[int]], int] = patch_positions_py
 scan: Callable[[Any, int, int, int], tuple[list[ScanRecord], int, int, int]] = scan_py
+stored_columns: Callable[[Any, int, int], StoredColumns] = stored_columns_py
 if NATIVE is not None:
     patch_positions = NATIVE.patch_positions
     scan = NATIVE.scan_stored
+    _native_columns = NATIVE.stored_columns
+
+    def stored_columns(buf: Any, end_offset: int, want: int) -> StoredColumns:
+        """The C ``stored_columns`` (see ``stored_columns_py``)."""
+        return StoredColumns(*_native_columns(buf, end_offset, want))
 
 
 def check_replica_entries(buf: Any, first_offset: int, segment_room: int) -> ReplicaRun:

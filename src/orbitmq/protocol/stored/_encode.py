@@ -373,6 +373,25 @@ def encode_wire_batch_py(
     return out, rels
 
 
+def set_prepared_transaction_offset(batch: EncodedBatch, offset: int) -> None:
+    """PREPAREDTRANSACTIONOFFSET of every message of ``batch`` set to ``offset`` (the half
+    message a transaction commit re-stores them from, as RocketMQ records it).
+
+    Raises:
+        ValueError: a message's header lies outside the blob.
+    """
+    blob = batch.blob
+    for rel in batch.rel_positions:
+        if rel < 0 or rel + SYSFLAG_AT + _I32.size > len(blob):
+            raise ValueError("set_prepared_transaction_offset: position outside the blob")
+        (sys_flag,) = _I32.unpack_from(blob, rel + SYSFLAG_AT)
+        # the header ends with PREPAREDTRANSACTIONOFFSET i64 and the body length i32
+        at = rel + _header(sys_flag).size - _I64.size - _I32.size
+        if at + _I64.size > len(blob):
+            raise ValueError("set_prepared_transaction_offset: position outside the blob")
+        _I64.pack_into(blob, at, offset)
+
+
 def patch_positions_py(buf: Any, pos: int, physical_offset: int, queue_offset: int,
                        store_ts: int, rel_positions: list[int]) -> int:
     """QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of every message of a blob appended at

@@ -1,0 +1,259 @@
+"""SEND_TRANSACTION_BATCH (9101) and END_TRANSACTION_BATCH (9102): OrbitMQ's transactions by the
+batch (the layout in batch.py, the protocol in ``protocol.codes.OrbitMQRequestCode``).
+
+A batch is stored as one half message and ends with one verdict; the checks of its sending are
+those of a send (permissions, sizes, the topic), plus what a commit needs to be certain to
+succeed later: the body is a well-formed batch of at most ``max_message_size`` bytes whose stored
+form fits one append, with ``count`` messages, each with a UNIQ_KEY, none delayed or
+transactional. Refusals: MESSAGE_ILLEGAL for what the messages hold, INVALID_PARAMETER for a
+header field (the transport answers one that does not parse), NO_PERMISSION and TOPIC_NOT_EXIST
+as for sends (a batch never creates its topic). Both are saved and answered through the
+durable-save seam, as a send and END_TRANSACTION are.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable
+
+from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.durable_save import APPENDED, put_answer
+from orbitmq.broker.topic_config_manager import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TRANS_HALF_TOPIC,
+    validate_topic,
+)
+from orbitmq.broker.transaction.batch import TRAN_BATCH, batch_size, is_batch
+from orbitmq.broker.transaction.end_transaction_processor import VERDICTS
+from orbitmq.broker.transaction.half_store import origin_of
+from orbitmq.broker.transaction.service import TransactionService
+from orbitmq.broker.transaction.state import HalfState
+from orbitmq.errors import BrokerError, RemoteProtocolError
+from orbitmq.protocol.bodies import Perm
+from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.extension_headers import (
+    EndTransactionBatchRequestHeader,
+    SendTransactionBatchRequestHeader,
+)
+from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX, parse_properties
+from orbitmq.protocol.stored import encode_wire_batch, scan
+from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.status import PutMessageResult, PutMessageStatus
+from orbitmq.transport.connection import RemotingConnection
+
+__all__ = ["TransactionBatchProcessor"]
+
+log = logging.getLogger(__name__)
+
+_Answer = RemotingCommand | Awaitable[RemotingCommand]
+_PERM_WRITE = int(Perm.WRITE)
+_UNIQ_AT = 8  # ScanRecord: the UNIQ_KEY
+
+
+class _Refused(Exception):
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        self.code = code
+        self.remark = remark
+
+
+class TransactionBatchProcessor:
+    """The two batch handlers over the TransactionService (which settles and checks batches as
+    it does single transactions)."""
+
+    def __init__(self, ctx: BrokerContext, service: TransactionService) -> None:
+        self.ctx = ctx
+        self.service = service
+        self._round_robin = itertools.count()
+
+    # -- SEND_TRANSACTION_BATCH ----------------------------------------------------------------
+    def send_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
+        h = SendTransactionBatchRequestHeader.from_ext_fields(cmd.ext_fields)
+        body = cmd.body if isinstance(cmd.body, bytes) else bytes(cmd.body)
+        try:
+            queue_id = self._check(h, len(body))
+            half = self._half(h, body, queue_id, _born_host(conn))
+        except _Refused as r:
+            return cmd.response(r.code, r.remark)
+        except BrokerError as e:  # reject_transaction_message
+            return cmd.response(e.code, e.remark)
+        result = self.ctx.saver.append([half])
+        self.ctx.stats.on_send(h.topic, result.append, [half])
+        tx_id = half.properties[PropertyKey.UNIQ_KEY]
+        return self.ctx.saver.answer(result, _send_response, cmd, queue_id, tx_id)
+
+    def _check(self, h: SendTransactionBatchRequestHeader, body_size: int) -> int:
+        """The queue the batch goes to; _Refused when it may not go."""
+        config = self.ctx.config
+        if not config.broker_permission & _PERM_WRITE:
+            raise _Refused(ResponseCode.NO_PERMISSION,
+                           f"the broker[{config.broker_name}] sending message is forbidden")
+        if body_size > config.store.max_message_size:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"transaction batch body of {body_size} "
+                           f"bytes exceeds the limit {config.store.max_message_size}")
+        if h.properties is not None and len(h.properties) >= PROPERTIES_SIZE_MAX:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch properties size "
+                           f"{len(h.properties)} exceeds the limit {PROPERTIES_SIZE_MAX}")
+        topic = h.topic
+        problem = validate_topic(topic)
+        if problem is not None:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, problem)
+        if topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(
+                (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            raise _Refused(ResponseCode.NO_PERMISSION,
+                           f"sending a transaction batch to topic[{topic}] is forbidden")
+        tc = self.ctx.topics.get(topic)
+        if tc is None:
+            raise _Refused(ResponseCode.TOPIC_NOT_EXIST,
+                           f"topic[{topic}] not exist: a transaction batch does not create it")
+        if not tc.perm & _PERM_WRITE:
+            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if tc.write_queue_nums <= 0:
+            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
+        if 0 <= h.queue_id < tc.write_queue_nums:
+            return h.queue_id
+        return next(self._round_robin) % tc.write_queue_nums
+
+    def _half(self, h: SendTransactionBatchRequestHeader, body: bytes, queue_id: int,
+              born_host: tuple[str, int]) -> MessageInner:
+        """The batch's half message, after checking that its commit will store (see the module
+        docstring). Raises _Refused, or BrokerError when transactions are refused."""
+        try:
+            props = parse_properties(h.properties)
+        except RemoteProtocolError as e:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch properties: {e}") from None
+        if not props.get(PropertyKey.UNIQ_KEY):
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+                           "a transaction batch needs its transaction id as UNIQ_KEY")
+        if PropertyKey.DELAY in props:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a transaction batch cannot be delayed")
+        store, host = self.ctx.store, self.ctx.host.store_host
+        try:
+            encoded = encode_wire_batch(h.topic, queue_id, body, 0, h.born_timestamp, born_host,
+                                        host, 0, store.config.max_message_size, store.max_blob_size)
+        except RemoteProtocolError as e:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"malformed transaction batch: {e}") from None
+        if encoded is None:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+                           "a transaction batch may not hold delayed or transaction messages")
+        count = len(encoded.rel_positions)
+        if count != h.count:
+            raise _Refused(ResponseCode.INVALID_PARAMETER, f"SendTransactionBatchRequestHeader."
+                           f"count: {h.count}, but the body holds {count} messages")
+        records, _pos, _n, _stop = scan(encoded.blob, 0, len(encoded.blob), count)
+        if any(not rec[_UNIQ_AT] for rec in records):
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+                           "every message of a transaction batch needs a UNIQ_KEY")
+        msg = MessageInner(h.topic, queue_id, body, props, 0, 0, h.born_timestamp, born_host,
+                           host, 0)
+        half = self.service.to_half(msg, h.producer_group)
+        half.properties[PropertyKey.TRAN_MSG] = "true"
+        half.properties[TRAN_BATCH] = str(count)
+        return half
+
+    # -- END_TRANSACTION_BATCH -----------------------------------------------------------------
+    def end_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
+        h = EndTransactionBatchRequestHeader.from_ext_fields(cmd.ext_fields)
+        svc = self.service
+        if svc.config.broker_id != 0:
+            return cmd.response(ResponseCode.SLAVE_NOT_AVAILABLE,
+                                "a slave broker does not end transactions")
+        source = "check" if h.from_transaction_check else "producer"
+        if h.commit_or_rollback == 0:
+            log.info("transaction batch left pending by %s group=%s tx=%s peer=%s", source,
+                     h.producer_group, h.transaction_id, conn.peer)
+            return cmd.response(ResponseCode.SUCCESS, "transaction state unknown: the broker will check")
+        verdict = VERDICTS.get(h.commit_or_rollback)
+        if verdict is None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                f"EndTransactionBatchRequestHeader.commitOrRollback: "
+                                f"{h.commit_or_rollback}, expected 0, 8 or 12")
+        half = svc.half.read_at(h.commit_log_offset)
+        problem = _mismatch(half, h)
+        if problem is not None:
+            log.warning("END_TRANSACTION_BATCH refused from %s: %s", conn.peer, problem)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
+        assert half is not None
+        state = svc.state_of(half)
+        if state is not HalfState.PENDING:
+            return _already(cmd, half, state, verdict, source)
+        log.log(logging.INFO if h.from_transaction_check else logging.DEBUG,
+                "transaction batch %s by %s origin=%d tx=%s messages=%d", verdict.value, source,
+                origin_of(half), half.uniq_key, batch_size(half))
+        result = svc.settle(half, verdict)
+        if result is None:
+            return cmd.response(ResponseCode.SUCCESS)
+        queue_id = int(half.properties.get(PropertyKey.REAL_QID, "0") or 0)
+        return svc.ctx.saver.answer(result, _commit_answer, cmd, queue_id)
+
+
+def _born_host(conn: RemotingConnection) -> tuple[str, int]:
+    ip, _, port = conn.peer.rpartition(":")
+    return ip or "127.0.0.1", int(port) if port.isdigit() else 0
+
+
+def _send_response(result: PutMessageResult, cmd: RemotingCommand, queue_id: int,
+                   tx_id: str) -> RemotingCommand:
+    append, status = result.append, result.status
+    if append is None or status not in APPENDED:
+        return cmd.response(*put_answer(result))
+    fields = {"msgId": append.msg_ids[0], "queueId": str(queue_id),
+              "queueOffset": str(append.queue_offset), "transactionId": tx_id}
+    if status is PutMessageStatus.PUT_OK:
+        return cmd.response(ResponseCode.SUCCESS, None, fields)
+    code, remark = put_answer(result)
+    return cmd.response(code, remark, fields)
+
+
+def _mismatch(half: MessageExt | None, h: EndTransactionBatchRequestHeader) -> str | None:
+    """Why the request does not name a pending batch of this group, or None when it does."""
+    at = h.commit_log_offset
+    if half is None:
+        return f"find prepared transaction batch failed: nothing at commitLogOffset {at}"
+    if half.topic != TRANS_HALF_TOPIC:
+        return f"the message at commitLogOffset {at} is not a half message"
+    if not is_batch(half):
+        return (f"the half message at commitLogOffset {at} is a single transaction: end it with "
+                "END_TRANSACTION (37)")
+    group = half.properties.get(PropertyKey.PGROUP)
+    if group != h.producer_group:
+        return f"the producer group wrong: the batch belongs to {group!r}, not {h.producer_group!r}"
+    if half.queue_offset != h.tran_state_table_offset:
+        return (f"the transaction state table offset wrong: {h.tran_state_table_offset}, "
+                f"the batch's half message is at {half.queue_offset}")
+    if half.uniq_key != h.transaction_id:
+        return (f"the transaction id wrong: {h.transaction_id!r}, the batch at commitLogOffset "
+                f"{at} is {half.uniq_key!r}")
+    return None
+
+
+def _already(cmd: RemotingCommand, half: MessageExt, state: HalfState, verdict: HalfState,
+             source: str) -> RemotingCommand:
+    """A verdict on a batch that is no longer pending: nothing is stored."""
+    if state in (verdict, HalfState.SETTLED):
+        log.info("transaction batch already %s, %s by %s ignored tx=%s", state.value,
+                 verdict.value, source, half.uniq_key)
+        return cmd.response(ResponseCode.SUCCESS, f"transaction already {state.value.lower()}")
+    log.warning("transaction batch already %s, conflicting %s by %s ignored tx=%s", state.value,
+                verdict.value, source, half.uniq_key)
+    return cmd.response(ResponseCode.TRANSACTION_FAILED,
+                        f"transaction already {state.value.lower()}: {verdict.value.lower()} ignored")
+
+
+def _commit_answer(result: PutMessageResult, cmd: RemotingCommand, queue_id: int) -> RemotingCommand:
+    """The answer to a batch's commit, once its messages are as durable as they get."""
+    append = result.append
+    fields = {} if append is None else {"queueId": str(queue_id),
+                                        "queueOffset": str(append.queue_offset),
+                                        "count": str(append.msg_num)}
+    if result.status is PutMessageStatus.PUT_OK:
+        return cmd.response(ResponseCode.SUCCESS, None, fields)
+    code, remark = put_answer(result)
+    if result.status in APPENDED:  # committed, but not durable in time
+        return cmd.response(code, remark, fields)
+    return cmd.response(code, f"storing the committed batch failed: {remark}; "
+                              "the transaction stays pending")

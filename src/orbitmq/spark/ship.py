@@ -1,0 +1,72 @@
+"""How the connector's objects travel to Spark's Python processes, so that one without OrbitMQ
+fails with one line saying so.
+
+Spark pickles the data source class into its planner processes and the readers and writers into
+executors' Python workers. Pickled by reference, as classes normally are, they make a worker
+without the ``orbitmq`` package die unpickling them, with a ModuleNotFoundError deep in Spark's
+worker code. Instead:
+
+- the DataSource class (``source.py``, which imports OrbitMQ only inside its methods) and
+  :func:`revive` travel *by value* (cloudpickle's ``register_pickle_by_value``): they load
+  anywhere PySpark does;
+- readers and writers pickle as ``revive(module, class, state)`` (:func:`ship`), with their state
+  pickled apart: ``revive`` imports OrbitMQ first and, when it is missing, raises
+  :data:`MISSING` naming the interpreter and the host, before anything else is unpickled.
+
+This module imports nothing of OrbitMQ (it must load where OrbitMQ does not).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import socket
+import sys
+from types import ModuleType
+from typing import Any
+
+__all__ = ["ship", "revive", "require_orbitmq", "MISSING", "send_by_value"]
+
+MISSING = ("orbitmq is not installed in this Spark Python ({python} on {host}): set PYSPARK_PYTHON "
+           "(spark.pyspark.python) to an interpreter that has it, or ship it to the executors "
+           "(docs/spark.md, 'Running on a cluster')")
+
+
+def require_orbitmq() -> None:
+    """Raise a one-line RuntimeError when the ``orbitmq`` package cannot be imported here."""
+    try:
+        importlib.import_module("orbitmq")
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] != "orbitmq":
+            raise
+        raise RuntimeError(MISSING.format(python=sys.executable, host=socket.gethostname())) from None
+
+
+def revive(module: str, qualname: str, state: bytes) -> Any:
+    """A shipped object back in this process (see the module docstring)."""
+    require_orbitmq()
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    obj = cls.__new__(cls)
+    obj.__dict__.update(pickle.loads(state))
+    return obj
+
+
+def ship(obj: Any) -> tuple[Any, ...]:
+    """``obj.__reduce__``: pickle ``obj`` as :func:`revive` of its class and its state."""
+    from pyspark import cloudpickle
+
+    kind = type(obj)
+    return revive, (kind.__module__, kind.__qualname__, cloudpickle.dumps(dict(obj.__dict__)))
+
+
+def send_by_value(*modules: ModuleType) -> None:
+    """Have cloudpickle (PySpark's) carry these modules' functions and classes by value."""
+    from pyspark import cloudpickle
+
+    for module in modules:
+        cloudpickle.register_pickle_by_value(module)
+
+
+send_by_value(sys.modules[__name__])
