@@ -168,7 +168,7 @@ def test_a_driver_retry_after_a_partial_commit_delivers_every_row_once(spark, na
 
 
 @pytest.mark.parametrize(("columns", "options", "message"), [
-    ("cast(id as string) as value", {"topic": "X"}, "column 'body': required"),
+    ("cast(id as string) as text", {"topic": "X"}, "column 'body': required"),
     ("cast(id as string) as body, id as keys", {"topic": "X"}, "column 'keys': expected string"),
     ("cast(id as string) as body", {}, "column 'topic': no 'topic' column and no 'topic' option"),
     ("cast(id as string) as body, 1 as queue_id", {"topic": "X", "exactlyOnce": "true"},

@@ -23,7 +23,9 @@ READ_OPTIONS = (
 WRITE_OPTIONS = (
     "namesrv", "topic", "exactlyOnce", "producerGroup", "commitTopic", "sendTimeoutMs",
     "transactionCheckImmunitySeconds",
-    "checkpointLocation",  # Spark's own (a streaming write hands it over): Spark uses it
+    # Spark's own, handed over by a streaming write (checkpointLocation, .queryName()): Spark
+    # uses them
+    "checkpointLocation", "queryName",
 )
 # Kafka's names for the same things -> ours.
 ALIASES = {"subscribe": "topic", "subscribePattern": "topicPattern",
