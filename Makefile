@@ -16,11 +16,12 @@ system-deps:
 	@bash scripts/system-deps.sh
 
 $(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
-		src/orbitmq/protocol/_stored_rules.h
+		src/orbitmq/protocol/_stored_rules.h scripts/compat-venv.sh scripts/rmq5-venv.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
 	@bash scripts/compat-venv.sh
+	@bash scripts/rmq5-venv.sh
 	@touch $(STAMP)
 
 run: install
@@ -72,4 +73,4 @@ pipeline: install
 	$(PY) examples/order_pipeline/run.py $(PIPELINE_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .venv-rmq5 .pytest_cache .mypy_cache .ruff_cache

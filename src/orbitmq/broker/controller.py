@@ -33,6 +33,7 @@ from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
 from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
+from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
 from orbitmq.broker.queue_lock_manager import QueueLockManager
@@ -43,6 +44,7 @@ from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.stats_processor import StatsProcessor
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.timer.timer_service import TimerService
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
@@ -51,6 +53,8 @@ from orbitmq.broker.transaction import (
 )
 from orbitmq.config import BrokerConfig
 from orbitmq.errors import ClientError
+from orbitmq.grpc.endpoint import GrpcEndpoint
+from orbitmq.grpc.produce import Producing
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
@@ -111,8 +115,13 @@ class BrokerController:
         self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
         self.client_processor = ClientProcessor(ctx)
         send_back = SendBackProcessor(ctx)  # retries and dead letters
+        self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
+        self.pop = PopService(ctx)  # POP consumption (broker/pop)
+        end_transaction = EndTransactionProcessor(self.transactions)
+        send = SendProcessor(ctx, self.transactions.to_half, send_back)
+        send.park_timer = self.timer.park
         self.processors = Processors(
-            send=SendProcessor(ctx, self.transactions.to_half, send_back),
+            send=send,
             pull=self.pull,
             clients=self.client_processor,
             query=QueryProcessor(ctx),
@@ -122,7 +131,7 @@ class BrokerController:
             locks=self.locks,
             consumer_info=ConsumerInfoProcessor(self.clients),
             transactions=self.transactions,
-            end_transaction=EndTransactionProcessor(self.transactions),
+            end_transaction=end_transaction,
             stats=StatsProcessor(ctx, held_pulls),
             consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
@@ -130,6 +139,12 @@ class BrokerController:
         for code, handler in handler_table(self.processors, self.dispatched.after).items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
+        # The RocketMQ 5 endpoint (orbitmq.grpc): over the same context and services.
+        self.grpc: GrpcEndpoint | None = None
+        if config.grpc_listen_port >= 0:
+            self.grpc = GrpcEndpoint(ctx, self.pop, Producing(ctx, self.timer,
+                                                              self.transactions.to_half,
+                                                              end_transaction))
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls)
@@ -159,6 +174,8 @@ class BrokerController:
             self.offsets.load()
             self.sub_groups.load()
             self.schedule.load()
+            self.timer.load()
+            self.pop.load()
             self.saver.start()
             self.dispatched.start()
             self.pull.long_poll.start()
@@ -175,7 +192,15 @@ class BrokerController:
         if self.config.broker_id == 0:  # only a master checks (and ends) transactions
             self.tx_checker.start()
         self.schedule.start()
+        self.timer.start()
+        self.pop.start()
         self._started = True
+        try:
+            if self.grpc is not None:
+                await self.grpc.start()  # OSError: the gRPC port is taken
+        except BaseException:
+            await self.stop()
+            raise
         try:
             await self.observability.start()  # OSError: the metrics port is taken
         except BaseException:
@@ -210,8 +235,12 @@ class BrokerController:
         await self.tx_checker.stop()
         self.transactions.stop()
         await self.registrar.stop()
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.pull.stop()
         await self.schedule.stop()
+        await self.timer.stop()
+        await self.pop.stop()
         await self.server.stop(grace=2.0)
         await self.remoting_client.close()
         self.dispatched.stop()
@@ -269,6 +298,8 @@ class BrokerController:
 
     def _scan_clients(self) -> None:
         self.client_processor.scan_expired()
+        if self.grpc is not None:
+            self.grpc.expire_clients()
 
     def _topics_changed(self) -> None:
         if self._started:

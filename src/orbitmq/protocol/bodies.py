@@ -461,6 +461,8 @@ class TopicConfig(JsonBody):
     topic_filter_type: TopicFilterType = "SINGLE_TAG"
     topic_sys_flag: TopicSysFlagBits = 0
     order: bool = False
+    # RocketMQ 5's attributes (protocol/topic_attributes.py): {"message.type": "FIFO"}
+    attributes: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(slots=True)
