@@ -80,7 +80,8 @@ class AdminProcessor:
         # the header was parsed; the table checks the whole config once more before it stores it.
         current = self.ctx.topics.get(h.topic)
         try:  # RocketMQ 5's "+message.type=FIFO" on top of what the topic has
-            attributes = apply_modification(current.attributes if current else {}, h.attributes)
+            attributes = apply_modification((current.attributes if current else None) or {},
+                                            h.attributes) or None
         except RemoteProtocolError as e:
             return cmd.response(ResponseCode.INVALID_PARAMETER, str(e))
         self.ctx.topics.update(TopicConfig(

@@ -25,7 +25,7 @@ __all__ = ["remoting_refusal", "grpc_refusal"]
 
 def remoting_refusal(tc: TopicConfig, properties_text: str | None, batch: bool) -> str | None:
     """Why a 4.x send to ``tc`` is refused (None: it goes). Costs nothing for untyped topics."""
-    if MESSAGE_TYPE_ATTRIBUTE not in tc.attributes:
+    if not tc.attributes or MESSAGE_TYPE_ATTRIBUTE not in tc.attributes:
         return None
     topic_type = topic_message_type(tc.attributes)
     if batch:
