@@ -22,9 +22,19 @@ import time
 import traceback
 from typing import Any
 
-from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,  # noqa: I001
-                      Message, MessageListener, Producer, PushConsumer, SimpleConsumer,
-                      TransactionChecker, TransactionResolution)
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
 
 clients: dict[str, Any] = {}
 held: dict[str, Any] = {}  # receipt handle -> Message (for ack and change)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-from orbitmq.broker.message_filter import build_filter
+from orbitmq.broker.message_filter import PullFilter, build_filter
 from orbitmq.broker.pop.pop_service import PopService, Received
 from orbitmq.errors import BrokerError
 from orbitmq.grpc._generated import definition_pb2 as pb
@@ -92,7 +92,7 @@ class Consuming:
                                attempt=received.attempt, invisible_ms=left)
 
     @staticmethod
-    def _filter(expr: pb.FilterExpression) -> object:
+    def _filter(expr: pb.FilterExpression) -> PullFilter | None:
         if expr.type == pb.SQL:
             kind = "SQL92"
         elif expr.type in (pb.TAG, pb.FILTER_TYPE_UNSPECIFIED):

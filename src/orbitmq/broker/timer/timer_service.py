@@ -209,7 +209,7 @@ class TimerService:
             log.error("timer queue entries %d..%d are gone (retention); skipped", cp.enqueued, low - 1)
             cp.enqueued = low
         floor = self._next_tick()
-        entries = []
+        entries: list[tuple[int, int, int, int, int]] = []
         offset = cp.enqueued
         while offset < high and len(entries) < ENQUEUE_BATCH_MAX:
             entry = self.store.queue_entry(TIMER_TOPIC, 0, offset)
