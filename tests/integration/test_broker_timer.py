@@ -89,3 +89,10 @@ def test_a_fire_resumed_after_a_crash_delivers_nothing_twice(harness: BrokerHarn
         time.sleep(0.05)
     assert harness.broker.timer.skipped_after_crash == 1
     assert _delivered(harness) == [b"once"]
+
+
+def test_a_batch_may_not_hold_timer_messages(harness: BrokerHarness) -> None:
+    r = harness.send_batch(TOPIC, [(b"a", {}), (b"b", {"TIMER_DELAY_SEC": "5"})])
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "timer" in r.remark
+    r = harness.send_batch(TOPIC, [(b"TIMER_ in a body is fine", {})])
+    assert r.code == ResponseCode.SUCCESS, r.remark

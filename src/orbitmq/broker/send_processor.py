@@ -85,6 +85,13 @@ class _Refused(Exception):
         self.remark = remark
 
 
+def _mentions_timer(body: bytes | bytearray | memoryview) -> bool:
+    """Whether a batch body may hold a timer property (a cheap look; the general path decides)."""
+    if isinstance(body, memoryview):
+        body = body.tobytes()
+    return body.find(b"TIMER_") >= 0
+
+
 class SendProcessor:
     """The send handlers: synchronous when a save waits for nothing (ASYNC_FLUSH: no task, no
     future per send), a loop future shared out by the durable-save seam when it waits.
@@ -132,7 +139,8 @@ class SendProcessor:
             if not 0 <= queue_id < tc.write_queue_nums:
                 queue_id = next(self._round_robin) % tc.write_queue_nums
             if batch:
-                encoded = self._encoded_batch(cmd, conn, h, queue_id)
+                # A batch naming a timer property takes the general path, which refuses it.
+                encoded = None if _mentions_timer(cmd.body) else self._encoded_batch(cmd, conn, h, queue_id)
             elif has_timer_property(h.properties):
                 encoded = None  # a timer message: the general path parks it (broker/timer)
             else:
@@ -273,9 +281,10 @@ class SendProcessor:
         sys_flag = h.sys_flag & _USER_SYS_FLAGS
         msgs = []
         for flag, body, props in entries:
-            if PropertyKey.DELAY in props or props.get(PropertyKey.TRAN_MSG) == "true":
+            if PropertyKey.DELAY in props or props.get(PropertyKey.TRAN_MSG) == "true" or \
+                    any(name.startswith("TIMER_") for name in props):
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
-                               "a batch may not hold delayed or transaction messages")
+                               "a batch may not hold delayed, timer or transaction messages")
             msgs.append(MessageInner(h.topic, queue_id, body, props, flag, sys_flag, h.born_timestamp,
                                      born_host, store_host, h.reconsume_times))
         return msgs
