@@ -164,6 +164,32 @@ def op_close(spec: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def op_bench_send(spec: dict[str, Any]) -> dict[str, Any]:
+    """``count`` sync sends of ``size``-byte bodies (bench/grpc_bench.py); seconds taken."""
+    producer = clients[spec["id"]]
+    body = b"x" * int(spec.get("size", 1024))
+    start = time.perf_counter()
+    for _ in range(int(spec["count"])):
+        msg = Message()
+        msg.topic = spec["topic"]
+        msg.body = body
+        producer.send(msg)
+    return {"seconds": time.perf_counter() - start}
+
+
+def op_bench_receive(spec: dict[str, Any]) -> dict[str, Any]:
+    """Receive (batches of 32) and ack each until ``count`` came; seconds taken."""
+    consumer = clients[spec["id"]]
+    want, got = int(spec["count"]), 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + float(spec.get("deadline_s", 600))
+    while got < want and time.monotonic() < deadline:
+        for m in consumer.receive(32, 60):
+            consumer.ack(m)
+            got += 1
+    return {"seconds": time.perf_counter() - start, "received": got}
+
+
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
 
 
