@@ -6,6 +6,8 @@ clients send, including what they would refuse to send themselves).
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
 from orbitmq.protocol.bodies import TopicConfig
+from orbitmq.protocol.codes import ResponseCode
 
 META = (("x-mq-client-id", "test-client@1"),)
 
@@ -181,3 +184,49 @@ def test_unoffered_calls_say_so(stub: Any) -> None:
     r = stub.RecallMessage(spb.RecallMessageRequest(topic=pb.Resource(name="T"), recall_handle="x"),
                            metadata=META, timeout=10)
     assert r.status.code == pb.NOT_IMPLEMENTED and "not offered" in r.status.message
+
+
+def test_a_group_5x_clients_receive_for_refuses_4x_pulls(harness: BrokerHarness, stub: Any) -> None:
+    topic = _topic(harness, "ModelT")
+    _receive(stub, topic, "ModelG", invisible_duration=duration_pb2.Duration(seconds=10),
+             long_polling_timeout=duration_pb2.Duration(seconds=0))
+    r, _ = harness.pull(topic, 0, 0, group="ModelG")
+    assert r.code == ResponseCode.NO_PERMISSION and "one model at a time" in r.remark
+    r, _ = harness.pull(topic, 0, 0, group="OtherG")
+    assert r.code != ResponseCode.NO_PERMISSION
+
+
+def test_print_stack_and_verify_commands_get_the_clients_answers(harness: BrokerHarness,
+                                                                 stub: Any) -> None:
+    requests: queue.Queue[spb.TelemetryCommand | None] = queue.Queue()
+
+    def outgoing() -> Iterator[spb.TelemetryCommand]:
+        while (item := requests.get()) is not None:
+            yield item
+
+    responses = stub.Telemetry(outgoing(), metadata=META, timeout=30)
+    requests.put(spb.TelemetryCommand(settings=pb.Settings(
+        client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="StackT")]))))
+    assert next(responses).settings.publishing.max_body_size > 0
+    endpoint = harness.broker.grpc
+    answers: list[Any] = []
+    asker = threading.Thread(target=lambda: answers.append(
+        harness.call(endpoint.print_stack("test-client@1"))))
+    asker.start()
+    command = next(responses)
+    nonce = command.print_thread_stack_trace_command.nonce
+    requests.put(spb.TelemetryCommand(thread_stack_trace=spb.ThreadStackTrace(
+        nonce=nonce, thread_stack_trace="main: waiting")))
+    asker.join(15)
+    assert answers == ["main: waiting"]
+    verifier = threading.Thread(target=lambda: answers.append(
+        harness.call(endpoint.verify("test-client@1", _message("StackT")))))
+    verifier.start()
+    command = next(responses)
+    assert command.verify_message_command.message.topic.name == "StackT"
+    requests.put(spb.TelemetryCommand(verify_message_result=spb.VerifyMessageResult(
+        nonce=command.verify_message_command.nonce)))
+    verifier.join(15)
+    assert len(answers) == 2
+    requests.put(None)
+    responses.cancel()

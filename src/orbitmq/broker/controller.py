@@ -120,6 +120,7 @@ class BrokerController:
         end_transaction = EndTransactionProcessor(self.transactions)
         send = SendProcessor(ctx, self.transactions.to_half, send_back)
         send.park_timer = self.timer.park
+        self.pull.pop_group_active = self.pop.group_active  # one consumption model per group
         self.processors = Processors(
             send=send,
             pull=self.pull,
@@ -185,6 +186,8 @@ class BrokerController:
             await self.pull.long_poll.stop()
             self.dispatched.stop()
             self.saver.stop()
+            self.timer.files.close()
+            self.pop.log.close()
             self.store.shutdown()
             raise
         self.host.listening_on(self.server.port)

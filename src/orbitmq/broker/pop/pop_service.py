@@ -22,7 +22,8 @@ messages in flight keep their deadlines (a message whose deadline passed while t
 down is visible again at once). Each queue's committed offset (everything below is acked) is
 the group's consumer offset: ``orbitmq group status`` shows the lag, and a 4.x consumer of the
 same group later starts there. A group consumes with one model at a time: a receive from a
-group that has live 4.x consumers is refused (``live_remoting_consumers``).
+group that has live 4.x consumers is refused (``live_remoting_consumers``), and so is a 4.x
+pull of a group 5.x clients received for lately (:meth:`PopService.group_active`).
 
 Memory: at most ``pop_inflight_max`` messages in flight (a receive above it waits); bench
 grpc_bench.py measures the bytes per message in flight.
@@ -122,6 +123,8 @@ class PopService:
         self._task: asyncio.Task[None] | None = None
         self._dirty_offsets: set[tuple[str, str, int]] = set()
         self._dead: list[tuple[str, str, int, int]] = []  # past their attempts, for the DLQ
+        self._last_receive: dict[str, float] = {}  # group -> monotonic time of its last receive
+        self.active_window_s = cfg.client_channel_expire_ms / 1000
         self.dead_lettered = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -185,6 +188,7 @@ class PopService:
         if self.ctx.topics.get(topic) is None:
             raise PopRefused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         invisible = self.invisible_default_ms if invisible_ms is None else invisible_ms
+        self._last_receive[group] = time.monotonic()
         deadline = time.monotonic() + poll_ms / 1000
         event = self._arrivals.setdefault(topic, asyncio.Event())
         while True:
@@ -474,6 +478,17 @@ class PopService:
             qs = gt.queues.get(qid) if gt is not None else None
             if qs is not None:
                 self.ctx.offsets.commit(group, topic, qid, qs.committed())
+
+    def group_active(self, group: str) -> bool:
+        """Whether 5.x clients received for ``group`` within ``client_channel_expire_ms``: its
+        4.x pulls are refused meanwhile (one model at a time)."""
+        last = self._last_receive.get(group)
+        if last is None:
+            return False
+        if time.monotonic() - last <= self.active_window_s:
+            return True
+        del self._last_receive[group]
+        return False
 
     # -- introspection --------------------------------------------------------------------------
     def inflight_of(self, group: str) -> int:

@@ -144,6 +144,8 @@ class TimerService:
         """Open the files and recover them (StoreError when they cannot be used)."""
         self.files.open()
         self.files.recover()
+        if self.files.checkpoint.fired_through < 0:  # a new wheel: nothing before now to fire
+            self.files.checkpoint.fired_through = self.store.clock() // self.precision_ms - 1
         if self.ctx.topics.get(TIMER_TOPIC) is None:
             self.ctx.topics.create_system_topic(TIMER_TOPIC, 1)
 
@@ -234,8 +236,6 @@ class TimerService:
             await self._fire_detached(resumed=True)
         while True:
             now_tick = self.store.clock() // self.precision_ms
-            if cp.fired_through < 0:
-                cp.fired_through = now_tick - 1
             try:
                 await self._fire_passed(now_tick)
             except OSError:
