@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
-import os
 import sys
 import tempfile
 import threading
