@@ -38,8 +38,8 @@ test: install
 	ORBITMQ_PURE_PYTHON=1 $(PY) -m pytest $(PYTEST_ARGS) $(PURE_PYTHON_TESTS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console src/orbitmq/grpc
 	$(VENV)/bin/lint-imports
 
 # The web console's browser tests once more, saving their screenshots into docs/img (which

@@ -103,6 +103,7 @@ class TimerService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._saved_at = 0.0
+        self._writing: asyncio.Future[None] | None = None
         self.parked = 0  # messages parked since start
         self.delivered = 0  # messages re-stored since start
         self.skipped_after_crash = 0  # found already delivered when a fire resumed
@@ -160,6 +161,8 @@ class TimerService:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._writing is not None:
+            await asyncio.gather(self._writing, return_exceptions=True)
         if self.files.log_size or self.files.checkpoint.fired_through >= 0:
             try:
                 self.files.save_checkpoint()
@@ -256,14 +259,21 @@ class TimerService:
             head = self.files.head(tick)
             if head:
                 cp.firing = {"tick": tick, "head": head, "done": 0}
-                self.files.save_checkpoint()  # detached before the head is cleared
+                await self._checkpoint()  # detached on disk before the head is cleared
                 self.files.set_head(tick, 0)
                 await self._fire_detached(resumed=False)
             else:
                 cp.fired_through = tick
         if time.monotonic() - self._saved_at > CHECKPOINT_IDLE_S:
             self._saved_at = time.monotonic()
-            await asyncio.to_thread(self.files.save_checkpoint)
+            await self._checkpoint()
+
+    async def _checkpoint(self) -> None:
+        """The checkpoint as it is now, synced and written off the loop. Shielded: a stop that
+        cancels the loop waits for the write instead of writing the same file beside it."""
+        self._writing = asyncio.ensure_future(
+            asyncio.to_thread(self.files.write_checkpoint, self.files.snapshot()))
+        await asyncio.shield(self._writing)
 
     async def _fire_detached(self, *, resumed: bool) -> None:
         """Deliver the chain the checkpoint says is being fired, batch by batch."""
@@ -280,10 +290,10 @@ class TimerService:
                 await asyncio.sleep(PUT_RETRY_WAIT_S)  # not durable: the same batch again
             check_first = False
             firing["done"] += len(batch)
-            await asyncio.to_thread(self.files.save_checkpoint)
+            await self._checkpoint()
         cp.fired_through = max(cp.fired_through, firing["tick"])
         cp.firing = None
-        await asyncio.to_thread(self.files.save_checkpoint)
+        await self._checkpoint()
 
     async def _deliver(self, batch: list[TimerRecord], check_first: bool) -> bool:
         """Re-store a batch in the real topics; True once durable."""

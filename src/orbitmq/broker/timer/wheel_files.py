@@ -171,12 +171,23 @@ class WheelFiles:
         os.fsync(self._log_fd)
         os.fsync(self._wheel_fd)
 
-    def save_checkpoint(self) -> None:
-        """Sync the log and the wheel, then replace the checkpoint (in that order: what the
-        checkpoint names is on disk before it does)."""
-        self.sync()
+    def snapshot(self) -> bytes:
+        """The checkpoint as it stands now (taken where the files are changed: the event loop),
+        for :meth:`write_checkpoint` (which may run in another thread meanwhile)."""
         self.checkpoint.log_size = self.log_size
-        write_atomic(self.check_path, self.checkpoint.to_json())
+        firing = dict(self.checkpoint.firing) if self.checkpoint.firing else None
+        return orjson.dumps({**dataclasses.asdict(self.checkpoint), "firing": firing})
+
+    def write_checkpoint(self, snapshot: bytes) -> None:
+        """Sync the log and the wheel, then replace the checkpoint with ``snapshot`` (in that
+        order: everything written before the snapshot was taken is on disk before the
+        checkpoint names it; what was written after is recovered past its log size)."""
+        self.sync()
+        write_atomic(self.check_path, snapshot)
+
+    def save_checkpoint(self) -> None:
+        """Snapshot and write at once (in the caller's thread)."""
+        self.write_checkpoint(self.snapshot())
 
     def recover(self) -> int:
         """Relink the whole records past the checkpoint, cut a torn tail; returns the timer
