@@ -230,3 +230,21 @@ def test_print_stack_and_verify_commands_get_the_clients_answers(harness: Broker
     assert len(answers) == 2
     requests.put(None)
     responses.cancel()
+
+
+def test_forward_to_dead_letter_queue_stores_the_message_and_acks_it(harness: BrokerHarness,
+                                                                     stub: Any) -> None:
+    topic = _topic(harness, "FwdT")
+    assert _send(stub, _message(topic, b"bad", mid="01BAD")).status.code == pb.OK
+    got = _receive(stub, topic, "FwdG", invisible_duration=duration_pb2.Duration(seconds=30),
+                   long_polling_timeout=duration_pb2.Duration(seconds=5))
+    [msg] = [r.message for r in got if r.HasField("message")]
+    request = spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name="FwdG"), topic=pb.Resource(name=topic),
+        receipt_handle=msg.system_properties.receipt_handle, message_id="01BAD",
+        delivery_attempt=1, max_delivery_attempts=1)
+    assert stub.ForwardMessageToDeadLetterQueue(request, metadata=META, timeout=10).status.code == pb.OK
+    [dead] = harness.pull_all("%DLQ%FwdG", 0)
+    assert bytes(dead.body) == b"bad" and dead.properties["RETRY_TOPIC"] == topic
+    again = stub.ForwardMessageToDeadLetterQueue(request, metadata=META, timeout=10)
+    assert again.status.code == pb.INVALID_RECEIPT_HANDLE  # it was acked
