@@ -8,8 +8,9 @@
    acking each, and OrbitMQ's PushConsumer (offsets committed as usual).
 2. Timers, a broker in this process: T timer messages parked one hour ahead through the send
    path's hook and the durable-save seam, linked into the wheel; the process's resident memory
-   before and after (cold store pages released, as the store does every 200 ms), the Python
-   heap's growth over it (tracemalloc) and the timer files' sizes. Then 200 timers due 2-6 s ahead, fired while
+   before and after (cold store pages released, as the store does every 200 ms), the growth of
+   the Python heap's allocated blocks over it (sys.getallocatedblocks: what the process keeps
+   per timer, if anything) and the timer files' sizes. Then 200 timers due 2-6 s ahead, fired while
    the T are pending: how late each was delivered (its delivered copy's store time minus its
    delivery time; never early).
 3. POP state: bytes of Python memory per message in flight (tracemalloc over 100,000).
@@ -47,10 +48,11 @@ SAMPLE_TIMERS = 200
 PARK_BATCH = 2000
 
 
-def rss_mib() -> float:
+def rss_mib(kind: str = "VmRSS") -> float:
+    """Resident memory in MiB: VmRSS, or its heap part RssAnon, or its mapped files RssFile."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(kind + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -114,9 +116,8 @@ def timers(count: int, work: Path) -> dict[str, Any]:
     loop.call(broker.start(), 60)
     try:
         broker.store.release_cold_pages()
-        before = rss_mib()
-        tracemalloc.start()
-        heap_before = tracemalloc.get_traced_memory()[0]
+        before, anon_before = rss_mib(), rss_mib("RssAnon")
+        blocks_before = sys.getallocatedblocks()
         start = time.perf_counter()
         far = int(time.time() * 1000) + 3_600_000
         for first in range(0, count, PARK_BATCH):
@@ -126,10 +127,9 @@ def timers(count: int, work: Path) -> dict[str, Any]:
         while broker.timer.files.checkpoint.enqueued < count and time.monotonic() < deadline:
             time.sleep(0.2)
         linked_s = time.perf_counter() - start
-        heap_growth = tracemalloc.get_traced_memory()[0] - heap_before
-        tracemalloc.stop()
+        blocks_growth = sys.getallocatedblocks() - blocks_before
         broker.store.release_cold_pages()  # what the store's page release does 5 times a second
-        after = rss_mib()
+        after, anon_after, file_after = rss_mib(), rss_mib("RssAnon"), rss_mib("RssFile")
         files = {p.name: p.stat().st_size for p in (work / "timer-store" / "timer").iterdir()}
         late = _fire_accuracy(broker, loop)
     finally:
@@ -140,7 +140,8 @@ def timers(count: int, work: Path) -> dict[str, Any]:
         "pending": count, "park_and_store_s": round(park_s, 1), "linked_s": round(linked_s, 1),
         "rss_before_mib": round(before, 1), "rss_after_mib": round(after, 1),
         "rss_growth_bytes_per_timer": round((after - before) * 1024 * 1024 / count, 1),
-        "python_heap_growth_bytes": heap_growth,
+        "rss_anon_growth_mib": round(anon_after - anon_before, 1), "rss_file_after_mib": round(file_after, 1),
+        "python_blocks_growth": blocks_growth,
         "timer_files_bytes": files,
         "fire_late_ms": {"n": len(late), "p50": late[len(late) // 2], "p99": late[int(len(late) * 0.99)],
                          "max": late[-1], "early": sum(1 for x in late if x < 0)},
@@ -200,13 +201,16 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=None, help="messages per client run")
     parser.add_argument("--timers", type=int, default=None, help="pending timers")
     parser.add_argument("--json", default=None, help="where to write the results")
+    parser.add_argument("--only", choices=("clients", "timers", "pop"), default=None,
+                        help="run one part")
     args = parser.parse_args()
     n = args.n or (300 if args.quick else 5000)
     count = args.timers or (50_000 if args.quick else 1_000_000)
     with tempfile.TemporaryDirectory(prefix="orbitmq-grpc-bench-") as tmp:
         work = Path(tmp)
-        results = {"clients": clients(n, work), "timers": timers(count, work),
-                   "pop": pop_memory(20_000 if args.quick else 100_000)}
+        parts = {"clients": lambda: clients(n, work), "timers": lambda: timers(count, work),
+                 "pop": lambda: pop_memory(20_000 if args.quick else 100_000)}
+        results = {name: run() for name, run in parts.items() if args.only in (None, name)}
     print(json.dumps(results, indent=2))
     path = Path(args.json) if args.json else ROOT / "bench" / "results" / "grpc_bench.json"
     path.parent.mkdir(parents=True, exist_ok=True)
