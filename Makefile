@@ -16,11 +16,12 @@ system-deps:
 	@bash scripts/system-deps.sh
 
 $(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
-		$(wildcard src/orbitmq/protocol/_*.h)
+		$(wildcard src/orbitmq/protocol/_*.h) scripts/compat-venv.sh scripts/rmq5-venv.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
 	@bash scripts/compat-venv.sh
+	@bash scripts/rmq5-venv.sh
 	@touch $(STAMP)
 
 run: install
@@ -37,8 +38,8 @@ test: install
 	ORBITMQ_PURE_PYTHON=1 $(PY) -m pytest $(PYTEST_ARGS) $(PURE_PYTHON_TESTS)
 
 lint: install
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console src/orbitmq/grpc
 	$(VENV)/bin/lint-imports
 
 FUZZ_SECONDS ?= 300
@@ -62,7 +63,8 @@ console-screenshots: install
 BENCH_ARGS ?=
 
 # OrbitMQ next to the installed peers (bench/run_bench.py), the Python clients side by side, the
-# store against the raw disk, disk and broker memory per 1,000 idle queues. Never part of
+# store against the raw disk, disk and broker memory per 1,000 idle queues, the RocketMQ 5 client
+# next to the SDK with 1 M pending timers (bench/grpc_bench.py). Never part of
 # `make test`; BENCH_ARGS=--quick for a smoke run.
 bench: install
 	$(PY) bench/run_bench.py $(BENCH_ARGS)
@@ -70,6 +72,7 @@ bench: install
 	$(PY) bench/store_bench.py $(BENCH_ARGS)
 	$(PY) bench/queues_bench.py $(BENCH_ARGS)
 	$(PY) bench/spark_bench.py $(BENCH_ARGS)
+	$(PY) bench/grpc_bench.py $(BENCH_ARGS)
 
 # Redis, RabbitMQ and NATS from Debian (their services stopped: the bench starts its own on
 # 127.0.0.1) and the peers' Python clients (the `bench` extra).
@@ -85,4 +88,4 @@ pipeline: install
 	$(PY) examples/order_pipeline/run.py $(PIPELINE_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-compat .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .venv-rmq5 .pytest_cache .mypy_cache .ruff_cache

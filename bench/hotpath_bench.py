@@ -154,7 +154,7 @@ def broker_config(path: str, flush: str, metrics: bool = False) -> BrokerConfig:
     store = StoreConfig(store_path=path, flush_disk_type=FlushDiskType(flush),
                         mapped_file_size_commitlog=512 * 1024 * 1024, message_index_enable=True)
     exporter = MetricsExporterType.PROM if metrics else MetricsExporterType.DISABLE
-    return BrokerConfig(listen_port=0, store=store, metrics_exporter_type=exporter,
+    return BrokerConfig(listen_port=0, grpc_listen_port=0, store=store, metrics_exporter_type=exporter,
                         metrics_prom_exporter_port=0)
 
 

@@ -421,6 +421,30 @@ class BrokerConfig:
         False, "refuse transactional messages (NO_PERMISSION)")
     native_fast_path_enable: bool = setting(
         True, "store and answer plain sends in C, per socket read (docs/benchmarks.md)")
+    # -- RocketMQ 5: the gRPC endpoint, POP consumption, timer messages (docs/rocketmq5.md) --
+    grpc_listen_port: int = setting(
+        8081, "port of the RocketMQ 5 gRPC endpoint (0: a free one, -1: none)", -1, PORT_MAX)
+    grpc_message_size_max: int = setting(
+        16 * 1024 * 1024, "largest gRPC request or answer in bytes", 64 * 1024, 256 * 1024 * 1024)
+    grpc_long_polling_max_ms: int = setting(
+        30_000, "longest a 5.x receive waits for messages", 0, 300_000)
+    pop_invisible_time_default_ms: int = setting(
+        60_000, "how long received messages stay invisible when the client names no time",
+        1_000, DAY_MS)
+    pop_invisible_time_max_ms: int = setting(
+        12 * 3_600_000, "longest invisible time a client may ask for", 1_000, 7 * DAY_MS)
+    pop_auto_renew_max_ms: int = setting(
+        3 * 3_600_000, "how long a push consumer's messages are renewed while it lives",
+        1_000, 7 * DAY_MS)
+    pop_inflight_max: int = setting(
+        200_000, "messages received and not yet acked per broker (receives wait above it)",
+        16, 10_000_000)
+    pop_log_compact_bytes: int = setting(
+        64 * 1024 * 1024, "the in-flight log is rewritten once it grows past this", 4096, 2**40)
+    timer_precision_ms: int = setting(
+        100, "a timer message is delivered within this much after its time", 10, 1000)
+    timer_max_delay_s: int = setting(
+        3 * 86_400, "the furthest ahead a timer message may ask to be delivered", 1, 40 * 86_400)
     metrics_exporter_type: MetricsExporterType = _metrics_settings()["metrics_exporter_type"]
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]

@@ -36,6 +36,7 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 def broker_config(store_dir: Path | str, **overrides: Any) -> BrokerConfig:
     """A broker on 127.0.0.1, port 0, with the tiny TEST_MIN store under ``store_dir``."""
     store = dataclasses.replace(TEST_MIN_STORE, store_path=str(store_dir))
+    overrides.setdefault("grpc_listen_port", 0)  # the default 8081 would collide between tests
     return BrokerConfig(listen_port=0, store=store, **overrides)
 
 

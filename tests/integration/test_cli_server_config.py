@@ -96,7 +96,7 @@ def test_a_broker_refused_by_the_name_server_exits_with_one_line(tmp_path: Path)
     broker's route. Now the second broker exits non-zero with one line and the route stays."""
     with standalone_process(str(tmp_path / "a")) as first:
         addresses = first.wait_ready("namesrv", "broker")
-        second = ServerProcess(["broker", "--namesrv", addresses["namesrv"], "--port", "0",
+        second = ServerProcess(["broker", "--namesrv", addresses["namesrv"], "--port", "0", "--grpc-port", "0",
                                 "--store", str(tmp_path / "b")])
         try:
             second.proc.wait(EXIT_WAIT_S)
@@ -119,7 +119,7 @@ def test_a_broker_refused_by_the_name_server_exits_with_one_line(tmp_path: Path)
             time.sleep(0.05)
         assert result is not None and result.exit_code == 0, result.output if result else None
         assert addresses["broker"] in result.stdout
-        third = ServerProcess(["broker", "--namesrv", addresses["namesrv"], "--port", "0",
+        third = ServerProcess(["broker", "--namesrv", addresses["namesrv"], "--port", "0", "--grpc-port", "0",
                                "--broker-name", "broker-b", "--store", str(tmp_path / "c")])
         try:
             third.wait_ready("broker")

@@ -37,7 +37,8 @@ from orbitmq.config import BrokerConfig, StoreConfig
 async def main():
     name, namesrv, path = sys.argv[1:4]
     broker = BrokerController(BrokerConfig(
-        broker_name=name, listen_port=0, namesrv_addr=namesrv, register_broker_interval_ms=200,
+        broker_name=name, listen_port=0, grpc_listen_port=0, namesrv_addr=namesrv,
+        register_broker_interval_ms=200,
         store=StoreConfig(store_path=path, mapped_file_size_commitlog=8 * 1024 * 1024)))
     await broker.start()
     print("READY", broker.address, flush=True)
@@ -99,7 +100,7 @@ def test_producer_fails_over_when_a_broker_dies(namesrv, tmp_path, failure):
     but nothing answers; the name server expires it after broker_expire_ms and the producer,
     after one timed-out attempt, keeps away from it."""
     loop, ns = namesrv
-    broker_a = BrokerController(BrokerConfig(broker_name="broker-a", listen_port=0,
+    broker_a = BrokerController(BrokerConfig(broker_name="broker-a", listen_port=0, grpc_listen_port=0,
                                              namesrv_addr=ns.address,
                                              register_broker_interval_ms=200,
                                              store=store_config(str(tmp_path / "a"))))
@@ -142,7 +143,7 @@ def test_producer_fails_over_when_a_broker_dies(namesrv, tmp_path, failure):
 
 def test_committed_offsets_survive_a_broker_restart(namesrv, tmp_path):
     loop, ns = namesrv
-    broker = BrokerController(BrokerConfig(listen_port=0, namesrv_addr=ns.address,
+    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=0, namesrv_addr=ns.address,
                                            register_broker_interval_ms=200,
                                            store=store_config(str(tmp_path / "broker"))))
     loop.call(broker.start())
@@ -164,7 +165,8 @@ def test_committed_offsets_survive_a_broker_restart(namesrv, tmp_path):
 
             loop.call(broker.stop())
             broker = BrokerController(BrokerConfig(
-                listen_port=port, namesrv_addr=ns.address, register_broker_interval_ms=200,
+                listen_port=port, grpc_listen_port=0, namesrv_addr=ns.address,
+                register_broker_interval_ms=200,
                 store=store_config(str(tmp_path / "broker"))))
             loop.call(broker.start())
             # The same consumer reconnects on its own and reads what it committed before.

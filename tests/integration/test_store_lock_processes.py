@@ -94,13 +94,13 @@ def test_a_second_broker_on_a_store_in_use_exits_and_acknowledged_messages_survi
         # Idle: the first broker rewrites neither file now, so any change would be the second's.
         abort, checkpoint = store / "abort", store / "checkpoint"
         idle = (_stamp(abort), _stamp(checkpoint))
-        _refused(["broker", "--store", str(store), "--namesrv", namesrv, "--port", "0"], store, holder)
+        _refused(["broker", "--store", str(store), "--namesrv", namesrv, "--port", "0", "--grpc-port", "0"], store, holder)
         _refused(["standalone", "--store", str(store), "--namesrv-port", "0", "--broker-port", "0"],
                  store, holder)
         assert (_stamp(abort), _stamp(checkpoint)) == idle
 
         sent = _send(namesrv, 0, 20)
-        _refused(["broker", "--store", str(store), "--namesrv", namesrv, "--port", "0"], store, holder)
+        _refused(["broker", "--store", str(store), "--namesrv", namesrv, "--port", "0", "--grpc-port", "0"], store, holder)
         sent += _send(namesrv, 20, 20)  # the first broker serves on
         _assert_readable(namesrv, sent)
         assert first.stop() == 0

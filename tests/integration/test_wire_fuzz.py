@@ -285,7 +285,7 @@ def _ops_requests(rng: random.Random) -> dict[int, Callable[[], Request]]:
 def served_codes(tmp: Path) -> dict[str, set[int]]:
     """The request codes a broker and a name server register handlers for (nothing started)."""
     store = StoreConfig(store_path=str(tmp / "codes"))
-    broker = BrokerController(BrokerConfig(listen_port=0, store=store))
+    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=0, store=store))
     namesrv = NameServer(NamesrvConfig(listen_port=0))
     return {"broker": set(broker.server._handlers), "namesrv": set(namesrv.server._handlers)}
 

@@ -15,6 +15,7 @@ from store_fixtures import Clock, config
 from orbitmq.protocol.message import MessageSysFlag
 from orbitmq.protocol.native import NATIVE
 from orbitmq.store import MessageInner, MessageStore
+from orbitmq.store.dispatch import TIMER_TOPIC
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
@@ -25,7 +26,7 @@ def _workload(seed: int) -> list[list[MessageInner]]:
     rng = random.Random(seed)
     batches: list[list[MessageInner]] = []
     for i in range(rng.randint(150, 300)):
-        topic = rng.choice(["Orders", "Pay", "Ördér", "SCHEDULE_TOPIC_XXXX"])
+        topic = rng.choice(["Orders", "Pay", "Ördér", "SCHEDULE_TOPIC_XXXX", TIMER_TOPIC])
         qid = rng.randrange(3)
         msgs = []
         for j in range(rng.choice([1, 1, 1, 4, 17])):
@@ -38,6 +39,8 @@ def _workload(seed: int) -> list[list[MessageInner]]:
                 props["TAGS"] = rng.choice(["a", "b", "tág", "😀", ""])
             if topic == "SCHEDULE_TOPIC_XXXX":
                 props["DELAY"] = str(rng.choice([1, 3, 18, 99, 0]))
+            if topic == TIMER_TOPIC:  # tags code = the delivery time, as read by Python
+                props["TIMER_DELIVER_MS"] = rng.choice([str(rng.randrange(2**41)), "soon", ""])
             sys_flag = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE) if rng.random() < 0.05 else 0
             msgs.append(MessageInner(topic, qid, rng.randbytes(rng.choice([0, 30, 400])), props,
                                      sys_flag=sys_flag))

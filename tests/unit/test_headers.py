@@ -42,7 +42,8 @@ EXPECTED_WIRE_NAMES: dict[type[h.Header], set[str]] = {
     h.UnregisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "brokerId"},
     h.UnregisterClientRequestHeader: {"clientID", "producerGroup", "consumerGroup"},
     h.CreateTopicRequestHeader: {"topic", "defaultTopic", "readQueueNums", "writeQueueNums",
-                                 "perm", "topicFilterType", "topicSysFlag", "order"},
+                                 "perm", "topicFilterType", "topicSysFlag", "order",
+                                 "attributes"},  # RocketMQ 5: "+message.type=FIFO"
     h.ConsumerSendMsgBackRequestHeader: {"offset", "group", "delayLevel", "originMsgId",
                                          "originTopic", "unitMode", "maxReconsumeTimes"},
     h.EndTransactionRequestHeader: {"producerGroup", "tranStateTableOffset", "commitLogOffset",

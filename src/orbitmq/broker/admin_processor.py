@@ -28,6 +28,7 @@ import orjson
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.broker.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
+from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -38,6 +39,7 @@ from orbitmq.protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
+from orbitmq.protocol.topic_attributes import apply_modification
 from orbitmq.transport.connection import RemotingConnection
 
 __all__ = ["AdminProcessor", "message_queue_key"]
@@ -76,9 +78,15 @@ class AdminProcessor:
                                     f"{name} {n} is out of range 1..{QUEUE_NUMS_MAX}")
         # perm, topicSysFlag and topicFilterType were checked against their bits and words when
         # the header was parsed; the table checks the whole config once more before it stores it.
+        current = self.ctx.topics.get(h.topic)
+        try:  # RocketMQ 5's "+message.type=FIFO" on top of what the topic has
+            attributes = apply_modification((current.attributes if current else None) or {},
+                                            h.attributes) or None
+        except RemoteProtocolError as e:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, str(e))
         self.ctx.topics.update(TopicConfig(
             h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
-            h.topic_sys_flag, h.order,
+            h.topic_sys_flag, h.order, attributes,
         ))
         return cmd.response(ResponseCode.SUCCESS)
 

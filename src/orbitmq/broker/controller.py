@@ -34,6 +34,7 @@ from orbitmq.broker.durable_save import DurableSave, durability_conditions
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
+from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.broker.pull_processor import PullProcessor
 from orbitmq.broker.query_processor import QueryProcessor
 from orbitmq.broker.queue_lock_manager import QueueLockManager
@@ -46,6 +47,7 @@ from orbitmq.broker.send_back_processor import SendBackProcessor
 from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.stats_processor import StatsProcessor
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.timer.timer_service import TimerService
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
@@ -55,6 +57,8 @@ from orbitmq.broker.transaction import (
 )
 from orbitmq.config import BrokerConfig, BrokerRole
 from orbitmq.errors import ClientError
+from orbitmq.grpc.endpoint import GrpcEndpoint
+from orbitmq.grpc.produce import Producing
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
@@ -126,8 +130,14 @@ class BrokerController:
         self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
         self.client_processor = ClientProcessor(ctx)
         send_back = SendBackProcessor(ctx)  # retries and dead letters
+        self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
+        self.pop = PopService(ctx)  # POP consumption (broker/pop)
+        end_transaction = EndTransactionProcessor(self.transactions)
+        send = SendProcessor(ctx, self.transactions.to_half, send_back)
+        send.park_timer = self.timer.park
+        self.pull.pop_group_active = self.pop.group_active  # one consumption model per group
         self.processors = Processors(
-            send=SendProcessor(ctx, self.transactions.to_half, send_back),
+            send=send,
             pull=self.pull,
             clients=self.client_processor,
             query=QueryProcessor(ctx),
@@ -137,7 +147,7 @@ class BrokerController:
             locks=self.locks,
             consumer_info=ConsumerInfoProcessor(self.clients),
             transactions=self.transactions,
-            end_transaction=EndTransactionProcessor(self.transactions),
+            end_transaction=end_transaction,
             stats=StatsProcessor(ctx, held_pulls, self.replication.runtime_info),
             consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
@@ -153,6 +163,12 @@ class BrokerController:
         if self.fast_path is not None:
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)
+        # The RocketMQ 5 endpoint (orbitmq.grpc): over the same context and services.
+        self.grpc: GrpcEndpoint | None = None
+        if config.grpc_listen_port >= 0:
+            self.grpc = GrpcEndpoint(ctx, self.pop, Producing(ctx, self.timer,
+                                                              self.transactions.to_half,
+                                                              end_transaction))
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication)
@@ -183,6 +199,8 @@ class BrokerController:
             self.offsets.load()
             self.sub_groups.load()
             self.schedule.load()
+            self.timer.load()
+            self.pop.load()
             self.saver.start()
             self.dispatched.start()
             self.pull.long_poll.start()
@@ -192,6 +210,8 @@ class BrokerController:
             await self.pull.long_poll.stop()
             self.dispatched.stop()
             self.saver.stop()
+            self.timer.files.close()
+            self.pop.log.close()
             self.store.shutdown()
             raise
         self.host.listening_on(self.server.port)
@@ -201,9 +221,13 @@ class BrokerController:
             self.transactions.start()  # no await since the server started: rebuilt before any request
             self.tx_checker.start()
             self.schedule.start()
+            self.timer.start()
+            self.pop.start()
         self._started = True
         try:
             await self.replication.start()  # OSError: the HA port is taken
+            if self.grpc is not None:
+                await self.grpc.start()  # OSError: the gRPC port is taken
             await self.observability.start()  # OSError: the metrics port is taken
         except BaseException:
             await self.stop()
@@ -238,8 +262,12 @@ class BrokerController:
         if self.role.accepts_writes:
             self.transactions.stop()
         await self.registrar.stop()
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.pull.stop()
         await self.schedule.stop()
+        await self.timer.stop()
+        await self.pop.stop()
         await self.server.stop(grace=2.0)  # SYNC_MASTER sends in flight still get their slaves
         await self.replication.stop()
         await self.remoting_client.close()
@@ -326,6 +354,8 @@ class BrokerController:
 
     def _scan_clients(self) -> None:
         self.client_processor.scan_expired()
+        if self.grpc is not None:
+            self.grpc.expire_clients()
 
     def _topics_changed(self) -> None:
         if self.fast_path is not None:

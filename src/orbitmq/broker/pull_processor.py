@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from orbitmq.broker.context import BrokerContext
@@ -141,6 +141,8 @@ class PullProcessor:
         self.long_poll = LongPollService(ctx.store, self._resume, cfg.long_polling_recheck_ms)
         self._tasks: set[asyncio.Future[None]] = set()
         self.memory_bytes = physical_memory_bytes()
+        # Whether 5.x clients consume a group by POP now (broker/pop): one model at a time.
+        self.pop_group_active: Callable[[str], bool] = lambda group: False
 
     async def stop(self) -> None:
         """Forget held pulls and pulls waiting for the dispatch (the server closes their
@@ -180,6 +182,10 @@ class PullProcessor:
         if not group.consume_enable:
             raise _Refused(ResponseCode.NO_PERMISSION,
                            f"subscription group [{h.consumer_group}] has consumption disabled")
+        if self.pop_group_active(h.consumer_group):
+            raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
+                           "is consumed by 5.x clients (POP) now: a group consumes with one model "
+                           "at a time")
         if not group.consume_broadcast_enable:
             members = ctx.clients.consumers.get(h.consumer_group)
             if members is not None and members.message_model is MessageModel.BROADCASTING:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
+from orbitmq.broker.message_types import remoting_refusal
 from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -45,7 +46,7 @@ from orbitmq.broker.topic_config_manager import (
     TRANS_HALF_TOPIC,
     validate_topic,
 )
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
@@ -54,6 +55,7 @@ from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import MessageSysFlag, PropertyKey
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX, parse_properties
 from orbitmq.protocol.stored import EncodedBatch, encode_wire_batch, encode_wire_single
+from orbitmq.protocol.topic_attributes import has_timer_property
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
@@ -83,6 +85,13 @@ class _Refused(Exception):
         self.remark = remark
 
 
+def _mentions_timer(body: bytes | bytearray | memoryview) -> bool:
+    """Whether a batch body may hold a timer property (a cheap look; the general path decides)."""
+    if isinstance(body, memoryview):
+        body = body.tobytes()
+    return body.find(b"TIMER_") >= 0
+
+
 class SendProcessor:
     """The send handlers: synchronous when a save waits for nothing (ASYNC_FLUSH: no task, no
     future per send), a loop future shared out by the durable-save seam when it waits.
@@ -108,6 +117,8 @@ class SendProcessor:
         self.max_message_size = ctx.config.store.max_message_size
         self.delay_level_count = len(ctx.store.delay_levels_ms)
         self._round_robin = itertools.count()
+        # The timer service's hook (TIMER_* properties); raises BrokerError for a bad time.
+        self.park_timer: Callable[[MessageInner], bool] | None = None
 
     # -- handlers -------------------------------------------------------------------------------
     def send_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
@@ -122,11 +133,16 @@ class SendProcessor:
               batch: bool) -> _Answer:
         try:
             tc, created = self._check(h, len(cmd.body))
+            if tc.attributes and (why := remoting_refusal(tc, h.properties, batch)) is not None:
+                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, why)  # message.type (RocketMQ 5)
             queue_id = h.queue_id
             if not 0 <= queue_id < tc.write_queue_nums:
                 queue_id = next(self._round_robin) % tc.write_queue_nums
             if batch:
-                encoded = self._encoded_batch(cmd, conn, h, queue_id)
+                # A batch naming a timer property takes the general path, which refuses it.
+                encoded = None if _mentions_timer(cmd.body) else self._encoded_batch(cmd, conn, h, queue_id)
+            elif has_timer_property(h.properties):
+                encoded = None  # a timer message: the general path parks it (broker/timer)
             else:
                 encoded = self._encoded_single(cmd, conn, h, queue_id)
             if encoded is None:
@@ -135,6 +151,8 @@ class SendProcessor:
             return cmd.response(r.code, r.remark)
         except RemoteProtocolError as e:  # the stored codec refused the properties or the batch
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        except BrokerError as e:  # a timer message the timer service refused (its time)
+            return cmd.response(e.code, e.remark)
         tx_id = None
         if encoded is not None:
             result = self.saver.append(encoded)
@@ -220,6 +238,8 @@ class SendProcessor:
             self.send_back.route_retry_send(h, msg)  # past its retries: to the DLQ
         if PropertyKey.DELAY in props:
             apply_delay(msg, self.delay_level_count)  # parked in SCHEDULE_TOPIC_XXXX
+        elif self.park_timer is not None:
+            self.park_timer(msg)  # TIMER_* properties: parked in the timer topic (broker/timer)
         return msg
 
     def _encoded_batch(self, cmd: RemotingCommand, conn: RemotingConnection,
@@ -261,9 +281,10 @@ class SendProcessor:
         sys_flag = h.sys_flag & _USER_SYS_FLAGS
         msgs = []
         for flag, body, props in entries:
-            if PropertyKey.DELAY in props or props.get(PropertyKey.TRAN_MSG) == "true":
+            if PropertyKey.DELAY in props or props.get(PropertyKey.TRAN_MSG) == "true" or \
+                    any(name.startswith("TIMER_") for name in props):
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
-                               "a batch may not hold delayed or transaction messages")
+                               "a batch may not hold delayed, timer or transaction messages")
             msgs.append(MessageInner(h.topic, queue_id, body, props, flag, sys_flag, h.born_timestamp,
                                      born_host, store_host, h.reconsume_times))
         return msgs

@@ -65,6 +65,7 @@ class SubscriptionGroupConfig(JsonBody):
     broker_id: U64 = 0
     which_broker_when_consume_slowly: U64 = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False  # RocketMQ 5: a FIFO group (POP receives in order)
 
 
 @dataclasses.dataclass(slots=True)

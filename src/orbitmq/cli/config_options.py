@@ -44,6 +44,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "listen_host": ("--host",),
     "store_path": ("--store",),
     "namesrv_addr": ("--namesrv",),
+    "grpc_listen_port": ("--grpc-port",),
 }
 
 

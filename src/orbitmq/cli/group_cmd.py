@@ -124,6 +124,8 @@ def reset_offset_cmd(namesrv: str, group: str, topic: str, timestamp: int | Posi
               help="false: the brokers refuse the group's pulls in broadcasting mode")
 @click.option("--retry-queue-nums", type=click.IntRange(0, 1024),
               help="queues of %RETRY%GROUP (0: failed messages are dropped, not retried)")
+@click.option("--consume-message-orderly", type=click.BOOL, metavar="true|false",
+              help="true: a FIFO group: 5.x clients receive each queue's messages in order")
 @handles_errors
 def update_cmd(namesrv: str, group: str, **settings: Any) -> None:
     """Change a consumer group's settings on every broker (creating the group if needed); the
@@ -131,7 +133,8 @@ def update_cmd(namesrv: str, group: str, **settings: Any) -> None:
     changes = {name: value for name, value in settings.items() if value is not None}
     if not changes:
         raise click.UsageError("nothing to change: give --retry-max-times, --consume-enable, "
-                               "--consume-broadcast-enable or --retry-queue-nums")
+                               "--consume-broadcast-enable, --retry-queue-nums or "
+                               "--consume-message-orderly")
     with _admin(namesrv) as admin:
         brokers = admin.update_group(group, **changes)
     shown = " ".join(f"{name}={value}" for name, value in sorted(changes.items()))

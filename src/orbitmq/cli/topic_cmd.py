@@ -65,6 +65,13 @@ def _target_options(func: Any) -> Any:
     return func
 
 
+def _attributes_option(func: Any) -> Any:
+    return click.option(
+        "--attributes", "-a", metavar="+NAME=VALUE[,-NAME]",
+        help="RocketMQ 5 topic attributes, as mqadmin's -a: +message.type=NORMAL|FIFO|DELAY|"
+             "TRANSACTION|MIXED sets the type, -message.type removes it")(func)
+
+
 @topic_group.command("create")
 @namesrv_option
 @click.option("--topic", "-t", required=True)
@@ -74,13 +81,15 @@ def _target_options(func: Any) -> Any:
               help="6/rw read and write, 4/r read only, 2/w write only")
 @click.option("--order/--no-order", default=False, show_default=True,
               help="an ordered topic (consumers lock queues)")
+@_attributes_option
 @_target_options
 @handles_errors
 def create_cmd(namesrv: str, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
-               order: bool, cluster: str | None, broker_addrs: tuple[str, ...]) -> None:
+               order: bool, attributes: str | None, cluster: str | None,
+               broker_addrs: tuple[str, ...]) -> None:
     """Create a topic (or overwrite its settings) on brokers."""
     _apply(namesrv, topic, cluster, broker_addrs, read_queue_nums=read_queue_nums,
-           write_queue_nums=write_queue_nums, perm=perm, order=order)
+           write_queue_nums=write_queue_nums, perm=perm, order=order, attributes=attributes)
 
 
 def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence[str],
@@ -94,7 +103,9 @@ def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence
             where = ", ".join(admin.create_topic(topic, cluster=cluster, **settings))
     click.echo(f"topic {topic} ({settings['read_queue_nums']} read / "
                f"{settings['write_queue_nums']} write queues, perm {_perm_text(settings['perm'])}"
-               f"{', ordered' if settings['order'] else ''}) set on {where}")
+               f"{', ordered' if settings['order'] else ''}"
+               f"{', attributes ' + settings['attributes'] if settings.get('attributes') else ''})"
+               f" set on {where}")
 
 
 @topic_group.command("update")
@@ -104,6 +115,7 @@ def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence
 @click.option("--write-queue-nums", type=QUEUE_NUMS, help="[default: unchanged]")
 @click.option("--perm", callback=_perm_param, help="6/rw, 4/r or 2/w [default: unchanged]")
 @click.option("--order/--no-order", default=None, help="[default: unchanged]")
+@_attributes_option
 @click.option("--cluster", "-c", help="act on every master broker of this cluster "
               "[default: the brokers that have the topic]")
 @click.option("--broker-addr", "broker_addrs", multiple=True, metavar="HOST:PORT",
@@ -111,7 +123,8 @@ def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence
 @handles_errors
 def update_cmd(namesrv: str, topic: str, read_queue_nums: int | None,
                write_queue_nums: int | None, perm: int | None, order: bool | None,
-               cluster: str | None, broker_addrs: tuple[str, ...]) -> None:
+               attributes: str | None, cluster: str | None,
+               broker_addrs: tuple[str, ...]) -> None:
     """Change settings of an existing topic; what is not given keeps its current value."""
     with _admin(namesrv) as admin:
         route = admin.topic_route(topic)
@@ -130,6 +143,7 @@ def update_cmd(namesrv: str, topic: str, read_queue_nums: int | None,
         write_queue_nums=current.write_queue_nums if write_queue_nums is None else write_queue_nums,
         perm=current.perm & int(Perm.READ | Perm.WRITE) if perm is None else perm,
         order=bool(route.order_topic_conf) if order is None else order,
+        attributes=attributes,
     )
 
 

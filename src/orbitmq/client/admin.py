@@ -149,8 +149,11 @@ class AsyncAdmin(OpsAdminMixin):
         write_queue_nums: int = 8,
         perm: int = 6,
         order: bool = False,
+        attributes: str | None = None,
     ) -> list[str]:
         """Create or update ``topic`` on every master of ``cluster`` (all clusters when None).
+        ``attributes`` changes RocketMQ 5's topic attributes as mqadmin's ``-a`` does
+        (``+message.type=FIFO``; docs/rocketmq5.md).
 
         Returns the names of the brokers that now have it.
 
@@ -160,7 +163,7 @@ class AsyncAdmin(OpsAdminMixin):
         """
         header = topic_admin.topic_settings(topic, read_queue_nums=read_queue_nums,
                                             write_queue_nums=write_queue_nums, perm=perm,
-                                            order=order)
+                                            order=order, attributes=attributes)
         masters = await self._masters(cluster)
         if not masters:
             raise ClientError("no master broker to create the topic on")

@@ -63,11 +63,12 @@ GROUP_SETTINGS: dict[str, tuple[str, type]] = {
     "consume_enable": ("consumeEnable", bool),
     "consume_broadcast_enable": ("consumeBroadcastEnable", bool),
     "consume_from_min_enable": ("consumeFromMinEnable", bool),
+    "consume_message_orderly": ("consumeMessageOrderly", bool),  # RocketMQ 5: a FIFO group
 }
 _DEFAULTS: dict[str, Any] = {
     "consumeEnable": True, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
     "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
-    "notifyConsumerIdsChangedEnable": True,
+    "notifyConsumerIdsChangedEnable": True, "consumeMessageOrderly": False,
 }
 # Properties the broker (or a consumer) adds while a message is retried; not the sender's.
 RETRY_BOOKKEEPING = frozenset({

@@ -27,7 +27,7 @@ QUEUE_NUMS_MAX = 1024  # RocketMQ's tools refuse more queues per broker
 
 
 def topic_settings(topic: str, *, read_queue_nums: int, write_queue_nums: int, perm: int,
-                   order: bool) -> CreateTopicRequestHeader:
+                   order: bool, attributes: str | None = None) -> CreateTopicRequestHeader:
     """The UPDATE_AND_CREATE_TOPIC header of these settings, checked.
 
     Raises:
@@ -37,7 +37,8 @@ def topic_settings(topic: str, *, read_queue_nums: int, write_queue_nums: int, p
     if not (1 <= read_queue_nums <= QUEUE_NUMS_MAX and 1 <= write_queue_nums <= QUEUE_NUMS_MAX):
         raise ClientError(f"queue counts must be within 1..{QUEUE_NUMS_MAX}")
     return CreateTopicRequestHeader(topic, read_queue_nums=read_queue_nums,
-                                    write_queue_nums=write_queue_nums, perm=perm, order=order)
+                                    write_queue_nums=write_queue_nums, perm=perm, order=order,
+                                    attributes=attributes or None)
 
 
 async def create_on(admin: AsyncAdmin, addrs: Sequence[str],
@@ -60,9 +61,11 @@ async def create_topic_on_brokers(
     write_queue_nums: int = 8,
     perm: int = 6,
     order: bool = False,
+    attributes: str | None = None,
 ) -> list[str]:
     """Create or update ``topic`` on the brokers at ``broker_addrs`` (host:port each), whatever
-    cluster they belong to; the addresses, sorted.
+    cluster they belong to; the addresses, sorted. ``attributes``: RocketMQ 5's modification
+    text, e.g. ``+message.type=FIFO``.
 
     Raises:
         ClientError: no address, an address that is not host:port, or bad settings.
@@ -79,6 +82,7 @@ async def create_topic_on_brokers(
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ClientError(f"broker address {addr!r} is not host:port")
     header = topic_settings(topic, read_queue_nums=read_queue_nums,
-                            write_queue_nums=write_queue_nums, perm=perm, order=order)
+                            write_queue_nums=write_queue_nums, perm=perm, order=order,
+                            attributes=attributes)
     await create_on(admin, addrs, header)
     return addrs

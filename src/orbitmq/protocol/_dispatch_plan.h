@@ -7,7 +7,8 @@
  * (ConsumeQueue.put_run writes a run with one copy), the arrivals of each run, and the index
  * entries (key hash, physical offset, store time) of every message in commit log order, hashed
  * as IndexService.build_index hashes (UNIQ_KEY, then each KEYS word, each hash once). What it
- * leaves to Python: a delay level's queue entries (their tags code is a delivery time) and the
+ * leaves to Python: the queue entries of a delay level and of a timer message (their tags code is
+ * a delivery time, which Python reads) and the
  * keys of a message whose KEYS are not ASCII (Python's split knows Unicode's spaces).
  *
  * index_put() is IndexFile.put_hash over many entries: the same writes in the same order
@@ -18,6 +19,7 @@
 
 #define CQ_ENTRY_SIZE 20
 #define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
+#define TIMER_TOPIC "rmq_sys_wheel_timer"  /* store/dispatch.py's TIMER_TOPIC */
 #define INDEX_HEADER_SIZE 40
 #define INDEX_RECORD 20  /* the planned form: hash i32, phy i64, store time i64 */
 
@@ -308,18 +310,24 @@ static int index_message(IndexPlan *ip, Span topic, const PropsFound *f, int64_t
 
 /* -- dispatch_plan ----------------------------------------------------------------------------- */
 
-static int is_schedule_topic(Span topic)
+static int topic_is(Span topic, const char *name)
 {
-    return topic.len == (Py_ssize_t)strlen(SCHEDULE_TOPIC) &&
-           memcmp(topic.p, SCHEDULE_TOPIC, (size_t)topic.len) == 0;
+    return topic.len == (Py_ssize_t)strlen(name) && memcmp(topic.p, name, (size_t)topic.len) == 0;
+}
+
+/* A topic whose queue entries carry a delivery time as their tags code (Python computes it). */
+static int is_delivery_time_topic(Span topic)
+{
+    return topic_is(topic, SCHEDULE_TOPIC) || topic_is(topic, TIMER_TOPIC);
 }
 
 /*
  * dispatch_plan(buf, pos, limit, count_max, base, want_index)
  *     -> (pos reached, count, stop, runs, delayed, index)
  * runs: [(topic bytes, queue id, first queue offset, entries bytes, (tags, next offset, ...))];
- * delayed: scan records (see scan_stored) of a delay level's messages; index: planned entries
- * (bytes of hash i32, phy i64, store time i64) and (topic, keys, uniq, phy, ts) tuples, in order.
+ * delayed: scan records (see scan_stored) of a delay level's and a timer's messages; index:
+ * planned entries (bytes of hash i32, phy i64, store time i64) and (topic, keys, uniq, phy, ts)
+ * tuples, in order.
  */
 static PyObject *py_dispatch_plan(PyObject *self, PyObject *args)
 {
@@ -364,7 +372,7 @@ static PyObject *py_dispatch_plan(PyObject *self, PyObject *args)
             int64_t qoff = get_i64(m + QUEUEOFFSET_AT), phy = base + pos;
             int64_t ts = get_i64(m + store_ts_at(r.sys_flag));
             int32_t qid = get_i32(m + QUEUEID_AT);
-            if (is_schedule_topic(topic)) {
+            if (is_delivery_time_topic(topic)) {
                 PyObject *rec = scan_record(m, pos, &r);
                 int failed = rec == NULL || PyList_Append(delayed, rec) < 0;
                 Py_XDECREF(rec);

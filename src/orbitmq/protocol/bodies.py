@@ -461,6 +461,9 @@ class TopicConfig(JsonBody):
     topic_filter_type: TopicFilterType = "SINGLE_TAG"
     topic_sys_flag: TopicSysFlagBits = 0
     order: bool = False
+    # RocketMQ 5's attributes (protocol/topic_attributes.py): {"message.type": "FIFO"}; None
+    # (left out of the JSON, as before attributes existed) when the topic has none.
+    attributes: dict[str, str] | None = None
 
 
 @dataclasses.dataclass(slots=True)

@@ -509,6 +509,7 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: TopicFilterType = "SINGLE_TAG"
     topic_sys_flag: TopicSysFlag = 0
     order: bool = False
+    attributes: str | None = None  # RocketMQ 5: "+message.type=FIFO" (topic_attributes.py)
 
 
 @dataclasses.dataclass(slots=True)

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
 from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
@@ -39,6 +40,8 @@ __all__ = ["DispatchService", "ArrivalListener", "ProgressListener", "SCHEDULE_T
 log = logging.getLogger(__name__)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages (broker/timer): tags code = delivery time
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 ArrivalListener = Callable[[str, int, int, int], None]
 ProgressListener = Callable[[int], None]
 
@@ -224,11 +227,22 @@ class DispatchService(ServiceThread):
         phy = base + pos
         if topic == SCHEDULE_TOPIC:
             tags_code = self._delivery_time(delay, store_ts)
+        elif topic == TIMER_TOPIC:
+            tags_code = self._timer_time(phy, total, store_ts)
         self._cq(topic, queue_id).put(phy, total, tags_code, queue_offset)
         if index and self._build_index is not None and (keys or uniq):
             self._build_index(topic, keys.split() if keys else [], uniq, phy, store_ts)
         if arrived is not None:
             arrived[(topic, queue_id, tags_code)] = queue_offset + 1
+
+    def _timer_time(self, phy: int, total: int, store_ts: int) -> int:
+        """A timer message's tags code: its TIMER_DELIVER_MS (the broker's timer sets it)."""
+        raw = self.commit_log.read(phy, total)
+        try:
+            value = stored.peek(raw).properties.get(TIMER_DELIVER_MS, "") if raw is not None else ""
+        except RemoteProtocolError:
+            value = ""
+        return int(value) if value.isdigit() and len(value) <= 18 else store_ts
 
     def _delivery_time(self, raw: str | None, store_ts: int) -> int:
         """A delayed message's ConsumeQueue tags code: when it is due (RocketMQ's convention)."""

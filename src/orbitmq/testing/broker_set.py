@@ -58,6 +58,7 @@ class BrokerSetProcesses:
                 "--broker-role", role, "--broker-id", str(broker_id),
                 "--mapped-file-size-commitlog", str(self.segment_size),
                 "--register-broker-interval-ms", "1000", "--slave-sync-interval-ms", "1000",
+                "--grpc-listen-port", "0",
                 *self.flags]
 
     def start_broker(self, broker_id: int, *, same_address: bool = False) -> ServerProcess:

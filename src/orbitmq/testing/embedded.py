@@ -52,6 +52,7 @@ class EmbeddedCluster:
             BrokerConfig(),
             broker_name=name,
             listen_port=0,
+            grpc_listen_port=0,
             namesrv_addr=self.namesrv,
             store=store,
             **self._overrides,

@@ -103,11 +103,14 @@ class ServerProcess:
 
 
 def standalone_process(store: str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """``orbitmq standalone`` on ephemeral ports of 127.0.0.1 with its store in ``store``, without
-    the web console (its port is fixed, so that tests and benchmarks running side by side would
-    collide on it; pass ``--console-port N`` in ``extra`` for one)."""
+    """``orbitmq standalone`` on ephemeral ports of 127.0.0.1 with its store in ``store``, the
+    web console and the gRPC endpoint on free ports too (their ports are fixed by default, so
+    that tests and benchmarks running side by side would collide on them; pass
+    ``--console-port N`` or ``--grpc-port N`` in ``extra`` to choose). The gRPC endpoint's port is
+    in ``addresses["grpc"]`` once ready."""
     console = () if "--console-port" in extra else ("--console-port", "0")
+    grpc = () if any(a.startswith("--grpc-") and "port" in a for a in extra) else ("--grpc-port", "0")
     return ServerProcess(
-        ["standalone", "--namesrv-port", "0", "--broker-port", "0", *console, "--store", store,
-         *extra], env=env
+        ["standalone", "--namesrv-port", "0", "--broker-port", "0", *console, *grpc, "--store",
+         store, *extra], env=env
     )

@@ -1,0 +1,136 @@
+"""Topic attributes (RocketMQ 5's ``attributes`` of a topic config) and message types, sans-I/O.
+
+A topic config carries ``attributes``, a map of names to values (JSON ``"attributes":
+{"message.type": "FIFO"}``); the one OrbitMQ knows is ``message.type``: NORMAL (the default when
+absent), FIFO, DELAY, TRANSACTION or MIXED. They are changed as mqadmin's ``-a`` does, with a
+modification string: ``+message.type=FIFO`` sets a value, ``-message.type`` removes it, several
+separated by commas.
+
+A message's own type comes from its properties (:func:`message_type_of`): TRAN_MSG=true is
+TRANSACTION; a DELAY level or a timer property (TIMER_DELIVER_MS, TIMER_DELAY_SEC,
+TIMER_DELAY_MS) is DELAY; a message group (``__SHARDINGKEY``) is FIFO; anything else NORMAL.
+:func:`type_refusal` is the one rule on whether a topic takes a message: a MIXED topic takes
+every type, other topics their own type only; a remoting (4.x) client cannot mark a FIFO message
+(its orderly sends pick the queue themselves), so under ``lenient`` a FIFO topic also takes
+NORMAL messages.
+
+Cheap checks for the send paths (a native fast path declines anything unusual):
+:func:`has_timer_property` and :func:`is_plain_type` work on the raw properties text.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+from orbitmq.errors import RemoteProtocolError
+
+__all__ = [
+    "MESSAGE_TYPE_ATTRIBUTE", "SHARDING_KEY", "TIMER_PROPERTIES", "TopicMessageType",
+    "apply_modification", "topic_message_type", "message_type_of", "type_refusal",
+    "has_timer_property", "is_plain_type", "ATTRIBUTE_VALUE_MAX",
+]
+
+MESSAGE_TYPE_ATTRIBUTE = "message.type"
+SHARDING_KEY = "__SHARDINGKEY"  # a 5.x message group, as a property
+TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+ATTRIBUTE_VALUE_MAX = 64  # characters of one attribute value
+_ATTRIBUTES_TEXT_MAX = 1024  # characters of one modification string
+_NAME = re.compile(r"^[a-z][a-z0-9.]{0,63}$")
+
+
+class TopicMessageType(enum.StrEnum):
+    """What a topic takes (RocketMQ 5's TopicMessageType, less its UNSPECIFIED)."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    MIXED = "MIXED"
+
+
+_KNOWN: dict[str, frozenset[str]] = {MESSAGE_TYPE_ATTRIBUTE: frozenset(TopicMessageType)}
+
+
+def apply_modification(current: dict[str, str], text: str | None) -> dict[str, str]:
+    """``current`` changed by a modification string (``+k=v,-k``); a new dict.
+
+    Raises:
+        RemoteProtocolError: malformed text, an unknown attribute or a value it does not take
+            (the message says which).
+    """
+    out = dict(current)
+    if text is None or not text.strip():
+        return out
+    if len(text) > _ATTRIBUTES_TEXT_MAX:
+        raise RemoteProtocolError(f"attributes text longer than {_ATTRIBUTES_TEXT_MAX} characters")
+    seen: set[str] = set()
+    for raw in text.split(","):
+        item = raw.strip()
+        if len(item) < 2 or item[0] not in "+-":
+            raise RemoteProtocolError(f"attribute {item!r} must be +name=value or -name")
+        sign, body = item[0], item[1:]
+        name, eq, value = body.partition("=")
+        if not _NAME.match(name):
+            raise RemoteProtocolError(f"attribute name {name!r} is malformed")
+        if name in seen:
+            raise RemoteProtocolError(f"attribute {name!r} given twice")
+        seen.add(name)
+        allowed = _KNOWN.get(name)
+        if allowed is None:
+            raise RemoteProtocolError(f"unsupported attribute {name!r} (supported: "
+                                      f"{', '.join(sorted(_KNOWN))})")
+        if sign == "-":
+            if eq:
+                raise RemoteProtocolError(f"attribute {item!r}: removal takes no value")
+            out.pop(name, None)
+            continue
+        if not eq or not value or len(value) > ATTRIBUTE_VALUE_MAX:
+            raise RemoteProtocolError(f"attribute {item!r} must be +name=value")
+        if value not in allowed:
+            raise RemoteProtocolError(f"value {value!r} of {name} is not one of "
+                                      f"{', '.join(sorted(allowed))}")
+        out[name] = value
+    return out
+
+
+def topic_message_type(attributes: dict[str, str] | None) -> TopicMessageType:
+    """The topic's ``message.type`` (NORMAL when absent or not a known value)."""
+    raw = (attributes or {}).get(MESSAGE_TYPE_ATTRIBUTE)
+    try:
+        return TopicMessageType(raw) if raw else TopicMessageType.NORMAL
+    except ValueError:
+        return TopicMessageType.NORMAL
+
+
+def message_type_of(properties: dict[str, str]) -> TopicMessageType:
+    """A message's type from its properties (module docstring)."""
+    if properties.get("TRAN_MSG") == "true":
+        return TopicMessageType.TRANSACTION
+    if properties.get("DELAY", "0") not in ("", "0") or any(p in properties for p in TIMER_PROPERTIES):
+        return TopicMessageType.DELAY
+    if properties.get(SHARDING_KEY):
+        return TopicMessageType.FIFO
+    return TopicMessageType.NORMAL
+
+
+def type_refusal(topic: str, topic_type: TopicMessageType, message_type: TopicMessageType,
+                 *, lenient: bool) -> str | None:
+    """Why ``topic`` refuses a message of ``message_type`` (RocketMQ 5's wording), or None."""
+    if topic_type is TopicMessageType.MIXED or topic_type is message_type:
+        return None
+    if lenient and topic_type is TopicMessageType.FIFO and message_type is TopicMessageType.NORMAL:
+        return None
+    return (f"TopicMessageType validate failed, the expected type is {topic_type.value}, "
+            f"but actual type is {message_type.value} (topic {topic})")
+
+
+def has_timer_property(properties_text: str | None) -> bool:
+    """Whether raw properties text (``k\\x01v\\x02...``) names a timer property."""
+    return bool(properties_text) and "TIMER_" in properties_text  # type: ignore[operator]
+
+
+def is_plain_type(attributes: dict[str, str] | None) -> bool:
+    """Whether a topic takes plain messages without a per-message type check (no attribute, or
+    NORMAL): what a fast send path may assume."""
+    return topic_message_type(attributes) is TopicMessageType.NORMAL
