@@ -105,7 +105,7 @@ def test_columns_hold_what_the_messages_hold(buf: bytes, end: int) -> None:
     cols = stored_columns_py(buf, end, ALL)
     rows = [m for m in iter_stored_messages(buf, check_crc=True, decompress=True)
             if m.queue_offset < end]
-    assert (cols.rows, cols.count) == (len(rows), len(list(iter_stored_messages(buf))))
+    assert (cols.rows, cols.messages) == (len(rows), len(list(iter_stored_messages(buf))))
     assert list(array("q", bytes(cols.queue_offset))) == [m.queue_offset for m in rows]
     assert list(array("q", bytes(cols.born_us))) == [m.born_timestamp * 1000 for m in rows]
     assert list(array("i", bytes(cols.reconsume_times))) == [m.reconsume_times for m in rows]

@@ -36,12 +36,12 @@ _TOO_MUCH = "stored_columns: a column holds more than 2 GiB"
 class StoredColumns(NamedTuple):
     """The kept rows of a pull body as column buffers (see the module docstring).
 
-    ``count`` is the number of messages in the body, kept or not; ``rows`` those kept. A column
+    ``messages`` is the number of messages in the body, kept or not; ``rows`` those kept. A column
     not asked for has empty buffers. Timestamps are in microseconds. ``keys_offsets`` gives, per
     row, where its keys start among all keys (``key_offsets`` / ``key_data``: a list<string>).
     """
 
-    count: int
+    messages: int
     rows: int
     queue_id: bytearray
     queue_offset: bytearray
