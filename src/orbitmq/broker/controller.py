@@ -31,6 +31,7 @@ from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
+from orbitmq.broker.failover import FailoverService
 from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pull_processor import PullProcessor
@@ -83,7 +84,9 @@ class BrokerController:
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         config.check_whole()  # ConfigError: broker_role and broker_id disagree
         self.config = config
-        self.role = RoleState(config.broker_role, config.broker_id)
+        # Controller mode: every member starts as a slave; etcd decides (broker/failover/).
+        self.role = (RoleState(BrokerRole.SLAVE, config.broker_id) if config.enable_controller_mode
+                     else RoleState(config.broker_role, config.broker_id))
         self.store = MessageStore(config.store)
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
@@ -102,7 +105,9 @@ class BrokerController:
             config, self.remoting_client, lambda: self.address,
             lambda: permitted_wrapper(self.topics.wrapper(), config),
             ha_addr=lambda: self.replication.ha_address(), broker_id=lambda: self.role.broker_id,
-            on_answer=lambda master, ha: self.replication.on_registered(master, ha))
+            on_answer=None if config.enable_controller_mode else
+            lambda master, ha: self.replication.on_registered(master, ha),
+            master_epoch=lambda: self.role.epoch)
         self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
         self.ctx = ctx = BrokerContext(
             config=config, host=self.host, store=self.store, saver=self.saver,
@@ -115,6 +120,10 @@ class BrokerController:
             config, self.store, self.role, self.remoting_client.invoke, lambda: self.address,
             topics=self.topics, offsets=self.offsets, schedule=self.schedule,
             groups=self.sub_groups)
+        self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
+        if config.enable_controller_mode:
+            self.failover = FailoverService(config, self.store, self.role, self.replication,
+                                            self.change_role, lambda: self.address)
         self._apply_durability()
         self.saver.on_appended(self.replication.pump)
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
@@ -195,6 +204,8 @@ class BrokerController:
         self._started = True
         try:
             await self.replication.start()  # OSError: the HA port is taken
+            if self.failover is not None:
+                self.failover.start()
             await self.observability.start()  # OSError: the metrics port is taken
         except BaseException:
             await self.stop()
@@ -232,6 +243,8 @@ class BrokerController:
         await self.pull.stop()
         await self.schedule.stop()
         await self.server.stop(grace=2.0)  # SYNC_MASTER sends in flight still get their slaves
+        if self.failover is not None:
+            await self.failover.stop()  # a master's lease is revoked: another is elected at once
         await self.replication.stop()
         await self.remoting_client.close()
         self.dispatched.stop()

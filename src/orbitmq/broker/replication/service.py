@@ -81,6 +81,7 @@ class ReplicationService:
         self.sync = SlaveSynchronize(invoke, lambda: self.master_addr, config.slave_sync_interval_ms,
                                      topics, offsets, schedule, groups)
         self._running: str | None = None  # "master" or "slave" while started
+        self.extra_info: list[Callable[[], dict[str, str]]] = []  # more runtime info (failover)
         self._pump_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -105,7 +106,9 @@ class ReplicationService:
         if want == "master":
             await self.server.start()
         else:
+            hello = self.client.hello
             self.client = HAClient(self.config, self.store, self.master_ha_address)
+            self.client.hello = hello
             self.client.start()
             self.sync.start()
         self._running = want
@@ -133,6 +136,27 @@ class ReplicationService:
 
     def master_ha_address(self) -> str:
         return self.config.ha_master_address or self.learned_ha_addr
+
+    async def follow(self, master_addr: str, ha_server_addr: str) -> None:
+        """Controller mode: replicate from this master now (etcd named it), on a new connection
+        even when the address is the same (a new epoch); the name servers' answers are not
+        used then (``on_registered`` is not wired)."""
+        self.master_addr, self.learned_ha_addr = master_addr, ha_server_addr
+        if self._running != "slave":
+            return
+        await self.client.stop()
+        hello = self.client.hello
+        self.client = HAClient(self.config, self.store, self.master_ha_address)
+        self.client.hello = hello
+        self.client.start()
+        log.info("following master %s (HA %s)", master_addr, ha_server_addr)
+
+    async def stop_following(self) -> None:
+        """Controller mode: take nothing from any master until ``follow`` names one (a log about
+        to be cut must not be appended to meanwhile)."""
+        self.master_addr = self.learned_ha_addr = ""
+        if self._running == "slave":
+            await self.client.stop()
 
     def on_registered(self, master_addr: str, ha_server_addr: str) -> None:
         """A name server answered a registration (a slave hears its master's addresses; a
@@ -227,6 +251,8 @@ class ReplicationService:
                 "inSyncSlaveNums": str(len(self.progress.in_sync(
                     end, self.config.ha_max_gap_not_in_sync))),
             })
+        for extra in self.extra_info:
+            info.update(extra())
         return info
 
     def get_broker_ha_status(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
