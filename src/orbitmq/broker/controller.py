@@ -32,6 +32,7 @@ from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
 from orbitmq.broker.failover import FailoverService
+from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pull_processor import PullProcessor
@@ -122,8 +123,9 @@ class BrokerController:
             groups=self.sub_groups)
         self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
         if config.enable_controller_mode:
-            self.failover = FailoverService(config, self.store, self.role, self.replication,
-                                            self.change_role, lambda: self.address)
+            self.failover = FailoverService(
+                config, self.store, self.role, self.replication, self.change_role,
+                lambda: self.address, on_promoted=lambda: adopt_stored_topics(self.store, self.topics))
         self._apply_durability()
         self.saver.on_appended(self.replication.pump)
         self.transactions = TransactionService(ctx)  # half messages and their outcomes

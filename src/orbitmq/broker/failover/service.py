@@ -102,17 +102,20 @@ class FailoverService:
         change_role: the controller's role change (durability, services, registration follow).
         address: the broker's remoting address.
         etcd: a client (default: one on ``controller_addr``).
+        on_promoted: called once elected, before the broker takes writes.
     """
 
     def __init__(self, config: BrokerConfig, store: MessageStore, role: RoleState,
                  replication: ReplicationService, change_role: ChangeRole,
                  address: Callable[[], str], etcd: EtcdClient | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 on_promoted: Callable[[], object] = lambda: None) -> None:
         self.config = config
         self.store = store
         self.role = role
         self.replication = replication
         self._change_role = change_role
+        self._on_promoted = on_promoted  # before taking writes (promotion.py: stored topics)
         self._address = address
         self._now = monotonic
         self.etcd = etcd or EtcdClient(parse_controller_addr(config.controller_addr),
@@ -414,6 +417,7 @@ class FailoverService:
         self._cut(action.cut)
         self.store.epochs.replace(action.epochs)
         self.tracker = CatchUpTracker(self._now())
+        self._on_promoted()
         self.epoch = self.role.epoch = new.epoch
         await self._change_role(self.config.broker_role, 0)
         self._wakeup.set()  # publish the HA address at once

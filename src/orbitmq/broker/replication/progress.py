@@ -97,11 +97,15 @@ class ReplicaProgress:
         self._report_listeners.append(listener)
 
     def acked_by_member(self) -> dict[int, int]:
-        """Member id -> the furthest any of its open links acknowledged (controller mode)."""
+        """Member id -> the furthest any of its open links acknowledged (controller mode). An
+        empty slave of an empty master holds all there is (nothing is ever sent to confirm it)."""
         out: dict[int, int] = {}
         for link in self._links.values():
-            if link.member and link.acked is not None:
-                out[link.member] = max(out.get(link.member, -1), link.acked)
+            held = link.acked
+            if held is None and link.reported == 0 and link.start == 0 and link.sent_end == 0:
+                held = 0
+            if link.member and held is not None:
+                out[link.member] = max(out.get(link.member, -1), held)
         return out
 
     def acked(self, link: SlaveLink, offset: int) -> None:
