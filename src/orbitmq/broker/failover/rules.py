@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SetState", "MasterRecord", "MemberRecord", "RecordError", "Follow", "Campaign", "Wait",
+__all__ = ["SetState", "MasterRecord", "MemberRecord", "RecordError", "Follow", "Campaign", "Resign", "Wait",
            "divergence_point", "adopt_history", "election_action", "new_epoch_state",
            "CatchUpTracker", "in_sync_changes", "may_acknowledge", "fence_deadline",
            "EPOCH_MAX", "MEMBER_MAX", "HISTORY_MAX", "OFFSET_MAX"]
@@ -110,6 +110,7 @@ class SetState:
     master: int
     in_sync: frozenset[int]
     history: tuple[EpochEntry, ...]
+    trimmed: int = 0  # the last epoch dropped from the history for length (HISTORY_MAX)
 
     def __post_init__(self) -> None:
         if not 1 <= self.epoch <= EPOCH_MAX or not 1 <= self.master <= MEMBER_MAX:
@@ -122,11 +123,14 @@ class SetState:
         check_history(self.history)
         if not self.history or self.history[-1][0] != self.epoch:
             raise RecordError(f"the history's last epoch is not the epoch {self.epoch}")
+        if not 0 <= self.trimmed < self.history[0][0]:
+            raise RecordError(f"trimmed = {self.trimmed} is not below the history's first epoch")
 
     def to_json(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "master": self.master,
                              "inSync": sorted(self.in_sync),
-                             "history": [list(e) for e in self.history]})
+                             "history": [list(e) for e in self.history],
+                             "trimmed": self.trimmed})
 
     @classmethod
     def from_json(cls, data: bytes) -> SetState:
@@ -139,7 +143,8 @@ class SetState:
         if not isinstance(history, list):
             raise RecordError("history is not a list")
         return cls(_int_field(obj, "epoch", 1, EPOCH_MAX), _int_field(obj, "master", 1, MEMBER_MAX),
-                   frozenset(members), check_history(history))
+                   frozenset(members), check_history(history),
+                   _int_field(obj, "trimmed", 0, EPOCH_MAX) if "trimmed" in obj else 0)
 
     def start_of(self, epoch: int) -> int:
         return next(s for e, s in self.history if e == epoch)
@@ -190,38 +195,42 @@ class MemberRecord:
 
 # -- logs and epochs ------------------------------------------------------------------------------
 def divergence_point(local: Sequence[EpochEntry], local_end: int,
-                     history: Sequence[EpochEntry]) -> int:
-    """Where this log stops agreeing with the broker set's history: ``local_end``, or the end
-    (in the history) of the epoch of this log's last bytes, whichever is lower.
+                     history: Sequence[EpochEntry], trimmed: int = 0) -> int:
+    """Where this log stops agreeing with the broker set's history (the lineage of the current
+    master's log): the end of the latest epoch of this log that the history still holds, in
+    the history and in this log, or ``local_end``, whichever is lowest.
 
     ``local``: this log's epoch entries (none: the log predates controller mode, epoch 0, which
-    ends where epoch 1 starts).
+    ends where the history's first epoch starts). An epoch of this log missing from the history
+    was cut from the lineage by a later election (it started past the new epoch's start): its
+    bytes go.
 
     Raises:
-        RecordError: the history no longer holds this log's last epoch (too old: it must be
-            copied again), or disagrees with it (etcd lost its data): never guessed.
+        RecordError: every epoch of this log is older than the history (trimmed to HISTORY_MAX:
+            copy the log again) or the history disagrees with it (etcd lost its data): never
+            guessed.
     """
-    last = local[-1] if local else None
-    if last is not None and last[1] > local_end:
-        last = next((e for e in reversed(local) if e[1] <= local_end), None)
-    if not history:
-        if last is not None:
-            raise RecordError(f"this log holds bytes of epoch {last[0]} but etcd has no history")
-        return local_end
-    if last is None:
-        return min(local_end, history[0][1])
-    epoch, start = last
-    for index, (e, s) in enumerate(history):
-        if e == epoch:
-            if s != start:
-                raise RecordError(f"epoch {epoch} starts at {start} in this log, at {s} in etcd")
-            end = history[index + 1][1] if index + 1 < len(history) else OFFSET_MAX
-            return min(local_end, end)
-    if epoch < history[0][0]:
-        raise RecordError(f"this log's last epoch {epoch} is older than etcd's history (from "
-                          f"epoch {history[0][0]}): copy the master's log again (truncate to 0)")
-    raise RecordError(f"this log's last epoch {epoch} is not in etcd's history (up to epoch "
-                      f"{history[-1][0]}): etcd's data was lost or replaced")
+    starts = dict(history)
+    for index in range(len(local) - 1, -1, -1):
+        epoch, start = local[index]
+        if epoch not in starts:
+            continue
+        if starts[epoch] != start:
+            raise RecordError(f"epoch {epoch} starts at {start} in this log, at {starts[epoch]} "
+                              "in etcd")
+        later = [s for e, s in history if e > epoch]
+        end_history = later[0] if later else OFFSET_MAX
+        end_local = local[index + 1][1] if index + 1 < len(local) else local_end
+        return min(local_end, end_history, end_local)
+    if local and local[-1][0] <= trimmed:
+        raise RecordError(f"this log's last epoch {local[-1][0]} is older than etcd's history "
+                          f"(trimmed up to epoch {trimmed}): copy the master's log again "
+                          "(truncate this store to 0)")
+    if local and not history:
+        raise RecordError(f"this log holds bytes of epoch {local[-1][0]} but etcd has no history")
+    first_local = local[0][1] if local else local_end
+    first_history = history[0][1] if history else OFFSET_MAX
+    return min(local_end, first_local, first_history)
 
 
 def adopt_history(local: Sequence[EpochEntry], cut: int,
@@ -258,6 +267,15 @@ class Campaign:
 
 
 @dataclasses.dataclass(frozen=True)
+class Resign:
+    """etcd still names this member master, but it stepped down (fenced, then its renewals got
+    through again before the lease expired): delete the master key under its own lease so that
+    an election can run (its lease would otherwise hold the key for ever)."""
+
+    record: MasterRecord
+
+
+@dataclasses.dataclass(frozen=True)
 class Wait:
     """Nothing to do now; ``why`` is shown (runtime info, logs)."""
 
@@ -268,22 +286,28 @@ def new_epoch_state(me: int, state: SetState | None, local: Sequence[EpochEntry]
                     local_end: int) -> tuple[SetState, int, tuple[EpochEntry, ...]]:
     """The state this member writes if it wins, the cut of its own log and its epochs after."""
     history = state.history if state is not None else ()
-    cut = divergence_point(local, local_end, history)
+    trimmed = state.trimmed if state is not None else 0
+    cut = divergence_point(local, local_end, history, trimmed)
     epoch = (state.epoch if state is not None else 0) + 1
     if epoch > EPOCH_MAX:
         raise RecordError("epochs are used up")
-    new_history = (*history, (epoch, cut))[-HISTORY_MAX:]
+    # Epochs whose bytes start at or past the cut have none in the new master's log: they
+    # leave the lineage (their masters' writes there were never acknowledged, invariant 1).
+    lineage = [*(e for e in history if e[1] < cut), (epoch, cut)]
+    if len(lineage) > HISTORY_MAX:
+        trimmed = lineage[-HISTORY_MAX - 1][0]
+        lineage = lineage[-HISTORY_MAX:]
     # The old master leaves the set (it may be dead: waiting for it would stall every send).
     in_sync = ({m for m in state.in_sync if m != state.master} if state is not None else set())
     in_sync.add(me)
     epochs = (*adopt_history(local, cut, history), (epoch, cut))
-    return SetState(epoch, me, frozenset(in_sync), new_history), cut, epochs
+    return SetState(epoch, me, frozenset(in_sync), tuple(lineage), trimmed), cut, epochs
 
 
 def election_action(me: int, state: SetState | None, state_revision: int,
                     master: MasterRecord | None, local: Sequence[EpochEntry], local_end: int,
                     members: Mapping[int, MemberRecord], no_master_for_s: float,
-                    defer_s: float) -> Follow | Campaign | Wait:
+                    defer_s: float) -> Follow | Campaign | Resign | Wait:
     """What a member that is not master does after reading etcd.
 
     ``members``: the live members' records (their leases hold); ``no_master_for_s``: how long
@@ -296,9 +320,8 @@ def election_action(me: int, state: SetState | None, state_revision: int,
             return Wait(f"the master key (epoch {master.epoch}) and the state disagree; "
                         "waiting for them to settle")
         if master.member == me:
-            return Wait(f"etcd names this member master of epoch {master.epoch}, but it is not: "
-                        "waiting for that lease to expire")
-        cut = divergence_point(local, local_end, state.history)
+            return Resign(master)
+        cut = divergence_point(local, local_end, state.history, state.trimmed)
         return Follow(master, cut, tuple(adopt_history(local, cut, state.history)))
     if state is not None and me not in state.in_sync:
         return Wait(f"not in the in-sync set {sorted(state.in_sync)} of epoch {state.epoch}: "

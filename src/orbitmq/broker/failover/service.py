@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.failover.etcd import Compare, EtcdClient, EtcdError, KeyValue, Put
+from orbitmq.broker.failover.etcd import Compare, Delete, EtcdClient, EtcdError, KeyValue, Put
 from orbitmq.broker.failover.in_sync_ack import InSyncAck
 from orbitmq.broker.failover.rules import (
     Campaign,
@@ -36,11 +36,13 @@ from orbitmq.broker.failover.rules import (
     MasterRecord,
     MemberRecord,
     RecordError,
+    Resign,
     SetState,
     Wait,
     election_action,
     fence_deadline,
     in_sync_changes,
+    new_epoch_state,
 )
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.role import RoleState
@@ -54,6 +56,12 @@ log = logging.getLogger(__name__)
 
 ChangeRole = Callable[[BrokerRole, int], Awaitable[None]]
 MEMBER_PUBLISH_INTERVAL_S = 1.0  # a member's record is rewritten this often (always when no master)
+
+
+def new_epoch_campaign(me: int, state: SetState | None, revision: int,
+                       local: list[tuple[int, int]], end: int) -> Campaign:
+    new, cut, epochs = new_epoch_state(me, state, local, end)
+    return Campaign(new, revision, cut, epochs)
 
 
 def key_prefix(cluster: str, broker_name: str) -> bytes:
@@ -364,6 +372,11 @@ class FailoverService:
             await self._follow(action)
         elif isinstance(action, Campaign):
             await self._campaign(action)
+        elif isinstance(action, Resign):
+            await self.etcd.txn([Compare(self.prefix + b"master", "LEASE", self.lease_id)],
+                                [Delete(self.prefix + b"master")])
+            self.status = f"resigned as master of epoch {action.record.epoch} (it had stepped down)"
+            log.warning("failover: %s", self.status)
         else:
             assert isinstance(action, Wait)
             self.status = action.why
@@ -393,6 +406,13 @@ class FailoverService:
                         report.old_end, report.cut, report.messages_dropped)
 
     async def _campaign(self, action: Campaign) -> None:
+        # Nothing may be appended between computing the cut and the new epoch: stop taking the
+        # old master's stream first, then decide again on the log as it now ends.
+        if self.following is not None:
+            await self.replication.stop_following()
+            self.following = None
+        action = new_epoch_campaign(self.member, self.state, self.state_rev,
+                                    self.store.epochs.entries, self.store.max_physical_offset())
         new = action.state
         compares = [Compare(self.prefix + b"master", "CREATE", 0)]
         if action.seen_revision:
@@ -412,8 +432,6 @@ class FailoverService:
         self.state, self.state_rev = new, result.revision
         log.warning("failover: elected master of epoch %d (in-sync set %s, log cut at %d)",
                     new.epoch, sorted(new.in_sync), action.cut)
-        await self.replication.stop_following()
-        self.following = None
         self._cut(action.cut)
         self.store.epochs.replace(action.epochs)
         self.tracker = CatchUpTracker(self._now())
