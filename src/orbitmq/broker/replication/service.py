@@ -16,10 +16,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
+from orbitmq.broker.durable_save import DurabilityCondition
 from orbitmq.broker.replication.master import HAServer
 from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.broker.replication.replica_ack import ReplicaAck
@@ -35,6 +36,12 @@ from orbitmq.transport.connection import RemotingConnection
 __all__ = ["ReplicationService", "lag_ms"]
 
 log = logging.getLogger(__name__)
+
+
+class ReplicaCondition(DurabilityCondition, Protocol):
+    """A replica durability condition the service stops when the broker stops being master."""
+
+    def stop(self) -> None: ...
 
 
 def lag_ms(store: MessageStore, held: int, now_ms: int) -> int:
@@ -73,8 +80,11 @@ class ReplicationService:
         self._host = host
         self.progress = ReplicaProgress()
         self.server = HAServer(config, store, self.progress)
-        self.ack = ReplicaAck(self.progress, config.store.sync_flush_timeout_ms,
-                              config.ha_max_gap_not_in_sync, self.server.pump)
+        # SYNC_MASTER's condition: one slave suffices here; controller mode puts its own
+        # (broker/failover/in_sync_ack.py: every in-sync member) in its place.
+        self.ack: ReplicaCondition = ReplicaAck(
+            self.progress, config.store.sync_flush_timeout_ms, config.ha_max_gap_not_in_sync,
+            self.server.pump)
         self.master_addr = ""  # the master's remoting address, as the name server said
         self.learned_ha_addr = ""  # its HA address, as the name server said
         self.client = HAClient(config, store, self.master_ha_address)
