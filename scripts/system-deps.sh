@@ -8,6 +8,9 @@ ls /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/initdb >/dev/null 
 # Chromium for the web console's browser tests: Playwright drives Debian's build
 # (/usr/bin/chromium); it never downloads a browser of its own.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# etcd for controller mode's failover tests (tests/faults/test_failover_*.py start their own
+# servers from /usr/bin/etcd); the Debian package's own service is not needed by them.
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 # A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
 command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # clang and libFuzzer for `make fuzz` and the short fuzzing run of `make test` (tests/fuzz skips

@@ -39,6 +39,7 @@ __all__ = [
     "load_toml",
     "replace_fields",
     "parse_delay_levels_ms",
+    "parse_controller_addr",
     "QUEUE_NUMS_MAX",
 ]
 
@@ -151,6 +152,26 @@ def host_port_problem(addr: str) -> str | None:
     if not host or _host(host) or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
         return f"{addr!r} is not HOST:PORT with a port 1..{PORT_MAX}"
     return None
+
+
+def controller_addr_problem(value: str) -> str | None:
+    """Why ``value`` is not empty nor ``etcd://HOST:PORT[,HOST:PORT...]`` (None when it is)."""
+    if value == "":
+        return None
+    if not value.startswith("etcd://"):
+        return "not etcd://HOST:PORT[,HOST:PORT...]"
+    addrs = [a.strip() for a in value[len("etcd://"):].split(",")]
+    if not addrs or any(not a for a in addrs):
+        return "an empty endpoint"
+    return next((p for p in map(host_port_problem, addrs) if p), None)
+
+
+def parse_controller_addr(value: str) -> list[str]:
+    """``etcd://a:2379,b:2379`` -> ``["a:2379", "b:2379"]`` (ConfigError when malformed)."""
+    problem = controller_addr_problem(value) if value else "it is empty"
+    if problem is not None:
+        raise ConfigError("controller_addr", f"controller_addr = {value!r} is refused ({problem})")
+    return [a.strip() for a in value[len("etcd://"):].split(",")]
 
 
 def _namesrv_addrs(value: str) -> str | None:
@@ -478,6 +499,26 @@ class BrokerConfig:
     slave_sync_interval_ms: int = setting(
         10_000, "how often a slave copies topics, offsets and groups from its master",
         100, HOUR_MS)
+    # -- failover (docs/failover.md): RocketMQ 5's names where it has them ---------------------
+    enable_controller_mode: bool = setting(
+        False, "elect the broker set's master through controller_addr (etcd); needs broker_id >= 1")
+    controller_addr: str = setting(
+        "", "etcd endpoints of controller mode: etcd://HOST:PORT[,HOST:PORT...]",
+        check=controller_addr_problem, allowed=f"empty, or etcd://HOST:PORT[,HOST:PORT...] "
+        f"with ports 1..{PORT_MAX}")
+    controller_lease_ttl_s: int = setting(
+        6, "a master's etcd lease: a new master is elected this long after it was last renewed",
+        2, 600)
+    controller_fence_margin_ms: int = setting(
+        1000, "a master stops acknowledging this long before its lease can expire in etcd",
+        100, 300_000)
+    controller_poll_interval_ms: int = setting(
+        250, "how often a broker reads the broker set's state from etcd", 20, 60_000)
+    controller_request_timeout_ms: int = setting(
+        1000, "how long one etcd request may take before it counts as failed", 50, 60_000)
+    ha_max_time_slave_not_catchup_ms: int = setting(
+        15_000, "controller mode: an in-sync slave behind the master this long leaves the set",
+        100, DAY_MS)
     store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
 
     def __post_init__(self) -> None:
@@ -486,11 +527,28 @@ class BrokerConfig:
     def role_problem(self) -> str | None:
         """Why ``broker_role`` and ``broker_id`` do not go together (checked once every layer of
         settings is applied: a TOML file may name the role and a flag the id), or None."""
+        if self.enable_controller_mode:
+            return self._controller_problem()
         if self.broker_role is BrokerRole.SLAVE and self.broker_id == 0:
             return "broker_role = SLAVE needs broker_id above 0 (0 is the master's id)"
         if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
             return (f"broker_role = {self.broker_role.value} needs broker_id 0 (a master); "
                     f"broker_id {self.broker_id} is a slave's id: set broker_role = SLAVE")
+        return None
+
+    def _controller_problem(self) -> str | None:
+        """Controller mode: etcd decides who is master; ``broker_id`` names this member."""
+        if not self.controller_addr:
+            return "enable_controller_mode needs controller_addr (etcd://HOST:PORT[,...])"
+        if self.broker_id < 1:
+            return ("enable_controller_mode needs broker_id >= 1: this member's id in its broker "
+                    "set (it registers as 0 while it is the master)")
+        if self.broker_role is BrokerRole.SLAVE:
+            return ("enable_controller_mode: broker_role says how this broker acts as master "
+                    "(SYNC_MASTER or ASYNC_MASTER); every member starts as a slave")
+        if self.controller_fence_margin_ms * 2 > self.controller_lease_ttl_s * 1000:
+            return (f"controller_fence_margin_ms {self.controller_fence_margin_ms} must be at most "
+                    f"half of controller_lease_ttl_s ({self.controller_lease_ttl_s} s)")
         return None
 
     def check_whole(self) -> None:

@@ -18,7 +18,8 @@ EXPECTED_WIRE_NAMES: dict[type[h.Header], set[str]] = {
         "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
         "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "batch",
         "maxReconsumeTimes", "brokerName"},
-    h.SendMessageResponseHeader: {"msgId", "queueId", "queueOffset", "transactionId"},
+    h.SendMessageResponseHeader: {"msgId", "queueId", "queueOffset", "transactionId",
+                                  "masterEpoch"},
     h.PullMessageRequestHeader: {
         "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
         "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion", "expressionType",
@@ -36,8 +37,9 @@ EXPECTED_WIRE_NAMES: dict[type[h.Header], set[str]] = {
     h.QueryMessageRequestHeader: {"topic", "key", "maxNum", "beginTimestamp", "endTimestamp"},
     h.QueryMessageResponseHeader: {"indexLastUpdateTimestamp", "indexLastUpdatePhyoffset"},
     h.GetRouteInfoRequestHeader: {"topic", "acceptStandardJsonOnly"},
+    # masterEpoch: OrbitMQ's controller mode (docs/failover.md); RocketMQ's parsers ignore it.
     h.RegisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "haServerAddr",
-                                    "brokerId", "compressed", "bodyCrc32"},
+                                    "brokerId", "compressed", "bodyCrc32", "masterEpoch"},
     h.RegisterBrokerResponseHeader: {"haServerAddr", "masterAddr"},
     h.UnregisterBrokerRequestHeader: {"brokerName", "brokerAddr", "clusterName", "brokerId"},
     h.UnregisterClientRequestHeader: {"clientID", "producerGroup", "consumerGroup"},

@@ -31,6 +31,8 @@ from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
+from orbitmq.broker.failover import FailoverService
+from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.handlers import Processors, handler_table
 from orbitmq.broker.observability import BrokerObservability
@@ -89,7 +91,9 @@ class BrokerController:
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         config.check_whole()  # ConfigError: broker_role and broker_id disagree
         self.config = config
-        self.role = RoleState(config.broker_role, config.broker_id)
+        # Controller mode: every member starts as a slave; etcd decides (broker/failover/).
+        self.role = (RoleState(BrokerRole.SLAVE, config.broker_id) if config.enable_controller_mode
+                     else RoleState(config.broker_role, config.broker_id))
         self.store = MessageStore(config.store)
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
@@ -108,7 +112,9 @@ class BrokerController:
             config, self.remoting_client, lambda: self.address,
             lambda: permitted_wrapper(self.topics.wrapper(), config),
             ha_addr=lambda: self.replication.ha_address(), broker_id=lambda: self.role.broker_id,
-            on_answer=lambda master, ha: self.replication.on_registered(master, ha))
+            on_answer=None if config.enable_controller_mode else
+            lambda master, ha: self.replication.on_registered(master, ha),
+            master_epoch=lambda: self.role.epoch)
         self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
         self.ctx = ctx = BrokerContext(
             config=config, host=self.host, store=self.store, saver=self.saver,
@@ -121,6 +127,11 @@ class BrokerController:
             config, self.store, self.role, self.remoting_client.invoke, lambda: self.address,
             topics=self.topics, offsets=self.offsets, schedule=self.schedule,
             groups=self.sub_groups)
+        self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
+        if config.enable_controller_mode:
+            self.failover = FailoverService(
+                config, self.store, self.role, self.replication, self.change_role,
+                lambda: self.address, on_promoted=lambda: adopt_stored_topics(self.store, self.topics))
         self._apply_durability()
         self.saver.on_appended(self.replication.pump)
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
@@ -226,6 +237,8 @@ class BrokerController:
         self._started = True
         try:
             await self.replication.start()  # OSError: the HA port is taken
+            if self.failover is not None:
+                self.failover.start()
             if self.grpc is not None:
                 await self.grpc.start()  # OSError: the gRPC port is taken
             await self.observability.start()  # OSError: the metrics port is taken
@@ -269,6 +282,8 @@ class BrokerController:
         await self.timer.stop()
         await self.pop.stop()
         await self.server.stop(grace=2.0)  # SYNC_MASTER sends in flight still get their slaves
+        if self.failover is not None:
+            await self.failover.stop()  # a master's lease is revoked: another is elected at once
         await self.replication.stop()
         await self.remoting_client.close()
         self.dispatched.stop()
@@ -323,11 +338,15 @@ class BrokerController:
         if was_master and not self.role.accepts_writes:
             await self.tx_checker.stop()
             await self.schedule.stop()
+            await self.timer.pause()
+            await self.pop.pause()
             self.transactions.stop()
         elif not was_master and self.role.accepts_writes:
             self.transactions.start()
             self.tx_checker.start()
             self.schedule.start()
+            self.timer.start()  # from its checkpoint: timers a master fired may fire again
+            self.pop.start()
         self.registrar.request()
 
     # -- read-your-writes -----------------------------------------------------------------------

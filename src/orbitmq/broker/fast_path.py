@@ -37,9 +37,10 @@ of a read wait behind any earlier answer still awaited, and under a durability c
 them into its failure code (FLUSH_DISK_TIMEOUT...), as the Python path answers.
 
 Turning it off: ``native_fast_path_enable = false`` (config), ``ORBITMQ_PURE_PYTHON=1`` (no C at
-all), or at runtime :meth:`FastPath.suspend` (the one switch the role logic turns off: a slave
-takes no sends; a broker with ``broker_id`` > 0 starts suspended) and, read per socket read,
-the broker's permission (without WRITE the Python path refuses the sends).
+all), or at runtime :meth:`FastPath.suspend` (off while the broker's role is SLAVE, as it changes;
+off for good in controller mode, whose answers carry the master's epoch and whose fence is the
+Python path's) and, read per socket read, the broker's permission (without WRITE the Python path
+refuses the sends).
 """
 
 from __future__ import annotations
@@ -159,6 +160,9 @@ class FastPath:
         self._config = ctx.config  # live: UPDATE_BROKER_CONFIG changes broker_permission in place
         self._role_changed(ctx.role.role, ctx.role.broker_id)
         ctx.role.on_change(self._role_changed)
+        if ctx.config.enable_controller_mode:  # fencing flips accepts_writes without a role change
+            self.suspend("controller", "controller mode: a send's answer carries the master's "
+                         "epoch and passes its lease fence (the Python path)")
 
     def _role_changed(self, role: BrokerRole, broker_id: int) -> None:
         """A slave takes no sends: off while the broker is one (a failover may change it)."""

@@ -59,7 +59,8 @@ class RegisterService:
                  topics: Callable[[], TopicConfigSerializeWrapper], *,
                  ha_addr: Callable[[], str] = lambda: "",
                  broker_id: Callable[[], int] | None = None,
-                 on_answer: Callable[[str, str], None] | None = None) -> None:
+                 on_answer: Callable[[str, str], None] | None = None,
+                 master_epoch: Callable[[], int] = lambda: 0) -> None:
         self.config = config
         self.client = client
         self.namesrvs = parse_namesrv_addr(config.namesrv_addr)
@@ -68,6 +69,7 @@ class RegisterService:
         self._ha_addr = ha_addr  # the HA server's address ("" when it does not listen)
         self._broker_id = broker_id or (lambda: config.broker_id)
         self._on_answer = on_answer  # (masterAddr, haServerAddr) of each accepting answer
+        self._master_epoch = master_epoch  # controller mode: the epoch a master registers with
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []  # for the next round's end
@@ -161,6 +163,7 @@ class RegisterService:
             broker_name=cfg.broker_name, broker_addr=self._broker_addr(),
             cluster_name=cfg.broker_cluster_name, ha_server_addr=self._ha_addr(),
             broker_id=self._broker_id(), compressed=False,
+            master_epoch=self._master_epoch() or None,
         ).to_ext_fields()
 
     async def _register(self, namesrv: str, body: bytes) -> bool | BrokerError:

@@ -28,11 +28,12 @@ RoleListener = Callable[[BrokerRole, int], None]
 class RoleState:
     """``role`` and ``broker_id`` now; ``accepts_writes`` is False on a slave (read per send)."""
 
-    __slots__ = ("role", "broker_id", "accepts_writes", "_listeners")
+    __slots__ = ("role", "broker_id", "accepts_writes", "epoch", "_listeners")
 
     def __init__(self, role: BrokerRole, broker_id: int) -> None:
         self.role = role
         self.broker_id = broker_id
+        self.epoch = 0  # controller mode: the epoch this broker is master of (SEND_OK shows it)
         self.accepts_writes = role is not BrokerRole.SLAVE
         self._listeners: list[RoleListener] = []
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
 from orbitmq.broker.message_types import remoting_refusal
+from orbitmq.broker.role import RoleState
 from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -161,7 +162,7 @@ class SendProcessor:
             if msgs[0].topic == TRANS_HALF_TOPIC:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
         self.stats.on_send(h.topic, result.append, None if encoded is not None else msgs)
-        answer = self.saver.answer(result, self._response, cmd, queue_id, tx_id)
+        answer = self.saver.answer(result, self._response, cmd, queue_id, tx_id, self.ctx.role)
         if created and result.status is _PUT_OK:
             return self._after_route_published(answer)
         return answer
@@ -292,9 +293,10 @@ class SendProcessor:
     # -- answering ------------------------------------------------------------------------------
     @staticmethod
     def _response(result: PutMessageResult, cmd: RemotingCommand, queue_id: int,
-                  tx_id: str | None) -> RemotingCommand:
+                  tx_id: str | None, role: RoleState) -> RemotingCommand:
         """The send's answer (the seam calls it once the save is as durable as it gets): the
-        stored position whenever the bytes are in the commit log, with the outcome's code."""
+        stored position whenever the bytes are in the commit log, with the outcome's code; in
+        controller mode ``masterEpoch``, the epoch of the master that answered."""
         append = result.append
         status = result.status
         if append is None or (status is not _PUT_OK and status not in APPENDED):
@@ -307,6 +309,8 @@ class SendProcessor:
         }
         if tx_id is not None:
             fields["transactionId"] = tx_id
+        if role.epoch:
+            fields["masterEpoch"] = str(role.epoch)
         if status is _PUT_OK:
             return cmd.response(ResponseCode.SUCCESS, None, fields)
         code, remark = put_answer(result)

@@ -42,6 +42,11 @@ def _broker_row(admin: Any, m: Any) -> dict[str, Any]:
         "out_today": int(info.get("msgGetTotalTodayNow", 0)) - int(info.get("msgGetTotalTodayMorning", 0)),
         "disk_ratio": float(info.get("commitLogDiskRatio", 0.0)),
     })
+    if info.get("controllerMode") == "true":
+        row.update({"controller_member": info.get("controllerMember", ""),
+                    "controller_epoch": int(info.get("controllerEpoch", "0") or 0),
+                    "controller_in_sync": info.get("controllerInSync", ""),
+                    "controller_status": info.get("controllerStatus", "")})
     return row
 
 
@@ -81,6 +86,11 @@ def cluster_list_cmd(namesrv: str, cluster: str | None, fmt: str) -> None:
               if r.get("state") and r["state"] not in ("in sync",)]
     for line in states:
         click.echo(line)
+    for r in rows:  # controller mode (docs/failover.md): epoch, in-sync set, what it does now
+        if r.get("controller_member"):
+            click.echo(f"{r['broker']} member {r['controller_member']}: epoch "
+                       f"{r['controller_epoch']}, in sync [{r['controller_in_sync']}], "
+                       f"{r['controller_status']}")
 
 
 @cluster_group.command("topics")

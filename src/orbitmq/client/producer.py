@@ -51,6 +51,8 @@ __all__ = ["AsyncProducer", "Producer", "MAX_MESSAGE_SIZE"]
 
 log = logging.getLogger(__name__)
 
+ROUTE_RETRY_S = 0.1  # a send waiting for a broker set's new master asks the name server this often
+
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 BATCH_MAX_BYTES = 64 * 1024
 BATCH_MAX_MESSAGES = 256
@@ -263,7 +265,22 @@ class AsyncProducer:
         if not self._started:
             raise ClientError("producer is not started; call start() or use `async with`")
 
-    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+    async def _publish_info(self, topic: str, deadline: float | None = None) -> TopicPublishInfo:
+        """The topic's write queues. With a ``deadline``, a route without a writable queue (a
+        broker set between two masters: the old one gone, the new one not registered yet) is
+        fetched again every ROUTE_RETRY_S until one appears or the deadline passes."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return await self._publish_info_once(topic)
+            except BrokerError as e:
+                if (deadline is None or e.code != ResponseCode.NO_PERMISSION
+                        or loop.time() + ROUTE_RETRY_S >= deadline):
+                    raise
+            await asyncio.sleep(ROUTE_RETRY_S)
+            await self._instance.update_route(topic)
+
+    async def _publish_info_once(self, topic: str) -> TopicPublishInfo:
         route = await self._instance.route_for_publish(topic, self.default_topic_queue_nums)
         if route is None:
             raise TopicNotFoundError(f"no route for topic {topic!r} nor for the default topic")
@@ -278,7 +295,7 @@ class AsyncProducer:
 
     async def _send_prepared(self, prepared: PreparedMessage, deadline: float) -> SendResult:
         """A batch (or a lone message) of the accumulator: round robin, retries, backoff."""
-        info = await self._publish_info(prepared.topic)
+        info = await self._publish_info(prepared.topic, deadline)
         result = await self._send_with_retries(prepared, info, deadline, oneway=False)
         assert result is not None
         return result
@@ -295,7 +312,7 @@ class AsyncProducer:
     ) -> SendResult | None:
         budget = self.send_timeout if timeout is None else timeout
         deadline = asyncio.get_running_loop().time() + budget
-        info = await self._publish_info(prepared.topic)
+        info = await self._publish_info(prepared.topic, deadline)
         if selector is None:
             return await self._send_with_retries(prepared, info, deadline, oneway=oneway)
         mq = selector(list(info.queues), msg, arg)
@@ -324,10 +341,16 @@ class AsyncProducer:
                     self._unreachable[mq.broker_name] = loop.time() + self.unreachable_broker_backoff
                 log.info("send topic=%s broker=%s attempt=%d failed: %s",
                          prepared.topic, mq.broker_name, attempt + 1, e)
-                self._instance.refresh_route_soon(prepared.topic)
-                if asyncio.get_running_loop().time() >= deadline:
+                if loop.time() >= deadline:
                     break
-                info = await self._publish_info(prepared.topic)
+                # The route may be changing (a new master of that broker set, controller mode):
+                # fetch it before the next attempt, and leave a broker that refused the
+                # connection a moment instead of spending every attempt at once.
+                await self._instance.update_route(prepared.topic)
+                if not isinstance(e, BrokerError):
+                    await asyncio.sleep(min(ROUTE_RETRY_S * (attempt + 1),
+                                            max(0.0, deadline - loop.time() - ROUTE_RETRY_S)))
+                info = await self._publish_info(prepared.topic, deadline)
         assert last is not None
         last.add_note(f"send to topic {prepared.topic!r} failed after {attempt + 1} attempt(s)")
         raise last

@@ -52,6 +52,8 @@ class SendResult:
         queue: the queue the message went to.
         queue_offset: its offset in that queue (the first one for a batch).
         transaction_id: set for transactional sends.
+        master_epoch: the epoch of the master that stored it (controller mode, see
+            docs/failover.md), None from a broker outside controller mode.
     """
 
     status: SendStatus
@@ -60,6 +62,7 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     transaction_id: str | None = None
+    master_epoch: int | None = None
 
 
 class PullStatus(enum.Enum):

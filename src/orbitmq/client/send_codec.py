@@ -260,6 +260,7 @@ def parse_send_response(
         queue=MessageQueue(queue.topic, queue.broker_name, header.queue_id),
         queue_offset=header.queue_offset,
         transaction_id=header.transaction_id,
+        master_epoch=header.master_epoch,
     )
 
 
@@ -274,5 +275,6 @@ def split_batch_result(result: SendResult, msg_ids: Sequence[str]) -> list[SendR
     if len(offset_ids) < len(msg_ids):
         offset_ids += [""] * (len(msg_ids) - len(offset_ids))
     status, queue, first = result.status, result.queue, result.queue_offset
-    return [SendResult(status, msg_id, offset_ids[i], queue, first + i)
+    return [SendResult(status, msg_id, offset_ids[i], queue, first + i,
+                       master_epoch=result.master_epoch)
             for i, msg_id in enumerate(msg_ids)]

@@ -9,6 +9,11 @@ alive (RocketMQ 4.x silently hands the route to the newcomer, so a second broker
 mistake with the same name steals the clients of the first). The holder stops holding when it
 unregisters, when its connection to the name server closes, or when it has been silent for
 ``broker_expire_ms``; a broker that restarts on the same address is the same broker.
+
+Controller mode (docs/failover.md): a master registers with its epoch. A registration as id 0
+with a higher epoch than the holder's takes the id at once (an elected master must not wait for
+a deposed one to go silent); one with a lower epoch is refused (a deposed master that has not
+noticed yet). The table still holds nothing that heartbeats do not bring again.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class BrokerLiveInfo:
     last_update_ms: int
     broker_name: str
     ha_server_addr: str = ""
+    master_epoch: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +86,7 @@ class RouteTable:
         topics: dict[str, TopicQueues],
         now_ms: int,
         expire_ms: int | None = None,
+        master_epoch: int = 0,
     ) -> RegisterResult:
         """Record a broker's registration; a master's topic list replaces what it had before.
 
@@ -88,7 +95,8 @@ class RouteTable:
                 ``broker_id`` and has been heard from within ``expire_ms`` (always, when None).
         """
         with self._lock:
-            self._check_identity(broker_name, broker_id, broker_addr, now_ms, expire_ms)
+            self._check_identity(broker_name, broker_id, broker_addr, now_ms, expire_ms,
+                                 master_epoch)
             info = self._live.get(broker_addr)
             if info is not None and info.broker_name != broker_name:
                 # this address was another broker before (restarted under a new name)
@@ -110,7 +118,8 @@ class RouteTable:
                 for topic, tq in topics.items():
                     self._topics.setdefault(topic, {})[broker_name] = tq
                 self._drop_empty_topics()
-            self._live[broker_addr] = BrokerLiveInfo(now_ms, broker_name, ha_server_addr)
+            self._live[broker_addr] = BrokerLiveInfo(now_ms, broker_name, ha_server_addr,
+                                                     master_epoch)
             if first:
                 log.info("broker registered name=%s addr=%s id=%d", broker_name, broker_addr, broker_id)
             master = broker.addrs.get(0, "") if broker_id != 0 else ""
@@ -118,7 +127,7 @@ class RouteTable:
             return RegisterResult(master, master_ha)
 
     def _check_identity(self, name: str, broker_id: int, addr: str, now_ms: int,
-                        expire_ms: int | None) -> None:
+                        expire_ms: int | None, epoch: int = 0) -> None:
         broker = self._brokers.get(name)
         holder = broker.addrs.get(broker_id) if broker is not None else None
         if holder is None or holder == addr:
@@ -128,6 +137,16 @@ class RouteTable:
             log.warning("broker %s id %d moves from %s (gone) to %s", name, broker_id, holder, addr)
             self.remove_broker_addr(holder)
             return
+        if broker_id == 0 and epoch and info.master_epoch:
+            if epoch > info.master_epoch:
+                log.warning("broker %s id 0 moves from %s (epoch %d) to %s (epoch %d)", name,
+                            holder, info.master_epoch, addr, epoch)
+                self.remove_broker_addr(holder)
+                return
+            remark = (f"{name} id 0 is held by {holder}, master of epoch {info.master_epoch}; "
+                      f"this broker's epoch {epoch} is not newer")
+            log.warning("registration refused addr=%s: %s", addr, remark)
+            raise BrokerError(ResponseCode.ILLEGAL_OPERATION, remark)
         remark = (f"{name} id {broker_id} is held by {holder}, which is alive (use another "
                   "broker name or id, or stop that broker)")
         log.warning("registration refused addr=%s: %s", addr, remark)

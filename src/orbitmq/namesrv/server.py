@@ -112,6 +112,7 @@ class NameServer:
             topics=topics,
             now_ms=self._clock(),
             expire_ms=self.config.broker_expire_ms,
+            master_epoch=h.master_epoch or 0,
         )  # BrokerError (ILLEGAL_OPERATION) when another live broker holds this name and id
         self._broker_conns[conn] = h.broker_addr
         resp = RegisterBrokerResponseHeader(

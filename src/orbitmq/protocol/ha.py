@@ -14,6 +14,13 @@ after it holds nothing): a frame at ``offset`` holding a blank entry of TOTALSIZ
 stream to ``offset + n``, the next segment. See broker/replication/ for the rest of the rules
 (what a plausible report is, how a slave checks what it is sent).
 
+Controller mode (docs/failover.md) adds one exchange at the start of a connection, so that a
+master knows which member each connection is and both sides know each other's epoch: the slave
+first sends a *hello*, two 8-byte values, :data:`HELLO_MARK` (negative: never an offset) and
+``epoch << 32 | member``; the master answers with an *epoch frame*, a transfer header at offset
+:data:`HELLO_MARK` of size 8 whose body is its own ``epoch << 32 | member``. Without controller
+mode neither is sent and the stream is RocketMQ 4.x's.
+
 Both readers take bytes in and give values out, and buffer at most one report or one frame:
 their memory is bounded by ``frame_size_max``. A frame header with a negative offset or a size
 outside ``0..frame_size_max`` raises :class:`~orbitmq.errors.RemoteProtocolError`.
@@ -34,6 +41,10 @@ __all__ = [
     "ReportReader",
     "TransferFrame",
     "TransferReader",
+    "HELLO_MARK",
+    "encode_hello",
+    "encode_epoch_frame",
+    "unpack_identity",
 ]
 
 REPORT_SIZE = 8
@@ -41,6 +52,37 @@ TRANSFER_HEADER_SIZE = 8 + 4
 _REPORT = struct.Struct(">q")
 _HEADER = struct.Struct(">qi")
 OFFSET_MAX = 2**63 - 1
+HELLO_MARK = -0x4F524249544D51  # "ORBITMQ": a hello's first value, an epoch frame's offset
+IDENTITY_SIZE = 8
+_ID_MAX = 2**31 - 1
+
+
+def pack_identity(epoch: int, member: int) -> int:
+    if not 0 <= epoch <= _ID_MAX or not 0 <= member <= _ID_MAX:
+        raise ValueError(f"epoch {epoch} / member {member} out of range 0..{_ID_MAX}")
+    return epoch << 32 | member
+
+
+def unpack_identity(value: int) -> tuple[int, int]:
+    """(epoch, member) of a hello's second value or an epoch frame's body value.
+
+    Raises:
+        RemoteProtocolError: a value no peer could have packed (negative, or parts too large).
+    """
+    epoch, member = value >> 32, value & 0xFFFFFFFF
+    if value < 0 or epoch > _ID_MAX or member > _ID_MAX:
+        raise RemoteProtocolError(f"HA identity value {value} is not epoch << 32 | member")
+    return epoch, member
+
+
+def encode_hello(epoch: int, member: int) -> bytes:
+    """A slave's hello: it follows the master of ``epoch`` and is member ``member``."""
+    return _REPORT.pack(HELLO_MARK) + _REPORT.pack(pack_identity(epoch, member))
+
+
+def encode_epoch_frame(epoch: int, member: int) -> bytes:
+    """A master's answer to a hello: it is member ``member``, master of ``epoch``."""
+    return _HEADER.pack(HELLO_MARK, IDENTITY_SIZE) + _REPORT.pack(pack_identity(epoch, member))
 
 
 def encode_report(offset: int) -> bytes:
@@ -120,7 +162,8 @@ class TransferReader:
                     if len(buf) - at < TRANSFER_HEADER_SIZE:
                         break
                     offset, size = _HEADER.unpack_from(view, at)
-                    if offset < 0 or not 0 <= size <= self.frame_size_max:
+                    identity = offset == HELLO_MARK and size == IDENTITY_SIZE
+                    if not identity and (offset < 0 or not 0 <= size <= self.frame_size_max):
                         raise RemoteProtocolError(
                             f"HA frame header offset={offset} size={size}: not a frame (sizes "
                             f"0..{self.frame_size_max}, offsets from 0)")

@@ -201,12 +201,14 @@ class SendMessageRequestHeader(Header):
 
 @dataclasses.dataclass(slots=True)
 class SendMessageResponseHeader(Header):
-    """Answer to a send; msg_id is the offset message id of the (first) stored message."""
+    """Answer to a send; msg_id is the offset message id of the (first) stored message.
+    ``master_epoch`` (OrbitMQ, controller mode): the epoch of the master that answered."""
 
     msg_id: str
     queue_id: I32
     queue_offset: I64
     transaction_id: str | None = None
+    master_epoch: PositiveI32 | None = None
 
 
 # ------------------------------------------------------------------------------- pull & offsets
@@ -371,6 +373,7 @@ class RegisterBrokerRequestHeader(Header):
     broker_id: U64
     compressed: bool = False
     body_crc32: I32 = 0
+    master_epoch: PositiveI32 | None = None  # OrbitMQ controller mode: a master's epoch
 
 
 @dataclasses.dataclass(slots=True)

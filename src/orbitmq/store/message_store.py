@@ -36,6 +36,7 @@ from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import CommitLog, EncodedBatch, InPlaceWriter, R, encode_messages
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
+from orbitmq.store.epoch_file import EpochFile
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
     AsyncFlushService,
@@ -54,6 +55,7 @@ from orbitmq.store.replica_append import (
     frame_extent,
     replica_tail,
 )
+from orbitmq.store.replica_truncate import truncate_running_replica
 from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
 from orbitmq.store.status import (
     GetMessageResult,
@@ -62,9 +64,11 @@ from orbitmq.store.status import (
     QueryMessageResult,
 )
 from orbitmq.store.store_lock import check_store_free, lock_store
+from orbitmq.store.truncate import TruncateReport
 from orbitmq.store.warm import PageWarmService
 
-__all__ = ["MessageStore", "MessageFilter", "check_store_free"]  # the last from store_lock.py
+# check_store_free from store_lock.py, EpochFile and TruncateReport for controller mode's broker
+__all__ = ["MessageStore", "MessageFilter", "check_store_free", "EpochFile", "TruncateReport"]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +168,7 @@ class MessageStore:
             self.file_ops, self.clock, self.flags,
         )
         self.recovery_report: RecoveryReport | None = None
+        self.epochs = EpochFile(root)  # controller mode's epoch list (epoch_file.py)
         self._running = False
         self._replica = False  # a slave's copy: the master's bytes only (append_replicated)
         self._writable = False  # running and not a replica: what a put checks first
@@ -617,6 +622,10 @@ class MessageStore:
                 if found is not None and start <= found[0] < end:
                     hint = max(hint, found[0])
         return replica_tail(self.commit_log.read, hint, end)
+
+    def truncate_replica(self, offset: int) -> TruncateReport:
+        """Cut this running replica's log back to ``offset`` (replica_truncate.py)."""
+        return truncate_running_replica(self, offset)
 
     # -- administration -------------------------------------------------------------------------
 

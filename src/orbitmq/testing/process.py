@@ -28,8 +28,10 @@ class ServerProcess:
         addresses: role -> "host:port" from each ``orbitmq <role> ready on HOST:PORT`` line seen.
     """
 
-    def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
-        self.args = [sys.executable, "-m", "orbitmq.cli.main", *args]
+    def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None,
+                 prefix: Sequence[str] = ()) -> None:
+        # ``prefix``: a command that execs the server, e.g. ``ip netns exec NS`` (testing/netns.py)
+        self.args = [*prefix, sys.executable, "-m", "orbitmq.cli.main", *args]
         self.addresses: dict[str, str] = {}
         self.lines: list[str] = []
         self._cond = threading.Condition()

@@ -121,6 +121,7 @@ class PopService:
         self._arrivals: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._listening = False  # on the store's arrivals (once, however often it starts)
         self._dirty_offsets: set[tuple[str, str, int]] = set()
         self._dead: list[tuple[str, str, int, int]] = []  # past their attempts, for the DLQ
         self._last_receive: dict[str, float] = {}  # group -> monotonic time of its last receive
@@ -140,16 +141,25 @@ class PopService:
             log.info("POP state restored: %d messages in flight", self.state.inflight_count)
 
     def start(self) -> None:
+        """Revive expired receipts (a master only); again after ``pause``."""
+        if self._task is not None:
+            return
         self._loop = asyncio.get_running_loop()
-        self.store.add_arrival_listener(self._on_arrival)
+        if not self._listening:
+            self.store.add_arrival_listener(self._on_arrival)
+            self._listening = True
         self._task = asyncio.create_task(self._revive_loop(), name="orbitmq-pop-revive")
 
-    async def stop(self) -> None:
+    async def pause(self) -> None:
+        """Stop reviving, the log kept open (a master demoted to a slave; ``start`` resumes)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self._commit_offsets()
+
+    async def stop(self) -> None:
+        await self.pause()
         self.log.close()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:

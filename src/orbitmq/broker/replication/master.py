@@ -19,6 +19,11 @@ Per connection:
    such a report acknowledges bytes (progress.py), so a slave can never acknowledge what it was
    not sent (RocketMQ 4.x once released SYNC_MASTER sends on a slave's bare word).
 
+In controller mode (``HAServer.hello`` set, docs/failover.md) a connection starts with the
+slave's hello (protocol/ha.py): the master admits it only from a member that follows its own
+epoch, names the link after the member and answers with its epoch frame; anything else closes
+the connection.
+
 Memory is bounded: a connection writes only while its transport holds less than
 ``WRITE_BUFFER_HIGH`` bytes (a stalled slave stops the pump, it does not grow the master), keeps
 at most one report's bytes and the ends of the frames in flight (bounded by the same buffer). A
@@ -31,22 +36,41 @@ import asyncio
 import collections
 import logging
 import time
-from typing import cast
+from typing import Protocol, cast
 
 from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.config import BrokerConfig
+from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
-from orbitmq.protocol.ha import ReportReader, encode_transfer_header
+from orbitmq.protocol.ha import (
+    HELLO_MARK,
+    ReportReader,
+    encode_epoch_frame,
+    encode_transfer_header,
+    unpack_identity,
+)
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
 from orbitmq.store.message_store import MessageStore
 
-__all__ = ["HAServer", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW"]
+__all__ = ["HAServer", "MasterHello", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW"]
 
 log = logging.getLogger(__name__)
 
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # bytes a connection's transport may hold before it pauses
 WRITE_BUFFER_LOW = 1024 * 1024
 FRAMES_IN_FLIGHT_MAX = 1 << 16  # frame ends remembered; a slave this far behind is closed
+
+
+class MasterHello(Protocol):
+    """Controller mode's side of the hello on a master (the failover service)."""
+
+    def identity(self) -> tuple[int, int]:
+        """(this master's epoch, its member id)."""
+        ...
+
+    def admit(self, epoch: int, member: int) -> str | None:
+        """Why a slave that says it follows ``epoch`` as ``member`` is refused, or None."""
+        ...
 
 
 class _Connection(asyncio.Protocol):
@@ -62,6 +86,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.last_write = time.monotonic()
         self.closed = False
+        self.hello_left = 2 if server.hello is not None else 0  # hello values still to read
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -93,10 +118,34 @@ class _Connection(asyncio.Protocol):
         if link is None or self.closed:
             return
         for offset in self.reader.feed(data):
+            if self.hello_left:
+                if not self._hello(link, offset):
+                    return
+                continue
             if not self._report(link, offset):
                 return
         link.last_report_mono = time.monotonic()
         self.pump()
+
+    def _hello(self, link: SlaveLink, value: int) -> bool:
+        """One value of a controller-mode hello; False when refused (the connection closes)."""
+        hello = self.server.hello
+        assert hello is not None
+        self.hello_left -= 1
+        if self.hello_left == 1:
+            return value == HELLO_MARK or self._drop(link, "no hello (controller mode needs one)")
+        try:
+            epoch, member = unpack_identity(value)
+        except RemoteProtocolError as e:
+            return self._drop(link, str(e))
+        refusal = hello.admit(epoch, member)
+        if refusal is not None:
+            return self._drop(link, f"member {member} (epoch {epoch}) refused: {refusal}")
+        link.member = member
+        if self.transport is not None:
+            self.transport.write(encode_epoch_frame(*hello.identity()))
+        log.info("HA connection from %s is member %d (epoch %d)", link.peer, member, epoch)
+        return True
 
     # -- reports --------------------------------------------------------------------------------
     def _report(self, link: SlaveLink, offset: int) -> bool:
@@ -150,7 +199,8 @@ class _Connection(asyncio.Protocol):
     def pump(self) -> None:
         """Write frames while there is something to send and the transport takes it."""
         transport, link = self.transport, self.link
-        if transport is None or link is None or self.closed or self.next is None:
+        if (transport is None or link is None or self.closed or self.next is None
+                or self.hello_left):
             return
         store, batch = self.server.store, self.server.batch_size
         while not self.paused and transport.get_write_buffer_size() < WRITE_BUFFER_HIGH:
@@ -231,6 +281,7 @@ class HAServer:
         self.heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
         self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000
         self.connections: set[_Connection] = set()
+        self.hello: MasterHello | None = None  # controller mode (the failover service sets it)
         self._server: asyncio.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self.port = 0

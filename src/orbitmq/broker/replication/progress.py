@@ -40,6 +40,7 @@ class SlaveLink:
         last_report_mono: monotonic time of the last report (housekeeping).
         bytes_sent: frame bytes written since the connection opened.
         buffered: bytes written and not yet taken by the kernel (the transport's buffer).
+        member: the slave's member id from its hello (controller mode), else 0.
     """
 
     link_id: int
@@ -52,6 +53,7 @@ class SlaveLink:
     last_report_mono: float = dataclasses.field(default_factory=time.monotonic)
     bytes_sent: int = 0
     buffered: int = 0
+    member: int = 0
 
     def lag_bytes(self, master_end: int) -> int:
         """Bytes of the master's log the slave is not known to hold."""
@@ -66,6 +68,7 @@ class ReplicaProgress:
         self._links: dict[int, SlaveLink] = {}
         self._ids = itertools.count(1)
         self._ack_listeners: list[AckListener] = []
+        self._report_listeners: list[Callable[[SlaveLink], None]] = []
         self.best_acked = -1  # the highest acknowledgement of an open connection (-1: none)
 
     def open(self, peer: str) -> SlaveLink:
@@ -88,9 +91,28 @@ class ReplicaProgress:
         """``listener(best_acked)`` whenever the best acknowledgement grows."""
         self._ack_listeners.append(listener)
 
+    def on_report(self, listener: Callable[[SlaveLink], None]) -> None:
+        """``listener(link)`` after every acknowledgement of any link (controller mode waits for
+        every member of its in-sync set, not for the best one)."""
+        self._report_listeners.append(listener)
+
+    def acked_by_member(self) -> dict[int, int]:
+        """Member id -> the furthest any of its open links acknowledged (controller mode). An
+        empty slave of an empty master holds all there is (nothing is ever sent to confirm it)."""
+        out: dict[int, int] = {}
+        for link in self._links.values():
+            held = link.acked
+            if held is None and link.reported == 0 and link.start == 0 and link.sent_end == 0:
+                held = 0
+            if link.member and held is not None:
+                out[link.member] = max(out.get(link.member, -1), held)
+        return out
+
     def acked(self, link: SlaveLink, offset: int) -> None:
         """``link``'s slave provably holds everything below ``offset`` (checked by the caller)."""
         link.acked = offset
+        for report_listener in self._report_listeners:
+            report_listener(link)
         if offset > self.best_acked:
             self.best_acked = offset
             for listener in self._ack_listeners:

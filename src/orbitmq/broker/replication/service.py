@@ -16,10 +16,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
+from orbitmq.broker.durable_save import DurabilityCondition
 from orbitmq.broker.replication.master import HAServer
 from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.broker.replication.replica_ack import ReplicaAck
@@ -35,6 +36,12 @@ from orbitmq.transport.connection import RemotingConnection
 __all__ = ["ReplicationService", "lag_ms"]
 
 log = logging.getLogger(__name__)
+
+
+class ReplicaCondition(DurabilityCondition, Protocol):
+    """A replica durability condition the service stops when the broker stops being master."""
+
+    def stop(self) -> None: ...
 
 
 def lag_ms(store: MessageStore, held: int, now_ms: int) -> int:
@@ -73,14 +80,18 @@ class ReplicationService:
         self._host = host
         self.progress = ReplicaProgress()
         self.server = HAServer(config, store, self.progress)
-        self.ack = ReplicaAck(self.progress, config.store.sync_flush_timeout_ms,
-                              config.ha_max_gap_not_in_sync, self.server.pump)
+        # SYNC_MASTER's condition: one slave suffices here; controller mode puts its own
+        # (broker/failover/in_sync_ack.py: every in-sync member) in its place.
+        self.ack: ReplicaCondition = ReplicaAck(
+            self.progress, config.store.sync_flush_timeout_ms, config.ha_max_gap_not_in_sync,
+            self.server.pump)
         self.master_addr = ""  # the master's remoting address, as the name server said
         self.learned_ha_addr = ""  # its HA address, as the name server said
         self.client = HAClient(config, store, self.master_ha_address)
         self.sync = SlaveSynchronize(invoke, lambda: self.master_addr, config.slave_sync_interval_ms,
                                      topics, offsets, schedule, groups)
         self._running: str | None = None  # "master" or "slave" while started
+        self.extra_info: list[Callable[[], dict[str, str]]] = []  # more runtime info (failover)
         self._pump_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -105,7 +116,9 @@ class ReplicationService:
         if want == "master":
             await self.server.start()
         else:
+            hello = self.client.hello
             self.client = HAClient(self.config, self.store, self.master_ha_address)
+            self.client.hello = hello
             self.client.start()
             self.sync.start()
         self._running = want
@@ -133,6 +146,27 @@ class ReplicationService:
 
     def master_ha_address(self) -> str:
         return self.config.ha_master_address or self.learned_ha_addr
+
+    async def follow(self, master_addr: str, ha_server_addr: str) -> None:
+        """Controller mode: replicate from this master now (etcd named it), on a new connection
+        even when the address is the same (a new epoch); the name servers' answers are not
+        used then (``on_registered`` is not wired)."""
+        self.master_addr, self.learned_ha_addr = master_addr, ha_server_addr
+        if self._running != "slave":
+            return
+        await self.client.stop()
+        hello = self.client.hello
+        self.client = HAClient(self.config, self.store, self.master_ha_address)
+        self.client.hello = hello
+        self.client.start()
+        log.info("following master %s (HA %s)", master_addr, ha_server_addr)
+
+    async def stop_following(self) -> None:
+        """Controller mode: take nothing from any master until ``follow`` names one (a log about
+        to be cut must not be appended to meanwhile)."""
+        self.master_addr = self.learned_ha_addr = ""
+        if self._running == "slave":
+            await self.client.stop()
 
     def on_registered(self, master_addr: str, ha_server_addr: str) -> None:
         """A name server answered a registration (a slave hears its master's addresses; a
@@ -227,6 +261,8 @@ class ReplicationService:
                 "inSyncSlaveNums": str(len(self.progress.in_sync(
                     end, self.config.ha_max_gap_not_in_sync))),
             })
+        for extra in self.extra_info:
+            info.update(extra())
         return info
 
     def get_broker_ha_status(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

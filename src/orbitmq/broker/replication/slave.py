@@ -17,6 +17,11 @@ the master no longer holds what the slave needs (retention deleted it), another 
 garbled frame (the store's checks, or a frame header the codec refuses) is never written: the
 connection is closed, logged, and opened again after a pause.
 
+Controller mode (``HAClient.hello`` set, docs/failover.md): the slave first sends its hello
+(the epoch it follows, its member id) and takes nothing before the master's epoch frame names
+that same epoch: a master of an older epoch (deposed, not yet aware of it) or of a newer one
+(this slave has not read it in etcd yet) is left, and tried again after a pause.
+
 Reports: after every read that stored something, and every ``ha_send_heartbeat_interval_ms``;
 always the end of the last whole frame taken (what the master sent, see master.py). The
 connection is closed and opened again when the master is silent for
@@ -30,12 +35,19 @@ import collections
 import logging
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 from orbitmq.config import BrokerConfig
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
-from orbitmq.protocol.ha import TransferFrame, TransferReader, encode_report
+from orbitmq.protocol.ha import (
+    HELLO_MARK,
+    TransferFrame,
+    TransferReader,
+    encode_hello,
+    encode_report,
+    unpack_identity,
+)
 from orbitmq.store.message_store import MessageStore
 from orbitmq.store.status import ReplicaAppendStatus
 
@@ -60,6 +72,14 @@ class ReplicationRefused(Exception):
     """The master's log and this slave's differ: replication stops until an operator acts."""
 
 
+class SlaveHello(Protocol):
+    """Controller mode's side of the hello on a slave (the failover service)."""
+
+    def identity(self) -> tuple[int, int]:
+        """(the epoch whose master this slave follows, its member id)."""
+        ...
+
+
 class _Garbled(Exception):
     """The stream cannot be trusted past this point: close, and connect again later."""
 
@@ -77,6 +97,7 @@ class _Link(asyncio.Protocol):
         self.last_read = time.monotonic()
         self.last_write = 0.0
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.epoch_confirmed = client.hello is None  # controller mode: the master's epoch frame
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
@@ -89,6 +110,8 @@ class _Link(asyncio.Protocol):
             end = store.max_physical_offset()
             has_log = bool(store.commit_log.mfq.files) and end > 0
             self.expect, first = (end, end) if has_log else (None, 0)
+        if self.client.hello is not None:
+            self.transport.write(encode_hello(*self.client.hello.identity()))
         self._report(first)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -120,6 +143,9 @@ class _Link(asyncio.Protocol):
     # -- frames ---------------------------------------------------------------------------------
     def _take(self, frame: TransferFrame) -> bool:
         """Store (or compare) one frame; True when bytes were stored."""
+        if not self.epoch_confirmed or frame.offset == HELLO_MARK:
+            self._epoch_frame(frame)
+            return False
         expect = self.expect
         if expect is not None and frame.offset != expect:
             if frame.data:
@@ -145,6 +171,20 @@ class _Link(asyncio.Protocol):
         if at == len(data):
             return False
         return self._append(position, data[at:] if at else data)
+
+    def _epoch_frame(self, frame: TransferFrame) -> None:
+        """Controller mode: the master's epoch frame must come first and name our epoch."""
+        hello = self.client.hello
+        if hello is None or frame.offset != HELLO_MARK or self.epoch_confirmed:
+            raise _Garbled(f"a frame at offset {frame.offset} where the master's epoch frame "
+                           "was expected" if hello is not None else "an epoch frame without "
+                           "controller mode")
+        epoch, member = unpack_identity(int.from_bytes(frame.data, "big", signed=True))
+        want, _ = hello.identity()
+        if epoch != want:
+            raise _Garbled(f"the master (member {member}) is master of epoch {epoch}, this slave "
+                           f"follows epoch {want}: not taking its bytes")
+        self.epoch_confirmed = True
 
     def _mismatched_heartbeat(self, offset: int, expect: int) -> None:
         """A heartbeat that does not continue this log (the master's end, or where it could
@@ -218,6 +258,7 @@ class HAClient:
         self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000
         self.master = ""
         self.refused: str | None = None  # why replication stopped for good (see refuse)
+        self.hello: SlaveHello | None = None  # controller mode (the failover service sets it)
         self.link: _Link | None = None
         self.local_address = ""  # this side's address of the HA connection (cluster list)
         self.bytes_received = 0

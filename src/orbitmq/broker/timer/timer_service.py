@@ -102,6 +102,7 @@ class TimerService:
         self._arrived = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._listening = False  # on the store's arrivals (once, however often it starts)
         self._saved_at = 0.0
         self._writing: asyncio.Future[None] | None = None
         self.parked = 0  # messages parked since start
@@ -151,18 +152,27 @@ class TimerService:
             self.ctx.topics.create_system_topic(TIMER_TOPIC, 1)
 
     def start(self) -> None:
+        """Fire and enqueue (a master only: fired timers are stored); again after ``pause``."""
+        if self._tasks:
+            return
         self._loop = asyncio.get_running_loop()
-        self.store.add_arrival_listener(self._on_arrival)
+        if not self._listening:
+            self.store.add_arrival_listener(self._on_arrival)
+            self._listening = True
         self._tasks = [asyncio.create_task(self._fire_loop(), name="orbitmq-timer-fire"),
                        asyncio.create_task(self._enqueue_loop(), name="orbitmq-timer-enqueue")]
 
-    async def stop(self) -> None:
+    async def pause(self) -> None:
+        """Stop firing, files kept open (a master demoted to a slave; ``start`` resumes)."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._writing is not None:
             await asyncio.gather(self._writing, return_exceptions=True)
+
+    async def stop(self) -> None:
+        await self.pause()
         if self.files.log_size or self.files.checkpoint.fired_through >= 0:
             try:
                 self.files.save_checkpoint()

@@ -1,0 +1,164 @@
+"""SYNC_MASTER's durability condition in controller mode: "every other member of the in-sync set
+holds the bytes up to N, and this master's lease still holds" (rules.may_acknowledge).
+
+It replaces replication's ReplicaAck (one slave suffices there) when controller mode is on, and
+works like it: the saves of one loop iteration share one group and one future; the group is
+sealed when the HA server's pump runs; every plausible report of any slave (progress.py) checks
+the pending groups oldest first. A group is answered
+
+- True once every required member acknowledged its end (while the lease holds);
+- an :class:`Unmet` at once when it never can be: no slave is required (SLAVE_NOT_AVAILABLE:
+  stored on the master only) or the lease may have lapsed (SERVICE_NOT_AVAILABLE);
+- False after ``sync_flush_timeout_ms`` (FLUSH_SLAVE_TIMEOUT).
+
+Which members are required, and until when the lease holds, the failover service says
+(:class:`AckAuthority`); it calls :meth:`InSyncAck.recheck` when either changes (a member left
+the set: groups that waited only for it may now be answered). ``committed`` is the highest end
+answered True: the in-sync rules admit a member only once it holds that much.
+
+Loop-owned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from orbitmq.broker.durable_save import WAIT_GRACE_S, Unmet
+from orbitmq.broker.failover.rules import may_acknowledge
+from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
+from orbitmq.store.status import PutMessageStatus
+
+__all__ = ["InSyncAck", "AckAuthority"]
+
+
+class AckAuthority(Protocol):
+    def required(self) -> frozenset[int]:
+        """Members whose acknowledgement a save needs (the in-sync set without this master,
+        plus any member a change in flight adds or removes)."""
+        ...
+
+    def deadline(self) -> float:
+        """Monotonic time until which this broker may acknowledge (its fence)."""
+        ...
+
+
+class _Pending:
+    __slots__ = ("end", "future", "timer")
+
+    def __init__(self, end: int, future: concurrent.futures.Future[Any]) -> None:
+        self.end = end
+        self.future = future
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class InSyncAck:
+    """The condition (see the module docstring)."""
+
+    def __init__(self, progress: ReplicaProgress, timeout_ms: int, pump: Callable[[], None],
+                 authority: AckAuthority, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.progress = progress
+        self.timeout_s = timeout_ms / 1000
+        self.wait_max_s = self.timeout_s + WAIT_GRACE_S
+        self.authority = authority
+        self._pump = pump
+        self._now = monotonic
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._open: _Pending | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.committed = 0  # the highest end answered True
+        progress.on_report(self._reported)
+
+    def failure_status(self) -> PutMessageStatus:
+        return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+
+    def _verdict(self, end: int) -> bool | Unmet:
+        verdict = may_acknowledge(end, self.authority.required(), self.progress.acked_by_member(),
+                                  self._now(), self.authority.deadline())
+        if isinstance(verdict, str):
+            status = (PutMessageStatus.SLAVE_NOT_AVAILABLE if verdict.startswith("no slave")
+                      else PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return Unmet(status, verdict)
+        return verdict
+
+    def durable_up_to(self, offset: int) -> concurrent.futures.Future[Any]:
+        verdict = self._verdict(offset)
+        if verdict is not False:
+            if verdict is True:
+                self.committed = max(self.committed, offset)
+            return _done(verdict)
+        group = self._open
+        if group is not None:
+            group.end = max(group.end, offset)
+            return group.future
+        loop = self._loop or asyncio.get_running_loop()
+        self._loop = loop
+        group = self._open = _Pending(offset, concurrent.futures.Future())
+        group.timer = loop.call_later(self.timeout_s, self._expired, group)
+        self._pending.append(group)
+        loop.call_soon(self._seal)
+        return group.future
+
+    def _seal(self) -> None:
+        self._open = None
+        self._pump()
+
+    def _reported(self, link: SlaveLink) -> None:
+        if self._pending:
+            self.recheck()
+
+    def recheck(self) -> None:
+        """Answer the pending groups that can be answered now, oldest first."""
+        pending = self._pending
+        while pending:
+            group = pending[0]
+            verdict = self._verdict(group.end)
+            if verdict is False:
+                return
+            pending.popleft()
+            if self._open is group:
+                self._open = None
+            if group.timer is not None:
+                group.timer.cancel()
+            if verdict is True:
+                self.committed = max(self.committed, group.end)
+            if not group.future.done():
+                group.future.set_result(verdict)
+
+    def _expired(self, group: _Pending) -> None:
+        try:
+            self._pending.remove(group)
+        except ValueError:
+            return
+        if self._open is group:
+            self._open = None
+        if not group.future.done():
+            group.future.set_result(False)
+
+    def stop(self) -> None:
+        """Answer every waiting group as not acknowledged (the broker stops being master)."""
+        while self._pending:
+            group = self._pending.popleft()
+            if group.timer is not None:
+                group.timer.cancel()
+            if not group.future.done():
+                group.future.set_result(False)
+        self._open = None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._pending)
+
+    @property
+    def oldest_end(self) -> int | None:
+        return self._pending[0].end if self._pending else None
+
+
+def _done(value: Any) -> concurrent.futures.Future[Any]:
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_result(value)
+    return future

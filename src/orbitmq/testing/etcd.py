@@ -1,0 +1,135 @@
+"""etcd servers for tests (controller mode, docs/failover.md): Debian's ``etcd`` binary
+(``etcd-server`` package, scripts/system-deps.sh) run as child processes on free ports, one node
+or a cluster of three, each with its data in a temporary directory. Readiness is etcd's own
+answer to a status request through its JSON gateway; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["EtcdNode", "EtcdCluster", "etcd_binary", "free_port"]
+
+READY_TIMEOUT_S = 30.0
+
+
+def etcd_binary() -> str | None:
+    """The etcd server binary, or None (then the tests that need it skip, saying so)."""
+    return shutil.which("etcd")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class EtcdNode:
+    """One etcd member. ``client_addr`` is ``host:port`` of its client (gateway) URL."""
+
+    def __init__(self, name: str, host: str, client_port: int, peer_port: int, data_dir: Path,
+                 prefix: Sequence[str] = ()) -> None:
+        self.name, self.host = name, host
+        self.client_addr = f"{host}:{client_port}"
+        self.peer_url = f"http://{host}:{peer_port}"
+        self.data_dir = data_dir
+        self.prefix = list(prefix)  # e.g. ``ip netns exec NS``
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.with_suffix(".log")
+
+    def start(self, initial_cluster: str, state: str = "new") -> None:
+        binary = etcd_binary()
+        if binary is None:
+            raise RuntimeError("etcd is not installed (Debian: apt-get install etcd-server)")
+        client_url = f"http://{self.client_addr}"
+        args = [*self.prefix, binary, "--name", self.name, "--data-dir", str(self.data_dir),
+                "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+                "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls",
+                self.peer_url, "--initial-cluster", initial_cluster,
+                "--initial-cluster-state", state, "--initial-cluster-token", "orbitmq-test",
+                "--heartbeat-interval", "100", "--election-timeout", "1000"]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
+
+    def healthy(self, timeout: float = 1.0) -> bool:
+        """Whether the member answers a status request with a leader known."""
+        request = urllib.request.Request(f"http://{self.client_addr}/v3/maintenance/status",
+                                         data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                answer = json.loads(resp.read())
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return bool(answer.get("leader")) and answer.get("leader") != "0"
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class EtcdCluster:
+    """``size`` etcd members (1 or 3) on ``hosts`` (default 127.0.0.1 for each), started and
+    waited for; ``endpoints`` is what ``controller_addr`` takes (``etcd://...``)."""
+
+    def __init__(self, size: int = 1, *, hosts: Sequence[str] | None = None,
+                 prefixes: Sequence[Sequence[str]] | None = None, root: Path | None = None) -> None:
+        hosts = list(hosts or ["127.0.0.1"] * size)
+        prefixes = list(prefixes or [()] * size)
+        self._tmp = None if root is not None else tempfile.TemporaryDirectory(prefix="orbitmq-etcd-")
+        base = Path(root if root is not None else self._tmp.name)  # type: ignore[union-attr]
+        self.nodes = []
+        for i in range(size):
+            client, peer = (2379, 2380) if prefixes[i] else (free_port(hosts[i]), free_port(hosts[i]))
+            self.nodes.append(EtcdNode(f"etcd{i}", hosts[i], client, peer, base / f"etcd{i}",
+                                       prefixes[i]))
+        initial = ",".join(f"{n.name}={n.peer_url}" for n in self.nodes)
+        for node in self.nodes:
+            node.start(initial)
+        self.wait_healthy()
+
+    @property
+    def endpoints(self) -> str:
+        return "etcd://" + ",".join(n.client_addr for n in self.nodes)
+
+    def wait_healthy(self, nodes: Sequence[EtcdNode] | None = None,
+                     timeout: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        for node in nodes or self.nodes:
+            while not node.healthy():
+                if node.proc is not None and node.proc.poll() is not None:
+                    raise RuntimeError(f"etcd {node.name} exited:\n{node.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"etcd {node.name} not ready in {timeout} s:\n"
+                                       f"{node.log_tail()}")
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.kill()
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._tmp.cleanup()
+
+    def __enter__(self) -> EtcdCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,115 @@
+"""Network namespaces for partition tests (root only, iproute2 only): a *hub* namespace that
+routes between *node* namespaces, each linked to it by a veth pair, and the test's own (root)
+namespace linked the same way. Links are cut and healed per pair of addresses with policy rules
+in the hub (``ip rule ... blackhole``: packets vanish, as in a real partition, no error comes
+back). Nothing outside the namespaces changes but one route in the root namespace to the lab's
+/16, removed at close. Names carry the process id, so that parallel runs do not collide.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+
+__all__ = ["NetLab", "netns_problem"]
+
+
+def netns_problem() -> str | None:
+    """Why network namespaces cannot be made here (None when they can)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root (ip netns add)"
+    if subprocess.run(["ip", "-V"], capture_output=True).returncode != 0:
+        return "iproute2 (ip) is not installed"
+    return None
+
+
+def _ip(*args: str, ns: str | None = None, check: bool = True) -> None:
+    cmd = ["ip", "netns", "exec", ns, "ip", *args] if ns else ["ip", *args]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {result.stderr.strip()}")
+
+
+class NetLab:
+    """Node namespaces ``names`` (each gets address ``10.<net>.<i>.2``) around a hub.
+
+    Attributes:
+        addr: node name -> its address; ``root`` is the test process's own address.
+        prefix: node name -> the command prefix that runs a program inside it.
+    """
+
+    def __init__(self, names: Sequence[str], net: int | None = None) -> None:
+        self.tag = f"omq{os.getpid() % 100000}"
+        self.net = net if net is not None else 100 + os.getpid() % 100
+        self.hub = f"{self.tag}hub"
+        self.names = list(names)
+        self.addr: dict[str, str] = {}
+        self.prefix: dict[str, list[str]] = {}
+        self._rules: set[tuple[str, str]] = set()
+        self._made: list[str] = []
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self) -> None:
+        _ip("netns", "add", self.hub)
+        self._made.append(self.hub)
+        _ip("link", "set", "lo", "up", ns=self.hub)
+        subprocess.run(["ip", "netns", "exec", self.hub, "sysctl", "-qw",
+                        "net.ipv4.ip_forward=1"], check=True, capture_output=True)
+        # the root namespace's link (index 0)
+        self._link(None, 0)
+        _ip("route", "add", f"10.{self.net}.0.0/16", "via", f"10.{self.net}.0.1")
+        self.addr["root"] = f"10.{self.net}.0.2"
+        for index, name in enumerate(self.names, start=1):
+            ns = f"{self.tag}{name}"
+            _ip("netns", "add", ns)
+            self._made.append(ns)
+            _ip("link", "set", "lo", "up", ns=ns)
+            self._link(ns, index)
+            _ip("route", "add", "default", "via", f"10.{self.net}.{index}.1", ns=ns)
+            self.addr[name] = f"10.{self.net}.{index}.2"
+            self.prefix[name] = ["ip", "netns", "exec", ns]
+
+    def _link(self, ns: str | None, index: int) -> None:
+        outer, inner = f"{self.tag}h{index}", f"{self.tag}n{index}"
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        _ip("link", "set", outer, "netns", self.hub)
+        if ns is not None:
+            _ip("link", "set", inner, "netns", ns)
+        _ip("addr", "add", f"10.{self.net}.{index}.1/24", "dev", outer, ns=self.hub)
+        _ip("link", "set", outer, "up", ns=self.hub)
+        _ip("addr", "add", f"10.{self.net}.{index}.2/24", "dev", inner, ns=ns)
+        _ip("link", "set", inner, "up", ns=ns)
+
+    def cut(self, a: str, b: str) -> None:
+        """No packet between nodes ``a`` and ``b`` (either way) from now on."""
+        for src, dst in ((a, b), (b, a)):
+            if (src, dst) not in self._rules:
+                _ip("rule", "add", "from", self.addr[src], "to", self.addr[dst], "blackhole",
+                    ns=self.hub)
+                self._rules.add((src, dst))
+
+    def heal(self, a: str | None = None, b: str | None = None) -> None:
+        """Restore the link between ``a`` and ``b`` (every link without arguments)."""
+        for src, dst in list(self._rules):
+            if a is None or {src, dst} == {a, b}:
+                _ip("rule", "del", "from", self.addr[src], "to", self.addr[dst], "blackhole",
+                    ns=self.hub)
+                self._rules.discard((src, dst))
+
+    def close(self) -> None:
+        _ip("route", "del", f"10.{self.net}.0.0/16", check=False)
+        _ip("link", "del", f"{self.tag}n0", check=False)
+        for ns in reversed(self._made):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self._made = []
+
+    def __enter__(self) -> NetLab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

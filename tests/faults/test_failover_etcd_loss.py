@@ -1,0 +1,68 @@
+"""Controller mode when etcd itself fails (issue 18 acceptance), real processes: losing one etcd
+member of three changes nothing (sends go on, a later failover still works); losing etcd
+entirely stops elections but not the serving master, which keeps acknowledging while its lease
+lasts and then stops (it cannot know whether another master was elected)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from orbitmq import Message, Producer, SendStatus
+from orbitmq.errors import OrbitMQError
+from orbitmq.testing.etcd import EtcdCluster, etcd_binary
+from orbitmq.testing.failover_set import FailoverSet, wait_for
+
+pytestmark = pytest.mark.skipif(etcd_binary() is None,
+                                reason="etcd is not installed (Debian: apt-get install etcd-server)")
+
+
+def _send(producer: Producer, n: int) -> tuple[SendStatus, int | None] | None:
+    try:
+        result = producer.send(Message("EtcdLoss", b"m%d" % n), timeout=1.0)
+    except OrbitMQError:
+        return None
+    return result.status, result.master_epoch
+
+
+def test_losing_one_etcd_member_of_three_changes_nothing(tmp_path: Path) -> None:
+    with EtcdCluster(3) as etcd, FailoverSet(tmp_path, etcd.endpoints) as brokers:
+        first = brokers.wait_master(in_sync=3)
+        with Producer("etcd-loss-1", namesrv=brokers.namesrv) as producer:
+            etcd.nodes[0].kill()  # the endpoint every broker tries first
+            for n in range(200):
+                assert _send(producer, n) == (SendStatus.OK, first.epoch), n
+            state, master = brokers.read()
+            assert master == first and state is not None and state.epoch == first.epoch
+            brokers.kill(first.member)  # two members of three still elect
+            second = brokers.wait_master(epoch_above=first.epoch, timeout=10)
+            ok = wait_for(lambda: _send(producer, 1000), "a send to the new master", 10)
+            assert ok == (SendStatus.OK, second.epoch)
+
+
+def test_losing_etcd_entirely_stops_elections_not_the_master_until_its_lease_lapses(
+        tmp_path: Path) -> None:
+    ttl_s, margin_s = 4, 1.0
+    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, ttl_s=ttl_s,
+                                              fence_margin_ms=int(margin_s * 1000)) as brokers:
+        first = brokers.wait_master(in_sync=3)
+        with Producer("etcd-loss-all", namesrv=brokers.namesrv) as producer:
+            assert _send(producer, 0) == (SendStatus.OK, first.epoch)
+            etcd.nodes[0].kill()
+            killed = time.monotonic()
+            answers: list[tuple[float, tuple[SendStatus, int | None] | None]] = []
+
+            def stopped() -> bool:
+                answers.append((time.monotonic(), _send(producer, len(answers) + 1)))
+                return answers[-1][1] is None or answers[-1][1][0] is not SendStatus.OK
+            wait_for(stopped, "the master stops acknowledging once its lease may lapse",
+                     ttl_s + 10)
+        oks = [t for t, a in answers if a == (SendStatus.OK, first.epoch)]
+        assert oks, "the master kept serving while its lease lasted"
+        # It renewed last before etcd died: it must stop before that lease could expire.
+        assert max(oks) - killed < ttl_s, f"acknowledged {max(oks) - killed:.2f} s after etcd died"
+        for member, proc in brokers.brokers.items():  # nobody was elected without etcd
+            assert "elected master of epoch 2" not in proc.output(), member
+        assert "fenced" in brokers.brokers[first.member].output()
