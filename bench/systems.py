@@ -86,7 +86,8 @@ def orbitmq(flush: str, store_base: str) -> System:
     store = tempfile.mkdtemp(prefix=f"orbitmq-bench-{flush.lower()}-", dir=store_base)
     proc, addrs = _start_python(
         [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
-         "--broker-port", "0", "--console-port", "0", "--store", store, "--flush-disk-type", flush],
+         "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
+         "--flush-disk-type", flush],
         "broker")
     addr = addrs["broker"]
 

@@ -280,15 +280,17 @@ def test_a_spark_read_range_with_the_sql_option_reads_the_matching_rows(
     from orbitmq.spark.fetch import read_range
     from orbitmq.spark.offsets import QueueRange
     from orbitmq.spark.options import parse_read_options
+    from orbitmq.spark.schema import read_plan, read_schema
 
     topic = "SqlSpark"
     send_numbered(cluster.namesrv, topic)
     opts = parse_read_options({"namesrv": cluster.namesrv, "topic": topic, "sql": "a < 4"},
                               streaming=False)
+    plan = read_plan(read_schema(), opts.include_properties, False, True)
     rows: list[bytes] = []
     with PullConsumer("sql-spark-probe", cluster.namesrv) as probe:
         for mq in probe.fetch_queues(topic):
             rng = QueueRange(topic, mq.broker_name, mq.queue_id, 0, probe.max_offset(mq))
-            for batch in read_range(rng, opts):
+            for batch in read_range(rng, opts, plan):
                 rows.extend(batch.column("body").to_pylist())
     assert sorted(r.decode() for r in rows) == expected(lambda i: i < 4)
