@@ -228,10 +228,13 @@ def run_load(lab: NetLab, brokers: FailoverSet, seed: int,
         started = time.monotonic()
         client_steps = play(lab, brokers, steps, started)
         healed = time.monotonic()
-        last = brokers.wait_master(in_sync=3, timeout=60)
-        base = history.acked_count(last.epoch)
-        wait_for(lambda: history.acked_count(last.epoch) >= base + 200,
-                 f"the producers go on with the master of epoch {last.epoch}", 60)
+        brokers.wait_master(in_sync=3, timeout=60)
+        # The master of the moment of the heal may still be fenced and replaced (its lease
+        # lapsed just before): wait for sends answered after the heal by whoever etcd names now.
+        with history.lock:
+            base = len(history.acks)
+        wait_for(lambda: acks_of_current_master(brokers, history, base) >= 200,
+                 "the producers go on with the master etcd names after the heal", 60)
         history.stop.set()
         for t in threads:
             t.join(30)
@@ -251,6 +254,18 @@ def run_load(lab: NetLab, brokers: FailoverSet, seed: int,
         if consumer is not None:
             consumer.shutdown()
     return verify(brokers, topic, seed, history, first.epoch, load_s, after_heal_s, client_steps)
+
+
+def acks_of_current_master(brokers: FailoverSet, history: History, since: int) -> int:
+    """SEND_OKs after the first ``since`` of the epoch etcd names now (0 while none)."""
+    try:
+        _, master = brokers.read()
+    except OSError:
+        return 0
+    if master is None:
+        return 0
+    with history.lock:
+        return sum(1 for a in history.acks[since:] if a.epoch == master.epoch)
 
 
 def play(lab: NetLab, brokers: FailoverSet, steps: list[tuple[float, str, str, str]],
