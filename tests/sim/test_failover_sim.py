@@ -395,7 +395,7 @@ def test_without_the_fence_the_simulation_finds_a_lost_acknowledged_message() ->
 def test_the_stop_window_alone_is_what_the_fence_guards() -> None:
     """Without the window a missing fence goes unseen (the old master needs its successor's
     acknowledgement, which stops at the decision): the window is what gives the fence work."""
-    assert first_violation(Params(fence=False, stop_window_s=0.0), range(300)) is None
+    assert first_violation(Params(fence=False, stop_window_s=0.0), range(200)) is None
 
 
 @pytest.mark.parametrize(("margin_s", "loses"), [(0.2, True), (0.3, True), (0.45, False)])
@@ -405,7 +405,7 @@ def test_a_margin_below_the_clock_rate_bound_loses_acknowledged_messages(
     acknowledged message, above it none of the same seeds does."""
     spread = 0.2
     assert (margin_s < TTL * spread) is loses
-    found = first_violation(Params(margin_s=margin_s, rate_spread=spread), range(600))
+    found = first_violation(Params(margin_s=margin_s, rate_spread=spread), range(400))
     if loses:
         assert found is not None and found[1].kind == "lost", found
         print(f"margin {margin_s} s, clocks {spread:.0%} apart: seed {found[0]}: {found[1]}")
