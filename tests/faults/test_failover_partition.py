@@ -20,6 +20,7 @@ from test_failover_kill import read_all  # the same directory (pytest puts it on
 from orbitmq import Message, Producer, SendStatus
 from orbitmq.errors import OrbitMQError
 from orbitmq.testing.etcd import EtcdCluster, etcd_binary
+from orbitmq.testing.failover_history import Ack, check_history, store_address
 from orbitmq.testing.failover_set import FailoverSet, wait_for
 from orbitmq.testing.netns import NetLab, netns_problem
 from orbitmq.testing.process import ServerProcess
@@ -31,20 +32,6 @@ pytestmark = [
 ]
 
 MARGIN_S = 0.5
-
-
-def check_history(acks: list[tuple[int, float]], margin_s: float) -> dict[int, tuple[float, float]]:
-    """Per epoch, the first and last time an acknowledgement of it arrived; AssertionError when
-    an older epoch acknowledged after a newer one began by more than ``margin_s``."""
-    spans: dict[int, tuple[float, float]] = {}
-    for epoch, at in acks:
-        first, last = spans.get(epoch, (at, at))
-        spans[epoch] = (min(first, at), max(last, at))
-    ordered = sorted(spans.items())
-    for (e1, (_, last1)), (e2, (first2, _)) in zip(ordered, ordered[1:], strict=False):
-        assert last1 <= first2 + margin_s, (
-            f"epoch {e1} acknowledged {last1 - first2:.3f} s after epoch {e2} began")
-    return spans
 
 
 def test_a_partitioned_master_is_fenced_and_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
@@ -69,7 +56,7 @@ def run_partition(lab: NetLab, brokers: FailoverSet) -> None:
     first = brokers.wait_master(in_sync=3, timeout=60)
     old = f"b{first.member}"
     acked: dict[str, tuple[bytes, int]] = {}
-    acks: list[tuple[int, float]] = []
+    acks: list[Ack] = []
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -88,7 +75,8 @@ def run_partition(lab: NetLab, brokers: FailoverSet) -> None:
                     assert result.master_epoch is not None
                     with lock:
                         acked[result.msg_id] = (body, result.master_epoch)
-                        acks.append((result.master_epoch, time.monotonic()))
+                        acks.append(Ack(result.master_epoch, time.monotonic(),
+                                        store_address(result.offset_msg_id)))
 
     threads = [threading.Thread(target=produce, args=(i,)) for i in range(2)]
     for t in threads:
@@ -117,4 +105,4 @@ def run_partition(lab: NetLab, brokers: FailoverSet) -> None:
     stored = read_all(brokers.namesrv, "Partition", "partition-reader")
     lost = [msg_id for msg_id in acked if msg_id not in stored]
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged sends lost"
-    print(f"partition: acked={len(acked)} epochs={ {e: (round(b - a, 2)) for e, (a, b) in spans.items()} }")
+    print(f"partition: acked={len(acked)} epochs={ {e: round(s.last - s.first, 2) for e, s in spans.items()} }")
