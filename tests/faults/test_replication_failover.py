@@ -63,10 +63,12 @@ class Sent:
     acked: dict[int, tuple[str, str]] = dataclasses.field(default_factory=dict)
     attempted: int = 0
     outcomes: Counter[str] = dataclasses.field(default_factory=Counter)
+    per_broker: Counter[str] = dataclasses.field(default_factory=Counter)  # SEND_OK per set
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def on(self, broker: str) -> int:
-        return sum(1 for _, b in self.acked.values() if b == broker)
+        with self.lock:
+            return self.per_broker[broker]
 
 
 def produce(namesrv: str, topic: str, seed: int, numbers: range, sent: Sent,
@@ -92,6 +94,7 @@ def produce(namesrv: str, topic: str, seed: int, numbers: range, sent: Sent,
                 sent.outcomes[result.status.name] += 1
                 if result.status is SendStatus.OK:
                     sent.acked[n] = (result.msg_id, result.queue.broker_name)
+                    sent.per_broker[result.queue.broker_name] += 1
 
 
 def read_all_from(namesrv: str, topic: str, group: str) -> dict[str, tuple[bytes, dict[str, str]]]:
