@@ -49,14 +49,16 @@ console-screenshots: install
 BENCH_ARGS ?=
 
 # OrbitMQ next to the installed peers (bench/run_bench.py), the Python clients side by side, the
-# store against the raw disk, disk and broker memory per 1,000 idle queues. Never part of
-# `make test`; BENCH_ARGS=--quick for a smoke run.
+# store against the raw disk, disk and broker memory per 1,000 idle queues, Spark, and
+# replication (a SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate). Never
+# part of `make test`; BENCH_ARGS=--quick for a smoke run.
 bench: install
 	$(PY) bench/run_bench.py $(BENCH_ARGS)
 	$(PY) bench/client_bench.py $(BENCH_ARGS)
 	$(PY) bench/store_bench.py $(BENCH_ARGS)
 	$(PY) bench/queues_bench.py $(BENCH_ARGS)
 	$(PY) bench/spark_bench.py $(BENCH_ARGS)
+	$(PY) bench/ha_bench.py $(BENCH_ARGS)
 
 # Redis, RabbitMQ and NATS from Debian (their services stopped: the bench starts its own on
 # 127.0.0.1) and the peers' Python clients (the `bench` extra).
