@@ -37,7 +37,7 @@ from orbitmq import (
 )
 from orbitmq.client.results import PullStatus
 from orbitmq.client.route import subscribe_queues_from_route
-from orbitmq.errors import OrbitMQError
+from orbitmq.errors import OrbitMQError, TopicNotFoundError
 from orbitmq.testing.broker_set import BrokerSetProcesses
 
 STORED = (SendStatus.OK, SendStatus.FLUSH_SLAVE_TIMEOUT, SendStatus.SLAVE_NOT_AVAILABLE)
@@ -156,11 +156,20 @@ def start_broker_sets(root: Path, topic: str) -> BrokerSets:
             until(lambda: len(admin.cluster_info().broker_addr_table) == 2, "both sets registered")
             assert sorted(admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)) == [
                 "broker-a", "broker-b"]
-            until(lambda: len(admin.topic_route(topic).queue_datas) == 2, "the topic's route")
+            until(lambda: _queue_datas(admin, topic) == 2, "the topic's route on both sets")
     except BaseException:
         sets.close()
         raise
     return sets
+
+
+def _queue_datas(admin: Admin, topic: str) -> int:
+    """How many broker sets the name server routes ``topic`` to (0 before it knows the topic:
+    a topic created on a broker reaches the name server with the broker's next registration)."""
+    try:
+        return len(admin.topic_route(topic).queue_datas)
+    except TopicNotFoundError:
+        return 0
 
 
 def wait_route_lists_the_slave_alone(namesrv: str, topic: str) -> None:
