@@ -132,9 +132,10 @@ def baselines(base: str, quick: bool) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------------- running
-def start_systems(wanted: list[str], store_base: str) -> tuple[list[sysmod.System], list[str]]:
-    """Starts what is wanted and installed; returns the systems and notes on what was skipped."""
-    started: list[sysmod.System] = []
+def start_systems(wanted: list[str], store_base: str,
+                  started: list[sysmod.System]) -> list[str]:
+    """Starts what is wanted and installed into ``started`` (filled as they start: a failure
+    leaves the caller what to stop); returns notes on what was skipped."""
     notes: list[str] = []
     makers = {"orbitmq-async": lambda: [sysmod.orbitmq("ASYNC_FLUSH", store_base)],
               "orbitmq-sync": lambda: [sysmod.orbitmq("SYNC_FLUSH", store_base)],
@@ -164,7 +165,7 @@ def start_systems(wanted: list[str], store_base: str) -> tuple[list[sysmod.Syste
                 started += sysmod.rabbit(variants, py or sys.executable)
         except (RuntimeError, subprocess.SubprocessError, OSError) as e:
             notes.append(f"{peer}: could not start: {e}")
-    return started, notes
+    return notes
 
 
 def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float) -> list[dict[str, Any]]:
@@ -203,7 +204,7 @@ def main() -> None:
     started: list[sysmod.System] = []
     try:
         disk = baselines(base, opts.quick)
-        started, notes = start_systems(wanted, base)
+        notes = start_systems(wanted, base, started)
         if not started:
             raise SystemExit("nothing to benchmark: " + "; ".join(notes))
         print(f"systems: {', '.join(s.name for s in started)}" + (f"  ({'; '.join(notes)})" if notes else ""))

@@ -103,3 +103,21 @@ def test_the_transactions_doc_decides_later_and_delivers_once():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["LocalTransactionState.UNKNOWN", "[b'pay order 42']"]
+
+
+def test_the_ha_example_reads_every_message_back_from_the_slave(tmp_path):
+    """examples/ha/run.py: name server, SYNC_MASTER and SLAVE processes; SEND_OK for each send,
+    the master killed, every message read back from the slave."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "ha" / "run.py"), "--messages", "20",
+         "--dir", str(tmp_path / "stores")],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "sent 20 messages, every one answered SEND_OK" in lines
+    roles = [line.split()[4] for line in lines if line.startswith("DefaultCluster  broker-ha")]
+    assert roles == ["SYNC_MASTER", "SLAVE"]
+    assert lines[-2] == "master killed (SIGKILL)"
+    assert lines[-1].startswith("read 20 of 20 messages back from the slave 127.0.0.1:")
+    assert (tmp_path / "stores" / "slave" / "commitlog").is_dir()

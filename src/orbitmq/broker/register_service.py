@@ -5,6 +5,13 @@ every ``register_broker_interval_ms``, and soon after any topic change (``reques
 changes in a row coalesce into one registration). Name servers are asked in parallel; one that
 is down is logged and retried at the next round, the others are not held up.
 
+A slave learns its master's addresses from the answers (``masterAddr``, ``haServerAddr``). While
+no answer of a round names a master (the slave started first, or its master is gone), it
+registers again after ``MASTERLESS_RETRY_MIN_S``, doubling up to ``MASTERLESS_RETRY_MAX_S`` (or
+the interval, when shorter): a slave started next to its master replicates within a second or
+two, and one whose master comes back at another address hears of it within seconds, not a whole
+interval (30 s) later.
+
 A name server that answers with a refusal (it knows another live broker under this broker's name
 and id, see namesrv.route_table) is a different matter: at start the broker must not serve as
 someone else's twin, so ``start`` raises and the broker exits with one line; a refusal at a later
@@ -32,6 +39,9 @@ from orbitmq.transport.client import RemotingClient
 __all__ = ["RegisterService", "parse_namesrv_addr"]
 
 log = logging.getLogger(__name__)
+
+MASTERLESS_RETRY_MIN_S = 0.5  # a slave without a master registers again this soon, then doubling
+MASTERLESS_RETRY_MAX_S = 5.0  # ... up to this
 
 
 def parse_namesrv_addr(value: str) -> list[str]:
@@ -74,6 +84,7 @@ class RegisterService:
         self._task: asyncio.Task[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []  # for the next round's end
         self.registrations = 0  # successful registrations, all name servers counted
+        self._master_named = False  # an answer of the last round named a master address
 
     async def start(self) -> None:
         """Register once with every name server, then keep registering in the background.
@@ -116,6 +127,7 @@ class RegisterService:
 
     async def _loop(self, *, first_done: bool = False) -> None:
         interval = self.config.register_broker_interval_ms / 1000
+        masterless_wait = MASTERLESS_RETRY_MIN_S
         while True:
             if first_done:
                 first_done = False
@@ -126,8 +138,14 @@ class RegisterService:
                     await self.register_all()
                 finally:
                     self._release_waiters(waiters)
+            wait = interval
+            if self._on_answer is not None and self._broker_id() != 0 and not self._master_named:
+                wait = min(interval, masterless_wait)
+                masterless_wait = min(masterless_wait * 2, MASTERLESS_RETRY_MAX_S)
+            else:
+                masterless_wait = MASTERLESS_RETRY_MIN_S
             try:
-                await asyncio.wait_for(self._wakeup.wait(), interval)
+                await asyncio.wait_for(self._wakeup.wait(), wait)
             except TimeoutError:
                 pass
 
@@ -153,6 +171,7 @@ class RegisterService:
         if not self.namesrvs:
             return []
         body = RegisterBrokerBody(self._topics()).to_json()
+        self._master_named = False  # set by an answer that names one
         results = await asyncio.gather(*(self._register(a, body) for a in self.namesrvs))
         self.registrations += sum(1 for r in results if r is True)
         return results
@@ -186,6 +205,7 @@ class RegisterService:
                 log.warning("register broker: name server %s answered a malformed header: %s",
                             namesrv, e)
             else:
+                self._master_named |= bool(answer.master_addr)
                 self._on_answer(answer.master_addr or "", answer.ha_server_addr or "")
         return True
 

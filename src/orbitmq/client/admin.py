@@ -122,6 +122,15 @@ class AsyncAdmin(OpsAdminMixin):
                    for bd in route.broker_datas if MASTER_ID in bd.broker_addrs}
         return route, masters
 
+    async def _route_readers(self, topic: str) -> tuple[TopicRouteData, dict[str, str]]:
+        """Broker name -> the broker to read from: the master, else the slave of the lowest id
+        (a slave holds the master's messages at the same offsets; reads go on while its
+        master is gone, as RocketMQ's clients do)."""
+        route = await self.topic_route(topic)
+        readers = {bd.broker_name: bd.broker_addrs[min(bd.broker_addrs)]
+                   for bd in route.broker_datas if bd.broker_addrs}
+        return route, readers
+
     # -- cluster and topics ------------------------------------------------------------------
     async def cluster_info(self) -> ClusterInfo:
         """Brokers by name and broker names by cluster, as a name server knows them."""
@@ -390,8 +399,8 @@ class AsyncAdmin(OpsAdminMixin):
         end_ms: int | None = None,
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS (or UNIQ_KEY) include ``key``, from every broker of the
-        topic, oldest first."""
-        _route, masters = await self._route_masters(topic)
+        topic (its master, or a slave while the master is gone), oldest first."""
+        _route, masters = await self._route_readers(topic)
         end = int(time.time() * 1000) + 1 if end_ms is None else end_ms
         header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end)
         answers = await asyncio.gather(*(

@@ -8,7 +8,8 @@ Per connection:
    has no message, or 0 when it is empty (then the master streams from its oldest segment). A
    first report beyond the master's end, or below its oldest data, is answered with one
    heartbeat naming where the master stands (the slave's error says what is wrong) and the
-   connection is closed.
+   connection is closed. A master that holds no bytes at all counts the slave as holding
+   everything (nothing to send, nothing lacking).
 2. The master streams frames of whole entries (``MessageStore.replication_frame``) up to
    ``ha_transfer_batch_size`` bytes, whenever something was appended (``pump``), and a size-0
    heartbeat after ``ha_send_heartbeat_interval_ms`` of silence, only when it has nothing to
@@ -188,6 +189,11 @@ class _Connection(asyncio.Protocol):
         link.start = link.sent_end = self.next = start
         log.info("HA stream to slave %s from offset %d (it reported %d, the master ends at %d)",
                  link.peer, start, offset, end)
+        if start == oldest == end:
+            # The master holds no bytes at all: the slave lacks nothing, and no frame will come
+            # to acknowledge before the next append. Acknowledging ``end`` releases no send (a
+            # send ends past it).
+            self.server.progress.acked(link, end)
         return True
 
     def _drop(self, link: SlaveLink, why: str) -> bool:
