@@ -162,6 +162,12 @@ class PopService:
         await self.pause()
         self.log.close()
 
+    def wake_all(self) -> None:
+        """Let every waiting receive look again (the confirm offset rose: messages held back by
+        it may be handed out now; loop thread)."""
+        for event in self._arrivals.values():
+            event.set()
+
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
         event = self._arrivals.get(topic)
         if event is None or self._loop is None:
@@ -295,7 +301,9 @@ class PopService:
             return False
         before = qs.next_offset
         want = min(room - len(out), READ_BATCH_MAX)
-        result = self.store.get_message(group, topic, qid, qs.next_offset, want, message_filter)
+        bound = self.ctx.read_bound
+        result = self.store.get_message(group, topic, qid, qs.next_offset, want, message_filter,
+                                        max_physical_end=bound() if bound is not None else None)
         for raw in result.buffers:
             msg = decode_stored_message(raw, check_crc=False)
             entry = self.state.hand_out(group, topic, qs, qid, msg.queue_offset, 1,
