@@ -1,0 +1,86 @@
+"""The confirm offset in controller mode (docs/failover.md, "What consumers read"), with real
+processes: an etcd server, a name server, a SYNC_MASTER and one slave.
+
+The slave is stopped (SIGSTOP), so a send is appended and dispatched on the master but never
+acknowledged by the in-sync set. A pull from the master must not return that message (its queue
+already holds it: ``maxOffset`` says so): a consumer could otherwise commit an offset past bytes
+a new master may not have. Once the slave runs again and holds the bytes, the pull returns the
+message, and a pull the master held meanwhile (long polling) is woken by the confirm offset
+rising: it is answered well before its 40 s suspend timeout (bounded at 30 s here).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from orbitmq import Admin, Message, Producer, PullConsumer, SendStatus
+from orbitmq.client.results import PullResult, PullStatus
+from orbitmq.testing.etcd import EtcdCluster, etcd_binary
+from orbitmq.testing.failover_set import FailoverSet, wait_for
+
+pytestmark = pytest.mark.skipif(etcd_binary() is None,
+                                reason="etcd is not installed (Debian: apt-get install etcd-server)")
+
+SUSPEND_S = 40.0  # the held pull's own timeout
+WOKEN_WITHIN_S = 30.0  # the bound on its answer once the slave holds the message
+
+
+def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path) -> None:
+    topic = "ConfirmOffset"
+    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=2) as brokers:
+        master = brokers.wait_master(in_sync=2)
+        slave = 2 if master.member == 1 else 1
+        first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
+        with Producer("confirm-p", namesrv=brokers.namesrv, send_timeout=20.0,
+                      retry_times_when_send_failed=0) as producer, \
+                PullConsumer("confirm-c", namesrv=brokers.namesrv) as consumer:
+            before = producer.send(Message(topic, b"acknowledged"), first_queue)
+            assert before.status is SendStatus.OK
+            mq = before.queue
+            got = wait_for(lambda: _found(consumer.pull(mq, 0, 32)), "the first message", 30)
+            assert [bytes(m.body) for m in got.messages] == [b"acknowledged"]
+
+            os.kill(brokers.brokers[slave].proc.pid, signal.SIGSTOP)
+            try:
+                answers: list[SendStatus] = []
+                sender = threading.Thread(target=lambda: answers.append(
+                    producer.send(Message(topic, b"unacknowledged"), first_queue).status))
+                sender.start()
+
+                def stored_not_served() -> bool:
+                    result = consumer.pull(mq, 1, 32)
+                    assert result.status is not PullStatus.FOUND, (
+                        "the master served a message its in-sync slave does not hold")
+                    assert result.next_begin_offset == 1
+                    return result.max_offset >= 2
+                wait_for(stored_not_served, "the master's queue holds the second message", 30)
+                sender.join(30)
+                assert answers and answers[0] is not SendStatus.OK, answers
+
+                held: list[PullResult] = []
+                puller = threading.Thread(target=lambda: held.append(
+                    consumer.pull(mq, 1, 32, suspend=SUSPEND_S, timeout=SUSPEND_S + 20)))
+                puller.start()
+                with Admin(brokers.namesrv) as admin:
+                    wait_for(lambda: int(admin.broker_runtime_info(brokers.addresses[master.member])
+                                         .get("pullHeldCount", 0)) > 0,
+                             "the master holds the pull", 30)
+                again = consumer.pull(mq, 1, 32)
+                assert again.status is PullStatus.NO_NEW_MSG and again.next_begin_offset == 1
+            finally:
+                os.kill(brokers.brokers[slave].proc.pid, signal.SIGCONT)
+            puller.join(WOKEN_WITHIN_S)
+            assert held, f"the held pull was not answered within {WOKEN_WITHIN_S} s"
+            assert held[0].status is PullStatus.FOUND
+            assert [bytes(m.body) for m in held[0].messages] == [b"unacknowledged"]
+            after = consumer.pull(mq, 1, 32)
+            assert [bytes(m.body) for m in after.messages] == [b"unacknowledged"]
+
+
+def _found(result: PullResult) -> PullResult | None:
+    return result if result.status is PullStatus.FOUND else None
