@@ -2,7 +2,8 @@
 processes: an etcd server, a name server, a SYNC_MASTER and one slave.
 
 The slave is stopped (SIGSTOP), so a send is appended and dispatched on the master but never
-acknowledged by the in-sync set. A pull from the master must not return that message (its queue
+acknowledged by the in-sync set: answered SLAVE_NOT_AVAILABLE once the master took the slave out
+of the set, or FLUSH_SLAVE_TIMEOUT while it stays in it (a long not-catch-up time). A pull from the master must not return that message (its queue
 already holds it: ``maxOffset`` says so): a consumer could otherwise commit an offset past bytes
 a new master may not have. Once the slave runs again and holds the bytes, the pull returns the
 message, and a pull the master held meanwhile (long polling) is woken by the confirm offset
@@ -30,13 +31,18 @@ SUSPEND_S = 40.0  # the held pull's own timeout
 WOKEN_WITHIN_S = 30.0  # the bound on its answer once the slave holds the message
 
 
-def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("not_catchup_ms", "answer"), [
+    (1500, SendStatus.SLAVE_NOT_AVAILABLE),  # the slave leaves the set, then rejoins
+    (120_000, SendStatus.FLUSH_SLAVE_TIMEOUT),  # the slave stays in the set throughout
+])
+def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path, not_catchup_ms: int,
+                                                         answer: SendStatus) -> None:
     topic = "ConfirmOffset"
     # Long polling's safety-net recheck (5 s by default) would also wake the held pull: slower
     # than the bounds here, so only the confirm offset's own wake-up can answer it in time.
     flags = ["--long-polling-recheck-ms", str(int(SUSPEND_S * 2000))]
     with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=2,
-                                             flags=flags) as brokers:
+                                             not_catchup_ms=not_catchup_ms, flags=flags) as brokers:
         master = brokers.wait_master(in_sync=2)
         slave = 2 if master.member == 1 else 1
         first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
@@ -64,7 +70,7 @@ def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path) -> None
                     return result.max_offset >= 2
                 wait_for(stored_not_served, "the master's queue holds the second message", 30)
                 sender.join(30)
-                assert answers and answers[0] is not SendStatus.OK, answers
+                assert answers == [answer]
 
                 held: list[PullResult] = []
                 puller = threading.Thread(target=lambda: held.append(

@@ -7,7 +7,9 @@ new ones, read from each queue's cursor (queues taken in turn; messages the filt
 passed over). A FIFO group (``consume_message_orderly``) reads a queue in order: nothing more
 of a queue while one of its messages is invisible, and a message visible again comes before
 everything after it. With nothing to hand out, the receive waits (long polling) until a message
-arrives in the topic, one turns visible again, or its polling time ends.
+arrives in the topic, one turns visible again, or its polling time ends. In controller mode a
+SYNC_MASTER hands out only messages below its confirm offset (``BrokerContext.read_bound``,
+docs/failover.md); waiting receives look again whenever that offset rises (:meth:`wake_all`).
 
 A message that was delivered the group's ``retry_max_times + 1`` times and turned visible again
 goes to ``%DLQ%{group}`` (as the 4.x retry path's dead letters: one queue, RETRY_TOPIC and
