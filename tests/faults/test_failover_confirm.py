@@ -5,9 +5,10 @@ The slave is stopped (SIGSTOP), so a send is appended and dispatched on the mast
 acknowledged by the in-sync set: answered SLAVE_NOT_AVAILABLE once the master took the slave out
 of the set, or FLUSH_SLAVE_TIMEOUT while it stays in it (a long not-catch-up time). A pull from the master must not return that message (its queue
 already holds it: ``maxOffset`` says so): a consumer could otherwise commit an offset past bytes
-a new master may not have. Once the slave runs again and holds the bytes, the pull returns the
-message, and a pull the master held meanwhile (long polling) is woken by the confirm offset
-rising: it is answered well before its 40 s suspend timeout (bounded at 30 s here).
+a new master may not have. Two long-polled pulls are held meanwhile: one from before the message
+arrived (the arrival wakes it; it must go on waiting, not answer NO_NEW_MSG) and one from after.
+Once the slave runs again and holds the bytes, both are woken by the confirm offset rising and
+return the message well before their 40 s suspend timeout (bounded at 30 s here).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from orbitmq import Admin, Message, Producer, PullConsumer, SendStatus
+from orbitmq import Admin, Message, MessageQueue, Producer, PullConsumer, SendStatus
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.testing.etcd import EtcdCluster, etcd_binary
 from orbitmq.testing.failover_set import FailoverSet, wait_for
@@ -56,40 +57,57 @@ def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path, not_cat
             assert [bytes(m.body) for m in got.messages] == [b"acknowledged"]
 
             os.kill(brokers.brokers[slave].proc.pid, signal.SIGSTOP)
+            early: list[PullResult] = []  # held before the message arrives
+            late: list[PullResult] = []  # held after it arrived, before it is confirmed
+            pullers = []
             try:
-                answers: list[SendStatus] = []
-                sender = threading.Thread(target=lambda: answers.append(
-                    producer.send(Message(topic, b"unacknowledged"), first_queue).status))
-                sender.start()
-
-                def stored_not_served() -> bool:
-                    result = consumer.pull(mq, 1, 32)
-                    assert result.status is not PullStatus.FOUND, (
-                        "the master served a message its in-sync slave does not hold")
-                    assert result.next_begin_offset == 1
-                    return result.max_offset >= 2
-                wait_for(stored_not_served, "the master's queue holds the second message", 30)
-                sender.join(30)
-                assert answers == [answer]
-
-                held: list[PullResult] = []
-                puller = threading.Thread(target=lambda: held.append(
-                    consumer.pull(mq, 1, 32, suspend=SUSPEND_S, timeout=SUSPEND_S + 20)))
-                puller.start()
                 with Admin(brokers.namesrv) as admin:
-                    wait_for(lambda: int(admin.broker_runtime_info(brokers.addresses[master.member])
-                                         .get("pullHeldCount", 0)) > 0,
-                             "the master holds the pull", 30)
+                    early_puller = _hold(consumer, mq, early)
+                    pullers.append(early_puller)
+                    _wait_held(admin, brokers.addresses[master.member], 1)
+                    answers: list[SendStatus] = []
+                    sender = threading.Thread(target=lambda: answers.append(
+                        producer.send(Message(topic, b"unacknowledged"), first_queue).status))
+                    sender.start()
+
+                    def stored_not_served() -> bool:
+                        result = consumer.pull(mq, 1, 32)
+                        assert result.status is not PullStatus.FOUND, (
+                            "the master served a message its in-sync slave does not hold")
+                        assert result.next_begin_offset == 1
+                        return result.max_offset >= 2
+                    wait_for(stored_not_served, "the master's queue holds the second message", 30)
+                    sender.join(30)
+                    assert answers == [answer]
+                    # The arrival woke the early pull; it must wait on, for the confirm offset.
+                    pullers.append(_hold(consumer, mq, late))
+                    _wait_held(admin, brokers.addresses[master.member], 2)
+                    assert not early, early
                 again = consumer.pull(mq, 1, 32)
                 assert again.status is PullStatus.NO_NEW_MSG and again.next_begin_offset == 1
             finally:
                 os.kill(brokers.brokers[slave].proc.pid, signal.SIGCONT)
-            puller.join(WOKEN_WITHIN_S)
-            assert held, f"the held pull was not answered within {WOKEN_WITHIN_S} s"
-            assert held[0].status is PullStatus.FOUND
-            assert [bytes(m.body) for m in held[0].messages] == [b"unacknowledged"]
+            for puller in pullers:
+                puller.join(WOKEN_WITHIN_S)
+            for held in (early, late):
+                assert held, f"a held pull was not answered within {WOKEN_WITHIN_S} s"
+                assert held[0].status is PullStatus.FOUND, held[0]
+                assert [bytes(m.body) for m in held[0].messages] == [b"unacknowledged"]
             after = consumer.pull(mq, 1, 32)
             assert [bytes(m.body) for m in after.messages] == [b"unacknowledged"]
+
+
+def _hold(consumer: PullConsumer, mq: MessageQueue, out: list[PullResult]) -> threading.Thread:
+    """A long-polled pull from queue offset 1 in a thread; its answer goes to ``out``."""
+    thread = threading.Thread(target=lambda: out.append(
+        consumer.pull(mq, 1, 32, suspend=SUSPEND_S, timeout=SUSPEND_S + 20)))
+    thread.start()
+    return thread
+
+
+def _wait_held(admin: Admin, address: str, count: int) -> None:
+    wait_for(lambda: int(admin.broker_runtime_info(address).get("pullHeldCount", 0)) >= count,
+             f"the master holds {count} pull(s)", 30)
 
 
 def _found(result: PullResult) -> PullResult | None:
