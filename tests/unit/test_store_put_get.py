@@ -269,3 +269,28 @@ def test_delete_topics_drops_queues_and_offsets(store: MessageStore) -> None:
     assert store.topics() == {"Keep"}
     r = store.put([msg("D", 0)])
     assert r.append is not None and r.append.queue_offset == 0
+
+
+def test_max_physical_end_holds_back_entries_past_it(store: MessageStore) -> None:
+    """The bound a controller-mode master reads with (its confirm offset): an entry ending past
+    it is neither returned nor scanned over, also when a filter would pass over it."""
+    ends = []
+    for i in range(3):
+        r = store.put([msg("C", 0, bytes([i]) * 10, TAGS="a" if i != 1 else "b")])
+        assert r.append is not None
+        ends.append(r.append.wrote_offset + r.append.wrote_bytes)
+    assert store.wait_dispatched()
+    got = store.get_message("g", "C", 0, 0, 32, max_physical_end=ends[0])
+    assert got.status is GetMessageStatus.FOUND and bodies(got) == [b"\0" * 10]
+    assert (got.next_begin_offset, got.held_back_end, got.max_offset) == (1, ends[1], 3)
+    none = store.get_message("g", "C", 0, 1, 32, max_physical_end=ends[1] - 1)
+    assert none.status is GetMessageStatus.OFFSET_OVERFLOW_ONE and not none.buffers
+    assert (none.next_begin_offset, none.held_back_end) == (1, ends[1])
+    # A tag filter passes over entry 1 (tag b) but not over entry 2, which is past the bound.
+    skipped = store.get_message("g", "C", 0, 1, 32, TagFilter("a"), max_physical_end=ends[1])
+    assert skipped.status is GetMessageStatus.NO_MATCHED_MESSAGE
+    assert (skipped.next_begin_offset, skipped.held_back_end) == (2, ends[2])
+    everything = store.get_message("g", "C", 0, 0, 32, max_physical_end=ends[2])
+    assert bodies(everything) == [bytes([i]) * 10 for i in range(3)]
+    assert everything.held_back_end == -1
+    assert bodies(store.get_message("g", "C", 0, 0, 32)) == bodies(everything)

@@ -80,6 +80,9 @@ class BrokerContext:
         route_published: a future that completes once the name servers have been told the
             current topics (a registration round that starts after the call).
         role: the broker's role now (master or slave; it may change while the broker runs).
+        read_bound: controller mode only: the commit log end consumers may be served up to now
+            (None: no bound), see FailoverService.read_bound; None outside controller mode, so
+            pulls pay nothing for it.
     """
 
     config: BrokerConfig
@@ -94,3 +97,4 @@ class BrokerContext:
     stats: BrokerStats
     route_published: Callable[[], Awaitable[None]]
     role: RoleState
+    read_bound: Callable[[], int | None] | None = None

@@ -121,6 +121,7 @@ class BrokerController:
             dispatched=self.dispatched, topics=self.topics, offsets=self.offsets,
             sub_groups=self.sub_groups, clients=self.clients, stats=self.stats,
             route_published=self.registrar.registered_after_now, role=self.role,
+            read_bound=self._read_bound if config.enable_controller_mode else None,
         )
         self.schedule = ScheduleService(ctx)  # delay levels
         self.replication = ReplicationService(
@@ -143,6 +144,9 @@ class BrokerController:
         send_back = SendBackProcessor(ctx)  # retries and dead letters
         self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
+        if self.failover is not None:  # consumers waiting on the confirm offset
+            self.failover.ack.on_advance(self.pull.long_poll.confirmed)
+            self.failover.ack.on_advance(lambda end: self.pop.wake_all())
         end_transaction = EndTransactionProcessor(self.transactions)
         send = SendProcessor(ctx, self.transactions.to_half, send_back)
         send.park_timer = self.timer.park
@@ -375,6 +379,10 @@ class BrokerController:
         self.client_processor.scan_expired()
         if self.grpc is not None:
             self.grpc.expire_clients()
+
+    def _read_bound(self) -> int | None:
+        """Controller mode: the confirm offset consumers are served up to (FailoverService)."""
+        return self.failover.read_bound() if self.failover is not None else None
 
     def _topics_changed(self) -> None:
         if self.fast_path is not None:

@@ -8,7 +8,11 @@ No busy polling. A held pull is woken by:
 - its own timer at ``suspendTimeoutMillis`` (then the pull runs once more and answers whatever it
   finds, normally PULL_NOT_FOUND);
 - a recheck every ``long_polling_recheck_ms`` comparing each queue's max offset with the held
-  offsets: a safety net for a lost notification, never the normal path.
+  offsets: a safety net for a lost notification, never the normal path;
+- in controller mode, a pull that read nothing because its next message ends past the master's
+  confirm offset (``wait_end``, docs/failover.md) waits for that offset instead of for the queue
+  to grow (the queue already holds the message): :meth:`LongPollService.confirmed` wakes it when
+  the offset passes ``wait_end``, the checks above skip it until then.
 
 No lost wake-up: ``hold`` registers the request and only then reads the queue's max offset, while
 the dispatch thread writes the queue entry before it looks for held requests. Whichever runs second
@@ -51,6 +55,8 @@ class HeldPull:
     header: PullMessageRequestHeader
     message_filter: PullFilter | None
     timer: asyncio.TimerHandle | None = None
+    wait_end: int = -1  # the confirm offset it waits for (-1: it waits for the queue to grow)
+    deadline: float = 0.0  # loop time its suspend timeout ends (set by hold)
 
     @property
     def key(self) -> _Key:
@@ -64,11 +70,16 @@ class LongPollService:
         store: asked for queue max offsets (hold-time check and periodic recheck).
         resume: runs a woken pull again (without suspending) and answers it.
         recheck_ms: period of the safety-net recheck.
+        read_bound: controller mode: the confirm offset now (None: no bound), for pulls held
+            with a ``wait_end``.
     """
 
-    def __init__(self, store: MessageStore, resume: Callable[[HeldPull], None], recheck_ms: int) -> None:
+    def __init__(self, store: MessageStore, resume: Callable[[HeldPull], None], recheck_ms: int,
+                 read_bound: Callable[[], int | None] | None = None) -> None:
         self.store = store
         self._resume = resume
+        self._read_bound = read_bound
+        self._waiting_confirm: set[HeldPull] = set()
         self._recheck_s = max(recheck_ms, 10) / 1000
         self._held: dict[_Key, list[HeldPull]] = {}
         self._by_conn: dict[RemotingConnection, set[HeldPull]] = {}
@@ -95,6 +106,7 @@ class LongPollService:
                     held.timer.cancel()
         self._held.clear()
         self._by_conn.clear()
+        self._waiting_confirm.clear()
         self._loop = None
 
     # -- holding --------------------------------------------------------------------------------
@@ -108,12 +120,28 @@ class LongPollService:
             return False
         self._held.setdefault(held.key, []).append(held)
         self._by_conn.setdefault(held.conn, set()).add(held)
+        held.deadline = loop.time() + max(timeout_ms, 0) / 1000
         held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._wake, held)
-        # A message may have been dispatched between the pull's read and the registration above.
+        if held.wait_end >= 0:
+            self._waiting_confirm.add(held)
+        # A message may have been dispatched (or confirmed) between the pull's read and the
+        # registration above.
         h = held.header
-        if self.store.get_max_offset_in_queue(h.topic, h.queue_id) > h.queue_offset:
+        if self._readable(held, self.store.get_max_offset_in_queue(h.topic, h.queue_id)):
             loop.call_soon(self._wake, held)
         return True
+
+    def time_left_ms(self, held: HeldPull) -> int:
+        """Whole milliseconds left of ``held``'s suspend timeout (0 when up or stopped)."""
+        loop = self._loop
+        return max(0, int((held.deadline - loop.time()) * 1000)) if loop is not None else 0
+
+    def _readable(self, held: HeldPull, max_offset: int) -> bool:
+        """Whether ``held`` would read something now that its queue ends at ``max_offset``."""
+        if held.wait_end >= 0 and self._read_bound is not None:
+            bound = self._read_bound()
+            return bound is None or bound >= held.wait_end
+        return max_offset > held.header.queue_offset
 
     def _take(self, held: HeldPull) -> bool:
         """Unregister ``held``; False when it was already woken."""
@@ -134,6 +162,7 @@ class LongPollService:
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
+        self._waiting_confirm.discard(held)
         return True
 
     def _wake(self, held: HeldPull) -> None:
@@ -164,10 +193,16 @@ class LongPollService:
         if not waiting:
             return
         for held in list(waiting):
-            if max_offset <= held.header.queue_offset:
+            if not self._readable(held, max_offset):
                 continue
             if held.message_filter is not None and not held.message_filter.match_tags_code(tags_code):
                 continue
+            self._wake(held)
+
+    def confirmed(self, end: int) -> None:
+        """The confirm offset rose to ``end`` (controller mode, loop thread): wake the pulls that
+        waited for less."""
+        for held in [h for h in self._waiting_confirm if h.wait_end <= end]:
             self._wake(held)
 
     def connection_closed(self, conn: RemotingConnection) -> None:

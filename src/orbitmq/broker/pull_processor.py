@@ -25,6 +25,11 @@ PULL_RETRY_IMMEDIATELY, which makes its clients pull again at once). A slave tha
 a topic yet (its table copy comes every ``slave_sync_interval_ms``) serves the queues its store
 holds.
 
+In controller mode a SYNC_MASTER serves only messages that end at or before its confirm offset
+(``BrokerContext.read_bound``; docs/failover.md): an entry past it answers like the end of the
+queue (PULL_NOT_FOUND, ``nextBeginOffset`` = the request's offset), and a held pull waits for the
+confirm offset to pass that entry (LongPollService.confirmed), not for the queue to grow.
+
 ``suggestWhichBrokerId`` (RocketMQ's rule): with ``slave_read_enable``, a pull whose last message
 lies more than ``access_message_in_memory_max_ratio`` % of the machine's memory behind the end of
 the commit log (a consumer reading cold data) is told the group's
@@ -138,7 +143,9 @@ class PullProcessor:
         cfg = ctx.config
         self.long_polling_enable = cfg.long_polling_enable
         self.short_polling_time_ms = cfg.short_polling_time_ms
-        self.long_poll = LongPollService(ctx.store, self._resume, cfg.long_polling_recheck_ms)
+        self.read_bound = ctx.read_bound  # None outside controller mode
+        self.long_poll = LongPollService(ctx.store, self._resume, cfg.long_polling_recheck_ms,
+                                         ctx.read_bound)
         self._tasks: set[asyncio.Future[None]] = set()
         self.memory_bytes = physical_memory_bytes()
         # Whether 5.x clients consume a group by POP now (broker/pop): one model at a time.
@@ -227,10 +234,11 @@ class PullProcessor:
     # -- reading and answering ------------------------------------------------------------------
     def _execute(self, cmd: RemotingCommand, conn: RemotingConnection, h: PullMessageRequestHeader,
                  message_filter: PullFilter | None, *, allow_suspend: bool,
-                 dispatched: bool = False) -> None:
+                 dispatched: bool = False, resumed: HeldPull | None = None) -> None:
+        read_bound = self.read_bound
         result = self.store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter,
-            cmd.code == _BULK,
+            cmd.code == _BULK, read_bound() if read_bound is not None else None,
         )
         code = pull_response_code(result.status, h.queue_offset)
         slave = self.ctx.role.is_slave
@@ -242,7 +250,15 @@ class PullProcessor:
             self.ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & _FLAG_SUSPEND:
             timeout = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_ms
-            if self.long_poll.hold(HeldPull(cmd, conn, h, message_filter), timeout):
+            held = HeldPull(cmd, conn, h, message_filter, wait_end=result.held_back_end)
+            if self.long_poll.hold(held, timeout):
+                return
+        elif resumed is not None and code is ResponseCode.PULL_NOT_FOUND and result.held_back_end >= 0:
+            # Woken by the message's arrival before the confirm offset passed it (the usual
+            # order on a SYNC_MASTER): wait for the confirm offset for the rest of the timeout.
+            left_ms = self.long_poll.time_left_ms(resumed)
+            resumed.wait_end = result.held_back_end
+            if left_ms > 0 and self.long_poll.hold(resumed, left_ms):
                 return
         if (not dispatched and (code is ResponseCode.PULL_NOT_FOUND or result.status in _EMPTY_QUEUE)
                 and self.store.dispatch_behind_bytes() > 0):
@@ -306,7 +322,8 @@ class PullProcessor:
 
     def _resume(self, held: HeldPull) -> None:
         try:
-            self._execute(held.cmd, held.conn, held.header, held.message_filter, allow_suspend=False)
+            self._execute(held.cmd, held.conn, held.header, held.message_filter, allow_suspend=False,
+                          resumed=held)
         except Exception as e:
             log.error("held pull failed topic=%s queue=%d", *held.key)
             try:

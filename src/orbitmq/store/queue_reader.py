@@ -25,10 +25,17 @@ def read_queue(
     message_filter: MessageFilter | None,
     config: StoreConfig,
     bulk: bool = False,
+    max_physical_end: int | None = None,
 ) -> GetMessageResult:
     """Messages of ``cq`` from queue ``offset``; statuses and next offsets as RocketMQ's. A
     ``bulk`` read is bounded by ``bulk_pull_count_max`` / ``bulk_pull_bytes_max`` instead of the
-    ``max_transfer_*_on_message_in_memory`` bounds (OrbitMQ's PULL_MESSAGE_BULK)."""
+    ``max_transfer_*_on_message_in_memory`` bounds (OrbitMQ's PULL_MESSAGE_BULK).
+
+    With ``max_physical_end``, the read stops at the first entry whose message ends past that
+    commit log offset: it is neither returned nor scanned over (so ``next_begin_offset`` never
+    passes it), and ``held_back_end`` says where it ends. When it is the first entry, the answer
+    is OFFSET_OVERFLOW_ONE at ``offset``, as if the queue ended there. The caller decides what
+    the bound means (the broker's confirm offset in controller mode, docs/failover.md)."""
     if cq is None:
         return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     min_offset, max_offset = cq.min_offset, cq.max_offset
@@ -66,8 +73,14 @@ def read_queue(
     for phy, size, tags_code in CQ_ENTRY.iter_unpack(entries):
         if buffers and (len(buffers) >= count_max or total + size > bytes_max):
             break
+        if size == BLANK_ENTRY_SIZE_FIELD:
+            scanned += 1
+            continue
+        if max_physical_end is not None and phy + size > max_physical_end:
+            result.held_back_end = phy + size
+            break
         scanned += 1
-        if size == BLANK_ENTRY_SIZE_FIELD or phy < skip_below:
+        if phy < skip_below:
             continue
         if message_filter is not None and not message_filter.match_tags_code(tags_code):
             continue
@@ -89,4 +102,6 @@ def read_queue(
         result.status = GetMessageStatus.FOUND
     elif removing:
         result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+    elif scanned == 0 and result.held_back_end >= 0:
+        result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
     return result

@@ -154,6 +154,7 @@ class GetMessageResult:
     message_count: int = 0
     total_size: int = 0
     last_commit_offset: int = -1  # commit log offset of the last message read (-1: none)
+    held_back_end: int = -1  # where the first entry a max_physical_end held back ends (-1: none)
 
 
 @dataclasses.dataclass(slots=True)

@@ -13,8 +13,17 @@ the pending groups oldest first. A group is answered
 
 Which members are required, and until when the lease holds, the failover service says
 (:class:`AckAuthority`); it calls :meth:`InSyncAck.recheck` when either changes (a member left
-the set: groups that waited only for it may now be answered). ``committed`` is the highest end
-answered True: the in-sync rules admit a member only once it holds that much.
+the set: groups that waited only for it may now be answered).
+
+``committed`` is the **confirm offset**: the highest commit log end that every required member
+acknowledged while the lease held. It rises when a group is answered True, and also on any
+report or recheck that shows every required member past it (so it catches up with what the
+slaves hold without waiting for the next send, e.g. after a member rejoined or left the set).
+The in-sync rules admit a member only once it holds that much, so every member of the set holds
+the bytes below it at any time; a master serves consumers only up to it (docs/failover.md). With
+no required member it does not move: sends are then answered SLAVE_NOT_AVAILABLE (stored on the
+master only) and a member may later join without those bytes, so they are not served until a
+member that joined acknowledges them. ``on_advance`` listeners hear each rise.
 
 Loop-owned.
 """
@@ -24,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -34,6 +44,8 @@ from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.store.status import PutMessageStatus
 
 __all__ = ["InSyncAck", "AckAuthority"]
+
+log = logging.getLogger(__name__)
 
 
 class AckAuthority(Protocol):
@@ -70,8 +82,34 @@ class InSyncAck:
         self._pending: collections.deque[_Pending] = collections.deque()
         self._open: _Pending | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.committed = 0  # the highest end answered True
+        self.committed = 0  # the confirm offset (module docstring)
+        self._listeners: list[Callable[[int], None]] = []
         progress.on_report(self._reported)
+
+    def on_advance(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(committed)`` on the loop whenever the confirm offset rises."""
+        self._listeners.append(listener)
+
+    def _advance(self, end: int) -> None:
+        if end <= self.committed:
+            return
+        self.committed = end
+        for listener in self._listeners:
+            try:
+                listener(end)
+            except Exception:
+                log.exception("a confirm offset listener failed")
+
+    def _advance_to_acked(self) -> None:
+        """Raise the confirm offset to what every required member acknowledged (if the lease
+        holds and some member is required)."""
+        required = self.authority.required()
+        if not required:
+            return
+        acked = self.progress.acked_by_member()
+        end = min(acked.get(m, -1) for m in required)
+        if end > self.committed and self._verdict(end) is True:
+            self._advance(end)
 
     def failure_status(self) -> PutMessageStatus:
         return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
@@ -89,7 +127,7 @@ class InSyncAck:
         verdict = self._verdict(offset)
         if verdict is not False:
             if verdict is True:
-                self.committed = max(self.committed, offset)
+                self._advance(offset)
             return _done(verdict)
         group = self._open
         if group is not None:
@@ -108,11 +146,15 @@ class InSyncAck:
         self._pump()
 
     def _reported(self, link: SlaveLink) -> None:
-        if self._pending:
-            self.recheck()
+        self.recheck()
 
     def recheck(self) -> None:
-        """Answer the pending groups that can be answered now, oldest first."""
+        """Answer the pending groups that can be answered now, oldest first; then raise the
+        confirm offset to what the required members hold."""
+        self._answer_pending()
+        self._advance_to_acked()
+
+    def _answer_pending(self) -> None:
         pending = self._pending
         while pending:
             group = pending[0]
@@ -125,7 +167,7 @@ class InSyncAck:
             if group.timer is not None:
                 group.timer.cancel()
             if verdict is True:
-                self.committed = max(self.committed, group.end)
+                self._advance(group.end)
             if not group.future.done():
                 group.future.set_result(verdict)
 

@@ -164,6 +164,17 @@ class FailoverService:
     def deadline(self) -> float:
         return self._deadline if self.epoch else 0.0
 
+    # -- what consumers may read -------------------------------------------------------------------
+    def read_bound(self) -> int | None:
+        """The commit log end pulls and POP may serve up to: the confirm offset while this broker
+        is a SYNC_MASTER (InSyncAck.committed: every in-sync member holds the bytes below it), so
+        no consumer reads, and commits an offset past, a tail a new master may not have. None
+        (no bound) as an ASYNC_MASTER, which promises nothing beyond its own log, and as a slave
+        (docs/failover.md says what a slave serves)."""
+        if self.epoch and self.role.role is BrokerRole.SYNC_MASTER:
+            return self.ack.committed
+        return None
+
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -7,7 +7,9 @@ new ones, read from each queue's cursor (queues taken in turn; messages the filt
 passed over). A FIFO group (``consume_message_orderly``) reads a queue in order: nothing more
 of a queue while one of its messages is invisible, and a message visible again comes before
 everything after it. With nothing to hand out, the receive waits (long polling) until a message
-arrives in the topic, one turns visible again, or its polling time ends.
+arrives in the topic, one turns visible again, or its polling time ends. In controller mode a
+SYNC_MASTER hands out only messages below its confirm offset (``BrokerContext.read_bound``,
+docs/failover.md); waiting receives look again whenever that offset rises (:meth:`wake_all`).
 
 A message that was delivered the group's ``retry_max_times + 1`` times and turned visible again
 goes to ``%DLQ%{group}`` (as the 4.x retry path's dead letters: one queue, RETRY_TOPIC and
@@ -162,6 +164,12 @@ class PopService:
         await self.pause()
         self.log.close()
 
+    def wake_all(self) -> None:
+        """Let every waiting receive look again (the confirm offset rose: messages held back by
+        it may be handed out now; loop thread)."""
+        for event in self._arrivals.values():
+            event.set()
+
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
         event = self._arrivals.get(topic)
         if event is None or self._loop is None:
@@ -295,7 +303,9 @@ class PopService:
             return False
         before = qs.next_offset
         want = min(room - len(out), READ_BATCH_MAX)
-        result = self.store.get_message(group, topic, qid, qs.next_offset, want, message_filter)
+        bound = self.ctx.read_bound
+        result = self.store.get_message(group, topic, qid, qs.next_offset, want, message_filter,
+                                        max_physical_end=bound() if bound is not None else None)
         for raw in result.buffers:
             msg = decode_stored_message(raw, check_crc=False)
             entry = self.state.hand_out(group, topic, qs, qid, msg.queue_offset, 1,

@@ -1,0 +1,114 @@
+"""The confirm offset in controller mode (docs/failover.md, "What consumers read"), with real
+processes: an etcd server, a name server, a SYNC_MASTER and one slave.
+
+The slave is stopped (SIGSTOP), so a send is appended and dispatched on the master but never
+acknowledged by the in-sync set: answered SLAVE_NOT_AVAILABLE once the master took the slave out
+of the set, or FLUSH_SLAVE_TIMEOUT while it stays in it (a long not-catch-up time). A pull from the master must not return that message (its queue
+already holds it: ``maxOffset`` says so): a consumer could otherwise commit an offset past bytes
+a new master may not have. Two long-polled pulls are held meanwhile: one from before the message
+arrived (the arrival wakes it; it must go on waiting, not answer NO_NEW_MSG) and one from after.
+Once the slave runs again and holds the bytes, both are woken by the confirm offset rising and
+return the message well before their 40 s suspend timeout (bounded at 30 s here).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from orbitmq import Admin, Message, MessageQueue, Producer, PullConsumer, SendStatus
+from orbitmq.client.results import PullResult, PullStatus
+from orbitmq.testing.etcd import EtcdCluster, etcd_binary
+from orbitmq.testing.failover_set import FailoverSet, wait_for
+
+pytestmark = pytest.mark.skipif(etcd_binary() is None,
+                                reason="etcd is not installed (Debian: apt-get install etcd-server)")
+
+SUSPEND_S = 40.0  # the held pull's own timeout
+WOKEN_WITHIN_S = 30.0  # the bound on its answer once the slave holds the message
+
+
+@pytest.mark.parametrize(("not_catchup_ms", "answer"), [
+    (1500, SendStatus.SLAVE_NOT_AVAILABLE),  # the slave leaves the set, then rejoins
+    (120_000, SendStatus.FLUSH_SLAVE_TIMEOUT),  # the slave stays in the set throughout
+])
+def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path, not_catchup_ms: int,
+                                                         answer: SendStatus) -> None:
+    topic = "ConfirmOffset"
+    # Long polling's safety-net recheck (5 s by default) would also wake the held pull: slower
+    # than the bounds here, so only the confirm offset's own wake-up can answer it in time.
+    flags = ["--long-polling-recheck-ms", str(int(SUSPEND_S * 2000))]
+    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=2,
+                                             not_catchup_ms=not_catchup_ms, flags=flags) as brokers:
+        master = brokers.wait_master(in_sync=2)
+        slave = 2 if master.member == 1 else 1
+        first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
+        with Producer("confirm-p", namesrv=brokers.namesrv, send_timeout=20.0,
+                      retry_times_when_send_failed=0) as producer, \
+                PullConsumer("confirm-c", namesrv=brokers.namesrv) as consumer:
+            before = producer.send(Message(topic, b"acknowledged"), first_queue)
+            assert before.status is SendStatus.OK
+            mq = before.queue
+            got = wait_for(lambda: _found(consumer.pull(mq, 0, 32)), "the first message", 30)
+            assert [bytes(m.body) for m in got.messages] == [b"acknowledged"]
+
+            os.kill(brokers.brokers[slave].proc.pid, signal.SIGSTOP)
+            early: list[PullResult] = []  # held before the message arrives
+            late: list[PullResult] = []  # held after it arrived, before it is confirmed
+            pullers = []
+            try:
+                with Admin(brokers.namesrv) as admin:
+                    early_puller = _hold(consumer, mq, early)
+                    pullers.append(early_puller)
+                    _wait_held(admin, brokers.addresses[master.member], 1)
+                    answers: list[SendStatus] = []
+                    sender = threading.Thread(target=lambda: answers.append(
+                        producer.send(Message(topic, b"unacknowledged"), first_queue).status))
+                    sender.start()
+
+                    def stored_not_served() -> bool:
+                        result = consumer.pull(mq, 1, 32)
+                        assert result.status is not PullStatus.FOUND, (
+                            "the master served a message its in-sync slave does not hold")
+                        assert result.next_begin_offset == 1
+                        return result.max_offset >= 2
+                    wait_for(stored_not_served, "the master's queue holds the second message", 30)
+                    sender.join(30)
+                    assert answers == [answer]
+                    # The arrival woke the early pull; it must wait on, for the confirm offset.
+                    pullers.append(_hold(consumer, mq, late))
+                    _wait_held(admin, brokers.addresses[master.member], 2)
+                    assert not early, early
+                again = consumer.pull(mq, 1, 32)
+                assert again.status is PullStatus.NO_NEW_MSG and again.next_begin_offset == 1
+            finally:
+                os.kill(brokers.brokers[slave].proc.pid, signal.SIGCONT)
+            for puller in pullers:
+                puller.join(WOKEN_WITHIN_S)
+            for held in (early, late):
+                assert held, f"a held pull was not answered within {WOKEN_WITHIN_S} s"
+                assert held[0].status is PullStatus.FOUND, held[0]
+                assert [bytes(m.body) for m in held[0].messages] == [b"unacknowledged"]
+            after = consumer.pull(mq, 1, 32)
+            assert [bytes(m.body) for m in after.messages] == [b"unacknowledged"]
+
+
+def _hold(consumer: PullConsumer, mq: MessageQueue, out: list[PullResult]) -> threading.Thread:
+    """A long-polled pull from queue offset 1 in a thread; its answer goes to ``out``."""
+    thread = threading.Thread(target=lambda: out.append(
+        consumer.pull(mq, 1, 32, suspend=SUSPEND_S, timeout=SUSPEND_S + 20)))
+    thread.start()
+    return thread
+
+
+def _wait_held(admin: Admin, address: str, count: int) -> None:
+    wait_for(lambda: int(admin.broker_runtime_info(address).get("pullHeldCount", 0)) >= count,
+             f"the master holds {count} pull(s)", 30)
+
+
+def _found(result: PullResult) -> PullResult | None:
+    return result if result.status is PullStatus.FOUND else None
