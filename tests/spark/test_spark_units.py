@@ -148,6 +148,36 @@ def test_read_options_defaults_and_lower_cased_keys():
     assert parse_write_options(NS, streaming=False).exactly_once is False
 
 
+def test_timeouts_groups_commit_topic_and_sql_options_are_parsed_and_checked():
+    read = parse_read_options({**NS, "topic": "A", "pulltimeoutms": "2500", "sql": "n > 3",
+                               "consumergroup": "g1", "committopic": "Commits"}, streaming=False)
+    assert (read.pull_timeout_ms, read.consumer_group, read.commit_topic) == (2500, "g1", "Commits")
+    assert read.sql == "n > 3" and read.tag_set is None and read.selector.expression == "n > 3"
+    write = parse_write_options({**NS, "sendtimeoutms": "750", "producergroup": "g2",
+                                 "committopic": "C2", "transactioncheckimmunityseconds": "60"},
+                                streaming=True)
+    assert (write.send_timeout_ms, write.producer_group, write.commit_topic,
+            write.check_immunity_s) == (750, "g2", "C2", 60)
+    for options, name in [({"pullTimeoutMs": "0"}, "pullTimeoutMs"),
+                          ({"sql": "n >"}, "sql"),
+                          ({"sql": "n > 1", "tags": "a"}, "sql"),
+                          ({"consumerGroup": "a b"}, "consumerGroup"),
+                          ({"consumerGroup": ""}, "consumerGroup"),
+                          ({"commitTopic": "a/b"}, "commitTopic"),
+                          ({"commitTopic": ""}, "commitTopic")]:
+        with pytest.raises(OptionError) as excinfo:
+            parse_read_options({**NS, "topic": "A", **options}, streaming=False)
+        assert excinfo.value.option == name
+    for options, name in [({"sendTimeoutMs": "-5"}, "sendTimeoutMs"),
+                          ({"producerGroup": ""}, "producerGroup"),  # not the default
+                          ({"commitTopic": ""}, "commitTopic"),
+                          ({"transactionCheckImmunitySeconds": "soon"},
+                           "transactionCheckImmunitySeconds")]:
+        with pytest.raises(OptionError) as excinfo:
+            parse_write_options({**NS, **options}, streaming=True)
+        assert excinfo.value.option == name
+
+
 def test_offsets_are_canonical_and_rate_limits_are_fair_and_exact():
     messy = {"b": {"x:10": 1, "x:2": 2}, "a": {"y:0": 3}}
     assert to_json(messy) == '{"a":{"y:0":3},"b":{"x:10":1,"x:2":2}}'
