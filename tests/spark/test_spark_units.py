@@ -305,3 +305,46 @@ def test_the_connectors_errors_are_orbitmq_errors_under_their_old_names():
     assert isinstance(schema_error, ValueError) and schema_error.column == "body"
     assert str(schema_error) == "orbitmq sink column 'body': required"
     assert issubclass(SparkDataLossError, SparkError) and issubclass(SparkCommitError, SparkError)
+
+
+def test_sink_rows_become_the_messages_the_sdk_constructor_would_build():
+    import pyarrow as pa
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from orbitmq.protocol.message import Message, PropertyKey
+    from orbitmq.spark.sink_rows import _message, plan_columns, to_messages
+
+    built = _message("T", b"b", "tag", ["k1", "k2"], {PropertyKey.SHARDING_KEY: "s", "a": "1"})
+    assert built == Message.with_system_properties(
+        "T", b"b", properties={PropertyKey.SHARDING_KEY: "s", "a": "1"}, tags="tag",
+        keys=["k1", "k2"])  # every field: a field added to Message fails this
+    schema = StructType([StructField("body", BinaryType()), StructField("topic", StringType()),
+                         StructField("keys", ArrayType(StringType())),
+                         StructField("properties", MapType(StringType(), StringType())),
+                         StructField("sharding_key", StringType())])
+    opts = parse_write_options({**NS}, streaming=False)
+    rb = pa.RecordBatch.from_pydict({
+        "body": [b"x", b"y"], "topic": ["A", "B"], "keys": [["k"], None],
+        "properties": [[("color", "red"), ("KEYS", "dropped")], None],
+        "sharding_key": ["s1", None]})
+    out = to_messages(rb, plan_columns(schema, opts), opts)
+    assert [(o.message.topic, o.message.body, o.message.keys, o.message.properties, o.sharding_key)
+            for o in out] == [("A", b"x", ["k"], {"color": "red", PropertyKey.SHARDING_KEY: "s1"},
+                               "s1"), ("B", b"y", None, {}, None)]
+    assert out[0].message.properties is not out[1].message.properties
+    nulls = pa.RecordBatch.from_pydict({"body": [b"x", None], "topic": ["A", "A"],
+                                        "keys": [None, None], "properties": [None, None],
+                                        "sharding_key": [None, None]})
+    with pytest.raises(SparkSchemaError, match="column 'body': a row has a null body"):
+        to_messages(nulls, plan_columns(schema, opts), opts)
+    no_topic = pa.RecordBatch.from_pydict({"body": [b"x"], "topic": [None], "keys": [None],
+                                           "properties": [None], "sharding_key": [None]})
+    with pytest.raises(SparkSchemaError, match="a row has a null topic"):
+        to_messages(no_topic, plan_columns(schema, opts), opts)

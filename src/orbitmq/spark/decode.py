@@ -47,7 +47,7 @@ def _strings(arrow_type: pa.DataType, n: int, offsets: bytearray, data: bytearra
                                                  pa.py_buffer(data)], null_count=nulls)
 
 
-def _fixed(arrow_type: pa.DataType, n: int, data: bytearray | bytes) -> pa.Array:
+def _fixed(arrow_type: pa.DataType, n: int, data: bytearray | bytes | array[int]) -> pa.Array:
     import pyarrow as pa
 
     return pa.Array.from_buffers(arrow_type, n, [None, pa.py_buffer(data)])
