@@ -9,8 +9,8 @@ Steps, each printing one ``result {json}`` line for the test to check:
 
 1. ``read``: a batch read of SOURCE on the executors (count, sorted bodies' digest, and the
    process ids of the Python workers that read, to show they were not the driver's);
-2. ``copy``: an exactly-once streaming copy SOURCE -> CLEAN_TARGET (Trigger.AvailableNow), with
-   the fault point disarmed (its ``.once`` file made beforehand);
+2. ``copy``: an exactly-once streaming copy SOURCE -> CLEAN_TARGET (Trigger.AvailableNow, one
+   micro-batch), with the fault point disarmed (its ``.once`` file made beforehand);
 3. ``kill``: the same copy into KILL_TARGET with producer group KILL_GROUP and the fault point
    armed: the first executor Python worker that has sent part of its task's rows as transaction
    batches in micro-batch 1 or later pauses, and the test SIGKILLs its executor (the JVM and the
@@ -36,8 +36,9 @@ from pathlib import Path
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 sys.path.insert(0, SRC)
 
-# One micro-batch per 300 offsets; the kill is in batch 1 or later (batch 0 went through).
-BATCH_OFFSETS = "300"
+# The clean copy in one micro-batch; the killed one in micro-batches of 300 offsets, the kill in
+# batch 1 or later (batch 0 went through).
+KILL_BATCH_OFFSETS = 300
 FAULT_POINT = "sending"
 KILL_FROM_BATCH = 1
 # Stray halves of the killed task are checked back by the brokers after this; the test waits
@@ -73,10 +74,10 @@ def _session(master: str, python: str, ship_src: bool) -> object:
 
 
 def _copy(spark, namesrv: str, source: str, target: str, checkpoint: Path,
-          group: str | None = None) -> int:
+          batch_offsets: int, group: str | None = None) -> int:
     writer = (spark.readStream.format("orbitmq").option("namesrv", namesrv)
               .option("topic", source).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", BATCH_OFFSETS).load()
+              .option("maxOffsetsPerTrigger", str(batch_offsets)).load()
               .selectExpr("body", "keys").writeStream.format("orbitmq")
               .option("namesrv", namesrv).option("topic", target)
               .option("transactionCheckImmunitySeconds", IMMUNITY_S)
@@ -112,9 +113,10 @@ def main() -> None:
     _read(spark, namesrv, source)
     disarmed = fault_dir / f"{FAULT_POINT}.once"
     disarmed.touch()
-    result("copy", batches=_copy(spark, namesrv, source, clean, work_dir / "ck-clean"))
+    result("copy", batches=_copy(spark, namesrv, source, clean, work_dir / "ck-clean", 1 << 30))
     disarmed.unlink()
-    result("kill", batches=_copy(spark, namesrv, source, killed, work_dir / "ck-kill", group))
+    result("kill", batches=_copy(spark, namesrv, source, killed, work_dir / "ck-kill",
+                                 KILL_BATCH_OFFSETS, group))
     spark.stop()
 
     spark = _session("local[1]", bare, ship_src=False)
