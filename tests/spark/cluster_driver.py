@@ -62,8 +62,10 @@ def _session(master: str, python: str, ship_src: bool) -> object:
                # Spark's JVM kept the PYSPARK_PYTHON it started with: the conf wins over it
                .config("spark.pyspark.python", python)
                .config("spark.pyspark.driver.python", python))
-    if ship_src:  # what a cluster's executors need when orbitmq is not installed there
-        builder = builder.config("spark.executorEnv.PYTHONPATH", SRC)
+    # What a cluster's executors need when orbitmq is not installed there. Set either way: the
+    # builder keeps the options of earlier sessions of the process.
+    builder = builder.config("spark.executorEnv.PYTHONPATH",
+                             SRC if ship_src else str(Path(python).parent))
     for name in ("ORBITMQ_SPARK_FAULT", "ORBITMQ_SPARK_FAULT_DIR"):
         if os.environ.get(name):
             builder = builder.config(f"spark.executorEnv.{name}", os.environ[name])
