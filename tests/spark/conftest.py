@@ -27,8 +27,10 @@ except ImportError:  # pragma: no cover - depends on the machine
 from orbitmq.testing.embedded import EmbeddedCluster
 
 # The brokers check unresolved transactions every 2 s (first after 6 s), so the exactly-once
-# tests see stray half messages settled within their bounded waits.
-BROKER_OVERRIDES: dict[str, Any] = {"transaction_check_interval_ms": 2000}
+# tests see stray half messages settled within their bounded waits; the source's sql option
+# needs the broker's SQL92 filtering.
+BROKER_OVERRIDES: dict[str, Any] = {"transaction_check_interval_ms": 2000,
+                                    "enable_property_filter": True}
 
 
 @pytest.fixture(scope="session")

@@ -11,4 +11,4 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 def test_the_spark_doc_example_runs(spark, capsys):
     (code,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)[:1]
     exec(compile(code, str(DOC), "exec"), {"__name__": "__doc_example__"})
-    assert capsys.readouterr().out.split("\n")[:2] == ["100 orders", "100 copies"]
+    assert capsys.readouterr().out.split("\n")[:3] == ["100 orders", "100 copies", "100 offsets"]

@@ -17,6 +17,9 @@ from pyspark.sql.types import (
 from spark_support import consume_all, new_topic, produce
 
 from orbitmq import Message, Producer
+from orbitmq.spark import commit_log as cl
+from orbitmq.spark.clients import Session
+from orbitmq.spark.options import COMMIT_TOPIC_DEFAULT
 from orbitmq.spark.schema import read_schema
 
 
@@ -142,3 +145,48 @@ def test_unknown_options_fail_the_query_naming_the_option(spark, namesrv):
     subscribed = (spark.read.format("orbitmq").option("namesrv", namesrv)
                   .option("subscribe", topic).load())
     assert subscribed.count() == 0
+
+
+def test_sql_filters_on_the_broker_by_user_properties(spark, namesrv, cluster):
+    topic = new_topic(namesrv, "Sql", queues=2)
+    with Producer("spark-test-producer", namesrv) as producer:
+        for lo in (0, 20):
+            producer.send_batch([Message(topic, f"s{i}".encode(), properties={"n": str(i)})
+                                 for i in range(lo, lo + 20)])
+    df = _load(spark, namesrv, topic, sql="n >= 15 AND n < 25", consumerGroup="sql-reader")
+    assert sorted(bytes(r.body) for r in df.select("body").collect()) == sorted(
+        f"s{i}".encode() for i in range(15, 25))
+    assert _pulls(cluster, topic, "sql-reader")[1] == 10  # the broker served the matches only
+    with pytest.raises(Exception, match="orbitmq option 'sql': not an SQL92 expression"):
+        _load(spark, namesrv, topic, sql="n >=").count()
+
+
+def test_sink_commit_topic_and_query_name_are_used(spark, namesrv, tmp_path):
+    """A streaming exactly-once write named with .queryName(), its markers in its own commit
+    topic (test_spark_write.py checks producerGroup); a pattern read leaves that commit topic out
+    when told its name (and subscribePattern is topicPattern)."""
+    source = new_topic(namesrv, "QnSource", queues=2)
+    target = new_topic(namesrv, "QnTarget", queues=2)
+    produce(namesrv, source, 300)
+    commits = f"QnCommits{target[len('QnTarget'):]}"
+    q = (spark.readStream.format("orbitmq").option("namesrv", namesrv).option("topic", source)
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load()
+         .selectExpr("body").writeStream.queryName(f"qn_{target}").format("orbitmq")
+         .option("namesrv", namesrv).option("topic", target).option("commitTopic", commits)
+         .option("producerGroup", "qn-sink-group")
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    assert q.awaitTermination(180) and q.exception() is None
+    assert q.name == f"qn_{target}"
+    got = consume_all(namesrv, target, expect=300)
+    assert sorted(m.body for m in got) == sorted(f"m-{i}".encode() for i in range(300))
+    with Session(namesrv) as session:
+        for batch in (0, 1):
+            assert session.run(cl.lookup_marker(session, commits, q.id, batch)) is not None
+            assert session.run(cl.lookup_marker(session, COMMIT_TOPIC_DEFAULT, q.id, batch)) is None
+    pattern = f"QnCommits{target[len('QnTarget'):]}|{target}"
+    both = (spark.read.format("orbitmq").option("namesrv", namesrv)
+            .option("subscribePattern", pattern).load())
+    assert {r.topic for r in both.select("topic").distinct().collect()} == {target, commits}
+    only = (spark.read.format("orbitmq").option("namesrv", namesrv)
+            .option("subscribePattern", pattern).option("commitTopic", commits).load())
+    assert only.select("topic").distinct().collect()[0].topic == target and only.count() == 300

@@ -148,6 +148,36 @@ def test_read_options_defaults_and_lower_cased_keys():
     assert parse_write_options(NS, streaming=False).exactly_once is False
 
 
+def test_timeouts_groups_commit_topic_and_sql_options_are_parsed_and_checked():
+    read = parse_read_options({**NS, "topic": "A", "pulltimeoutms": "2500", "sql": "n > 3",
+                               "consumergroup": "g1", "committopic": "Commits"}, streaming=False)
+    assert (read.pull_timeout_ms, read.consumer_group, read.commit_topic) == (2500, "g1", "Commits")
+    assert read.sql == "n > 3" and read.tag_set is None and read.selector.expression == "n > 3"
+    write = parse_write_options({**NS, "sendtimeoutms": "750", "producergroup": "g2",
+                                 "committopic": "C2", "transactioncheckimmunityseconds": "60"},
+                                streaming=True)
+    assert (write.send_timeout_ms, write.producer_group, write.commit_topic,
+            write.check_immunity_s) == (750, "g2", "C2", 60)
+    for options, name in [({"pullTimeoutMs": "0"}, "pullTimeoutMs"),
+                          ({"sql": "n >"}, "sql"),
+                          ({"sql": "n > 1", "tags": "a"}, "sql"),
+                          ({"consumerGroup": "a b"}, "consumerGroup"),
+                          ({"consumerGroup": ""}, "consumerGroup"),
+                          ({"commitTopic": "a/b"}, "commitTopic"),
+                          ({"commitTopic": ""}, "commitTopic")]:
+        with pytest.raises(OptionError) as excinfo:
+            parse_read_options({**NS, "topic": "A", **options}, streaming=False)
+        assert excinfo.value.option == name
+    for options, name in [({"sendTimeoutMs": "-5"}, "sendTimeoutMs"),
+                          ({"producerGroup": ""}, "producerGroup"),  # not the default
+                          ({"commitTopic": ""}, "commitTopic"),
+                          ({"transactionCheckImmunitySeconds": "soon"},
+                           "transactionCheckImmunitySeconds")]:
+        with pytest.raises(OptionError) as excinfo:
+            parse_write_options({**NS, **options}, streaming=True)
+        assert excinfo.value.option == name
+
+
 def test_offsets_are_canonical_and_rate_limits_are_fair_and_exact():
     messy = {"b": {"x:10": 1, "x:2": 2}, "a": {"y:0": 3}}
     assert to_json(messy) == '{"a":{"y:0":3},"b":{"x:10":1,"x:2":2}}'
@@ -275,3 +305,46 @@ def test_the_connectors_errors_are_orbitmq_errors_under_their_old_names():
     assert isinstance(schema_error, ValueError) and schema_error.column == "body"
     assert str(schema_error) == "orbitmq sink column 'body': required"
     assert issubclass(SparkDataLossError, SparkError) and issubclass(SparkCommitError, SparkError)
+
+
+def test_sink_rows_become_the_messages_the_sdk_constructor_would_build():
+    import pyarrow as pa
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from orbitmq.protocol.message import Message, PropertyKey
+    from orbitmq.spark.sink_rows import _message, plan_columns, to_messages
+
+    built = _message("T", b"b", "tag", ["k1", "k2"], {PropertyKey.SHARDING_KEY: "s", "a": "1"})
+    assert built == Message.with_system_properties(
+        "T", b"b", properties={PropertyKey.SHARDING_KEY: "s", "a": "1"}, tags="tag",
+        keys=["k1", "k2"])  # every field: a field added to Message fails this
+    schema = StructType([StructField("body", BinaryType()), StructField("topic", StringType()),
+                         StructField("keys", ArrayType(StringType())),
+                         StructField("properties", MapType(StringType(), StringType())),
+                         StructField("sharding_key", StringType())])
+    opts = parse_write_options({**NS}, streaming=False)
+    rb = pa.RecordBatch.from_pydict({
+        "body": [b"x", b"y"], "topic": ["A", "B"], "keys": [["k"], None],
+        "properties": [[("color", "red"), ("KEYS", "dropped")], None],
+        "sharding_key": ["s1", None]})
+    out = to_messages(rb, plan_columns(schema, opts), opts)
+    assert [(o.message.topic, o.message.body, o.message.keys, o.message.properties, o.sharding_key)
+            for o in out] == [("A", b"x", ["k"], {"color": "red", PropertyKey.SHARDING_KEY: "s1"},
+                               "s1"), ("B", b"y", None, {}, None)]
+    assert out[0].message.properties is not out[1].message.properties
+    nulls = pa.RecordBatch.from_pydict({"body": [b"x", None], "topic": ["A", "A"],
+                                        "keys": [None, None], "properties": [None, None],
+                                        "sharding_key": [None, None]})
+    with pytest.raises(SparkSchemaError, match="column 'body': a row has a null body"):
+        to_messages(nulls, plan_columns(schema, opts), opts)
+    no_topic = pa.RecordBatch.from_pydict({"body": [b"x"], "topic": [None], "keys": [None],
+                                           "properties": [None], "sharding_key": [None]})
+    with pytest.raises(SparkSchemaError, match="a row has a null topic"):
+        to_messages(no_topic, plan_columns(schema, opts), opts)

@@ -92,9 +92,9 @@ def test_streaming_write_is_exactly_once_from_topic_to_topic(spark, namesrv, tmp
 
 
 def _sink(namesrv: str, topic: str, immunity_s: int = 1, first: int = 0,
-          rows: int = 200) -> tuple[_Sink, list[pa.RecordBatch]]:
+          rows: int = 200, **options: str) -> tuple[_Sink, list[pa.RecordBatch]]:
     opts = parse_write_options({"namesrv": namesrv, "topic": topic,
-                                "transactionCheckImmunitySeconds": str(immunity_s)},
+                                "transactionCheckImmunitySeconds": str(immunity_s), **options},
                                streaming=True)
     schema = StructType([StructField("body", BinaryType()),
                          StructField("keys", ArrayType(StringType()))])
@@ -133,6 +133,22 @@ def test_a_replayed_batch_sends_nothing_and_stray_halves_are_rolled_back(spark, 
             time.sleep(0.5)
     got = consume_all(namesrv, topic)
     assert len(got) == 200 and len({m.msg_id for m in got}) == 200
+
+
+def test_the_producer_group_option_is_the_group_of_the_transaction_batches(spark, namesrv):
+    topic = new_topic(namesrv, "SinkGroup", queues=2)
+    sink, batches = _sink(namesrv, topic, immunity_s=600, producerGroup="own-sink-group")
+    sent = sink.write(iter(batches), "query-g", 0, "0.0")
+    ids = {h.msg_id for h in sent.halves}
+    with Admin(namesrv) as admin:
+        pending = [t for t in admin.list_transactions().transactions if t.msg_id in ids]
+    assert len(pending) == len(ids) > 0
+    assert {t.producer_group for t in pending} == {"own-sink-group"}
+    sink.commit([sent], 0)
+    assert sorted(m.body for m in consume_all(namesrv, topic, expect=200)) == sorted(
+        f"r{i}".encode() for i in range(200))
+    with Admin(namesrv) as admin:
+        assert not [t for t in admin.list_transactions().transactions if t.msg_id in ids]
 
 
 def test_a_driver_retry_after_a_partial_commit_delivers_every_row_once(spark, namesrv):

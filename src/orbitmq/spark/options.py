@@ -121,6 +121,13 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
     return None if value is None else str(value)
 
 
+def _given_or(options: Mapping[str, str], name: str, default: str) -> str:
+    """Option ``name``, or ``default`` when it is not given (an empty value is given: the
+    caller's check refuses it rather than quietly using the default)."""
+    value = _get(options, name)
+    return default if value is None else value
+
+
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raw = _get(options, name)
     if raw is None:
@@ -334,7 +341,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     delay = _get(options, "maxTriggerDelay")
     if delay is not None and mn is None:
         raise OptionError("maxTriggerDelay", "only applies with minOffsetsPerTrigger")
-    group = _get(options, "consumerGroup") or READER_GROUP_DEFAULT
+    group = _given_or(options, "consumerGroup", READER_GROUP_DEFAULT)
     return ReadOptions(
         namesrv=_namesrv(options),
         topics=topics,
@@ -355,7 +362,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         min_partitions=limits["minPartitions"],
         consumer_group=_group(group, "consumerGroup"),
         pull_timeout_ms=limits["pullTimeoutMs"] or 10_000,
-        commit_topic=_topic_name(_get(options, "commitTopic") or COMMIT_TOPIC_DEFAULT,
+        commit_topic=_topic_name(_given_or(options, "commitTopic", COMMIT_TOPIC_DEFAULT),
                                  "commitTopic"),
     )
 
@@ -379,9 +386,9 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
         namesrv=_namesrv(options),
         topic=_topic_name(topic.strip(), "topic") if topic is not None else None,
         exactly_once=_bool(options, "exactlyOnce", streaming),
-        producer_group=_group(_get(options, "producerGroup") or PRODUCER_GROUP_DEFAULT,
+        producer_group=_group(_given_or(options, "producerGroup", PRODUCER_GROUP_DEFAULT),
                               "producerGroup"),
-        commit_topic=_topic_name(_get(options, "commitTopic") or COMMIT_TOPIC_DEFAULT,
+        commit_topic=_topic_name(_given_or(options, "commitTopic", COMMIT_TOPIC_DEFAULT),
                                  "commitTopic"),
         send_timeout_ms=_positive_int(options, "sendTimeoutMs") or 10_000,
         check_immunity_s=_positive_int(options, "transactionCheckImmunitySeconds") or 3600,

@@ -21,6 +21,8 @@ over restarts from one checkpoint; commit messages carry everything ``commit()``
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -56,6 +58,8 @@ FAULT_ENV = "ORBITMQ_SPARK_FAULT"  # test seam: "point@batch[:once],..." (see _f
 FAULT_DIR_ENV = "ORBITMQ_SPARK_FAULT_DIR"
 FAULT_PAUSE_S = 600.0
 SEND_CHUNK_ROWS = 4096
+SEND_CHUNKS_IN_FLIGHT_MAX = 2  # chunks sent while the task converts the next
+SEND_CHUNK_TIMEOUT_S = 600.0
 
 
 @dataclasses.dataclass
@@ -92,6 +96,45 @@ def _fault_point(point: str, batch_id: int) -> None:
             time.sleep(FAULT_PAUSE_S)
 
 
+class _Chunks:
+    """A task's rows going out in chunks on the session's loop while the task's thread converts
+    the next chunk (at most SEND_CHUNKS_IN_FLIGHT_MAX out); exactly-once chunks' halves are
+    kept in order."""
+
+    def __init__(self, session: Session, opts: WriteOptions, tag: cl.TxnTag) -> None:
+        self.session, self.opts, self.tag = session, opts, tag
+        self.halves: list[cl.HalfRef] = []
+        self.in_flight: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+
+    def send(self, chunk: list[Outgoing]) -> None:
+        while len(self.in_flight) >= SEND_CHUNKS_IN_FLIGHT_MAX:
+            self._settle_oldest()
+        session, opts = self.session, self.opts
+        self.in_flight.append(session.submit(
+            send_halves(session, opts, chunk, self.tag) if opts.exactly_once
+            else send_plain(session, opts, chunk)))
+
+    def _settle_oldest(self) -> None:
+        """Wait for the oldest chunk; its failure is the task's."""
+        sent = self.in_flight.popleft().result(SEND_CHUNK_TIMEOUT_S)
+        if self.opts.exactly_once:
+            first = not self.halves
+            self.halves.extend(sent)
+            if first:  # part of the task's rows are in pending transaction batches
+                _fault_point("sending", self.tag.batch_id)
+
+    def finish(self) -> list[cl.HalfRef]:
+        """Wait for every chunk; the halves sent, in order."""
+        while self.in_flight:
+            self._settle_oldest()
+        return self.halves
+
+    def cancel(self) -> None:
+        """After a failure: what is still out is not waited for."""
+        for future in self.in_flight:
+            future.cancel()
+
+
 class _Sink:
     """What the batch and the streaming writers share."""
 
@@ -113,30 +156,23 @@ class _Sink:
                 for _ in batches:  # drain the input, as the worker protocol expects
                     pass
                 return msg
-            tag = cl.TxnTag(query_id, batch_id, self.run, partition)
-            halves: list[cl.HalfRef] = []
-            pending: list[Outgoing] = []
-
-            def flush() -> None:
-                if opts.exactly_once:
-                    first = not halves
-                    halves.extend(session.run(send_halves(session, opts, pending, tag)))
-                    if first:  # part of the task's rows are in pending transaction batches
-                        _fault_point("sending", batch_id)
-                else:
-                    session.run(send_plain(session, opts, pending))
-                pending.clear()
-
-            # Input batches may be tiny (a limit, a cache): send in chunks of our own size, so
-            # that many sends are in flight whatever Spark's batching.
-            for rb in batches:
-                pending.extend(to_messages(rb, self.plan, opts))
-                if len(pending) >= SEND_CHUNK_ROWS:
-                    msg.rows += len(pending)
-                    flush()
-            msg.rows += len(pending)
-            if pending:
-                flush()
+            chunks = _Chunks(session, opts, cl.TxnTag(query_id, batch_id, self.run, partition))
+            try:
+                # Input batches may be tiny (a limit, a cache): send in chunks of our own size,
+                # so that many sends are in flight whatever Spark's batching.
+                pending: list[Outgoing] = []
+                for rb in batches:
+                    pending.extend(to_messages(rb, self.plan, opts))
+                    if len(pending) >= SEND_CHUNK_ROWS:
+                        msg.rows += len(pending)
+                        chunks.send(pending)
+                        pending = []
+                msg.rows += len(pending)
+                if pending:
+                    chunks.send(pending)
+                halves = chunks.finish()
+            finally:
+                chunks.cancel()
         msg.halves = tuple(halves)
         if opts.exactly_once:
             _fault_point("halves_sent", batch_id)
