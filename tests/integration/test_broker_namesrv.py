@@ -139,7 +139,7 @@ def test_a_second_broker_with_the_same_name_and_id_is_refused(tmp_path: Path,
         h.call(slave.stop())
         # the holder restarts on its own address: registered again
         port = h.port
-        h.config = dataclasses.replace(h.config, listen_port=port)
+        h.config = dataclasses.replace(h.config, listen_port=port, ha_listen_port=0)
         h.restart()
         route = TopicRouteData.from_json(_wait_route(h, ns, "TBW102").body)
         assert route.broker_datas[0].broker_addrs == {0: f"127.0.0.1:{port}"}

@@ -143,7 +143,8 @@ def test_producer_fails_over_when_a_broker_dies(namesrv, tmp_path, failure):
 
 def test_committed_offsets_survive_a_broker_restart(namesrv, tmp_path):
     loop, ns = namesrv
-    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=0, namesrv_addr=ns.address,
+    broker = BrokerController(BrokerConfig(listen_port=0, ha_listen_port=0, grpc_listen_port=0,
+                                           namesrv_addr=ns.address,
                                            register_broker_interval_ms=200,
                                            store=store_config(str(tmp_path / "broker"))))
     loop.call(broker.start())
@@ -165,8 +166,8 @@ def test_committed_offsets_survive_a_broker_restart(namesrv, tmp_path):
 
             loop.call(broker.stop())
             broker = BrokerController(BrokerConfig(
-                listen_port=port, grpc_listen_port=0, namesrv_addr=ns.address,
-                register_broker_interval_ms=200,
+                listen_port=port, ha_listen_port=0, grpc_listen_port=0,  # port + 1 may be taken
+                namesrv_addr=ns.address, register_broker_interval_ms=200,
                 store=store_config(str(tmp_path / "broker"))))
             loop.call(broker.start())
             # The same consumer reconnects on its own and reads what it committed before.

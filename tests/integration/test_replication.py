@@ -352,3 +352,28 @@ def test_a_slave_of_an_empty_master_is_in_sync(pair: tuple[BrokerHarness, Broker
     out = CliRunner().invoke(cli, ["cluster", "list", "--namesrv", ns.address, "--format", "json"])
     rows = {r["broker_id"]: r for r in map(json.loads, out.output.splitlines())}
     assert (rows[1]["lag_bytes"], rows[1]["state"]) == (0, "in sync")
+
+
+def test_an_embedded_broker_restarts_on_its_port_when_the_next_port_is_taken(
+        tmp_path: Path) -> None:
+    """A master listens on an HA port, by default its own port + 1; restarting a test broker on
+    its port failed (address in use) whenever that next port was taken, as an outgoing
+    connection's port often is (tests restarting brokers were flaky). The test harness puts
+    the HA port on a free one, like every other port."""
+    import dataclasses
+    import socket
+
+    from orbitmq.testing import EmbeddedCluster
+
+    with EmbeddedCluster(tmp_path) as cluster:
+        port = int(cluster.brokers[0].address.rpartition(":")[2])
+        config = dataclasses.replace(cluster.broker_config(0), listen_port=port)
+        cluster.stop_broker(0)
+        with socket.socket() as taken:
+            try:
+                taken.bind(("127.0.0.1", port + 1))
+                taken.listen()
+            except OSError:
+                pass  # taken already: the same case
+            cluster.start_broker(0, config)
+        assert cluster.brokers[0].address.endswith(f":{port}")

@@ -48,6 +48,9 @@ class EmbeddedCluster:
     def broker_config(self, index: int) -> BrokerConfig:
         name = f"broker-{chr(ord('a') + index)}"
         store = dataclasses.replace(self._store, store_path=str(self.root / name))
+        # Every port a free one, the HA port too: its default, the broker's port + 1, may be
+        # taken (an outgoing connection's) when a test restarts a broker on its port.
+        settings: dict[str, Any] = {"ha_listen_port": 0, **self._overrides}
         return dataclasses.replace(
             BrokerConfig(),
             broker_name=name,
@@ -55,7 +58,7 @@ class EmbeddedCluster:
             grpc_listen_port=0,
             namesrv_addr=self.namesrv,
             store=store,
-            **self._overrides,
+            **settings,
         )
 
     def start(self) -> EmbeddedCluster:
