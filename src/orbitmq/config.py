@@ -295,8 +295,8 @@ class StoreConfig:
     flush_interval_consume_queue_ms: int = setting(
         1000, "how often consume queues and the index are flushed", 1, HOUR_MS)
     sync_flush_timeout_ms: int = setting(
-        5000, "how long a send waits for its fsync under SYNC_FLUSH (then FLUSH_DISK_TIMEOUT) and "
-        "for its slave under SYNC_MASTER (then FLUSH_SLAVE_TIMEOUT)", 1, HOUR_MS)
+        5000, "how long a send waits for its fsync (SYNC_FLUSH) or its slave (SYNC_MASTER)",
+        1, HOUR_MS)
     max_message_size: int = setting(
         4 * MiB, "bytes of the largest message body a broker stores", 1, GiB)
     max_transfer_count_on_message_in_memory: int = setting(
