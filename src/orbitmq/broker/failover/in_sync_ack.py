@@ -30,8 +30,6 @@ Loop-owned.
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import concurrent.futures
 import logging
 import time
@@ -40,6 +38,7 @@ from typing import Any, Protocol
 
 from orbitmq.broker.durable_save import WAIT_GRACE_S, Unmet
 from orbitmq.broker.failover.rules import may_acknowledge
+from orbitmq.broker.replication.ack_groups import AckGroups
 from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.store.status import PutMessageStatus
 
@@ -59,15 +58,6 @@ class AckAuthority(Protocol):
         ...
 
 
-class _Pending:
-    __slots__ = ("end", "future", "timer")
-
-    def __init__(self, end: int, future: concurrent.futures.Future[Any]) -> None:
-        self.end = end
-        self.future = future
-        self.timer: asyncio.TimerHandle | None = None
-
-
 class InSyncAck:
     """The condition (see the module docstring)."""
 
@@ -77,11 +67,8 @@ class InSyncAck:
         self.timeout_s = timeout_ms / 1000
         self.wait_max_s = self.timeout_s + WAIT_GRACE_S
         self.authority = authority
-        self._pump = pump
         self._now = monotonic
-        self._pending: collections.deque[_Pending] = collections.deque()
-        self._open: _Pending | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._groups = AckGroups(self.timeout_s, pump)
         self.committed = 0  # the confirm offset (module docstring)
         self._listeners: list[Callable[[int], None]] = []
         progress.on_report(self._reported)
@@ -129,21 +116,7 @@ class InSyncAck:
             if verdict is True:
                 self._advance(offset)
             return _done(verdict)
-        group = self._open
-        if group is not None:
-            group.end = max(group.end, offset)
-            return group.future
-        loop = self._loop or asyncio.get_running_loop()
-        self._loop = loop
-        group = self._open = _Pending(offset, concurrent.futures.Future())
-        group.timer = loop.call_later(self.timeout_s, self._expired, group)
-        self._pending.append(group)
-        loop.call_soon(self._seal)
-        return group.future
-
-    def _seal(self) -> None:
-        self._open = None
-        self._pump()
+        return self._groups.join(offset)
 
     def _reported(self, link: SlaveLink) -> None:
         self.recheck()
@@ -155,49 +128,26 @@ class InSyncAck:
         self._advance_to_acked()
 
     def _answer_pending(self) -> None:
-        pending = self._pending
-        while pending:
-            group = pending[0]
+        groups = self._groups
+        while (group := groups.oldest()) is not None:
             verdict = self._verdict(group.end)
             if verdict is False:
                 return
-            pending.popleft()
-            if self._open is group:
-                self._open = None
-            if group.timer is not None:
-                group.timer.cancel()
             if verdict is True:
                 self._advance(group.end)
-            if not group.future.done():
-                group.future.set_result(verdict)
-
-    def _expired(self, group: _Pending) -> None:
-        try:
-            self._pending.remove(group)
-        except ValueError:
-            return
-        if self._open is group:
-            self._open = None
-        if not group.future.done():
-            group.future.set_result(False)
+            groups.answer_oldest(verdict)
 
     def stop(self) -> None:
         """Answer every waiting group as not acknowledged (the broker stops being master)."""
-        while self._pending:
-            group = self._pending.popleft()
-            if group.timer is not None:
-                group.timer.cancel()
-            if not group.future.done():
-                group.future.set_result(False)
-        self._open = None
+        self._groups.stop()
 
     @property
     def waiting(self) -> int:
-        return len(self._pending)
+        return self._groups.waiting
 
     @property
     def oldest_end(self) -> int | None:
-        return self._pending[0].end if self._pending else None
+        return self._groups.oldest_end
 
 
 def _done(value: Any) -> concurrent.futures.Future[Any]:

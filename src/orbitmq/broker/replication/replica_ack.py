@@ -18,26 +18,16 @@ Loop-owned: created, asked and resolved on the broker's event loop.
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
 from orbitmq.broker.durable_save import WAIT_GRACE_S, Unmet
+from orbitmq.broker.replication.ack_groups import AckGroups
 from orbitmq.broker.replication.progress import ReplicaProgress
 from orbitmq.store.status import PutMessageStatus
 
 __all__ = ["ReplicaAck"]
-
-
-class _Pending:
-    __slots__ = ("end", "future", "timer")
-
-    def __init__(self, end: int, future: concurrent.futures.Future[Any]) -> None:
-        self.end = end
-        self.future = future
-        self.timer: asyncio.TimerHandle | None = None
 
 
 class ReplicaAck:
@@ -56,10 +46,7 @@ class ReplicaAck:
         self.timeout_s = timeout_ms / 1000
         self.wait_max_s = self.timeout_s + WAIT_GRACE_S
         self.gap_max = gap_max
-        self._pump = pump
-        self._pending: collections.deque[_Pending] = collections.deque()
-        self._open: _Pending | None = None  # this iteration's group, not sealed yet
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._groups = AckGroups(self.timeout_s, pump)
         progress.on_ack(self._acked)
 
     def failure_status(self) -> PutMessageStatus:
@@ -74,18 +61,7 @@ class ReplicaAck:
             return _NO_SLAVE_FUTURE  # one done future for all: no timer, no hand-off per save
         if unavailable is not None:
             return _done(unavailable)
-        group = self._open
-        if group is not None:
-            if offset > group.end:
-                group.end = offset
-            return group.future
-        loop = self._loop or asyncio.get_running_loop()
-        self._loop = loop
-        group = self._open = _Pending(offset, concurrent.futures.Future())
-        group.timer = loop.call_later(self.timeout_s, self._expired, group)
-        self._pending.append(group)
-        loop.call_soon(self._seal)
-        return group.future
+        return self._groups.join(offset)
 
     def _unavailable(self, offset: int) -> Unmet | None:
         progress = self.progress
@@ -99,44 +75,18 @@ class ReplicaAck:
                          "the master only")
         return None
 
-    def _seal(self) -> None:
-        self._open = None
-        self._pump()
-
     def _acked(self, offset: int) -> None:
-        pending = self._pending
-        while pending and pending[0].end <= offset:
-            group = pending.popleft()
-            if self._open is group:
-                self._open = None
-            if group.timer is not None:
-                group.timer.cancel()
-            if not group.future.done():
-                group.future.set_result(True)
-
-    def _expired(self, group: _Pending) -> None:
-        try:
-            self._pending.remove(group)
-        except ValueError:
-            return
-        if self._open is group:
-            self._open = None
-        if not group.future.done():
-            group.future.set_result(False)
+        groups = self._groups
+        while (group := groups.oldest()) is not None and group.end <= offset:
+            groups.answer_oldest(True)
 
     def stop(self) -> None:
         """Answer every waiting group (the broker stops or stops being a SYNC_MASTER)."""
-        while self._pending:
-            group = self._pending.popleft()
-            if group.timer is not None:
-                group.timer.cancel()
-            if not group.future.done():
-                group.future.set_result(False)
-        self._open = None
+        self._groups.stop()
 
     @property
     def waiting(self) -> int:
-        return len(self._pending)
+        return self._groups.waiting
 
 
 def _done(value: Any) -> concurrent.futures.Future[Any]:
