@@ -53,6 +53,8 @@ def test_bulk_write_read_restart_and_query(tmp_path: Path) -> None:
         mapped_file_size_consume_queue=20 * 20_000,
         max_hash_slot_num=50_000,
         max_index_num=200_000,
+        disk_max_used_space_ratio=1.0,  # the host's disk use must not delete segments here
+        disk_space_clean_forcibly_ratio=1.0,
     )
     with MessageStore(cfg) as store:
         for i in range(0, TOTAL, 50):
