@@ -177,8 +177,13 @@ def test_sync_flush_sends_are_acknowledged_after_fsync(tmp_path_factory: pytest.
             r = h2.send("Durable", b"late")
         finally:
             commit_log.flush = real_flush  # type: ignore[method-assign]
-        assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT and r.remark == "flush to disk timed out"
-        assert r.ext_fields["queueOffset"] == "20" and r.ext_fields["msgId"]
+        if r.code == ResponseCode.SERVICE_NOT_AVAILABLE:
+            # The store's periodic flush met the failing sync first: puts are refused from then
+            # on, before anything is appended (as loud, and nothing acknowledged either way).
+            assert "syncing the commit log failed" in (r.remark or ""), r.remark
+        else:
+            assert r.code == ResponseCode.FLUSH_DISK_TIMEOUT and r.remark == "flush to disk timed out"
+            assert r.ext_fields["queueOffset"] == "20" and r.ext_fields["msgId"]
     finally:
         h2.close()
 
