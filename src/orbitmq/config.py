@@ -351,6 +351,11 @@ TEST_MIN_STORE = StoreConfig(
     flush_interval_commitlog_ms=10,
     flush_interval_consume_queue_ms=10,
     clean_resource_interval_ms=100,
+    # The host's disk is shared with work a test cannot foresee: its use must neither delete a
+    # test's segments nor refuse its sends. Tests of those ratios set their own.
+    disk_max_used_space_ratio=1.0,
+    disk_space_clean_forcibly_ratio=1.0,
+    disk_space_warning_level_ratio=1.0,
 )
 
 

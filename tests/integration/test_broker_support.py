@@ -35,10 +35,7 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 def broker_config(store_dir: Path | str, **overrides: Any) -> BrokerConfig:
     """A broker on 127.0.0.1, port 0, with the tiny TEST_MIN store under ``store_dir``."""
-    # Retention by disk use off: the host's disk (shared, filling during a CI run) must not
-    # delete these tests' segments; the retention tests set their own ratios.
-    store = dataclasses.replace(TEST_MIN_STORE, store_path=str(store_dir),
-                                disk_max_used_space_ratio=1.0, disk_space_clean_forcibly_ratio=1.0)
+    store = dataclasses.replace(TEST_MIN_STORE, store_path=str(store_dir))
     overrides.setdefault("grpc_listen_port", 0)  # the default 8081 would collide between tests
     return BrokerConfig(listen_port=0, store=store, **overrides)
 

@@ -252,7 +252,7 @@ def test_broker_config_get_and_runtime_update_persist(tmp_path: Path) -> None:
         resp = raw(c, addr, RequestCode.GET_BROKER_CONFIG)
         props = _props(resp.body)
         assert props["brokerName"] == "broker-a" and props["brokerPermission"] == "6"
-        assert props["diskMaxUsedSpaceRatio"] == "75" and props["fileReservedTime"] == "72"
+        assert props["diskMaxUsedSpaceRatio"] == "100" and props["fileReservedTime"] == "72"  # TEST_MIN_STORE
         assert props["flushDiskType"] == "ASYNC_FLUSH" and "storePathRootDir" in props
         assert json.loads(resp.ext_fields["version"])["counter"] == 0
         assert admin.broker_config("broker-a") == props

@@ -112,7 +112,8 @@ def test_retention_deletes_old_segments_at_the_delete_hour(tmp_path: Path) -> No
 def test_retention_keeps_young_segments_unless_the_disk_is_nearly_full(tmp_path: Path) -> None:
     clock = Clock(_at_hour(0))
     ops = CountingFileOps()
-    cfg = config(tmp_path, file_reserved_time_hours=72.0)
+    cfg = config(tmp_path, file_reserved_time_hours=72.0, disk_max_used_space_ratio=0.75,
+                 disk_space_clean_forcibly_ratio=0.85, disk_space_warning_level_ratio=0.90)
     with MessageStore(cfg, clock=clock, file_ops=ops, run_threads=False) as store:
         _fill_segments(store, clock, 200)
         files = len(store.commit_log.mfq.files)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orbitmq.testing.process import ServerProcess
+from orbitmq.testing.process import ServerProcess, host_disk_ignored
 
 __all__ = ["BrokerSetProcesses", "SEGMENT_SIZE_DEFAULT"]
 
@@ -59,7 +59,7 @@ class BrokerSetProcesses:
                 "--mapped-file-size-commitlog", str(self.segment_size),
                 "--register-broker-interval-ms", "1000", "--slave-sync-interval-ms", "1000",
                 "--grpc-listen-port", "0",
-                *self.flags]
+                *host_disk_ignored(self.flags), *self.flags]
 
     def start_broker(self, broker_id: int, *, same_address: bool = False) -> ServerProcess:
         """Start broker ``broker_id`` (again on its old ports with ``same_address``)."""

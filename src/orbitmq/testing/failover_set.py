@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from orbitmq.broker.failover.rules import MasterRecord, SetState
 from orbitmq.broker.failover.service import key_prefix
-from orbitmq.testing.process import ServerProcess
+from orbitmq.testing.process import ServerProcess, host_disk_ignored
 
 __all__ = ["FailoverSet", "read_etcd", "wait_for"]
 
@@ -106,7 +106,7 @@ class FailoverSet:
                 "--ha-send-heartbeat-interval-ms", "500", "--ha-housekeeping-interval-ms", "3000",
                 "--mapped-file-size-commitlog", str(16 * 1024 * 1024),
                 "--register-broker-interval-ms", "1000", "--slave-sync-interval-ms", "1000",
-                *self.flags]
+                *host_disk_ignored(self.flags), *self.flags]
 
     def start_member(self, member: int, *, wait: bool = True) -> ServerProcess:
         proc = ServerProcess(self.args(member), prefix=self.prefixes.get(member, ()))

@@ -16,7 +16,13 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
-__all__ = ["ServerProcess", "standalone_process"]
+__all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_disk_ignored"]
+
+# A test broker shares its disk with everything else on the host, whose use it cannot foresee: at
+# the default ratios it would delete a test's segments (past 0.75 or 0.85 of the disk used) or
+# refuse its sends (past 0.90) because other work filled the disk. Tests of those ratios set them.
+HOST_DISK_IGNORED = ("--disk-max-used-space-ratio", "1.0", "--disk-space-clean-forcibly-ratio", "1.0",
+                     "--disk-space-warning-level-ratio", "1.0")
 
 READY = re.compile(r"orbitmq (\w+) ready on (\S+):(\d+)")
 
@@ -104,15 +110,22 @@ class ServerProcess:
         self.stop()
 
 
+def host_disk_ignored(args: Sequence[str]) -> tuple[str, ...]:
+    """HOST_DISK_IGNORED, unless ``args`` set a disk ratio or name a config file (which may)."""
+    chosen = any(a.startswith("--disk-") or a == "--config" for a in args)
+    return () if chosen else HOST_DISK_IGNORED
+
+
 def standalone_process(store: str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
     """``orbitmq standalone`` on ephemeral ports of 127.0.0.1 with its store in ``store``, the
     web console and the gRPC endpoint on free ports too (their ports are fixed by default, so
     that tests and benchmarks running side by side would collide on them; pass
     ``--console-port N`` or ``--grpc-port N`` in ``extra`` to choose). The gRPC endpoint's port is
-    in ``addresses["grpc"]`` once ready."""
+    in ``addresses["grpc"]`` once ready. The host's disk use neither deletes segments nor refuses
+    sends unless ``extra`` sets a disk ratio (see HOST_DISK_IGNORED)."""
     console = () if "--console-port" in extra else ("--console-port", "0")
     grpc = () if any(a.startswith("--grpc-") and "port" in a for a in extra) else ("--grpc-port", "0")
     return ServerProcess(
         ["standalone", "--namesrv-port", "0", "--broker-port", "0", *console, *grpc, "--store",
-         store, *extra], env=env
+         store, *host_disk_ignored(extra), *extra], env=env
     )
