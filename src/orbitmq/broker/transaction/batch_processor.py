@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Awaitable
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
@@ -26,11 +25,9 @@ from orbitmq.broker.topic_config_manager import (
     TRANS_HALF_TOPIC,
     validate_topic,
 )
-from orbitmq.broker.transaction.batch import TRAN_BATCH, batch_size, is_batch
-from orbitmq.broker.transaction.end_transaction_processor import VERDICTS
-from orbitmq.broker.transaction.half_store import origin_of
+from orbitmq.broker.transaction.batch import TRAN_BATCH, is_batch
+from orbitmq.broker.transaction.ending import Answer, Ending, commit_answer, end_transaction
 from orbitmq.broker.transaction.service import TransactionService
-from orbitmq.broker.transaction.state import HalfState
 from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.codes import ResponseCode
@@ -50,7 +47,6 @@ __all__ = ["TransactionBatchProcessor"]
 
 log = logging.getLogger(__name__)
 
-_Answer = RemotingCommand | Awaitable[RemotingCommand]
 _PERM_WRITE = int(Perm.WRITE)
 _UNIQ_AT = 8  # ScanRecord: the UNIQ_KEY
 
@@ -71,7 +67,7 @@ class TransactionBatchProcessor:
         self._round_robin = itertools.count()
 
     # -- SEND_TRANSACTION_BATCH ----------------------------------------------------------------
-    def send_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
+    def send_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> Answer:
         h = SendTransactionBatchRequestHeader.from_ext_fields(cmd.ext_fields)
         body = cmd.body if isinstance(cmd.body, bytes) else bytes(cmd.body)
         try:
@@ -156,39 +152,13 @@ class TransactionBatchProcessor:
         return half
 
     # -- END_TRANSACTION_BATCH -----------------------------------------------------------------
-    def end_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
+    def end_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> Answer:
         h = EndTransactionBatchRequestHeader.from_ext_fields(cmd.ext_fields)
-        svc = self.service
-        if svc.config.broker_id != 0:
-            return cmd.response(ResponseCode.SLAVE_NOT_AVAILABLE,
-                                "a slave broker does not end transactions")
-        source = "check" if h.from_transaction_check else "producer"
-        if h.commit_or_rollback == 0:
-            log.info("transaction batch left pending by %s group=%s tx=%s peer=%s", source,
-                     h.producer_group, h.transaction_id, conn.peer)
-            return cmd.response(ResponseCode.SUCCESS, "transaction state unknown: the broker will check")
-        verdict = VERDICTS.get(h.commit_or_rollback)
-        if verdict is None:
-            return cmd.response(ResponseCode.INVALID_PARAMETER,
-                                f"EndTransactionBatchRequestHeader.commitOrRollback: "
-                                f"{h.commit_or_rollback}, expected 0, 8 or 12")
-        half = svc.half.read_at(h.commit_log_offset)
-        problem = _mismatch(half, h)
-        if problem is not None:
-            log.warning("END_TRANSACTION_BATCH refused from %s: %s", conn.peer, problem)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
-        assert half is not None
-        state = svc.state_of(half)
-        if state is not HalfState.PENDING:
-            return _already(cmd, half, state, verdict, source)
-        log.log(logging.INFO if h.from_transaction_check else logging.DEBUG,
-                "transaction batch %s by %s origin=%d tx=%s messages=%d", verdict.value, source,
-                origin_of(half), half.uniq_key, batch_size(half))
-        result = svc.settle(half, verdict)
-        if result is None:
-            return cmd.response(ResponseCode.SUCCESS)
-        queue_id = int(half.properties.get(PropertyKey.REAL_QID, "0") or 0)
-        return svc.ctx.saver.answer(result, _commit_answer, cmd, queue_id)
+        ending = Ending("transaction batch", "END_TRANSACTION_BATCH", h.commit_or_rollback,
+                        h.from_transaction_check, h.producer_group, h.transaction_id,
+                        h.commit_log_offset)
+        return end_transaction(self.service, cmd, conn, ending, lambda half: _mismatch(half, h),
+                               _commit_answer)
 
 
 def _born_host(conn: RemotingConnection) -> tuple[str, int]:
@@ -231,29 +201,10 @@ def _mismatch(half: MessageExt | None, h: EndTransactionBatchRequestHeader) -> s
     return None
 
 
-def _already(cmd: RemotingCommand, half: MessageExt, state: HalfState, verdict: HalfState,
-             source: str) -> RemotingCommand:
-    """A verdict on a batch that is no longer pending: nothing is stored."""
-    if state in (verdict, HalfState.SETTLED):
-        log.info("transaction batch already %s, %s by %s ignored tx=%s", state.value,
-                 verdict.value, source, half.uniq_key)
-        return cmd.response(ResponseCode.SUCCESS, f"transaction already {state.value.lower()}")
-    log.warning("transaction batch already %s, conflicting %s by %s ignored tx=%s", state.value,
-                verdict.value, source, half.uniq_key)
-    return cmd.response(ResponseCode.TRANSACTION_FAILED,
-                        f"transaction already {state.value.lower()}: {verdict.value.lower()} ignored")
-
-
-def _commit_answer(result: PutMessageResult, cmd: RemotingCommand, queue_id: int) -> RemotingCommand:
-    """The answer to a batch's commit, once its messages are as durable as they get."""
+def _commit_answer(result: PutMessageResult, cmd: RemotingCommand, half: MessageExt) -> RemotingCommand:
     append = result.append
-    fields = {} if append is None else {"queueId": str(queue_id),
-                                        "queueOffset": str(append.queue_offset),
-                                        "count": str(append.msg_num)}
-    if result.status is PutMessageStatus.PUT_OK:
-        return cmd.response(ResponseCode.SUCCESS, None, fields)
-    code, remark = put_answer(result)
-    if result.status in APPENDED:  # committed, but not durable in time
-        return cmd.response(code, remark, fields)
-    return cmd.response(code, f"storing the committed batch failed: {remark}; "
-                              "the transaction stays pending")
+    queue_id = int(half.properties.get(PropertyKey.REAL_QID, "0") or 0)
+    fields = None if append is None else {"queueId": str(queue_id),
+                                          "queueOffset": str(append.queue_offset),
+                                          "count": str(append.msg_num)}
+    return commit_answer(result, cmd, "committed batch", fields)
