@@ -82,10 +82,10 @@ class BrokerSetProcesses:
 
     def kill(self, broker_id: int = 0) -> None:
         """SIGKILL a broker (the master by default): no chance to clean up."""
-        _close(self.brokers[broker_id], kill=True)
+        self.brokers[broker_id].kill()
 
     def stop(self, broker_id: int) -> None:
-        _close(self.brokers[broker_id], kill=False)
+        self.brokers[broker_id].stop()
 
     def wait_slaves_connected(self, count: int | None = None, timeout: float = 30.0) -> None:
         """Until the master counts ``count`` (default: every slave) HA connections."""
@@ -105,21 +105,12 @@ class BrokerSetProcesses:
 
     def close(self) -> None:
         for proc in reversed(list(self.brokers.values())):
-            _close(proc, kill=False)
+            proc.stop()
         if self.namesrv_process is not None:
-            _close(self.namesrv_process, kill=False)
+            self.namesrv_process.stop()
 
     def __enter__(self) -> BrokerSetProcesses:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _close(proc: ServerProcess, *, kill: bool) -> None:
-    if kill:
-        proc.kill()
-    else:
-        proc.stop()
-    if proc.proc.stdout is not None:  # ServerProcess leaves the pipe open
-        proc.proc.stdout.close()

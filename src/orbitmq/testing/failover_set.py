@@ -145,28 +145,19 @@ class FailoverSet:
         return wait_for(check, f"a master above epoch {epoch_above} with {in_sync} in sync", timeout)
 
     def kill(self, member: int) -> None:
-        _close(self.brokers[member], kill=True)
+        self.brokers[member].kill()
 
     def stop(self, member: int) -> None:
-        _close(self.brokers[member], kill=False)
+        self.brokers[member].stop()
 
     def close(self) -> None:
         for proc in self.brokers.values():
-            _close(proc, kill=True)  # stores are throwaway; a clean stop costs seconds each
+            proc.kill()  # stores are throwaway; a clean stop costs seconds each
         if self.namesrv_process is not None:
-            _close(self.namesrv_process, kill=False)
+            self.namesrv_process.stop()
 
     def __enter__(self) -> FailoverSet:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _close(proc: ServerProcess, *, kill: bool) -> None:
-    if kill:
-        proc.kill()
-    else:
-        proc.stop()
-    if proc.proc.stdout is not None:
-        proc.proc.stdout.close()

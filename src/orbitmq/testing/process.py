@@ -93,7 +93,7 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        self._reader.join(5)
+        self._release()
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -101,7 +101,14 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        self._release()
+
+    def _release(self) -> None:
+        # The reader closes the pipe at its end of file, which a child of the server that
+        # inherited it may hold back: closed here, so that no pipe outlives the server.
         self._reader.join(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def __enter__(self) -> ServerProcess:
         return self
