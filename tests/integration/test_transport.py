@@ -138,6 +138,41 @@ def test_timeout_and_reconnect_after_server_restart():
     run(main())
 
 
+def test_a_timeout_on_a_silent_connection_closes_it_and_an_answering_one_stays():
+    """A request timing out with nothing read since it was sent closes the connection (a cut path
+    would otherwise wait for TCP's retransmissions); other answers meanwhile keep it open."""
+
+    async def main():
+        server, _ = make_server()
+        await server.start()
+        client = RemotingClient()
+        try:
+            first = await client.connection(server.address)
+            with pytest.raises(TimeoutError):
+                await client.invoke(server.address, RemotingCommand.request(SLOW, {"delay": "2"}),
+                                    timeout=0.2)
+            await asyncio.wait_for(asyncio.shield(first.closed), 5)  # closed by the client
+            second = await client.connection(server.address)
+            assert second is not first and second.is_open
+
+            async def chatter() -> None:
+                for _ in range(40):
+                    await client.invoke(server.address, RemotingCommand.request(ECHO), timeout=2)
+                    await asyncio.sleep(0.02)
+
+            talk = asyncio.create_task(chatter())
+            with pytest.raises(TimeoutError):
+                await client.invoke(server.address, RemotingCommand.request(SLOW, {"delay": "2"}),
+                                    timeout=0.3)
+            await talk
+            assert second.is_open and await client.connection(server.address) is second
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
 def _raw_roundtrip(port: int, payload: bytes, timeout: float = 5.0) -> tuple[list[RemotingCommand], bool]:
     """Send raw bytes; return the commands read back and whether the server closed the socket."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:

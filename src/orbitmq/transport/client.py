@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
-from orbitmq.errors import ConnectionClosedError
+from orbitmq.errors import ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
@@ -25,6 +26,11 @@ class RemotingClient:
     Requests the servers send us (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED, ...) go to the
     handler registered for their code. Connections are created lazily; a lost one is replaced by the
     next request, so a restarted broker is reached again without the caller doing anything.
+
+    A request that times out on a connection from which not one byte arrived since it was sent
+    closes that connection: the peer or the path to it is gone (a cut network, a frozen host), and
+    a TCP connection would otherwise wait for the kernel's retransmissions, which back off to
+    minutes, long after the path is back. A connection that answered anything meanwhile stays.
     """
 
     def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = 16 * 1024 * 1024) -> None:
@@ -83,7 +89,15 @@ class RemotingClient:
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and wait for the response."""
         conn = await self.connection(addr)
-        return await conn.invoke(cmd, timeout)
+        sent_at = time.monotonic()
+        try:
+            return await conn.invoke(cmd, timeout)
+        except TimeoutError:
+            if conn.last_received < sent_at and conn.is_open:
+                log.warning("nothing from %s for %.3g s: closing the connection (the next request "
+                            "opens another)", addr, timeout)
+                conn.abort()
+            raise
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         conn = await self.connection(addr)

@@ -12,6 +12,7 @@ import collections
 import functools
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -101,6 +102,7 @@ class RemotingConnection(asyncio.Protocol):
         self.closed: asyncio.Future[None] | None = None
         self.peer: str = "?"
         self.attributes: dict[str, Any] = {}  # per-connection state for handlers (client id, ...)
+        self.last_received = 0.0  # time.monotonic() of the last bytes read
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -111,6 +113,7 @@ class RemotingConnection(asyncio.Protocol):
             self.peer = f"{peer[0]}:{peer[1]}"
 
     def data_received(self, data: bytes) -> None:
+        self.last_received = time.monotonic()
         if self._fast is not None:
             self._fast_received(data)
             return
