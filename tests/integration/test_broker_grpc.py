@@ -21,6 +21,7 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
+from orbitmq.config import BrokerRole
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 
@@ -248,3 +249,21 @@ def test_forward_to_dead_letter_queue_stores_the_message_and_acks_it(harness: Br
     assert bytes(dead.body) == b"bad" and dead.properties["RETRY_TOPIC"] == topic
     again = stub.ForwardMessageToDeadLetterQueue(request, metadata=META, timeout=10)
     assert again.status.code == pb.INVALID_RECEIPT_HANDLE  # it was acked
+
+
+def test_a_slave_refuses_5x_sends_and_receives(tmp_path: Path) -> None:
+    """A slave stores only its master's log: a 5.x send or receive there is refused (FORBIDDEN)
+    rather than written beside the replica or handed out from state a promotion would drop."""
+    h = BrokerHarness(broker_config(tmp_path / "slave", broker_role=BrokerRole.SLAVE, broker_id=1,
+                                    ha_master_address="127.0.0.1:1"))
+    try:
+        topic = _topic(h, "OnSlave")
+        assert h.broker.grpc is not None
+        with grpc.insecure_channel(f"127.0.0.1:{h.broker.grpc.port}") as channel:
+            stub = spb_grpc.MessagingServiceStub(channel)
+            sent = _send(stub, _message(topic))
+            assert sent.status.code == pb.FORBIDDEN and "slave" in sent.status.message, sent
+            [answer] = _receive(stub, topic, "SlaveGroup", auto_renew=True)
+            assert answer.status.code == pb.FORBIDDEN and "slave" in answer.status.message, answer
+    finally:
+        h.close()

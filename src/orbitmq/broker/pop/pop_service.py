@@ -198,6 +198,12 @@ class PopService:
                       owner: str = "") -> list[Received]:
         """Hand out up to ``batch`` messages, waiting up to ``poll_ms`` for some (module
         docstring). Raises PopRefused."""
+        if not self.ctx.role.accepts_writes:
+            # What a group was handed lives on the broker that handed it out (and its dead
+            # letters are stored there): a slave's state would be lost or diverge at promotion.
+            raise PopRefused(ResponseCode.NO_PERMISSION,
+                             f"the broker[{self.ctx.config.broker_name}] is a slave: 5.x clients "
+                             "receive from the master")
         cfg = self.group_config(group)
         if self.live_remoting_consumers(group):
             raise PopRefused(ResponseCode.NO_PERMISSION,
