@@ -18,10 +18,10 @@ import pytest
 from google.protobuf import duration_pb2, timestamp_pb2
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.config import BrokerRole
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
-from orbitmq.config import BrokerRole
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 
