@@ -9,6 +9,10 @@ a new master may not have. Two long-polled pulls are held meanwhile: one from be
 arrived (the arrival wakes it; it must go on waiting, not answer NO_NEW_MSG) and one from after.
 Once the slave runs again and holds the bytes, both are woken by the confirm offset rising and
 return the message well before their 40 s suspend timeout (bounded at 30 s here).
+
+A slave is bounded the same way, by the confirm offset its master announces over the HA stream:
+with one of two in-sync slaves stopped, the other holds the message but does not serve it until
+the stopped one runs again and the set acknowledges it.
 """
 
 from __future__ import annotations
@@ -22,8 +26,13 @@ import pytest
 
 from orbitmq import Admin, Message, MessageQueue, Producer, PullConsumer, SendStatus
 from orbitmq.client.results import PullResult, PullStatus
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
+from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.testing.etcd import EtcdCluster, etcd_binary
 from orbitmq.testing.failover_set import FailoverSet, wait_for
+from orbitmq.transport import RemotingClient, run
 
 pytestmark = pytest.mark.skipif(etcd_binary() is None,
                                 reason="etcd is not installed (Debian: apt-get install etcd-server)")
@@ -95,6 +104,67 @@ def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path, not_cat
                 assert [bytes(m.body) for m in held[0].messages] == [b"unacknowledged"]
             after = consumer.pull(mq, 1, 32)
             assert [bytes(m.body) for m in after.messages] == [b"unacknowledged"]
+
+
+def test_a_slave_serves_only_what_its_masters_in_sync_set_holds(tmp_path: Path) -> None:
+    topic = "SlaveConfirm"
+    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=3,
+                                             not_catchup_ms=120_000) as brokers:
+        master = brokers.wait_master(in_sync=3)
+        reader, stopped = [m for m in (1, 2, 3) if m != master.member]
+        at_reader = brokers.addresses[reader]
+        first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
+        with Producer("slave-confirm-p", namesrv=brokers.namesrv, send_timeout=20.0,
+                      retry_times_when_send_failed=0) as producer:
+            before = producer.send(Message(topic, b"acknowledged"), first_queue)
+            assert before.status is SendStatus.OK
+            qid = before.queue.queue_id
+            # The slave has the topic (synced from the master) and the message, and serves it.
+            found = wait_for(lambda: _pull_bodies(at_reader, topic, qid, 0)[1] or None,
+                             "the slave serves the first message", 30)
+            assert found == [b"acknowledged"]
+            os.kill(brokers.brokers[stopped].proc.pid, signal.SIGSTOP)
+            try:
+                answer = producer.send(Message(topic, b"unacknowledged"), first_queue)
+                assert answer.status is SendStatus.FLUSH_SLAVE_TIMEOUT  # the stopped one is in the set
+
+                def held_not_served() -> bool:
+                    max_offset, bodies = _pull_bodies(at_reader, topic, qid, 1)
+                    assert not bodies, "the slave served a message its master's set does not hold"
+                    return max_offset >= 2
+                wait_for(held_not_served, "the slave's queue holds the second message", 30)
+            finally:
+                os.kill(brokers.brokers[stopped].proc.pid, signal.SIGCONT)
+            served = wait_for(lambda: _pull_bodies(at_reader, topic, qid, 1)[1] or None,
+                              "the slave serves the second message once the set holds it",
+                              WOKEN_WITHIN_S)
+            assert served == [b"unacknowledged"]
+
+
+def _pull_bodies(address: str, topic: str, queue_id: int, offset: int) -> tuple[int, list[bytes]]:
+    """One PULL_MESSAGE to the broker at ``address`` (a slave: the SDK pulls from masters):
+    (the queue's maxOffset, the bodies found)."""
+    header = PullMessageRequestHeader(
+        consumer_group="slave-confirm-c", topic=topic, queue_id=queue_id, queue_offset=offset,
+        max_msg_nums=32, sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0,
+        suspend_timeout_millis=0, subscription="*")
+
+    async def pull() -> RemotingCommand:
+        client = RemotingClient()
+        try:
+            return await client.invoke(address, RemotingCommand.request(
+                RequestCode.PULL_MESSAGE, header.to_ext_fields()), timeout=5)
+        finally:
+            await client.close()
+
+    answer = run(pull())
+    if answer.code == ResponseCode.TOPIC_NOT_EXIST:  # not synced from the master yet
+        return -1, []
+    assert answer.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND,
+                           ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_RETRY_IMMEDIATELY), answer
+    max_offset = int(answer.ext_fields.get("maxOffset", "-1"))
+    found = answer.code == ResponseCode.SUCCESS and answer.body
+    return max_offset, [bytes(m.body) for m in iter_stored_messages(answer.body)] if found else []
 
 
 def _hold(consumer: PullConsumer, mq: MessageQueue, out: list[PullResult]) -> threading.Thread:

@@ -18,9 +18,11 @@ from orbitmq.broker.replication.replica_ack import ReplicaAck
 from orbitmq.config import BrokerConfig, BrokerRole, ConfigError
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.ha import (
+    CONFIRM_MARK,
     ReportReader,
     TransferFrame,
     TransferReader,
+    encode_confirm_frame,
     encode_report,
     encode_transfer_header,
 )
@@ -47,6 +49,24 @@ def test_frames_come_out_whole_however_the_bytes_are_cut(frames: list[tuple[int,
         out += reader.feed(data[i:i + step])
     assert out == [TransferFrame(o, b) for o, b in frames]
     assert reader.buffered == 0
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(1, 30))
+def test_a_confirm_frame_between_transfer_frames_comes_out_whole(offset: int, step: int) -> None:
+    data = (encode_transfer_header(0, 3) + b"abc" + encode_confirm_frame(offset)
+            + encode_transfer_header(3, 0))
+    reader, out = TransferReader(16), []
+    for i in range(0, len(data), step):
+        out += reader.feed(data[i:i + step])
+    assert out == [TransferFrame(0, b"abc"), TransferFrame(CONFIRM_MARK, offset.to_bytes(8, "big")),
+                   TransferFrame(3, b"")]
+
+
+def test_a_marked_frame_of_another_size_is_refused() -> None:
+    with pytest.raises(RemoteProtocolError):
+        TransferReader(300).feed(struct.pack(">qi", CONFIRM_MARK, 16))
+    with pytest.raises(ValueError):
+        encode_confirm_frame(-1)
 
 
 def test_a_frame_header_out_of_bounds_is_refused() -> None:

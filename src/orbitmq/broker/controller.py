@@ -145,8 +145,8 @@ class BrokerController:
         self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
         if self.failover is not None:  # consumers waiting on the confirm offset
-            self.failover.ack.on_advance(self.pull.long_poll.confirmed)
-            self.failover.ack.on_advance(lambda end: self.pop.wake_all())
+            self.failover.on_confirm(self.pull.long_poll.confirmed)
+            self.failover.on_confirm(lambda end: self.pop.wake_all())
         end_transaction = EndTransactionProcessor(self.transactions)
         send = SendProcessor(ctx, self.transactions.to_half, send_back)
         send.park_timer = self.timer.park

@@ -18,8 +18,11 @@ Controller mode (docs/failover.md) adds one exchange at the start of a connectio
 master knows which member each connection is and both sides know each other's epoch: the slave
 first sends a *hello*, two 8-byte values, :data:`HELLO_MARK` (negative: never an offset) and
 ``epoch << 32 | member``; the master answers with an *epoch frame*, a transfer header at offset
-:data:`HELLO_MARK` of size 8 whose body is its own ``epoch << 32 | member``. Without controller
-mode neither is sent and the stream is RocketMQ 4.x's.
+:data:`HELLO_MARK` of size 8 whose body is its own ``epoch << 32 | member``. A SYNC_MASTER then
+sends *confirm frames*, transfer headers at offset :data:`CONFIRM_MARK` of size 8 whose body is
+its confirm offset (what every in-sync member holds), at once and whenever it rises: a slave
+serves consumers only below it. Without controller mode none of these is sent and the stream is
+RocketMQ 4.x's.
 
 Both readers take bytes in and give values out, and buffer at most one report or one frame:
 their memory is bounded by ``frame_size_max``. A frame header with a negative offset or a size
@@ -45,6 +48,8 @@ __all__ = [
     "encode_hello",
     "encode_epoch_frame",
     "unpack_identity",
+    "CONFIRM_MARK",
+    "encode_confirm_frame",
 ]
 
 REPORT_SIZE = 8
@@ -53,7 +58,8 @@ _REPORT = struct.Struct(">q")
 _HEADER = struct.Struct(">qi")
 OFFSET_MAX = 2**63 - 1
 HELLO_MARK = -0x4F524249544D51  # "ORBITMQ": a hello's first value, an epoch frame's offset
-IDENTITY_SIZE = 8
+CONFIRM_MARK = HELLO_MARK - 1  # a confirm frame's offset
+IDENTITY_SIZE = 8  # the body of each marked frame: an epoch frame's and a confirm frame's
 _ID_MAX = 2**31 - 1
 
 
@@ -83,6 +89,13 @@ def encode_hello(epoch: int, member: int) -> bytes:
 def encode_epoch_frame(epoch: int, member: int) -> bytes:
     """A master's answer to a hello: it is member ``member``, master of ``epoch``."""
     return _HEADER.pack(HELLO_MARK, IDENTITY_SIZE) + _REPORT.pack(pack_identity(epoch, member))
+
+
+def encode_confirm_frame(offset: int) -> bytes:
+    """A SYNC_MASTER's confirm offset (0..2**63-1): every in-sync member holds the log below it."""
+    if not 0 <= offset <= OFFSET_MAX:
+        raise ValueError(f"confirm offset {offset} out of range")
+    return _HEADER.pack(CONFIRM_MARK, IDENTITY_SIZE) + _REPORT.pack(offset)
 
 
 def encode_report(offset: int) -> bytes:
@@ -162,8 +175,8 @@ class TransferReader:
                     if len(buf) - at < TRANSFER_HEADER_SIZE:
                         break
                     offset, size = _HEADER.unpack_from(view, at)
-                    identity = offset == HELLO_MARK and size == IDENTITY_SIZE
-                    if not identity and (offset < 0 or not 0 <= size <= self.frame_size_max):
+                    marked = offset in (HELLO_MARK, CONFIRM_MARK) and size == IDENTITY_SIZE
+                    if not marked and (offset < 0 or not 0 <= size <= self.frame_size_max):
                         raise RemoteProtocolError(
                             f"HA frame header offset={offset} size={size}: not a frame (sizes "
                             f"0..{self.frame_size_max}, offsets from 0)")

@@ -89,6 +89,9 @@ class _MasterSide:
             return f"it follows epoch {epoch}, this master's is {service.epoch}"
         return "that is this master's own id" if member == service.member else None
 
+    def confirm_offset(self) -> int | None:
+        return self.service.read_bound()
+
 
 class _SlaveSide:
     def __init__(self, service: FailoverService) -> None:
@@ -96,6 +99,9 @@ class _SlaveSide:
 
     def identity(self) -> tuple[int, int]:
         return self.service.follow_epoch, self.service.member
+
+    def confirmed(self, offset: int) -> None:
+        self.service.master_confirmed(offset)
 
 
 class FailoverService:
@@ -149,6 +155,9 @@ class FailoverService:
         self.ack = InSyncAck(replication.progress, config.store.sync_flush_timeout_ms,
                              replication.server.pump, self, monotonic)
         replication.ack = self.ack  # SYNC_MASTER's condition in controller mode
+        self.ack.on_advance(lambda end: replication.server.confirm_changed())
+        self.slave_bound: int | None = None  # the followed master's confirm offset, once heard
+        self._slave_listeners: list[Callable[[int], None]] = []
         replication.server.hello = _MasterSide(self)
         replication.client.hello = _SlaveSide(self)
         replication.extra_info.append(self.runtime_info)
@@ -168,12 +177,30 @@ class FailoverService:
     def read_bound(self) -> int | None:
         """The commit log end pulls and POP may serve up to: the confirm offset while this broker
         is a SYNC_MASTER (InSyncAck.committed: every in-sync member holds the bytes below it), so
-        no consumer reads, and commits an offset past, a tail a new master may not have. None
-        (no bound) as an ASYNC_MASTER, which promises nothing beyond its own log, and as a slave
-        (docs/failover.md says what a slave serves)."""
-        if self.epoch and self.role.role is BrokerRole.SYNC_MASTER:
-            return self.ack.committed
-        return None
+        no consumer reads, and commits an offset past, a tail a new master may not have; as a
+        slave, the last confirm offset its master announced (over the HA stream). None (no
+        bound) as an ASYNC_MASTER, which promises nothing beyond its own log, and as a slave that
+        has heard none since it started (docs/failover.md)."""
+        if self.epoch:
+            return self.ack.committed if self.role.role is BrokerRole.SYNC_MASTER else None
+        return self.slave_bound
+
+    def on_confirm(self, listener: Callable[[int], None]) -> None:
+        """``listener(end)`` on the loop whenever ``read_bound`` rises: as a master (the confirm
+        offset) and as a slave (its master's announcement)."""
+        self.ack.on_advance(listener)
+        self._slave_listeners.append(listener)
+
+    def master_confirmed(self, offset: int) -> None:
+        """A slave heard its master's confirm offset (the HA stream's confirm frame)."""
+        rose = self.slave_bound is None or offset > self.slave_bound
+        self.slave_bound = offset
+        if rose and not self.epoch:
+            for listener in self._slave_listeners:
+                try:
+                    listener(offset)
+                except Exception:
+                    log.exception("a confirm offset listener failed")
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:

@@ -46,6 +46,7 @@ from orbitmq.protocol import stored
 from orbitmq.protocol.ha import (
     HELLO_MARK,
     ReportReader,
+    encode_confirm_frame,
     encode_epoch_frame,
     encode_transfer_header,
     unpack_identity,
@@ -73,6 +74,10 @@ class MasterHello(Protocol):
         """Why a slave that says it follows ``epoch`` as ``member`` is refused, or None."""
         ...
 
+    def confirm_offset(self) -> int | None:
+        """The confirm offset to announce to slaves, or None (not a SYNC_MASTER: no bound)."""
+        ...
+
 
 class _Connection(asyncio.Protocol):
     """One slave's HA connection (see the module docstring)."""
@@ -88,6 +93,7 @@ class _Connection(asyncio.Protocol):
         self.last_write = time.monotonic()
         self.closed = False
         self.hello_left = 2 if server.hello is not None else 0  # hello values still to read
+        self.confirm_sent: int | None = None  # the last confirm offset announced
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -146,7 +152,18 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.write(encode_epoch_frame(*hello.identity()))
         log.info("HA connection from %s is member %d (epoch %d)", link.peer, member, epoch)
+        self.announce_confirm()
         return True
+
+    def announce_confirm(self) -> None:
+        """Controller mode, once the hello is done: send the confirm offset if it changed."""
+        hello = self.server.hello
+        if hello is None or self.hello_left or self.closed or self.transport is None:
+            return
+        offset = hello.confirm_offset()
+        if offset is not None and offset != self.confirm_sent:
+            self.transport.write(encode_confirm_frame(offset))
+            self.confirm_sent = offset
 
     # -- reports --------------------------------------------------------------------------------
     def _report(self, link: SlaveLink, offset: int) -> bool:
@@ -318,6 +335,11 @@ class HAServer:
         iteration that appended; the SYNC_MASTER condition when it seals a group)."""
         for conn in list(self.connections):
             conn.pump()
+
+    def confirm_changed(self) -> None:
+        """Controller mode: the confirm offset rose; every slave hears it."""
+        for conn in list(self.connections):
+            conn.announce_confirm()
 
     async def _housekeeping(self) -> None:
         interval = min(self.heartbeat_s, self.housekeeping_s) / 4

@@ -41,6 +41,7 @@ from orbitmq.config import BrokerConfig
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
 from orbitmq.protocol.ha import (
+    CONFIRM_MARK,
     HELLO_MARK,
     TransferFrame,
     TransferReader,
@@ -77,6 +78,10 @@ class SlaveHello(Protocol):
 
     def identity(self) -> tuple[int, int]:
         """(the epoch whose master this slave follows, its member id)."""
+        ...
+
+    def confirmed(self, offset: int) -> None:
+        """The master's confirm offset is ``offset``: consumers are served below it."""
         ...
 
 
@@ -143,6 +148,9 @@ class _Link(asyncio.Protocol):
     # -- frames ---------------------------------------------------------------------------------
     def _take(self, frame: TransferFrame) -> bool:
         """Store (or compare) one frame; True when bytes were stored."""
+        if frame.offset == CONFIRM_MARK:
+            self._confirm_frame(frame)
+            return False
         if not self.epoch_confirmed or frame.offset == HELLO_MARK:
             self._epoch_frame(frame)
             return False
@@ -185,6 +193,17 @@ class _Link(asyncio.Protocol):
             raise _Garbled(f"the master (member {member}) is master of epoch {epoch}, this slave "
                            f"follows epoch {want}: not taking its bytes")
         self.epoch_confirmed = True
+
+    def _confirm_frame(self, frame: TransferFrame) -> None:
+        """Controller mode: the master's confirm offset, after its epoch frame."""
+        hello = self.client.hello
+        if hello is None or not self.epoch_confirmed:
+            raise _Garbled("a confirm frame before the master's epoch frame" if hello is not None
+                           else "a confirm frame without controller mode")
+        offset = int.from_bytes(frame.data, "big", signed=True)
+        if offset < 0:
+            raise _Garbled(f"a confirm offset of {offset}")
+        hello.confirmed(offset)
 
     def _mismatched_heartbeat(self, offset: int, expect: int) -> None:
         """A heartbeat that does not continue this log (the master's end, or where it could
