@@ -203,6 +203,8 @@ class DurableSave:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake_scheduled = False
+        self._appends = 0  # appends of this loop iteration (since the last wake)
+        self._appends_before = 0  # ... of the last iteration that appended
         self._appended: list[Callable[[], None]] = []
         self.set_conditions(conditions)
 
@@ -237,6 +239,7 @@ class DurableSave:
     def append(self, batch: Batch) -> PutMessageResult:
         """Append ``batch`` (one topic and queue) and have the store woken this loop iteration."""
         result = self._put(batch)
+        self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
         return result
@@ -244,6 +247,7 @@ class DurableSave:
     def appended(self) -> None:
         """Bytes were appended without ``append`` (the native fast path): have the store woken
         this loop iteration all the same."""
+        self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
 
@@ -262,6 +266,7 @@ class DurableSave:
 
     def _wake(self) -> None:
         self._wake_scheduled = False
+        self._appends_before, self._appends = self._appends, 0
         if not self.conditions or self._loop is None:
             self.store.wake()
         else:
@@ -278,6 +283,22 @@ class DurableSave:
             self._loop.call_soon(self.store.wake)
 
     # -- waiting --------------------------------------------------------------------------------
+    def sync_alone(self, end: int) -> PutMessageStatus | None:
+        """The status of a save ending at ``end`` made durable right here, in the loop's thread,
+        by one sync (the disk's is the only condition): PUT_OK, or FLUSH_DISK_TIMEOUT when the
+        sync failed or came late; None, nothing done, unless the save is alone, i.e. the only
+        append of this loop iteration and of the last one (one producer waiting for each
+        answer: a group would not form, and the answer leaves without a future, a timer or a
+        loop iteration in between), and the store can sync now. Call it before ``appended``.
+        With many producers the iteration's appends share the wake's one sync (``answer``)."""
+        if (self._appends or self._appends_before > 1 or len(self.conditions) != 1
+                or not isinstance(self.conditions[0], DiskSync) or self._loop is None):
+            return None
+        durable = self.store.sync_now(end)
+        if durable is None:
+            return None
+        return _PUT_OK if durable else PutMessageStatus.FLUSH_DISK_TIMEOUT
+
     def answer(self, result: PutMessageResult, respond: Callable[..., R],
                *args: Any) -> R | asyncio.Future[R]:
         """``respond(result, *args)``: now when there is nothing to wait for (no condition, or

@@ -247,13 +247,20 @@ class FastPath:
         if self._timings is not None:
             self._timed(by_code, time.perf_counter() - started)
         saver = self._saver
-        saver.appended()
-        if answers is not None:
-            if saver.conditions:
-                self._answer_when_durable(conn, answers, base + seg_start, base + seg_end, now,
-                                          sum(c[1] for c in counts))
-            else:
+        if answers is None or not saver.conditions:
+            saver.appended()
+            if answers is not None:
                 conn.send_ordered(answers)
+            return taken
+        requests = sum(c[1] for c in counts)
+        start, end = base + seg_start, base + seg_end
+        status = saver.sync_alone(end)  # a lone producer's read: synced and answered now
+        saver.appended()
+        if status is None:
+            self._answer_when_durable(conn, answers, start, end, now, requests)
+        else:
+            append = AppendMessageResult(start, end - start, now, 0, requests, [0], b"")
+            conn.send_ordered(_answers_after(PutMessageResult(status, append), answers))
         return taken
 
     def _timed(self, by_code: tuple[int, int, int], seconds: float) -> None:

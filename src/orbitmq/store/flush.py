@@ -150,6 +150,24 @@ class GroupCommitService(ServiceThread):
         behind it; the thread takes the rounds until a sync is quick again); whether it ran."""
         return self.last_sync_s <= INLINE_SYNC_MAX_S and self._round_if_free() is not None
 
+    def sync_inline(self, end_offset: int, before: Callable[[], None] | None = None) -> bool | None:
+        """"Durable up to ``end_offset``?" answered by a round in the calling thread, without a
+        future: whether the sync covered it within ``timeout_ms``; None, nothing done, when a
+        round is under way or the disk has turned slow (``try_run_once``'s rule: the caller
+        waits for ``submit``'s future then). The round serves the waiting group as well.
+        ``before()`` runs once the round is the caller's, right before the sync (the store
+        wakes its dispatch thread there: it works while this thread waits for the disk)."""
+        if self.last_sync_s > INLINE_SYNC_MAX_S or not self._round_lock.acquire(blocking=False):
+            return None
+        try:
+            deadline = self._monotonic() + self.timeout_s
+            if before is not None:
+                before()
+            flushed = self._round()
+        finally:
+            self._round_lock.release()
+        return flushed >= end_offset and self._monotonic() <= deadline
+
     def _round_if_free(self) -> int | None:
         """``_round`` in the calling thread, or None when another one is under way."""
         if not self._round_lock.acquire(blocking=False):

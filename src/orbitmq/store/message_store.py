@@ -397,6 +397,12 @@ class MessageStore:
         thread that calls ``wake`` next, or in the group commit thread."""
         return self.group_commit.submit(offset)
 
+    def sync_now(self, offset: int) -> bool | None:
+        """``durable_up_to(offset)`` answered here, by a sync round in this thread (the dispatch
+        thread woken first: it dispatches while the disk works); None, nothing done, when a
+        round is under way or the disk is slow: wait for ``durable_up_to`` then."""
+        return self.group_commit.sync_inline(offset, self.dispatcher.wakeup_if_waiting)
+
     def _wake_warm(self) -> None:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
