@@ -398,10 +398,9 @@ class MessageStore:
         return self.group_commit.submit(offset)
 
     def sync_now(self, offset: int) -> bool | None:
-        """``durable_up_to(offset)`` answered here, by a sync round in this thread (the dispatch
-        thread woken first: it dispatches while the disk works); None, nothing done, when a
-        round is under way or the disk is slow: wait for ``durable_up_to`` then."""
-        return self.group_commit.sync_inline(offset, self.dispatcher.wakeup_if_waiting)
+        """``durable_up_to(offset)`` answered by a sync round in this thread; None, nothing
+        done, when a round is under way or the disk is slow: wait for ``durable_up_to`` then."""
+        return self.group_commit.sync_inline(offset)
 
     def _wake_warm(self) -> None:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
