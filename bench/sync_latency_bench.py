@@ -38,6 +38,17 @@ def _ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def _written(pid: int) -> int:
+    """Bytes the process had the kernel write to disk (``/proc/PID/io`` write_bytes)."""
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _orbitmq(name: str, src: str, base: str) -> sysmod.System:
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src
@@ -75,14 +86,17 @@ def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int) 
                                   stderr=subprocess.DEVNULL)
         time.sleep(0.5)  # attached to every thread before the load starts
     t0 = _ticks(system.pid) if system.pid else 0
+    w0 = _written(system.pid) if system.pid else 0
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
     cpu_s = ((_ticks(system.pid) - t0) * TICK_S) if system.pid else 0.0
+    written = (_written(system.pid) - w0) if system.pid else 0
     rec: dict[str, object] = {}
     for line in text.splitlines():
         if line.startswith("RESULT "):
             rec.update(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     n = int(rec.get("n", 0) or 0)
     rec["cpu_us_msg"] = round(cpu_s * 1e6 / n, 1) if n else None
+    rec["written_kib_msg"] = round(written / 1024 / n, 1) if n else None
     if tracer is not None:
         tracer.terminate()
         tracer.wait(10)
@@ -103,6 +117,10 @@ def main() -> None:
     ap.add_argument("--maxsec", type=int, default=10)
     ap.add_argument("--strace", action="store_true", help="syscalls per message (strace -c -f)")
     ap.add_argument("--workload", choices=("sync", "p4"), default="sync")
+    ap.add_argument("--warm", type=int, default=100_000,
+                    help="messages published first (w1000) to each OrbitMQ: `make bench` runs the "
+                         "one-at-a-time sends after a million others, and the page cache of a "
+                         "written segment behaves unlike a fresh one's (PROFILE.md)")
     opts = ap.parse_args()
     trees = [t.split("=", 1) for t in opts.tree] or [["orbitmq", str(sysmod.ROOT / "src")]]
     base = tempfile.mkdtemp(prefix="orbitmq-synclat-")
@@ -112,6 +130,11 @@ def main() -> None:
             started.append(_orbitmq(name, src, base))
         if opts.redis:
             started += sysmod.redis(["always"], sysmod.peer_python() or sys.executable)
+        for system in started:
+            if opts.warm and system.kind == "rocketmq":
+                subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", "-n", str(opts.warm), "-p", "1",
+                                "-w", "1000", *system.prepare("pub p1", 0)], capture_output=True,
+                               timeout=600)
         if opts.workload == "sync":
             flags = ["-n", str(opts.n), "-p", "1", "-w", "1", "-maxsec", str(opts.maxsec)]
         else:
@@ -122,7 +145,8 @@ def main() -> None:
                 rec = run_one(system, flags, opts.strace, r)
                 line = (f"round {r} {system.name:<14} n={rec.get('n')} msgs/s={rec.get('msgs_s')}"
                         f" p50={rec.get('p50_us')} p90={rec.get('p90_us')} p99={rec.get('p99_us')}"
-                        f" us  server cpu/msg={rec['cpu_us_msg']} us")
+                        f" us  server cpu/msg={rec['cpu_us_msg']} us"
+                        f"  disk writes/msg={rec['written_kib_msg']} KiB")
                 if "syscalls_msg" in rec:
                     line += f"\n    syscalls/msg {rec['syscalls_msg']}"
                 print(line, flush=True)

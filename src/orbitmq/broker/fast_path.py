@@ -270,14 +270,14 @@ class FastPath:
         """The answers of a read whose bytes must be durable first: written now, after a sync
         in this thread, when the read is a lone producer's (``DurableSave.sync_alone``: one
         round trip plus one fdatasync, no future, no timer, no loop iteration in between), and
-        dispatched right after, while the answer travels; else once the seam's wait is over."""
+        dispatched a moment later (the seam's ALONE_DISPATCH_DELAY_S); else once the seam's
+        wait is over."""
         saver = self._saver
         status = saver.sync_alone(end)
         saver.appended()
         append = AppendMessageResult(start, end - start, now, 0, requests, [0], b"")
         if status is not None:
             conn.send_ordered_now(_answers_after(PutMessageResult(status, append), answers))
-            self._store.wake()  # the producer's next send finds the loop free again
             return
         answer = saver.answer(PutMessageResult(_PUT_OK, append), _answers_after, answers)
         if isinstance(answer, asyncio.Future):
