@@ -49,6 +49,27 @@ def _written(pid: int) -> int:
     return 0
 
 
+def disk_sync_latency(base: str, rounds: int = 2000) -> str:
+    """The disk alone, as Redis's AOF uses it: 1 KiB appended with write + fdatasync, ``rounds``
+    times; p50/p99 of one round (the floor of one durable send, and its tail)."""
+    path = os.path.join(base, "disk-probe.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    lat: list[float] = []
+    try:
+        chunk = os.urandom(1024)
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            os.write(fd, chunk)
+            os.fdatasync(fd)
+            lat.append((time.perf_counter() - t0) * 1e6)
+    finally:
+        os.close(fd)
+        os.remove(path)
+    lat.sort()
+    p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+    return f"disk write+fdatasync 1 KiB: p50={p50:.0f} p99={p99:.0f} us (p99/p50 {p99 / p50:.1f})"
+
+
 def _orbitmq(name: str, src: str, base: str) -> sysmod.System:
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src
@@ -141,6 +162,7 @@ def main() -> None:
             flags = ["-n", str(opts.n), "-p", "4", "-w", "1000", "-maxsec", str(opts.maxsec)]
         for r in range(opts.rounds):
             order = started[r % len(started):] + started[:r % len(started)]
+            print(f"round {r} {disk_sync_latency(base)}", flush=True)
             for system in order:
                 rec = run_one(system, flags, opts.strace, r)
                 line = (f"round {r} {system.name:<14} n={rec.get('n')} msgs/s={rec.get('msgs_s')}"

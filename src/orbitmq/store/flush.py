@@ -32,7 +32,7 @@ from orbitmq.store.running_flags import LOG_INTERVAL_S, RetryGate
 from orbitmq.store.service import ServiceThread
 
 __all__ = ["AsyncFlushService", "GroupCommitService", "FlushConsumeQueueService",
-           "PageReleaseService"]
+           "PageReleaseService", "SmallFolios"]
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ class GroupCommitService(ServiceThread):
         gate: RetryGate | None = None,
         *,
         periodic: bool = True,
+        before_sync: Callable[[], None] | None = None,
     ) -> None:
         # Without periodic rounds the interval is only a backstop for a request nobody woke.
         super().__init__("orbitmq-group-commit", 0.01 if periodic else 1.0)
@@ -151,8 +152,7 @@ class GroupCommitService(ServiceThread):
         self._group_deadline = 0.0  # monotonic deadline of the group's first request
         self._group_size = 0
         self.last_sync_s = 0.0  # how long the last round's sync took
-        # Under SYNC_FLUSH a sync follows every few appends: keep its writes small.
-        self._small_folios = SmallFolios(commit_log) if periodic else None
+        self._before_sync = before_sync  # each round's, before its sync (SmallFolios.check)
         # Told the duration (s) of each round that had requests waiting (the broker's metrics).
         self.on_sync: Callable[[float], None] | None = None
 
@@ -219,8 +219,8 @@ class GroupCommitService(ServiceThread):
             future, end, deadline, size = (self._group, self._group_end, self._group_deadline,
                                            self._group_size)
             self._group, self._group_end, self._group_size = None, 0, 0
-        if self._small_folios is not None:
-            self._small_folios.check()
+        if self._before_sync is not None:
+            self._before_sync()
         started = self._monotonic()
         try:
             flushed = flush_commit_log(self.commit_log, self.gate)
