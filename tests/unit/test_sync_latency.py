@@ -3,7 +3,8 @@
 - the segment being written is mapped with MADV_RANDOM (flush.SmallFolios), so that its page
   cache stays in 4 KiB pages and a sync writes what was written, not a 2 MiB folio (a 1 KiB
   send + fdatasync wrote 2,053 KiB once the segment held 100 MB: bench/PROFILE.md); a segment
-  the writer has left is mapped for readahead again;
+  the writer has left is mapped for readahead again; the segment being written holds a
+  descriptor for its syncs (no open and close per sync), the others none;
 - ``DurableSave.sync_alone``: a lone producer's save is synced in the caller's thread and its
   status known at once (no group future, no timer), only when it is the iteration's only append
   and the last iteration had one at most; with more, the iteration's appends share one sync.
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +38,17 @@ def _vm_flags(path: str) -> set[str] | None:
     return flags
 
 
+def _open_descriptors(path: str) -> int:
+    """How many of this process's descriptors name ``path``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == path
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            pass
+    return count
+
+
 def _sync_store(tmp_path: Path, flush: FlushDiskType = FlushDiskType.SYNC_FLUSH) -> MessageStore:
     return MessageStore(config(tmp_path, flush_disk_type=flush), run_threads=False)
 
@@ -54,11 +67,15 @@ def test_the_segment_being_written_is_mapped_for_random_access_under_sync_flush(
         _put_synced(store, b"x" * 1000)
         first = store.commit_log.mfq.files[-1]
         assert "rr" in (_vm_flags(first.path) or set()), "no MADV_RANDOM on the written segment"
+        held = _open_descriptors(first.path)  # the mapping's own (CPython dups one) + the held
         while len(store.commit_log.mfq.files) == 1:  # 64 KiB segments: roll to a second one
             _put_synced(store, b"y" * 1000)
         second = store.commit_log.mfq.files[-1]
         assert "rr" in (_vm_flags(second.path) or set())
         assert "rr" not in (_vm_flags(first.path) or set()), "a left segment keeps readahead"
+        assert _open_descriptors(first.path) == held - 1, "a left segment holds no descriptor"
+        assert _open_descriptors(second.path) == held
+    assert _open_descriptors(second.path) == 0  # closed with the store
 
 
 def test_async_flush_leaves_the_mapping_alone(tmp_path: Path) -> None:

@@ -83,6 +83,13 @@ def _advise(segment: MappedFile | None, advice: int) -> None:
             pass
 
 
+def _hold(segment: MappedFile, hold: bool) -> None:
+    try:
+        segment.hold_descriptor(hold)
+    except OSError as e:  # its syncs open the file each time, as before
+        log.warning("cannot hold a descriptor for syncs path=%s err=%s", segment.path, e)
+
+
 class SmallFolios:
     """Keeps the page cache of the segment being written in 4 KiB pages (SYNC_FLUSH).
 
@@ -93,7 +100,8 @@ class SmallFolios:
     and the sync took 0.6-2 ms instead of 0.1 (bench/PROFILE.md). ``MADV_RANDOM`` on the
     mapping turns the fault readahead off, so the writer's pages come one by one and a sync
     writes what was written. A segment the writer has left gets ``MADV_NORMAL`` again:
-    readers of cold data keep their readahead.
+    readers of cold data keep their readahead. The newest segment also holds a descriptor
+    for its syncs (OsRegion.hold_descriptor: no open and close per sync).
     """
 
     def __init__(self, commit_log: CommitLog) -> None:
@@ -105,8 +113,12 @@ class SmallFolios:
         files = self._files()
         newest = files[-1] if files else None
         if newest is not self._current:
-            _advise(self._current, mmap.MADV_NORMAL)
-            _advise(newest, mmap.MADV_RANDOM)
+            if self._current is not None:
+                _advise(self._current, mmap.MADV_NORMAL)
+                _hold(self._current, False)
+            if newest is not None:
+                _advise(newest, mmap.MADV_RANDOM)
+                _hold(newest, True)
             self._current = newest
 
 
