@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -181,3 +182,47 @@ def test_a_failed_lone_sync_answers_flush_disk_timeout(sync_store: MessageStore)
         saver.stop()
 
     asyncio.run(go())
+
+
+class _SpyLock:
+    """A lock that says when someone starts to acquire it (to wait for a blocked caller)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.asked = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.asked.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_a_lone_sync_waits_for_a_round_under_way_instead_of_handing_over(
+        sync_store: MessageStore) -> None:
+    """The group commit thread's periodic round may be syncing when a lone send comes: the
+    send waits for it (that round likely covered it) rather than hand its wait to the thread."""
+    group_commit = sync_store.group_commit
+    spy = _SpyLock()
+    group_commit._round_lock = spy  # type: ignore[assignment]
+    result = sync_store.put([msg("T", 0, b"meanwhile")])
+    assert result.append is not None
+    got: list[bool | None] = []
+    spy.acquire()  # a round under way
+    waiter = threading.Thread(target=lambda: got.append(
+        group_commit.sync_inline(result.append.end_offset)))  # type: ignore[union-attr]
+    spy.asked.clear()
+    waiter.start()
+    assert spy.asked.wait(10), "sync_inline never asked for the round"
+    group_commit._round()  # the round under way syncs the bytes
+    spy.release()
+    waiter.join(10)
+    assert got == [True]
+    assert sync_store.flushed_physical_offset() >= result.append.end_offset

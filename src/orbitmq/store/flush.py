@@ -204,13 +204,18 @@ class GroupCommitService(ServiceThread):
 
     def sync_inline(self, end_offset: int) -> bool | None:
         """"Durable up to ``end_offset``?" answered by a round in the calling thread, without a
-        future: whether the sync covered it within ``timeout_ms``; None, nothing done, when a
-        round is under way or the disk has turned slow (``try_run_once``'s rule: the caller
-        waits for ``submit``'s future then). The round serves the waiting group as well."""
-        if self.last_sync_s > INLINE_SYNC_MAX_S or not self._round_lock.acquire(blocking=False):
+        future: whether the sync covered it within ``timeout_ms``; None, nothing done, when the
+        disk has turned slow (``try_run_once``'s rule: the caller waits for ``submit``'s future
+        then). A round under way (the thread's periodic one) is waited for, up to
+        ``INLINE_SYNC_MAX_S`` without the GIL: it may well cover the caller's bytes, and then
+        this round syncs nothing; handing over to the thread cost 2-4x a lone send's latency.
+        The round serves the waiting group as well."""
+        if self.last_sync_s > INLINE_SYNC_MAX_S:
+            return None
+        deadline = self._monotonic() + self.timeout_s
+        if not self._round_lock.acquire(timeout=INLINE_SYNC_MAX_S):
             return None
         try:
-            deadline = self._monotonic() + self.timeout_s
             flushed = self._round()
         finally:
             self._round_lock.release()
