@@ -24,6 +24,7 @@ from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
 from orbitmq.protocol.native import NATIVE
+from orbitmq.store import PutMessageStatus, flush
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
@@ -110,6 +111,42 @@ def test_a_failed_sync_answers_flush_disk_timeout_never_success(sync_h: BrokerHa
     refused = _exchange(sync_h, _send(9), 1)[0]
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
     assert "syncing the commit log failed" in (refused.remark or "")
+
+
+def test_a_lone_producers_sends_are_synced_and_answered_in_their_read(
+        sync_h: BrokerHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One send in flight at a time (the one-at-a-time workload): each read is synced by the
+    loop itself and answered right away (DurableSave.sync_alone), no group wait; and each
+    answer comes after a sync that covered its message."""
+    monkeypatch.setattr(flush, "INLINE_SYNC_MAX_S", 3600.0)  # a slow shared disk changes nothing
+    saver = sync_h.broker.saver
+    statuses: list[object] = []
+    alone = saver.sync_alone
+
+    def spy(end: int) -> object:
+        status = alone(end)
+        statuses.append(status)
+        return status
+
+    sync_h.on_loop(lambda: setattr(saver, "sync_alone", spy))
+    store = sync_h.broker.store
+    with socket.create_connection(("127.0.0.1", sync_h.port), timeout=15) as sock:
+        for i in range(1, 9):
+            sock.sendall(_send(i))
+            buf = bytearray()
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+                chunk = sock.recv(1 << 16)
+                assert chunk, "connection closed"
+                buf += chunk
+            answer = decode_command(bytes(buf[4:]))
+            assert answer.code == ResponseCode.SUCCESS, (answer.code, answer.remark)
+            # The answer names the message's commit log offset: a sync covered it already.
+            offset = int(answer.ext_fields["msgId"][-16:], 16)
+            assert sync_h.on_loop(store.flushed_physical_offset) > offset
+    # The first read made the segment (the Python path); the later ones, alone, were synced
+    # in their read (the second may still see the first's iteration as a busy one).
+    assert statuses.count(PutMessageStatus.PUT_OK) >= 6, statuses
+    assert sync_h.on_loop(lambda: saver._groups) == {}
 
 
 def test_failed_sync_answers_are_the_python_paths(tmp_path: Path) -> None:

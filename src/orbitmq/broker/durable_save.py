@@ -52,6 +52,9 @@ R = TypeVar("R")
 Batch = Sequence[MessageInner] | EncodedBatch
 
 WAIT_GRACE_S = 1.0  # a condition's own deadline answers first; this timer only if it never does
+# A lone producer's sends (``sync_alone``) are dispatched this much later, in one round: its next
+# send, which comes sooner, goes first (a dispatch round is ~50 us of the loop's time).
+ALONE_DISPATCH_DELAY_S = 0.001
 _PUT_OK = PutMessageStatus.PUT_OK
 
 # Statuses after which the bytes are in the commit log: a send's answer names them (msgId, queue
@@ -203,6 +206,10 @@ class DurableSave:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._wake_scheduled = False
+        self._appends = 0  # appends of this loop iteration (since the last wake)
+        self._appends_before = 0  # ... of the last iteration that appended
+        self._synced_alone = False  # this iteration's append was made durable by sync_alone
+        self._dispatch_timer: asyncio.TimerHandle | None = None
         self._appended: list[Callable[[], None]] = []
         self.set_conditions(conditions)
 
@@ -231,12 +238,16 @@ class DurableSave:
         """Answer every waiting save as not durable (the store is about to shut down)."""
         for key in list(self._groups):
             self._finish(key, self._first_unmet(key))
+        if self._dispatch_timer is not None:
+            self._dispatch_timer.cancel()
+            self._dispatch_timer = None
         self._loop = None
 
     # -- appending ------------------------------------------------------------------------------
     def append(self, batch: Batch) -> PutMessageResult:
         """Append ``batch`` (one topic and queue) and have the store woken this loop iteration."""
         result = self._put(batch)
+        self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
         return result
@@ -244,6 +255,7 @@ class DurableSave:
     def appended(self) -> None:
         """Bytes were appended without ``append`` (the native fast path): have the store woken
         this loop iteration all the same."""
+        self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
 
@@ -262,6 +274,7 @@ class DurableSave:
 
     def _wake(self) -> None:
         self._wake_scheduled = False
+        self._appends_before, self._appends = self._appends, 0
         if not self.conditions or self._loop is None:
             self.store.wake()
         else:
@@ -269,7 +282,13 @@ class DurableSave:
             # next iteration, their bytes leave the one after) before the dispatch, which waits
             # its turn.
             self.store.wake(dispatch=False)
-            self._loop.call_soon(self._dispatch_after_answers)
+            if self._synced_alone and self._appends_before == 1:
+                if self._dispatch_timer is None:
+                    self._dispatch_timer = self._loop.call_later(ALONE_DISPATCH_DELAY_S,
+                                                                 self._dispatch_due)
+            else:
+                self._loop.call_soon(self._dispatch_after_answers)
+        self._synced_alone = False
         for listener in self._appended:
             listener()
 
@@ -277,7 +296,28 @@ class DurableSave:
         if self._loop is not None:
             self._loop.call_soon(self.store.wake)
 
+    def _dispatch_due(self) -> None:
+        self._dispatch_timer = None
+        self.store.wake()
+
     # -- waiting --------------------------------------------------------------------------------
+    def sync_alone(self, end: int) -> PutMessageStatus | None:
+        """The status of a save ending at ``end`` made durable right here, in the loop's thread,
+        by one sync (the disk's is the only condition): PUT_OK, or FLUSH_DISK_TIMEOUT when the
+        sync failed or came late; None, nothing done, unless the save is alone, i.e. the only
+        append of this loop iteration and of the last one (one producer waiting for each
+        answer: a group would not form, and the answer leaves without a future, a timer or a
+        loop iteration in between), and the store can sync now. Call it before ``appended``.
+        With many producers the iteration's appends share the wake's one sync (``answer``)."""
+        if (self._appends or self._appends_before > 1 or len(self.conditions) != 1
+                or not isinstance(self.conditions[0], DiskSync) or self._loop is None):
+            return None
+        durable = self.store.sync_now(end)
+        if durable is None:
+            return None
+        self._synced_alone = True
+        return _PUT_OK if durable else PutMessageStatus.FLUSH_DISK_TIMEOUT
+
     def answer(self, result: PutMessageResult, respond: Callable[..., R],
                *args: Any) -> R | asyncio.Future[R]:
         """``respond(result, *args)``: now when there is nothing to wait for (no condition, or

@@ -181,6 +181,16 @@ class MappedFile:
                 return False
             return bool(populate(start, min(end, self.file_size)))
 
+    def hold_descriptor(self, hold: bool) -> None:
+        """Have the region keep (or stop keeping) a descriptor open for its syncs (see
+        OsRegion.hold_descriptor); nothing for a region that cannot, or a closed segment."""
+        hold_descriptor = getattr(self._region, "hold_descriptor", None)
+        if hold_descriptor is None:
+            return
+        with self._io_lock:
+            if not self.destroyed or not hold:
+                hold_descriptor(hold)
+
     def reset_positions(self, position: int) -> None:
         """Set both positions (after loading, recovery has found where valid data ends)."""
         self.wrote_position = position

@@ -43,6 +43,7 @@ from orbitmq.store.flush import (
     FlushConsumeQueueService,
     GroupCommitService,
     PageReleaseService,
+    SmallFolios,
 )
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.message_inner import MessageInner
@@ -146,20 +147,16 @@ class MessageStore:
         self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         flush_gate = RetryGate(self.flags, Condition.FLUSH_FAILED)
-        self.group_commit = GroupCommitService(self.commit_log, config.sync_flush_timeout_ms,
-                                               gate=flush_gate, periodic=self.sync_flush)
+        self.group_commit = GroupCommitService(  # SYNC_FLUSH: a sync every few appends, kept small
+            self.commit_log, config.sync_flush_timeout_ms, gate=flush_gate,
+            periodic=self.sync_flush,
+            before_sync=SmallFolios(self.commit_log).check if self.sync_flush else None)
         self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms,
                                              gate=flush_gate)
         self.flush_consume_queue = FlushConsumeQueueService(
-            config.flush_interval_consume_queue_ms,
-            self.commit_log,
-            self._consume_queues,
-            lambda: self.dispatcher.reput_offset,
-            self.index.flush if self.index is not None else None,
-            self.file_ops,
-            self._checkpoint_path,
-            self.clock,
-        )
+            config.flush_interval_consume_queue_ms, self.commit_log, self._consume_queues,
+            lambda: self.dispatcher.reput_offset, self.index.flush if self.index is not None
+            else None, self.file_ops, self._checkpoint_path, self.clock)
         self.page_release = PageReleaseService(self.release_cold_pages)
         self.page_warm = PageWarmService(self.commit_log)
         self.clean_service = CleanService(
@@ -397,6 +394,10 @@ class MessageStore:
         thread that calls ``wake`` next, or in the group commit thread."""
         return self.group_commit.submit(offset)
 
+    def sync_now(self, offset: int) -> bool | None:
+        """``durable_up_to(offset)`` answered by a round in this thread (None: use that)."""
+        return self.group_commit.sync_inline(offset)
+
     def _wake_warm(self) -> None:
         if self.commit_log.max_offset >= self.page_warm.wake_at:
             self.page_warm.wakeup_if_waiting()
@@ -404,15 +405,11 @@ class MessageStore:
     def wake(self, *, dispatch: bool = True) -> None:
         """What puts and durability waits left undone, right here: a group commit round in this
         thread unless one is under way or the disk has turned slow (then the group commit thread
-        takes it); then dispatch, in this thread too (up to ``INLINE_DISPATCH_MAX`` messages, and
-        only when the dispatch thread is not at it; that thread is woken for the rest). Threads
-        share one GIL: a dispatch thread woken per send adds hand-offs, not parallelism.
-
-        An event loop calling this once per iteration, after taking every request it read (and,
-        when its answers do not wait for a sync, after writing them), answers a lone send without
-        hand-offs to store threads and back (a third of a send's latency). A busy loop still
-        groups: one sync serves every send of an iteration. Without ``dispatch`` only the sync
-        round runs (the caller answers what waited for it first, then calls again)."""
+        takes it); then dispatch, in this thread too (up to ``INLINE_DISPATCH_MAX`` messages, when
+        the dispatch thread is not at it; it is woken for the rest): with one GIL a dispatch
+        thread woken per send adds hand-offs, not parallelism. An event loop calls this once per
+        iteration, after taking what it read: one sync serves every send of the iteration.
+        Without ``dispatch`` only the sync round runs (the caller answers first, then calls)."""
         if not self._running:
             return
         if self.group_commit.has_work() and not self.group_commit.try_run_once():

@@ -250,6 +250,16 @@ class RemotingConnection(asyncio.Protocol):
         elif self._transport is not None and not self._transport.is_closing():
             self._write(*parts)
 
+    def send_ordered_now(self, *parts: bytes | memoryview) -> None:
+        """``send_ordered``, written in this call rather than at the end of the loop iteration
+        when nothing earlier is awaited (with what else waits to be written, in order): an
+        answer that waited for a sync leaves an iteration sooner."""
+        if self._order:
+            self._order.append(_Slot(parts, True))
+        elif self._transport is not None and not self._transport.is_closing():
+            self._out.extend(parts)
+            self._flush_out()
+
     def send_ordered_later(self, answer: asyncio.Future[bytes] | asyncio.Future[bytes | None],
                            requests: int) -> None:
         """Keep the place of the answers to ``requests`` requests that ``answer`` will give

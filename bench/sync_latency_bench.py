@@ -1,0 +1,182 @@
+"""One-at-a-time SYNC_FLUSH sends, side by side: OrbitMQ trees and Redis ``appendfsync always``.
+
+    .venv/bin/python bench/sync_latency_bench.py [--tree NAME=SRC_DIR ...] [--redis]
+        [--rounds 3] [-n 3000] [--strace] [--workload sync|p4]
+
+Starts one ``orbitmq standalone --flush-disk-type SYNC_FLUSH`` per ``--tree`` (each with its own
+``PYTHONPATH``: a baseline copy of ``src/`` next to the working tree) and, with ``--redis``,
+redis-server set to ``appendfsync always``, then runs mqbench ``-p 1 -w 1`` (one send in flight,
+p50/p99) against each in turn, ``--rounds`` times, the order rotating: the machine's load hits
+every system alike. Per run it prints the latencies, the server's CPU per message (user + system
+ticks of the process, all threads) and, with ``--strace``, the server's syscalls per message
+(``strace -c -f`` attached for the run: the count, not the time, is the figure to read; strace
+slows every syscall). ``--workload p4`` runs ``-p 4 -w 1000`` instead (throughput).
+
+Not a test and not part of ``make bench``: the tool of bench/PROFILE.md's SYNC_FLUSH latency
+section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import systems as sysmod  # noqa: E402  (bench/ is not a package)
+
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _written(pid: int) -> int:
+    """Bytes the process had the kernel write to disk (``/proc/PID/io`` write_bytes)."""
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def disk_sync_latency(base: str, rounds: int = 2000) -> str:
+    """The disk alone, as Redis's AOF uses it: 1 KiB appended with write + fdatasync, ``rounds``
+    times; p50/p99 of one round (the floor of one durable send, and its tail)."""
+    path = os.path.join(base, "disk-probe.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    lat: list[float] = []
+    try:
+        chunk = os.urandom(1024)
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            os.write(fd, chunk)
+            os.fdatasync(fd)
+            lat.append((time.perf_counter() - t0) * 1e6)
+    finally:
+        os.close(fd)
+        os.remove(path)
+    lat.sort()
+    p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+    return f"disk write+fdatasync 1 KiB: p50={p50:.0f} p99={p99:.0f} us (p99/p50 {p99 / p50:.1f})"
+
+
+def _orbitmq(name: str, src: str, base: str) -> sysmod.System:
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src
+    try:
+        system = sysmod.orbitmq("SYNC_FLUSH", base)
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+    system.name = name
+    return system
+
+
+def _syscalls(text: str) -> dict[str, int]:
+    """``strace -c`` table -> {syscall: calls}."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].replace(".", "").isdigit() and parts[-1] != "total":
+            try:
+                out[parts[-1]] = int(parts[3])
+            except ValueError:
+                continue
+    return out
+
+
+def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int) -> dict[str, object]:
+    extra = system.prepare("sync p1", run_id)
+    cmd = [sysmod.MQBENCH, "-sys", system.kind, *flags, *extra]
+    tracer = None
+    if strace and system.pid is not None:
+        out = tempfile.mktemp(prefix="strace-", dir="/tmp")
+        tracer = subprocess.Popen(["strace", "-c", "-f", "-o", out, "-p", str(system.pid)],
+                                  stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # attached to every thread before the load starts
+    t0 = _ticks(system.pid) if system.pid else 0
+    w0 = _written(system.pid) if system.pid else 0
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    cpu_s = ((_ticks(system.pid) - t0) * TICK_S) if system.pid else 0.0
+    written = (_written(system.pid) - w0) if system.pid else 0
+    rec: dict[str, object] = {}
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            rec.update(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    n = int(rec.get("n", 0) or 0)
+    rec["cpu_us_msg"] = round(cpu_s * 1e6 / n, 1) if n else None
+    rec["written_kib_msg"] = round(written / 1024 / n, 1) if n else None
+    if tracer is not None:
+        tracer.terminate()
+        tracer.wait(10)
+        calls = _syscalls(Path(out).read_text())
+        os.remove(out)
+        rec["syscalls_msg"] = {k: round(v / n, 2) for k, v in sorted(
+            calls.items(), key=lambda kv: -kv[1]) if n and v / n >= 0.05}
+    return rec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", action="append", default=[],
+                    help="NAME=SRC_DIR: an OrbitMQ tree (PYTHONPATH) to start; repeatable")
+    ap.add_argument("--redis", action="store_true", help="Redis appendfsync always as well")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-n", type=int, default=3000, help="sends per run")
+    ap.add_argument("--maxsec", type=int, default=10)
+    ap.add_argument("--strace", action="store_true", help="syscalls per message (strace -c -f)")
+    ap.add_argument("--workload", choices=("sync", "p4"), default="sync")
+    ap.add_argument("--warm", type=int, default=100_000,
+                    help="messages published first (w1000) to each OrbitMQ: `make bench` runs the "
+                         "one-at-a-time sends after a million others, and the page cache of a "
+                         "written segment behaves unlike a fresh one's (PROFILE.md)")
+    opts = ap.parse_args()
+    trees = [t.split("=", 1) for t in opts.tree] or [["orbitmq", str(sysmod.ROOT / "src")]]
+    base = tempfile.mkdtemp(prefix="orbitmq-synclat-")
+    started: list[sysmod.System] = []
+    try:
+        for name, src in trees:
+            started.append(_orbitmq(name, src, base))
+        if opts.redis:
+            started += sysmod.redis(["always"], sysmod.peer_python() or sys.executable)
+        for system in started:
+            if opts.warm and system.kind == "rocketmq":
+                subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", "-n", str(opts.warm), "-p", "1",
+                                "-w", "1000", *system.prepare("pub p1", 0)], capture_output=True,
+                               timeout=600)
+        if opts.workload == "sync":
+            flags = ["-n", str(opts.n), "-p", "1", "-w", "1", "-maxsec", str(opts.maxsec)]
+        else:
+            flags = ["-n", str(opts.n), "-p", "4", "-w", "1000", "-maxsec", str(opts.maxsec)]
+        for r in range(opts.rounds):
+            order = started[r % len(started):] + started[:r % len(started)]
+            print(f"round {r} {disk_sync_latency(base)}", flush=True)
+            for system in order:
+                rec = run_one(system, flags, opts.strace, r)
+                line = (f"round {r} {system.name:<14} n={rec.get('n')} msgs/s={rec.get('msgs_s')}"
+                        f" p50={rec.get('p50_us')} p90={rec.get('p90_us')} p99={rec.get('p99_us')}"
+                        f" us  server cpu/msg={rec['cpu_us_msg']} us"
+                        f"  disk writes/msg={rec['written_kib_msg']} KiB")
+                if "syscalls_msg" in rec:
+                    line += f"\n    syscalls/msg {rec['syscalls_msg']}"
+                print(line, flush=True)
+    finally:
+        for system in started:
+            system.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
