@@ -4,6 +4,8 @@ Python twins. The stored codec's C twins are compared in test_stored_twins.py.""
 from __future__ import annotations
 
 import os
+import platform
+import zlib
 
 import pytest
 from hypothesis import given
@@ -47,3 +49,28 @@ def test_java_string_hash_known_values() -> None:
 @given(st.text(max_size=40), st.text(max_size=40))
 def test_index_key_hash_matches_the_joined_key(topic: str, key: str) -> None:
     assert NATIVE.index_key_hash(topic, key) == index_key_hash(build_key(topic, key))
+
+
+# -- the body CRC ----------------------------------------------------------------------------------
+
+@needs_native
+def test_the_carry_less_crc32_is_in_use_on_this_machine() -> None:
+    """x86-64 with PCLMULQDQ (this machine): the fast path, checked against the table at load."""
+    if platform.machine() == "x86_64":
+        assert NATIVE.CRC32_CLMUL == 1
+
+
+@needs_native
+@given(st.binary(max_size=5000), st.integers(0, 15))
+def test_crc32_is_zlibs_at_every_length_and_alignment(data: bytes, skip: int) -> None:
+    view = memoryview(data)[min(skip, len(data)):]  # unaligned starts too
+    assert NATIVE.crc32(view) == zlib.crc32(view)
+
+
+@needs_native
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 63, 64, 65, 79, 80, 127, 128, 129, 1024, 4096 + 13,
+                               1 << 20])
+def test_crc32_is_zlibs_around_the_lane_sizes(n: int) -> None:
+    data = bytes((i * 131 + 7) & 0xFF for i in range(n))
+    assert NATIVE.crc32(data) == zlib.crc32(data)
+    assert NATIVE.crc32(b"\xff" * n) == zlib.crc32(b"\xff" * n)

@@ -661,10 +661,26 @@ done:
     return result;
 }
 
+/* zlib.crc32 of a buffer, through crc32_of: the body CRC every encoder here stores (exposed so
+ * that tests hold each of its paths to zlib's). */
+static PyObject *py_crc32(PyObject *self, PyObject *arg)
+{
+    Py_buffer buf;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc;
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32_of((const unsigned char *)buf.buf, buf.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 /* -- module ----------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"java_string_hash", py_java_string_hash, METH_O, "Java's String.hashCode of a str."},
+    {"crc32", py_crc32, METH_O, "zlib.crc32 of a buffer (the stored body CRC's code)."},
     {"index_key_hash", (PyCFunction)(void (*)(void))py_index_key_hash, METH_FASTCALL,
      "abs(hashCode(topic + '#' + key)); 0 for Integer.MIN_VALUE."},
     {"encode_wire_batch", py_encode_wire_batch, METH_VARARGS,
@@ -693,6 +709,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__speedups(void)
 {
     crc32_init();
+    crc32_pick();
     PyObject *zlib = PyImport_ImportModule("zlib");
     if (zlib == NULL)
         return NULL;
@@ -716,7 +733,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
         PyModule_AddIntConstant(m, "STOP_PARTIAL", STOP_PARTIAL) < 0 ||
         PyModule_AddIntConstant(m, "STOP_DECLINED", STOP_DECLINED) < 0 ||
         PyModule_AddIntConstant(m, "STOP_SEGMENT_FULL", STOP_SEGMENT_FULL) < 0 ||
-        PyModule_AddIntConstant(m, "CRC32_FROM_ZLIB", crc32_zlib != NULL) < 0) {
+        PyModule_AddIntConstant(m, "CRC32_FROM_ZLIB", crc32_zlib != NULL) < 0 ||
+        PyModule_AddIntConstant(m, "CRC32_CLMUL", crc32_clmul_ok) < 0) {
         Py_DECREF(m);
         return NULL;
     }
