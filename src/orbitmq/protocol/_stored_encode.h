@@ -120,7 +120,7 @@ static int crc32_clmul_works(void)
 #else
 #define CRC32_CLMUL_BUILT 0
 static const int crc32_clmul_ok = 0;
-static uint32_t crc32_clmul(const unsigned char *p, size_t n) { return crc32_by_table(0, p, n); }
+static inline uint32_t crc32_clmul(const unsigned char *p, size_t n) { return crc32_by_table(0, p, n); }
 #endif
 
 /* Picks the carry-less path when the CPU has it and it agrees with the table on a probe. */
