@@ -29,7 +29,8 @@ from orbitmq.protocol.message import RESERVED_PROPERTIES, PropertyKey
 from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX
 
-__all__ = ["BufferColumn", "IdBlock", "EncodedColumns", "Column", "encode_batch_columns",
+__all__ = ["BufferColumn", "IdBlock", "EncodedColumns", "Column", "MessageColumns",
+           "encode_batch_columns", "encode_columns",
            "encode_batch_columns_py", "column_length", "ID_BLOCK_ROWS_MAX", "ID_HEAD_LENGTH"]
 
 ID_BLOCK_ROWS_MAX = 0x10000  # an IdBlock's counter is 16 bits: more rows would repeat ids
@@ -87,6 +88,32 @@ Column = BufferColumn | Sequence[Any]
 def column_length(column: Column) -> int:
     """Rows of a column (a BufferColumn's ``length``, a sequence's ``len``)."""
     return column.length if isinstance(column, BufferColumn) else len(column)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageColumns:
+    """Rows of one topic as columns, what :func:`encode_batch_columns` reads (see its Args).
+
+    ``len()`` is the number of rows (the bodies'); the other columns must have as many.
+    """
+
+    bodies: Column
+    keys: Column | None = None
+    tags: Column | None = None
+    properties: Sequence[Mapping[str, str] | None] | None = None
+    flags: Sequence[int] | None = None
+
+    def __len__(self) -> int:
+        return column_length(self.bodies)
+
+
+def encode_columns(columns: MessageColumns, ids: IdBlock | Sequence[str], *, start: int = 0,
+                   rows_max: int, bytes_max: int, message_size_max: int) -> EncodedColumns:
+    """:func:`encode_batch_columns` of a :class:`MessageColumns`."""
+    return encode_batch_columns(columns.bodies, ids, keys=columns.keys, tags=columns.tags,
+                                properties=columns.properties, flags=columns.flags, start=start,
+                                rows_max=rows_max, bytes_max=bytes_max,
+                                message_size_max=message_size_max)
 
 
 def encode_batch_columns(
