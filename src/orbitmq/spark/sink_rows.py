@@ -262,7 +262,8 @@ def _keys_column(rb: pa.RecordBatch, plan: ColumnPlan) -> BufferColumn | None:
     if plan.keys == "array":
         if column.flatten().null_count:
             raise SinkSchemaError(plan.keys_column, "an array of keys holds a null")
-        column = pc.binary_join(column, " ")
+        # one list type for the kernel (Spark marks elements "not null", or gives large lists)
+        column = pc.binary_join(column.cast(pa.list_(pa.string())), " ")
     elif plan.keys == "binary":
         try:
             column = column.cast(pa.string())
