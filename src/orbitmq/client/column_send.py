@@ -47,15 +47,19 @@ def message_columns(messages: Sequence[Message]) -> MessageColumns | None:
     """The columns of validated messages (of one topic, without delay), or None when one holds
     a property name the system reserves (``Message.with_system_properties``: a resend keeping
     its UNIQ_KEY, say), which the column encoder refuses and the per-Message encoder places
-    where the caller put it; or when there are more than an id block's rows."""
+    where the caller put it; or keys that join into "" (``keys=[""]`` sends an empty KEYS
+    property, a column's "" sends none); or when there are more than an id block's rows."""
     if len(messages) > ID_BLOCK_ROWS_MAX:
         return None
     if any(m.properties and not RESERVED_PROPERTIES.isdisjoint(m.properties) for m in messages):
         return None
+    keys = [None if not m.keys else m.keys if isinstance(m.keys, str)
+            else KEY_SEPARATOR.join(m.keys) for m in messages]
+    if any(k == "" for k in keys):
+        return None
     return MessageColumns(
         bodies=[m.body for m in messages],
-        keys=[None if not m.keys else m.keys if isinstance(m.keys, str)
-              else KEY_SEPARATOR.join(m.keys) for m in messages],
+        keys=keys,
         tags=[m.tags for m in messages],
         properties=[m.properties or None for m in messages],
         flags=[m.flag for m in messages],
