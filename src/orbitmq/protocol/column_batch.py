@@ -245,7 +245,7 @@ def _user_properties(props: Any, row: int, reserved: frozenset[str]) -> bytes:
         return b""
     if not isinstance(props, dict):
         raise ClientError(f"row {row}: properties must be a dict or None, not {type(props).__name__}")
-    out = []
+    out: list[bytes] = []
     for name, value in props.items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise ClientError(f"row {row}: message property names and values must be str")
@@ -302,7 +302,9 @@ def encode_batch_columns_py(
         if reader is not None and reader.length != n:
             raise ClientError(f"column {reader.name} has {reader.length} rows, body {n}")
     keys_col, tags_col, props_col, flags_col = others
-    if props_col is not None and props_col.seq is None or flags_col is not None and flags_col.seq is None:
+    props_seq = props_col.seq if props_col is not None else None
+    flags_seq = flags_col.seq if flags_col is not None else None
+    if props_col is not None and props_seq is None or flags_col is not None and flags_seq is None:
         raise ClientError("properties and flags must be lists or tuples")
     _check_limits(start, n, rows_max, bytes_max, size_max)
     source = _id_source(ids)
@@ -314,7 +316,7 @@ def encode_batch_columns_py(
         body = _body(body_col, row, size_max)
         tag = _text(tags_col, row)
         key = _text(keys_col, row)
-        props = _user_properties(props_col.seq[row], row, reserved) if props_col else b""
+        props = _user_properties(props_seq[row], row, reserved) if props_seq is not None else b""
         if isinstance(source, tuple):
             msg_id = source[0] + b"%04X" % ((source[1] + k) & 0xFFFF)
         else:
@@ -323,7 +325,7 @@ def encode_batch_columns_py(
             msg_id = _text(source, row, k) or b""
             if not msg_id:
                 raise ClientError(f"row {row}: message id is empty")
-        flag = flags_col.seq[row] if flags_col else 0
+        flag = flags_seq[row] if flags_seq is not None else 0
         if not isinstance(flag, int) or flag not in _INT32:
             raise ClientError(f"row {row}: flag {flag!r} does not fit a signed 32-bit field")
         if tag:
