@@ -151,12 +151,12 @@ def prepare_messages_half(messages: Sequence[Message], ids: UniqIdGenerator,
     Raises:
         ClientError: invalid, several topics, a delayed message, or over ``max_message_size``.
     """
-    columns = message_columns(messages)
-    if columns is None:
-        return None
     for msg in messages:
         check_message(msg, max_message_size)
     topic, count = check_batch(messages, "a transaction batch"), len(messages)
+    columns = message_columns(messages)
+    if columns is None:
+        return None
     prepared, rows = prepare_transaction_columns(
         topic, columns, 0, IdBlock(*ids.next_block(count)), ids.next(), properties, count,
         max_message_size, max_message_size)
