@@ -21,6 +21,10 @@ compared with, so that both see the same load of a shared machine.
 
     python bench/spark_bench.py [--quick] [--rows N] [--body B] [--queues Q] [--repeat R]
 
+Besides rows/s, each case reports the CPU a row costs in the broker process and on Spark's side
+(this process, Spark's JVM and its Python workers: the sink's and the source's own work), read
+from /proc around every timed run: on a machine whose cores are all busy that decides the ratios.
+
 Never run as a test. Numbers depend on the machine's load: compare ratios within one run.
 """
 
