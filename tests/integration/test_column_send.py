@@ -138,3 +138,25 @@ def test_send_columns_half_stores_batches_that_commit_as_units(cluster):
     halves = run(scenario())
     assert [h.batch_size for h in halves] == [300, 300, 100]
     _check(run(_read(cluster.namesrv, topic, n)), n)
+
+
+@pytest.mark.parametrize(("limits", "refusal"), [
+    ({"batch_rows_max": 0}, "batch_rows_max must be 1..65536, got 0"),
+    ({"batch_rows_max": 65537}, "batch_rows_max must be 1..65536"),
+    ({"batch_bytes_max": 0}, "batch_bytes_max must be >= 1"),
+    ({"in_flight_max": 0}, "in_flight_max must be >= 1"),
+])
+def test_cutting_limits_out_of_range_are_refused_before_anything_is_sent(cluster, limits, refusal):
+    async def scenario() -> None:
+        async with AsyncProducer("columns-limits", cluster.namesrv) as producer:
+            await producer.send_columns("ColumnsLimits", MessageColumns([b"x"]), **limits)
+
+    with pytest.raises(ClientError, match=refusal):
+        run(scenario())
+    with pytest.raises(ClientError, match="is a system topic"):
+        run(_send_to("TBW102", cluster.namesrv))
+
+
+async def _send_to(topic: str, namesrv: str) -> None:
+    async with AsyncProducer("columns-limits", namesrv) as producer:
+        await producer.send_columns(topic, MessageColumns([b"x"]))

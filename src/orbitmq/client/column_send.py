@@ -24,7 +24,8 @@ from orbitmq.protocol.column_batch import (
 )
 from orbitmq.protocol.message import KEY_SEPARATOR, RESERVED_PROPERTIES, Message
 
-__all__ = ["message_columns", "check_send_topic", "prepare_columns", "send_in_chunks"]
+__all__ = ["message_columns", "check_send_topic", "prepare_columns", "check_chunk_limits",
+           "send_in_chunks"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -81,36 +82,57 @@ def prepare_columns(topic: str, columns: MessageColumns, start: int, ids: IdBloc
     return prepared, encoded.rows
 
 
+def check_chunk_limits(batch_rows_max: int, batch_bytes_max: int, in_flight_max: int) -> None:
+    """Raises ClientError naming the first cutting limit out of range."""
+    if not 1 <= batch_rows_max <= ID_BLOCK_ROWS_MAX:
+        raise ClientError(f"batch_rows_max must be 1..{ID_BLOCK_ROWS_MAX}, got {batch_rows_max}")
+    if batch_bytes_max < 1:
+        raise ClientError(f"batch_bytes_max must be >= 1, got {batch_bytes_max}")
+    if in_flight_max < 1:
+        raise ClientError(f"in_flight_max must be >= 1, got {in_flight_max}")
+
+
 async def send_in_chunks(rows: int, encode: Callable[[int], tuple[P, int]],
                          send: Callable[[P], Awaitable[R]], in_flight_max: int) -> list[R]:
     """Encode the rows chunk by chunk (``encode(start)`` -> (request, rows taken)) and send each,
     at most ``in_flight_max`` at a time; the answers in row order.
 
     After a failure nothing more is sent; the chunks already out are waited for, then the first
-    failure (in row order; an encoding error last) is raised.
+    failure (in row order; an encoding error last) is raised. Cancelled, it cancels what is out.
     """
-    if in_flight_max < 1:
-        raise ClientError(f"in_flight_max must be >= 1, got {in_flight_max}")
     gate = asyncio.Semaphore(in_flight_max)
     tasks: list[asyncio.Future[R]] = []
-    stop: BaseException | None = None
+    failed = False
+
+    def done(task: asyncio.Future[R]) -> None:
+        nonlocal failed
+        gate.release()
+        if not task.cancelled() and task.exception() is not None:
+            failed = True
+
+    stop: Exception | None = None
     start = 0
-    while start < rows:
-        await gate.acquire()
-        if any(t.done() and not t.cancelled() and t.exception() is not None for t in tasks):
-            gate.release()
-            break
-        try:
-            request, taken = encode(start)
-        except BaseException as e:  # a bad row: wait for what is out, then raise it
-            gate.release()
-            stop = e
-            break
-        task = asyncio.ensure_future(send(request))
-        task.add_done_callback(lambda _t: gate.release())
-        tasks.append(task)
-        start += taken
-    results = await asyncio.gather(*tasks, return_exceptions=True)
+    try:
+        while start < rows and not failed:
+            await gate.acquire()
+            if failed:
+                gate.release()
+                break
+            try:
+                request, taken = encode(start)
+            except Exception as e:  # a bad row: wait for what is out, then raise it
+                gate.release()
+                stop = e
+                break
+            sending = asyncio.ensure_future(send(request))
+            sending.add_done_callback(done)
+            tasks.append(sending)
+            start += taken
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
     for result in results:
         if isinstance(result, BaseException):
             raise result

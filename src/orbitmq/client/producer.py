@@ -23,6 +23,7 @@ from typing import Any, Self, TypeVar
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.accumulator import SendAccumulator
 from orbitmq.client.column_send import (
+    check_chunk_limits,
     check_send_topic,
     message_columns,
     prepare_columns,
@@ -285,6 +286,7 @@ class AsyncProducer:
         """
         self._check_started()
         check_send_topic(topic)
+        check_chunk_limits(batch_rows_max, batch_bytes_max, in_flight_max)
         size_max = self.max_message_size
         bytes_max = min(batch_bytes_max, size_max)
         rows = len(columns)

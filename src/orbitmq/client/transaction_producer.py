@@ -29,7 +29,7 @@ from typing import Any, Self, TypeVar, cast
 
 from orbitmq.client import transaction_end
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.column_send import check_send_topic, send_in_chunks
+from orbitmq.client.column_send import check_chunk_limits, check_send_topic, send_in_chunks
 from orbitmq.client.producer import AsyncProducer, Producer
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.client.send_codec import (
@@ -291,6 +291,7 @@ class AsyncTransactionProducer(AsyncProducer):
         """
         self._check_started()
         check_send_topic(topic)
+        check_chunk_limits(batch_rows_max, batch_bytes_max, in_flight_max)
         rows, size_max, own = len(columns), self.max_message_size, properties or {}
         bytes_max = min(batch_bytes_max, size_max)
 
