@@ -21,6 +21,10 @@ compared with, so that both see the same load of a shared machine.
 
     python bench/spark_bench.py [--quick] [--rows N] [--body B] [--queues Q] [--repeat R]
 
+Besides rows/s, each case reports the CPU a row costs in the broker process and on Spark's side
+(this process, Spark's JVM and its Python workers: the sink's and the source's own work), read
+from /proc around every timed run: on a machine whose cores are all busy that decides the ratios.
+
 Never run as a test. Numbers depend on the machine's load: compare ratios within one run.
 """
 
@@ -43,18 +47,64 @@ COPY_BATCH = 50_000
 _names = itertools.count()
 
 
-def _paired(a: Callable[[], object], b: Callable[[], object],
-            repeat: int) -> tuple[list[float], list[float]]:
-    """Seconds of ``repeat`` runs of ``a`` and of ``b``, in alternation, after one warm-up run of
-    each."""
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, CPU seconds of the process and its reaped children) of every process."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(entry)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) * _TICK_S)
+    return out
+
+
+class CpuMeter:
+    """CPU seconds of the broker process, and of this process's other descendants and itself
+    (Spark's JVM, its Python workers, the driver): what a run costs besides the wall clock."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+
+    def read(self) -> tuple[float, float]:
+        procs = _process_cpu()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in procs.items():
+            children.setdefault(ppid, []).append(pid)
+        spark, todo = 0.0, [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            if pid == self.broker_pid or pid not in procs:
+                continue
+            spark += procs[pid][1]
+            todo += children.get(pid, [])
+        return procs.get(self.broker_pid, (0, 0.0))[1], spark
+
+
+Run = tuple[float, float, float]  # wall seconds, broker CPU seconds, Spark-side CPU seconds
+
+
+def _paired(a: Callable[[], object], b: Callable[[], object], repeat: int,
+            meter: CpuMeter) -> tuple[list[Run], list[Run]]:
+    """(wall, broker CPU, Spark CPU) of ``repeat`` runs of ``a`` and of ``b``, in alternation,
+    after one warm-up run of each."""
     a()
     b()
-    runs: tuple[list[float], list[float]] = ([], [])
+    runs: tuple[list[Run], list[Run]] = ([], [])
     for _ in range(repeat):
         for action, out in ((a, runs[0]), (b, runs[1])):
+            broker0, spark0 = meter.read()
             start = time.perf_counter()
             action()
-            out.append(time.perf_counter() - start)
+            wall = time.perf_counter() - start
+            broker1, spark1 = meter.read()
+            out.append((wall, broker1 - broker0, spark1 - spark0))
     return runs
 
 
@@ -137,10 +187,12 @@ class Bench:
     in alternation with what it is compared with (a, b, a, b, ...), so that both see the same
     load of a shared machine; the ratio is of their medians."""
 
-    def __init__(self, spark, namesrv: str, work: Path, args: argparse.Namespace) -> None:
+    def __init__(self, spark, namesrv: str, work: Path, args: argparse.Namespace,
+                 meter: CpuMeter) -> None:
         self.spark, self.namesrv, self.work, self.args = spark, namesrv, work, args
+        self.meter = meter
         self.rows = args.rows
-        self.results: list[tuple[str, list[float], list[float], str]] = []
+        self.results: list[tuple[str, list[Run], list[Run], str]] = []
         self.source = _topic(namesrv, "SparkBenchSource", args.queues)
         _fill(namesrv, self.source, self.rows, args.body)
         self.parquet = str(work / "source.parquet")
@@ -156,9 +208,9 @@ class Bench:
     def _case(self, name: str, case: Callable[[], object], other: Callable[[], object],
               what: str) -> None:
         """Time ``case`` against ``other`` and record both."""
-        case_s, other_s = _paired(case, other, self.args.repeat)
+        case_s, other_s = _paired(case, other, self.args.repeat, self.meter)
         self.results.append((name, case_s, other_s, what))
-        print(f"{name}: {case_s} s, {what} {other_s} s", flush=True)
+        print(f"{name}: {case_s} (wall, broker CPU, Spark CPU) s, {what} {other_s}", flush=True)
 
     def reads(self) -> None:
         spark, rows = self.spark, self.rows
@@ -270,7 +322,7 @@ def main() -> int:
             spark.sparkContext.setLogLevel("ERROR")
             register(spark)
             _register_ceilings(spark, args.rows, args.queues, args.body)
-            bench = Bench(spark, namesrv, work, args)
+            bench = Bench(spark, namesrv, work, args, CpuMeter(broker.proc.pid))
             if args.only in (None, "reads"):
                 bench.reads()
             if args.only in (None, "writes", "copies"):
@@ -286,9 +338,20 @@ def main() -> int:
     print("| work | rows/s | compared with | its rows/s | ratio | best-run ratio |\n"
           "|---|---:|---|---:|---:|---:|")
     for name, case_s, other_s, what in bench.results:
-        case, other = args.rows / statistics.median(case_s), args.rows / statistics.median(other_s)
-        best = min(other_s) / min(case_s)
+        case_wall, other_wall = statistics.median(r[0] for r in case_s), \
+            statistics.median(r[0] for r in other_s)
+        case, other = args.rows / case_wall, args.rows / other_wall
+        best = min(r[0] for r in other_s) / min(r[0] for r in case_s)
         print(f"| {name} | {case:,.0f} | {what} | {other:,.0f} | {case / other:.2f} | {best:.2f} |")
+    print("\nCPU per row (median over the runs, microseconds): the broker process; Spark's side "
+          "(driver, JVM, Python workers: the sink's work included)")
+    print("| work | broker | Spark's side | compared with: broker | Spark's side |\n"
+          "|---|---:|---:|---:|---:|")
+    for name, case_s, other_s, _what in bench.results:
+        def us(runs: list[Run], i: int) -> str:
+            return f"{statistics.median(r[i] for r in runs) / args.rows * 1e6:.1f}"
+        print(f"| {name} | {us(case_s, 1)} | {us(case_s, 2)} | {us(other_s, 1)} | "
+              f"{us(other_s, 2)} |")
     return 0
 
 

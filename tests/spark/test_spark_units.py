@@ -348,3 +348,61 @@ def test_sink_rows_become_the_messages_the_sdk_constructor_would_build():
                                            "properties": [None], "sharding_key": [None]})
     with pytest.raises(SparkSchemaError, match="a row has a null topic"):
         to_messages(no_topic, plan_columns(schema, opts), opts)
+
+
+def test_sink_columns_encode_as_the_sinks_messages_would():
+    """to_columns (Arrow buffers to the SDK's column encoder) sends the bytes that to_messages
+    and the per-Message encoder would: our frame with two topics, and Kafka's shape."""
+    import pyarrow as pa
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from orbitmq.client.send_codec import prepare_batch
+    from orbitmq.protocol.column_batch import encode_columns
+    from orbitmq.spark.sink_rows import plan_columns, to_columns, to_messages
+
+    ours = StructType([StructField("body", StringType()), StructField("topic", StringType()),
+                       StructField("keys", ArrayType(StringType())),
+                       StructField("tags", StringType()),
+                       StructField("properties", MapType(StringType(), StringType()))])
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    kafka = StructType([StructField("value", BinaryType()), StructField("key", BinaryType()),
+                        StructField("headers", ArrayType(header))])
+    frames = [
+        (ours, {}, pa.RecordBatch.from_pydict({
+            "body": ["a", "bé", "c", "d"], "topic": ["A", "B", "A", "A"],
+            "keys": [["k1", "k2"], None, [], ["x"]], "tags": ["t", None, "", "u"],
+            "properties": [[("color", "red"), ("KEYS", "dropped")], None, [], [("n", "1")]]})
+         .slice(0)),
+        (kafka, {"topic": "K"}, pa.RecordBatch.from_pydict({
+            "value": [b"v1", b"v2", b"v3"], "key": [b"key", None, "ключ".encode()],
+            "headers": [[{"key": "h", "value": b"1"}], None, []]}).slice(1)),
+    ]
+    for schema, options, rb in frames:
+        opts = parse_write_options({**NS, **options}, streaming=False)
+        plan = plan_columns(schema, opts)
+        messages = [o.message for o in to_messages(rb, plan, opts)]
+        parts = to_columns(rb, plan, opts)
+        assert sum(len(c) for _, c in parts) == rb.num_rows
+        for topic, columns in parts:
+            mine = [m for m in messages if m.topic == topic]
+            ids = [f"{'0' * 28}{i:04X}" for i in range(len(mine))]
+            assert encode_columns(columns, ids, rows_max=len(mine), bytes_max=1 << 20,
+                                  message_size_max=1 << 20).body == \
+                prepare_batch(mine, ids, 1 << 20).body, topic
+    schema, _, rb = frames[0]
+    opts = parse_write_options({**NS}, streaming=False)
+    with pytest.raises(SparkSchemaError, match="column 'keys': an array of keys holds a null"):
+        to_columns(pa.RecordBatch.from_pydict({**rb.to_pydict(), "keys": [["a", None]] * 4}),
+                   plan_columns(schema, opts), opts)
+    kafka_opts = parse_write_options({**NS, "topic": "K"}, streaming=False)
+    with pytest.raises(SparkSchemaError, match="column 'key': a value is not UTF-8 text"):
+        to_columns(pa.RecordBatch.from_pydict({"value": [b"v"], "key": [b"\xff"],
+                                               "headers": [None]}, schema=frames[1][2].schema),
+                   plan_columns(kafka, kafka_opts), kafka_opts)

@@ -26,6 +26,7 @@ from orbitmq.protocol.message import KEY_SEPARATOR, Message, MessageSysFlag, Pro
 from orbitmq.protocol.properties import encode_properties
 
 __all__ = [
+    "BATCH_PROPERTIES",
     "COMPRESS_LEVEL",
     "EncodedMessage",
     "PreparedMessage",
@@ -46,7 +47,7 @@ _PROPERTIES_LENGTH_MAX = 0x7FFF  # written as a signed short, in a batch entry a
 # properties' length: protocol.batch's layout, for bodies whose properties are already encoded.
 _ENTRY_HEAD = struct.Struct(">iiiii")
 _PROPERTIES_LENGTH = struct.Struct(">h")
-_BATCH_PROPERTIES = encode_properties({PropertyKey.WAIT: "true"}).decode()  # the request's own
+BATCH_PROPERTIES = encode_properties({PropertyKey.WAIT: "true"}).decode()  # the request's own
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,10 +154,29 @@ def prepare_message(msg: Message, uniq_key: str, compress_over: int) -> Prepared
     return prepare_single(msg.topic, encode_message(msg, uniq_key), compress_over)
 
 
+def check_batch(messages: Sequence[Message], what: str = "a batch") -> str:
+    """The topic of a batch of messages.
+
+    Raises:
+        ClientError: empty, several topics, or a delayed message.
+    """
+    if not messages:
+        raise ClientError("batch is empty")
+    topic = messages[0].topic
+    for msg in messages:
+        if msg.topic != topic:
+            raise ClientError(f"{what} holds one topic; got {topic!r} and {msg.topic!r}")
+        if msg.delay_level > 0:
+            raise ClientError(f"delayed messages cannot be sent in {what}")
+    return topic
+
+
 def prepare_batch(
     messages: Sequence[Message], uniq_keys: Sequence[str], max_message_size: int
 ) -> PreparedMessage:
-    """Encode validated messages of one topic as one batch body (each with its own UNIQ_KEY).
+    """Encode validated messages of one topic as one batch body (each with its own UNIQ_KEY),
+    message by message: the reference the column encoder (``protocol.column_batch``, what
+    ``send_batch`` uses) is tested equal to, and its fallback for messages it refuses.
 
     Batches are never compressed, like RocketMQ's, and may not hold delayed messages.
 
@@ -164,22 +184,16 @@ def prepare_batch(
         ClientError: empty batch, several topics, a delayed message, or an encoding over
             ``max_message_size`` bytes.
     """
-    if not messages:
-        raise ClientError("batch is empty")
-    topic = messages[0].topic
+    topic = check_batch(messages)
     entries = []
     for msg, key in zip(messages, uniq_keys, strict=True):
-        if msg.topic != topic:
-            raise ClientError(f"a batch holds one topic; got {topic!r} and {msg.topic!r}")
-        if msg.delay_level > 0:
-            raise ClientError("delayed messages cannot be sent in a batch")
         body_size(msg.body)
         entries.append((msg.flag, bytes(msg.body), _wire_properties(msg, key)))
     body = encode_batch(entries)
     if len(body) > max_message_size:
         raise ClientError(f"batch of {len(body)} bytes exceeds the maximum {max_message_size}")
     msg_id = ",".join(props[PropertyKey.UNIQ_KEY] for _, _, props in entries)
-    return PreparedMessage(topic, body, _BATCH_PROPERTIES, 0, 0, msg_id, batch=True)
+    return PreparedMessage(topic, body, BATCH_PROPERTIES, 0, 0, msg_id, batch=True)
 
 
 def prepare_encoded_batch(topic: str, messages: Sequence[EncodedMessage]) -> PreparedMessage:
@@ -201,7 +215,7 @@ def prepare_encoded_batch(topic: str, messages: Sequence[EncodedMessage]) -> Pre
     except struct.error as e:
         raise ClientError(f"batch message does not fit its 32-bit fields: {e}") from None
     msg_id = ",".join([m[0] for m in messages])
-    return PreparedMessage(topic, b"".join(parts), _BATCH_PROPERTIES, 0, 0, msg_id, batch=True)
+    return PreparedMessage(topic, b"".join(parts), BATCH_PROPERTIES, 0, 0, msg_id, batch=True)
 
 
 def build_send_request(

@@ -12,10 +12,12 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 
+from orbitmq.client.column_send import message_columns
 from orbitmq.client.instance import RETRIABLE_CODES
 from orbitmq.client.results import SendStatus
 from orbitmq.client.send_codec import (
     EncodedMessage,
+    check_batch,
     encode_message,
     encoded_size,
     prepare_encoded_batch,
@@ -30,6 +32,7 @@ from orbitmq.errors import ClientError, RemoteProtocolError, broker_error
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import OrbitMQRequestCode
+from orbitmq.protocol.column_batch import IdBlock, MessageColumns, encode_columns
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.extension_headers import (
     TRAN_BATCH,
@@ -39,12 +42,15 @@ from orbitmq.protocol.extension_headers import (
     SendTransactionBatchResponseHeader,
 )
 from orbitmq.protocol.message import RESERVED_PROPERTIES, Message, PropertyKey
+from orbitmq.protocol.msgid import UniqIdGenerator
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.protocol.stored import decode_stored_message
 
 __all__ = [
     "PreparedBatch",
     "prepare_transaction_batch",
+    "prepare_transaction_columns",
+    "prepare_messages_half",
     "encode_batch_messages",
     "build_send_batch_request",
     "parse_send_batch_response",
@@ -96,18 +102,69 @@ def prepare_transaction_batch(topic: str, encoded: Sequence[EncodedMessage], tra
     if len(encoded) > TX_BATCH_MESSAGES_MAX:
         raise ClientError(f"a transaction batch holds at most {TX_BATCH_MESSAGES_MAX} messages, "
                           f"got {len(encoded)}")
-    reserved = sorted(name for name in properties if name in _SYSTEM
-                      and name != PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS)
-    if reserved:
-        raise ClientError(f"property name {reserved[0]!r} is reserved by the system")
+    own = _batch_properties(properties, transaction_id)
     size = sum(encoded_size(m) for m in encoded)
     if size > max_message_size:
         raise ClientError(f"transaction batch of {size} bytes exceeds the maximum "
                           f"{max_message_size}: send fewer messages per batch")
-    props = {**properties, PropertyKey.UNIQ_KEY: transaction_id}
-    return PreparedBatch(topic, prepare_encoded_batch(topic, encoded).body,
-                         encode_properties(props).decode(), transaction_id,
+    return PreparedBatch(topic, prepare_encoded_batch(topic, encoded).body, own, transaction_id,
                          tuple(m[0] for m in encoded))
+
+
+def _batch_properties(properties: Mapping[str, str], transaction_id: str) -> str:
+    """The wire text of a batch's own properties, its id as UNIQ_KEY.
+
+    Raises:
+        ClientError: a name that is the system's.
+    """
+    reserved = sorted(name for name in properties if name in _SYSTEM
+                      and name != PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS)
+    if reserved:
+        raise ClientError(f"property name {reserved[0]!r} is reserved by the system")
+    return encode_properties({**properties, PropertyKey.UNIQ_KEY: transaction_id}).decode()
+
+
+def prepare_transaction_columns(topic: str, columns: MessageColumns, start: int,
+                                ids: IdBlock | Sequence[str], transaction_id: str,
+                                properties: Mapping[str, str], rows_max: int, bytes_max: int,
+                                max_message_size: int) -> tuple[PreparedBatch, int]:
+    """The rows of ``columns`` from ``start`` that fit ``rows_max`` rows and ``bytes_max``
+    bytes as one transaction batch (the column encoder, ``protocol.column_batch``); and how
+    many rows it holds.
+
+    Raises:
+        ClientError: a bad row (named), a reserved batch property name, limits out of range.
+    """
+    own = _batch_properties(properties, transaction_id)
+    encoded = encode_columns(columns, ids, start=start, rows_max=rows_max, bytes_max=bytes_max,
+                             message_size_max=max_message_size)
+    return PreparedBatch(topic, encoded.body, own, transaction_id,
+                         tuple(encoded.msg_ids.split(","))), encoded.rows
+
+
+def prepare_messages_half(messages: Sequence[Message], ids: UniqIdGenerator,
+                          properties: Mapping[str, str], max_message_size: int
+                          ) -> PreparedBatch | None:
+    """Messages of one topic as one transaction batch through the column encoder, or None when
+    one holds a property name the system reserves (:func:`encode_batch_messages` then).
+
+    Raises:
+        ClientError: invalid, several topics, a delayed message, or over ``max_message_size``.
+    """
+    for msg in messages:
+        check_message(msg, max_message_size)
+    topic, count = check_batch(messages, "a transaction batch"), len(messages)
+    columns = message_columns(messages)
+    if columns is None:
+        return None
+    prepared, rows = prepare_transaction_columns(
+        topic, columns, 0, IdBlock(*ids.next_block(count)), ids.next(), properties, count,
+        max_message_size, max_message_size)
+    if rows < count:
+        raise ClientError(f"transaction batch of {count} messages exceeds the maximum "
+                          f"{max_message_size} bytes (the first {rows} fit): send fewer messages "
+                          "per batch")
+    return prepared
 
 
 def encode_batch_messages(messages: Sequence[Message], ids: Sequence[str],

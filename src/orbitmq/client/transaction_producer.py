@@ -29,6 +29,7 @@ from typing import Any, Self, TypeVar, cast
 
 from orbitmq.client import transaction_end
 from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.column_send import check_chunk_limits, check_send_topic, send_in_chunks
 from orbitmq.client.producer import AsyncProducer, Producer
 from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.client.send_codec import (
@@ -39,10 +40,13 @@ from orbitmq.client.send_codec import (
     prepare_message,
 )
 from orbitmq.client.transaction_batch import (
+    PreparedBatch,
     build_send_batch_request,
     encode_batch_messages,
     parse_send_batch_response,
+    prepare_messages_half,
     prepare_transaction_batch,
+    prepare_transaction_columns,
     read_batch_check,
 )
 from orbitmq.client.transaction_end import HalfReceipt
@@ -67,6 +71,7 @@ from orbitmq.errors import (
 )
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
+from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.extension_headers import CheckTransactionBatchStateRequestHeader
 from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
@@ -87,6 +92,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+TX_COLUMNS_ROWS_MAX = 4096  # send_columns_half: rows of one transaction batch
+TX_COLUMNS_BYTES_MAX = 1024 * 1024  # and its target size
+TX_COLUMNS_IN_FLIGHT_MAX = 4
 CHECK_REQUEST_HOLD_MAX = 2000  # RocketMQ's checkRequestHoldMax: checks waiting for an answer
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 
@@ -258,21 +266,57 @@ class AsyncTransactionProducer(AsyncProducer):
             BrokerError, TimeoutError, ConnectionClosedError: the batch was not stored.
         """
         self._check_started()
-        topic, encoded = encode_batch_messages(
-            messages, [self._message_id(m) for m in messages], self.max_message_size)
-        return await self.send_encoded_batch_half(topic, encoded, properties=properties,
-                                                  timeout=timeout)
+        messages = list(messages)
+        prepared = prepare_messages_half(messages, self._ids, properties or {},
+                                         self.max_message_size)
+        if prepared is None:  # reserved property names: the per-Message encoder places them
+            topic, encoded = encode_batch_messages(
+                messages, [self._message_id(m) for m in messages], self.max_message_size)
+            return await self.send_encoded_batch_half(topic, encoded, properties=properties,
+                                                      timeout=timeout)
+        return await self._store_batch_half(prepared, timeout)
+
+    async def send_columns_half(
+        self, topic: str, columns: MessageColumns, *, properties: Mapping[str, str] | None = None,
+        timeout: float | None = None, batch_rows_max: int = TX_COLUMNS_ROWS_MAX,
+        batch_bytes_max: int = TX_COLUMNS_BYTES_MAX, in_flight_max: int = TX_COLUMNS_IN_FLIGHT_MAX,
+    ) -> list[TransactionSendResult]:
+        """:meth:`send_batch_half` of rows given as columns (``protocol.column_batch``), for
+        bulk writers: cut into transaction batches of up to ``batch_rows_max`` rows and
+        ``batch_bytes_max`` bytes, ``in_flight_max`` stored at a time, each with ``properties``
+        and its own id; their receipts in row order (each ended on its own).
+
+        Raises:
+            as :meth:`AsyncProducer.send_columns`.
+        """
+        self._check_started()
+        check_send_topic(topic)
+        check_chunk_limits(batch_rows_max, batch_bytes_max, in_flight_max)
+        rows, size_max, own = len(columns), self.max_message_size, properties or {}
+        bytes_max = min(batch_bytes_max, size_max)
+
+        def encode(start: int) -> tuple[PreparedBatch, int]:
+            ids = IdBlock(*self._ids.next_block(min(batch_rows_max, rows - start)))
+            return prepare_transaction_columns(topic, columns, start, ids, self._ids.next(), own,
+                                               batch_rows_max, bytes_max, size_max)
+
+        return await send_in_chunks(rows, encode, lambda p: self._store_batch_half(p, timeout),
+                                    in_flight_max)
 
     async def send_encoded_batch_half(self, topic: str, encoded: Sequence[EncodedMessage], *,
                                       properties: Mapping[str, str] | None = None,
                                       timeout: float | None = None) -> TransactionSendResult:
         """:meth:`send_batch_half` of messages already encoded (``send_codec.encode_message``,
-        each with its UNIQ_KEY): for bulk writers that build them without Message objects."""
+        each with its UNIQ_KEY)."""
         self._check_started()
         prepared = prepare_transaction_batch(topic, encoded, self._ids.next(), properties or {},
                                              self.max_message_size)
+        return await self._store_batch_half(prepared, timeout)
+
+    async def _store_batch_half(self, prepared: PreparedBatch,
+                                timeout: float | None) -> TransactionSendResult:
         return await self._store_in_half_queue(
-            topic, lambda mq: build_send_batch_request(prepared, mq, self.group),
+            prepared.topic, lambda mq: build_send_batch_request(prepared, mq, self.group),
             lambda resp, mq: parse_send_batch_response(resp, prepared, mq), timeout)
 
     async def send_batch_in_transaction(self, messages: Sequence[Message], arg: object = None, *,

@@ -24,6 +24,7 @@
 #include "_stored_rules.h"
 #include "_stored_encode.h"
 #include "_fastpath.h"
+#include "_column_batch.h"
 
 /* -- Java's String.hashCode over UTF-16 code units ------------------------------------------ */
 
@@ -698,6 +699,8 @@ static PyMethodDef methods[] = {
      "IndexFile.put_hash over planned index entries (_dispatch_plan.h)."},
     {"stored_columns", py_stored_columns, METH_VARARGS,
      "The messages of a pull body below an offset as Arrow-shaped column buffers."},
+    {"encode_batch_columns", py_encode_batch_columns, METH_VARARGS,
+     "A SEND_BATCH_MESSAGE body from columns (_column_batch.h, protocol/column_batch.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,3 +27,7 @@ def stored_columns(
     buf: Any, end_offset: int, want: int, /,
 ) -> tuple[int, int, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray,
            bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray]: ...
+def encode_batch_columns(
+    bodies: Any, keys: Any, tags: Any, properties: Any, flags: Any, ids: Any, start: int,
+    rows_max: int, bytes_max: int, message_size_max: int, reserved: frozenset[str], /,
+) -> tuple[bytes, int, str]: ...

@@ -5,8 +5,12 @@ costs about one send: 20,000+ messages/s here against 3,500/s one by one), sever
 messages with ``queue_id`` or ``sharding_key`` are sent one by one, in row order per queue, queues
 in parallel, so a FIFO topic keeps each queue's order.
 
+Rows without a queue choice, and every exactly-once row, are handed over as Arrow columns
+(``sink_rows.to_columns``): the SDK's column encoder builds the request bodies from the Arrow
+buffers, in C when built, with no Message object per row.
+
 Exactly-once: rows are sent as transaction batches (OrbitMQ: one half message per batch of rows
-of one topic, ``AsyncTransactionProducer.send_batch_half``), up to TX_BATCH_ROWS_MAX rows or
+of one topic, ``AsyncTransactionProducer.send_columns_half``), up to TX_BATCH_ROWS_MAX rows or
 TX_BATCH_BYTES_MAX bytes each, several in flight; the receipts become the HalfRefs of the task's
 commit message, and the driver ends each batch with one END_TRANSACTION_BATCH. The batch carries
 the task's ORBITMQ_SPARK_TXN tag and CHECK_IMMUNITY_TIME_IN_SECONDS as its own properties: a
@@ -30,9 +34,9 @@ from orbitmq.protocol.message import Message, PropertyKey
 from orbitmq.spark.clients import Session
 from orbitmq.spark.commit_log import TXN_PROPERTY, HalfRef, SinkTransactionListener, TxnTag
 from orbitmq.spark.options import WriteOptions
-from orbitmq.spark.sink_rows import Outgoing
+from orbitmq.spark.sink_rows import Outgoing, TopicColumns
 
-__all__ = ["send_plain", "send_halves", "BATCH_MESSAGES_MAX", "BATCH_BYTES_MAX",
+__all__ = ["send_plain", "send_plain_columns", "send_halves", "BATCH_MESSAGES_MAX", "BATCH_BYTES_MAX",
            "TX_BATCH_ROWS_MAX", "TX_BATCH_BYTES_MAX"]
 
 BATCH_MESSAGES_MAX = 256
@@ -96,9 +100,22 @@ async def send_plain(session: Session, opts: WriteOptions, outgoing: Sequence[Ou
     await asyncio.gather(*(in_order(mq, msgs) for mq, msgs in per_queue.items()))
 
 
-async def send_halves(session: Session, opts: WriteOptions, outgoing: Sequence[Outgoing],
+async def send_plain_columns(session: Session, opts: WriteOptions,
+                             parts: Sequence[TopicColumns]) -> None:
+    """Send rows given as columns (``sink_rows.to_columns``) at least once: the SDK's
+    ``send_columns``, SEND_BATCH_MESSAGE requests straight from the Arrow buffers. Raises the
+    first failure."""
+    producer = await session.producer(opts.producer_group, opts.send_timeout_ms / 1000)
+    for topic, columns in parts:
+        await producer.send_columns(topic, columns, batch_rows_max=BATCH_MESSAGES_MAX,
+                                    batch_bytes_max=BATCH_BYTES_MAX,
+                                    in_flight_max=BATCHES_IN_FLIGHT_MAX)
+
+
+async def send_halves(session: Session, opts: WriteOptions, parts: Sequence[TopicColumns],
                       tag: TxnTag) -> list[HalfRef]:
-    """Send ``outgoing`` as transaction batches tagged with ``tag``; their references, in order.
+    """Send rows given as columns as transaction batches tagged with ``tag`` (the SDK's
+    ``send_columns_half``); their references, in order.
 
     Raises:
         the first failure; a batch stored without a durable receipt (FLUSH_*_TIMEOUT) counts as
@@ -108,14 +125,13 @@ async def send_halves(session: Session, opts: WriteOptions, outgoing: Sequence[O
     producer = await session.tx_producer(opts.producer_group, listener, opts.send_timeout_ms / 1000)
     own = {TXN_PROPERTY: tag.encode(),
            PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
-
-    async def one(batch: list[Message]) -> HalfRef:
-        sent = await producer.send_batch_half(batch, properties=own)
-        if sent.status is not SendStatus.OK:
-            raise SparkError(f"orbitmq: transaction batch {sent.transaction_id} stored without a "
-                             f"durable receipt: {sent.status.value}")
-        return HalfRef.of(HalfMessageRef.of(sent))
-
-    chunks = _chunks([o.message for o in outgoing], TX_BATCH_ROWS_MAX, TX_BATCH_BYTES_MAX)
-    refs = await _bounded([one(c) for c in chunks], TX_BATCHES_IN_FLIGHT_MAX)
-    return [r for r in refs if isinstance(r, HalfRef)]
+    refs = []
+    for topic, columns in parts:
+        for sent in await producer.send_columns_half(
+                topic, columns, properties=own, batch_rows_max=TX_BATCH_ROWS_MAX,
+                batch_bytes_max=TX_BATCH_BYTES_MAX, in_flight_max=TX_BATCHES_IN_FLIGHT_MAX):
+            if sent.status is not SendStatus.OK:
+                raise SparkError(f"orbitmq: transaction batch {sent.transaction_id} stored "
+                                 f"without a durable receipt: {sent.status.value}")
+            refs.append(HalfRef.of(HalfMessageRef.of(sent)))
+    return refs

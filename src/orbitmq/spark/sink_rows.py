@@ -20,6 +20,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.errors import SparkSchemaError
+from orbitmq.protocol.column_batch import BufferColumn, MessageColumns
 from orbitmq.protocol.message import Message, PropertyKey
 from orbitmq.spark.decode import SYSTEM_PROPERTIES
 from orbitmq.spark.options import WriteOptions
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["SinkSchemaError", "ColumnPlan", "plan_columns", "Outgoing", "to_messages"]
+__all__ = ["SinkSchemaError", "ColumnPlan", "plan_columns", "Outgoing", "to_messages",
+           "to_columns", "TopicColumns"]
 
 
 SinkSchemaError = SparkSchemaError  # the name the connector's users know
@@ -232,3 +234,85 @@ def to_messages(rb: pa.RecordBatch, plan: ColumnPlan, opts: WriteOptions) -> lis
         return [Outgoing(m) for m in messages]
     return [Outgoing(m, q, sh) for m, q, sh in zip(messages, _per_row(qids, None, rows),
                                                    _per_row(shards, None, rows), strict=True)]
+
+
+# -- columns: the rows of a batch as the SDK's column encoder reads them --------------------------
+TopicColumns = tuple[str, MessageColumns]
+
+
+def _buffers(array: pa.Array) -> BufferColumn:
+    """An Arrow binary or string array read in place (large ones cast to 32-bit offsets)."""
+    import pyarrow as pa
+
+    if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
+        array = array.cast(pa.string() if pa.types.is_large_string(array.type) else pa.binary())
+    validity, offsets, data = array.buffers()[:3]
+    return BufferColumn(offsets, data if data is not None else b"",
+                        validity if array.null_count else None, array.offset, len(array))
+
+
+def _keys_column(rb: pa.RecordBatch, plan: ColumnPlan) -> BufferColumn | None:
+    """Per row the KEYS text: an array's keys joined by spaces, Kafka's binary key as text."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if plan.keys is None:
+        return None
+    column = rb.column(plan.keys_column)
+    if plan.keys == "array":
+        if column.flatten().null_count:
+            raise SinkSchemaError(plan.keys_column, "an array of keys holds a null")
+        # one list type for the kernel (Spark marks elements "not null", or gives large lists)
+        column = pc.binary_join(column.cast(pa.list_(pa.string())), " ")
+    elif plan.keys == "binary":
+        try:
+            column = column.cast(pa.string())
+        except pa.ArrowInvalid:
+            raise SinkSchemaError(plan.keys_column, "a value is not UTF-8 text (OrbitMQ keys and "
+                                                    "properties are text)") from None
+    return _buffers(column)
+
+
+def _row_properties(rb: pa.RecordBatch, plan: ColumnPlan) -> list[Any] | None:
+    """Per row the user properties (headers, then the properties map), or None for none."""
+    if not plan.properties and not plan.headers:
+        return None
+    rows = rb.num_rows
+    props = _column(rb, "properties", plan.properties)
+    headers = _column(rb, "headers", plan.headers)
+    return [_properties(p, h) or None for p, h in zip(_per_row(props, None, rows),
+                                                      _per_row(headers, None, rows), strict=True)]
+
+
+def _one_topic(rb: pa.RecordBatch, plan: ColumnPlan) -> MessageColumns:
+    body = rb.column(plan.body_column)
+    if body.null_count:
+        raise SinkSchemaError(plan.body_column, "a row has a null body")
+    return MessageColumns(bodies=_buffers(body), keys=_keys_column(rb, plan),
+                          tags=_buffers(rb.column("tags")) if plan.tags else None,
+                          properties=_row_properties(rb, plan))
+
+
+def to_columns(rb: pa.RecordBatch, plan: ColumnPlan, opts: WriteOptions) -> list[TopicColumns]:
+    """The rows of one Arrow batch without a queue choice as (topic, columns), one per topic in
+    order of first appearance: Arrow buffers handed to the SDK's column encoder as they are, no
+    Python object per row (but for property maps and headers, which are per-row dicts).
+
+    Raises:
+        SinkSchemaError: a row without body or topic, a key or header value that is not text.
+    """
+    import pyarrow.compute as pc
+
+    assert not plan.selects_queue, "rows with a queue choice go out one by one (to_messages)"
+    if rb.num_rows == 0:
+        return []
+    if opts.topic is not None or not plan.topic:
+        assert opts.topic is not None
+        return [(opts.topic, _one_topic(rb, plan))]
+    topics = rb.column("topic")
+    if topics.null_count or not pc.all(pc.greater(pc.utf8_length(topics), 0)).as_py():
+        raise SinkSchemaError("topic", "a row has a null topic and there is no topic option")
+    names = topics.unique().to_pylist()
+    if len(names) == 1:
+        return [(names[0], _one_topic(rb, plan))]
+    return [(name, _one_topic(rb.filter(pc.equal(topics, name)), plan)) for name in names]

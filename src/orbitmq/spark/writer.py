@@ -28,7 +28,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,9 @@ from pyspark.sql.datasource import (
 from orbitmq.spark import commit_log as cl
 from orbitmq.spark.clients import Session, executor_session
 from orbitmq.spark.options import WriteOptions
-from orbitmq.spark.send import send_halves, send_plain
+from orbitmq.spark.send import send_halves, send_plain, send_plain_columns
 from orbitmq.spark.ship import ship
-from orbitmq.spark.sink_rows import ColumnPlan, Outgoing, plan_columns, to_messages
+from orbitmq.spark.sink_rows import ColumnPlan, Outgoing, plan_columns, to_columns, to_messages
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,12 +107,23 @@ class _Chunks:
         self.in_flight: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
 
     def send(self, chunk: list[Outgoing]) -> None:
+        """Rows with a queue choice (at-least-once only), as messages."""
+        self._submit(lambda: send_plain(self.session, self.opts, chunk))
+
+    def send_columns(self, batches: list[pa.RecordBatch], plan: ColumnPlan) -> None:
+        """Rows without a queue choice, as Arrow columns (small input batches joined first)."""
+        import pyarrow as pa
+
+        rb = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        parts = to_columns(rb, plan, self.opts)
+        session, opts = self.session, self.opts
+        self._submit(lambda: send_halves(session, opts, parts, self.tag) if opts.exactly_once
+                     else send_plain_columns(session, opts, parts))
+
+    def _submit(self, job: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         while len(self.in_flight) >= SEND_CHUNKS_IN_FLIGHT_MAX:
             self._settle_oldest()
-        session, opts = self.session, self.opts
-        self.in_flight.append(session.submit(
-            send_halves(session, opts, chunk, self.tag) if opts.exactly_once
-            else send_plain(session, opts, chunk)))
+        self.in_flight.append(self.session.submit(job()))
 
     def _settle_oldest(self) -> None:
         """Wait for the oldest chunk; its failure is the task's."""
@@ -160,16 +171,7 @@ class _Sink:
             try:
                 # Input batches may be tiny (a limit, a cache): send in chunks of our own size,
                 # so that many sends are in flight whatever Spark's batching.
-                pending: list[Outgoing] = []
-                for rb in batches:
-                    pending.extend(to_messages(rb, self.plan, opts))
-                    if len(pending) >= SEND_CHUNK_ROWS:
-                        msg.rows += len(pending)
-                        chunks.send(pending)
-                        pending = []
-                msg.rows += len(pending)
-                if pending:
-                    chunks.send(pending)
+                msg.rows = self._send_all(batches, chunks)
                 halves = chunks.finish()
             finally:
                 chunks.cancel()
@@ -177,6 +179,32 @@ class _Sink:
         if opts.exactly_once:
             _fault_point("halves_sent", batch_id)
         return msg
+
+    def _send_all(self, batches: Iterator[pa.RecordBatch], chunks: _Chunks) -> int:
+        """Hand every input row to ``chunks`` in chunks of SEND_CHUNK_ROWS or more; the rows."""
+        plan, opts = self.plan, self.opts
+        rows = 0
+        pending: list[Outgoing] = []
+        pending_batches: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for rb in batches:
+            rows += rb.num_rows
+            if plan.selects_queue:  # FIFO rows: messages sent one by one per queue, in order
+                pending.extend(to_messages(rb, plan, opts))
+                if len(pending) >= SEND_CHUNK_ROWS:
+                    chunks.send(pending)
+                    pending = []
+            elif rb.num_rows:
+                pending_batches.append(rb)
+                pending_rows += rb.num_rows
+                if pending_rows >= SEND_CHUNK_ROWS:
+                    chunks.send_columns(pending_batches, plan)
+                    pending_batches, pending_rows = [], 0
+        if pending:
+            chunks.send(pending)
+        if pending_batches:
+            chunks.send_columns(pending_batches, plan)
+        return rows
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         mine = [m for m in messages if isinstance(m, SinkCommitMessage)]
