@@ -68,4 +68,4 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=lib
     tests/unit/test_store_put_get.py tests/unit/test_store_recovery.py \
     tests/integration/test_broker_send_pull.py tests/integration/test_broker_cpp_frames.py \
     tests/integration/test_store_bulk.py tests/integration/test_fast_path_differential.py \
-    tests/unit/test_fast_path.py "$@"
+    tests/unit/test_fast_path.py tests/unit/test_column_batch.py "$@"
