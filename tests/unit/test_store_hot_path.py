@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
+import mmap
 import os
+import sys
 import threading
 from pathlib import Path
 
+import pytest
 from store_fixtures import config, msg
 
 from orbitmq.config import FlushDiskType
@@ -147,3 +150,36 @@ def test_released_pages_stay_readable_and_leave_the_resident_set(tmp_path: Path)
         assert got.status is GetMessageStatus.FOUND and len(got.buffers) == 32
         assert all(bytes(b).find(body) > 0 for b in got.buffers)
         assert [m.body for m in store.query_message("P", "k1999", 4)] == [body]
+
+
+def test_released_unsynced_pages_are_still_written_by_the_sync(tmp_path: Path) -> None:
+    """Pages released before their flush (ASYNC_FLUSH at a high rate) keep their data dirty in
+    the page cache. An O_DIRECT read writes a range's dirty pages back and then reads the disk:
+    had releasing lost the dirty state, it would read the segment's preallocated zeros."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("unsynced pages are released on Linux only")
+    cfg = config(tmp_path, mapped_file_size_commitlog=16 << 20, flush_interval_commitlog_ms=60_000)
+    body = os.urandom(4000)
+    with MessageStore(cfg, run_threads=False) as store:
+        for _ in range(1000):  # 4.1 MB, none of it flushed
+            assert store.put([msg("P", 0, body)]).ok
+        assert store.flushed_physical_offset() == 0
+        before = _rss_file_kb()
+        store.commit_log.release_cold_pages(hot_bytes=0)
+        assert before - _rss_file_kb() >= 2 * 1024  # unmapped though not synced
+        path, size = store.commit_log.mfq.files[0].path, 5 << 20
+        with open(path, "rb") as f:
+            buffered = f.read(size)
+        assert buffered.count(body) == 1000
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        except OSError:
+            pytest.skip("no O_DIRECT on this file system")
+        try:
+            aligned = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
+            assert os.preadv(fd, [aligned], 0) == size
+        except OSError:
+            pytest.skip("no O_DIRECT reads on this file system")
+        finally:
+            os.close(fd)
+        assert aligned[:size] == buffered

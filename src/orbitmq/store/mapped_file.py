@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import mmap
+import sys
 import threading
 
 from orbitmq.store.file_ops import FileOps, MappedRegion
@@ -28,6 +29,10 @@ ZERO_CHUNK_SIZE = 64 * 1024
 ALLOCATE_STEP_SIZE_MAX = 1024 * 1024  # largest allocation step of a sparse segment: 52,428 entries
 _PAGE = mmap.PAGESIZE
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+# Linux moves a dirty page's state to the page cache when MADV_DONTNEED unmaps it from a shared
+# file mapping (the sync writes it as before), so unsynced pages may be released too; elsewhere
+# only synced ones are.
+_RELEASE_DIRTY = sys.platform.startswith("linux")
 _ZEROS = bytes(ZERO_CHUNK_SIZE)
 
 
@@ -157,12 +162,14 @@ class MappedFile:
             return end
 
     def release_pages(self, end: int) -> None:
-        """Unmap this process's view of the synced pages below ``end``: the page cache keeps them
-        and a later read maps them again (a minor fault), so nothing is lost, but the broker's
-        resident size counts the hot part of a segment instead of every page ever written.
-        Only a real mapping (``mmap`` with madvise) does anything here."""
+        """Unmap this process's view of the pages below ``end`` (on Linux synced or not, else
+        the synced ones): the page cache keeps them, dirty ones still to be synced, and a later
+        read maps them again (a minor fault), so nothing is lost, but the broker's resident size
+        counts the hot part of a segment instead of every page ever written, also between
+        ASYNC_FLUSH's flushes at hundreds of MB/s. Only a real mapping (``mmap`` with madvise)
+        does anything here."""
         madvise = getattr(self.buf, "madvise", None)
-        limit = min(end, self.flushed_position)
+        limit = end if _RELEASE_DIRTY else min(end, self.flushed_position)
         limit -= limit % _PAGE
         if madvise is None or _DONTNEED is None or limit <= 0:
             return
