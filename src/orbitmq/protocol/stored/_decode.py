@@ -31,6 +31,9 @@ from orbitmq.protocol.stored._layout import (
     _topic_text,
     _view,
 )
+from orbitmq.protocol.stored._layout import (
+    crc32 as _crc32,
+)
 
 
 class StoredPeek(NamedTuple):
@@ -132,7 +135,7 @@ def body_of(buf: Any, p: StoredPeek, *, check_crc: bool = True, decompress: bool
         RemoteProtocolError: CRC mismatch, or a compressed body that does not inflate.
     """
     body = bytes(_view(buf)[p.body_at : p.body_at + p.body_len])
-    if check_crc and zlib.crc32(body) & _CRC_MASK != p.body_crc:
+    if check_crc and _crc32(body) & _CRC_MASK != p.body_crc:
         raise RemoteProtocolError(f"stored message at {p.body_at - _header(p.sys_flag).size}: "
                                   "body CRC mismatch")
     if decompress and p.sys_flag & _COMPRESSED:

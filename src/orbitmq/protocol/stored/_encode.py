@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import struct
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -45,6 +44,9 @@ from orbitmq.protocol.stored._layout import (
     _topic_part,
     body_crc,
     pack_host,
+)
+from orbitmq.protocol.stored._layout import (
+    crc32 as _crc32,
 )
 
 _QOFF_PHY = struct.Struct(">qq")  # QUEUEOFFSET and PHYSICALOFFSET are adjacent
@@ -128,7 +130,7 @@ def encode_messages(
     blob = bytearray()
     rels: list[int] = []
     tail_size = len(topic_part) + 2
-    crc32 = zlib.crc32
+    crc32 = _crc32
     for msg in msgs:
         body = msg.body
         if msg.topic != topic or msg.queue_id != queue_id:
@@ -292,7 +294,7 @@ def _pack_one(out: bytearray, flag: int, body: bytes | memoryview, props: bytes,
     """One message in stored form appended to ``out`` (position fields zero)."""
     head = _WIRE_HEADERS[(len(born_host) == _HOST_V6_SIZE) + 2 * (len(store_host) == _HOST_V6_SIZE)]
     out += head.pack(head.size + len(body) + len(topic_part) + 2 + len(props), MAGIC_CODE,
-                     zlib.crc32(body) & _CRC_MASK, queue_id, flag, 0, 0, sys_flag, born_timestamp,
+                     _crc32(body) & _CRC_MASK, queue_id, flag, 0, 0, sys_flag, born_timestamp,
                      born_host, 0, store_host, reconsume_times, 0, len(body))
     out += body
     out += topic_part

@@ -7,7 +7,6 @@ Part of the stored codec (see the package docstring).
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,9 @@ from orbitmq.protocol.stored._layout import (
     _header,
     _view,
     problem,
+)
+from orbitmq.protocol.stored._layout import (
+    crc32 as _crc32,
 )
 
 __all__ = ["ReplicaRun", "check_replica_run"]
@@ -100,7 +102,7 @@ def _positions_and_bodies(view: memoryview, stop_at: int, first_offset: int,
         head = _header(sys_flag).size
         (body_len,) = _I32.unpack_from(view, pos + head - 4)
         at = pos + head
-        if zlib.crc32(view[at:at + body_len]) & _CRC_MASK != _I32.unpack_from(view, pos + BODYCRC_AT)[0]:
+        if _crc32(view[at:at + body_len]) & _CRC_MASK != _I32.unpack_from(view, pos + BODYCRC_AT)[0]:
             return f"message at {first_offset + pos}: body CRC mismatch"
         pos += total
     return None
