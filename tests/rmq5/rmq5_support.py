@@ -157,7 +157,9 @@ class Cluster:
         self.proc = ServerProcess([
             "standalone", "--namesrv-port", str(self.ports["namesrv"]),
             "--broker-port", str(self.ports["broker"]), "--grpc-port", str(self.ports["grpc"]),
-            "--console-port", "0", "--store", str(self.store), *self.extra])
+            # The HA port: a free one of its own, not the default broker port + 1, which nothing
+            # reserved (another socket held it once in a CI run and the restart failed).
+            "--ha-listen-port", "0", "--console-port", "0", "--store", str(self.store), *self.extra])
         addrs = self.proc.wait_ready("namesrv", "broker", "grpc", timeout=READY_WAIT_S)
         assert addrs["grpc"].endswith(f":{self.ports['grpc']}"), addrs
 
@@ -168,8 +170,6 @@ class Cluster:
             self.proc.kill()
         else:
             self.proc.stop()
-        if self.proc.proc.stdout is not None:
-            self.proc.proc.stdout.close()
         self.proc = None
 
     def output(self) -> str:
