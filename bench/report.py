@@ -18,10 +18,12 @@ WORKLOAD_LABELS = {
     "batch64": "batch send 64 x 1 KiB, w16 (msgs/s)",
     "sync p1": "one at a time, p50/p99 (us)",
 }
-# (OrbitMQ system, peer) pairs whose ratio the table shows: like acknowledgement semantics.
+# (OrbitMQ system, peer) pairs whose ratio the table shows: like acknowledgement semantics; and
+# the same broker with its Prometheus endpoint on and scraped, next to it off (what metrics cost).
 PAIRS = [("orbitmq-async", "nats-js"), ("orbitmq-async", "redis-everysec"),
          ("orbitmq-sync", "redis-always"), ("orbitmq-sync", "rabbit-quorum"),
-         ("orbitmq-sync", "rabbit-classic"), ("orbitmq-async", "orbitmq-sink")]
+         ("orbitmq-sync", "rabbit-classic"), ("orbitmq-async", "orbitmq-sink"),
+         ("orbitmq-async-prom", "orbitmq-async")]
 
 
 def _rate(runs: dict[tuple[str, str], dict[str, Any]], system: str, workload: str) -> float | None:

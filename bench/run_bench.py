@@ -31,8 +31,8 @@ import report  # noqa: E402  (bench/ is not a package)
 import systems as sysmod  # noqa: E402
 
 RESULTS = sysmod.ROOT / "bench" / "results"
-ALL = ["orbitmq-async", "orbitmq-sync", "orbitmq-sink", "redis-everysec", "redis-always",
-       "nats-js", "rabbit-quorum", "rabbit-classic"]
+ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "redis-everysec",
+       "redis-always", "nats-js", "rabbit-quorum", "rabbit-classic"]
 
 
 def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
@@ -143,9 +143,10 @@ def start_systems(wanted: list[str], store_base: str,
     leaves the caller what to stop); returns notes on what was skipped."""
     notes: list[str] = []
     makers = {"orbitmq-async": lambda: [sysmod.orbitmq("ASYNC_FLUSH", store_base)],
+              "orbitmq-async-prom": lambda: [sysmod.orbitmq("ASYNC_FLUSH", store_base, True)],
               "orbitmq-sync": lambda: [sysmod.orbitmq("SYNC_FLUSH", store_base)],
               "orbitmq-sink": lambda: [sysmod.sink()]}
-    for name in ("orbitmq-async", "orbitmq-sync", "orbitmq-sink"):
+    for name in makers:
         if name in wanted:
             started += makers[name]()
     installed, py = sysmod.installed_peers(), sysmod.peer_python()
@@ -204,6 +205,9 @@ def main() -> None:
     if not os.access(sysmod.MQBENCH, os.X_OK):
         raise SystemExit(f"mqbench not found at {sysmod.MQBENCH} (set MQBENCH)")
     wanted = [s for s in opts.systems.split(",") if s]
+    unknown = [s for s in wanted if s not in ALL]
+    if unknown:
+        raise SystemExit(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(ALL)})")
     quiet_max = opts.quiet_max if opts.quiet_max is not None else (0.0 if opts.quick else 10.0)
     base = tempfile.mkdtemp(prefix="orbitmq-bench-")
     started: list[sysmod.System] = []

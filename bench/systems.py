@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,7 +46,9 @@ class System:
 
 
 # ----------------------------------------------------------------------------------- OrbitMQ
-def _start_python(args: list[str], ready: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+def _start_python(args: list[str], *ready: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """Starts ``args`` and reads its output until it has logged ``orbitmq NAME ready on ADDR`` for
+    every name in ``ready``; returns the process and the addresses by name."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
@@ -59,7 +62,7 @@ def _start_python(args: list[str], ready: str) -> tuple[subprocess.Popen[str], d
         m = READY.search(line)
         if m:
             found[m.group(1)] = m.group(2)
-            if ready in found:
+            if all(name in found for name in ready):
                 # Keep draining its output so that the process never blocks on a full pipe.
                 threading.Thread(target=proc.stdout.read, daemon=True).start()
                 return proc, found
@@ -81,14 +84,19 @@ def _stopper(proc: subprocess.Popen[str], cleanup: Callable[[], None] | None = N
     return stop
 
 
-def orbitmq(flush: str, store_base: str) -> System:
-    """``orbitmq standalone`` with a fresh store; each pub workload writes a topic of its own."""
+def orbitmq(flush: str, store_base: str, metrics: bool = False) -> System:
+    """``orbitmq standalone`` with a fresh store; each pub workload writes a topic of its own.
+
+    ``metrics``: the Prometheus endpoint on (``--metrics-exporter-type PROM``) and scraped once
+    every SCRAPE_INTERVAL_S while the system runs, so that the run shows what counting and
+    scraping cost the data path next to the same broker without them."""
     store = tempfile.mkdtemp(prefix=f"orbitmq-bench-{flush.lower()}-", dir=store_base)
-    proc, addrs = _start_python(
-        [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
-         "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
-         "--flush-disk-type", flush],
-        "broker")
+    args = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
+            "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
+            "--flush-disk-type", flush]
+    if metrics:
+        args += ["--metrics-exporter-type", "PROM", "--metrics-prom-exporter-port", "0"]
+    proc, addrs = _start_python(args, "broker", *(["metrics"] if metrics else []))
     addr = addrs["broker"]
 
     def prepare(workload: str, run_id: int) -> list[str]:
@@ -99,8 +107,41 @@ def orbitmq(flush: str, store_base: str) -> System:
     short = "async" if flush == "ASYNC_FLUSH" else "sync"
     acks = ("after the write to the page cache (fsync every 500 ms)" if short == "async"
             else "after fdatasync (group commit)")
-    return System(f"orbitmq-{short}", "rocketmq", proc.pid, prepare,
-                  _stopper(proc, lambda: shutil.rmtree(store, ignore_errors=True)), acks, addrs)
+    cleanup = [lambda: shutil.rmtree(store, ignore_errors=True)]
+    name = f"orbitmq-{short}"
+    if metrics:
+        cleanup.insert(0, _scraper(f"http://{addrs['metrics']}/metrics"))
+        name += "-prom"
+        acks += f"; /metrics scraped every {SCRAPE_INTERVAL_S:g} s"
+    return System(name, "rocketmq", proc.pid, prepare,
+                  _stopper(proc, lambda: [step() for step in cleanup]), acks, addrs)
+
+
+SCRAPE_INTERVAL_S = 1.0  # 15x Prometheus's default scrape interval: an upper bound of its cost
+
+
+def _scraper(url: str) -> Callable[[], None]:
+    """Scrapes ``url`` every SCRAPE_INTERVAL_S in a thread; returns what stops it."""
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def run() -> None:
+        while not stop.wait(SCRAPE_INTERVAL_S):
+            try:
+                with urllib.request.urlopen(url, timeout=10) as resp:
+                    resp.read()
+            except OSError as e:
+                failures.append(str(e))
+
+    thread = threading.Thread(target=run, name="metrics-scraper", daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(15)
+        if failures:
+            print(f"  metrics scrapes failed {len(failures)} times: {failures[-1]}", file=sys.stderr)
+    return halt
 
 
 def sink() -> System:
