@@ -107,14 +107,16 @@ def orbitmq(flush: str, store_base: str, metrics: bool = False) -> System:
     short = "async" if flush == "ASYNC_FLUSH" else "sync"
     acks = ("after the write to the page cache (fsync every 500 ms)" if short == "async"
             else "after fdatasync (group commit)")
-    cleanup = [lambda: shutil.rmtree(store, ignore_errors=True)]
-    name = f"orbitmq-{short}"
-    if metrics:
-        cleanup.insert(0, _scraper(f"http://{addrs['metrics']}/metrics"))
-        name += "-prom"
-        acks += f"; /metrics scraped every {SCRAPE_INTERVAL_S:g} s"
-    return System(name, "rocketmq", proc.pid, prepare,
-                  _stopper(proc, lambda: [step() for step in cleanup]), acks, addrs)
+    stop = _stopper(proc, lambda: shutil.rmtree(store, ignore_errors=True))
+    if not metrics:
+        return System(f"orbitmq-{short}", "rocketmq", proc.pid, prepare, stop, acks, addrs)
+    halt_scraper = _scraper(f"http://{addrs['metrics']}/metrics")
+
+    def stop_scraped() -> None:
+        halt_scraper()  # before the server goes, so that no scrape fails on its way out
+        stop()
+    return System(f"orbitmq-{short}-prom", "rocketmq", proc.pid, prepare, stop_scraped,
+                  acks + f"; /metrics scraped every {SCRAPE_INTERVAL_S:g} s", addrs)
 
 
 SCRAPE_INTERVAL_S = 1.0  # 15x Prometheus's default scrape interval: an upper bound of its cost
