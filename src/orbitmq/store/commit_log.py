@@ -292,4 +292,5 @@ class CommitLog:
         return self.mfq.roll_next_offset(offset)
 
     def close(self) -> None:
-        self.mfq.close()
+        with self.put_lock:  # no append is writing when a segment's descriptor closes
+            self.mfq.close()

@@ -219,6 +219,8 @@ class OsRegion:
         meanwhile. The mapping sees the bytes at once (one page cache), readers go on reading
         through it, and ``sync`` covers them as before.
         """
+        if self.buf.closed:  # as a store into a closed mapping: never reopen a closed segment
+            raise ValueError(f"{self.path} is closed")
         if self._fd < 0:
             self.hold_descriptor(True)
         view = memoryview(data).cast("B")
