@@ -24,6 +24,7 @@ import logging
 import mmap
 import os
 import shutil
+import threading
 from typing import Any, Protocol
 
 from orbitmq.errors import StoreError
@@ -193,20 +194,25 @@ class OsRegion:
     commit log appends to (``write``), until it moves on to the next.
     """
 
-    __slots__ = ("path", "buf", "_fd")
+    __slots__ = ("path", "buf", "_fd", "_fd_lock")
 
     def __init__(self, path: str, buf: mmap.mmap) -> None:
         self.path = path
         self.buf = buf
-        self._fd = -1  # held open by hold_descriptor, else opened per sync
+        self._fd = -1
+        self._fd_lock = threading.Lock()  # held open by hold_descriptor, else opened per sync
 
     def hold_descriptor(self, hold: bool) -> None:
-        """Keep a descriptor for ``sync`` and ``write`` open (True) or close it (False)."""
-        if hold and self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR)
-        elif not hold and self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+        """Keep a descriptor for ``sync`` and ``write`` open (True) or close it (False). The
+        writer opens it, the group commit thread may too (SmallFolios): one of them does. Closing
+        is the caller's to order against syncs and writes (MappedFile's lock, a segment the
+        writer has left)."""
+        with self._fd_lock:
+            if hold and self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDWR)
+            elif not hold and self._fd >= 0:
+                fd, self._fd = self._fd, -1
+                os.close(fd)
 
     def write(self, start: int, data: Any) -> None:
         """``pwrite`` into the file, the descriptor held from then on (``hold_descriptor``).
@@ -221,12 +227,14 @@ class OsRegion:
         """
         if self.buf.closed:  # as a store into a closed mapping: never reopen a closed segment
             raise ValueError(f"{self.path} is closed")
-        if self._fd < 0:
+        fd = self._fd
+        if fd < 0:
             self.hold_descriptor(True)
+            fd = self._fd
         view = memoryview(data).cast("B")
         done, size = 0, len(view)
         while done < size:
-            n = os.pwrite(self._fd, view[done:], start + done)
+            n = os.pwrite(fd, view[done:], start + done)
             if n <= 0:
                 raise OSError(errno.EIO, f"pwrite stored nothing at {start + done} of {self.path}")
             done += n
@@ -234,8 +242,9 @@ class OsRegion:
     def sync(self, start: int, end: int) -> None:
         if end <= start:
             return
-        if self._fd >= 0:
-            os.fdatasync(self._fd)  # the whole file: a superset of [start, end)
+        held = self._fd
+        if held >= 0:
+            os.fdatasync(held)  # the whole file: a superset of [start, end)
             return
         try:
             fd = os.open(self.path, os.O_RDWR)
