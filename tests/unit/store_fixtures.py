@@ -55,12 +55,6 @@ class CountingRegion:
         self._owner = owner
         self.buf = inner.buf
 
-    def write(self, start: int, data: Any) -> None:
-        self._inner.write(start, data)
-
-    def hold_descriptor(self, hold: bool) -> None:
-        self._inner.hold_descriptor(hold)
-
     def sync(self, start: int, end: int) -> None:
         with self._owner.lock:
             self._owner.syncs += 1

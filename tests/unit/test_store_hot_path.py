@@ -164,8 +164,6 @@ def test_released_unsynced_pages_are_still_written_by_the_sync(tmp_path: Path) -
         for _ in range(1000):  # 4.1 MB, none of it flushed
             assert store.put([msg("P", 0, body)]).ok
         assert store.flushed_physical_offset() == 0
-        mf = store.commit_log.mfq.files[0]
-        assert bytes(mf.slice(0, mf.wrote_position)).count(body) == 1000  # mapped by a reader
         before = _rss_file_kb()
         store.commit_log.release_cold_pages(hot_bytes=0)
         assert before - _rss_file_kb() >= 2 * 1024  # unmapped though not synced

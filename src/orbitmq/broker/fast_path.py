@@ -18,10 +18,8 @@ V2 (a..n) header names, JSON or binary headers, where
   multi tags: no transaction), the body within ``max_message_size``;
 - every property name is in :data:`INERT_PROPERTIES` (an allow-list: DELAY, TRAN_MSG, timer
   properties, user properties... all decline) and the properties pass the stored codec's rule;
-- the message fits the rest of the current commit log segment (and of the read's buffer,
-  ``IN_PLACE_BYTES_MAX``: a message past it goes to the Python path).
-Each is encoded by the stored codec's one C encoder into the commit log's buffer for the read
-(written to the segment in one pwrite when the call returns: CommitLog.append_in_place), gets its
+- the message fits the rest of the current commit log segment.
+Each is encoded by the stored codec's one C encoder straight into the mapped segment, gets its
 queue offset from the commit log's own table, and its answer (byte for byte the Python path's)
 goes into one buffer for the read. Dispatch finds the new messages like any others: the store's
 wake after the read dispatches them (queue and index entries, held pulls woken).

@@ -6,8 +6,7 @@
  * header names, to a topic of the snapshot the broker gave it (set_topics: existing, writable
  * topics that need nothing of the broker), to a queue in range, with only the properties the
  * broker named inert (set at construction) and nothing the stored codec refuses or routes. Each
- * is encoded with the one encoder (_stored_encode.h) into the buffer given (standing for the
- * commit log segment from its write position: CommitLog.append_in_place writes it there),
+ * is encoded with the one encoder (_stored_encode.h) straight into the commit log segment given,
  * its positions patched, the queue-offset table (the CommitLog's own dict) advanced, and its
  * answer appended to one output buffer, byte for byte the answer of the Python path
  * (broker/send_processor.py). It stops at the first frame it declines (anything else, a frame

@@ -46,9 +46,8 @@ __all__ = ["CommitLog", "EncodedBatch", "encode_messages"]
 log = logging.getLogger(__name__)
 
 HOT_BYTES = 64 * 1024 * 1024  # newest commit log bytes left mapped by release_cold_pages
-IN_PLACE_BYTES_MAX = 8 * 1024 * 1024  # what the fast path stores per call (its buffer's size)
 R = TypeVar("R")
-# write(buffer, write position, the buffer's first offset, store time ms, queue-offset
+# write(segment buffer, write position, segment's first offset, store time ms, queue-offset
 # table) -> (new write position, result): see CommitLog.append_in_place.
 InPlaceWriter = Callable[[Any, int, int, int, dict[tuple[str, int], int]], tuple[int, R]]
 
@@ -86,7 +85,6 @@ class CommitLog:
         self._append_end = 0  # where the last append ended (offsets only grow); under put_lock
         self.segment_error: OSError | None = None  # why the last segment creation failed
         self._topics: dict[bytes, str] = {}  # topic names a slave's appends met, decoded once
-        self._in_place: memoryview | None = None  # append_in_place's buffer, made at first use
 
     # -- positions ------------------------------------------------------------------------------
 
@@ -148,13 +146,11 @@ class CommitLog:
             assert phy >= self._append_end and pos + size <= mf.file_size, "offsets only grow"
             table = self.topic_queue_table
             first_qoff = table.get(key, 0)
-            # The blob gets its positions here (every one of them, at every append), then goes
-            # to the segment in one write (MappedFile.write_at).
-            placed = blob if isinstance(blob, bytearray) else bytearray(blob)
-            qoff = stored.patch_positions(placed, 0, phy, first_qoff, now, rels)
+            buf = mf.buf
+            buf[pos : pos + size] = blob
+            qoff = stored.patch_positions(buf, pos, phy, first_qoff, now, rels)
             # Prepared and rolled-back transaction messages take no queue offset.
             assert first_qoff <= qoff <= first_qoff + len(rels), "queue offsets handed out once"
-            mf.write_at(pos, placed)
             mf.wrote_position = pos + size  # publish: readers see whole messages only
             self._append_end = phy + size
             if qoff != first_qoff:
@@ -164,13 +160,11 @@ class CommitLog:
 
     def append_in_place(self, write: InPlaceWriter[R], running: Callable[[], bool]) -> R | None:
         """The native fast path's append: under the put lock, ``write`` stores whole messages
-        into a buffer standing for the last segment from its write position on (at most
-        ``IN_PLACE_BYTES_MAX``, leaving the room of a blank end entry), patches their positions
-        with the store time it is given and advances the queue-offset table itself; here the
-        buffer is written to the segment in one piece and its new write position published.
-        It rolls no segment: a message that does not fit is left to ``append``. None (nothing
-        written) when there is no segment yet or ``running()`` is false (checked under the
-        lock)."""
+        into the last segment from its write position on, leaving the room of a blank end
+        entry, patches their positions with the store time it is given and advances the
+        queue-offset table itself; here its new write position is published. It rolls no
+        segment: a message that does not fit is left to ``append``. None (nothing written)
+        when there is no segment yet or ``running()`` is false (checked under the lock)."""
         with self.put_lock:
             files = self.mfq.files
             if not files or not running():
@@ -179,21 +173,15 @@ class CommitLog:
             pos = mf.wrote_position
             now = self._clock()
             self.begin_time_in_lock = now
-            if self._in_place is None:
-                self._in_place = memoryview(bytearray(IN_PLACE_BYTES_MAX))
-            room = self._in_place[: min(IN_PLACE_BYTES_MAX, mf.file_size - pos)]
             try:
-                # The buffer's byte 0 is the segment's byte ``pos``: commit log offset base + 0.
-                size, result = write(room, 0, mf.file_from_offset + pos, now,
-                                     self.topic_queue_table)
-                if size:
-                    assert (mf.file_from_offset + pos >= self._append_end
-                            and pos + size <= mf.file_size - BLANK_ENTRY_SIZE), "offsets only grow"
-                    mf.write_at(pos, room[:size])
-                    mf.wrote_position = pos + size  # publish: readers see whole messages only
-                    self._append_end = mf.file_from_offset + mf.wrote_position
+                end, result = write(mf.buf, pos, mf.file_from_offset, now, self.topic_queue_table)
             finally:
                 self.begin_time_in_lock = 0
+            if end != pos:
+                assert (mf.file_from_offset + pos >= self._append_end
+                        and pos < end <= mf.file_size - BLANK_ENTRY_SIZE), "offsets only grow"
+                mf.wrote_position = end  # publish: readers see whole messages only
+                self._append_end = mf.file_from_offset + end
         return result
 
     def _segment_for(self, size: int) -> MappedFile | None:
@@ -203,11 +191,8 @@ class CommitLog:
         try:
             mf = self.mfq.last_file_for_append()
             if size + BLANK_ENTRY_SIZE > mf.remaining:
-                blank = bytearray(BLANK_ENTRY_SIZE)
-                stored.write_blank_entry(blank, 0, mf.remaining)
-                mf.write_at(mf.wrote_position, blank)
+                stored.write_blank_entry(mf.buf, mf.wrote_position, mf.remaining)
                 mf.wrote_position = mf.file_size
-                mf.hold_descriptor(False)  # written for good: syncs open the file again
                 mf = self.mfq.last_file_for_append()
         except OSError as e:  # the store tells a full disk (segment_error) from other failures
             self.segment_error = e
@@ -243,7 +228,7 @@ class CommitLog:
             if problem is not None:
                 return ReplicaAppendResult(ReplicaAppendStatus.GARBLED, end, problem)
             assert offset >= self._append_end, "offsets only grow"
-            mf.write_at(pos, data)
+            mf.buf[pos:pos + len(data)] = data
             mf.wrote_position = mf.file_size if run.blank_total is not None else pos + len(data)
             self._append_end = mf.file_from_offset + mf.wrote_position
             self.topic_queue_table.update(updates)
@@ -292,5 +277,4 @@ class CommitLog:
         return self.mfq.roll_next_offset(offset)
 
     def close(self) -> None:
-        with self.put_lock:  # no append is writing when a segment's descriptor closes
-            self.mfq.close()
+        self.mfq.close()

@@ -1,4 +1,4 @@
-"""One fixed-size segment file, read through a mapped region and written in place.
+"""One fixed-size segment file, written in place through a mapped region.
 
 A MappedFile knows two positions: ``wrote_position`` (bytes appended so far, all visible to readers)
 and ``flushed_position`` (bytes made durable by a sync). Appends come from one writer at a time (the
@@ -10,8 +10,6 @@ which case the writer calls ``ensure_allocated`` before each write: space is all
 that double with the file's use (one page, then two... up to ``ALLOCATE_STEP_SIZE_MAX``), so a
 queue holding one message costs one page of disk, and a busy queue one allocation per MiB. Below
 ``allocated_to`` every page has its blocks: a write there never meets a full disk (SIGBUS).
-Consume queues store through the mapping; the commit log writes through the file
-(``write_at``), which fills fresh pages without the kernel zeroing them first.
 """
 
 from __future__ import annotations
@@ -129,26 +127,13 @@ class MappedFile:
         self.allocated_to = target
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Write ``data`` at the wrote position and move past it; returns where it starts."""
+        """Write ``data`` at the wrote position; returns the position it starts at."""
         pos = self.wrote_position
-        self.write_at(pos, data)
-        self.wrote_position = pos + len(data)
-        return pos
-
-    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """Store ``data`` at ``pos`` through the file (MappedRegion.write: no first-touch
-        fault); the caller publishes it (``wrote_position``). Should the file refuse the write,
-        the bytes go through the mapping instead, as every append did before, and the refusal
-        is logged: the data is in the page cache either way, and a failing disk shows itself
-        in the next sync, which is what decides durability."""
         end = pos + len(data)
-        assert end <= self.file_size, "a write past the end of a segment"
-        try:
-            self._region.write(pos, data)
-        except OSError as e:
-            log.warning("write through the file failed, stored through the mapping path=%s "
-                        "pos=%d size=%d err=%s", self.path, pos, len(data), e)
-            self.buf[pos:end] = data
+        assert end <= self.file_size, "append past the end of a segment"
+        self.buf[pos:end] = data
+        self.wrote_position = end
+        return pos
 
     def flush(self) -> int:
         """Sync everything written so far; returns the new flushed position.
@@ -192,8 +177,19 @@ class MappedFile:
             if not self.destroyed:
                 madvise(_DONTNEED, 0, limit)  # shared file mapping: no data is discarded
 
+    def populate(self, start: int, end: int) -> bool:
+        """Fault [start, end) in ahead of the writer (see OsRegion.populate); False when the
+        region cannot (not a real mapping, an old kernel) or the segment is gone."""
+        populate = getattr(self._region, "populate", None)
+        if populate is None:
+            return False
+        with self._io_lock:  # against close; callers go in small steps (flush takes it too)
+            if self.destroyed:
+                return False
+            return bool(populate(start, min(end, self.file_size)))
+
     def hold_descriptor(self, hold: bool) -> None:
-        """Have the region keep (or stop keeping) a descriptor open for its syncs and writes (see
+        """Have the region keep (or stop keeping) a descriptor open for its syncs (see
         OsRegion.hold_descriptor); nothing for a region that cannot, or a closed segment."""
         hold_descriptor = getattr(self._region, "hold_descriptor", None)
         if hold_descriptor is None:

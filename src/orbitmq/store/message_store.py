@@ -66,6 +66,7 @@ from orbitmq.store.status import (
 )
 from orbitmq.store.store_lock import check_store_free, lock_store
 from orbitmq.store.truncate import TruncateReport
+from orbitmq.store.warm import PageWarmService
 
 # check_store_free from store_lock.py, EpochFile and TruncateReport for controller mode's broker
 __all__ = ["MessageStore", "MessageFilter", "check_store_free", "EpochFile", "TruncateReport"]
@@ -157,6 +158,7 @@ class MessageStore:
             lambda: self.dispatcher.reput_offset, self.index.flush if self.index is not None
             else None, self.file_ops, self._checkpoint_path, self.clock)
         self.page_release = PageReleaseService(self.release_cold_pages)
+        self.page_warm = PageWarmService(self.commit_log)
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
             self.index.delete_expired if self.index is not None else None,
@@ -184,7 +186,9 @@ class MessageStore:
 
     def _services(self) -> list:
         # The group commit serves durability waits under either flush type (see flush.py).
-        pace = [] if self.sync_flush else [self.async_flush]
+        # Pre-faulting dirties the pages it maps (as a write would), so under SYNC_FLUSH the next
+        # fdatasync would write megabytes of zeros ahead of the data: only for ASYNC_FLUSH.
+        pace = [] if self.sync_flush else [self.async_flush, self.page_warm]
         return [self.dispatcher, self.group_commit, self.flush_consume_queue, self.clean_service,
                 self.page_release, *pace]
 
@@ -394,6 +398,10 @@ class MessageStore:
         """``durable_up_to(offset)`` answered by a round in this thread (None: use that)."""
         return self.group_commit.sync_inline(offset)
 
+    def _wake_warm(self) -> None:
+        if self.commit_log.max_offset >= self.page_warm.wake_at:
+            self.page_warm.wakeup_if_waiting()
+
     def wake(self, *, dispatch: bool = True) -> None:
         """What puts and durability waits left undone, right here: a group commit round in this
         thread unless one is under way or the disk has turned slow (then the group commit thread
@@ -413,6 +421,7 @@ class MessageStore:
             return
         if not self.dispatcher.dispatch_available(INLINE_DISPATCH_MAX, wait=False):
             self.dispatcher.wakeup_if_waiting()
+        self._wake_warm()
 
     # -- reading queues -------------------------------------------------------------------------
 

@@ -32,7 +32,6 @@ import mmap
 import os
 import posixpath
 import random
-from typing import Any
 
 from orbitmq.store.file_ops import StoreLockedError
 
@@ -78,9 +77,6 @@ class FaultyRegion:
         self._ops = ops
         self._file = f
         self.buf = f.volatile
-
-    def write(self, start: int, data: Any) -> None:
-        self.buf[start : start + len(data)] = data
 
     def sync(self, start: int, end: int) -> None:
         self._ops.tick()

@@ -1,0 +1,81 @@
+"""Pre-faulting the commit log ahead of the writer (store/warm.py, OsRegion.populate)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from store_fixtures import bodies, config, msg
+
+from orbitmq.store import MessageStore
+from orbitmq.store.file_ops import OsFileOps
+from orbitmq.store.mapped_file import MappedFile
+from orbitmq.store.warm import PageWarmService
+from orbitmq.testing.faulty_files import FaultyFileOps
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_POPULATE_WRITE")
+
+
+def _resident_kib(path: str) -> int:
+    """Rss of this process's mapping of ``path`` (/proc/self/smaps), in KiB."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.endswith(path):
+            for follow in lines[i + 1 :]:
+                if follow.startswith("Rss:"):
+                    return int(follow.split()[1])
+    raise AssertionError(f"{path} is not mapped")
+
+
+@linux
+def test_populate_maps_pages_without_changing_a_byte(tmp_path: Path) -> None:
+    path = str(tmp_path / "seg")
+    mf = MappedFile.open(OsFileOps(), path, 0, 4 << 20, create=True)
+    try:
+        data = os.urandom(10_000)
+        mf.append(data)  # written, not synced: populate must leave it alone
+        before = _resident_kib(path)
+        assert mf.populate(0, 2 << 20)
+        assert _resident_kib(path) >= before + 1800
+        assert bytes(mf.slice(0, len(data))) == data
+        assert bytes(mf.slice(len(data), 1 << 20)) == bytes(1 << 20)
+        mf.append(b"after")
+        assert bytes(mf.slice(len(data), 5)) == b"after"
+    finally:
+        mf.close()
+    assert not mf.populate(0, 4096), "a closed segment is never touched"
+
+
+@linux
+def test_the_service_keeps_a_window_ahead_of_the_writer(tmp_path: Path) -> None:
+    cfg = config(tmp_path, mapped_file_size_commitlog=8 << 20)
+    with MessageStore(cfg, run_threads=False) as store:
+        warm = PageWarmService(store.commit_log, ahead=1 << 20)
+        assert store.put([msg(body=b"x" * 1000)]).status.name == "PUT_OK"
+        warm.run_once()
+        mf = store.commit_log.mfq.files[-1]
+        assert warm.enabled and _resident_kib(mf.path) >= 1000
+        assert warm.wake_at == mf.wrote_position + (1 << 20) - (1 << 19)  # half the window used
+        while store.commit_log.max_offset < warm.wake_at:  # bounded: ~480 puts
+            store.put([msg(body=b"y" * 1000)])
+        warm.run_once()
+        assert warm.wake_at >= (1 << 20) and _resident_kib(mf.path) >= 1500
+        # every message written while the service warmed is intact
+        store.run_services_once()
+        got: list[bytes] = []
+        while len(got) < store.get_max_offset_in_queue("T", 0):
+            got += bodies(store.get_message("g", "T", 0, len(got), 32))
+        assert got[0] == b"x" * 1000 and got[1:] == [b"y" * 1000] * (len(got) - 1)
+        assert len(got) > 450  # 512 KiB of 1 KiB messages
+
+
+def test_a_region_that_cannot_populate_turns_the_service_off(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    with MessageStore(cfg, file_ops=FaultyFileOps(), run_threads=False) as store:
+        store.put([msg()])
+        warm = PageWarmService(store.commit_log)
+        warm.run_once()
+        assert not warm.enabled
+        warm.run_once()  # and stays quiet
