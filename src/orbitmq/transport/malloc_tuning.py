@@ -6,8 +6,8 @@ back whatever is free at its top beyond the trim threshold (twice that). A broke
 such buffers at once per request (a transaction batch of up to 4 MiB: the frame, its body, the
 stored form, the half message), so the pages of each came from the kernel anew, were faulted in
 and zeroed, and went back: in ``perf`` of a broker taking transaction batches, 14 % of the
-samples were page faults and 3 % zeroing, and taking a batch cost 3.6-4.0 us a row of broker CPU,
-2.2-2.6 with the thresholds below (commits unchanged, 3.3-3.7).
+samples were page faults and 3 % zeroing. Taking a batch of 2,048 rows cost the broker 3.1-6.6 us
+a row of CPU, 2.8-3.0 with the thresholds below (commits 4.2-4.7 and 3.6-4.2).
 
 Fixed thresholds keep buffers up to ``MMAP_THRESHOLD_BYTES`` (a whole frame, ``max_frame_size``'s
 default) in the heap, whose freed memory the next request reuses, and let the heap keep up to
