@@ -321,7 +321,9 @@ def main() -> int:
                      .config("spark.ui.showConsoleProgress", "false").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
             register(spark)
-            _register_ceilings(spark, args.rows, args.queues, args.body)
+            # as many partitions as OrbitMQ's read of these rows has (planning.pack_ranges)
+            _register_ceilings(spark, args.rows, spark.sparkContext.defaultParallelism,
+                               args.body)
             bench = Bench(spark, namesrv, work, args, CpuMeter(broker.proc.pid))
             if args.only in (None, "reads"):
                 bench.reads()

@@ -56,6 +56,19 @@ def test_starting_and_ending_offsets_json_give_exactly_that_range(spark, namesrv
     assert df.filter("queue_id = 1").count() == 1000
 
 
+def test_small_queues_are_packed_into_as_many_tasks_as_the_session_has_cores(spark, namesrv):
+    topic = new_topic(namesrv, "ReadPacked", queues=8)
+    sent = produce(namesrv, topic, 4000)
+    df = _load(spark, namesrv, topic)
+    assert spark.sparkContext.defaultParallelism == 2
+    assert df.rdd.getNumPartitions() == 2
+    got = sorted((r.queue_id, r.queue_offset) for r in df.select("queue_id", "queue_offset")
+                 .collect())
+    assert got == sorted((s.queue_id, s.queue_offset) for s in sent)
+    assert {q for q, _ in got} == set(range(8))
+    assert _load(spark, namesrv, topic, minPartitions="8").rdd.getNumPartitions() == 8
+
+
 def test_large_queues_are_split_and_tags_and_properties_are_read(spark, namesrv):
     topic = new_topic(namesrv, "ReadSplit", queues=2)
     produce(namesrv, topic, 6000)

@@ -135,6 +135,31 @@ def test_min_partitions_divide_big_ranges_in_proportion_and_deterministically():
         (0, 0, 400), (0, 400, 800), (0, 800, 900), (1, 50, 150)]
 
 
+def test_small_ranges_are_packed_to_the_parallelism_and_big_ones_kept_apart():
+    from orbitmq.spark.planning import pack_ranges
+
+    base = parse_read_options({**NS, "topic": "T"}, streaming=False)
+    small = [QueueRange("T", "b", q, 0, 25) for q in range(8)] + [QueueRange("T", "b", 8, 5, 5)]
+
+    def shape(groups):
+        return [[(r.queue_id, r.start, r.end) for r in g] for g in groups]
+
+    assert shape(pack_ranges(base, small, None)) == [[(q, 0, 25)] for q in range(8)]
+    packed = pack_ranges(base, small, 2)
+    assert shape(packed) == [[(q, 0, 25) for q in range(4)], [(q, 0, 25) for q in range(4, 8)]]
+    assert pack_ranges(base, list(reversed(small)), 2) == packed  # order of the input: no matter
+    four = parse_read_options({**NS, "topic": "T", "minPartitions": "4"}, streaming=False)
+    assert [len(g) for g in pack_ranges(four, small, 2)] == [2, 2, 2, 2]
+    capped = parse_read_options({**NS, "topic": "T", "maxOffsetsPerPartition": "60"},
+                                streaming=False)
+    assert [sum(r.size for r in g) for g in pack_ranges(capped, small, 1)] == [50, 50, 50, 50]
+    uneven = [QueueRange("T", "b", 0, 0, 900), QueueRange("T", "b", 1, 0, 50),
+              QueueRange("T", "b", 2, 0, 40), QueueRange("T", "b", 3, 0, 10)]
+    assert shape(pack_ranges(base, uneven, 2)) == [[(0, 0, 900)],
+                                                   [(1, 0, 50), (2, 0, 40), (3, 0, 10)]]
+    assert pack_ranges(base, [QueueRange("T", "b", 0, 3, 3)], 2) == []
+
+
 def test_read_options_defaults_and_lower_cased_keys():
     batch = parse_read_options({**NS, "topic": "B,A,A"}, streaming=False)
     assert batch.topics == ("A", "B") and batch.starting.kind == "earliest"

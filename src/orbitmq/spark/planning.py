@@ -29,7 +29,7 @@ from orbitmq.spark.offsets import (
 from orbitmq.spark.options import OptionError, ReadOptions, StartSpec
 
 __all__ = ["Bounds", "QueueBounds", "resolve_topics", "fetch_bounds", "resolve_start",
-           "batch_ranges", "partition_ranges", "SYSTEM_TOPIC_PREFIXES"]
+           "batch_ranges", "partition_ranges", "pack_ranges", "SYSTEM_TOPIC_PREFIXES"]
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +204,35 @@ def partition_ranges(opts: ReadOptions, ranges: list[QueueRange]) -> list[QueueR
                 out.append(dataclasses.replace(r, start=lo, end=lo + size))
             lo += size
     return sorted(out, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start))
+
+
+def pack_ranges(opts: ReadOptions, pieces: list[QueueRange],
+                parallelism: int | None) -> list[tuple[QueueRange, ...]]:
+    """Input partitions of ``pieces`` (from :func:`partition_ranges`): small ones grouped so that
+    a read has about ``max(parallelism, minPartitions)`` tasks, none above
+    ``maxOffsetsPerPartition`` offsets (Spark's packing of small files: largest first, each into
+    the open group while it fits). A task of a Python source costs Spark tens of milliseconds
+    before it reads anything, so eight queues of a few thousand offsets are better read by two
+    tasks than by eight. Without a ``parallelism`` every piece is its own partition; empty pieces
+    are dropped. Depends on nothing but its arguments, so a replay is grouped the same way."""
+    pieces = [r for r in pieces if r.size]
+    wanted = max(parallelism or 0, opts.min_partitions or 0)
+    if not wanted or len(pieces) <= wanted:
+        return [(r,) for r in pieces]
+    total = sum(r.size for r in pieces)
+    target = min(opts.max_offsets_per_partition, -(-total // wanted))
+    groups: list[list[QueueRange]] = []
+    size = 0
+    for r in sorted(pieces, key=lambda r: (-r.size, r.topic, r.broker_name, r.queue_id, r.start)):
+        if groups and size + r.size <= target:
+            groups[-1].append(r)
+            size += r.size
+        else:
+            groups.append([r])
+            size = r.size
+    ordered = (tuple(sorted(g, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start)))
+               for g in groups)
+    return sorted(ordered, key=lambda g: (g[0].topic, g[0].broker_name, g[0].queue_id, g[0].start))
 
 
 def check_retention(opts: ReadOptions, topic: str, key: str, start: int, b: QueueBounds) -> int:

@@ -1,7 +1,8 @@
 """The batch reader and the Structured Streaming reader of the ``orbitmq`` data source.
 
 Both plan on the driver (queue bounds through the admin API, one short-lived Session per call)
-and read on executors (:func:`orbitmq.spark.fetch.read_range`, one partition per queue range).
+and read on executors (:func:`orbitmq.spark.fetch.read_range`; a partition reads one queue range,
+or several small ones: :func:`orbitmq.spark.planning.pack_ranges`).
 
 Streaming rules that keep replays exact:
 
@@ -52,6 +53,7 @@ from orbitmq.spark.planning import (
     check_retention,
     check_topics_exist,
     fetch_bounds,
+    pack_ranges,
     partition_ranges,
     resolve_start,
     resolve_topics,
@@ -68,14 +70,20 @@ log = logging.getLogger(__name__)
 
 
 class RangePartition(InputPartition):
-    """One input partition: a range of one queue (pickled to the executor)."""
+    """One input partition: ranges of queues, read one after the other (pickled to the
+    executor)."""
 
-    def __init__(self, rng: QueueRange) -> None:
-        super().__init__(rng)
-        self.range = rng
+    def __init__(self, ranges: tuple[QueueRange, ...]) -> None:
+        assert ranges
+        super().__init__(ranges)
+        self.ranges = ranges
+
+    def read(self, opts: ReadOptions, plan: ReadPlan) -> Iterator[Any]:
+        for rng in self.ranges:
+            yield from read_range(rng, opts, plan)
 
     def __repr__(self) -> str:
-        return f"RangePartition({self.range.describe()})"
+        return f"RangePartition({'; '.join(r.describe() for r in self.ranges)})"
 
 
 async def _bounds(session: Session, opts: ReadOptions) -> tuple[list[str], Bounds]:
@@ -89,11 +97,14 @@ def _plan(opts: ReadOptions, schema: StructType) -> ReadPlan:
 
 class OrbitMQBatchReader(DataSourceReader):
     """Reads [startingOffsets, endingOffsets) of every queue once; only the columns of
-    ``schema`` (the source's, or a subset the user declared: see schema.py)."""
+    ``schema`` (the source's, or a subset the user declared: see schema.py). ``parallelism``:
+    the session's default parallelism, which small ranges are packed to (None: no packing)."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType,
+                 parallelism: int | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.parallelism = parallelism
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
@@ -104,24 +115,28 @@ class OrbitMQBatchReader(DataSourceReader):
                                               "startingOffsets"))
             end = session.run(resolve_start(session, opts, bounds, opts.ending, "endingOffsets"))
         ranges = batch_ranges(opts, bounds, start, end)
-        log.info("orbitmq batch read of %d range(s), %d offset(s)", len(ranges),
-                 sum(r.size for r in ranges))
-        return [RangePartition(r) for r in ranges]
+        groups = pack_ranges(opts, ranges, self.parallelism)
+        log.info("orbitmq batch read of %d range(s) in %d partition(s), %d offset(s)",
+                 len(ranges), len(groups), sum(r.size for r in ranges))
+        return [RangePartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if isinstance(partition, RangePartition):  # Spark reads one empty partition when none
-            yield from read_range(partition.range, self.opts, _plan(self.opts, self.schema))
+            yield from partition.read(self.opts, _plan(self.opts, self.schema))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ship(self)
 
 
 class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batches over every queue of the topics read (see the module docstring)."""
+    """Micro-batches over every queue of the topics read (see the module docstring);
+    ``parallelism`` as for :class:`OrbitMQBatchReader`."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType,
+                 parallelism: int | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.parallelism = parallelism
         self._target: Offsets | None = None  # Trigger.AvailableNow's cap
         self._last_batch_at = time.monotonic()
 
@@ -231,11 +246,12 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if hi > lo:
                     broker, qid = parse_queue_key(key)
                     ranges.append(QueueRange(topic, broker, qid, int(lo), int(hi)))
-        return [RangePartition(r) for r in partition_ranges(self.opts, ranges)]
+        groups = pack_ranges(self.opts, partition_ranges(self.opts, ranges), self.parallelism)
+        return [RangePartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if isinstance(partition, RangePartition):  # Spark reads one empty partition when none
-            yield from read_range(partition.range, self.opts, _plan(self.opts, self.schema))
+            yield from partition.read(self.opts, _plan(self.opts, self.schema))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ship(self)

@@ -26,7 +26,13 @@ __all__ = ["OrbitMQDataSource", "register"]
 
 
 class OrbitMQDataSource(DataSource):
-    """Reads and writes OrbitMQ (RocketMQ 4.x) topics; see docs/spark.md for the options."""
+    """Reads and writes OrbitMQ (RocketMQ 4.x) topics; see docs/spark.md for the options.
+
+    ``parallelism`` is the default parallelism of the session the class was registered with
+    (:func:`register` sets it on a subclass): the source's planning runs in a Python process
+    that has no SparkContext to ask."""
+
+    parallelism: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -47,7 +53,7 @@ class OrbitMQDataSource(DataSource):
 
         opts = parse_read_options(self.options, streaming=False)
         check_read_schema(schema, opts.include_headers)
-        return OrbitMQBatchReader(opts, schema)
+        return OrbitMQBatchReader(opts, schema, self.parallelism)
 
     def streamReader(self, schema: StructType) -> Any:
         require_orbitmq()
@@ -57,7 +63,7 @@ class OrbitMQDataSource(DataSource):
 
         opts = parse_read_options(self.options, streaming=True)
         check_read_schema(schema, opts.include_headers)
-        return OrbitMQStreamReader(opts, schema)
+        return OrbitMQStreamReader(opts, schema, self.parallelism)
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         require_orbitmq()
@@ -77,4 +83,16 @@ class OrbitMQDataSource(DataSource):
 def register(spark: SparkSession) -> None:
     """Register the ``orbitmq`` format with ``spark`` (once per session is enough)."""
     send_by_value(sys.modules[__name__])
-    spark.dataSource.register(OrbitMQDataSource)
+    source = type(OrbitMQDataSource.__name__, (OrbitMQDataSource,),
+                  {"__module__": __name__, "parallelism": default_parallelism(spark)})
+    spark.dataSource.register(source)
+
+
+def default_parallelism(spark: SparkSession) -> int | None:
+    """``spark``'s default parallelism; None where the session has no SparkContext (Spark
+    Connect) and sets no ``spark.default.parallelism``."""
+    try:
+        return spark.sparkContext.defaultParallelism
+    except NotImplementedError:  # Spark Connect's PySparkNotImplementedError
+        conf = spark.conf.get("spark.default.parallelism", None)
+        return int(conf) if conf else None
