@@ -146,7 +146,7 @@ def test_small_ranges_are_packed_to_the_parallelism_and_big_ones_kept_apart():
 
     assert shape(pack_ranges(base, small, None)) == [[(q, 0, 25)] for q in range(8)]
     packed = pack_ranges(base, small, 2)
-    assert shape(packed) == [[(q, 0, 25) for q in range(4)], [(q, 0, 25) for q in range(4, 8)]]
+    assert shape(packed) == [[(q, 0, 25) for q in (0, 2, 4, 6)], [(q, 0, 25) for q in (1, 3, 5, 7)]]
     assert pack_ranges(base, list(reversed(small)), 2) == packed  # order of the input: no matter
     four = parse_read_options({**NS, "topic": "T", "minPartitions": "4"}, streaming=False)
     assert [len(g) for g in pack_ranges(four, small, 2)] == [2, 2, 2, 2]
@@ -158,6 +158,9 @@ def test_small_ranges_are_packed_to_the_parallelism_and_big_ones_kept_apart():
     assert shape(pack_ranges(base, uneven, 2)) == [[(0, 0, 900)],
                                                    [(1, 0, 50), (2, 0, 40), (3, 0, 10)]]
     assert pack_ranges(base, [QueueRange("T", "b", 0, 3, 3)], 2) == []
+    # queues of unequal sizes still make exactly as many partitions as wanted, balanced
+    ragged = [QueueRange("T", "b", q, 0, 25_600 - 400 * (q % 3)) for q in range(8)]
+    assert [sum(r.size for r in g) for g in pack_ranges(base, ragged, 2)] == [101_200, 100_800]
 
 
 def test_read_options_defaults_and_lower_cased_keys():

@@ -208,30 +208,33 @@ def partition_ranges(opts: ReadOptions, ranges: list[QueueRange]) -> list[QueueR
 
 def pack_ranges(opts: ReadOptions, pieces: list[QueueRange],
                 parallelism: int | None) -> list[tuple[QueueRange, ...]]:
-    """Input partitions of ``pieces`` (from :func:`partition_ranges`): small ones grouped so that
-    a read has about ``max(parallelism, minPartitions)`` tasks, none above
-    ``maxOffsetsPerPartition`` offsets (Spark's packing of small files: largest first, each into
-    the open group while it fits). A task of a Python source costs Spark tens of milliseconds
-    before it reads anything, so eight queues of a few thousand offsets are better read by two
-    tasks than by eight. Without a ``parallelism`` every piece is its own partition; empty pieces
-    are dropped. Depends on nothing but its arguments, so a replay is grouped the same way."""
+    """Input partitions of ``pieces`` (from :func:`partition_ranges`): small ones grouped into
+    ``max(parallelism, minPartitions)`` partitions of about equal size (largest piece first,
+    each into the smallest group), more only where a group would pass
+    ``maxOffsetsPerPartition`` offsets. A task of a Python source costs Spark tens of
+    milliseconds before it reads anything, so eight queues of a few thousand offsets are better
+    read by two tasks than by eight; and by exactly as many as there are cores, since one task
+    more is a round more. Without a ``parallelism`` every piece is its own partition; empty
+    pieces are dropped. Depends on nothing but its arguments, so a replay is grouped the same
+    way."""
     pieces = [r for r in pieces if r.size]
     wanted = max(parallelism or 0, opts.min_partitions or 0)
     if not wanted or len(pieces) <= wanted:
         return [(r,) for r in pieces]
+    cap = opts.max_offsets_per_partition
     total = sum(r.size for r in pieces)
-    target = min(opts.max_offsets_per_partition, -(-total // wanted))
-    groups: list[list[QueueRange]] = []
-    size = 0
+    groups: list[list[QueueRange]] = [[] for _ in range(max(wanted, -(-total // cap)))]
+    sizes = [0] * len(groups)
     for r in sorted(pieces, key=lambda r: (-r.size, r.topic, r.broker_name, r.queue_id, r.start)):
-        if groups and size + r.size <= target:
-            groups[-1].append(r)
-            size += r.size
-        else:
-            groups.append([r])
-            size = r.size
+        at = min(range(len(groups)), key=lambda i: (sizes[i], i))
+        if sizes[at] + r.size > cap:
+            groups.append([])
+            sizes.append(0)
+            at = len(groups) - 1
+        groups[at].append(r)
+        sizes[at] += r.size
     ordered = (tuple(sorted(g, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start)))
-               for g in groups)
+               for g in groups if g)
     return sorted(ordered, key=lambda g: (g[0].topic, g[0].broker_name, g[0].queue_id, g[0].start))
 
 
