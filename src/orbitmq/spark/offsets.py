@@ -85,6 +85,11 @@ class QueueRange:
     def size(self) -> int:
         return max(0, self.end - self.start)
 
+    @property
+    def order(self) -> tuple[str, str, int, int]:
+        """The stable order of ranges in a plan: topic, broker, queue id, start."""
+        return self.topic, self.broker_name, self.queue_id, self.start
+
     def describe(self) -> str:
         return f"topic {self.topic!r} queue {self.key} offsets [{self.start}, {self.end})"
 
@@ -143,4 +148,4 @@ def split_ranges(ranges: Iterable[QueueRange], max_per_range: int) -> list[Queue
             hi = min(r.end, lo + max_per_range)
             out.append(dataclasses.replace(r, start=lo, end=hi))
             lo = hi
-    return sorted(out, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start))
+    return sorted(out, key=lambda r: r.order)

@@ -203,7 +203,7 @@ def partition_ranges(opts: ReadOptions, ranges: list[QueueRange]) -> list[QueueR
             if size:
                 out.append(dataclasses.replace(r, start=lo, end=lo + size))
             lo += size
-    return sorted(out, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start))
+    return sorted(out, key=lambda r: r.order)
 
 
 def pack_ranges(opts: ReadOptions, pieces: list[QueueRange],
@@ -225,7 +225,7 @@ def pack_ranges(opts: ReadOptions, pieces: list[QueueRange],
     total = sum(r.size for r in pieces)
     groups: list[list[QueueRange]] = [[] for _ in range(max(wanted, -(-total // cap)))]
     sizes = [0] * len(groups)
-    for r in sorted(pieces, key=lambda r: (-r.size, r.topic, r.broker_name, r.queue_id, r.start)):
+    for r in sorted(pieces, key=lambda r: (-r.size, r.order)):
         at = min(range(len(groups)), key=lambda i: (sizes[i], i))
         if sizes[at] + r.size > cap:
             groups.append([])
@@ -233,9 +233,8 @@ def pack_ranges(opts: ReadOptions, pieces: list[QueueRange],
             at = len(groups) - 1
         groups[at].append(r)
         sizes[at] += r.size
-    ordered = (tuple(sorted(g, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start)))
-               for g in groups if g)
-    return sorted(ordered, key=lambda g: (g[0].topic, g[0].broker_name, g[0].queue_id, g[0].start))
+    ordered = (tuple(sorted(g, key=lambda r: r.order)) for g in groups if g)
+    return sorted(ordered, key=lambda g: g[0].order)
 
 
 def check_retention(opts: ReadOptions, topic: str, key: str, start: int, b: QueueBounds) -> int:
