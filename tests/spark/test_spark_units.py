@@ -163,6 +163,25 @@ def test_small_ranges_are_packed_to_the_parallelism_and_big_ones_kept_apart():
     assert [sum(r.size for r in g) for g in pack_ranges(base, ragged, 2)] == [101_200, 100_800]
 
 
+def test_parallelism_without_a_spark_context_comes_from_the_conf_and_is_checked():
+    from orbitmq.errors import SparkError
+    from orbitmq.spark.source import default_parallelism
+
+    class ConnectLike:  # a Spark Connect session: no SparkContext, a conf
+        def __init__(self, conf: dict[str, str]) -> None:
+            self.conf = conf
+
+        @property
+        def sparkContext(self):  # noqa: N802
+            raise NotImplementedError("no SparkContext on Spark Connect")
+
+    assert default_parallelism(ConnectLike({})) is None
+    assert default_parallelism(ConnectLike({"spark.default.parallelism": "6"})) == 6
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(SparkError, match="spark.default.parallelism is .* not a positive"):
+            default_parallelism(ConnectLike({"spark.default.parallelism": bad}))
+
+
 def test_read_options_defaults_and_lower_cased_keys():
     batch = parse_read_options({**NS, "topic": "B,A,A"}, streaming=False)
     assert batch.topics == ("A", "B") and batch.starting.kind == "earliest"

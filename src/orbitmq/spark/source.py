@@ -90,9 +90,23 @@ def register(spark: SparkSession) -> None:
 
 def default_parallelism(spark: SparkSession) -> int | None:
     """``spark``'s default parallelism; None where the session has no SparkContext (Spark
-    Connect) and sets no ``spark.default.parallelism``."""
+    Connect) and sets no ``spark.default.parallelism``.
+
+    Raises:
+        SparkError: ``spark.default.parallelism`` is set but not a positive integer.
+    """
     try:
         return spark.sparkContext.defaultParallelism
     except NotImplementedError:  # Spark Connect's PySparkNotImplementedError
         conf = spark.conf.get("spark.default.parallelism", None)
-        return int(conf) if conf else None
+    if conf is None:
+        return None
+    try:
+        value = int(conf)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from orbitmq.errors import SparkError
+
+        raise SparkError(f"orbitmq: spark.default.parallelism is {conf!r}, not a positive integer")
+    return value
