@@ -1,4 +1,4 @@
-"""Server processes keep megabyte buffers in the heap (transport/malloc_tuning.py): requests
+"""Server processes keep megabyte buffers in the heap (malloc_tuning.py): requests
 that each allocate and free a few such buffers fault no pages in once the process runs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 
 ROUNDS = textwrap.dedent("""
     import resource, sys
-    from orbitmq.transport.malloc_tuning import tune_malloc
+    from orbitmq.malloc_tuning import tune_malloc
     tuned = tune_malloc() if sys.argv[1] == "tuned" else None
     def requests(n):  # as a transaction batch: frame, body, stored form, half message
         for _ in range(n):

@@ -294,3 +294,64 @@ def test_max_physical_end_holds_back_entries_past_it(store: MessageStore) -> Non
     assert bodies(everything) == [bytes([i]) * 10 for i in range(3)]
     assert everything.held_back_end == -1
     assert bodies(store.get_message("g", "C", 0, 0, 32)) == bodies(everything)
+
+
+def _same_read(plain, runs) -> None:
+    assert b"".join(runs.buffers) == b"".join(plain.buffers)
+    assert (runs.status, runs.message_count, runs.total_size, runs.next_begin_offset,
+            runs.last_commit_offset, runs.min_offset, runs.max_offset) == (
+        plain.status, plain.message_count, plain.total_size, plain.next_begin_offset,
+        plain.last_commit_offset, plain.min_offset, plain.max_offset)
+
+
+def test_reads_with_runs_give_back_to_back_messages_one_buffer_and_the_same_bytes(
+        tmp_path: Path) -> None:
+    """``runs``: a batch's messages, and single sends to one queue with nothing between them,
+    come as one slice per run; everything else a pull says is as a read message by message,
+    across segment ends (64 KiB segments), transfer bounds and filters."""
+    import random
+
+    rng = random.Random(7)
+    cfg = config(tmp_path, max_transfer_count_on_message_in_memory=40,
+                 max_transfer_bytes_on_message_in_memory=9000)
+    with MessageStore(cfg) as store:
+        for i in range(300):
+            q = rng.randrange(2)
+            tag = rng.choice("ab")
+            if rng.random() < 0.3:
+                store.put([msg("R", q, bytes([i % 256]) * rng.randrange(300), TAGS=tag)
+                           for _ in range(rng.randrange(1, 12))])
+            else:
+                store.put([msg("R", q, b"s" * rng.randrange(300), TAGS=tag)])
+        assert store.wait_dispatched()
+        fewer = 0
+        for q in range(2):
+            end = store.get_max_offset_in_queue("R", q)
+            for filt in (None, TagFilter("a"), TagFilter("b", b"\x07")):
+                for bulk in (False, True):
+                    offset = 0
+                    while offset < end:
+                        want = rng.randrange(1, 64)
+                        plain = store.get_message("g", "R", q, offset, want, filt, bulk)
+                        runs = store.get_message("g", "R", q, offset, want, filt, bulk,
+                                                 runs=True)
+                        _same_read(plain, runs)
+                        assert len(runs.buffers) <= len(plain.buffers)
+                        fewer += len(runs.buffers) < len(plain.buffers)
+                        offset = plain.next_begin_offset
+        assert fewer > 10
+
+
+def test_a_run_the_commit_log_cannot_slice_whole_is_read_message_by_message(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.put([msg("W", 0, bytes([i]) * 50) for i in range(6)])
+    assert store.wait_dispatched()
+    plain = store.get_message("g", "W", 0, 0, 32)
+    assert len(store.get_message("g", "W", 0, 0, 32, runs=True).buffers) == 1
+    one_message = len(plain.buffers[0])
+    read = store.commit_log.read
+    monkeypatch.setattr(store.commit_log, "read",
+                        lambda offset, size: read(offset, size) if size <= one_message else None)
+    runs = store.get_message("g", "W", 0, 0, 32, runs=True)
+    _same_read(plain, runs)
+    assert len(runs.buffers) == 6

@@ -14,7 +14,8 @@ OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL PULL_OFFSET_MOVED (nextBeginOffset = a v
 
 Every answer other than PULL_NOT_FOUND moves ``nextBeginOffset`` away from the request's offset
 (the C++ PullConsumer loops until NO_NEW_MSG). Response extFields are strings. The body goes out
-with ``send_parts``: the file slices are never copied or re-encoded.
+with ``send_parts``: the file slices are never copied or re-encoded, and messages lying back to
+back in the commit log go out as one slice.
 
 On a slave (broker/role.py), as RocketMQ's: the pull's commitOffset is not stored (the master's
 table is the one that counts; the slave copies it), and an offset the slave's queue does not
@@ -238,7 +239,7 @@ class PullProcessor:
         read_bound = self.read_bound
         result = self.store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter,
-            cmd.code == _BULK, read_bound() if read_bound is not None else None,
+            cmd.code == _BULK, read_bound() if read_bound is not None else None, runs=True,
         )
         code = pull_response_code(result.status, h.queue_offset)
         slave = self.ctx.role.is_slave

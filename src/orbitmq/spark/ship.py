@@ -13,7 +13,11 @@ worker code. Instead:
   pickled apart: ``revive`` imports OrbitMQ first and, when it is missing, raises
   :data:`MISSING` naming the interpreter and the host, before anything else is unpickled.
 
-``revive`` also freezes the garbage collector's view of the worker once (:func:`freeze_heap`).
+``revive`` also freezes the garbage collector's view of the worker once (:func:`freeze_heap`)
+and keeps the worker's megabyte buffers in its heap (``orbitmq.malloc_tuning``): a read
+receives pull bodies of up to 8 MiB and decodes each into a body column as big, and glibc maps
+every such buffer anew. Faulting their pages in cost a reader 0.3 page faults and about 0.5 us
+of CPU per 1 KiB row, a third of its work.
 
 This module imports nothing of OrbitMQ (it must load where OrbitMQ does not).
 """
@@ -49,6 +53,9 @@ def require_orbitmq() -> None:
 def revive(module: str, qualname: str, state: bytes) -> Any:
     """A shipped object back in this process (see the module docstring)."""
     require_orbitmq()
+    from orbitmq.malloc_tuning import tune_malloc
+
+    tune_malloc()
     cls: Any = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part)

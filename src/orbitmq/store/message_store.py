@@ -435,15 +435,16 @@ class MessageStore:
         message_filter: MessageFilter | None = None,
         bulk: bool = False,
         max_physical_end: int | None = None,
+        runs: bool = False,
     ) -> GetMessageResult:
         """Up to ``max_msg_nums`` stored messages of a queue from ``offset`` (raw, for the wire),
         bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...`` (by
         ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read), and with
-        ``max_physical_end`` to messages that end at or before that commit log offset
-        (queue_reader.read_queue)."""
+        ``max_physical_end`` to messages that end at or before that commit log offset; with
+        ``runs``, back-to-back messages in one buffer (queue_reader.read_queue)."""
         return read_queue(self.consume_queue_table.get((topic, queue_id)), self.commit_log,
                           offset, max_msg_nums, message_filter, self.config, bulk,
-                          max_physical_end)
+                          max_physical_end, runs)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queue_table.get((topic, queue_id))

@@ -1,4 +1,5 @@
-"""glibc malloc thresholds for server processes, whose requests carry buffers of megabytes.
+"""glibc malloc thresholds for processes that handle buffers of megabytes: the servers, whose
+requests carry them, and Spark's Python workers reading pull bodies (spark/ship.py).
 
 A buffer over glibc's mmap threshold (128 KiB at start, moved up at run time to the largest one
 freed) gets pages of its own from the kernel and gives them back when freed, and the heap gives
@@ -13,12 +14,13 @@ Fixed thresholds keep buffers up to ``MMAP_THRESHOLD_BYTES`` (a whole frame, ``m
 default) in the heap, whose freed memory the next request reuses, and let the heap keep up to
 ``TRIM_THRESHOLD_BYTES`` free at its top: that much more resident memory at most, for no page
 faults in steady state. Settings the operator made (``MALLOC_*_`` variables, glibc tunables) are
-left as they are.
+left as they are. Set once per process: later calls return the first answer.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import sys
@@ -34,6 +36,7 @@ _M_MMAP_THRESHOLD = -3
 _OPERATOR_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 
 
+@functools.cache
 def tune_malloc() -> bool:
     """Set the thresholds for this process (a server's, at start); True when glibc took them.
     False, changing nothing, off Linux, without glibc's ``mallopt``, or when the environment
