@@ -50,8 +50,8 @@ async def _serve(*servers: Any, ready_line: str | None = None) -> None:
 def _run(*servers: Any, ready_line: str | None = None) -> None:
     """Serve until stopped. A server that cannot start (a port in use, a store another broker
     holds or cannot open) ends the command with one line and exit status 1, no traceback."""
-    from orbitmq.transport.loop import run
     from orbitmq.malloc_tuning import tune_malloc
+    from orbitmq.transport.loop import run
 
     tune_malloc()
     try:
