@@ -131,3 +131,53 @@ def test_large_frame_in_small_chunks() -> None:
 def test_bad_bound_is_misuse() -> None:
     with pytest.raises(ClientError):
         FrameDecoder(max_frame_size=3)
+
+
+def _receive(decoder: FrameDecoder, stream: bytes, chunk_max: int, seed: int) -> list[RemotingCommand]:
+    """Feeds ``stream`` as a BufferedProtocol transport would: into ``get_buffer``, at most
+    ``chunk_max`` bytes (and at most what the buffer holds) at a time."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[RemotingCommand] = []
+    at = 0
+    while at < len(stream):
+        room = decoder.get_buffer()
+        assert len(room) > 0
+        n = min(len(room), rng.randint(1, chunk_max), len(stream) - at)
+        room[:n] = stream[at : at + n]
+        room.release()
+        out += decoder.buffer_updated(n)
+        at += n
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_received_into_given_buffers_large_frames_come_whole_and_uncopied(seed: int) -> None:
+    """get_buffer / buffer_updated give what feed gives, however the stream is cut; a frame of
+    ``direct_frame_min_bytes`` or more is received into a buffer of its own, its body a view
+    of it."""
+    big = RemotingCommand(code=0, opaque=9, flag=1, body=bytes(range(256)) * 600)
+    commands = sample_commands() + [big] + sample_commands() + [big, big]
+    stream = b"".join(encode(c) for c in commands)
+    decoder = FrameDecoder(direct_frame_min_bytes=100_000)
+    chunk_max = (7, 5000, 300_000)[seed % 3]
+    out = _receive(decoder, stream, chunk_max, seed)
+    assert out == commands
+    assert decoder.buffered_bytes == 0
+    if chunk_max < 100_000:  # bigger reads may bring a big frame whole: decoded as it is
+        assert [type(c.body) for c in out if c.opaque == 9] == [memoryview] * 3
+    assert all(type(c.body) is bytes for c in out if c.opaque != 9 and c.body)
+    plain = FrameDecoder()  # without the bound, nothing is direct
+    assert all(type(c.body) is bytes for c in _receive(plain, stream, 300_000, seed) if c.body)
+
+
+def test_a_direct_frame_that_does_not_decode_fails_the_stream() -> None:
+    bad = struct.pack(">i", 200_000) + struct.pack(">I", 250_000) + bytes(199_996)
+    decoder = FrameDecoder(direct_frame_min_bytes=100_000)
+    with pytest.raises(RemoteProtocolError, match="header length"):
+        _receive(decoder, bad, 70_000, 0)
+    with pytest.raises(RemoteProtocolError, match="already failed"):
+        decoder.buffer_updated(1)
+    with pytest.raises(ClientError):
+        FrameDecoder(direct_frame_min_bytes=-1)
