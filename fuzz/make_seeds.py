@@ -1,6 +1,7 @@
 """The fuzzer's seed corpus: one file per input of fuzz/speedups_fuzz.c (first byte: the entry
 point), from the differential tests' request streams (tests/integration/fast_path_streams.py),
-their batch bodies and properties, and stored messages as the commit log holds them.
+their batch bodies and properties, stored messages as the commit log holds them, and consume
+queue entries.
 
     python fuzz/make_seeds.py DIR
 """
@@ -41,6 +42,8 @@ def seeds() -> list[bytes]:
                                          properties={"TAGS": "t", "KEYS": "a b", "UNIQ_KEY": "u"})
                    for i, n in enumerate((0, 10, 300)))
     out.append(bytes([SCAN]) + log + struct.pack(">ii", 64, -875286124))
+    entries = [(0, 100), (100, 50), (150, 7), (900, 10), (0, 0x7FFFFFFF), (910, 5), (2**63 - 2, 9)]
+    out.append(bytes([SCAN]) + b"".join(struct.pack(">qiq", phy, size, 1) for phy, size in entries))
     out.append(bytes([HASH]) + "topic#kéy\U0001f600".encode())
     return out
 

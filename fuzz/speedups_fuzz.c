@@ -10,7 +10,8 @@
  *         into a 256 KiB segment that starts over when full
  *   4     encode_wire_single(properties = the bytes)
  *   5     encode_wire_batch(body = the bytes)
- *   6     scan_stored(the bytes, as a commit log segment)
+ *   6     scan_stored(the bytes, as a commit log segment), and queue_runs(the bytes, as consume
+ *         queue entries), unbounded and bounded by a physical end
  *   7     java_string_hash / index_key_hash of the bytes as text
  * Built and run by scripts/sanitize-speedups.sh --fuzz (make fuzz). Refusals are expected
  * outcomes (RemoteProtocolError, ValueError...); anything a sanitizer reports is a bug.
@@ -134,6 +135,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 6:
         call_quietly(PyObject_CallMethod(speedups, "scan_stored", "Onnn", bytes, (Py_ssize_t)0,
                                          (Py_ssize_t)size, (Py_ssize_t)64));
+        call_quietly(PyObject_CallMethod(speedups, "queue_runs", "OnLL", bytes, (Py_ssize_t)64,
+                                         1LL << 20, -1LL));
+        call_quietly(PyObject_CallMethod(speedups, "queue_runs", "OnLL", bytes, (Py_ssize_t)8,
+                                         4096LL, (long long)size * 64));
         break;
     case 7: {
         PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");

@@ -373,3 +373,43 @@ def test_store_files_are_the_same_with_either_twin(tmp_path: Path,
     for name in fast_files:
         assert fast_files[name] == slow_files[name], name
     assert fast_arrived == slow_arrived and fast_arrived
+
+
+def _entries(specs: list[tuple[int, int]]) -> bytes:
+    from orbitmq.store.consume_queue import CQ_ENTRY
+
+    return b"".join(CQ_ENTRY.pack(phy, size, 7) for phy, size in specs)
+
+
+_CQ_SPECS = st.lists(st.one_of(
+    st.tuples(st.integers(0, 5000), st.integers(1, 400)),  # scattered
+    st.tuples(st.just(-1), st.integers(1, 400)),  # back to back with the entry before
+    st.tuples(st.just(0), st.just(0x7FFFFFFF)),  # a blank entry
+    st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**31, 2**31 - 1)),  # garbage
+), max_size=60)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(_CQ_SPECS, st.integers(1, 70), st.integers(1, 20_000), st.integers(-1, 30_000),
+       st.binary(max_size=19))
+def test_queue_runs_twins_agree(specs, count_max: int, bytes_max: int, max_end: int,
+                                tail: bytes) -> None:
+    """The unfiltered walk over queue entries (store/queue_reader.py): the same runs, counts
+    and refusals, a ragged tail of less than one entry ignored alike."""
+    from orbitmq.store.queue_reader import queue_runs_py
+
+    laid, end = [], 0
+    for phy, size in specs:
+        phy = end if phy == -1 else phy
+        laid.append((phy, size))
+        end = phy + size if -2**63 <= phy + size < 2**63 else 0
+    entries = _entries(laid) + tail
+    assert NATIVE is not None
+    twins = []
+    for walk in (queue_runs_py, NATIVE.queue_runs):
+        try:
+            twins.append(walk(entries, count_max, bytes_max, max_end))
+        except ValueError as e:
+            twins.append(("ValueError", str(e)))
+    assert twins[0] == twins[1]

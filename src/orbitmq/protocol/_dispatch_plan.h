@@ -499,4 +499,83 @@ error:
     return NULL;
 }
 
+
+/* -- reading a queue: its entries as runs of the commit log (store/queue_reader.py) --------- */
+
+#define CQ_BLANK_SIZE 0x7FFFFFFF  /* consume_queue.BLANK_ENTRY_SIZE_FIELD */
+
+/*
+ * queue_runs(entries, count_max, bytes_max, max_physical_end) -> (runs, scanned, count, total,
+ * last, held_back_end): queue_reader.queue_runs_py, the unfiltered read of a queue's entries
+ * (20 bytes each: physical offset i64, size i32, tags code i64, big-endian), with every message
+ * that starts where the one before it ended joined to its run. ``runs`` is a list of
+ * (commit log offset, length); max_physical_end < 0 means none.
+ */
+static PyObject *py_queue_runs(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t count_max;
+    long long bytes_max, max_end;
+    if (!PyArg_ParseTuple(args, "y*nLL", &buf, &count_max, &bytes_max, &max_end))
+        return NULL;
+    PyObject *runs = PyList_New(0), *result = NULL;
+    if (runs == NULL)
+        goto done;
+    const unsigned char *p = buf.buf;
+    Py_ssize_t n = buf.len / CQ_ENTRY_SIZE, scanned = 0, count = 0;
+    long long total = 0, last = -1, held = -1, run_start = -1, run_end = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *e = p + i * CQ_ENTRY_SIZE;
+        long long phy = get_i64(e);
+        int32_t size = get_i32(e + 8);
+        if (count && (count >= count_max || total + size > bytes_max))
+            break;
+        if (size == CQ_BLANK_SIZE) {
+            scanned++;
+            continue;
+        }
+        long long end;
+        if (__builtin_add_overflow(phy, (long long)size, &end)) {
+            PyErr_Format(PyExc_ValueError, "queue entry %zd: offset %lld + size %d overflows",
+                         i, phy, size);
+            goto done;
+        }
+        if (max_end >= 0 && end > max_end) {
+            held = end;
+            break;
+        }
+        scanned++;
+        if (phy == run_end) {
+            run_end = end;
+        } else {
+            if (run_end >= 0) {
+                PyObject *run = Py_BuildValue("(LL)", run_start, run_end - run_start);
+                if (run == NULL || PyList_Append(runs, run) < 0) {
+                    Py_XDECREF(run);
+                    goto done;
+                }
+                Py_DECREF(run);
+            }
+            run_start = phy;
+            run_end = end;
+        }
+        count++;
+        total += size;
+        last = phy;
+    }
+    if (run_end >= 0) {
+        PyObject *run = Py_BuildValue("(LL)", run_start, run_end - run_start);
+        if (run == NULL || PyList_Append(runs, run) < 0) {
+            Py_XDECREF(run);
+            goto done;
+        }
+        Py_DECREF(run);
+    }
+    result = Py_BuildValue("(OnnLLL)", runs, scanned, count, total, last, held);
+done:
+    Py_XDECREF(runs);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 #endif

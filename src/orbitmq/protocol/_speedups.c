@@ -695,6 +695,8 @@ static PyMethodDef methods[] = {
      "What dispatch needs of each stored message in a range."},
     {"dispatch_plan", py_dispatch_plan, METH_VARARGS,
      "A dispatch round's queue runs, delayed messages and index entries (_dispatch_plan.h)."},
+    {"queue_runs", py_queue_runs, METH_VARARGS,
+     "An unfiltered read of queue entries as runs of the commit log (_dispatch_plan.h)."},
     {"index_put", py_index_put, METH_VARARGS,
      "IndexFile.put_hash over planned index entries (_dispatch_plan.h)."},
     {"stored_columns", py_stored_columns, METH_VARARGS,

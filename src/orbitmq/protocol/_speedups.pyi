@@ -31,3 +31,6 @@ def encode_batch_columns(
     bodies: Any, keys: Any, tags: Any, properties: Any, flags: Any, ids: Any, start: int,
     rows_max: int, bytes_max: int, message_size_max: int, reserved: frozenset[str], /,
 ) -> tuple[bytes, int, str]: ...
+def queue_runs(
+    entries: Any, count_max: int, bytes_max: int, max_physical_end: int, /,
+) -> tuple[list[tuple[int, int]], int, int, int, int, int]: ...

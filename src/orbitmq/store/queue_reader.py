@@ -2,19 +2,71 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from orbitmq.config import StoreConfig
+from orbitmq.protocol.native import NATIVE
 from orbitmq.store.commit_log import CommitLog
-from orbitmq.store.consume_queue import BLANK_ENTRY_SIZE_FIELD, CQ_ENTRY, ConsumeQueue
+from orbitmq.store.consume_queue import (
+    BLANK_ENTRY_SIZE_FIELD,
+    CQ_ENTRY,
+    CQ_ENTRY_SIZE,
+    ConsumeQueue,
+)
 from orbitmq.store.status import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageFilter
 
-__all__ = ["read_queue"]
+__all__ = ["read_queue", "queue_runs", "queue_runs_py"]
 
 FILTER_ENTRIES_MIN = 800  # RocketMQ scans at least 16,000 bytes of queue entries per pull
+_OFFSET_MAX = 2**63 - 1
+
+Walk = tuple[list[tuple[int, int]], int, int, int, int, int]
+
+
+def queue_runs_py(entries: Any, count_max: int, bytes_max: int, max_physical_end: int) -> Walk:
+    """An unfiltered read's walk over queue entries: (runs, scanned, count, total, last,
+    held_back_end), ``runs`` the (commit log offset, length) of each run of messages lying back
+    to back, the rest as ``read_queue`` counts them; ``max_physical_end`` < 0 for none. The
+    C twin (``NATIVE.queue_runs``) returns the same, and raises ValueError as here for an entry
+    whose end is outside int64; bytes after the last whole entry are ignored."""
+    runs: list[tuple[int, int]] = []
+    scanned = count = total = 0
+    last = held = run_start = run_end = -1
+    view = memoryview(entries)
+    whole = view[: len(view) - len(view) % CQ_ENTRY_SIZE]
+    for i, (phy, size, _tags) in enumerate(CQ_ENTRY.iter_unpack(whole)):
+        if count and (count >= count_max or total + size > bytes_max):
+            break
+        if size == BLANK_ENTRY_SIZE_FIELD:
+            scanned += 1
+            continue
+        end = phy + size
+        if not -_OFFSET_MAX - 1 <= end <= _OFFSET_MAX:
+            raise ValueError(f"queue entry {i}: offset {phy} + size {size} overflows")
+        if 0 <= max_physical_end < end:
+            held = end
+            break
+        scanned += 1
+        if phy == run_end:
+            run_end = end
+        else:
+            if run_end >= 0:
+                runs.append((run_start, run_end - run_start))
+            run_start, run_end = phy, end
+        count += 1
+        total += size
+        last = phy
+    if run_end >= 0:
+        runs.append((run_start, run_end - run_start))
+    return runs, scanned, count, total, last, held
+
+
+queue_runs: Callable[[Any, int, int, int], Walk] = (
+    NATIVE.queue_runs if NATIVE is not None else queue_runs_py)
 
 
 def read_queue(
@@ -71,6 +123,9 @@ def read_queue(
     else:
         count_max = min(max_msg_nums, config.max_transfer_count_on_message_in_memory)
         bytes_max = config.max_transfer_bytes_on_message_in_memory
+    if runs and message_filter is None and _read_runs(result, entries, commit_log, count_max,
+                                                      bytes_max, max_physical_end):
+        return result
     count = 0
     total = 0
     scanned = 0
@@ -148,4 +203,33 @@ def _close_run(buffers: list[memoryview | bytes], commit_log: CommitLog, start: 
     if whole is None:
         return False
     buffers[-1] = whole
+    return True
+
+
+def _read_runs(result: GetMessageResult, entries: Any, commit_log: CommitLog, count_max: int,
+               bytes_max: int, max_physical_end: int | None) -> bool:
+    """``result`` filled by an unfiltered read in runs (``queue_runs``, the C walk when built);
+    False, ``result`` untouched, when a run is not all there (a segment deleted meanwhile, a
+    damaged entry): the caller's message-by-message read tells what is."""
+    try:
+        runs, scanned, count, total, last, held = queue_runs(
+            entries, count_max, bytes_max, -1 if max_physical_end is None else max_physical_end)
+    except ValueError:
+        return False
+    buffers: list[memoryview | bytes] = []
+    for start, length in runs:
+        raw = commit_log.read(start, length) if length > 0 else None
+        if raw is None or len(raw) != length:
+            return False
+        buffers.append(raw)
+    result.buffers = buffers
+    result.next_begin_offset += scanned
+    result.last_commit_offset = last
+    result.message_count = count
+    result.total_size = total
+    result.held_back_end = held
+    if buffers:
+        result.status = GetMessageStatus.FOUND
+    elif scanned == 0 and held >= 0:
+        result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
     return True
