@@ -79,3 +79,22 @@ def test_a_region_that_cannot_populate_turns_the_service_off(tmp_path: Path) -> 
         warm.run_once()
         assert not warm.enabled
         warm.run_once()  # and stays quiet
+
+
+def test_page_release_is_woken_by_the_bytes_appended_not_only_by_its_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wake`` wakes the PageReleaseService once per RELEASE_STEP_BYTES appended: at a few
+    hundred MB/s its 200 ms interval alone let written pages pile up (soak_bench)."""
+    from orbitmq.store import message_store
+
+    monkeypatch.setattr(message_store, "RELEASE_STEP_BYTES", 1 << 20)
+    cfg = config(tmp_path, mapped_file_size_commitlog=4 << 20)
+    with MessageStore(cfg) as store:
+        woken: list[int] = []
+        monkeypatch.setattr(store.page_release, "wakeup_if_waiting",
+                            lambda: woken.append(store.commit_log.max_offset))
+        for _ in range(100):  # ~3.2 MiB
+            store.put([msg("R", 0, b"r" * 32_000)])
+            store.wake()
+        assert len(woken) == 4  # at the first wake, then past 1, 2 and 3 MiB more
+        assert all(b - a >= 1 << 20 for a, b in zip(woken, woken[1:]))
