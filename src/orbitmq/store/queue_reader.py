@@ -132,7 +132,9 @@ def read_queue(
     skip_below = -1  # commit log offsets in a segment found deleted
     removing = False
     last = -1
-    run_start = run_end = -1  # the commit log range of buffers[-1] (with ``runs``)
+    # With ``runs`` (a filtered read, or an unfiltered one whose runs were not all there),
+    # the commit log range of buffers[-1]: kept messages lying back to back join it.
+    run_start = run_end = -1
 
     def _message_by_message() -> GetMessageResult:  # a run's whole slice was not there
         return read_queue(cq, commit_log, offset, max_msg_nums, message_filter, config, bulk,
@@ -150,14 +152,7 @@ def read_queue(
         scanned += 1
         if phy < skip_below:
             continue
-        if message_filter is not None:
-            if not message_filter.match_tags_code(tags_code):
-                continue
-        elif phy == run_end:  # the run goes on: no slice of its own
-            run_end += size
-            count += 1
-            total += size
-            last = phy
+        if message_filter is not None and not message_filter.match_tags_code(tags_code):
             continue
         raw = commit_log.read(phy, size)
         if raw is None:
