@@ -511,6 +511,16 @@ error:
  * that starts where the one before it ended joined to its run. ``runs`` is a list of
  * (commit log offset, length); max_physical_end < 0 means none.
  */
+static int append_run(PyObject *runs, long long start, long long end)
+{
+    PyObject *run = Py_BuildValue("(LL)", start, end - start);
+    if (run == NULL)
+        return -1;
+    int r = PyList_Append(runs, run);
+    Py_DECREF(run);
+    return r;
+}
+
 static PyObject *py_queue_runs(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
@@ -548,14 +558,8 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args)
         if (phy == run_end) {
             run_end = end;
         } else {
-            if (run_end >= 0) {
-                PyObject *run = Py_BuildValue("(LL)", run_start, run_end - run_start);
-                if (run == NULL || PyList_Append(runs, run) < 0) {
-                    Py_XDECREF(run);
-                    goto done;
-                }
-                Py_DECREF(run);
-            }
+            if (run_end >= 0 && append_run(runs, run_start, run_end) < 0)
+                goto done;
             run_start = phy;
             run_end = end;
         }
@@ -563,14 +567,8 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args)
         total += size;
         last = phy;
     }
-    if (run_end >= 0) {
-        PyObject *run = Py_BuildValue("(LL)", run_start, run_end - run_start);
-        if (run == NULL || PyList_Append(runs, run) < 0) {
-            Py_XDECREF(run);
-            goto done;
-        }
-        Py_DECREF(run);
-    }
+    if (run_end >= 0 && append_run(runs, run_start, run_end) < 0)
+        goto done;
     result = Py_BuildValue("(OnnLLL)", runs, scanned, count, total, last, held);
 done:
     Py_XDECREF(runs);

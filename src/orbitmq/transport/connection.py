@@ -127,10 +127,13 @@ class RemotingConnection(asyncio.Protocol):
         try:
             commands = self._decoder.feed(data)
         except RemoteProtocolError as e:
-            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
-            self.close()
+            self._protocol_error(e)
             return
         self._deliver(commands)
+
+    def _protocol_error(self, e: RemoteProtocolError) -> None:
+        log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
+        self.close()
 
     def _deliver(self, commands: list[RemotingCommand]) -> None:
         for cmd in commands:
@@ -153,8 +156,7 @@ class RemotingConnection(asyncio.Protocol):
         try:
             self._decoder.feed_taking(data, take, self._received)
         except RemoteProtocolError as e:
-            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
-            self.close()
+            self._protocol_error(e)
 
     def _received(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
@@ -431,7 +433,6 @@ class BufferedConnection(RemotingConnection, asyncio.BufferedProtocol):
         try:
             commands = self._decoder.buffer_updated(nbytes)
         except RemoteProtocolError as e:
-            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
-            self.close()
+            self._protocol_error(e)
             return
         self._deliver(commands)
