@@ -240,6 +240,28 @@ def test_async_raw_pull_hands_back_the_stored_bytes(cluster: EmbeddedCluster):
     assert [m.properties["n"] for m in messages] == [str(i) for i in range(32)]
 
 
+def test_a_bulk_raw_pull_of_megabytes_holds_the_stored_bytes_of_the_decoded_pulls(
+        cluster: EmbeddedCluster):
+    """A bulk pull of batches (the broker sends back-to-back messages as one slice each run)
+    hands back the same stored messages as decoded pulls of 32 at a time."""
+    topic, mq = one_queue_topic(cluster, "RawBig")
+    with Producer(unique("raw-big-p"), cluster.namesrv) as producer:
+        for lo in range(0, 300, 25):  # 300 x 8 KiB, back to back in batches
+            producer.send_batch([Message(topic, bytes([i % 251]) * 8000, keys=[f"k{i}"])
+                                 for i in range(lo, lo + 25)])
+    with PullConsumer(unique("raw-big-c"), cluster.namesrv) as consumer:
+        raw = consumer.pull_raw(mq, 0, 300, bulk=True)
+        assert raw.status is PullStatus.FOUND and raw.next_begin_offset == 300
+        assert isinstance(raw.body, bytes) and len(raw.body) > 1024 * 1024
+        decoded, offset = [], 0
+        while offset < 300:
+            got = consumer.pull(mq, offset, 32)
+            decoded += got.messages
+            offset = got.next_begin_offset
+    assert _decoded(raw) == decoded
+    assert [m.body for m in decoded] == [bytes([i % 251]) * 8000 for i in range(300)]
+
+
 def test_raw_pull_refusals_raise_as_the_decoded_pull_does(cluster: EmbeddedCluster):
     known, _mq = one_queue_topic(cluster, "RawKnown")
     with PullConsumer(unique("raw-r"), cluster.namesrv) as consumer:

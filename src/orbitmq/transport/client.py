@@ -10,7 +10,7 @@ from collections.abc import Callable
 from orbitmq.errors import ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.transport.connection import BufferedConnection, HandlerResult, RemotingConnection
+from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import call_guarded
 
 __all__ = ["RemotingClient"]
@@ -76,7 +76,7 @@ class RemotingClient:
         try:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: BufferedConnection(self, max_frame_size=self._max_frame_size),
+                    lambda: RemotingConnection(self, max_frame_size=self._max_frame_size),
                     host,
                     int(port),
                 ),

@@ -20,18 +20,11 @@ from orbitmq.errors import ClientError, ConnectionClosedError, RemoteProtocolErr
 from orbitmq.protocol.command import ONEWAY_FLAG, RemotingCommand, encode_header
 from orbitmq.protocol.frame import FrameDecoder
 
-__all__ = ["Dispatcher", "RemotingConnection", "BufferedConnection", "HandlerResult", "FastReader",
-           "DIRECT_FRAME_MIN_BYTES"]
+__all__ = ["Dispatcher", "RemotingConnection", "HandlerResult", "FastReader"]
 
 log = logging.getLogger(__name__)
 
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
-
-# A BufferedConnection receives frames this big into buffers of their own (FrameDecoder): bulk
-# pulls' answers of up to 8 MiB, whose three copies on the way in (the loop's bytes, the
-# decoder's buffer, the body) had cost Spark's two Python workers reading 1 KiB rows 0.1-0.3 us
-# of CPU a row, of 1.5-1.8.
-DIRECT_FRAME_MIN_BYTES = 1024 * 1024
 
 # Opaques are unique per process: responses are matched per connection, but a process-wide counter
 # makes logs and captured traffic easier to follow.
@@ -127,15 +120,9 @@ class RemotingConnection(asyncio.Protocol):
         try:
             commands = self._decoder.feed(data)
         except RemoteProtocolError as e:
-            self._protocol_error(e)
+            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
+            self.close()
             return
-        self._deliver(commands)
-
-    def _protocol_error(self, e: RemoteProtocolError) -> None:
-        log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
-        self.close()
-
-    def _deliver(self, commands: list[RemotingCommand]) -> None:
         for cmd in commands:
             if cmd.is_response:
                 fut = self._pending.pop(cmd.opaque, None)
@@ -156,7 +143,8 @@ class RemotingConnection(asyncio.Protocol):
         try:
             self._decoder.feed_taking(data, take, self._received)
         except RemoteProtocolError as e:
-            self._protocol_error(e)
+            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
+            self.close()
 
     def _received(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
@@ -411,28 +399,3 @@ def _system_error(req: RemotingCommand) -> RemotingCommand:
 
 
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
-
-
-class BufferedConnection(RemotingConnection, asyncio.BufferedProtocol):
-    """A connection whose bytes are received into the decoder's memory (asyncio's
-    BufferedProtocol) rather than handed over as new bytes objects: frames of
-    ``DIRECT_FRAME_MIN_BYTES`` or more go straight into buffers of their own and reach the
-    caller uncopied, their bodies memoryviews (FrameDecoder.get_buffer). The client's
-    connections; a server's keep ``data_received``, on which its fast reader works."""
-
-    def __init__(self, dispatcher: Dispatcher | None, *,
-                 max_frame_size: int = 16 * 1024 * 1024, max_in_flight: int = 256) -> None:
-        super().__init__(dispatcher, max_frame_size=max_frame_size, max_in_flight=max_in_flight)
-        self._decoder = FrameDecoder(max_frame_size, DIRECT_FRAME_MIN_BYTES)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.last_received = time.monotonic()
-        try:
-            commands = self._decoder.buffer_updated(nbytes)
-        except RemoteProtocolError as e:
-            self._protocol_error(e)
-            return
-        self._deliver(commands)
