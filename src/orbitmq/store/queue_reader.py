@@ -126,22 +126,14 @@ def read_queue(
     if runs and message_filter is None and _read_runs(result, entries, commit_log, count_max,
                                                       bytes_max, max_physical_end):
         return result
-    count = 0
     total = 0
     scanned = 0
     skip_below = -1  # commit log offsets in a segment found deleted
     removing = False
     last = -1
-    # With ``runs`` (a filtered read, or an unfiltered one whose runs were not all there),
-    # the commit log range of buffers[-1]: kept messages lying back to back join it.
-    run_start = run_end = -1
-
-    def _message_by_message() -> GetMessageResult:  # a run's whole slice was not there
-        return read_queue(cq, commit_log, offset, max_msg_nums, message_filter, config, bulk,
-                          max_physical_end)
-
+    starts: list[int] = []  # with ``runs``: where each kept message starts
     for phy, size, tags_code in CQ_ENTRY.iter_unpack(entries):
-        if count and (count >= count_max or total + size > bytes_max):
+        if buffers and (len(buffers) >= count_max or total + size > bytes_max):
             break
         if size == BLANK_ENTRY_SIZE_FIELD:
             scanned += 1
@@ -156,30 +148,24 @@ def read_queue(
             continue
         raw = commit_log.read(phy, size)
         if raw is None:
-            removing = not count
+            removing = not buffers
             skip_below = commit_log.roll_next_file(phy)
             continue
         if message_filter is not None and not message_filter.match_message(raw):
             continue
-        if phy == run_end:
-            run_end += size
-        else:
-            if not _close_run(buffers, commit_log, run_start, run_end):
-                return _message_by_message()
-            buffers.append(raw)
-            if runs:
-                run_start, run_end = phy, phy + size
-        count += 1
+        buffers.append(raw)
+        if runs:
+            starts.append(phy)
         total += size
         last = phy
-    if not _close_run(buffers, commit_log, run_start, run_end):
-        return _message_by_message()
     result.next_begin_offset = offset + scanned
     result.last_commit_offset = last
-    result.message_count = count
+    result.message_count = len(buffers)
     result.total_size = total
     if buffers:
         result.status = GetMessageStatus.FOUND
+        if runs:
+            result.buffers = _joined(buffers, starts, commit_log)
     elif removing:
         result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
     elif scanned == 0 and result.held_back_end >= 0:
@@ -187,18 +173,33 @@ def read_queue(
     return result
 
 
-def _close_run(buffers: list[memoryview | bytes], commit_log: CommitLog, start: int,
-               end: int) -> bool:
-    """Make ``buffers[-1]``, the first message of the run [start, end), the whole run; False
-    when the commit log has no such slice (a run never crosses a segment's end, which always
-    holds a blank entry, so this is not expected)."""
-    if not buffers or end - start <= len(buffers[-1]):  # one message (or no run kept)
-        return True
-    whole = commit_log.read(start, end - start)
-    if whole is None:
-        return False
-    buffers[-1] = whole
-    return True
+def _joined(buffers: list[memoryview | bytes], starts: list[int],
+            commit_log: CommitLog) -> list[memoryview | bytes]:
+    """``buffers`` (messages at commit log offsets ``starts``) with those lying back to back
+    joined into one slice each run; ``buffers`` as they are when none do, or when a run's whole
+    slice is not there (a run never crosses a segment's end, which always holds a blank entry,
+    so that is not expected)."""
+    runs: list[tuple[int, int]] = []
+    for phy, raw in zip(starts, buffers, strict=True):
+        if runs and runs[-1][0] + runs[-1][1] == phy:
+            runs[-1] = (runs[-1][0], runs[-1][1] + len(raw))
+        else:
+            runs.append((phy, len(raw)))
+    if len(runs) == len(buffers):
+        return buffers
+    slices = _run_slices(commit_log, runs)
+    return buffers if slices is None else slices
+
+
+def _run_slices(commit_log: CommitLog, runs: list[tuple[int, int]]) -> list[memoryview | bytes] | None:
+    """The commit log's slice of each (offset, length) run; None when one is not all there."""
+    slices: list[memoryview | bytes] = []
+    for start, length in runs:
+        raw = commit_log.read(start, length) if length > 0 else None
+        if raw is None or len(raw) != length:
+            return None
+        slices.append(raw)
+    return slices
 
 
 def _read_runs(result: GetMessageResult, entries: Any, commit_log: CommitLog, count_max: int,
@@ -211,12 +212,9 @@ def _read_runs(result: GetMessageResult, entries: Any, commit_log: CommitLog, co
             entries, count_max, bytes_max, -1 if max_physical_end is None else max_physical_end)
     except ValueError:
         return False
-    buffers: list[memoryview | bytes] = []
-    for start, length in runs:
-        raw = commit_log.read(start, length) if length > 0 else None
-        if raw is None or len(raw) != length:
-            return False
-        buffers.append(raw)
+    buffers = _run_slices(commit_log, runs)
+    if buffers is None:
+        return False
     result.buffers = buffers
     result.next_begin_offset += scanned
     result.last_commit_offset = last
