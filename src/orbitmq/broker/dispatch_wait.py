@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
+from orbitmq.transport.loop import call_soon_from_any_thread
 from orbitmq.transport.server import Handler
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class DispatchWaiter:
         if loop is None or not self._waiters:
             return
         try:
-            loop.call_soon_threadsafe(self._release, offset)
+            call_soon_from_any_thread(loop, self._release, offset)
         except RuntimeError:  # the loop closed meanwhile (broker stopped)
             pass
 

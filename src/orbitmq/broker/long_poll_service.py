@@ -33,6 +33,7 @@ from orbitmq.broker.message_filter import PullFilter
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.loop import call_soon_from_any_thread
 
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageStore
@@ -183,7 +184,7 @@ class LongPollService:
         if loop is None or (topic, queue_id) not in self._held:
             return
         try:
-            loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
+            call_soon_from_any_thread(loop, self.notify, topic, queue_id, max_offset, tags_code)
         except RuntimeError:  # the loop closed meanwhile (shutdown)
             pass
 

@@ -41,6 +41,7 @@ from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, tr
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["ScheduleService", "apply_delay", "delay_level_of", "load_delay_offsets",
            "DELAY_OFFSET_FILE"]
@@ -234,7 +235,7 @@ class ScheduleService:
         if until is not None and tags_code >= until:
             return  # it wakes up earlier for the head of the queue anyway
         try:
-            self._loop.call_soon_threadsafe(self._events[queue_id].set)
+            call_soon_from_any_thread(self._loop, self._events[queue_id].set)
         except RuntimeError:
             pass  # the loop is closing: the broker is stopping
 

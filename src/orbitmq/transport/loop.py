@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["new_event_loop", "run", "LoopThread"]
+__all__ = ["new_event_loop", "run", "LoopThread", "call_soon_from_any_thread"]
 
 T = TypeVar("T")
 
@@ -24,6 +24,24 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def call_soon_from_any_thread(loop: asyncio.AbstractEventLoop, callback: Callable[..., object],
+                              *args: Any) -> None:
+    """``callback(*args)`` on ``loop`` soon, from whichever thread calls.
+
+    On the loop's own thread this is ``call_soon``: ``call_soon_threadsafe`` there would write
+    the loop's wake-up descriptor for nothing, one syscall and one more loop iteration per call
+    (the store's dispatch runs on the loop once per iteration, and its listeners hand over
+    this way). Elsewhere it is ``call_soon_threadsafe``.
+
+    Raises:
+        RuntimeError: the loop is closed.
+    """
+    if asyncio._get_running_loop() is loop:
+        loop.call_soon(callback, *args)
+    else:
+        loop.call_soon_threadsafe(callback, *args)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

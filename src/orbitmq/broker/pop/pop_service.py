@@ -55,6 +55,7 @@ from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageStatus
+from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["PopService", "Received", "parse_handle", "make_handle", "PopRefused"]
 
@@ -175,7 +176,7 @@ class PopService:
         if event is None or self._loop is None:
             return
         try:
-            self._loop.call_soon_threadsafe(event.set)
+            call_soon_from_any_thread(self._loop, event.set)
         except RuntimeError:
             pass
 

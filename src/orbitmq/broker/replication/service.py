@@ -32,6 +32,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["ReplicationService", "lag_ms"]
 
@@ -190,12 +191,15 @@ class ReplicationService:
             self.server.pump()
 
     def _dispatched(self, offset: int) -> None:
-        """Dispatch thread or loop: appends that did not go through the seam get streamed too."""
-        if self._running != "master" or self._pump_scheduled or self._loop is None:
+        """Dispatch thread or loop: appends that did not go through the seam get streamed too,
+        while a slave is connected (one that connects later pumps as its first report comes)."""
+        loop = self._loop
+        if (self._running != "master" or self._pump_scheduled or loop is None
+                or not self.server.connections):
             return
         self._pump_scheduled = True
         try:
-            self._loop.call_soon_threadsafe(self._pump_now)
+            call_soon_from_any_thread(loop, self._pump_now)
         except RuntimeError:  # the loop is closing
             self._pump_scheduled = False
 

@@ -44,6 +44,7 @@ from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.msgid import UniqIdGenerator
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
+from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["TimerService", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
            "TIMER_OUT_MS", "timer_due_ms"]
@@ -184,7 +185,7 @@ class TimerService:
         if topic != TIMER_TOPIC or self._loop is None:
             return
         try:
-            self._loop.call_soon_threadsafe(self._arrived.set)
+            call_soon_from_any_thread(self._loop, self._arrived.set)
         except RuntimeError:
             pass  # the loop is closing
 
