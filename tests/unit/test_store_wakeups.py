@@ -150,3 +150,62 @@ def test_inline_dispatch_never_waits_for_the_dispatch_thread(tmp_path: Path) -> 
         assert store.get_max_offset_in_queue("T", 0) == 0
         store.wake()
         assert store.get_max_offset_in_queue("T", 0) == 1
+
+
+class Deferring(ServiceThread):
+    """A service whose interval rounds someone else covers while ``others_keep_up``."""
+
+    def __init__(self) -> None:
+        super().__init__("deferring", 0.005)
+        self.rounds = 0
+        self.asked = 0
+        self.pending = False
+        self.others_keep_up = True
+
+    def run_once(self) -> None:
+        self.rounds += 1
+        self.pending = False
+
+    def has_work(self) -> bool:
+        return self.pending
+
+    def interval_round_due(self) -> bool:
+        self.asked += 1
+        return not self.others_keep_up
+
+
+def test_interval_rounds_are_left_to_whoever_keeps_up_but_a_wakeup_still_runs_one() -> None:
+    service = Deferring()
+    service.start()
+    try:
+        assert _wait_until(lambda: service.asked >= 3)
+        assert service.rounds == 0
+        service.pending = True  # work appears, and others take it: the thread still waits
+        asked = service.asked
+        assert _wait_until(lambda: service.asked >= asked + 3)
+        assert service.rounds == 0
+        service.wakeup()  # a wakeup is not the interval: it runs a round
+        assert _wait_until(lambda: service.rounds == 1)
+        service.others_keep_up = False  # nobody else does the work any more: the thread does
+        service.pending = True
+        assert _wait_until(lambda: service.rounds == 2)
+    finally:
+        service.shutdown()
+
+
+def test_dispatch_and_group_commit_leave_interval_rounds_to_the_loop_while_it_progresses(
+        tmp_path: Path) -> None:
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with MessageStore(cfg, run_threads=False) as store:
+        dispatcher, group = store.dispatcher, store.group_commit
+        assert dispatcher.interval_round_due() is False  # first look: nothing seen yet
+        assert dispatcher.interval_round_due() is True  # nobody moved: the thread's turn
+        store.put([msg()])
+        store.wake()  # the loop's share: dispatch and sync in the caller's thread
+        assert dispatcher.interval_round_due() is False and group.interval_round_due() is False
+        store.put([msg()])
+        assert dispatcher.interval_round_due() is True  # appended, nobody dispatched it
+        assert group.interval_round_due() is True  # nor synced it
+        dispatcher.run_once()
+        group.run_once()
+        assert dispatcher.interval_round_due() is True and group.interval_round_due() is True

@@ -70,6 +70,7 @@ class DispatchService(ServiceThread):
         self._plan = _PLAN if put_planned_index is not None or build_index is None else None
         self._delay_levels = delay_levels_ms
         self.reput_offset = 0
+        self._reput_seen = -1  # reput_offset when this thread last looked (interval_round_due)
         self.listeners: list[ArrivalListener] = []
         self.progress_listeners: list[ProgressListener] = []
         self.round_max = round_max  # messages per round before listeners are told
@@ -86,6 +87,14 @@ class DispatchService(ServiceThread):
     def run_once(self) -> None:
         """Dispatch everything published so far, telling listeners after each bounded round."""
         self.dispatch_available()
+        self._reput_seen = self.reput_offset
+
+    def interval_round_due(self) -> bool:
+        """Only when nobody dispatched since this thread last looked: the event loop dispatches
+        inline once per iteration (MessageStore.wake), and wakes this thread when it leaves
+        work over; a lone producer's sends otherwise met a thread round every interval."""
+        seen, self._reput_seen = self._reput_seen, self.reput_offset
+        return seen == self.reput_offset
 
     def dispatch_available(self, count_max: int | None = None, *, wait: bool = True) -> bool:
         """``run_once`` for at most ``count_max`` messages (None: no limit), in any thread (the

@@ -164,6 +164,7 @@ class GroupCommitService(ServiceThread):
         self._group_deadline = 0.0  # monotonic deadline of the group's first request
         self._group_size = 0
         self.last_sync_s = 0.0  # how long the last round's sync took
+        self._flushed_seen = -1  # the flushed offset when this thread last looked
         self._before_sync = before_sync  # each round's, before its sync (SmallFolios.check)
         # Told the duration (s) of each round that had requests waiting (the broker's metrics).
         self.on_sync: Callable[[float], None] | None = None
@@ -189,12 +190,22 @@ class GroupCommitService(ServiceThread):
     def has_work(self) -> bool:
         return self._group is not None
 
+    def interval_round_due(self) -> bool:
+        """The interval's sync is the backstop for bytes no request waits for; while rounds in
+        the loop's thread (``sync_inline``, ``try_run_once``) move the flushed offset, they sync
+        those bytes as well, and the round is left to them."""
+        flushed = self.commit_log.flushed_offset
+        seen, self._flushed_seen = self._flushed_seen, flushed
+        return flushed == seen
+
     def run_once(self) -> None:
         """A round; without ``periodic``, only when requests wait for one."""
         if not self.periodic and self._group is None:
             return
         with self._round_lock:
-            self._round()
+            flushed = self._round()
+        if flushed >= 0:
+            self._flushed_seen = flushed
 
     def try_run_once(self) -> bool:
         """A round in the calling thread unless one is under way or the disk has turned slow

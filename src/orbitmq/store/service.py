@@ -45,6 +45,12 @@ class ServiceThread:
         """Whether a round should run without waiting (services woken by hot paths override it)."""
         return False
 
+    def interval_round_due(self) -> bool:
+        """Whether a round that only the interval asks for (no wakeup came) should run. Services
+        whose work the event loop does inline between requests override it: while the loop
+        keeps up, a round here would only take the GIL from it, in the middle of a request."""
+        return True
+
     def start(self) -> None:
         if self._thread is not None:
             return
@@ -73,14 +79,20 @@ class ServiceThread:
 
     def _loop(self) -> None:
         log.debug("service started name=%s", self.name)
+        deferred = False  # the last interval's round was left to the loop: wait whatever is due
         while not self._stopped:
             self.waiting = True
-            if not self.has_work():  # checked after raising the flag: no wakeup can slip between
-                self._wake.acquire(timeout=self.interval_s)  # a wakeup, or the interval
+            timed_out = False
+            # has_work is checked after raising the flag: no wakeup can slip between.
+            if deferred or not self.has_work():
+                timed_out = not self._wake.acquire(timeout=self.interval_s)  # else a wakeup
             self.waiting = False
             self._wake.acquire(blocking=False)  # drop a wakeup that came meanwhile
             if self._stopped:
                 break
+            deferred = timed_out and not self.interval_round_due()
+            if deferred:
+                continue
             try:
                 self.run_once()
             except Exception:  # a service must outlive one bad round; the error is logged
