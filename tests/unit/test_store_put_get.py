@@ -355,3 +355,21 @@ def test_a_run_the_commit_log_cannot_slice_whole_is_read_message_by_message(
     runs = store.get_message("g", "W", 0, 0, 32, runs=True)
     _same_read(plain, runs)
     assert len(runs.buffers) == 6
+
+
+def test_a_damaged_queue_entry_reads_as_message_by_message(store: MessageStore) -> None:
+    """A queue entry whose physical offset is negative (a damaged queue file) is never trusted
+    for a slice: the read in runs answers what the read message by message answers."""
+    store.put([msg("D", 0, bytes([i]) * 50) for i in range(6)])
+    assert store.wait_dispatched()
+    cq = store._find_or_create_cq("D", 0)
+    mf = cq.mfq.files[0]
+    from orbitmq.store.consume_queue import CQ_ENTRY
+
+    for at, phy in ((0, -5), (2, -1), (4, -10_000)):
+        _, size, tags = CQ_ENTRY.unpack_from(mf.buf, at * CQ_ENTRY.size)
+        CQ_ENTRY.pack_into(mf.buf, at * CQ_ENTRY.size, phy, size, tags)
+    for offset in range(6):
+        plain = store.get_message("g", "D", 0, offset, 32)
+        runs = store.get_message("g", "D", 0, offset, 32, runs=True)
+        _same_read(plain, runs)

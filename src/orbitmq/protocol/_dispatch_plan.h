@@ -509,7 +509,8 @@ error:
  * last, held_back_end): queue_reader.queue_runs_py, the unfiltered read of a queue's entries
  * (20 bytes each: physical offset i64, size i32, tags code i64, big-endian), with every message
  * that starts where the one before it ended joined to its run. ``runs`` is a list of
- * (commit log offset, length); max_physical_end < 0 means none.
+ * (commit log offset, length); max_physical_end < 0 means none. An entry with a negative
+ * offset, or whose end overflows, raises ValueError: a damaged entry is never sliced.
  */
 static int append_run(PyObject *runs, long long start, long long end)
 {
@@ -543,6 +544,10 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args)
         if (size == CQ_BLANK_SIZE) {
             scanned++;
             continue;
+        }
+        if (phy < 0) {
+            PyErr_Format(PyExc_ValueError, "queue entry %zd: negative offset %lld", i, phy);
+            goto done;
         }
         long long end;
         if (__builtin_add_overflow(phy, (long long)size, &end)) {

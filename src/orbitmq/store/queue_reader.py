@@ -31,8 +31,9 @@ def queue_runs_py(entries: Any, count_max: int, bytes_max: int, max_physical_end
     """An unfiltered read's walk over queue entries: (runs, scanned, count, total, last,
     held_back_end), ``runs`` the (commit log offset, length) of each run of messages lying back
     to back, the rest as ``read_queue`` counts them; ``max_physical_end`` < 0 for none. The
-    C twin (``NATIVE.queue_runs``) returns the same, and raises ValueError as here for an entry
-    whose end is outside int64; bytes after the last whole entry are ignored."""
+    C twin (``NATIVE.queue_runs``) returns the same, and raises ValueError as here for a damaged
+    entry (a negative offset, or an end outside int64); bytes after the last whole entry are
+    ignored."""
     runs: list[tuple[int, int]] = []
     scanned = count = total = 0
     last = held = run_start = run_end = -1
@@ -44,6 +45,8 @@ def queue_runs_py(entries: Any, count_max: int, bytes_max: int, max_physical_end
         if size == BLANK_ENTRY_SIZE_FIELD:
             scanned += 1
             continue
+        if phy < 0:
+            raise ValueError(f"queue entry {i}: negative offset {phy}")
         end = phy + size
         if not -_OFFSET_MAX - 1 <= end <= _OFFSET_MAX:
             raise ValueError(f"queue entry {i}: offset {phy} + size {size} overflows")
