@@ -135,6 +135,11 @@ def _with_outcome(answers: bytes, code: int, remark: str | None) -> bytes:
     return b"".join(out)
 
 
+def _appended(start: int, end: int, now: int, requests: int) -> AppendMessageResult:
+    """The seam's view of a read's appends: ``requests`` messages in [start, end)."""
+    return AppendMessageResult(start, end - start, now, 0, requests, [0], b"")
+
+
 def _answers_after(result: PutMessageResult, answers: bytes) -> bytes:
     """The seam's respond function for a read's answers (see DurableSave.answer)."""
     if result.status is _PUT_OK:
@@ -272,17 +277,19 @@ class FastPath:
                         now: int, requests: int) -> None:
         """The answers of a read whose bytes must be durable first: written now, after a sync
         in this thread, when the read is a lone producer's (``DurableSave.sync_alone``: one
-        round trip plus one fdatasync, no future, no timer, no loop iteration in between), and
-        dispatched a moment later (the seam's ALONE_DISPATCH_DELAY_S); else once the seam's
-        wait is over."""
+        round trip plus one fdatasync, no future, no timer, no loop iteration in between; the
+        seam's bookkeeping after the answer, and the dispatch the next iteration); else once
+        the seam's wait is over."""
         saver = self._saver
         status = saver.sync_alone(end)
-        saver.appended()
-        append = AppendMessageResult(start, end - start, now, 0, requests, [0], b"")
-        if status is not None:
-            conn.send_ordered_now(_answers_after(PutMessageResult(status, append), answers))
+        if status is not None:  # the answer first: what follows is the loop's bookkeeping
+            conn.send_ordered_now(answers if status is _PUT_OK else _answers_after(
+                PutMessageResult(status, _appended(start, end, now, requests)), answers))
+            saver.appended()
             return
-        answer = saver.answer(PutMessageResult(_PUT_OK, append), _answers_after, answers)
+        saver.appended()
+        answer = saver.answer(PutMessageResult(_PUT_OK, _appended(start, end, now, requests)),
+                              _answers_after, answers)
         if isinstance(answer, asyncio.Future):
             conn.send_ordered_later(answer, requests)
         else:
