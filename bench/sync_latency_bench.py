@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import systems as sysmod  # noqa: E402  (bench/ is not a package)
+import run_bench  # noqa: E402  (bench/ is not a package)
+import systems as sysmod  # noqa: E402
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -128,11 +129,6 @@ def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int) 
     return rec
 
 
-# What a `make bench` sitting publishes to a broker besides its first 200,000 (run_bench.py).
-FILL = (("pub p4", ["-n", "200000", "-p", "4", "-w", "1000"]),
-        ("batch64", ["-n", "640000", "-p", "1", "-batch", "64", "-w", "16"]))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", default=[],
@@ -166,9 +162,11 @@ def main() -> None:
                                 "-w", "1000", *system.prepare("pub p1", 0)], capture_output=True,
                                timeout=600)
             if opts.fill and system.kind == "rocketmq":
-                for workload, flags in FILL:
-                    subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", *flags,
-                                    *system.prepare(workload, 0)], capture_output=True, timeout=600)
+                for workload, flags, _ in run_bench.workloads(quick=False):
+                    if workload in ("pub p4", "batch64"):  # what a sitting publishes besides
+                        subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", *flags,
+                                        *system.prepare(workload, 0)], capture_output=True,
+                                       timeout=600)
         if opts.workload == "sync":
             flags = ["-n", str(opts.n), "-p", "1", "-w", "1", "-maxsec", str(opts.maxsec)]
         else:
