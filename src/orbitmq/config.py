@@ -336,6 +336,10 @@ class StoreConfig:
         allowed=f"1 to {DELAY_LEVELS_MAX} delays such as 5s, 10m, 2h, 1d")
     dispatch_round_max: int = setting(
         4096, "most messages one dispatch round turns into queue entries", 1, 1_000_000)
+    page_cache_keep_mb: int = setting(
+        256, "newest commit log MB always left in the page cache; older synced pages that "
+        "every consumer group has read are dropped from it, so that new writes reuse that "
+        "memory (0: never drop)", 0, 1 << 20)
 
     def __post_init__(self) -> None:
         # A typo (the delay levels included) stops the broker at start, not when it is used.

@@ -100,6 +100,23 @@ class ConsumerOffsetManager:
         with self._lock:
             return {key: dict(queues) for key, queues in self.table.items()}
 
+    def unread_floor(self) -> int:
+        """The lowest commit log offset that a consumer group has still to read: where the next
+        message of each queue lies for each group with an offset in it (a group behind the
+        queue's oldest message reads from that), the commit log's end when every group has read
+        everything. The store drops pages below it from the page cache (MessageStore.
+        unread_floor); it runs in the store's page-release thread."""
+        store = self.store
+        floor = store.max_physical_offset()
+        for key, queues in self.snapshot().items():
+            topic = key.split(TOPIC_GROUP_SEPARATOR, 1)[0]
+            for queue_id, offset in queues.items():
+                entry = store.queue_entry(
+                    topic, queue_id, max(offset, store.get_min_offset_in_queue(topic, queue_id)))
+                if entry is not None:
+                    floor = min(floor, entry[0])
+        return floor
+
     # -- persistence ----------------------------------------------------------------------------
     def load(self) -> None:
         data = read_json(self.path)

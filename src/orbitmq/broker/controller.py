@@ -98,6 +98,7 @@ class BrokerController:
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
         self.offsets = ConsumerOffsetManager(config.store.store_path, self.store)
+        self.store.unread_floor = self.offsets.unread_floor
         self.sub_groups = SubscriptionGroupManager(config)
         self.clients = ClientManager(notify_enabled=config.notify_consumer_ids_changed_enable)
         self.saver = DurableSave(self.store, [])  # its conditions once replication is built

@@ -115,6 +115,14 @@ class CommitLog:
                 break
             mf.release_pages(keep_from - mf.file_from_offset)
 
+    def drop_cached_below(self, offset: int) -> None:
+        """Drop synced pages below global ``offset`` from the page cache (MappedFile.drop_cached):
+        the caller knows no reader needs them soon."""
+        for mf in self.mfq.files:
+            if mf.file_from_offset >= offset:
+                break
+            mf.drop_cached(offset - mf.file_from_offset)
+
     # -- appending ------------------------------------------------------------------------------
 
     def append(self, batch: EncodedBatch) -> AppendMessageResult | PutMessageStatus:

@@ -261,6 +261,22 @@ class OsRegion:
         finally:
             os.close(fd)
 
+    def drop_cached(self, start: int, end: int) -> None:
+        """Ask the kernel to drop the file's pages [start, end) from the page cache
+        (POSIX_FADV_DONTNEED). Only clean pages that no process maps go; dirty ones stay until
+        written back, so no data is lost, and a later read brings a page back from the disk."""
+        start -= start % mmap.PAGESIZE
+        if end <= start or not hasattr(os, "posix_fadvise"):
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # deleted meanwhile: its pages went with it
+            return
+        try:
+            os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
     def allocate(self, start: int, end: int) -> None:
         """Zeros written with ``pwrite``: the file system reserves the blocks then or fails
         with ENOSPC, and the pages land in the page cache, so the writer's first store into

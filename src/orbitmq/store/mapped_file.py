@@ -57,6 +57,7 @@ class MappedFile:
         "_region",
         "_io_lock",
         "_sync_failed",
+        "_cache_dropped_to",
     )
 
     def __init__(self, path: str, file_from_offset: int, file_size: int, region: MappedRegion,
@@ -74,6 +75,7 @@ class MappedFile:
         self.allocated_to = file_size if allocated_to is None else allocated_to
         self._io_lock = threading.Lock()  # flush against destroy
         self._sync_failed = False  # the last sync raised: its pages may have been left clean
+        self._cache_dropped_to = 0  # drop_cached has asked the kernel to drop pages below it
 
     @classmethod
     def open(
@@ -176,6 +178,22 @@ class MappedFile:
         with self._io_lock:
             if not self.destroyed:
                 madvise(_DONTNEED, 0, limit)  # shared file mapping: no data is discarded
+
+    def drop_cached(self, end: int) -> None:
+        """Unmap, then drop from the page cache, the synced pages below ``end`` not dropped
+        before (see OsRegion.drop_cached): for pages no reader needs soon. A page mapped again
+        by a reader meanwhile stays cached; it is not asked for twice."""
+        limit = min(end, self.flushed_position)
+        limit -= limit % _PAGE
+        drop_cached = getattr(self._region, "drop_cached", None)
+        if drop_cached is None or limit <= self._cache_dropped_to:
+            return
+        self.release_pages(limit)
+        with self._io_lock:
+            if self.destroyed:
+                return
+            drop_cached(self._cache_dropped_to, limit)
+        self._cache_dropped_to = limit
 
     def populate(self, start: int, end: int) -> bool:
         """Fault [start, end) in ahead of the writer (see OsRegion.populate); False when the

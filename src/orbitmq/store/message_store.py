@@ -33,7 +33,14 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, decode_stored_message
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
-from orbitmq.store.commit_log import CommitLog, EncodedBatch, InPlaceWriter, R, encode_messages
+from orbitmq.store.commit_log import (
+    HOT_BYTES,
+    CommitLog,
+    EncodedBatch,
+    InPlaceWriter,
+    R,
+    encode_messages,
+)
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.epoch_file import EpochFile
@@ -162,6 +169,10 @@ class MessageStore:
             else None, self.file_ops, self._checkpoint_path, self.clock)
         self.page_release = PageReleaseService(self.release_cold_pages)
         self._release_at = 0  # commit log offset past which ``wake`` wakes page_release
+        # The lowest commit log offset some reader has still to read (the broker sets it from
+        # its consumer offsets); None: unknown, so no page is dropped (see _drop_read_pages).
+        self.unread_floor: Callable[[], int] | None = None
+        self._drop_checked_to = 0  # _drop_read_pages' last candidate end
         self.page_warm = PageWarmService(self.commit_log)
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
@@ -533,6 +544,35 @@ class MessageStore:
             cq.release_cold_pages()
         if self.index is not None:
             self.index.release_cold_pages()
+        self._drop_read_pages()
+
+    def _drop_read_pages(self) -> None:
+        """Drop from the page cache the commit log's synced pages that are older than the newest
+        ``page_cache_keep_mb`` and below ``unread_floor`` (every consumer group has read them).
+
+        The kernel keeps every page written while memory is free, so a broker storing hundreds
+        of MB/s grows the page cache into memory the machine has not used yet; on a virtual
+        machine whose host takes freed memory back (free page reporting), each such page costs
+        the host a fault on first touch: new page-cache pages came at 0.45-0.5 GB/s here
+        against ~1.1 GB/s when the same writer dropped what it had synced 256 MB behind it. A
+        dropped page is memory the next appends reuse. A reader of old data (a new group from
+        the first offset, a replay) reads it back from the disk. The floor is asked at most once
+        per RELEASE_STEP_BYTES appended."""
+        keep = self.config.page_cache_keep_mb * 1024 * 1024
+        if not keep or self.unread_floor is None:
+            return
+        end = min(self.commit_log.max_offset - max(keep, HOT_BYTES),
+                  self.commit_log.flushed_offset, self.dispatcher.reput_offset)
+        if end < self._drop_checked_to + RELEASE_STEP_BYTES:
+            return
+        self._drop_checked_to = end
+        try:
+            end = min(end, self.unread_floor())
+        except Exception:  # a table or a queue changing under it: the next step asks again
+            log.exception("could not tell which commit log pages consumers have read; "
+                          "none dropped from the page cache this time")
+            return
+        self.commit_log.drop_cached_below(end)
 
     def dispatch_behind_bytes(self) -> int:
         return self.commit_log.max_offset - self.dispatcher.reput_offset
