@@ -337,9 +337,8 @@ class StoreConfig:
     dispatch_round_max: int = setting(
         4096, "most messages one dispatch round turns into queue entries", 1, 1_000_000)
     page_cache_keep_mb: int = setting(
-        256, "newest commit log MB always left in the page cache; older synced pages that "
-        "every consumer group has read are dropped from it, so that new writes reuse that "
-        "memory (0: never drop)", 0, 1 << 20)
+        256, "newest commit log MB kept in the page cache; older ones all groups read are "
+        "dropped (0: never)", 0, 1 << 20)
 
     def __post_init__(self) -> None:
         # A typo (the delay levels included) stops the broker at start, not when it is used.

@@ -189,9 +189,7 @@ class MappedFile:
         if drop_cached is None or limit <= self._cache_dropped_to:
             return
         self.release_pages(limit)
-        with self._io_lock:
-            if self.destroyed:
-                return
+        if not self.destroyed:  # no lock: a flush must not wait; a stale name drops nothing dirty
             drop_cached(self._cache_dropped_to, limit)
         self._cache_dropped_to = limit
 
