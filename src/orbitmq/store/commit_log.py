@@ -104,13 +104,14 @@ class CommitLog:
         """Make every appended byte durable; returns the flushed offset."""
         return self.mfq.flush()
 
-    def release_cold_pages(self, hot_bytes: int = HOT_BYTES) -> None:
+    def release_cold_pages(self, hot_bytes: int = HOT_BYTES, *, newest: bool = False) -> None:
         """Drop the process's mappings of synced pages older than the last ``hot_bytes`` (see
         MappedFile.release_pages): without it the resident size grows with every byte stored,
         since a mapped segment's pages count as the broker's memory for as long as they stay
-        in the page cache. Pulls of old data map pages again until the next call."""
+        in the page cache. Pulls of old data map pages again until the next call. ``newest``:
+        the last two segments only (what the appender has just written)."""
         keep_from = self.max_offset - hot_bytes
-        for mf in self.mfq.files:
+        for mf in self.mfq.files[-2:] if newest else self.mfq.files:
             if mf.file_from_offset >= keep_from:
                 break
             mf.release_pages(keep_from - mf.file_from_offset)
