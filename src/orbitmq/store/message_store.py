@@ -558,7 +558,7 @@ class MessageStore:
         of MB/s grows the page cache into memory the machine has not used yet; on a virtual
         machine whose host takes freed memory back (free page reporting), each such page costs
         the host a fault on first touch: new page-cache pages came at 0.45-0.5 GB/s here
-        against ~1.1 GB/s when the same writer dropped what it had synced 256 MB behind it. A
+        against 0.93-1.1 GB/s when the same writer dropped what it synced 256 MB behind it. A
         dropped page is memory the next appends reuse. A reader of old data (a new group from
         the first offset, a replay) reads it back from the disk. The floor is asked at most once
         per RELEASE_STEP_BYTES appended."""
