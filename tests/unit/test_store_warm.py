@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,25 @@ def test_page_release_is_woken_by_the_bytes_appended_not_only_by_its_interval(
             store.wake()
         assert len(woken) == 4  # at the first wake, then past 1, 2 and 3 MiB more
         assert all(b - a >= 1 << 20 for a, b in zip(woken, woken[1:], strict=False))
+
+
+@linux
+def test_the_appenders_release_passes_a_segment_that_a_sync_holds(tmp_path: Path) -> None:
+    """The appender unmaps what it has just written itself (``newest``); a sync of a busy
+    segment holds the segment for 100 ms and more, and the appender must not wait for it."""
+    cfg = config(tmp_path, mapped_file_size_commitlog=16 << 20)
+    body = os.urandom(4000)
+    with MessageStore(cfg, run_threads=False) as store:
+        for _ in range(2000):  # ~8 MiB, mapped by the writes
+            assert store.put([msg(body=body)]).ok
+        mf = store.commit_log.mfq.files[-1]
+        before = _resident_kib(mf.path)
+        release = threading.Thread(
+            target=store.commit_log.release_cold_pages, kwargs={"hot_bytes": 0, "newest": True})
+        with mf._io_lock:  # what MappedFile.flush holds through its sync
+            release.start()
+            release.join(timeout=10)
+            assert not release.is_alive(), "the appender's release waited for the sync"
+            assert _resident_kib(mf.path) >= before - 64, "nothing was released meanwhile"
+        store.commit_log.release_cold_pages(hot_bytes=0, newest=True)
+        assert _resident_kib(mf.path) <= before - 4096

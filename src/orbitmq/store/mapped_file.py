@@ -163,21 +163,27 @@ class MappedFile:
                 self.flushed_position = end
             return end
 
-    def release_pages(self, end: int) -> None:
+    def release_pages(self, end: int, *, wait: bool = True) -> None:
         """Unmap this process's view of the pages below ``end`` (on Linux synced or not, else
         the synced ones): the page cache keeps them, dirty ones still to be synced, and a later
         read maps them again (a minor fault), so nothing is lost, but the broker's resident size
         counts the hot part of a segment instead of every page ever written, also between
         ASYNC_FLUSH's flushes at hundreds of MB/s. Only a real mapping (``mmap`` with madvise)
-        does anything here."""
+        does anything here. Without ``wait`` nothing is done while a flush or a warm step holds
+        the segment (the appender's own call: a sync of a busy segment can take 100 ms and
+        more, and the release thread comes by later)."""
         madvise = getattr(self.buf, "madvise", None)
         limit = end if _RELEASE_DIRTY else min(end, self.flushed_position)
         limit -= limit % _PAGE
         if madvise is None or _DONTNEED is None or limit <= 0:
             return
-        with self._io_lock:
+        if not self._io_lock.acquire(blocking=wait):
+            return
+        try:
             if not self.destroyed:
                 madvise(_DONTNEED, 0, limit)  # shared file mapping: no data is discarded
+        finally:
+            self._io_lock.release()
 
     def drop_cached(self, end: int) -> None:
         """Unmap, then drop from the page cache, the synced pages below ``end`` not dropped
