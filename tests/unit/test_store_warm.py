@@ -101,10 +101,17 @@ def test_page_release_is_woken_by_the_bytes_appended_not_only_by_its_interval(
         assert all(b - a >= 1 << 20 for a, b in zip(woken, woken[1:], strict=False))
 
 
+def _in_a_thread_within(timeout_s: float, fn: object, **kwargs: object) -> None:
+    worker = threading.Thread(target=fn, kwargs=kwargs)  # type: ignore[arg-type]
+    worker.start()
+    worker.join(timeout=timeout_s)
+    assert not worker.is_alive(), f"{fn} waited"
+
+
 @linux
-def test_the_appenders_release_passes_a_segment_that_a_sync_holds(tmp_path: Path) -> None:
-    """The appender unmaps what it has just written itself (``newest``); a sync of a busy
-    segment holds the segment for 100 ms and more, and the appender must not wait for it."""
+def test_releasing_and_warming_go_on_while_a_sync_holds_the_segment(tmp_path: Path) -> None:
+    """A sync of a busy segment takes 100 ms and more: the appender unmapping what it has just
+    written, and the warm thread populating ahead of it, do not wait for it."""
     cfg = config(tmp_path, mapped_file_size_commitlog=16 << 20)
     body = os.urandom(4000)
     with MessageStore(cfg, run_threads=False) as store:
@@ -112,12 +119,24 @@ def test_the_appenders_release_passes_a_segment_that_a_sync_holds(tmp_path: Path
             assert store.put([msg(body=body)]).ok
         mf = store.commit_log.mfq.files[-1]
         before = _resident_kib(mf.path)
-        release = threading.Thread(
-            target=store.commit_log.release_cold_pages, kwargs={"hot_bytes": 0, "newest": True})
         with mf._io_lock:  # what MappedFile.flush holds through its sync
-            release.start()
-            release.join(timeout=10)
-            assert not release.is_alive(), "the appender's release waited for the sync"
-            assert _resident_kib(mf.path) >= before - 64, "nothing was released meanwhile"
-        store.commit_log.release_cold_pages(hot_bytes=0, newest=True)
+            _in_a_thread_within(10, store.commit_log.release_cold_pages, hot_bytes=0, newest=True)
+            assert _resident_kib(mf.path) <= before - 4096
+            ahead = mf.wrote_position
+            _in_a_thread_within(10, mf.populate, start=ahead, end=ahead + (1 << 20))
+            assert _resident_kib(mf.path) >= 1000
+
+
+@linux
+def test_the_appenders_release_passes_a_segment_being_warmed(tmp_path: Path) -> None:
+    cfg = config(tmp_path, mapped_file_size_commitlog=16 << 20)
+    with MessageStore(cfg, run_threads=False) as store:
+        for _ in range(2000):
+            assert store.put([msg(body=b"w" * 4000)]).ok
+        mf = store.commit_log.mfq.files[-1]
+        before = _resident_kib(mf.path)
+        with mf._map_lock:  # what a populate step holds
+            _in_a_thread_within(10, store.commit_log.release_cold_pages, hot_bytes=0, newest=True)
+            assert _resident_kib(mf.path) >= before - 64, "released under a populate step"
+        store.commit_log.release_cold_pages(hot_bytes=0)  # the release thread's call waits its turn
         assert _resident_kib(mf.path) <= before - 4096

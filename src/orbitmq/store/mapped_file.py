@@ -56,6 +56,7 @@ class MappedFile:
         "allocated_to",
         "_region",
         "_io_lock",
+        "_map_lock",
         "_sync_failed",
         "_cache_dropped_to",
     )
@@ -73,7 +74,10 @@ class MappedFile:
         self.destroyed = False
         # Bytes below it are known to have blocks (the whole file unless it is sparse).
         self.allocated_to = file_size if allocated_to is None else allocated_to
-        self._io_lock = threading.Lock()  # flush against destroy
+        self._io_lock = threading.Lock()  # syncs against close
+        # Populating and unmapping against close; apart from _io_lock so that neither waits for
+        # a sync, which takes 100 ms and more on a busy segment.
+        self._map_lock = threading.Lock()
         self._sync_failed = False  # the last sync raised: its pages may have been left clean
         self._cache_dropped_to = 0  # drop_cached has asked the kernel to drop pages below it
 
@@ -177,13 +181,13 @@ class MappedFile:
         limit -= limit % _PAGE
         if madvise is None or _DONTNEED is None or limit <= 0:
             return
-        if not self._io_lock.acquire(blocking=wait):
+        if not self._map_lock.acquire(blocking=wait):
             return
         try:
             if not self.destroyed:
                 madvise(_DONTNEED, 0, limit)  # shared file mapping: no data is discarded
         finally:
-            self._io_lock.release()
+            self._map_lock.release()
 
     def drop_cached(self, end: int) -> None:
         """Unmap, then drop from the page cache, the synced pages below ``end`` not dropped
@@ -205,7 +209,7 @@ class MappedFile:
         populate = getattr(self._region, "populate", None)
         if populate is None:
             return False
-        with self._io_lock:  # against close; callers go in small steps (flush takes it too)
+        with self._map_lock:  # against close; callers go in small steps
             if self.destroyed:
                 return False
             return bool(populate(start, min(end, self.file_size)))
@@ -278,7 +282,7 @@ class MappedFile:
 
     def close(self) -> bool:
         """Unmap; False if readers still hold slices (the caller keeps the object and retries)."""
-        with self._io_lock:
+        with self._io_lock, self._map_lock:
             self.destroyed = True
             try:
                 self.view.release()
