@@ -322,3 +322,91 @@ def test_mutated_batches(messages: list[tuple[int, bytes, dict[str, str]]],
         raw[position % len(raw)] = value
     only_protocol_errors(lambda: decode_batch(bytes(raw)))
     only_protocol_errors(lambda: decode_batch(bytes(raw[: len(raw) // 2])))
+
+
+# -------------------------------------------------------- reading into a lent buffer (BufferedProtocol)
+def read_in_chunks(decoder: FrameDecoder, lent: memoryview, stream: bytes, sizes: list[int],
+                   take: Callable[[memoryview, int], int] | None = None,
+                   out: list[Any] | None = None) -> list[Any]:
+    """What a socket does with ``recv_buffer`` and ``received``: reads of ``sizes`` bytes (at most
+    what the buffer offers); a size of 0 is a read that found nothing (EAGAIN), and another
+    decoder reads into ``lent`` in between, as another connection of the same thread would."""
+    out = [] if out is None else out
+    sizes = sizes if any(sizes) else [*sizes, len(stream)]
+    pos, i = 0, 0
+    while pos < len(stream):
+        size = sizes[i % len(sizes)]
+        i += 1
+        room = decoder.recv_buffer(lent)
+        if size == 0:
+            other = FrameDecoder()
+            noise = other.recv_buffer(lent)
+            noise[:8] = b"\x00\x00\x00\x0a\x00\x00\x00\x02"  # half a frame of the other connection
+            other.received(8, lent, None, out.append)
+            continue
+        n = min(size, len(room), len(stream) - pos)
+        room[:n] = stream[pos : pos + n]
+        decoder.received(n, lent, take, out.append)
+        pos += n
+    return out
+
+
+@FAST
+@given(st.lists(commands(), min_size=1, max_size=6),
+       st.lists(st.integers(0, 700), max_size=10), st.sampled_from([64, 512, 1 << 16]))
+def test_reading_into_a_lent_buffer_gives_the_commands_in_order(
+        cmds: list[RemotingCommand], sizes: list[int], lent_size: int) -> None:
+    """Frames cut by a read's end, frames longer than the lent buffer (read into their own),
+    reads that bring nothing, and the buffer used by another connection between two reads."""
+    stream = b"".join(encode(cmd) for cmd in cmds)
+    decoder = FrameDecoder()
+    assert read_in_chunks(decoder, memoryview(bytearray(lent_size)), stream, sizes) == cmds
+    assert decoder.buffered_bytes == 0
+
+
+@FAST
+@given(st.lists(commands(), min_size=1, max_size=8), st.lists(st.integers(1, 700), max_size=10),
+       st.sets(st.integers(0, 7)))
+def test_a_fast_reader_and_the_decoder_share_a_read_in_order(
+        cmds: list[RemotingCommand], sizes: list[int], taken: set[int]) -> None:
+    """``take`` handles the frames it wants (here: those at the indexes ``taken``) and stops at
+    the first it does not; that one is decoded, then ``take`` is asked again."""
+    frames = [encode(cmd) for cmd in cmds]
+    starts, at = [], 0
+    for frame in frames:
+        starts.append(at)
+        at += len(frame)
+    out: list[Any] = []
+    consumed = 0  # stream offset of the lent view's first byte, tracked by the test
+
+    def take(view: memoryview, pos: int) -> int:
+        while len(view) - pos >= 4:
+            total = int.from_bytes(view[pos : pos + 4], "big") + 4
+            index = starts.index(consumed + pos) if consumed + pos in starts else -1
+            if index not in taken or len(view) - pos < total:
+                break
+            assert bytes(view[pos : pos + total]) == frames[index]
+            out.append(("taken", index))
+            pos += total
+        return pos
+
+    stream = b"".join(frames)
+    decoder, lent = FrameDecoder(), memoryview(bytearray(1 << 16))
+    pos, i = 0, 0
+    while pos < len(stream):
+        room = decoder.recv_buffer(lent)
+        consumed = pos - decoder.buffered_bytes  # the view ``take`` gets starts at a frame's start
+        n = min(sizes[i % len(sizes)] if sizes else len(stream), len(room), len(stream) - pos)
+        i += 1
+        room[:n] = stream[pos : pos + n]
+        decoder.received(n, lent, take, out.append)
+        pos += n
+    want = [("taken", k) if k in taken else cmd for k, cmd in enumerate(cmds)]
+    assert out == want
+
+
+@FAST
+@given(st.binary(max_size=400), st.lists(st.integers(0, 64), max_size=6))
+def test_random_bytes_read_into_a_lent_buffer(data: bytes, sizes: list[int]) -> None:
+    decoder = FrameDecoder(max_frame_size=4096)
+    only_protocol_errors(lambda: read_in_chunks(decoder, memoryview(bytearray(128)), data, sizes))

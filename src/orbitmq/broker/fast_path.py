@@ -226,7 +226,7 @@ class FastPath:
         return {} if self._native is None else dict(self._native.counts())
 
     # -- the fast reader ------------------------------------------------------------------------
-    def __call__(self, conn: RemotingConnection, buf: bytearray, pos: int) -> int:
+    def __call__(self, conn: RemotingConnection, buf: memoryview, pos: int) -> int:
         if self._suspended or self._native is None or not self._config.broker_permission & _PERM_WRITE:
             return pos  # (a broker without WRITE: the Python path refuses the sends)
         born = conn.attributes.get(_BORN)

@@ -12,6 +12,7 @@ import collections
 import functools
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -35,13 +36,26 @@ def next_opaque() -> int:
     return next(_opaques) & 0x7FFFFFFF
 
 
+RECEIVE_BUFFER_BYTES = 256 * 1024  # what one socket read may bring (uvloop reads as much)
+_receive = threading.local()
+
+
+def _lent_buffer() -> memoryview:
+    """The buffer this thread's connections read into, one read at a time (an event loop runs
+    one callback at a time): frames are handled where the read put them."""
+    lent = getattr(_receive, "buffer", None)
+    if lent is None:
+        lent = _receive.buffer = memoryview(bytearray(RECEIVE_BUFFER_BYTES))
+    return lent
+
+
 class FastReader(Protocol):
-    """Handles whole frames of a connection's buffered bytes itself, from ``pos`` on, and
+    """Handles whole frames of a connection's received bytes itself, from ``pos`` on, and
     returns where it stopped (the broker's native fast path, broker/fast_path.py): the frame
     there is decoded and dispatched as usual before it is asked again. It writes its answers
-    with ``send_ordered`` / ``send_ordered_later``."""
+    with ``send_ordered`` / ``send_ordered_later``. ``buffer`` is lent for the call only."""
 
-    def __call__(self, conn: RemotingConnection, buffer: bytearray, pos: int, /) -> int: ...
+    def __call__(self, conn: RemotingConnection, buffer: memoryview, pos: int, /) -> int: ...
 
 
 class _Slot:
@@ -60,8 +74,12 @@ class Dispatcher(Protocol):
     def connection_lost(self, conn: RemotingConnection) -> None: ...
 
 
-class RemotingConnection(asyncio.Protocol):
+class RemotingConnection(asyncio.BufferedProtocol):
     """An asyncio protocol speaking RemotingCommand frames.
+
+    The socket reads into a buffer this thread lends to one read at a time, and the frames are
+    handled where they lie (FrameDecoder.recv_buffer): the bytes of a read are copied once, by
+    the kernel, before the fast path stores them or the decoder copies a body out.
 
     Args:
         dispatcher: answers incoming requests (may be None for a pure client).
@@ -84,7 +102,8 @@ class RemotingConnection(asyncio.Protocol):
         unordered_codes: frozenset[int] = frozenset(),
     ) -> None:
         self._dispatcher = dispatcher
-        self._fast = fast_reader
+        self._take = functools.partial(fast_reader, self) if fast_reader is not None else None
+        self._lent: memoryview  # the loop thread's (connection_made)
         self._unordered = unordered_codes
         # Answers waiting for their turn (request order), only with a fast reader: empty while
         # nothing waits, when every answer leaves at once.
@@ -107,41 +126,19 @@ class RemotingConnection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self._lent = _lent_buffer()
         self.closed = asyncio.get_running_loop().create_future()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.recv_buffer(self._lent)
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_received = time.monotonic()
-        if self._fast is not None:
-            self._fast_received(data)
-            return
         try:
-            commands = self._decoder.feed(data)
-        except RemoteProtocolError as e:
-            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
-            self.close()
-            return
-        for cmd in commands:
-            if cmd.is_response:
-                fut = self._pending.pop(cmd.opaque, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(cmd)
-            else:
-                self._handle_request(cmd)
-
-    def _fast_received(self, data: bytes) -> None:
-        """``data_received`` with a fast reader: it takes the frames it handles, the decoder
-        the rest, in order."""
-        fast = self._fast
-        assert fast is not None
-
-        def take(buffer: bytearray, pos: int) -> int:
-            return fast(self, buffer, pos)
-
-        try:
-            self._decoder.feed_taking(data, take, self._received)
+            self._decoder.received(nbytes, self._lent, self._take, self._received)
         except RemoteProtocolError as e:
             log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
             self.close()
