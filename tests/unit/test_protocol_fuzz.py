@@ -410,3 +410,29 @@ def test_a_fast_reader_and_the_decoder_share_a_read_in_order(
 def test_random_bytes_read_into_a_lent_buffer(data: bytes, sizes: list[int]) -> None:
     decoder = FrameDecoder(max_frame_size=4096)
     only_protocol_errors(lambda: read_in_chunks(decoder, memoryview(bytearray(128)), data, sizes))
+
+
+@FAST
+@given(st.lists(commands(LARGE_BODIES | SMALL_BODIES), min_size=1, max_size=5),
+       st.lists(commands(), min_size=1, max_size=5),
+       st.lists(st.tuples(st.booleans(), st.integers(1, 70_000)), min_size=1, max_size=40))
+def test_connections_of_one_thread_take_turns_in_the_lent_buffer(
+        first: list[RemotingCommand], second: list[RemotingCommand],
+        turns: list[tuple[bool, int]]) -> None:
+    """Two connections read into one buffer in any order, each keeping the frame its last read
+    cut and putting it back in front of its next read."""
+    lent = memoryview(bytearray(1 << 17))
+    streams = [b"".join(encode(c) for c in first), b"".join(encode(c) for c in second)]
+    decoders, got = [FrameDecoder(), FrameDecoder()], [[], []]  # type: ignore[var-annotated]
+    positions, i = [0, 0], 0
+    while positions[0] < len(streams[0]) or positions[1] < len(streams[1]):
+        which, size = turns[i % len(turns)]
+        i += 1
+        k = int(which) if positions[int(which)] < len(streams[int(which)]) else 1 - int(which)
+        room = decoders[k].recv_buffer(lent)
+        n = min(size, len(room), len(streams[k]) - positions[k])
+        room[:n] = streams[k][positions[k] : positions[k] + n]
+        decoders[k].received(n, lent, None, got[k].append)
+        positions[k] += n
+    assert got == [first, second]
+    assert decoders[0].buffered_bytes == decoders[1].buffered_bytes == 0
