@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,8 +102,8 @@ def test_page_release_is_woken_by_the_bytes_appended_not_only_by_its_interval(
         assert all(b - a >= 1 << 20 for a, b in zip(woken, woken[1:], strict=False))
 
 
-def _in_a_thread_within(timeout_s: float, fn: object, **kwargs: object) -> None:
-    worker = threading.Thread(target=fn, kwargs=kwargs)  # type: ignore[arg-type]
+def _in_a_thread_within(timeout_s: float, fn: Callable[..., object], **kwargs: object) -> None:
+    worker = threading.Thread(target=fn, kwargs=kwargs)
     worker.start()
     worker.join(timeout=timeout_s)
     assert not worker.is_alive(), f"{fn} waited"

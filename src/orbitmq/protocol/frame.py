@@ -36,7 +36,7 @@ class FrameDecoder:
     raises again, and the connection must be closed.
     """
 
-    __slots__ = ("max_frame_size", "_buffer", "_failure", "_prefix", "_big", "_big_len")
+    __slots__ = ("max_frame_size", "_buffer", "_failure", "_big", "_big_len")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < MIN_FRAME_SIZE:
@@ -44,7 +44,6 @@ class FrameDecoder:
         self.max_frame_size = max_frame_size
         self._buffer = bytearray()
         self._failure: str | None = None
-        self._prefix = 0  # bytes of _buffer that recv_buffer put in front of the lent buffer
         self._big: bytearray | None = None  # a frame longer than the lent buffer, being read
         self._big_len = 0  # bytes of _big read so far
 
@@ -81,7 +80,6 @@ class FrameDecoder:
             return memoryview(self._big)[self._big_len :]
         pending = self._buffer
         cut = len(pending)
-        self._prefix = cut
         if cut == 0:
             return lent
         # The length word of a cut frame was checked when it came in (see _frames).
@@ -89,7 +87,7 @@ class FrameDecoder:
         if frame <= len(lent):
             lent[:cut] = pending
             return lent[cut:]
-        self._big, self._big_len, self._prefix = bytearray(frame), cut, 0
+        self._big, self._big_len = bytearray(frame), cut
         self._big[:cut] = pending
         pending.clear()
         return memoryview(self._big)[cut:]
@@ -114,7 +112,7 @@ class FrameDecoder:
             pos = self._frames(memoryview(big), take, handle)
             assert pos == len(big), "a buffer of one frame's length holds that frame"
             return
-        end = self._prefix + nbytes
+        end = len(self._buffer) + nbytes  # recv_buffer put the cut frame in front of the read
         pos = self._frames(lent[:end], take, handle)
         self._buffer[:] = lent[pos:end]  # a cut frame (usually nothing)
 

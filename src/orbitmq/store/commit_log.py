@@ -109,8 +109,8 @@ class CommitLog:
         MappedFile.release_pages): without it the resident size grows with every byte stored,
         since a mapped segment's pages count as the broker's memory for as long as they stay
         in the page cache. Pulls of old data map pages again until the next call. ``newest``:
-        the last two segments only (what the appender has just written), and none that a sync
-        or a warm step holds right now: the appender calls it, and must not wait on a disk."""
+        the last two segments only (what the appender has just written), and none that a warm
+        step or the release thread holds right now: the appender calls it, and must not wait."""
         keep_from = self.max_offset - hot_bytes
         for mf in self.mfq.files[-2:] if newest else self.mfq.files:
             if mf.file_from_offset >= keep_from:

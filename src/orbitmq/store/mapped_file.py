@@ -173,9 +173,9 @@ class MappedFile:
         read maps them again (a minor fault), so nothing is lost, but the broker's resident size
         counts the hot part of a segment instead of every page ever written, also between
         ASYNC_FLUSH's flushes at hundreds of MB/s. Only a real mapping (``mmap`` with madvise)
-        does anything here. Without ``wait`` nothing is done while a flush or a warm step holds
-        the segment (the appender's own call: a sync of a busy segment can take 100 ms and
-        more, and the release thread comes by later)."""
+        does anything here. Without ``wait`` nothing is done while a warm step or the release
+        thread holds the segment (the appender's own call: the release thread comes by later).
+        A sync never holds it up (_map_lock)."""
         madvise = getattr(self.buf, "madvise", None)
         limit = end if _RELEASE_DIRTY else min(end, self.flushed_position)
         limit -= limit % _PAGE
