@@ -105,19 +105,31 @@ def mqbench(system: sysmod.System, workload: str, flags: list[str], run_id: int)
     return rec
 
 
-def baselines(base: str, quick: bool) -> dict[str, float]:
-    """The disk, measured in the same run: page-cache write speed (64 KiB writes, no sync) and
-    how many 1 KiB write+fdatasync rounds a second it takes."""
-    path = os.path.join(base, "baseline.bin")
-    chunk, total = os.urandom(64 * 1024), (64 if quick else 512) * 1024 * 1024
+def page_cache_rate(path: str, total: int) -> float:
+    """MB/s of ``total`` bytes written in 64 KiB writes (no sync timed) into a new file at ``path``.
+    The file is left for the caller to remove: removed at once, its pages would go back to the
+    free memory that whatever runs next writes into."""
+    chunk = os.urandom(64 * 1024)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         t0, written = time.perf_counter(), 0
         while written < total:
             written += os.write(fd, chunk)
-        page_cache_mb_s = written / (time.perf_counter() - t0) / 1e6
-        os.ftruncate(fd, 0)
-        rounds_us, t0, small = [], time.perf_counter(), chunk[:1024]
+        rate = written / (time.perf_counter() - t0) / 1e6
+        os.fdatasync(fd)  # not timed: its write-back is not left to run beside what comes next
+        return rate
+    finally:
+        os.close(fd)
+
+
+def baselines(base: str, quick: bool) -> dict[str, Any]:
+    """The disk, measured at the start of the run: page-cache write speed (64 KiB writes, no
+    sync) and how many 1 KiB write+fdatasync rounds a second it takes."""
+    path = os.path.join(base, "baseline.bin")
+    page_cache_mb_s = page_cache_rate(path, (64 if quick else 512) * 1024 * 1024)
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    try:
+        rounds_us, t0, small = [], time.perf_counter(), os.urandom(1024)
         while time.perf_counter() - t0 < (0.5 if quick else 2.0):
             began = time.perf_counter()
             os.write(fd, small)
@@ -174,10 +186,22 @@ def start_systems(wanted: list[str], store_base: str,
     return notes
 
 
-def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float) -> list[dict[str, Any]]:
+def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float,
+            base: str) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Every workload against every system; and the page cache's write speed measured right
+    before and right after the batch workload, each over as many bytes as one of its runs
+    writes: on this machine (a VM guest whose freed memory goes back to the host) writing pages
+    of memory it has not touched lately runs at a fraction of the speed of the first ones, so the
+    rate measured at the start of the sitting says little about the rate at that point."""
     results: list[dict[str, Any]] = []
+    around_batch: dict[str, float] = {}
     for turn, (workload, flags, kinds) in enumerate(workloads(quick)):
         order = started[turn % len(started):] + started[:turn % len(started)]
+        probes = []
+        if workload == "batch64" and any(kinds is None or s.kind in kinds for s in started):
+            volume = int(flags[flags.index("-n") + 1]) * 1024
+            probes = [os.path.join(base, f"page-cache-{when}.bin") for when in ("before", "after")]
+            around_batch["before_mb_s"] = round(page_cache_rate(probes[0], volume), 1)
         for system in order:
             if kinds is not None and system.kind not in kinds:
                 continue
@@ -191,7 +215,11 @@ def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float) -> li
                   f"  p50 {rec.get('p50_us', '-')} us  server cpu {rec['server_cpu_pct']}%",
                   flush=True)
             results.append(rec)
-    return results
+        if probes:
+            around_batch["after_mb_s"] = round(page_cache_rate(probes[1], volume), 1)
+            for path in probes:
+                os.remove(path)
+    return results, around_batch
 
 
 def main() -> None:
@@ -217,7 +245,11 @@ def main() -> None:
         if not started:
             raise SystemExit("nothing to benchmark: " + "; ".join(notes))
         print(f"systems: {', '.join(s.name for s in started)}" + (f"  ({'; '.join(notes)})" if notes else ""))
-        results = run_all(started, opts.quick, quiet_max)
+        results, around_batch = run_all(started, opts.quick, quiet_max, base)
+        if around_batch:
+            rate = max(around_batch.values())
+            disk.update({"page_cache_at_batch64_mb_s": around_batch,
+                         "page_cache_at_batch64_1k_msgs_s": round(rate * 1e6 / 1024)})
     finally:
         for system in reversed(started):
             try:
