@@ -167,5 +167,16 @@ def test_committed_messages_name_the_half_message_they_come_from() -> None:
     for rel in encoded.rel_positions:
         msg = decode_stored_message(encoded.blob, rel)
         assert (msg.prepared_transaction_offset, msg.sys_flag & 12) == (123_456_789, 8)
+    # IPv6 hosts move the field (a longer header); a position outside the blob is refused
+    six = encode_wire_batch("Orders", 1, prepared.body, 8, 7, ("::1", 5), ("fe80::1", 10911), 0,
+                            1 << 20, 1 << 22)
+    assert six is not None
+    set_prepared_transaction_offset(six, 42)
+    assert {decode_stored_message(six.blob, rel).prepared_transaction_offset
+            for rel in six.rel_positions} == {42}
+    for outside in (-1, len(six.blob) - 20, len(six.blob)):
+        six.rel_positions = [outside]
+        with pytest.raises(ValueError, match="outside the blob"):
+            set_prepared_transaction_offset(six, 1)
     one = encode_message(Message("Orders", b"x"), "ID")
     assert one[0] == "ID"
