@@ -9,7 +9,7 @@
  *         (again after each frame it declines, the frame skipped as the Python decoder would),
  *         into a 256 KiB segment that starts over when full
  *   4     encode_wire_single(properties = the bytes)
- *   5     encode_wire_batch(body = the bytes)
+ *   5     encode_wire_batch(body = the bytes), and check_wire_batch of the same
  *   6     scan_stored(the bytes, as a commit log segment), and queue_runs(the bytes, as consume
  *         queue entries), unbounded and bounded by a physical end
  *   7     java_string_hash / index_key_hash of the bytes as text
@@ -129,6 +129,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 5:
         call_quietly(PyObject_CallMethod(speedups, "encode_wire_batch", "OOiiLOOinn", bytes,
+                                         topic_part, 0, 0, 1LL, born, store_host, 0,
+                                         (Py_ssize_t)4096, (Py_ssize_t)65536));
+        call_quietly(PyObject_CallMethod(speedups, "check_wire_batch", "OOiiLOOinn", bytes,
                                          topic_part, 0, 0, 1LL, born, store_host, 0,
                                          (Py_ssize_t)4096, (Py_ssize_t)65536));
         break;

@@ -177,6 +177,39 @@ def test_encode_wire_batch_twins_agree(entries, data) -> None:
     assert outcome(NATIVE.encode_wire_batch, *args) == outcome(stored.encode_wire_batch_py, *args)
 
 
+_uniq = st.sampled_from([b"", b"UNIQ_KEY\x01\x02", b"UNIQ_KEY\x01AC1100\x02", b"UNIQ_KEY\x01x"])
+_checked_entries = st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=80),
+                                      st.tuples(_uniq, _props).map(b"".join)), max_size=8)
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(_checked_entries, st.data())
+def test_check_wire_batch_checks_what_encode_wire_batch_checks(entries, data) -> None:
+    """``check_wire_batch`` (both twins) refuses, word for word, and declines what
+    ``encode_wire_batch`` does, and otherwise counts its entries and those without a UNIQ_KEY
+    (an empty one counts as none)."""
+    body = bytearray(b"".join(_entry(*e) for e in entries))
+    if body and data.draw(st.booleans()):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    max_message = data.draw(st.sampled_from([MAX_MESSAGE, 40]))
+    max_blob = data.draw(st.sampled_from([MAX_BLOB, 400]))
+    born = data.draw(st.sampled_from([BORN_PART, BORN6_PART]))
+    args = _batch_args(bytes(body), max_message, max_blob, born)
+    encoded = outcome(stored.encode_wire_batch_py, *args)
+    twins = [stored.check_wire_batch_py] + ([NATIVE.check_wire_batch] if NATIVE else [])
+    for check in twins:
+        try:
+            got: tuple[Any, ...] = ("ok", check(*args))
+        except (RemoteProtocolError, ValueError) as e:
+            got = ("raised", type(e), str(e))
+        if encoded[0] == "raised" or encoded[1] is None:
+            assert got == encoded, (check, got, encoded)
+            continue
+        blob = stored.encode_wire_batch_py(*args)[0]
+        found = list(stored.iter_stored_messages(blob, check_crc=False))
+        assert got == ("ok", (len(found), sum(not m.properties.get("UNIQ_KEY") for m in found)))
+
+
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=80), _good_props),
                 min_size=1, max_size=8))

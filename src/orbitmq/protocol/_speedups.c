@@ -258,6 +258,46 @@ done:
 }
 
 /*
+ * check_wire_batch(body, topic_part, queue_id, sys_flag, born_timestamp, born_host, store_host,
+ *                  reconsume_times, max_message_size, max_blob_size)
+ *     -> (count, entries without a UNIQ_KEY) | None
+ * The twin of stored.check_wire_batch_py: encode_wire_batch's checks and refusals, nothing
+ * encoded.
+ */
+static PyObject *py_check_wire_batch(PyObject *self, PyObject *args)
+{
+    Py_buffer body;
+    ContextParts parts;
+    StoreContext c;
+    int queue_id, sys_flag, reconsume;
+    long long born_ts;
+    Py_ssize_t max_message_size, max_blob_size;
+    if (!PyArg_ParseTuple(args, "y*y*iiLy*y*inn", &body, &parts.topic, &queue_id, &sys_flag,
+                          &born_ts, &parts.born, &parts.store, &reconsume, &max_message_size,
+                          &max_blob_size))
+        return NULL;
+    c.queue_id = queue_id;
+    c.sys_flag = sys_flag;
+    c.reconsume = reconsume;
+    c.born_ts = born_ts;
+    PyObject *result = NULL;
+    BatchPlan plan;
+    if (context_from(&c, &parts) < 0)
+        goto done;
+    batch_plan(body.buf, body.len, &c, max_message_size, max_blob_size, NULL, NULL, &plan);
+    if (plan.status == BATCH_ROUTED)
+        result = Py_NewRef(Py_None);
+    else if (plan.status != BATCH_OK)
+        raise_batch(&plan, max_message_size, max_blob_size);
+    else
+        result = Py_BuildValue("(nn)", plan.count, plan.without_uniq);
+done:
+    PyBuffer_Release(&body);
+    release_parts(&parts);
+    return result;
+}
+
+/*
  * patch_positions(buf, pos, physical_offset, queue_offset, store_ts, rel_positions)
  *     -> next queue offset
  * The twin of stored.patch_positions_py: QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of every
@@ -686,6 +726,8 @@ static PyMethodDef methods[] = {
      "abs(hashCode(topic + '#' + key)); 0 for Integer.MIN_VALUE."},
     {"encode_wire_batch", py_encode_wire_batch, METH_VARARGS,
      "Stored form of a batch body's messages; None when the broker must act on one."},
+    {"check_wire_batch", py_check_wire_batch, METH_VARARGS,
+     "encode_wire_batch's checks of a batch body, nothing encoded: (count, without UNIQ_KEY)."},
     {"encode_wire_single", py_encode_wire_single, METH_VARARGS,
      "Stored form of one message from its body and wire properties; None when the broker "
      "must act on them."},

@@ -9,6 +9,11 @@ def encode_wire_batch(
     born_host: bytes, store_host: bytes, reconsume_times: int, max_message_size: int,
     max_blob_size: int, /,
 ) -> tuple[bytearray, list[int]] | None: ...
+def check_wire_batch(
+    body: Any, topic_part: bytes, queue_id: int, sys_flag: int, born_timestamp: int,
+    born_host: bytes, store_host: bytes, reconsume_times: int, max_message_size: int,
+    max_blob_size: int, /,
+) -> tuple[int, int] | None: ...
 def encode_wire_single(
     body: Any, properties: bytes, flag: int, topic_part: bytes, queue_id: int, sys_flag: int,
     born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int, /,

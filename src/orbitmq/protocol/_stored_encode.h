@@ -308,6 +308,7 @@ typedef struct {
     int status, problem;
     Py_ssize_t pos, detail, item_no;
     Py_ssize_t count, out_size;
+    Py_ssize_t without_uniq;  /* entries with no UNIQ_KEY, or an empty one */
 } BatchPlan;
 
 /* protocol.batch.iter_entries' length checks of the entry at ``pos`` (same order). */
@@ -361,6 +362,7 @@ static void batch_plan(const unsigned char *b, Py_ssize_t end, const StoreContex
             return;
         }
         routed |= found.delay.p != NULL || found.tran_msg.p != NULL;
+        plan->without_uniq += found.uniq.p == NULL || found.uniq.len == 0;
         if (check_props != NULL && !check_props(check_arg, e.props, e.props_len))
             routed = 1;
         plan->count++;

@@ -38,7 +38,7 @@ from orbitmq.protocol.extension_headers import (
 )
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX, parse_properties
-from orbitmq.protocol.stored import encode_wire_batch, scan
+from orbitmq.protocol.stored import check_wire_batch
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
@@ -48,7 +48,6 @@ __all__ = ["TransactionBatchProcessor"]
 log = logging.getLogger(__name__)
 
 _PERM_WRITE = int(Perm.WRITE)
-_UNIQ_AT = 8  # ScanRecord: the UNIQ_KEY
 
 
 class _Refused(Exception):
@@ -128,20 +127,19 @@ class TransactionBatchProcessor:
         if PropertyKey.DELAY in props:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a transaction batch cannot be delayed")
         store, host = self.ctx.store, self.ctx.host.store_host
-        try:
-            encoded = encode_wire_batch(h.topic, queue_id, body, 0, h.born_timestamp, born_host,
-                                        host, 0, store.config.max_message_size, store.max_blob_size)
+        try:  # what the commit's encode_wire_batch will check, nothing encoded now
+            checked = check_wire_batch(h.topic, queue_id, body, 0, h.born_timestamp, born_host,
+                                       host, 0, store.config.max_message_size, store.max_blob_size)
         except RemoteProtocolError as e:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"malformed transaction batch: {e}") from None
-        if encoded is None:
+        if checked is None:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
                            "a transaction batch may not hold delayed or transaction messages")
-        count = len(encoded.rel_positions)
+        count, without_uniq = checked
         if count != h.count:
             raise _Refused(ResponseCode.INVALID_PARAMETER, f"SendTransactionBatchRequestHeader."
                            f"count: {h.count}, but the body holds {count} messages")
-        records, _pos, _n, _stop = scan(encoded.blob, 0, len(encoded.blob), count)
-        if any(not rec[_UNIQ_AT] for rec in records):
+        if without_uniq:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
                            "every message of a transaction batch needs a UNIQ_KEY")
         msg = MessageInner(h.topic, queue_id, body, props, 0, 0, h.born_timestamp, born_host,

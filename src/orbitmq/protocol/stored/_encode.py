@@ -245,6 +245,33 @@ def encode_wire_batch(
     return EncodedBatch(topic, queue_id, ctx[2], out[0], out[1])
 
 
+def check_wire_batch(
+    topic: str,
+    queue_id: int,
+    body: bytes | memoryview,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    reconsume_times: int,
+    max_message_size: int,
+    max_blob_size: int,
+) -> tuple[int, int] | None:
+    """What ``encode_wire_batch`` with the same arguments would check, refuse or decline, with
+    nothing encoded: (the number of entries, how many have no UNIQ_KEY), or None where it would
+    return None. For a body that is stored in another form first (a transaction batch's half
+    message) and encoded later.
+
+    Raises:
+        RemoteProtocolError: as ``encode_wire_batch``.
+    """
+    ctx = _wire_context(topic, born_host, store_host)
+    if isinstance(ctx, str):
+        raise RemoteProtocolError(ctx)
+    return _check_batch(body, ctx[0], queue_id, sys_flag, born_timestamp, ctx[1], ctx[2],
+                        reconsume_times, max_message_size, max_blob_size)
+
+
 def _check_context(topic_part: bytes, born_host: bytes, store_host: bytes) -> int:
     """The host kind bits of the hosts given; ValueError for arguments no caller should pass."""
     if len(topic_part) < 2 or topic_part[0] != len(topic_part) - 1:
@@ -329,6 +356,55 @@ def encode_wire_single_py(
     return out
 
 
+_Planned = tuple[int, list[tuple[int, "bytes | memoryview", bytes]], int]
+
+
+def _plan_batch_py(
+    body: bytes | memoryview, topic_part: bytes, queue_id: int, sys_flag: int,
+    born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int,
+    max_message_size: int, max_blob_size: int,
+) -> _Planned | None:
+    """The checks of a batch body before it is stored, in ``encode_wire_batch_py``'s order:
+    the sysFlag with the hosts' bits, every entry as it will be stored (flag, body, properties
+    with the final separator) and how many entries have no UNIQ_KEY (or an empty one); None for
+    the DELAY / TRAN_MSG decline."""
+    _check_ints(queue_id, sys_flag, born_timestamp, reconsume_times)
+    host_bits = _check_context(topic_part, born_host, store_host)
+    entries = []
+    routed = False
+    without_uniq = 0
+    for pos, flag, entry_body, raw in iter_entries(body):
+        try:
+            props = parse_properties(raw)
+        except RemoteProtocolError as e:
+            raise RemoteProtocolError(f"batch entry at {pos}: {e}") from None
+        routed = routed or any(name in props for name in _ROUTED)
+        without_uniq += not props.get(PropertyKey.UNIQ_KEY)
+        entries.append((pos, flag, entry_body, raw))
+    if not entries:
+        raise RemoteProtocolError("empty batch")
+    if routed:
+        return None
+    flags = (sys_flag & ~HOST_V6_BITS) | host_bits
+    head_size = _header(flags).size
+    planned, size = [], 0
+    for pos, flag, entry_body, raw in entries:
+        if len(entry_body) > max_message_size:
+            raise RemoteProtocolError(
+                f"batch entry at {pos}: body of {len(entry_body)} bytes exceeds the limit "
+                f"{max_message_size}")
+        props_raw = _canonical(raw)
+        if len(props_raw) > PROPERTIES_SIZE_MAX:
+            raise RemoteProtocolError(
+                f"batch entry at {pos}: {_props_size_problem(len(props_raw))}")
+        size += head_size + len(entry_body) + len(topic_part) + 2 + len(props_raw)
+        if size > max_blob_size:
+            raise RemoteProtocolError(f"the batch takes more than {max_blob_size} bytes in "
+                                      "stored form")
+        planned.append((flag, entry_body, props_raw))
+    return flags, planned, without_uniq
+
+
 def encode_wire_batch_py(
     body: bytes | memoryview, topic_part: bytes, queue_id: int, sys_flag: int,
     born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int,
@@ -339,41 +415,30 @@ def encode_wire_batch_py(
     lengths then its properties (``protocol.batch.iter_entries``, ``parse_properties``); an
     empty batch; then the DELAY / TRAN_MSG decline; then entry by entry the body limit, the
     properties size (with the final separator) and the blob limit."""
-    _check_ints(queue_id, sys_flag, born_timestamp, reconsume_times)
-    host_bits = _check_context(topic_part, born_host, store_host)
-    entries = []
-    routed = False
-    for pos, flag, entry_body, raw in iter_entries(body):
-        try:
-            props = parse_properties(raw)
-        except RemoteProtocolError as e:
-            raise RemoteProtocolError(f"batch entry at {pos}: {e}") from None
-        routed = routed or any(name in props for name in _ROUTED)
-        entries.append((pos, flag, entry_body, raw))
-    if not entries:
-        raise RemoteProtocolError("empty batch")
-    if routed:
+    plan = _plan_batch_py(body, topic_part, queue_id, sys_flag, born_timestamp, born_host,
+                          store_host, reconsume_times, max_message_size, max_blob_size)
+    if plan is None:
         return None
-    flags = (sys_flag & ~HOST_V6_BITS) | host_bits
-    head_size = _header(flags).size
-    out, rels, size = bytearray(), [], 0
-    for pos, flag, entry_body, raw in entries:
-        if len(entry_body) > max_message_size:
-            raise RemoteProtocolError(
-                f"batch entry at {pos}: body of {len(entry_body)} bytes exceeds the limit "
-                f"{max_message_size}")
-        props_raw = _canonical(raw)
-        if len(props_raw) > PROPERTIES_SIZE_MAX:
-            raise RemoteProtocolError(
-                f"batch entry at {pos}: {_props_size_problem(len(props_raw))}")
-        rels.append(size)
-        size += head_size + len(entry_body) + len(topic_part) + 2 + len(props_raw)
-        if size > max_blob_size:
-            raise RemoteProtocolError(f"the batch takes more than {max_blob_size} bytes in "
-                                      "stored form")
+    flags, planned, _without_uniq = plan
+    out, rels = bytearray(), []
+    for flag, entry_body, props_raw in planned:
+        rels.append(len(out))
         _pack_one(out, flag, entry_body, props_raw, topic_part, queue_id, flags, born_timestamp,
                   born_host, store_host, reconsume_times)
     return out, rels
+
+
+def check_wire_batch_py(
+    body: bytes | memoryview, topic_part: bytes, queue_id: int, sys_flag: int,
+    born_timestamp: int, born_host: bytes, store_host: bytes, reconsume_times: int,
+    max_message_size: int, max_blob_size: int,
+) -> tuple[int, int] | None:
+    """``encode_wire_batch_py``'s checks and refusals with nothing encoded: (entries, entries
+    without a UNIQ_KEY), or None for its decline; the Python twin of the C
+    ``check_wire_batch``."""
+    plan = _plan_batch_py(body, topic_part, queue_id, sys_flag, born_timestamp, born_host,
+                          store_host, reconsume_times, max_message_size, max_blob_size)
+    return None if plan is None else (len(plan[1]), plan[2])
 
 
 # Where PREPAREDTRANSACTIONOFFSET lies from a message's start, by host kind (the header ends with
@@ -480,6 +545,8 @@ def encode_stored_message(
 # The C twins when built (the encoders above call these).
 _encode_single: Callable[..., bytearray | None] = encode_wire_single_py
 _encode_batch: Callable[..., tuple[bytearray, list[int]] | None] = encode_wire_batch_py
+_check_batch: Callable[..., tuple[int, int] | None] = check_wire_batch_py
 if NATIVE is not None:
     _encode_single = NATIVE.encode_wire_single
     _encode_batch = NATIVE.encode_wire_batch
+    _check_batch = NATIVE.check_wire_batch
