@@ -356,7 +356,8 @@ def encode_wire_single_py(
     return out
 
 
-_Planned = tuple[int, list[tuple[int, "bytes | memoryview", bytes]], int]
+_PlannedEntry = tuple[int, "bytes | memoryview", bytes]  # flag, body, properties as stored
+_Planned = tuple[int, list[_PlannedEntry], int]
 
 
 def _plan_batch_py(
@@ -387,7 +388,8 @@ def _plan_batch_py(
         return None
     flags = (sys_flag & ~HOST_V6_BITS) | host_bits
     head_size = _header(flags).size
-    planned, size = [], 0
+    planned: list[_PlannedEntry] = []
+    size = 0
     for pos, flag, entry_body, raw in entries:
         if len(entry_body) > max_message_size:
             raise RemoteProtocolError(
