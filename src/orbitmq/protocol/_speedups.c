@@ -196,6 +196,55 @@ static void raise_batch(const BatchPlan *plan, Py_ssize_t max_message_size, Py_s
     }
 }
 
+/* A call of encode_wire_batch or check_wire_batch: its arguments and its batch's plan. */
+typedef struct {
+    Py_buffer body;
+    ContextParts parts;
+    StoreContext c;
+    Py_ssize_t max_message_size, max_blob_size;
+    BatchPlan plan;
+    int parsed;  /* the buffers are held: batch_call_release */
+} BatchCall;
+
+/* The arguments (body, topic_part, queue_id, sys_flag, born_timestamp, born_host, store_host,
+ * reconsume_times, max_message_size, max_blob_size) parsed into ``b`` and the batch planned:
+ * 1 planned, 0 declined (an entry the broker must act on: the general path), -1 with an
+ * exception set (a refusal: encode_wire_batch_py's, in its order). */
+static int batch_call(PyObject *args, BatchCall *b)
+{
+    int queue_id, sys_flag, reconsume;
+    long long born_ts;
+    b->parsed = 0;
+    if (!PyArg_ParseTuple(args, "y*y*iiLy*y*inn", &b->body, &b->parts.topic, &queue_id,
+                          &sys_flag, &born_ts, &b->parts.born, &b->parts.store, &reconsume,
+                          &b->max_message_size, &b->max_blob_size))
+        return -1;
+    b->parsed = 1;
+    b->c.queue_id = queue_id;
+    b->c.sys_flag = sys_flag;
+    b->c.reconsume = reconsume;
+    b->c.born_ts = born_ts;
+    if (context_from(&b->c, &b->parts) < 0)
+        return -1;
+    batch_plan(b->body.buf, b->body.len, &b->c, b->max_message_size, b->max_blob_size, NULL, NULL,
+               &b->plan);
+    if (b->plan.status == BATCH_ROUTED)
+        return 0;
+    if (b->plan.status != BATCH_OK) {
+        raise_batch(&b->plan, b->max_message_size, b->max_blob_size);
+        return -1;
+    }
+    return 1;
+}
+
+static void batch_call_release(BatchCall *b)
+{
+    if (b->parsed) {
+        PyBuffer_Release(&b->body);
+        release_parts(&b->parts);
+    }
+}
+
 /*
  * encode_wire_batch(body, topic_part, queue_id, sys_flag, born_timestamp, born_host, store_host,
  *                   reconsume_times, max_message_size, max_blob_size)
@@ -204,44 +253,25 @@ static void raise_batch(const BatchPlan *plan, Py_ssize_t max_message_size, Py_s
  */
 static PyObject *py_encode_wire_batch(PyObject *self, PyObject *args)
 {
-    Py_buffer body;
-    ContextParts parts;
-    StoreContext c;
-    int queue_id, sys_flag, reconsume;
-    long long born_ts;
-    Py_ssize_t max_message_size, max_blob_size;
-    if (!PyArg_ParseTuple(args, "y*y*iiLy*y*inn", &body, &parts.topic, &queue_id, &sys_flag,
-                          &born_ts, &parts.born, &parts.store, &reconsume, &max_message_size,
-                          &max_blob_size))
-        return NULL;
-    c.queue_id = queue_id;
-    c.sys_flag = sys_flag;
-    c.reconsume = reconsume;
-    c.born_ts = born_ts;
+    BatchCall b;
     PyObject *result = NULL, *blob = NULL, *rels = NULL;
     Py_ssize_t *positions = NULL;
-    BatchPlan plan;
-    if (context_from(&c, &parts) < 0)
+    int planned = batch_call(args, &b);
+    if (planned == 0)
+        result = Py_NewRef(Py_None);
+    if (planned != 1)
         goto done;
-    batch_plan(body.buf, body.len, &c, max_message_size, max_blob_size, NULL, NULL, &plan);
-    if (plan.status == BATCH_ROUTED) {
-        result = Py_NewRef(Py_None);  /* the broker must act on an entry: the general path */
-        goto done;
-    }
-    if (plan.status != BATCH_OK) {
-        raise_batch(&plan, max_message_size, max_blob_size);
-        goto done;
-    }
-    blob = PyByteArray_FromStringAndSize(NULL, plan.out_size);
-    rels = PyList_New(plan.count);
-    positions = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)plan.count);
+    blob = PyByteArray_FromStringAndSize(NULL, b.plan.out_size);
+    rels = PyList_New(b.plan.count);
+    positions = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)b.plan.count);
     if (blob == NULL || rels == NULL || positions == NULL) {
         if (positions == NULL)
             PyErr_NoMemory();
         goto done;
     }
-    batch_write((unsigned char *)PyByteArray_AS_STRING(blob), body.buf, body.len, &c, positions);
-    for (Py_ssize_t i = 0; i < plan.count; i++) {
+    batch_write((unsigned char *)PyByteArray_AS_STRING(blob), b.body.buf, b.body.len, &b.c,
+                positions);
+    for (Py_ssize_t i = 0; i < b.plan.count; i++) {
         PyObject *rel = PyLong_FromSsize_t(positions[i]);
         if (rel == NULL)
             goto done;
@@ -252,48 +282,22 @@ done:
     PyMem_Free(positions);
     Py_XDECREF(blob);
     Py_XDECREF(rels);
-    PyBuffer_Release(&body);
-    release_parts(&parts);
+    batch_call_release(&b);
     return result;
 }
 
 /*
- * check_wire_batch(body, topic_part, queue_id, sys_flag, born_timestamp, born_host, store_host,
- *                  reconsume_times, max_message_size, max_blob_size)
- *     -> (count, entries without a UNIQ_KEY) | None
+ * check_wire_batch(same arguments) -> (count, entries without a UNIQ_KEY) | None
  * The twin of stored.check_wire_batch_py: encode_wire_batch's checks and refusals, nothing
  * encoded.
  */
 static PyObject *py_check_wire_batch(PyObject *self, PyObject *args)
 {
-    Py_buffer body;
-    ContextParts parts;
-    StoreContext c;
-    int queue_id, sys_flag, reconsume;
-    long long born_ts;
-    Py_ssize_t max_message_size, max_blob_size;
-    if (!PyArg_ParseTuple(args, "y*y*iiLy*y*inn", &body, &parts.topic, &queue_id, &sys_flag,
-                          &born_ts, &parts.born, &parts.store, &reconsume, &max_message_size,
-                          &max_blob_size))
-        return NULL;
-    c.queue_id = queue_id;
-    c.sys_flag = sys_flag;
-    c.reconsume = reconsume;
-    c.born_ts = born_ts;
-    PyObject *result = NULL;
-    BatchPlan plan;
-    if (context_from(&c, &parts) < 0)
-        goto done;
-    batch_plan(body.buf, body.len, &c, max_message_size, max_blob_size, NULL, NULL, &plan);
-    if (plan.status == BATCH_ROUTED)
-        result = Py_NewRef(Py_None);
-    else if (plan.status != BATCH_OK)
-        raise_batch(&plan, max_message_size, max_blob_size);
-    else
-        result = Py_BuildValue("(nn)", plan.count, plan.without_uniq);
-done:
-    PyBuffer_Release(&body);
-    release_parts(&parts);
+    BatchCall b;
+    int planned = batch_call(args, &b);
+    PyObject *result = planned < 0 ? NULL : planned == 0 ? Py_NewRef(Py_None)
+                       : Py_BuildValue("(nn)", b.plan.count, b.plan.without_uniq);
+    batch_call_release(&b);
     return result;
 }
 
