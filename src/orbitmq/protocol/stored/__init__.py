@@ -20,7 +20,9 @@ What the module offers, by who needs it:
   ``encode_wire_single`` / ``encode_wire_batch`` (a send's properties text or batch body straight
   to stored form, no message object), ``encode_stored_message`` (one message, every field given);
   all but the last leave QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP to ``patch_positions``,
-  which the CommitLog calls under its lock once it knows where the bytes went.
+  which the CommitLog calls under its lock once it knows where the bytes went;
+  ``check_wire_batch``, ``encode_wire_batch``'s checks with nothing encoded (a transaction
+  batch, stored first as one half message and encoded at its commit).
 - scan and verify: ``scan`` (dispatch: what a queue entry and the index need of each message) and
   ``verify`` (recovery: the same checks, plus the offset field and the body CRC).
 - peek: ``peek`` / ``iter_peek``, every field but the body, for the filters and bulk readers.
@@ -35,9 +37,8 @@ to TOTALSIZE exactly, the topic (1..127 bytes of UTF-8 that can name a queue dir
 no NUL, not ``.`` or ``..``) and the properties rule. Readers of the body (recovery, decoding)
 check its CRC too; dispatch and the filters do not read it.
 
-The hot functions (``encode_wire_single``, ``encode_wire_batch``, ``patch_positions``, ``scan``,
-``stored_columns``)
-have a C twin in ``_speedups.c`` that takes the same arguments and gives the same bytes and the
+The hot functions (``encode_wire_single``, ``encode_wire_batch``, ``check_wire_batch``,
+``patch_positions``, ``scan``, ``stored_columns``) have a C twin in ``_speedups.c`` that takes the same arguments and gives the same bytes and the
 same refusals (tests/unit/test_stored_twins.py); ``*_py`` are the Python ones, and the module picks
 the C twin unless it is missing or ``ORBITMQ_PURE_PYTHON=1``.
 """
