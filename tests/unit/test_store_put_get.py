@@ -42,6 +42,23 @@ def test_put_then_get_returns_the_stored_bytes(store: MessageStore) -> None:
     assert store.max_physical_offset() == r2.append.wrote_offset + r2.append.wrote_bytes
 
 
+def test_a_peek_by_offset_has_every_field_but_the_body(store: MessageStore) -> None:
+    """What the transaction check reads of a copy it passes over: the properties and the
+    header, the body left where it lies."""
+    r = store.put([msg("T", 2, b"x" * 5000, TAGS="a", KEYS="k1 k2", REAL_TOPIC="R")])
+    assert r.append is not None
+    offset = r.append.wrote_offset
+    whole, head = store.look_message_by_offset(offset), store.peek_message_by_offset(offset)
+    assert whole is not None and head is not None
+    assert (head.topic, head.queue_id, head.queue_offset, head.physical_offset, head.properties,
+            head.body_len, head.total_size) == (whole.topic, whole.queue_id, whole.queue_offset,
+                                                whole.commit_log_offset, whole.properties, 5000,
+                                                whole.store_size)
+    assert store.peek_message_by_offset(offset, r.append.wrote_bytes) == head
+    assert store.peek_message_by_offset(offset + 1) is None  # not a message's start
+    assert store.peek_message_by_offset(r.append.wrote_offset + r.append.wrote_bytes) is None
+
+
 def test_batch_is_one_contiguous_write_with_consecutive_queue_offsets(store: MessageStore) -> None:
     store.put([msg("B", 0, b"first")])
     batch = [msg("B", 0, bytes([i]) * i, KEYS=f"k{i}") for i in range(10)]

@@ -526,6 +526,18 @@ class MessageStore:
         except RemoteProtocolError:
             return None
 
+    def peek_message_by_offset(self, commit_offset: int,
+                               size: int | None = None) -> stored.StoredPeek | None:
+        """Every field of the message at a commit log offset but its body (its bytes neither
+        copied nor touched); None when absent or not a message."""
+        raw = self.get_message_raw(commit_offset, size)
+        if raw is None:
+            return None
+        try:
+            return stored.peek(raw)
+        except RemoteProtocolError:
+            return None
+
     def get_commit_log_data(self, offset: int) -> memoryview | None:
         """Bytes from ``offset`` to the end of its segment's written part (replication)."""
         return self.commit_log.read_to_end(offset)

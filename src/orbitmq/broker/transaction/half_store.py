@@ -36,7 +36,7 @@ from orbitmq.protocol.message import (
     MessageSysFlag,
     PropertyKey,
 )
-from orbitmq.protocol.stored import encode_stored_message
+from orbitmq.protocol.stored import StoredPeek, encode_stored_message
 from orbitmq.store.message_inner import MessageInner
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ _BROKER_ONLY = (PropertyKey.TRANSACTION_PREPARED_QUEUE_OFFSET, PropertyKey.TRANS
                 PropertyKey.REAL_TOPIC, PropertyKey.REAL_QID, TRAN_OP, TRAN_BATCH)
 
 
-def origin_of(half: MessageExt) -> int:
+def origin_of(half: MessageExt | StoredPeek) -> int:
     """The transaction a half message copy belongs to (its first copy's half queue offset)."""
     raw = half.properties.get(PropertyKey.TRANSACTION_PREPARED_QUEUE_OFFSET)
     if raw is not None and raw.isdigit():
@@ -167,6 +167,14 @@ class HalfStore:
     def read_half(self, queue_offset: int) -> MessageExt | None:
         """Half queue entry ``queue_offset``; None when gone (retention) or unreadable."""
         return self._read_entry(TRANS_HALF_TOPIC, queue_offset)
+
+    def peek_half(self, queue_offset: int) -> StoredPeek | None:
+        """Half queue entry ``queue_offset`` without its body: enough to know its transaction
+        (``origin_of``); None when gone or unreadable."""
+        entry = self.store.queue_entry(TRANS_HALF_TOPIC, HALF_QUEUE_ID, queue_offset)
+        if entry is None:
+            return None
+        return self.store.peek_message_by_offset(entry[0], entry[1])
 
     def _read_entry(self, topic: str, queue_offset: int) -> MessageExt | None:
         entry = self.store.queue_entry(topic, HALF_QUEUE_ID, queue_offset)
