@@ -179,6 +179,15 @@ def _wire_context(topic: str, born_host: tuple[str, int],
             store_ip + store_host[1].to_bytes(4, "big"))
 
 
+def _wire_parts(topic: str, born_host: tuple[str, int],
+                store_host: tuple[str, int]) -> tuple[bytes, bytes, bytes]:
+    """``_wire_context``'s parts, or its refusal raised as RemoteProtocolError."""
+    ctx = _wire_context(topic, born_host, store_host)
+    if isinstance(ctx, str):
+        raise RemoteProtocolError(ctx)
+    return ctx
+
+
 def encode_wire_single(
     topic: str,
     queue_id: int,
@@ -201,9 +210,7 @@ def encode_wire_single(
         RemoteProtocolError: malformed or oversized properties, or a topic or host that cannot
             be stored; the message is the remark to answer with.
     """
-    ctx = _wire_context(topic, born_host, store_host)
-    if isinstance(ctx, str):
-        raise RemoteProtocolError(ctx)
+    ctx = _wire_parts(topic, born_host, store_host)
     raw = properties.encode("utf-8", "surrogatepass") if properties else b""
     blob = _encode_single(body, raw, flag, ctx[0], queue_id, sys_flag, born_timestamp, ctx[1],
                           ctx[2], reconsume_times)
@@ -235,9 +242,7 @@ def encode_wire_batch(
             batch, a body over ``max_message_size``, more than ``max_blob_size`` bytes in stored
             form, or a topic or host that cannot be stored.
     """
-    ctx = _wire_context(topic, born_host, store_host)
-    if isinstance(ctx, str):
-        raise RemoteProtocolError(ctx)
+    ctx = _wire_parts(topic, born_host, store_host)
     out = _encode_batch(body, ctx[0], queue_id, sys_flag, born_timestamp, ctx[1], ctx[2],
                         reconsume_times, max_message_size, max_blob_size)
     if out is None:
@@ -265,9 +270,7 @@ def check_wire_batch(
     Raises:
         RemoteProtocolError: as ``encode_wire_batch``.
     """
-    ctx = _wire_context(topic, born_host, store_host)
-    if isinstance(ctx, str):
-        raise RemoteProtocolError(ctx)
+    ctx = _wire_parts(topic, born_host, store_host)
     return _check_batch(body, ctx[0], queue_id, sys_flag, born_timestamp, ctx[1], ctx[2],
                         reconsume_times, max_message_size, max_blob_size)
 
