@@ -1,7 +1,8 @@
 """One-at-a-time SYNC_FLUSH sends, side by side: OrbitMQ trees and Redis ``appendfsync always``.
 
-    .venv/bin/python bench/sync_latency_bench.py [--tree NAME=SRC_DIR ...] [--redis]
-        [--rounds 3] [-n 3000] [--strace] [--workload sync|p4] [--warm N] [--fill]
+    .venv/bin/python bench/sync_latency_bench.py [--tree NAME=SRC_DIR ...] [--redis] [--nats]
+        [--flush SYNC_FLUSH|ASYNC_FLUSH] [--rounds 3] [-n 3000] [--strace] [--workload sync|p4]
+        [--warm N] [--fill]
 
 Starts one ``orbitmq standalone --flush-disk-type SYNC_FLUSH`` per ``--tree`` (each with its own
 ``PYTHONPATH``: a baseline copy of ``src/`` next to the working tree) and, with ``--redis``,
@@ -11,6 +12,8 @@ every system alike. Per run it prints the latencies, the server's CPU per messag
 ticks of the process, all threads) and, with ``--strace``, the server's syscalls per message
 (``strace -c -f`` attached for the run: the count, not the time, is the figure to read; strace
 slows every syscall). ``--workload p4`` runs ``-p 4 -w 1000`` instead (throughput).
+``--flush ASYNC_FLUSH`` starts the brokers that way instead, next to NATS JetStream with
+``--nats``: `make bench`'s ASYNC one-at-a-time line.
 
 Not a test and not part of ``make bench``: the tool of bench/PROFILE.md's SYNC_FLUSH latency
 section.
@@ -71,11 +74,11 @@ def disk_sync_latency(base: str, rounds: int = 2000) -> str:
     return f"disk write+fdatasync 1 KiB: p50={p50:.0f} p99={p99:.0f} us (p99/p50 {p99 / p50:.1f})"
 
 
-def _orbitmq(name: str, src: str, base: str) -> sysmod.System:
+def _orbitmq(name: str, src: str, base: str, flush: str) -> sysmod.System:
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src
     try:
-        system = sysmod.orbitmq("SYNC_FLUSH", base)
+        system = sysmod.orbitmq(flush, base)
     finally:
         if old is None:
             os.environ.pop("PYTHONPATH", None)
@@ -134,6 +137,9 @@ def main() -> None:
     ap.add_argument("--tree", action="append", default=[],
                     help="NAME=SRC_DIR: an OrbitMQ tree (PYTHONPATH) to start; repeatable")
     ap.add_argument("--redis", action="store_true", help="Redis appendfsync always as well")
+    ap.add_argument("--nats", action="store_true", help="NATS JetStream as well (the ASYNC peer)")
+    ap.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH",
+                    help="the OrbitMQ brokers' flush type")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-n", type=int, default=3000, help="sends per run")
     ap.add_argument("--maxsec", type=int, default=10)
@@ -153,9 +159,11 @@ def main() -> None:
     started: list[sysmod.System] = []
     try:
         for name, src in trees:
-            started.append(_orbitmq(name, src, base))
+            started.append(_orbitmq(name, src, base, opts.flush))
         if opts.redis:
             started += sysmod.redis(["always"], sysmod.peer_python() or sys.executable)
+        if opts.nats:
+            started.append(sysmod.nats(sysmod.peer_python() or sys.executable))
         for system in started:
             if opts.warm and system.kind == "rocketmq":
                 subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", "-n", str(opts.warm), "-p", "1",

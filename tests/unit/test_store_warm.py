@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import struct
 import sys
 import threading
 from collections.abc import Callable
@@ -11,7 +14,8 @@ from pathlib import Path
 import pytest
 from store_fixtures import bodies, config, msg
 
-from orbitmq.store import MessageStore
+from orbitmq.config import FlushDiskType
+from orbitmq.store import MessageStore, warm
 from orbitmq.store.file_ops import OsFileOps
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.warm import PageWarmService
@@ -141,3 +145,119 @@ def test_the_appenders_release_passes_a_segment_being_warmed(tmp_path: Path) -> 
             assert _resident_kib(mf.path) >= before - 64, "released under a populate step"
         store.commit_log.release_cold_pages(hot_bytes=0)  # the release thread's call waits its turn
         assert _resident_kib(mf.path) <= before - 4096
+
+
+_FIEMAP = 0xC020660B  # FS_IOC_FIEMAP
+_EXTENT_UNWRITTEN = 0x800
+_EXTENT_LAST = 0x1
+
+
+def _unwritten(path: str) -> list[tuple[int, int]]:
+    """The file's [start, end) ranges allocated but never written (fallocate's), by FIEMAP;
+    skips the test where the file system cannot tell."""
+    ranges: list[tuple[int, int]] = []
+    start, count = 0, 64
+    with open(path, "rb") as f:
+        while True:
+            request = bytearray(struct.pack("=QQIIII", start, 2**64 - 1 - start, 0, 0, count, 0))
+            request += bytes(56 * count)
+            try:
+                fcntl.ioctl(f.fileno(), _FIEMAP, request)
+            except OSError as e:
+                pytest.skip(f"no FIEMAP here: {e}")
+            mapped = struct.unpack_from("=I", request, 20)[0]
+            last = 0
+            for i in range(mapped):
+                logical, _, length = struct.unpack_from("=QQQ", request, 32 + 56 * i)
+                flags = struct.unpack_from("=I", request, 32 + 56 * i + 40)[0]
+                if flags & _EXTENT_UNWRITTEN:
+                    ranges.append((logical, logical + length))
+                last = flags
+                start = logical + length
+            if mapped < count or last & _EXTENT_LAST:
+                return ranges
+
+
+def _sync_store(tmp_path: Path) -> MessageStore:
+    cfg = config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                 mapped_file_size_commitlog=16 << 20)
+    return MessageStore(cfg, run_threads=False)
+
+
+@linux
+def test_under_sync_flush_the_window_ahead_is_written_before_the_writer_gets_there(
+        tmp_path: Path) -> None:
+    """The sends of a lone producer find their blocks written (zeros, synced): their own syncs
+    write their page and have no block to record as written (warm.py)."""
+    with _sync_store(tmp_path) as store:
+        assert store.page_warm.sync_ahead and store.page_warm.ahead == warm.SYNC_AHEAD
+        assert store.put([msg(body=b"x" * 1000)]).ok
+        mf = store.commit_log.mfq.files[-1]
+        if not _unwritten(mf.path):
+            pytest.skip("this file system allocates no unwritten blocks")
+        flushed = mf.flushed_position
+        store.page_warm.run_once()
+        window_end = mf.wrote_position + warm.SYNC_AHEAD
+        unwritten = _unwritten(mf.path)
+        assert unwritten and all(start >= window_end - 4096 for start, _ in unwritten)
+        assert unwritten[-1][1] == mf.file_size  # past the window, as fallocate left it
+        assert mf.flushed_position == flushed, "durability is the flushes' to claim"
+        store.run_services_once()
+        assert bodies(store.get_message("g", "T", 0, 0, 32)) == [b"x" * 1000]
+
+
+@linux
+def test_a_fast_writer_gets_no_synced_window(tmp_path: Path) -> None:
+    """Groups of many producers' sends record the blocks once a sync: zeros synced ahead of
+    them would only double the bytes written."""
+    now = [100.0]
+    with _sync_store(tmp_path) as store:
+        service = PageWarmService(store.commit_log, sync_ahead=True, clock=lambda: now[0])
+        assert store.put([msg(body=b"x" * 1000)]).ok
+        mf = store.commit_log.mfq.files[-1]
+        if not _unwritten(mf.path):
+            pytest.skip("this file system allocates no unwritten blocks")
+        mf.hold_descriptor(True)  # what SmallFolios does for the writer's syncs
+        service.run_once()  # the first round has no rate to go by: it warms
+        window_end = _unwritten(mf.path)[0][0]
+        assert window_end >= mf.wrote_position + warm.SYNC_AHEAD - 4096
+        while mf.wrote_position < window_end + (2 << 20):  # 3 MiB in 10 ms: 300 MB/s
+            assert store.put([msg(body=b"y" * 30_000)]).ok
+        now[0] += 0.01
+        service.run_once()
+        assert _unwritten(mf.path)[0][0] == window_end, "nothing synced ahead of a fast writer"
+        assert service.wake_at == mf.file_from_offset + mf.wrote_position + 8 * warm.SYNC_AHEAD
+        now[0] += 10.0  # slow again: a few bytes in 10 s
+        assert store.put([msg(body=b"z" * 1000)]).ok
+        service.run_once()
+        assert _unwritten(mf.path)[0][0] >= mf.wrote_position + warm.SYNC_AHEAD - 4096
+        mf.hold_descriptor(False)
+
+
+@linux
+def test_a_failed_sync_ahead_has_the_writers_next_flush_write_its_range_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed write-back leaves the pages it tried clean, the writer's unsynced ones among
+    them: the writer's next flush marks its range dirty again before it syncs."""
+    from orbitmq.store import file_ops
+
+    with _sync_store(tmp_path) as store:
+        assert store.put([msg(body=b"x" * 1000)]).ok
+        mf = store.commit_log.mfq.files[-1]
+        mf.hold_descriptor(True)
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "write-back failed")
+
+        monkeypatch.setattr(file_ops.os, "fdatasync", failing)
+        with pytest.raises(OSError):
+            store.page_warm.run_once()
+        monkeypatch.undo()
+        dirtied: list[tuple[int, int]] = []
+        region = type(mf._region)
+        mark_dirty = region.mark_dirty
+        monkeypatch.setattr(region, "mark_dirty", lambda self, start, end: (
+            dirtied.append((start, end)), mark_dirty(self, start, end)))
+        assert mf.flush() == mf.wrote_position
+        assert dirtied == [(0, mf.wrote_position)]
+        mf.hold_descriptor(False)

@@ -261,6 +261,26 @@ class OsRegion:
         finally:
             os.close(fd)
 
+    def sync_apart(self) -> bool:
+        """``fdatasync`` of the file through a descriptor opened for this call, for a thread
+        other than the writer's (the page warming ahead of it); False, nothing done, unless
+        the region holds a descriptor for the writer's syncs. Linux reports a failed
+        write-back once to each open file: the writer's own held descriptor still gets the
+        report of a failure this sync met (and MappedFile.flush then marks its range dirty
+        again), where a descriptor opened for its next sync, after this one saw the error,
+        would not."""
+        if self._fd < 0:
+            return False
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:  # deleted meanwhile: nothing ahead of a writer to sync
+            return False
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        return True
+
     def drop_cached(self, start: int, end: int) -> None:
         """Ask the kernel to drop the file's pages [start, end) from the page cache
         (POSIX_FADV_DONTNEED). Only clean pages that no process maps go; dirty ones stay until

@@ -107,12 +107,17 @@ class SmallFolios:
     def __init__(self, commit_log: CommitLog) -> None:
         self._files = lambda: commit_log.mfq.files
         self._current: MappedFile | None = None
+        self._lock = threading.Lock()  # the sync rounds' thread and the page warming's
 
     def check(self) -> None:
         """Advise the newest segment when it changed (a check per sync round: cheap)."""
         files = self._files()
         newest = files[-1] if files else None
-        if newest is not self._current:
+        if newest is self._current:
+            return
+        with self._lock:
+            if newest is self._current:
+                return
             if self._current is not None:
                 _advise(self._current, mmap.MADV_NORMAL)
                 _hold(self._current, False)

@@ -214,6 +214,27 @@ class MappedFile:
                 return False
             return bool(populate(start, min(end, self.file_size)))
 
+    def sync_apart(self) -> bool:
+        """Sync the file's written pages from a thread other than the writer's (see
+        OsRegion.sync_apart), positions left as they are: the flushes own those. False when
+        the region cannot, holds no descriptor for the writer, or the segment is gone.
+
+        Raises:
+            OSError: the sync failed; the writer's next ``flush`` marks its range dirty again
+                (a failed write-back leaves the pages it tried clean, the writer's among them).
+        """
+        sync_apart = getattr(self._region, "sync_apart", None)
+        if sync_apart is None:
+            return False
+        with self._map_lock:  # against close
+            if self.destroyed:
+                return False
+            try:
+                return bool(sync_apart())
+            except OSError:
+                self._sync_failed = True  # a flag, not _io_lock: that lock comes first (destroy)
+                raise
+
     def hold_descriptor(self, hold: bool) -> None:
         """Have the region keep (or stop keeping) a descriptor open for its syncs (see
         OsRegion.hold_descriptor); nothing for a region that cannot, or a closed segment."""

@@ -157,10 +157,10 @@ class MessageStore:
         self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         flush_gate = RetryGate(self.flags, Condition.FLUSH_FAILED)
+        small_folios = SmallFolios(self.commit_log).check if self.sync_flush else None
         self.group_commit = GroupCommitService(  # SYNC_FLUSH: a sync every few appends, kept small
             self.commit_log, config.sync_flush_timeout_ms, gate=flush_gate,
-            periodic=self.sync_flush,
-            before_sync=SmallFolios(self.commit_log).check if self.sync_flush else None)
+            periodic=self.sync_flush, before_sync=small_folios)
         self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms,
                                              gate=flush_gate)
         self.flush_consume_queue = FlushConsumeQueueService(
@@ -173,7 +173,8 @@ class MessageStore:
         # its consumer offsets); None: unknown, so no page is dropped (see _drop_read_pages).
         self.unread_floor: Callable[[], int] | None = None
         self._drop_checked_to = 0  # _drop_read_pages' last candidate end
-        self.page_warm = PageWarmService(self.commit_log)
+        self.page_warm = PageWarmService(self.commit_log, sync_ahead=self.sync_flush,
+                                         before_warm=small_folios)
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
             self.index.delete_expired if self.index is not None else None,
@@ -200,12 +201,11 @@ class MessageStore:
         return self._running
 
     def _services(self) -> list:
-        # The group commit serves durability waits under either flush type (see flush.py).
-        # Pre-faulting dirties the pages it maps (as a write would), so under SYNC_FLUSH the next
-        # fdatasync would write megabytes of zeros ahead of the data: only for ASYNC_FLUSH.
-        pace = [] if self.sync_flush else [self.async_flush, self.page_warm]
+        # The group commit serves durability waits under either flush type (see flush.py); the
+        # page warming syncs what it warms under SYNC_FLUSH (warm.py).
+        pace = [] if self.sync_flush else [self.async_flush]
         return [self.dispatcher, self.group_commit, self.flush_consume_queue, self.clean_service,
-                self.page_release, *pace]
+                self.page_release, self.page_warm, *pace]
 
     def start(self) -> None:
         """Lock the store directory, load, recover (see recovery.py), write the abort file, start
