@@ -13,10 +13,10 @@ first sync of data in such a block also has the file system record the block as 
 second write inside the same ``fdatasync``. A lone producer's send paid it once per 4 KiB page;
 with the window synced ahead each send's sync writes its page and nothing else (one SYNC_FLUSH
 broker with and one without, 8 alternated rounds of 5,000 sends one at a time after `make
-bench`'s other publishing: p50 225 -> 184 us, p90 378 -> 270, broker CPU a send 168 -> 148 us).
-Only while the writer is slow, below ``SYNC_AHEAD_RATE_MAX_MB_S``: many producers' sends
+bench`'s other publishing: p50 225.5 -> 184.5 us, p90 374 -> 269, broker CPU a send 168 -> 147
+us). Only while the writer is slow, below ``SYNC_AHEAD_RATE_MAX_MB_S``: many producers' sends
 share each sync, which then records the blocks once for the whole group, and zeroing ahead of
-them doubled the bytes the disk wrote and took 20 % off their throughput.
+them too wrote 1.6x the bytes and took a fifth off their throughput.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = ["PageWarmService"]
 log = logging.getLogger(__name__)
 
 STEP = 256 * 1024  # per populate call: a flush waiting on the segment's lock waits ~50 us at most
+AHEAD = 8 * 1024 * 1024  # the window under ASYNC_FLUSH
 SYNC_AHEAD = 1024 * 1024  # the window under SYNC_FLUSH: a lone producer's ~0.2 s of sends
 SYNC_AHEAD_RATE_MAX_MB_S = 16  # faster appends skip the synced window (module docstring)
 
@@ -45,19 +46,20 @@ class PageWarmService(ServiceThread):
     comparison per put); the service then warms up to ``ahead`` bytes past the position. It
     stops trying for good when the region cannot populate (not Linux 5.14+, or a simulated disk).
 
-    ``sync_ahead`` (SYNC_FLUSH): the window is ``SYNC_AHEAD``, each step synced once populated
-    (MappedFile.sync_apart), while the writer appends below ``SYNC_AHEAD_RATE_MAX_MB_S``;
-    ``before_warm`` runs first each round (SmallFolios.check: the segment's pages advised to
-    stay 4 KiB, so that a send's sync writes only its page, and a descriptor held for them).
+    ``sync_ahead`` (SYNC_FLUSH): the window (``ahead``) is ``SYNC_AHEAD`` unless given, each
+    step synced once populated (MappedFile.sync_apart), while the writer appends below
+    ``SYNC_AHEAD_RATE_MAX_MB_S``; ``before_warm`` runs first each round (SmallFolios.check:
+    the segment's pages advised to stay 4 KiB, so that a send's sync writes only its page, and
+    a descriptor held for them).
     """
 
-    def __init__(self, commit_log: CommitLog, ahead: int = 8 * 1024 * 1024, *,
+    def __init__(self, commit_log: CommitLog, ahead: int | None = None, *,
                  sync_ahead: bool = False, before_warm: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__("orbitmq-warm-commitlog", 1.0)
         self.commit_log = commit_log
         self.sync_ahead = sync_ahead
-        self.ahead = SYNC_AHEAD if sync_ahead else ahead
+        self.ahead = ahead if ahead is not None else SYNC_AHEAD if sync_ahead else AHEAD
         self._before_warm = before_warm
         self._clock = clock
         self.enabled = True
