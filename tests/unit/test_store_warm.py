@@ -225,7 +225,9 @@ def test_a_fast_writer_gets_no_synced_window(tmp_path: Path) -> None:
             assert store.put([msg(body=b"y" * 30_000)]).ok
         now[0] += 0.01
         service.run_once()
-        assert _unwritten(mf.path)[0][0] == window_end, "nothing synced ahead of a fast writer"
+        # nothing synced ahead of a fast writer (the kernel may write back its own pages)
+        last_start, last_end = _unwritten(mf.path)[-1]
+        assert last_start <= -(-mf.wrote_position // 4096) * 4096 and last_end == mf.file_size
         assert service.wake_at == mf.file_from_offset + mf.wrote_position + 8 * warm.SYNC_AHEAD
         now[0] += 10.0  # slow again: a few bytes in 10 s
         assert store.put([msg(body=b"z" * 1000)]).ok
