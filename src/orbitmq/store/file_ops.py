@@ -251,15 +251,10 @@ class OsRegion:
             os.fdatasync(self._fd)  # the whole file: a superset of [start, end)
             return
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            self._sync_by_path()  # the whole file: a superset of [start, end)
         except FileNotFoundError:  # deleted meanwhile: msync still reaches the mapped pages
             aligned = start - start % mmap.PAGESIZE
             self.buf.flush(aligned, end - aligned)
-            return
-        try:
-            os.fdatasync(fd)  # the whole file: a superset of [start, end)
-        finally:
-            os.close(fd)
 
     def sync_apart(self) -> bool:
         """``fdatasync`` of the file through a descriptor opened for this call, for a thread
@@ -272,14 +267,19 @@ class OsRegion:
         if self._fd < 0:
             return False
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            self._sync_by_path()
         except FileNotFoundError:  # deleted meanwhile: nothing ahead of a writer to sync
             return False
+        return True
+
+    def _sync_by_path(self) -> None:
+        """``fdatasync`` through a descriptor opened for it (FileNotFoundError: the file is
+        gone)."""
+        fd = os.open(self.path, os.O_RDWR)
         try:
             os.fdatasync(fd)
         finally:
             os.close(fd)
-        return True
 
     def drop_cached(self, start: int, end: int) -> None:
         """Ask the kernel to drop the file's pages [start, end) from the page cache

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from orbitmq.config import FlushDiskType, StoreConfig, parse_delay_levels_ms
 from orbitmq.errors import ClientError, RemoteProtocolError, StoreError
@@ -96,6 +96,13 @@ INLINE_DISPATCH_MAX = 1024  # messages ``wake`` dispatches in the caller's threa
 RELEASE_STEP_BYTES = 32 * 1024 * 1024
 
 
+_Parsed = TypeVar("_Parsed")
+
+
+def _decode_unchecked(raw: memoryview) -> MessageExt:
+    return decode_stored_message(raw, check_crc=False)
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -157,10 +164,10 @@ class MessageStore:
         self.dispatcher.space_gate = RetryGate(self.flags, Condition.DISPATCH_STALLED)
         self.sync_flush = config.flush_disk_type == FlushDiskType.SYNC_FLUSH
         flush_gate = RetryGate(self.flags, Condition.FLUSH_FAILED)
-        small_folios = SmallFolios(self.commit_log).check if self.sync_flush else None
+        keep_small_folios = SmallFolios(self.commit_log).check if self.sync_flush else None
         self.group_commit = GroupCommitService(  # SYNC_FLUSH: a sync every few appends, kept small
             self.commit_log, config.sync_flush_timeout_ms, gate=flush_gate,
-            periodic=self.sync_flush, before_sync=small_folios)
+            periodic=self.sync_flush, before_sync=keep_small_folios)
         self.async_flush = AsyncFlushService(self.commit_log, config.flush_interval_commitlog_ms,
                                              gate=flush_gate)
         self.flush_consume_queue = FlushConsumeQueueService(
@@ -174,7 +181,7 @@ class MessageStore:
         self.unread_floor: Callable[[], int] | None = None
         self._drop_checked_to = 0  # _drop_read_pages' last candidate end
         self.page_warm = PageWarmService(self.commit_log, sync_ahead=self.sync_flush,
-                                         before_warm=small_folios)
+                                         before_warm=keep_small_folios)
         self.clean_service = CleanService(
             config, self.commit_log, self._consume_queues,
             self.index.delete_expired if self.index is not None else None,
@@ -518,23 +525,21 @@ class MessageStore:
 
     def look_message_by_offset(self, commit_offset: int, size: int | None = None) -> MessageExt | None:
         """Decode the message at a commit log offset; None when absent or not a message."""
-        raw = self.get_message_raw(commit_offset, size)
-        if raw is None:
-            return None
-        try:
-            return decode_stored_message(raw, check_crc=False)
-        except RemoteProtocolError:
-            return None
+        return self._parse_at(commit_offset, size, _decode_unchecked)
 
     def peek_message_by_offset(self, commit_offset: int,
                                size: int | None = None) -> stored.StoredPeek | None:
         """Every field of the message at a commit log offset but its body (its bytes neither
         copied nor touched); None when absent or not a message."""
+        return self._parse_at(commit_offset, size, stored.peek)
+
+    def _parse_at(self, commit_offset: int, size: int | None,
+                  parse: Callable[[memoryview], _Parsed]) -> _Parsed | None:
         raw = self.get_message_raw(commit_offset, size)
         if raw is None:
             return None
         try:
-            return stored.peek(raw)
+            return parse(raw)
         except RemoteProtocolError:
             return None
 

@@ -112,7 +112,7 @@ class TransactionCheckService:
             # which, and their bodies (a batch's: up to 4 MiB) are not read.
             head = svc.half.peek_half(svc.progress)
             if head is not None and svc.table.state_of(origin_of(head)) is HalfState.PENDING:
-                half = svc.half.read_half(svc.progress)
+                half = svc.half.read_at(head.physical_offset, head.total_size)
                 if half is not None and self._step(half, now, done) is _Step.STOP:
                     break
             svc.progress += 1

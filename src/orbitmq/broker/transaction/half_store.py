@@ -158,11 +158,12 @@ class HalfStore:
         )
 
     # -- reading --------------------------------------------------------------------------------
-    def read_at(self, commit_log_offset: int) -> MessageExt | None:
-        """The message at a commit log offset (None when absent or not a message)."""
+    def read_at(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
+        """The message at a commit log offset (None when absent or not a message); ``size``
+        when known (a peek's ``total_size``), else read from its header."""
         if commit_log_offset < 0:
             return None
-        return self.store.look_message_by_offset(commit_log_offset)
+        return self.store.look_message_by_offset(commit_log_offset, size)
 
     def read_half(self, queue_offset: int) -> MessageExt | None:
         """Half queue entry ``queue_offset``; None when gone (retention) or unreadable."""
@@ -170,7 +171,8 @@ class HalfStore:
 
     def peek_half(self, queue_offset: int) -> StoredPeek | None:
         """Half queue entry ``queue_offset`` without its body: enough to know its transaction
-        (``origin_of``); None when gone or unreadable."""
+        (``origin_of``), and where to read it whole (``read_at``); None when gone or
+        unreadable."""
         entry = self.store.queue_entry(TRANS_HALF_TOPIC, HALF_QUEUE_ID, queue_offset)
         if entry is None:
             return None
