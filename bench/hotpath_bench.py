@@ -121,13 +121,25 @@ def chunks(frames: list[bytes], per: int) -> list[bytes]:
     return [b"".join(frames[i : i + per]) for i in range(0, len(frames), per)]
 
 
+def received(conn: RemotingConnection, data: bytes) -> None:
+    """``data`` handed to the connection as a socket read hands it: copied into the buffer
+    ``get_buffer`` lends, then ``buffer_updated`` (more than one round when it does not fit)."""
+    view = memoryview(data)
+    while view:
+        buf = conn.get_buffer(len(view))
+        n = min(len(buf), len(view))
+        buf[:n] = view[:n]
+        conn.buffer_updated(n)
+        view = view[n:]
+
+
 async def feed(conn: RemotingConnection, reads: list[bytes]) -> None:
-    """Each read goes in as one data_received, like a socket read; the loop runs between reads
-    (responses flushed, SYNC_FLUSH waiters resumed)."""
+    """Each read goes in as one socket read would; the loop runs between reads (responses
+    flushed, SYNC_FLUSH waiters resumed)."""
     for data in reads:
         while conn._paused:  # in-flight limit reached (SYNC_FLUSH): wait as TCP would
             await asyncio.sleep(0)
-        conn.data_received(data)
+        received(conn, data)
         await asyncio.sleep(0)
     while conn._in_flight or conn._flush_scheduled:
         await asyncio.sleep(0.0005)
