@@ -154,7 +154,7 @@ def measure(label: str, messages: int, run: Callable[[], Any], profile: bool) ->
     if prof is not None:
         prof.disable()
     us = (time.process_time() - t0) / messages * 1e6
-    print(f"{label:<44} {us:8.1f} us CPU/msg  ({messages} msgs)")
+    print(f"{label:<44} {us:8.2f} us CPU/msg  ({messages} msgs)")
     if prof is not None:
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
@@ -270,7 +270,7 @@ def main() -> None:
     results = run_broker(args)
     if args.only is None:
         results.update(run_sink(args))
-    print({k: round(v, 1) for k, v in results.items()}, file=sys.stderr)
+    print({k: round(v, 2) for k, v in results.items()}, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -374,6 +374,26 @@ def test_a_run_the_commit_log_cannot_slice_whole_is_read_message_by_message(
     assert len(runs.buffers) == 6
 
 
+def test_a_queue_entry_of_negative_size_is_passed_over(store: MessageStore) -> None:
+    """A damaged queue entry whose size is negative is passed over as a blank one by every
+    read (it had read as a slice to the end of the commit log segment): like a blank, it ends
+    a read that has messages, and the next read passes over it to the entries after it."""
+    store.put([msg("N", 0, bytes([i]) * 50) for i in range(4)])
+    assert store.wait_dispatched()
+    cq = store._find_or_create_cq("N", 0)
+    mf = cq.mfq.files[0]
+    from orbitmq.store.consume_queue import CQ_ENTRY
+
+    phy, _, tags = CQ_ENTRY.unpack_from(mf.buf, 1 * CQ_ENTRY.size)
+    CQ_ENTRY.pack_into(mf.buf, 1 * CQ_ENTRY.size, phy, -1, tags)
+    for offset, want, next_offset in ((0, (0,), 1), (1, (2, 3), 4)):
+        plain = store.get_message("g", "N", 0, offset, 32)
+        assert plain.status is GetMessageStatus.FOUND
+        assert plain.next_begin_offset == next_offset
+        assert bodies(plain) == [bytes([i]) * 50 for i in want]
+        _same_read(plain, store.get_message("g", "N", 0, offset, 32, runs=True))
+
+
 def test_a_damaged_queue_entry_reads_as_message_by_message(store: MessageStore) -> None:
     """A queue entry whose physical offset is negative (a damaged queue file) is never trusted
     for a slice: the read in runs answers what the read message by message answers."""

@@ -506,11 +506,13 @@ error:
 
 /*
  * queue_runs(entries, count_max, bytes_max, max_physical_end) -> (runs, scanned, count, total,
- * last, held_back_end): queue_reader.queue_runs_py, the unfiltered read of a queue's entries
- * (20 bytes each: physical offset i64, size i32, tags code i64, big-endian), with every message
- * that starts where the one before it ended joined to its run. ``runs`` is a list of
- * (commit log offset, length); max_physical_end < 0 means none. An entry with a negative
- * offset, or whose end overflows, raises ValueError: a damaged entry is never sliced.
+ * last, held_back_end): the walk of queue_reader._walk_native, the unfiltered read of a queue's
+ * entries (20 bytes each: physical offset i64, size i32, tags code i64, big-endian), with every
+ * message that starts where the one before it ended joined to its run (queue_reader._walk_py
+ * is the one-pass Python read, compared with this one). ``runs`` is a list of (commit log
+ * offset, length); max_physical_end < 0 means none. The size is read unsigned, so that an entry
+ * of negative size is passed over as a blank one (a size of 0x7FFFFFFF or more); an entry with
+ * a negative offset, or whose end overflows, raises ValueError: a damaged entry is never sliced.
  */
 static int append_run(PyObject *runs, long long start, long long end)
 {
@@ -538,10 +540,10 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *e = p + i * CQ_ENTRY_SIZE;
         long long phy = get_i64(e);
-        int32_t size = get_i32(e + 8);
+        uint32_t size = (uint32_t)get_i32(e + 8);  /* a negative size reads as 2^31 or more */
         if (count && (count >= count_max || total + size > bytes_max))
             break;
-        if (size == CQ_BLANK_SIZE) {
+        if (size >= CQ_BLANK_SIZE) {  /* blank, or damaged: passed over */
             scanned++;
             continue;
         }
@@ -551,7 +553,7 @@ static PyObject *py_queue_runs(PyObject *self, PyObject *args)
         }
         long long end;
         if (__builtin_add_overflow(phy, (long long)size, &end)) {
-            PyErr_Format(PyExc_ValueError, "queue entry %zd: offset %lld + size %d overflows",
+            PyErr_Format(PyExc_ValueError, "queue entry %zd: offset %lld + size %u overflows",
                          i, phy, size);
             goto done;
         }

@@ -27,11 +27,15 @@ from orbitmq.store.file_ops import FileOps, StoreSpaceError
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.mapped_file_queue import MappedFileQueue
 
-__all__ = ["ConsumeQueue", "CQ_ENTRY", "CQ_ENTRY_SIZE", "BLANK_ENTRY_SIZE_FIELD"]
+__all__ = ["ConsumeQueue", "CQ_ENTRY", "CQ_ENTRY_UNSIGNED_SIZE", "CQ_ENTRY_SIZE",
+           "BLANK_ENTRY_SIZE_FIELD"]
 
 log = logging.getLogger(__name__)
 
 CQ_ENTRY = struct.Struct(">qiq")
+# The same, the size read unsigned: a damaged entry's negative size reads as 2^31 or more, so
+# one comparison with the blank's size passes over both (store/queue_reader.py).
+CQ_ENTRY_UNSIGNED_SIZE = struct.Struct(">qIq")
 CQ_ENTRY_SIZE = 20
 BLANK_ENTRY_SIZE_FIELD = 0x7FFFFFFF  # size of a filler entry (RocketMQ's blank), never read
 _ZERO_ENTRY = bytes(CQ_ENTRY_SIZE)

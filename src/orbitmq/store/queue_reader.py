@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.config import StoreConfig
@@ -10,8 +9,7 @@ from orbitmq.protocol.native import NATIVE
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import (
     BLANK_ENTRY_SIZE_FIELD,
-    CQ_ENTRY,
-    CQ_ENTRY_SIZE,
+    CQ_ENTRY_UNSIGNED_SIZE,
     ConsumeQueue,
 )
 from orbitmq.store.status import GetMessageResult, GetMessageStatus
@@ -19,57 +17,14 @@ from orbitmq.store.status import GetMessageResult, GetMessageStatus
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageFilter
 
-__all__ = ["read_queue", "queue_runs", "queue_runs_py"]
+__all__ = ["read_queue"]
 
 FILTER_ENTRIES_MIN = 800  # RocketMQ scans at least 16,000 bytes of queue entries per pull
-_OFFSET_MAX = 2**63 - 1
+_NO_RUN = 2**64  # where no message ends: no entry's offset (an int64) is it
 
-Walk = tuple[list[tuple[int, int]], int, int, int, int, int]
-
-
-def queue_runs_py(entries: Any, count_max: int, bytes_max: int, max_physical_end: int) -> Walk:
-    """An unfiltered read's walk over queue entries: (runs, scanned, count, total, last,
-    held_back_end), ``runs`` the (commit log offset, length) of each run of messages lying back
-    to back, the rest as ``read_queue`` counts them; ``max_physical_end`` < 0 for none. The
-    C twin (``NATIVE.queue_runs``) returns the same, and raises ValueError as here for a damaged
-    entry (a negative offset, or an end outside int64); bytes after the last whole entry are
-    ignored."""
-    runs: list[tuple[int, int]] = []
-    scanned = count = total = 0
-    last = held = run_start = run_end = -1
-    view = memoryview(entries)
-    whole = view[: len(view) - len(view) % CQ_ENTRY_SIZE]
-    for i, (phy, size, _tags) in enumerate(CQ_ENTRY.iter_unpack(whole)):
-        if count and (count >= count_max or total + size > bytes_max):
-            break
-        if size == BLANK_ENTRY_SIZE_FIELD:
-            scanned += 1
-            continue
-        if phy < 0:
-            raise ValueError(f"queue entry {i}: negative offset {phy}")
-        end = phy + size
-        if not -_OFFSET_MAX - 1 <= end <= _OFFSET_MAX:
-            raise ValueError(f"queue entry {i}: offset {phy} + size {size} overflows")
-        if 0 <= max_physical_end < end:
-            held = end
-            break
-        scanned += 1
-        if phy == run_end:
-            run_end = end
-        else:
-            if run_end >= 0:
-                runs.append((run_start, run_end - run_start))
-            run_start, run_end = phy, end
-        count += 1
-        total += size
-        last = phy
-    if run_end >= 0:
-        runs.append((run_start, run_end - run_start))
-    return runs, scanned, count, total, last, held
-
-
-queue_runs: Callable[[Any, int, int, int], Walk] = (
-    NATIVE.queue_runs if NATIVE is not None else queue_runs_py)
+# The Python path reads message by message and joins runs as it goes: a walk over the entries
+# before the reads costs more in Python than it saves where messages do not lie back to back.
+_RUNS_IN_C = NATIVE is not None
 
 
 def read_queue(
@@ -126,19 +81,20 @@ def read_queue(
     else:
         count_max = min(max_msg_nums, config.max_transfer_count_on_message_in_memory)
         bytes_max = config.max_transfer_bytes_on_message_in_memory
-    if runs and message_filter is None and _read_runs(result, entries, commit_log, count_max,
-                                                      bytes_max, max_physical_end):
+    if (runs and message_filter is None and _RUNS_IN_C
+            and _read_runs_in_c(result, entries, commit_log, count_max, bytes_max,
+                                max_physical_end)):
         return result
-    total = 0
-    scanned = 0
+    read = commit_log.read
+    total = scanned = count = 0
     skip_below = -1  # commit log offsets in a segment found deleted
     removing = False
     last = -1
-    starts: list[int] = []  # with ``runs``: where each kept message starts
-    for phy, size, tags_code in CQ_ENTRY.iter_unpack(entries):
-        if buffers and (len(buffers) >= count_max or total + size > bytes_max):
+    run_end = _NO_RUN  # where the kept message(s) of buffers[-1] end
+    for phy, size, tags_code in CQ_ENTRY_UNSIGNED_SIZE.iter_unpack(entries):
+        if count and (count >= count_max or total + size > bytes_max):
             break
-        if size == BLANK_ENTRY_SIZE_FIELD:
+        if size >= BLANK_ENTRY_SIZE_FIELD:  # blank, or damaged (a negative size): passed over
             scanned += 1
             continue
         if max_physical_end is not None and phy + size > max_physical_end:
@@ -147,51 +103,44 @@ def read_queue(
         scanned += 1
         if phy < skip_below:
             continue
-        if message_filter is not None and not message_filter.match_tags_code(tags_code):
-            continue
-        raw = commit_log.read(phy, size)
+        if message_filter is not None:
+            if not message_filter.match_tags_code(tags_code):
+                continue
+            raw = read(phy, size)
+            if raw is not None and not message_filter.match_message(raw):
+                continue
+        if phy == run_end and runs:  # back to back with buffers[-1]: one slice for both
+            run_start = phy - len(buffers[-1])
+            joined = read(run_start, phy + size - run_start)
+            if joined is not None:
+                buffers[-1] = joined
+                run_end += size
+                count += 1
+                total += size
+                last = phy
+                continue
+        if message_filter is None:
+            raw = read(phy, size)
         if raw is None:
-            removing = not buffers
+            removing = not count
             skip_below = commit_log.roll_next_file(phy)
             continue
-        if message_filter is not None and not message_filter.match_message(raw):
-            continue
         buffers.append(raw)
-        if runs:
-            starts.append(phy)
+        run_end = phy + size
+        count += 1
         total += size
         last = phy
     result.next_begin_offset = offset + scanned
     result.last_commit_offset = last
-    result.message_count = len(buffers)
+    result.message_count = count
     result.total_size = total
     if buffers:
         result.status = GetMessageStatus.FOUND
-        if runs:
-            result.buffers = _joined(buffers, starts, commit_log)
     elif removing:
         result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
     elif scanned == 0 and result.held_back_end >= 0:
         result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
     return result
-
-
-def _joined(buffers: list[memoryview | bytes], starts: list[int],
-            commit_log: CommitLog) -> list[memoryview | bytes]:
-    """``buffers`` (messages at commit log offsets ``starts``) with those lying back to back
-    joined into one slice each run; ``buffers`` as they are when none do, or when a run's whole
-    slice is not there (a run never crosses a segment's end, which always holds a blank entry,
-    so that is not expected)."""
-    runs: list[tuple[int, int]] = []
-    for phy, raw in zip(starts, buffers, strict=True):
-        if runs and runs[-1][0] + runs[-1][1] == phy:
-            runs[-1] = (runs[-1][0], runs[-1][1] + len(raw))
-        else:
-            runs.append((phy, len(raw)))
-    if len(runs) == len(buffers):
-        return buffers
-    slices = _run_slices(commit_log, runs)
-    return buffers if slices is None else slices
 
 
 def _run_slices(commit_log: CommitLog, runs: list[tuple[int, int]]) -> list[memoryview | bytes] | None:
@@ -205,13 +154,15 @@ def _run_slices(commit_log: CommitLog, runs: list[tuple[int, int]]) -> list[memo
     return slices
 
 
-def _read_runs(result: GetMessageResult, entries: Any, commit_log: CommitLog, count_max: int,
-               bytes_max: int, max_physical_end: int | None) -> bool:
-    """``result`` filled by an unfiltered read in runs (``queue_runs``, the C walk when built);
-    False, ``result`` untouched, when a run is not all there (a segment deleted meanwhile, a
-    damaged entry): the caller's message-by-message read tells what is."""
+def _read_runs_in_c(result: GetMessageResult, entries: Any, commit_log: CommitLog,
+                    count_max: int, bytes_max: int, max_physical_end: int | None) -> bool:
+    """``result`` filled by an unfiltered read in runs, the entries walked in C
+    (``queue_runs``), then a slice a run; False, ``result`` untouched, when an entry is damaged
+    or a run is not all there: the read message by message tells what is, and answers the same
+    (tests/unit/test_stored_twins.py)."""
+    assert NATIVE is not None
     try:
-        runs, scanned, count, total, last, held = queue_runs(
+        runs, scanned, count, total, last, held = NATIVE.queue_runs(
             entries, count_max, bytes_max, -1 if max_physical_end is None else max_physical_end)
     except ValueError:
         return False
