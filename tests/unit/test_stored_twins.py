@@ -423,8 +423,8 @@ _CQ_SPECS = st.lists(st.one_of(
 
 
 class _Log:
-    """A commit log of ``size`` bytes as ``queue_reader`` reads one: a slice when the bytes are
-    all there, None when they are outside it (``CommitLog.read``'s answer)."""
+    """A commit log of one ``SEGMENT``-byte segment as ``queue_reader`` reads one: a slice when
+    the bytes are all there, None when they are outside it (``CommitLog.read``'s answer)."""
 
     SEGMENT = 40_000
 
