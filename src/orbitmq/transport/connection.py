@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from orbitmq.errors import ClientError, ConnectionClosedError, RemoteProtocolError, TimeoutError
-from orbitmq.protocol.command import ONEWAY_FLAG, RemotingCommand, encode_header
+from orbitmq.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, encode_header
 from orbitmq.protocol.frame import FrameDecoder
 
 __all__ = ["Dispatcher", "RemotingConnection", "HandlerResult", "FastReader"]
@@ -143,14 +143,6 @@ class RemotingConnection(asyncio.BufferedProtocol):
             log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
             self.close()
 
-    def _received(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
-            fut = self._pending.pop(cmd.opaque, None)
-            if fut is not None and not fut.done():
-                fut.set_result(cmd)
-        else:
-            self._handle_request(cmd)
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         err = ConnectionClosedError(f"connection to {self.peer} closed")
@@ -169,8 +161,16 @@ class RemotingConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         self._maybe_resume_reading()
 
-    # -- requests from the peer -------------------------------------------------------------
-    def _handle_request(self, cmd: RemotingCommand) -> None:
+    # -- frames from the peer ---------------------------------------------------------------
+    def _received(self, cmd: RemotingCommand) -> None:
+        """Each decoded frame, as the decoder reaches it: a response completes its request's
+        future, a request goes to the dispatcher. One call a frame and the flag read in place:
+        this runs for every frame the Python path takes."""
+        if cmd.flag & RESPONSE_FLAG:
+            fut = self._pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+            return
         if self._dispatcher is None:
             return
         try:
