@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orbitmq.errors import ClientError
+from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
 
 __all__ = [
     "FlushDiskType",
@@ -272,6 +273,42 @@ def _metrics_settings() -> dict[str, Any]:
     }
 
 
+def _parsed_by(parse: Callable[[str], Any]) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            parse(value)
+        except ValueError as e:
+            return str(e)
+        return None
+    return check
+
+
+def _access_settings() -> dict[str, Any]:
+    """The access-control fields every server config has (RocketMQ 5's names; docs/security.md)."""
+    return {
+        "authentication_enabled": setting(
+            False, "every request must be signed by a known, enabled user"),
+        "authorization_enabled": setting(
+            False, "every request must be allowed by the user's ACL (needs authentication)"),
+        "init_authentication_user": setting(
+            "", 'the first Super user, created at start when there is none: JSON '
+            '{"username": ..., "password": ...}', check=_parsed_by(parse_init_user),
+            allowed='empty, or {"username": "NAME", "password": "6+ characters"}', secret=True),
+        "inner_client_authentication_credentials": setting(
+            "", 'what this server signs its own requests with (a Super user of the others): '
+            'JSON {"accessKey": ..., "secretKey": ...}',
+            check=_parsed_by(parse_inner_credentials),
+            allowed='empty, or {"accessKey": "NAME", "secretKey": "SECRET"}', secret=True),
+        "authentication_whitelist": setting(
+            "", "request codes that need no credentials, separated by commas",
+            check=_parsed_by(parse_whitelist), allowed="request codes separated by commas"),
+        "audit_allowed": setting(False, "log a line for every allowed request too"),
+        "allow_anonymous": setting(
+            False, "start on an address other than loopback with authentication off "
+            "(a warning at every start)"),
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
     """Settings of one broker's message store (directory layout in DESIGN.md section 1)."""
@@ -377,6 +414,17 @@ class NamesrvConfig:
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
+    authentication_enabled: bool = _access_settings()["authentication_enabled"]
+    authorization_enabled: bool = _access_settings()["authorization_enabled"]
+    init_authentication_user: str = _access_settings()["init_authentication_user"]
+    inner_client_authentication_credentials: str = _access_settings()[
+        "inner_client_authentication_credentials"]
+    authentication_whitelist: str = _access_settings()["authentication_whitelist"]
+    audit_allowed: bool = _access_settings()["audit_allowed"]
+    allow_anonymous: bool = _access_settings()["allow_anonymous"]
+    auth_config_path: str = setting(
+        "", "file of the name server's users and ACLs (0600); empty: only the init user and "
+        "the inner credentials, kept in memory", allowed="empty or a file path")
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -528,6 +576,14 @@ class BrokerConfig:
     ha_max_time_slave_not_catchup_ms: int = setting(
         15_000, "controller mode: an in-sync slave behind the master this long leaves the set",
         100, DAY_MS)
+    authentication_enabled: bool = _access_settings()["authentication_enabled"]
+    authorization_enabled: bool = _access_settings()["authorization_enabled"]
+    init_authentication_user: str = _access_settings()["init_authentication_user"]
+    inner_client_authentication_credentials: str = _access_settings()[
+        "inner_client_authentication_credentials"]
+    authentication_whitelist: str = _access_settings()["authentication_whitelist"]
+    audit_allowed: bool = _access_settings()["audit_allowed"]
+    allow_anonymous: bool = _access_settings()["allow_anonymous"]
     store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ __all__ = [
     "ExpressionError",
     "BrokerError",
     "TopicNotFoundError",
+    "AccessDeniedError",
     "broker_error",
     "RemoteProtocolError",
     "StoreError",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 _TOPIC_NOT_EXIST = 17  # ResponseCode.TOPIC_NOT_EXIST (protocol.codes imports this module)
+_NO_PERMISSION = 16  # ResponseCode.NO_PERMISSION
 
 
 class OrbitMQError(Exception):
@@ -87,10 +89,23 @@ class TopicNotFoundError(BrokerError):
         super().__init__(_TOPIC_NOT_EXIST, remark, retriable)
 
 
+class AccessDeniedError(BrokerError):
+    """A request refused by access control (NO_PERMISSION, 16): no or bad credentials, an unknown
+    or disabled user, or no rule that allows it. ``reason`` is a short label (``unsigned``,
+    ``bad_signature``, ``unknown_user``, ``no_rule``, ...) for logs and metrics; a client sees it
+    only through the remark."""
+
+    def __init__(self, remark: str | None = None, reason: str = "denied") -> None:
+        super().__init__(_NO_PERMISSION, remark, False)
+        self.reason = reason
+
+
 def broker_error(code: int, remark: str | None = None, retriable: bool = False) -> BrokerError:
     """The BrokerError of a response code: the subclass for the codes that have one."""
     if int(code) == _TOPIC_NOT_EXIST:
         return TopicNotFoundError(remark, retriable)
+    if int(code) == _NO_PERMISSION:
+        return AccessDeniedError(remark)
     return BrokerError(code, remark, retriable)
 
 

@@ -24,7 +24,7 @@ from orbitmq.broker.broker_config_processor import BrokerConfigProcessor, permit
 from orbitmq.broker.broker_stats import BrokerStats
 from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.client_processor import ClientProcessor
-from orbitmq.broker.config_file import TableFile, save_all
+from orbitmq.broker.config_file import TableFile, config_path, save_all
 from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
 from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -34,7 +34,7 @@ from orbitmq.broker.durable_save import DurableSave, durability_conditions
 from orbitmq.broker.failover import FailoverService
 from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
-from orbitmq.broker.handlers import Processors, handler_table
+from orbitmq.broker.handlers import Processors, auth_handler_table, handler_table
 from orbitmq.broker.observability import BrokerObservability
 from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.broker.pull_processor import PullProcessor
@@ -60,6 +60,8 @@ from orbitmq.broker.transaction import (
 from orbitmq.config import BrokerConfig, BrokerRole
 from orbitmq.errors import ClientError
 from orbitmq.grpc.endpoint import GrpcEndpoint
+from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
+from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.grpc.produce import Producing
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
@@ -87,7 +89,9 @@ class BrokerController:
         server: the RemotingServer.
     """
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, auth_registry: AuthRegistry | None = None) -> None:
+        """``auth_registry``: users and ACLs shared with a name server of this process
+        (standalone); otherwise the broker's own, in ``STORE/config/auth.json``."""
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         config.check_whole()  # ConfigError: broker_role and broker_id disagree
         self.config = config
@@ -108,7 +112,16 @@ class BrokerController:
             max_frame_size=config.max_frame_size,
             max_in_flight_per_connection=config.max_in_flight_per_connection,
         )
-        self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size)
+        # Access control (orbitmq.security): checked by the server before any handler; the
+        # broker signs its own requests (registration, a slave's copies) with the inner
+        # credentials.
+        self.access = build_server_access(
+            config, cluster_name=config.broker_cluster_name, registry=auth_registry,
+            registry_path=config_path(config.store.store_path, AUTH_FILE_NAME))
+        if config.authentication_enabled:
+            self.server.set_guard(self.access.guard.check)
+        self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size,
+                                              credentials=self.access.inner)
         self.registrar = RegisterService(
             config, self.remoting_client, lambda: self.address,
             lambda: permitted_wrapper(self.topics.wrapper(), config),
@@ -128,7 +141,7 @@ class BrokerController:
         self.replication = ReplicationService(
             config, self.store, self.role, self.remoting_client.invoke, lambda: self.address,
             topics=self.topics, offsets=self.offsets, schedule=self.schedule,
-            groups=self.sub_groups)
+            groups=self.sub_groups, auth=self.access.registry)
         self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
         if config.enable_controller_mode:
             self.failover = FailoverService(
@@ -174,8 +187,12 @@ class BrokerController:
         for code, handler in handler_table(self.processors, self.dispatched.after,
                                            self.role).items():
             self.server.register(code, handler)
-        # None: off by config, or no C speedups
-        self.fast_path = FastPath.create(ctx, self.server.note_answered)
+        for code, handler in auth_handler_table(self.access.admin, self.role).items():
+            self.server.register(code, handler)
+        # None: off by config, or no C speedups; with authentication on, every request takes the
+        # Python path, where its signature is checked.
+        self.fast_path = (None if config.authentication_enabled
+                          else FastPath.create(ctx, self.server.note_answered))
         if self.fast_path is not None:
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)
@@ -208,6 +225,7 @@ class BrokerController:
         was opened)."""
         if self._started:
             raise ClientError("broker already started")
+        check_exposure(self.config, self.config.listen_host, "the broker")
         self.replication.prepare_store()  # a slave's store takes its master's bytes only
         self.store.start()
         try:

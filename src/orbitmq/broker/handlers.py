@@ -41,10 +41,12 @@ from orbitmq.broker.transaction import (
 )
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.security.access_table import AuthRequestCode
+from orbitmq.security.admin_handlers import AuthAdminHandlers
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import Handler
 
-__all__ = ["Processors", "handler_table", "masters_only", "SLAVE_REFUSALS"]
+__all__ = ["Processors", "handler_table", "auth_handler_table", "masters_only", "SLAVE_REFUSALS"]
 
 # What a slave answers to requests it does not serve (see the module docstring).
 _SLAVE_SENDS = "this broker is a slave: it stores its master's messages only; send to the master"
@@ -68,6 +70,14 @@ for _code in (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_B
         ResponseCode.NO_PERMISSION,
         f"this broker is a slave: {_code.name} is refused (its topics, groups and offsets are "
         "copies of its master's); send it to the master")
+
+
+_SLAVE_AUTH = ("this broker is a slave: its users and ACLs are copies of its master's; "
+               "change them on the master")
+for _code in (AuthRequestCode.AUTH_CREATE_USER, AuthRequestCode.AUTH_UPDATE_USER,
+              AuthRequestCode.AUTH_DELETE_USER, AuthRequestCode.AUTH_CREATE_ACL,
+              AuthRequestCode.AUTH_UPDATE_ACL, AuthRequestCode.AUTH_DELETE_ACL):
+    SLAVE_REFUSALS[_code] = (ResponseCode.NO_PERMISSION, _SLAVE_AUTH)
 
 
 def masters_only(code: int, handler: Handler, role: RoleState) -> Handler:
@@ -113,7 +123,17 @@ def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler],
     SLAVE_REFUSALS are answered by ``role``'s master only."""
     table = _table(p, after_dispatch)
     for code in SLAVE_REFUSALS:
-        table[code] = masters_only(code, table[code], role)
+        if code in table:  # the user and ACL codes are auth_handler_table's
+            table[code] = masters_only(code, table[code], role)
+    return table
+
+
+def auth_handler_table(admin: AuthAdminHandlers, role: RoleState) -> dict[int, Handler]:
+    """The user and ACL codes (security/admin_handlers.py); their changes on the master only."""
+    table: dict[int, Handler] = dict(admin.table())  # type: ignore[arg-type]
+    for code in table:
+        if code in SLAVE_REFUSALS:
+            table[code] = masters_only(code, table[code], role)
     return table
 
 

@@ -197,6 +197,8 @@ def config_as_toml(cfg: Any) -> str:
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
             tables.append((f.name, value))
+        elif f.metadata.get("secret") and value:
+            lines.append(f"# {f.name} = (set; hidden)")  # a secret is never printed
         else:
             lines.append(f"{f.name} = {_toml_value(value)}")
     for name, value in tables:

@@ -139,7 +139,17 @@ def standalone_cmd(
         check_store_free(cfg.store.store_path)
     except StoreError as e:
         raise click.ClickException(f"cannot start: {e}") from None
-    ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=ns_port))
+    from orbitmq.broker.config_file import config_path
+    from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
+
+    # One set of users and ACLs for both servers, kept with the broker's tables.
+    auth = AuthRegistry(config_path(cfg.store.store_path, AUTH_FILE_NAME))
+    try:
+        auth.load()
+    except StoreError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
+    ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=ns_port,
+                                  **_access_fields(cfg)), auth_registry=auth)
 
     class _Broker:
         """Starts the broker once the name server's port is known (it may be 0)."""
@@ -149,8 +159,8 @@ def standalone_cmd(
 
         async def start(self) -> None:
             self.controller = BrokerController(
-                dataclasses.replace(cfg, listen_port=b_port, namesrv_addr=ns.address)
-            )
+                dataclasses.replace(cfg, listen_port=b_port, namesrv_addr=ns.address),
+                auth_registry=auth)
             await self.controller.start()
             if self.controller.observability.exporter is not None:  # one endpoint for both
                 ns.observability.export_through(self.controller.observability,
@@ -165,6 +175,15 @@ def standalone_cmd(
         _run(ns, broker, ready_line=None)
     else:
         _run(ns, broker, _StandaloneConsole(console_cfg, ns, c_port), ready_line=None)
+
+
+def _access_fields(cfg: BrokerConfig) -> dict[str, Any]:
+    """The access-control settings standalone's name server takes from its broker's."""
+    names = {f.name for f in dataclasses.fields(NamesrvConfig)}
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+            if f.name in names and (f.name.startswith(("authentication_", "authorization_",
+                                                       "inner_client_", "init_authentication"))
+                                    or f.name in ("audit_allowed", "allow_anonymous"))}
 
 
 class _StandaloneConsole:

@@ -33,6 +33,8 @@ from orbitmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from orbitmq.security.registry import AuthRegistry
+from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.server import RemotingServer
 
@@ -48,7 +50,10 @@ def _wall_ms() -> int:
 class NameServer:
     """Broker registry and topic routes, rebuilt from broker registrations (memory only)."""
 
-    def __init__(self, config: NamesrvConfig | None = None, *, clock: Callable[[], int] = _wall_ms) -> None:
+    def __init__(self, config: NamesrvConfig | None = None, *, clock: Callable[[], int] = _wall_ms,
+                 auth_registry: AuthRegistry | None = None) -> None:
+        """``auth_registry``: users and ACLs shared with a broker of this process (standalone);
+        otherwise the name server keeps its own in ``auth_config_path``."""
         self.config = config or NamesrvConfig()
         self.routes = RouteTable()
         self._clock = clock
@@ -65,6 +70,15 @@ class NameServer:
         s.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._topic_list)
         s.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
         NamesrvAdminHandlers(self.routes).register(s)
+        cfg = self.config
+        self.access = build_server_access(
+            cfg, cluster_name="", registry=auth_registry,
+            registry_path=cfg.auth_config_path or None)
+        if cfg.authentication_enabled:
+            s.set_guard(self.access.guard.check)
+        if auth_registry is None and cfg.auth_config_path:  # one place to administer users
+            for code, handler in self.access.admin.table().items():
+                s.register(code, handler)
         s.on_connection_closed(self._connection_closed)
         self.observability = NamesrvObservability(self.config, s, self.routes)
 
@@ -73,6 +87,7 @@ class NameServer:
         return self.server.address
 
     async def start(self) -> None:
+        check_exposure(self.config, self.config.listen_host, "the name server")
         await self.server.start()
         try:
             await self.observability.start()  # OSError: the metrics port is taken

@@ -70,6 +70,8 @@ class RemotingCommand:
     ext_fields: dict[str, str] = dataclasses.field(default_factory=dict)
     body: bytes | memoryview = b""
     serialize_type: SerializeType = SerializeType.JSON
+    # Who sent it, as the server's access check found (security/guard.py); never on the wire.
+    principal: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def is_response(self) -> bool:

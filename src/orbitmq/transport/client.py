@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -10,14 +11,20 @@ from collections.abc import Callable
 from orbitmq.errors import ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.security.signature import Credentials, sign_fields
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import call_guarded
 
-__all__ = ["RemotingClient"]
+__all__ = ["RemotingClient", "sign_request"]
 
 log = logging.getLogger(__name__)
 
 RequestHandler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
+
+
+def sign_request(credentials: Credentials, cmd: RemotingCommand) -> None:
+    """Adds ``AccessKey`` and ``Signature`` (over the extFields and the body) to ``cmd``."""
+    sign_fields(cmd.ext_fields, cmd.body, credentials)
 
 
 class RemotingClient:
@@ -33,8 +40,12 @@ class RemotingClient:
     minutes, long after the path is back. A connection that answered anything meanwhile stays.
     """
 
-    def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = 16 * 1024 * 1024,
+                 credentials: Credentials | None = None) -> None:
         self._connect_timeout = connect_timeout
+        # Every request sent on this client's connections is signed with these (RocketMQ's
+        # AccessKey / Signature extFields; docs/security.md).
+        self.credentials = credentials
         self._max_frame_size = max_frame_size
         self._conns: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Future[RemotingConnection]] = {}
@@ -84,6 +95,8 @@ class RemotingClient:
             )
         except (TimeoutError, OSError) as e:
             raise ConnectionClosedError(f"cannot connect to {addr}: {e or 'timed out'}") from None
+        if self.credentials is not None:
+            proto.signer = functools.partial(sign_request, self.credentials)
         return proto
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:

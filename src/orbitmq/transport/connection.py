@@ -120,8 +120,11 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         self.closed: asyncio.Future[None] | None = None
         self.peer: str = "?"
+        self.peer_host: str = "?"  # the peer's address without its port (access rules, limits)
         self.attributes: dict[str, Any] = {}  # per-connection state for handlers (client id, ...)
         self.last_received = 0.0  # time.monotonic() of the last bytes read
+        # Signs each request this side sends (a client's credentials), None for unsigned.
+        self.signer: Callable[[RemotingCommand], None] | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -131,6 +134,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.peer_host = str(peer[0])
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._decoder.recv_buffer(self._lent)
@@ -358,6 +362,8 @@ class RemotingConnection(asyncio.BufferedProtocol):
         # answer): a cancelled caller cancels the future it awaits and stops right there.
         timer = loop.call_later(timeout, _expire, fut, cmd.code, self.peer, timeout)
         try:
+            if self.signer is not None:
+                self.signer(cmd)
             self.send(cmd)
             return await fut
         finally:
@@ -368,6 +374,8 @@ class RemotingConnection(asyncio.BufferedProtocol):
         """Send a request that expects no response."""
         cmd.opaque = next_opaque()
         cmd.flag |= ONEWAY_FLAG
+        if self.signer is not None:
+            self.signer(cmd)
         self.send(cmd)
 
     def close(self) -> None:

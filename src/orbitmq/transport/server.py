@@ -13,7 +13,7 @@ from orbitmq.protocol.codes import ResponseCode, bad_request_code
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import FastReader, HandlerResult, RemotingConnection
 
-__all__ = ["RemotingServer", "Handler", "INTERNAL_ERROR_REMARK", "internal_error_response",
+__all__ = ["RemotingServer", "Handler", "Guard", "INTERNAL_ERROR_REMARK", "internal_error_response",
            "call_guarded"]
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR_REMARK = "internal error"  # how every answer to one of our own bugs starts
 
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
+# The access check of every request (security.AccessGuard.check): None lets the request through
+# to its handler, a command is the refusal sent instead. Given the request and the peer's host.
+Guard = Callable[[RemotingCommand, str], RemotingCommand | None]
 # (request code, response code or None when the handler wrote its answer itself, seconds)
 TimingRecorder = Callable[[int, int | None, float], None]
 _NEVER = 1 << 62  # a sampling countdown that no server lives long enough to run down
@@ -62,6 +65,16 @@ class RemotingServer:
         self._record_timing: TimingRecorder | None = None
         self._fast_reader: FastReader | None = None
         self._unordered: frozenset[int] = frozenset()
+        self._guard: Guard | None = None
+
+    def set_guard(self, guard: Guard | None) -> None:
+        """Every request from now on passes ``guard`` before its handler (and before the
+        handler table is even looked at: an unknown code from an unknown user learns nothing)."""
+        self._guard = guard
+
+    @property
+    def guarded(self) -> bool:
+        return self._guard is not None
 
     def set_fast_reader(self, reader: FastReader | None, unordered_codes: frozenset[int]) -> None:
         """Connections accepted from now on let ``reader`` take the frames it handles itself,
@@ -136,6 +149,11 @@ class RemotingServer:
 
     # -- Dispatcher ---------------------------------------------------------------------------
     def dispatch(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
+        guard = self._guard
+        if guard is not None:
+            refusal = guard(cmd, conn.peer_host)
+            if refusal is not None:
+                return refusal
         handler = self._handlers.get(cmd.code)
         if handler is None:
             return cmd.response(

@@ -74,7 +74,7 @@ class ReplicationService:
 
     def __init__(self, config: BrokerConfig, store: MessageStore, role: RoleState, invoke: Invoke,
                  host: Callable[[], str], *, topics: Any, offsets: Any, schedule: Any,
-                 groups: Any) -> None:
+                 groups: Any, auth: Any = None) -> None:
         self.config = config
         self.store = store
         self.role = role
@@ -90,7 +90,7 @@ class ReplicationService:
         self.learned_ha_addr = ""  # its HA address, as the name server said
         self.client = HAClient(config, store, self.master_ha_address)
         self.sync = SlaveSynchronize(invoke, lambda: self.master_addr, config.slave_sync_interval_ms,
-                                     topics, offsets, schedule, groups)
+                                     topics, offsets, schedule, groups, auth)
         self._running: str | None = None  # "master" or "slave" while started
         self.extra_info: list[Callable[[], dict[str, str]]] = []  # more runtime info (failover)
         self._pump_scheduled = False

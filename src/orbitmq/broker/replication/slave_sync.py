@@ -4,8 +4,9 @@ SlaveSynchronize: every 10 s).
 Four requests to the master's remoting address (the name server's ``masterAddr``):
 GET_ALL_TOPIC_CONFIG (the topics, replaced whole when the master's data version differs),
 GET_ALL_CONSUMER_OFFSET (merged: the master's value wins for each queue it knows, as RocketMQ's
-putAll), GET_ALL_DELAY_OFFSET (replaced) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (replaced when the
-version differs). Each table is copied on its own: one that fails (the master down, a body that
+putAll), GET_ALL_DELAY_OFFSET (replaced), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (replaced when the
+version differs) and OrbitMQ's GET_AUTH_METADATA (the users and ACLs, replaced and saved 0600;
+the master answers it to Super users only, which the slave's inner credentials are). Each table is copied on its own: one that fails (the master down, a body that
 does not parse) is logged and tried at the next round; the others still go. Bodies are checked as
 the tables' own files are: nothing the slave could not load itself is stored.
 """
@@ -28,6 +29,8 @@ from orbitmq.errors import OrbitMQError, RemoteProtocolError
 from orbitmq.protocol.bodies import TopicConfigSerializeWrapper, loads_lenient
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.security.access_table import AuthRequestCode
+from orbitmq.security.registry import AuthRegistry
 
 __all__ = ["SlaveSynchronize"]
 
@@ -49,8 +52,10 @@ class SlaveSynchronize:
 
     def __init__(self, invoke: Invoke, master_address: Callable[[], str], interval_ms: int,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager,
-                 schedule: ScheduleService, groups: SubscriptionGroupManager) -> None:
+                 schedule: ScheduleService, groups: SubscriptionGroupManager,
+                 auth: AuthRegistry | None = None) -> None:
         self._invoke = invoke
+        self.auth = auth
         self._address = master_address
         self.interval_s = interval_ms / 1000
         self.topics, self.offsets, self.schedule, self.groups = topics, offsets, schedule, groups
@@ -86,7 +91,8 @@ class SlaveSynchronize:
             (RequestCode.GET_ALL_CONSUMER_OFFSET, "consumer offsets", self._offsets),
             (RequestCode.GET_ALL_DELAY_OFFSET, "delay offsets", self._delay_offsets),
             (RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "subscription groups", self._groups),
-        )
+        ) + (((AuthRequestCode.GET_AUTH_METADATA, "users and ACLs", self._auth),)
+             if self.auth is not None else ())
         done = 0
         for code, what, apply in steps:
             try:
@@ -116,6 +122,12 @@ class SlaveSynchronize:
 
     def _groups(self, body: bytes) -> None:
         self.groups.replace_from_master(SubscriptionGroupWrapper.from_json(body))
+
+    def _auth(self, body: bytes) -> None:
+        assert self.auth is not None
+        users, acls = AuthRegistry.parse(_json(body))
+        if self.auth.replace_all(users, acls):
+            self.auth.save()  # StoreError (an OrbitMQError): logged, tried at the next round
 
 
 def _json(body: bytes) -> object:
