@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.errors import (
+    AccessDeniedError,
     BrokerError,
     ClientError,
     ConnectionClosedError,
@@ -67,6 +68,7 @@ _LAZY = {
     "LocalTransactionState": "orbitmq.client.transaction_producer",
     "TransactionSendResult": "orbitmq.client.transaction_producer",
     "TransactionBatch": "orbitmq.client.transaction_producer",
+    "Credentials": "orbitmq.security.signature",
 }
 
 __all__ = [
@@ -81,6 +83,7 @@ __all__ = [
     "StoreError",
     "TimeoutError",
     "ConnectionClosedError",
+    "AccessDeniedError",
 ]
 
 if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ loads them
@@ -119,6 +122,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message
     from orbitmq.protocol.message import MessageExt as MessageExt
+    from orbitmq.security.signature import Credentials as Credentials
 
 
 def __getattr__(name: str) -> Any:

@@ -31,6 +31,7 @@ from orbitmq.client.rebalance import (
 from orbitmq.client.results import PullResult, PullStatus, RawPullResult, SendResult, SendStatus
 from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
 from orbitmq.client.transaction_end import HalfMessageRef
+from orbitmq.security.signature import Credentials
 
 __all__ = [
     "Admin",
@@ -66,4 +67,5 @@ __all__ = [
     "MessageQueueSelector",
     "select_by_hash",
     "select_random",
+    "Credentials",
 ]

@@ -63,6 +63,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import decode_stored_message, iter_stored_messages
+from orbitmq.security.signature import Credentials
 
 __all__ = ["AsyncAdmin", "Admin"]
 
@@ -70,11 +71,16 @@ QUERY_MAX_NUM_DEFAULT = 64
 
 
 class AsyncAdmin(OpsAdminMixin):
-    """Cluster administration (asyncio); the operations calls come from OpsAdminMixin. Args: ``namesrv`` addresses, ``timeout`` per request."""
+    """Cluster administration (asyncio); the operations calls come from OpsAdminMixin.
 
-    def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0) -> None:
+    Args: ``namesrv`` addresses, ``timeout`` per request, ``credentials`` every request is signed
+    with (:class:`orbitmq.Credentials`; None: unsigned).
+    """
+
+    def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0,
+                 credentials: Credentials | None = None) -> None:
         self.timeout = timeout
-        self._instance = ClientInstance(namesrv, rpc_timeout=timeout)
+        self._instance = ClientInstance(namesrv, rpc_timeout=timeout, credentials=credentials)
 
     async def start(self) -> Self:
         await self._instance.start()
@@ -440,8 +446,9 @@ class Admin(BlockingOpsAdminMixin, BlockingClient[AsyncAdmin]):
 
     _thread_name = "orbitmq-admin"
 
-    def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0) -> None:
-        super().__init__(AsyncAdmin(namesrv, timeout=timeout))
+    def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0,
+                 credentials: Credentials | None = None) -> None:
+        super().__init__(AsyncAdmin(namesrv, timeout=timeout, credentials=credentials))
 
     def cluster_info(self) -> ClusterInfo:
         return self._call(self._client.cluster_info())

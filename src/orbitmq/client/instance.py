@@ -54,6 +54,7 @@ from orbitmq.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
+from orbitmq.security.signature import Credentials
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 
@@ -88,8 +89,8 @@ class _WatchedRemotingClient(RemotingClient):
     the peer, reset, or closed by us), so that state tied to that server can be dropped at once:
     an orderly consumer's queue locks do not survive a broker restart."""
 
-    def __init__(self, on_lost: ConnectionLost) -> None:
-        super().__init__()
+    def __init__(self, on_lost: ConnectionLost, credentials: Credentials | None) -> None:
+        super().__init__(credentials=credentials)
         self._on_lost = on_lost
 
     def connection_lost(self, conn: RemotingConnection) -> None:
@@ -161,6 +162,9 @@ class ClientInstance:
         poll_name_server_interval: seconds between route refreshes (RocketMQ: 30).
         heartbeat_broker_interval: seconds between heartbeats (RocketMQ: 30).
         rpc_timeout: seconds to wait for name servers and for heartbeats.
+        credentials: what every request to the name servers and brokers is signed with (None:
+            unsigned). An instance belongs to one SDK object, so clients with different
+            credentials never share a connection.
     """
 
     def __init__(
@@ -170,11 +174,15 @@ class ClientInstance:
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
         rpc_timeout: float = 3.0,
+        credentials: Credentials | None = None,
     ) -> None:
+        if credentials is not None and not isinstance(credentials, Credentials):
+            raise ClientError("credentials must be an orbitmq.Credentials(access_key, secret_key)")
         self.namesrv_addrs = parse_namesrv_addrs(namesrv)
+        self.credentials = credentials
         self.ip = local_ip(self.namesrv_addrs[0])
         self.client_id = f"{self.ip}@{os.getpid()}#{secrets.token_hex(6)}"
-        self.remoting: RemotingClient = _WatchedRemotingClient(self._connection_lost)
+        self.remoting: RemotingClient = _WatchedRemotingClient(self._connection_lost, credentials)
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
         self.rpc_timeout = rpc_timeout

@@ -55,6 +55,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.message import Message
 from orbitmq.protocol.msgid import UniqIdGenerator
+from orbitmq.security.signature import Credentials
 
 __all__ = ["AsyncProducer", "Producer", "MAX_MESSAGE_SIZE"]
 
@@ -97,6 +98,8 @@ class AsyncProducer:
         batch_max_bytes: the largest batch encoding (a message that does not fit starts the
             next batch); ``max_message_size`` when that is smaller.
         batch_max_messages: the most messages in one batch.
+        credentials: an access key and its secret (:class:`orbitmq.Credentials`) every request
+            is signed with, for brokers and name servers with authentication on; None: unsigned.
     """
 
     def __init__(
@@ -116,6 +119,7 @@ class AsyncProducer:
         batch_max_delay: float = 0.0,
         batch_max_bytes: int = BATCH_MAX_BYTES,
         batch_max_messages: int = BATCH_MAX_MESSAGES,
+        credentials: Credentials | None = None,
     ) -> None:
         self.group = check_group(group)
         if send_timeout <= 0 or retry_times_when_send_failed < 0 or default_topic_queue_nums < 1:
@@ -133,6 +137,7 @@ class AsyncProducer:
             namesrv,
             poll_name_server_interval=poll_name_server_interval,
             heartbeat_broker_interval=heartbeat_broker_interval,
+            credentials=credentials,
         )
         self._instance.producer_groups.add(self.group)
         self._ids = UniqIdGenerator(self._instance.ip)

@@ -55,6 +55,7 @@ from orbitmq.protocol.headers import (
     SearchOffsetByTimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from orbitmq.security.signature import Credentials
 
 __all__ = ["AsyncPullConsumer", "PullConsumer"]
 
@@ -69,6 +70,8 @@ class AsyncPullConsumer:
         pull_timeout: seconds to wait for a pull answer (added to a long poll's suspend time).
         persist_consumer_offset_interval: seconds between automatic offset commits.
         poll_name_server_interval, heartbeat_broker_interval: as for the producer.
+        credentials: what every request is signed with (:class:`orbitmq.Credentials`; None:
+            unsigned).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class AsyncPullConsumer:
         persist_consumer_offset_interval: float = 5.0,
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        credentials: Credentials | None = None,
     ) -> None:
         self.group = check_group(group)
         self.pull_timeout = pull_timeout
@@ -88,6 +92,7 @@ class AsyncPullConsumer:
             namesrv,
             poll_name_server_interval=poll_name_server_interval,
             heartbeat_broker_interval=heartbeat_broker_interval,
+            credentials=credentials,
         )
         self._instance.consumers[self.group] = self._consumer_data
         self._topics: set[str] = set()

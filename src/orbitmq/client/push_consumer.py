@@ -65,6 +65,7 @@ from orbitmq.protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
 )
 from orbitmq.protocol.message import MessageExt, java_string_hash
+from orbitmq.security.signature import Credentials
 from orbitmq.transport.connection import RemotingConnection
 
 __all__ = ["AsyncPushConsumer", "PushConsumer", "build_subscription"]
@@ -131,6 +132,8 @@ class AsyncPushConsumer:
         persist_consumer_offset_interval: seconds between offset commits.
         rebalance_interval: seconds between rebalances (also on membership changes).
         poll_name_server_interval, heartbeat_broker_interval: as for the producer.
+        credentials: what every request is signed with (:class:`orbitmq.Credentials`; None:
+            unsigned).
         tuning: further PushConsumerConfig fields (lock_renew_interval, lock_max_live_time,
             pull_suspend_time, pull_timeout, pull_delay_on_exception, await_termination).
     """
@@ -147,6 +150,7 @@ class AsyncPushConsumer:
         rebalance_strategy: AllocateStrategy | None = None,
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        credentials: Credentials | None = None,
         **tuning: Any,
     ) -> None:
         try:
@@ -160,7 +164,8 @@ class AsyncPushConsumer:
         self.group = self.config.group
         self.strategy: AllocateStrategy = rebalance_strategy or AllocateAveragely()
         self._instance = ClientInstance(namesrv, poll_name_server_interval=poll_name_server_interval,
-                                        heartbeat_broker_interval=heartbeat_broker_interval)
+                                        heartbeat_broker_interval=heartbeat_broker_interval,
+                                        credentials=credentials)
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._listeners: dict[str, Listener] = {}
         self._started = False
