@@ -27,6 +27,7 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.stored import iter_stored_messages
+from orbitmq.security import Credentials
 from orbitmq.transport import LoopThread, RemotingClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,10 +74,11 @@ class Servers:
     output: Callable[[], str]
 
 
-def wait_for_default_route(servers: Servers, timeout_s: float = 30.0) -> None:
+def wait_for_default_route(servers: Servers, timeout_s: float = 30.0,
+                           credentials: Credentials | None = None) -> None:
     """The C++ client sends to a new topic over TBW102's route: wait until the name server has it
     (the broker registers it at start)."""
-    with RawClient(servers.namesrv) as raw:
+    with RawClient(servers.namesrv, credentials) as raw:
         deadline = time.monotonic() + timeout_s
         while raw.route("TBW102") is None:
             if time.monotonic() > deadline:
@@ -310,10 +312,10 @@ class RawClient:
     """Plain remoting requests through orbitmq.transport: routes, offsets, consumer lists and
     stored bytes, which the tests read to check what the C++ client did."""
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(self, namesrv: str, credentials: Credentials | None = None) -> None:
         self.namesrv = namesrv
         self._loop = LoopThread("compat-raw")
-        self._client = RemotingClient()
+        self._client = RemotingClient(credentials=credentials)
 
     def __enter__(self) -> RawClient:
         return self

@@ -97,6 +97,15 @@ def describe_received(msg: Any, extra_properties: list[str]) -> dict[str, Any]:
     }
 
 
+def sign_with(client: Any, spec: dict[str, Any]) -> None:
+    """spec["credentials"] ({"access_key", "secret_key", "channel"}): the client signs every
+    request with them (set_session_credentials)."""
+    creds = spec.get("credentials")
+    if creds:
+        client.set_session_credentials(creds["access_key"], creds["secret_key"],
+                                       creds.get("channel", "ALIYUN"))
+
+
 def send_result(res: Any) -> dict[str, Any]:
     return {"status": res.status.name, "msg_id": res.msg_id, "offset": res.offset}
 
@@ -106,6 +115,7 @@ def with_producer(spec: dict[str, Any], body: Any) -> dict[str, Any]:
     """Starts a Producer for the spec's group and name server, runs body(producer), shuts it down."""
     producer = rmq.Producer(spec["group"])
     producer.set_namesrv_addr(spec["namesrv"])
+    sign_with(producer, spec)
     if spec.get("send_timeout_ms"):
         producer.set_timeout(int(spec["send_timeout_ms"]))
     if spec.get("max_message_size"):
@@ -286,6 +296,7 @@ def with_pull_consumer(spec: dict[str, Any], body: Any) -> dict[str, Any]:
     rmq.PullConsumer.offset_table.clear()  # class-level in the wrapper: start from offset 0
     consumer = rmq.PullConsumer(spec["group"])
     consumer.set_namesrv_addr(spec["namesrv"])
+    sign_with(consumer, spec)
     try:
         consumer.start()
     except Exception as e:  # noqa: BLE001
@@ -440,6 +451,7 @@ def scenario_push(spec: dict[str, Any]) -> dict[str, Any]:
 
     consumer = rmq.PushConsumer(spec["group"], **push_options(spec))
     consumer.set_namesrv_addr(spec["namesrv"])
+    sign_with(consumer, spec)
     if spec.get("thread_count"):
         consumer.set_thread_count(int(spec["thread_count"]))
     subscribe_push(consumer, spec, on_message)

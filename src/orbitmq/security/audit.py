@@ -24,9 +24,14 @@ _FIELD_CHARS_MAX = 128
 
 
 def _clean(value: object) -> str:
-    """A value safe on one log line: no line breaks, no spaces that split fields, bounded."""
-    text = str(value)[:_FIELD_CHARS_MAX]
-    return "".join(c if c.isprintable() and c != " " else "?" for c in text) or "-"
+    """A value safe on one log line: bounded, no control characters (a client chooses what a
+    user name or a resource holds), in double quotes when it has spaces or quotes."""
+    text = "".join(c if c.isprintable() else "?" for c in str(value)[:_FIELD_CHARS_MAX])
+    if not text:
+        return "-"
+    if " " in text or '"' in text or "=" in text:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
 
 
 class AuditLog:
