@@ -27,6 +27,7 @@ from orbitmq.client.admin_models import (
     parse_subscription_groups,
     parse_topic_stats,
 )
+from orbitmq.client.auth_admin import AuthAdminMixin, BlockingAuthAdminMixin
 from orbitmq.client.dead_letters import DeadLetter, Resent
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.ops_admin import BlockingOpsAdminMixin, OpsAdminMixin
@@ -70,8 +71,9 @@ __all__ = ["AsyncAdmin", "Admin"]
 QUERY_MAX_NUM_DEFAULT = 64
 
 
-class AsyncAdmin(OpsAdminMixin):
-    """Cluster administration (asyncio); the operations calls come from OpsAdminMixin.
+class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
+    """Cluster administration (asyncio); the operations calls come from OpsAdminMixin, the
+    user and ACL calls from AuthAdminMixin (client/auth_admin.py).
 
     Args: ``namesrv`` addresses, ``timeout`` per request, ``credentials`` every request is signed
     with (:class:`orbitmq.Credentials`; None: unsigned).
@@ -441,7 +443,7 @@ class AsyncAdmin(OpsAdminMixin):
         return PendingTransactions(tuple(items), any(a.truncated for a in answers))
 
 
-class Admin(BlockingOpsAdminMixin, BlockingClient[AsyncAdmin]):
+class Admin(BlockingOpsAdminMixin, BlockingAuthAdminMixin, BlockingClient[AsyncAdmin]):
     """Cluster administration (blocking); the methods of :class:`AsyncAdmin`."""
 
     _thread_name = "orbitmq-admin"
