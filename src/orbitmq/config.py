@@ -270,6 +270,10 @@ def _metrics_settings() -> dict[str, Any]:
         "metrics_rpc_latency_sample_every": setting(
             16, "time one request in this many for rocketmq_rpc_latency (1: every one)",
             1, 1_000_000),
+        "metrics_token": setting(
+            "", "secret a scrape must send as 'Authorization: Bearer' (empty: none)",
+            check=_token, allowed=f"empty, or {CONSOLE_TOKEN_MIN_CHARS}+ characters without "
+            "spaces", secret=True),
     }
 
 
@@ -414,6 +418,7 @@ class NamesrvConfig:
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
+    metrics_token: str = _metrics_settings()["metrics_token"]
     authentication_enabled: bool = _access_settings()["authentication_enabled"]
     authorization_enabled: bool = _access_settings()["authorization_enabled"]
     init_authentication_user: str = _access_settings()["init_authentication_user"]
@@ -527,6 +532,7 @@ class BrokerConfig:
     metrics_prom_exporter_host: str = _metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
+    metrics_token: str = _metrics_settings()["metrics_token"]
     # -- replication (docs/replication.md): RocketMQ's names and defaults ----------------------
     broker_role: BrokerRole = setting(
         BrokerRole.ASYNC_MASTER, "ASYNC_MASTER, SYNC_MASTER (SEND_OK once a slave holds the "

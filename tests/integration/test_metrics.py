@@ -5,6 +5,7 @@ move by exactly what was sent and consumed and the text parses with prometheus_c
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from orbitmq import Message, Producer, PullConsumer
+from orbitmq import AccessDeniedError, Credentials, Message, Producer, PullConsumer
 from orbitmq.client import Admin
 from orbitmq.testing.process import ServerProcess, standalone_process
 
@@ -37,9 +38,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     assert "Traceback" not in child.output()
 
 
-def scrape(addr: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+def scrape(addr: str, token: str = "") -> dict[str, list[tuple[dict[str, str], float]]]:
     """name -> [(labels, value)] of every sample of one scrape (parsed by prometheus_client)."""
-    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as resp:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"http://{addr}/metrics", headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/plain")
         text = resp.read().decode()
@@ -162,3 +165,57 @@ def test_disabled_by_default_and_a_taken_port_is_one_line(tmp_path: Path) -> Non
         finally:
             second.kill()
         assert first.stop() == 0
+
+
+METRICS_TOKEN = "metrics-token-0123456789"
+ROOT = Credentials("root", "root-secret-1")
+
+
+def _status(addr: str, **headers: str) -> int:
+    request = urllib.request.Request(f"http://{addr}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        e.close()
+        return int(e.code)
+
+
+def test_a_token_guards_the_endpoint_and_refused_requests_are_counted(tmp_path: Path) -> None:
+    """``metrics_token``: 401 without it or with another, 200 with it, and never printed. With
+    authentication on, refusals show up as counters by reason, from both servers."""
+    env = {"ORBITMQ_METRICS_TOKEN": METRICS_TOKEN,
+           "ORBITMQ_INIT_AUTHENTICATION_USER": json.dumps(
+               {"username": ROOT.access_key, "password": ROOT.secret_key})}
+    with standalone_process(str(tmp_path / "store"), "--metrics-exporter-type", "PROM",
+                            "--metrics-prom-exporter-port", "0", "--authentication-enabled",
+                            "true", "--authorization-enabled", "true", env=env) as child:
+        addrs = child.wait_ready("namesrv", "broker", "metrics")
+        metrics = addrs["metrics"]
+        assert _status(metrics) == 401
+        assert _status(metrics, Authorization="Bearer not-the-metrics-token") == 401
+        assert _status(metrics, Authorization=f"Basic {METRICS_TOKEN}") == 401
+        assert _status(metrics, Authorization=f"Bearer {METRICS_TOKEN}") == 200
+        before = scrape(metrics, METRICS_TOKEN)
+        assert value(before, "rocketmq_authentication_failures_total") == 0
+
+        with Admin(addrs["namesrv"]) as anonymous, pytest.raises(AccessDeniedError):
+            anonymous.list_topics()  # the name server refuses it: no credentials
+        wrong = Credentials(ROOT.access_key, "not-the-secret")
+        with Admin(addrs["namesrv"], credentials=wrong) as admin, \
+                pytest.raises(AccessDeniedError):
+            admin.list_topics()
+        with Admin(addrs["namesrv"], credentials=ROOT) as admin:
+            broker = admin.cluster_info().broker_addr_table["broker-a"].broker_addrs[0]
+        with Admin(addrs["namesrv"], credentials=wrong) as admin, \
+                pytest.raises(AccessDeniedError):
+            admin.broker_runtime_info(broker)  # the broker refuses it: bad signature
+
+        after = scrape(metrics, METRICS_TOKEN)
+        failures = "rocketmq_authentication_failures_total"
+        assert value(after, failures, node_type="nameserver", reason="no_credentials") == 1
+        assert value(after, failures, node_type="nameserver", reason="bad_signature") == 1
+        assert value(after, failures, node_type="broker", reason="bad_signature") == 1
+        assert "rocketmq_authorization_denials_total" not in after  # no family without a sample
+        assert child.stop() == 0
+    assert METRICS_TOKEN not in child.output() and ROOT.secret_key not in child.output()

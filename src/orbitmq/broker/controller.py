@@ -204,7 +204,8 @@ class BrokerController:
                                                               end_transaction))
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
-            clients=self.clients, held_pulls=held_pulls, replication=self.replication)
+            clients=self.clients, held_pulls=held_pulls, replication=self.replication,
+            audit=self.access.guard.audit)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 

@@ -30,6 +30,8 @@ orbitmq_replication_lag_bytes, _lag_latency (ms)  slave (its HA connection's add
                                                   master, what each slave does not hold yet
 orbitmq_replication_in_sync_slaves                (none): slaves within ha_max_gap_not_in_sync
 orbitmq_replication_master_connected              (none): a slave's HA connection (1 or 0)
+rocketmq_authentication_failures_total,           reason: why access control refused
+  rocketmq_authorization_denials_total              (the audit log's counters)
 ================================================  ==============================================
 
 Lag follows RocketMQ 5: per group and topic, ``lag`` = stored - committed, ``inflight`` =
@@ -55,11 +57,17 @@ from orbitmq.broker.topic_config_manager import (
     TopicConfigManager,
 )
 from orbitmq.config import BrokerConfig
-from orbitmq.metrics.families import PROTOCOL_REMOTING, Families, rpc_latency_family
+from orbitmq.metrics.families import (
+    PROTOCOL_REMOTING,
+    Families,
+    access_families,
+    rpc_latency_family,
+)
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.protocol.bodies import ConsumeType
 from orbitmq.protocol.codes import LanguageCode
 from orbitmq.protocol.native import NATIVE
+from orbitmq.security.audit import AuditLog
 from orbitmq.store.message_store import MessageStore
 
 __all__ = ["BrokerMetricsCollector", "is_system_topic", "is_system_group"]
@@ -94,7 +102,7 @@ class BrokerMetricsCollector:
     def __init__(self, config: BrokerConfig, stats: BrokerStats, store: MessageStore,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager,
                  clients: ClientManager, held_pulls: Callable[[], int],
-                 rpc: RpcLatency, replication: Any = None) -> None:
+                 rpc: RpcLatency, replication: Any = None, audit: AuditLog | None = None) -> None:
         self.config = config
         self.stats = stats
         self.store = store
@@ -104,6 +112,7 @@ class BrokerMetricsCollector:
         self.held_pulls = held_pulls
         self.rpc = rpc
         self.replication = replication  # ReplicationService (ha_status), None: no families
+        self.audit = audit  # the access guard's counters, None: no families
         self.families = Families({"cluster": config.broker_cluster_name, "node_type": "broker",
                                   "node_id": config.broker_name})
 
@@ -116,6 +125,8 @@ class BrokerMetricsCollector:
         yield from self._storage()
         yield from self._orbitmq()
         yield from self._replication()
+        if self.audit is not None:
+            yield from access_families(self.families, self.audit)
 
     # -- traffic -----------------------------------------------------------------------------
     def _traffic_in(self) -> Iterator[Any]:

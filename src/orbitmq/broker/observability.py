@@ -35,7 +35,7 @@ class BrokerObservability:
         server: the broker's RemotingServer (its requests are sampled for rpc latency).
         store: the message store (group-commit sync timings, storage figures).
         collector_parts: the tables the Prometheus collector reads, by keyword (see
-            BrokerMetricsCollector): topics, offsets, clients, held_pulls.
+            BrokerMetricsCollector): topics, offsets, clients, held_pulls, replication, audit.
     """
 
     def __init__(self, config: BrokerConfig, stats: BrokerStats, server: RemotingServer,
@@ -65,7 +65,7 @@ class BrokerObservability:
 
         cfg = self.config
         self.exporter = MetricsExporter(cfg.metrics_prom_exporter_host or cfg.listen_host,
-                                        cfg.metrics_prom_exporter_port)
+                                        cfg.metrics_prom_exporter_port, token=cfg.metrics_token)
         collector = BrokerMetricsCollector(cfg, self.stats, self.store, rpc=self.rpc,
                                            **self._parts)
         self.exporter.add_source(collector.collect)

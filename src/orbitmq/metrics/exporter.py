@@ -7,12 +7,16 @@ thousands of series), once per scrape interval.
 
 Only ``GET /metrics`` (and ``GET /``) are answered; anything else gets 404 or 405. A request
 head larger than ``REQUEST_HEAD_MAX_BYTES`` or slower than ``REQUEST_TIMEOUT_S`` is dropped.
-The endpoint logs ``orbitmq metrics ready on HOST:PORT`` once it listens.
+With a token (``metrics_token``) a scrape must send ``Authorization: Bearer <token>`` or gets 401
+(compared in constant time; the token is never logged). The endpoint logs ``orbitmq metrics
+ready on HOST:PORT`` once it listens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 from collections.abc import Callable, Iterable
 
@@ -36,9 +40,10 @@ class MetricsExporter:
     ``http://host:port/metrics``; port 0 picks a free one (``port`` holds it once started).
     The process's own CPU, memory and file descriptor figures (``process_*``) come along."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, token: str = "") -> None:
         self.host = host
         self.port = port
+        self._token_digest = hashlib.sha256(token.encode()).digest() if token else None
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -65,6 +70,21 @@ class MetricsExporter:
             await self._server.wait_closed()
             self._server = None
 
+    def authorized(self, head: bytes) -> bool:
+        """Whether the request head carries the bearer token (always, without a token)."""
+        if self._token_digest is None:
+            return True
+        given = b""
+        for line in head.split(b"\r\n")[1:]:
+            name, sep, value = line.partition(b":")
+            if sep and name.strip().lower() == b"authorization":
+                scheme, _, given = value.strip().partition(b" ")
+                if scheme.lower() != b"bearer":
+                    given = b""
+                break
+        # Digests of equal length: the comparison tells nothing of the token's length either.
+        return hmac.compare_digest(hashlib.sha256(given.strip()).digest(), self._token_digest)
+
     def render(self) -> bytes:
         """The Prometheus text of one scrape."""
         return generate_latest(self.registry)
@@ -78,10 +98,15 @@ class MetricsExporter:
             return
         method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
         path = rest.split(" ", 1)[0].split("?", 1)[0]
+        extra = ""
         if method != "GET":
             status, body, ctype = "405 Method Not Allowed", b"only GET\n", "text/plain"
         elif path not in ("/metrics", "/"):
             status, body, ctype = "404 Not Found", b"see /metrics\n", "text/plain"
+        elif not self.authorized(head):
+            status, body, ctype = ("401 Unauthorized", b"send 'Authorization: Bearer <token>'\n",
+                                   "text/plain")
+            extra = 'WWW-Authenticate: Bearer realm="metrics"\r\n'
         else:
             try:
                 status, body, ctype = "200 OK", self.render(), CONTENT_TYPE_LATEST
@@ -89,7 +114,7 @@ class MetricsExporter:
                 log.exception("metrics scrape failed")
                 status, body, ctype = "500 Internal Server Error", b"scrape failed\n", "text/plain"
         writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}"
-                     "\r\nConnection: close\r\n\r\n".encode("latin-1") + body)
+                     f"\r\n{extra}Connection: close\r\n\r\n".encode("latin-1") + body)
         try:
             await writer.drain()
         except ConnectionError:

@@ -7,7 +7,7 @@ metrics import this module.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -19,8 +19,9 @@ from prometheus_client.utils import floatToGoString
 
 from orbitmq.metrics.buckets import Buckets
 from orbitmq.metrics.rpc import RpcLatency, request_code_label, response_code_label
+from orbitmq.security.audit import AuditLog
 
-__all__ = ["Families", "rpc_latency_family", "PROTOCOL_REMOTING"]
+__all__ = ["Families", "rpc_latency_family", "access_families", "PROTOCOL_REMOTING"]
 
 PROTOCOL_REMOTING = "remoting"  # RocketMQ's protocol_type label for the TCP remoting protocol
 
@@ -63,6 +64,22 @@ def rpc_latency_family(families: Families, rpc: RpcLatency) -> HistogramMetricFa
         families.add_buckets(family, [PROTOCOL_REMOTING, request_code_label(request),
                                       response_code_label(response)], buckets)
     return family
+
+
+def access_families(families: Families, audit: AuditLog) -> Iterator[CounterMetricFamily]:
+    """``rocketmq_authentication_failures_total`` and ``rocketmq_authorization_denials_total``,
+    by ``reason`` (``bad_signature``, ``unknown_user``, ``no_rule``, ...: the audit log's
+    labels; never a user name or a secret)."""
+    for name, doc, counts in (
+            ("rocketmq_authentication_failures_total",
+             "requests refused because their credentials did not hold", audit.authentication_failures),
+            ("rocketmq_authorization_denials_total",
+             "requests of an authenticated user refused by the access rules",
+             audit.authorization_denials)):
+        family = families.counter(name, doc, ["reason"])
+        for reason, count in sorted(counts.items()):
+            families.add(family, [reason], count)
+        yield family
 
 
 class CallbackCollector(Collector):

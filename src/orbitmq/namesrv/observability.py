@@ -5,7 +5,9 @@ server belongs to no cluster, so it has no ``cluster`` label. Families:
 
 - ``rocketmq_rpc_latency`` (ms, histogram, sampled as the broker's);
 - ``orbitmq_namesrv_brokers`` (gauge, label ``cluster``): live broker addresses per cluster;
-- ``orbitmq_namesrv_topics`` (gauge): topics with a route.
+- ``orbitmq_namesrv_topics`` (gauge): topics with a route;
+- ``rocketmq_authentication_failures_total``, ``rocketmq_authorization_denials_total``
+  (counters, label ``reason``): requests access control refused (the audit log's counters).
 
 A name server with ``metrics_exporter_type = PROM`` serves them on its own endpoint; in
 ``orbitmq standalone`` they are served by the broker's endpoint (:meth:`export_through`).
@@ -19,6 +21,7 @@ from typing import Any
 from orbitmq.config import MetricsExporterType, NamesrvConfig
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.namesrv.route_table import RouteTable
+from orbitmq.security.audit import AuditLog
 from orbitmq.transport.server import RemotingServer
 
 __all__ = ["NamesrvObservability"]
@@ -27,10 +30,12 @@ __all__ = ["NamesrvObservability"]
 class NamesrvObservability:
     """Request timings and route figures of one name server, and its endpoint if configured."""
 
-    def __init__(self, config: NamesrvConfig, server: RemotingServer, routes: RouteTable) -> None:
+    def __init__(self, config: NamesrvConfig, server: RemotingServer, routes: RouteTable,
+                 audit: AuditLog | None = None) -> None:
         self.config = config
         self.server = server
         self.routes = routes
+        self.audit = audit
         self.rpc: RpcLatency | None = None
         self.exporter: Any = None
         if config.metrics_exporter_type == MetricsExporterType.PROM:
@@ -54,7 +59,7 @@ class NamesrvObservability:
 
         cfg = self.config
         self.exporter = MetricsExporter(cfg.metrics_prom_exporter_host or cfg.listen_host,
-                                        cfg.metrics_prom_exporter_port)
+                                        cfg.metrics_prom_exporter_port, token=cfg.metrics_token)
         self.exporter.add_source(self.collect)
         await self.exporter.start()
 
@@ -63,7 +68,7 @@ class NamesrvObservability:
             await self.exporter.stop()
 
     def collect(self) -> Iterator[Any]:
-        from orbitmq.metrics.families import Families, rpc_latency_family
+        from orbitmq.metrics.families import Families, access_families, rpc_latency_family
 
         f = Families({"node_type": "nameserver", "node_id": self.server.address})
         if self.rpc is not None:
@@ -79,3 +84,5 @@ class NamesrvObservability:
         topics = f.gauge("orbitmq_namesrv_topics", "topics with a route")
         f.add(topics, [], len(self.routes.topics()))
         yield topics
+        if self.audit is not None:
+            yield from access_families(f, self.audit)

@@ -80,7 +80,8 @@ class NameServer:
             for code, handler in self.access.admin.table().items():
                 s.register(code, handler)
         s.on_connection_closed(self._connection_closed)
-        self.observability = NamesrvObservability(self.config, s, self.routes)
+        self.observability = NamesrvObservability(self.config, s, self.routes,
+                                                  audit=self.access.guard.audit)
 
     @property
     def address(self) -> str:
