@@ -95,8 +95,9 @@ class AccessDeniedError(BrokerError):
     ``bad_signature``, ``unknown_user``, ``no_rule``, ...) for logs and metrics; a client sees it
     only through the remark."""
 
-    def __init__(self, remark: str | None = None, reason: str = "denied") -> None:
-        super().__init__(_NO_PERMISSION, remark, False)
+    def __init__(self, remark: str | None = None, reason: str = "denied",
+                 retriable: bool = False) -> None:
+        super().__init__(_NO_PERMISSION, remark, retriable)
         self.reason = reason
 
 
@@ -105,7 +106,7 @@ def broker_error(code: int, remark: str | None = None, retriable: bool = False) 
     if int(code) == _TOPIC_NOT_EXIST:
         return TopicNotFoundError(remark, retriable)
     if int(code) == _NO_PERMISSION:
-        return AccessDeniedError(remark)
+        return AccessDeniedError(remark, retriable=retriable)
     return BrokerError(code, remark, retriable)
 
 

@@ -24,6 +24,8 @@ from orbitmq.broker.role import RoleState
 from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.config import BrokerConfig
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.security.access_table import Permission
 from orbitmq.store.message_store import MessageStore
 
 __all__ = ["BrokerContext", "BrokerHost", "ip_of"]
@@ -65,6 +67,10 @@ class BrokerHost:
         self.boot_timestamp_ms = int(time.time() * 1000)
 
 
+def _allow_all(cmd: RemotingCommand, permission: Permission) -> None:
+    """``authorize_found`` without access control: everything found may be served."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class BrokerContext:
     """The broker's parts a processor may use.
@@ -83,6 +89,10 @@ class BrokerContext:
         read_bound: controller mode only: the commit log end consumers may be served up to now
             (None: no bound), see FailoverService.read_bound; None outside controller mode, so
             pulls pay nothing for it.
+        authorize_found: access control for what a handler finds in the store (the real topic
+            of a half message, the topic of a message read by offset): raises
+            AccessDeniedError when the request's user may not (security/guard.py,
+            AccessGuard.authorize_found); a no-op with access control off.
     """
 
     config: BrokerConfig
@@ -98,3 +108,4 @@ class BrokerContext:
     route_published: Callable[[], Awaitable[None]]
     role: RoleState
     read_bound: Callable[[], int | None] | None = None
+    authorize_found: Callable[[RemotingCommand, Permission], None] = _allow_all

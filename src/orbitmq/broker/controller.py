@@ -60,9 +60,9 @@ from orbitmq.broker.transaction import (
 from orbitmq.config import BrokerConfig, BrokerRole
 from orbitmq.errors import ClientError
 from orbitmq.grpc.endpoint import GrpcEndpoint
+from orbitmq.grpc.produce import Producing
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
-from orbitmq.grpc.produce import Producing
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
@@ -136,6 +136,7 @@ class BrokerController:
             sub_groups=self.sub_groups, clients=self.clients, stats=self.stats,
             route_published=self.registrar.registered_after_now, role=self.role,
             read_bound=self._read_bound if config.enable_controller_mode else None,
+            authorize_found=self.access.guard.authorize_found,
         )
         self.schedule = ScheduleService(ctx)  # delay levels
         self.replication = ReplicationService(

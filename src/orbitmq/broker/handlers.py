@@ -74,10 +74,10 @@ for _code in (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_B
 
 _SLAVE_AUTH = ("this broker is a slave: its users and ACLs are copies of its master's; "
                "change them on the master")
-for _code in (AuthRequestCode.AUTH_CREATE_USER, AuthRequestCode.AUTH_UPDATE_USER,
+for _auth_code in (AuthRequestCode.AUTH_CREATE_USER, AuthRequestCode.AUTH_UPDATE_USER,
               AuthRequestCode.AUTH_DELETE_USER, AuthRequestCode.AUTH_CREATE_ACL,
               AuthRequestCode.AUTH_UPDATE_ACL, AuthRequestCode.AUTH_DELETE_ACL):
-    SLAVE_REFUSALS[_code] = (ResponseCode.NO_PERMISSION, _SLAVE_AUTH)
+    SLAVE_REFUSALS[_auth_code] = (ResponseCode.NO_PERMISSION, _SLAVE_AUTH)
 
 
 def masters_only(code: int, handler: Handler, role: RoleState) -> Handler:
@@ -130,7 +130,7 @@ def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler],
 
 def auth_handler_table(admin: AuthAdminHandlers, role: RoleState) -> dict[int, Handler]:
     """The user and ACL codes (security/admin_handlers.py); their changes on the master only."""
-    table: dict[int, Handler] = dict(admin.table())  # type: ignore[arg-type]
+    table: dict[int, Handler] = dict(admin.table())
     for code in table:
         if code in SLAVE_REFUSALS:
             table[code] = masters_only(code, table[code], role)

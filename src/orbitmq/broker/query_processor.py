@@ -21,6 +21,7 @@ from orbitmq.protocol.headers import (
     SearchOffsetByTimestampRequestHeader,
     ViewMessageRequestHeader,
 )
+from orbitmq.security.access_table import SUB_OR_GET, topic_permission
 from orbitmq.transport.connection import RemotingConnection
 
 __all__ = ["QueryProcessor"]
@@ -36,6 +37,7 @@ class QueryProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.config = ctx.config
         self.store = ctx.store
+        self.ctx = ctx
 
     def get_max_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -65,6 +67,10 @@ class QueryProcessor:
         raw = self.store.get_message_raw(h.offset, msg.store_size) if msg is not None else None
         if raw is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+        assert msg is not None
+        # Access control: reading a message is Sub or Get on its topic (AccessDeniedError
+        # answers NO_PERMISSION, nothing of the message sent).
+        self.ctx.authorize_found(cmd, topic_permission(msg.topic, *SUB_OR_GET))
         return cmd.response(ResponseCode.SUCCESS, body=raw)
 
     def query_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:

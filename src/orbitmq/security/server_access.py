@@ -32,13 +32,26 @@ log = logging.getLogger(__name__)
 class AccessConfig(Protocol):
     """The access fields of NamesrvConfig and BrokerConfig (config.py's _access_settings)."""
 
-    authentication_enabled: bool
-    authorization_enabled: bool
-    init_authentication_user: str
-    inner_client_authentication_credentials: str
-    authentication_whitelist: str
-    audit_allowed: bool
-    allow_anonymous: bool
+    @property
+    def authentication_enabled(self) -> bool: ...
+
+    @property
+    def authorization_enabled(self) -> bool: ...
+
+    @property
+    def init_authentication_user(self) -> str: ...
+
+    @property
+    def inner_client_authentication_credentials(self) -> str: ...
+
+    @property
+    def authentication_whitelist(self) -> str: ...
+
+    @property
+    def audit_allowed(self) -> bool: ...
+
+    @property
+    def allow_anonymous(self) -> bool: ...
 
 
 @dataclasses.dataclass

@@ -20,7 +20,9 @@ from orbitmq.broker.transaction.service import TransactionService
 from orbitmq.broker.transaction.state import HalfState
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import MessageExt, MessageSysFlag
+from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
+from orbitmq.security.access_table import topic_permission
+from orbitmq.security.model import Action
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 
@@ -70,6 +72,10 @@ def end_transaction(svc: TransactionService, cmd: RemotingCommand, conn: Remotin
         log.warning("%s refused from %s: %s", ending.request, conn.peer, problem)
         return cmd.response(ResponseCode.SYSTEM_ERROR, problem)  # RocketMQ's code for these
     assert half is not None
+    # Access control: ending it is publishing to its real topic (AccessDeniedError answers
+    # NO_PERMISSION before anything is stored or settled).
+    real_topic = half.properties.get(PropertyKey.REAL_TOPIC, "")
+    svc.ctx.authorize_found(cmd, topic_permission(real_topic, Action.PUB))
     state = svc.state_of(half)
     if state is not HalfState.PENDING:
         return _already(cmd, half, state, verdict, source, ending.what)
