@@ -202,7 +202,7 @@ class BrokerController:
         if config.grpc_listen_port >= 0:
             self.grpc = GrpcEndpoint(ctx, self.pop, Producing(ctx, self.timer,
                                                               self.transactions.to_half,
-                                                              end_transaction))
+                                                              end_transaction), self.access.guard)
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication,

@@ -4,6 +4,10 @@
 QueryRoute then names) and logs ``orbitmq grpc ready on HOST:PORT``. Port reuse is off: a second
 broker on the same port fails to start instead of sharing it.
 
+With the broker's authentication on, every call is first authenticated by its signed metadata
+and authorized for what it asks (access.py: UNAUTHORIZED, FORBIDDEN); a Telemetry stream once,
+when it opens, and each settings command it carries for what it declares.
+
 Every call names its client (metadata ``x-mq-client-id``; CLIENT_ID_REQUIRED without it). A
 refusal is an answer with an API code and a message (codes.py); an unexpected exception is logged
 and answered INTERNAL_SERVER_ERROR with a fixed message. Calls the broker does not offer
@@ -35,6 +39,7 @@ from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
+from orbitmq.grpc.access import GrpcAccess
 from orbitmq.grpc.clients import CLIENT_ID_MAX, GrpcClients, TelemetryChannel
 from orbitmq.grpc.codes import INTERNAL_MESSAGE, OK, ApiError, Code, status
 from orbitmq.grpc.consume import RECEIVE_BATCH_MAX, Consuming
@@ -42,6 +47,7 @@ from orbitmq.grpc.convert import resource_name, to_duration
 from orbitmq.grpc.produce import Producing
 from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
+from orbitmq.security.guard import AccessGuard, Principal
 
 __all__ = ["GrpcEndpoint"]
 
@@ -77,8 +83,10 @@ def _client_id(context: aio.ServicerContext) -> str:
 class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     """The MessagingService of one broker (module docstring)."""
 
-    def __init__(self, ctx: BrokerContext, pop: PopService, producing: Producing) -> None:
+    def __init__(self, ctx: BrokerContext, pop: PopService, producing: Producing,
+                 guard: AccessGuard | None = None) -> None:
         self.ctx = ctx
+        self.access = GrpcAccess(guard)
         cfg = ctx.config
         self.pop = pop
         self.producing = producing
@@ -147,6 +155,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def QueryRoute(self, request: spb.QueryRouteRequest, context: aio.ServicerContext,
                          ) -> spb.QueryRouteResponse:
         async def work() -> spb.QueryRouteResponse:
+            self.access.admit("QueryRoute", request, context)
             _client_id(context)
             topic = resource_name(request.topic, "topic", Code.ILLEGAL_TOPIC)
             tc = self.ctx.topics.get(topic)
@@ -168,6 +177,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def QueryAssignment(self, request: spb.QueryAssignmentRequest,
                               context: aio.ServicerContext) -> spb.QueryAssignmentResponse:
         async def work() -> spb.QueryAssignmentResponse:
+            self.access.admit("QueryAssignment", request, context)
             _client_id(context)
             topic = resource_name(request.topic, "topic", Code.ILLEGAL_TOPIC)
             resource_name(request.group, "consumer group", Code.ILLEGAL_CONSUMER_GROUP)
@@ -187,6 +197,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def Heartbeat(self, request: spb.HeartbeatRequest, context: aio.ServicerContext,
                         ) -> spb.HeartbeatResponse:
         async def work() -> spb.HeartbeatResponse:
+            self.access.admit("Heartbeat", request, context)
             client_id = _client_id(context)
             if request.client_type not in pb.ClientType.values() or \
                     request.client_type == pb.CLIENT_TYPE_UNSPECIFIED:
@@ -203,6 +214,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
                                       context: aio.ServicerContext,
                                       ) -> spb.NotifyClientTerminationResponse:
         async def work() -> spb.NotifyClientTerminationResponse:
+            self.access.admit("NotifyClientTermination", request, context)
             self.clients.terminated(_client_id(context))
             return spb.NotifyClientTerminationResponse(status=OK)
         return await self._answer("NotifyClientTermination",
@@ -212,6 +224,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def SendMessage(self, request: spb.SendMessageRequest, context: aio.ServicerContext,
                           ) -> spb.SendMessageResponse:
         async def work() -> spb.SendMessageResponse:
+            self.access.admit("SendMessage", request, context)
             _client_id(context)
             return await self.producing.send(request, _peer_ip(context))
         return await self._answer("SendMessage", lambda s: spb.SendMessageResponse(status=s), work())
@@ -219,6 +232,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def EndTransaction(self, request: spb.EndTransactionRequest,
                              context: aio.ServicerContext) -> spb.EndTransactionResponse:
         async def work() -> spb.EndTransactionResponse:
+            self.access.admit("EndTransaction", request, context)
             client_id = _client_id(context)
             session = self.clients.sessions.get(client_id)
             channel = session.channel if session is not None and session.channel is not None \
@@ -232,6 +246,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
                              context: aio.ServicerContext,
                              ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         try:
+            self.access.admit("ReceiveMessage", request, context)
             client_id = _client_id(context)
             async for response in self.consuming.receive(request, client_id):
                 yield response
@@ -244,6 +259,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def AckMessage(self, request: spb.AckMessageRequest, context: aio.ServicerContext,
                          ) -> spb.AckMessageResponse:
         async def work() -> spb.AckMessageResponse:
+            self.access.admit("AckMessage", request, context)
             _client_id(context)
             return await self.consuming.ack(request)
         return await self._answer("AckMessage", lambda s: spb.AckMessageResponse(status=s), work())
@@ -252,6 +268,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
                                       context: aio.ServicerContext,
                                       ) -> spb.ChangeInvisibleDurationResponse:
         async def work() -> spb.ChangeInvisibleDurationResponse:
+            self.access.admit("ChangeInvisibleDuration", request, context)
             _client_id(context)
             return self.consuming.change_invisible(request)
         return await self._answer("ChangeInvisibleDuration",
@@ -261,33 +278,53 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
             self, request: spb.ForwardMessageToDeadLetterQueueRequest,
             context: aio.ServicerContext) -> spb.ForwardMessageToDeadLetterQueueResponse:
         async def work() -> spb.ForwardMessageToDeadLetterQueueResponse:
+            self.access.admit("ForwardMessageToDeadLetterQueue", request, context)
             _client_id(context)
             return await self.consuming.forward_to_dlq(request)
         return await self._answer("ForwardMessageToDeadLetterQueue",
                                   lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s), work())
 
     # -- what OrbitMQ does not offer ------------------------------------------------------------
+    # (checked as any call is: a caller with no right to ask learns nothing more)
     async def PullMessage(self, request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
-        yield spb.PullMessageResponse(status=_not_offered("PullMessage"))
+        yield self._not_offered("PullMessage", request, context, spb.PullMessageResponse)
 
     async def UpdateOffset(self, request: Any, context: aio.ServicerContext) -> Any:
-        return spb.UpdateOffsetResponse(status=_not_offered("UpdateOffset"))
+        return self._not_offered("UpdateOffset", request, context, spb.UpdateOffsetResponse)
 
     async def GetOffset(self, request: Any, context: aio.ServicerContext) -> Any:
-        return spb.GetOffsetResponse(status=_not_offered("GetOffset"))
+        return self._not_offered("GetOffset", request, context, spb.GetOffsetResponse)
 
     async def QueryOffset(self, request: Any, context: aio.ServicerContext) -> Any:
-        return spb.QueryOffsetResponse(status=_not_offered("QueryOffset"))
+        return self._not_offered("QueryOffset", request, context, spb.QueryOffsetResponse)
 
     async def RecallMessage(self, request: Any, context: aio.ServicerContext) -> Any:
-        return spb.RecallMessageResponse(status=_not_offered("RecallMessage"))
+        return self._not_offered("RecallMessage", request, context, spb.RecallMessageResponse)
 
     async def SyncLiteSubscription(self, request: Any, context: aio.ServicerContext) -> Any:
-        return spb.SyncLiteSubscriptionResponse(status=_not_offered("SyncLiteSubscription"))
+        return self._not_offered("SyncLiteSubscription", request, context,
+                                 spb.SyncLiteSubscriptionResponse)
+
+    def _not_offered(self, rpc: str, request: Any, context: aio.ServicerContext,
+                     response: Callable[..., R]) -> R:
+        try:
+            self.access.admit(rpc, request, context)
+        except ApiError as e:
+            return response(status=status(e.code, e.message))
+        return response(status=_not_offered(rpc))
 
     # -- telemetry ------------------------------------------------------------------------------
     async def Telemetry(self, request_iterator: AsyncIterator[spb.TelemetryCommand],
                         context: aio.ServicerContext) -> AsyncIterator[spb.TelemetryCommand]:
+        try:
+            principal = self.access.admit("Telemetry", None, context)
+        except ApiError as e:
+            # The refusal as the stream's first answer (the protocol's way), then the stream
+            # ends with the gRPC status a client logs (the Python client skips status-only
+            # answers).
+            yield spb.TelemetryCommand(status=status(e.code, e.message))
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
+            return
         try:
             client_id = _client_id(context)
         except ApiError as e:
@@ -295,7 +332,8 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
             return
         channel = TelemetryChannel(client_id, context.peer() or "", self.ctx.config.store.max_message_size)
         self.clients.attach(client_id, channel)
-        reader = asyncio.ensure_future(self._read_telemetry(client_id, channel, request_iterator))
+        reader = asyncio.ensure_future(self._read_telemetry(client_id, channel, request_iterator,
+                                                            principal))
         try:
             while True:
                 command = await channel.outbox.get()
@@ -308,13 +346,14 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
             self.clients.detach(client_id, channel)
 
     async def _read_telemetry(self, client_id: str, channel: TelemetryChannel,
-                              requests: AsyncIterator[spb.TelemetryCommand]) -> None:
+                              requests: AsyncIterator[spb.TelemetryCommand],
+                              principal: Principal | None) -> None:
         try:
             async for command in requests:
                 self.clients.touch(client_id)
                 kind = command.WhichOneof("command")
                 if kind == "settings":
-                    channel.push(self._settings_answer(client_id, command.settings))
+                    channel.push(self._settings_answer(client_id, command, principal))
                 elif kind in ("thread_stack_trace", "verify_message_result"):
                     self._client_answered(client_id, kind, getattr(command, kind))
                 else:
@@ -327,9 +366,11 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         finally:
             channel.close()
 
-    def _settings_answer(self, client_id: str, settings: pb.Settings) -> spb.TelemetryCommand:
+    def _settings_answer(self, client_id: str, command: spb.TelemetryCommand,
+                         principal: Principal | None) -> spb.TelemetryCommand:
         try:
-            answer = self._settings(client_id, settings)
+            self.access.authorize(principal, "Telemetry", command)
+            answer = self._settings(client_id, command.settings)
         except ApiError as e:
             return spb.TelemetryCommand(status=status(e.code, e.message))
         return spb.TelemetryCommand(status=OK, settings=answer)
