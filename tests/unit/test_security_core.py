@@ -234,14 +234,19 @@ def _signed(code: int, fields: dict[str, str], user: str, secret: str,
     return RemotingCommand(code, ext_fields=fields, body=body)
 
 
+def _send_v2(topic: str) -> dict[str, str]:
+    return {"a": "pg", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0",
+            "h": "0"}
+
+
 def _pull(topic: str, group: str) -> dict[str, str]:
     return {"topic": topic, "consumerGroup": group, "queueId": "0"}
 
 
 @pytest.mark.parametrize(("user", "secret", "code", "fields", "peer", "allowed"), [
-    ("alice", "alice-pass", 310, {"b": "orders-eu", "a": "pg"}, "127.0.0.1", True),
-    ("alice", "alice-pass", 310, {"b": "payments", "a": "pg"}, "127.0.0.1", False),
-    ("alice", "alice-pass", 310, {"b": "orders-secret", "a": "pg"}, "127.0.0.1", False),  # Deny
+    ("alice", "alice-pass", 310, _send_v2("orders-eu"), "127.0.0.1", True),
+    ("alice", "alice-pass", 310, _send_v2("payments"), "127.0.0.1", False),
+    ("alice", "alice-pass", 310, _send_v2("orders-secret"), "127.0.0.1", False),  # Deny
     ("alice", "alice-pass", 11, _pull("orders-eu", "audit"), "127.0.0.1", True),
     ("alice", "alice-pass", 11, _pull("orders-eu", "billing"), "127.0.0.1", False),  # source
     ("alice", "alice-pass", 11, _pull("orders-eu", "billing"), "10.1.2.3", True),
@@ -287,7 +292,7 @@ def test_a_malformed_request_is_refused_by_the_guard_not_raised() -> None:
 
 def test_without_authorization_only_super_codes_are_held_back() -> None:
     guard = _guard(authorization_enabled=False)
-    assert guard.check(_signed(310, {"b": "payments"}, "alice", "alice-pass"), "::1") is None
+    assert guard.check(_signed(310, _send_v2("payments"), "alice", "alice-pass"), "::1") is None
     assert guard.check(_signed(25, {}, "alice", "alice-pass"), "::1") is not None
 
 
@@ -316,3 +321,16 @@ def test_the_table_rows_are_well_formed() -> None:
     perms = needs(RequestCode.HEART_BEAT)(RemotingCommand(34, body=hb))  # type: ignore[operator]
     assert {(p.rtype, p.name) for p in perms} == {(ResourceType.GROUP, "g"),
                                                    (ResourceType.TOPIC, "t")}
+
+
+def test_a_send_is_checked_on_the_topic_its_handler_stores_to() -> None:
+    guard = _guard()
+    # V2 names: the handler stores to "b"; a V1 "topic" beside them must not decide the check.
+    both = {**_send_v2("payments"), "topic": "orders-eu"}
+    assert guard.check(_signed(310, both, "alice", "alice-pass"), "127.0.0.1") is not None
+    v1 = {"producerGroup": "pg", "topic": "payments", "b": "orders-eu", "defaultTopic": "TBW102",
+          "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0",
+          "flag": "0"}
+    assert guard.check(_signed(10, v1, "alice", "alice-pass"), "127.0.0.1") is not None
+    v1["topic"] = "orders-eu"
+    assert guard.check(_signed(10, v1, "alice", "alice-pass"), "127.0.0.1") is None

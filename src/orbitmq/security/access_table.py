@@ -27,9 +27,10 @@ import orjson
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.security.model import Action, ResourceType
 
-__all__ = ["Permission", "Needs", "SUPER", "ANY_USER", "IN_HANDLER", "ACCESS_TABLE", "needs", "SUB_OR_GET",
+__all__ = ["Permission", "Needs", "SUPER", "ANY_USER", "IN_HANDLER", "ACCESS_TABLE", "needs", "SUB_OR_GET", "describe",
            "AuthRequestCode", "topic_permission"]
 
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
@@ -81,7 +82,24 @@ SUPER = _Marker("SUPER")
 ANY_USER = _Marker("ANY_USER")
 IN_HANDLER = _Marker("IN_HANDLER")
 Resolver = Callable[[RemotingCommand], Sequence[Permission]]
-Needs = _Marker | Resolver
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    """A resolver and what it needs in words (docs/security.md's table is made of these)."""
+
+    resolve: Resolver
+    text: str
+
+    def __call__(self, cmd: RemotingCommand) -> Sequence[Permission]:
+        return self.resolve(cmd)
+
+
+Needs = _Marker | _Rule
+
+
+def _acts(actions: tuple[Action, ...]) -> str:
+    return " or ".join(a.value for a in actions)
 
 
 def topic_permission(topic: str, *actions: Action) -> Permission:
@@ -104,25 +122,27 @@ def _field(cmd: RemotingCommand, *names: str) -> str:
 SUB_OR_GET = (Action.SUB, Action.GET)
 
 
-def _cluster(action: Action) -> Resolver:
+def _cluster(action: Action) -> _Rule:
     # A broker has one cluster: rules name it (Cluster:DefaultCluster) or any (Cluster:*); the
     # guard puts the server's cluster name in place of the empty name.
-    return lambda cmd: (_p(ResourceType.CLUSTER, "", action),)
+    return _Rule(lambda cmd: (_p(ResourceType.CLUSTER, "", action),),
+                 f"{action.value} on the Cluster")
 
 
-def _topic(actions: Action | tuple[Action, ...], *fields: str) -> Resolver:
-    names = fields or ("topic",)
+def _topic(actions: Action | tuple[Action, ...], field: str = "topic") -> _Rule:
     acts = actions if isinstance(actions, tuple) else (actions,)
-    return lambda cmd: (topic_permission(_field(cmd, *names), *acts),)
+    return _Rule(lambda cmd: (topic_permission(_field(cmd, field), *acts),),
+                 f"{_acts(acts)} on the Topic ({field})")
 
 
-def _group(actions: Action | tuple[Action, ...], *fields: str) -> Resolver:
+def _group(actions: Action | tuple[Action, ...], field: str) -> _Rule:
     acts = actions if isinstance(actions, tuple) else (actions,)
-    return lambda cmd: (_p(ResourceType.GROUP, _field(cmd, *fields), *acts),)
+    return _Rule(lambda cmd: (_p(ResourceType.GROUP, _field(cmd, field), *acts),),
+                 f"{_acts(acts)} on the Group ({field})")
 
 
 def _topic_and_group(actions: Action | tuple[Action, ...], group_field: str, *,
-                     topic_optional: bool = False, topic_field: str = "topic") -> Resolver:
+                     topic_optional: bool = False, topic_field: str = "topic") -> _Rule:
     acts = actions if isinstance(actions, tuple) else (actions,)
 
     def resolve(cmd: RemotingCommand) -> Sequence[Permission]:
@@ -133,7 +153,9 @@ def _topic_and_group(actions: Action | tuple[Action, ...], group_field: str, *,
         elif not topic_optional:
             raise RemoteProtocolError(f"request code {cmd.code} lacks extField {topic_field!r}")
         return out
-    return resolve
+    optional = ", if named" if topic_optional else ""
+    return _Rule(resolve, f"{_acts(acts)} on the Group ({group_field}) and the Topic "
+                          f"({topic_field}{optional})")
 
 
 def _json_body(cmd: RemotingCommand) -> dict[str, object]:
@@ -146,7 +168,7 @@ def _json_body(cmd: RemotingCommand) -> dict[str, object]:
     return value
 
 
-def _heart_beat(cmd: RemotingCommand) -> Sequence[Permission]:
+def _heart_beat_needs(cmd: RemotingCommand) -> Sequence[Permission]:
     """Sub on every consumer group and every topic it subscribes; producers name nothing."""
     out: list[Permission] = []
     consumers = _json_body(cmd).get("consumerDataSet") or []
@@ -162,7 +184,7 @@ def _heart_beat(cmd: RemotingCommand) -> Sequence[Permission]:
     return out
 
 
-def _queue_locks(cmd: RemotingCommand) -> Sequence[Permission]:
+def _queue_locks_needs(cmd: RemotingCommand) -> Sequence[Permission]:
     body = _json_body(cmd)
     group = body.get("consumerGroup")
     if not isinstance(group, str) or not group:
@@ -176,26 +198,26 @@ def _queue_locks(cmd: RemotingCommand) -> Sequence[Permission]:
     return out
 
 
-def _check_client_config(cmd: RemotingCommand) -> Sequence[Permission]:
+def _check_client_config_needs(cmd: RemotingCommand) -> Sequence[Permission]:
     group = _json_body(cmd).get("group")
     if not isinstance(group, str) or not group:
         raise RemoteProtocolError("CHECK_CLIENT_CONFIG: body lacks group")
     return (_p(ResourceType.GROUP, group, Action.SUB),)
 
 
-def _create_group(cmd: RemotingCommand) -> Sequence[Permission]:
+def _create_group_needs(cmd: RemotingCommand) -> Sequence[Permission]:
     group = _json_body(cmd).get("groupName")
     if not isinstance(group, str) or not group:
         raise RemoteProtocolError("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: body lacks groupName")
     return (_p(ResourceType.GROUP, group, Action.CREATE),)
 
 
-def _unregister_client(cmd: RemotingCommand) -> Sequence[Permission]:
+def _unregister_client_needs(cmd: RemotingCommand) -> Sequence[Permission]:
     group = cmd.ext_fields.get("consumerGroup")
     return (_p(ResourceType.GROUP, group, Action.SUB),) if group else ()
 
 
-def _clone_group_offset(cmd: RemotingCommand) -> Sequence[Permission]:
+def _clone_group_offset_needs(cmd: RemotingCommand) -> Sequence[Permission]:
     out = [_p(ResourceType.GROUP, _field(cmd, "srcGroup"), Action.GET),
            _p(ResourceType.GROUP, _field(cmd, "destGroup"), Action.UPDATE)]
     topic = cmd.ext_fields.get("topic")
@@ -204,13 +226,31 @@ def _clone_group_offset(cmd: RemotingCommand) -> Sequence[Permission]:
     return out
 
 
-_SEND_TOPIC = ("topic", "b")  # V1 names, then V2's short ones (SEND_MESSAGE_V2, batches)
+def _send_needs(cmd: RemotingCommand) -> Sequence[Permission]:
+    """Pub on the topic the send handler will store to: its header parsed by the handler's own
+    parser (V1 or V2 names, judged as the handler judges them), so no field can be named twice
+    to show the check one topic and the handler another."""
+    return (topic_permission(SendMessageRequestHeader.from_any_ext_fields(cmd.ext_fields).topic,
+                             Action.PUB),)
+
+
+# The request-specific rules, in words for docs/security.md's table.
+_send = _Rule(_send_needs, "Pub on the Topic the send stores to")
+_heart_beat = _Rule(_heart_beat_needs, "Sub on each consumer Group and each Topic it subscribes "
+                                       "(a producer's: any user)")
+_queue_locks = _Rule(_queue_locks_needs, "Sub on the Group and each Topic of its queues")
+_check_client_config = _Rule(_check_client_config_needs, "Sub on the Group")
+_create_group = _Rule(_create_group_needs, "Create on the Group")
+_unregister_client = _Rule(_unregister_client_needs,
+                           "Sub on the consumer Group, if named (a producer: any user)")
+_clone_group_offset = _Rule(_clone_group_offset_needs,
+                            "Get on srcGroup, Update on destGroup, Get on the Topic if named")
 
 ACCESS_TABLE: dict[int, Needs] = {
     # messages
-    RequestCode.SEND_MESSAGE: _topic(Action.PUB, *_SEND_TOPIC),
-    RequestCode.SEND_MESSAGE_V2: _topic(Action.PUB, *_SEND_TOPIC),
-    RequestCode.SEND_BATCH_MESSAGE: _topic(Action.PUB, *_SEND_TOPIC),
+    RequestCode.SEND_MESSAGE: _send,
+    RequestCode.SEND_MESSAGE_V2: _send,
+    RequestCode.SEND_BATCH_MESSAGE: _send,
     OrbitMQRequestCode.SEND_TRANSACTION_BATCH: _topic(Action.PUB),
     RequestCode.END_TRANSACTION: IN_HANDLER,
     OrbitMQRequestCode.END_TRANSACTION_BATCH: IN_HANDLER,
@@ -278,6 +318,28 @@ ACCESS_TABLE: dict[int, Needs] = {
                                      AuthRequestCode.AUTH_LIST_ACL + 1)},
     AuthRequestCode.GET_AUTH_METADATA: SUPER,
 }
+
+
+_MARKER_TEXT = {
+    "SUPER": "a Super user",
+    "ANY_USER": "any authenticated user",
+    "IN_HANDLER": "checked by the handler on what it finds",
+}
+_FOUND_TEXT: dict[int, str] = {  # what the IN_HANDLER codes check
+    RequestCode.END_TRANSACTION: "Pub on the half message's real topic",
+    OrbitMQRequestCode.END_TRANSACTION_BATCH: "Pub on the half message's real topic",
+    RequestCode.VIEW_MESSAGE_BY_ID: "Sub or Get on the message's topic",
+}
+
+
+def describe(code: int) -> str:
+    """What ``code`` needs, in words (docs/security.md's table)."""
+    need = ACCESS_TABLE.get(code)
+    if need is None:
+        return "denied (in no rule)"
+    if isinstance(need, _Marker):
+        return _FOUND_TEXT.get(code, _MARKER_TEXT[need.name])
+    return need.text
 
 
 def needs(code: int) -> Needs | None:
