@@ -50,7 +50,9 @@ def describe(m: Any) -> dict[str, Any]:
 
 
 def config(spec: dict[str, Any]) -> ClientConfiguration:
-    return ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=spec.get("timeout_s", 10))
+    """The client's configuration; ``ak``/``sk`` in the spec are its credentials (none: empty)."""
+    credentials = Credentials(spec.get("ak", ""), spec.get("sk", ""))
+    return ClientConfiguration(spec["endpoint"], credentials, request_timeout=spec.get("timeout_s", 10))
 
 
 class Checker(TransactionChecker):
