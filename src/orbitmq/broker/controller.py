@@ -142,7 +142,8 @@ class BrokerController:
         self.replication = ReplicationService(
             config, self.store, self.role, self.remoting_client.invoke, lambda: self.address,
             topics=self.topics, offsets=self.offsets, schedule=self.schedule,
-            groups=self.sub_groups, auth=self.access.registry)
+            groups=self.sub_groups, auth=self.access.registry, inner=self.access.inner,
+            audit=self.access.guard.audit)
         self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
         if config.enable_controller_mode:
             self.failover = FailoverService(

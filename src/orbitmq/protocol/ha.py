@@ -24,6 +24,24 @@ its confirm offset (what every in-sync member holds), at once and whenever it ri
 serves consumers only below it. Without controller mode none of these is sent and the stream is
 RocketMQ 4.x's.
 
+Authentication (the master's ``authentication_enabled``, docs/replication.md "Who may
+replicate") comes before all of the above: three *auth frames*, each a transfer header at offset
+:data:`AUTH_MARK` and a body of at most :data:`AUTH_BODY_MAX` bytes that starts with the version
+(:data:`AUTH_VERSION`, one byte):
+
+- master -> slave, at once on connect, the *challenge*: ``[version][nonce: 32]``;
+- slave -> master, the *proof*: ``[version][key length: 1][access key][mac: 20][nonce: 32]``,
+  the mac an HMAC-SHA1 under the key's secret of the master's nonce, the slave's nonce and
+  :data:`AUTH_SLAVE_CONTEXT`;
+- master -> slave, once the proof holds, the *acceptance*: ``[version][key length][access
+  key][mac: 20]``, the mac under the master's own key of the slave's nonce, the master's nonce
+  and :data:`AUTH_MASTER_CONTEXT` (the slave checks its master too).
+
+Nothing else is sent by either side before the acceptance: then the slave's hello (controller
+mode) and reports follow, as above. The contexts name the direction, so a proof cannot be
+replayed as an acceptance; the nonces are fresh per connection, so neither can be replayed
+later. A refused proof closes the connection without an answer.
+
 Both readers take bytes in and give values out, and buffer at most one report or one frame:
 their memory is bounded by ``frame_size_max``. A frame header with a negative offset or a size
 outside ``0..frame_size_max`` raises :class:`~orbitmq.errors.RemoteProtocolError`.
@@ -50,6 +68,23 @@ __all__ = [
     "unpack_identity",
     "CONFIRM_MARK",
     "encode_confirm_frame",
+    "AUTH_MARK",
+    "AUTH_VERSION",
+    "AUTH_NONCE_SIZE",
+    "AUTH_MAC_SIZE",
+    "AUTH_KEY_BYTES_MAX",
+    "AUTH_BODY_MAX",
+    "AUTH_FRAME_MAX",
+    "AUTH_SLAVE_CONTEXT",
+    "AUTH_MASTER_CONTEXT",
+    "AuthProof",
+    "encode_auth_challenge",
+    "parse_auth_challenge",
+    "encode_auth_proof",
+    "parse_auth_proof",
+    "encode_auth_accept",
+    "parse_auth_accept",
+    "auth_frame_body",
 ]
 
 REPORT_SIZE = 8
@@ -61,6 +96,15 @@ HELLO_MARK = -0x4F524249544D51  # "ORBITMQ": a hello's first value, an epoch fra
 CONFIRM_MARK = HELLO_MARK - 1  # a confirm frame's offset
 IDENTITY_SIZE = 8  # the body of each marked frame: an epoch frame's and a confirm frame's
 _ID_MAX = 2**31 - 1
+AUTH_MARK = HELLO_MARK - 2  # an auth frame's offset
+AUTH_VERSION = 1
+AUTH_NONCE_SIZE = 32
+AUTH_MAC_SIZE = 20  # HMAC-SHA1
+AUTH_KEY_BYTES_MAX = 64  # an access key is a username (security/model.py: 64 characters)
+AUTH_BODY_MAX = 2 + AUTH_KEY_BYTES_MAX + AUTH_MAC_SIZE + AUTH_NONCE_SIZE  # the proof's largest
+AUTH_FRAME_MAX = TRANSFER_HEADER_SIZE + AUTH_BODY_MAX
+AUTH_SLAVE_CONTEXT = b"OrbitMQ HA v1: slave proves it to master"
+AUTH_MASTER_CONTEXT = b"OrbitMQ HA v1: master proves it to slave"
 
 
 def pack_identity(epoch: int, member: int) -> int:
@@ -96,6 +140,118 @@ def encode_confirm_frame(offset: int) -> bytes:
     if not 0 <= offset <= OFFSET_MAX:
         raise ValueError(f"confirm offset {offset} out of range")
     return _HEADER.pack(CONFIRM_MARK, IDENTITY_SIZE) + _REPORT.pack(offset)
+
+
+def _auth_frame(body: bytes) -> bytes:
+    return _HEADER.pack(AUTH_MARK, len(body)) + body
+
+
+def _key_bytes(access_key: str) -> bytes:
+    key = access_key.encode()
+    if not 0 < len(key) <= AUTH_KEY_BYTES_MAX:
+        raise ValueError(f"an HA access key is 1..{AUTH_KEY_BYTES_MAX} bytes, not {len(key)}")
+    return key
+
+
+def encode_auth_challenge(nonce: bytes) -> bytes:
+    """The master's challenge: the first bytes it sends with authentication on."""
+    if len(nonce) != AUTH_NONCE_SIZE:
+        raise ValueError(f"an HA nonce is {AUTH_NONCE_SIZE} bytes")
+    return _auth_frame(bytes((AUTH_VERSION,)) + nonce)
+
+
+def encode_auth_proof(access_key: str, mac: bytes, nonce: bytes) -> bytes:
+    """The slave's answer to a challenge: who it is, its mac, and its own nonce."""
+    key = _key_bytes(access_key)
+    if len(mac) != AUTH_MAC_SIZE or len(nonce) != AUTH_NONCE_SIZE:
+        raise ValueError("an HA proof takes a 20-byte mac and a 32-byte nonce")
+    return _auth_frame(bytes((AUTH_VERSION, len(key))) + key + mac + nonce)
+
+
+def encode_auth_accept(access_key: str, mac: bytes) -> bytes:
+    """The master's acceptance of a proof: who it is and its own mac."""
+    key = _key_bytes(access_key)
+    if len(mac) != AUTH_MAC_SIZE:
+        raise ValueError("an HA acceptance takes a 20-byte mac")
+    return _auth_frame(bytes((AUTH_VERSION, len(key))) + key + mac)
+
+
+def _versioned(body: bytes, what: str) -> bytes:
+    if not body or body[0] != AUTH_VERSION:
+        got = body[0] if body else "none"
+        raise RemoteProtocolError(f"HA {what}: version {got}, this broker speaks {AUTH_VERSION}")
+    return body[1:]
+
+
+def _keyed(rest: bytes, what: str) -> tuple[str, bytes]:
+    size = rest[0] if rest else 0
+    if not 0 < size <= AUTH_KEY_BYTES_MAX or len(rest) < 1 + size:
+        raise RemoteProtocolError(f"HA {what}: an access key of {size} bytes (1..{AUTH_KEY_BYTES_MAX})")
+    try:
+        key = rest[1:1 + size].decode()
+    except UnicodeDecodeError:
+        raise RemoteProtocolError(f"HA {what}: the access key is not UTF-8") from None
+    return key, rest[1 + size:]
+
+
+def parse_auth_challenge(body: bytes) -> bytes:
+    """The master's nonce. RemoteProtocolError: another version or size."""
+    nonce = _versioned(body, "challenge")
+    if len(nonce) != AUTH_NONCE_SIZE:
+        raise RemoteProtocolError(f"HA challenge: a nonce of {len(nonce)} bytes, "
+                                  f"{AUTH_NONCE_SIZE} expected")
+    return nonce
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuthProof:
+    """A slave's proof (``nonce`` is empty in a master's acceptance)."""
+
+    access_key: str
+    mac: bytes = dataclasses.field(repr=False)
+    nonce: bytes = dataclasses.field(repr=False, default=b"")
+
+
+def parse_auth_proof(body: bytes) -> AuthProof:
+    """A slave's proof. RemoteProtocolError: another version, or sizes that do not add up."""
+    key, rest = _keyed(_versioned(body, "proof"), "proof")
+    if len(rest) != AUTH_MAC_SIZE + AUTH_NONCE_SIZE:
+        raise RemoteProtocolError(f"HA proof: {len(rest)} bytes after the access key, "
+                                  f"{AUTH_MAC_SIZE + AUTH_NONCE_SIZE} expected")
+    return AuthProof(key, rest[:AUTH_MAC_SIZE], rest[AUTH_MAC_SIZE:])
+
+
+def parse_auth_accept(body: bytes) -> AuthProof:
+    """A master's acceptance. RemoteProtocolError: another version, or sizes that do not add up."""
+    key, rest = _keyed(_versioned(body, "acceptance"), "acceptance")
+    if len(rest) != AUTH_MAC_SIZE:
+        raise RemoteProtocolError(f"HA acceptance: {len(rest)} bytes after the access key, "
+                                  f"{AUTH_MAC_SIZE} expected")
+    return AuthProof(key, rest)
+
+
+def auth_frame_body(buf: bytes | bytearray) -> tuple[bytes, int] | None:
+    """The body of the auth frame ``buf`` starts with and the bytes it takes, or None while
+    incomplete (the master reads a proof with it: at most :data:`AUTH_FRAME_MAX` bytes).
+
+    Raises:
+        RemoteProtocolError: the bytes are not an auth frame (say, a bare report: a slave that
+            does not authenticate), judged as soon as the first 8 bytes are there.
+    """
+    if len(buf) >= REPORT_SIZE:
+        (mark,) = _REPORT.unpack_from(buf)
+        if mark != AUTH_MARK:
+            raise RemoteProtocolError(
+                "the first bytes are not an auth frame (a slave that does not authenticate: "
+                "authentication is on here)" if mark >= 0 or mark == HELLO_MARK
+                else f"the first value {mark} is not an auth frame's mark")
+    if len(buf) < TRANSFER_HEADER_SIZE:
+        return None
+    _, size = _HEADER.unpack_from(buf)
+    if not 0 < size <= AUTH_BODY_MAX:
+        raise RemoteProtocolError(f"an auth frame of {size} bytes (1..{AUTH_BODY_MAX})")
+    end = TRANSFER_HEADER_SIZE + size
+    return (bytes(buf[TRANSFER_HEADER_SIZE:end]), end) if len(buf) >= end else None
 
 
 def encode_report(offset: int) -> bytes:
@@ -175,7 +331,8 @@ class TransferReader:
                     if len(buf) - at < TRANSFER_HEADER_SIZE:
                         break
                     offset, size = _HEADER.unpack_from(view, at)
-                    marked = offset in (HELLO_MARK, CONFIRM_MARK) and size == IDENTITY_SIZE
+                    marked = (offset in (HELLO_MARK, CONFIRM_MARK) and size == IDENTITY_SIZE
+                              or offset == AUTH_MARK and 0 < size <= AUTH_BODY_MAX)
                     if not marked and (offset < 0 or not 0 <= size <= self.frame_size_max):
                         raise RemoteProtocolError(
                             f"HA frame header offset={offset} size={size}: not a frame (sizes "

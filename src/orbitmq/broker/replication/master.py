@@ -20,6 +20,14 @@ Per connection:
    such a report acknowledges bytes (progress.py), so a slave can never acknowledge what it was
    not sent (RocketMQ 4.x once released SYNC_MASTER sends on a slave's bare word).
 
+With authentication on (``HAServer.auth`` set: the broker's ``authentication_enabled``), a
+connection starts with the handshake of protocol/ha.py before any of this: the master sends its
+challenge at once and reads nothing but the slave's proof, at most ``AUTH_FRAME_MAX`` bytes within
+``HANDSHAKE_TIME_MAX_S``. A proof by a Super user (ha_auth.py) is answered with the master's
+acceptance; anything else (a report first, a bad mac, an unknown or Normal user, silence) closes
+the connection with one audit line and no answer. Only an accepted connection gets a link in the
+progress table (so only it is shown, streamed to, or counted toward SYNC_MASTER).
+
 In controller mode (``HAServer.hello`` set, docs/failover.md) a connection starts with the
 slave's hello (protocol/ha.py): the master admits it only from a member that follows its own
 epoch, names the link after the member and answers with its epoch frame; anything else closes
@@ -39,6 +47,7 @@ import logging
 import time
 from typing import Protocol, cast
 
+from orbitmq.broker.replication.ha_auth import HANDSHAKE_TIME_MAX_S, HAAuth, master_mac
 from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.config import BrokerConfig
 from orbitmq.errors import RemoteProtocolError
@@ -46,9 +55,13 @@ from orbitmq.protocol import stored
 from orbitmq.protocol.ha import (
     HELLO_MARK,
     ReportReader,
+    auth_frame_body,
+    encode_auth_accept,
+    encode_auth_challenge,
     encode_confirm_frame,
     encode_epoch_frame,
     encode_transfer_header,
+    parse_auth_proof,
     unpack_identity,
 )
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
@@ -85,7 +98,13 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: HAServer) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
-        self.link: SlaveLink | None = None
+        self.peer = ""
+        self.link: SlaveLink | None = None  # once admitted (authenticated, when that is on)
+        # The handshake (authentication on): the master's nonce and the proof's bytes so far;
+        # ``auth_buf`` is None once the slave is accepted (or without authentication).
+        self.nonce = b""
+        self.auth_buf: bytearray | None = None
+        self.auth_timer: asyncio.TimerHandle | None = None
         self.reader = ReportReader()
         self.next: int | None = None  # where the stream goes on (None until the first report)
         self.frame_ends: collections.deque[int] = collections.deque()
@@ -100,13 +119,26 @@ class _Connection(asyncio.Protocol):
         self.transport = tr = cast(asyncio.Transport, transport)  # uvloop's: not subclasses
         tr.set_write_buffer_limits(WRITE_BUFFER_HIGH, WRITE_BUFFER_LOW)
         peer = tr.get_extra_info("peername")
-        text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.link = self.server.progress.open(text)
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.server.connections.add(self)
-        log.info("HA connection from slave %s", text)
+        if self.server.auth is None:
+            self._admit("")
+            return
+        self.nonce = HAAuth.nonce()
+        self.auth_buf = bytearray()
+        tr.write(encode_auth_challenge(self.nonce))
+        self.auth_timer = asyncio.get_running_loop().call_later(
+            HANDSHAKE_TIME_MAX_S, self._handshake_timed_out)
+
+    def _admit(self, user: str) -> None:
+        """The slave may replicate: it gets a link (shown, streamed to, its acks counted)."""
+        self.link = self.server.progress.open(self.peer)
+        log.info("HA connection from slave %s%s", self.peer, f" (user {user})" if user else "")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.auth_timer is not None:
+            self.auth_timer.cancel()
         self.server.connections.discard(self)
         if self.link is not None:
             self.server.progress.close(self.link)
@@ -121,6 +153,9 @@ class _Connection(asyncio.Protocol):
         self.pump()
 
     def data_received(self, data: bytes) -> None:
+        if self.auth_buf is not None and not self.closed:
+            self._handshake(data)
+            return  # the slave sends nothing more before it has the acceptance
         link = self.link
         if link is None or self.closed:
             return
@@ -133,6 +168,49 @@ class _Connection(asyncio.Protocol):
                 return
         link.last_report_mono = time.monotonic()
         self.pump()
+
+    # -- the handshake (authentication on) ------------------------------------------------------
+    def _handshake(self, data: bytes) -> None:
+        auth, buf = self.server.auth, self.auth_buf
+        assert auth is not None and buf is not None
+        buf += data
+        try:
+            got = auth_frame_body(buf)  # bounded: it raises before buf outgrows one proof
+            if got is None:
+                return
+            body, used = got
+            if used != len(buf):
+                raise RemoteProtocolError("bytes after the proof, before it was accepted")
+            proof = parse_auth_proof(body)
+        except RemoteProtocolError as e:
+            auth.fail("malformed", None, self.peer, f"HA handshake: {e}")
+            self.close()
+            return
+        if auth.check_slave(proof, self.nonce, self.peer) is not None:
+            self.close()  # audited; the slave learns nothing but the closed connection
+            return
+        mine = auth.credentials
+        if mine is None:
+            log.error("HA connection from %s closed: authentication is on but this master has no "
+                      "inner credentials to prove itself to its slaves with (set "
+                      "inner_client_authentication_credentials)", self.peer)
+            self.close()
+            return
+        self.auth_buf = None
+        if self.auth_timer is not None:
+            self.auth_timer.cancel()
+            self.auth_timer = None
+        if self.transport is not None:
+            self.transport.write(encode_auth_accept(
+                mine.access_key, master_mac(mine.secret_key, proof.nonce, self.nonce)))
+        self._admit(proof.access_key)
+
+    def _handshake_timed_out(self) -> None:
+        auth = self.server.auth
+        if self.auth_buf is not None and not self.closed and auth is not None:
+            auth.fail("timeout", None, self.peer,
+                      f"HA handshake: no proof within {HANDSHAKE_TIME_MAX_S:.0f} s")
+            self.close()
 
     def _hello(self, link: SlaveLink, value: int) -> bool:
         """One value of a controller-mode hello; False when refused (the connection closes)."""
@@ -294,12 +372,15 @@ class HAServer:
             heartbeat and housekeeping intervals.
         store: the master's store.
         progress: the table of slaves' links (shared with the SYNC_MASTER condition).
+        auth: the handshake's checks when authentication is on (None: RocketMQ 4.x's stream).
     """
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, progress: ReplicaProgress) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, progress: ReplicaProgress,
+                 auth: HAAuth | None = None) -> None:
         self.config = config
         self.store = store
         self.progress = progress
+        self.auth = auth
         self.batch_size = config.ha_transfer_batch_size
         self.heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
         self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000

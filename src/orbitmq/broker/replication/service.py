@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import orjson
 
 from orbitmq.broker.durable_save import DurabilityCondition
+from orbitmq.broker.replication.ha_auth import HAAuth
 from orbitmq.broker.replication.master import HAServer
 from orbitmq.broker.replication.progress import ReplicaProgress, SlaveLink
 from orbitmq.broker.replication.replica_ack import ReplicaAck
@@ -30,6 +31,8 @@ from orbitmq.broker.role import RoleState
 from orbitmq.config import BrokerConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.security.audit import AuditLog
+from orbitmq.security.signature import Credentials
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.loop import call_soon_from_any_thread
@@ -70,17 +73,26 @@ class ReplicationService:
         invoke: the broker's RemotingClient.invoke (table copies from the master).
         host: the address the broker advertises (the HA address uses its host).
         tables: topics, offsets, schedule, groups (a slave copies them).
+        auth: the broker's users (a slave copies them; the HA handshake checks its peer's
+            proof against them when ``authentication_enabled`` is on).
+        inner: what the broker proves itself with on the HA port (its inner credentials).
+        audit: where refused HA handshakes are counted and logged.
     """
 
     def __init__(self, config: BrokerConfig, store: MessageStore, role: RoleState, invoke: Invoke,
                  host: Callable[[], str], *, topics: Any, offsets: Any, schedule: Any,
-                 groups: Any, auth: Any = None) -> None:
+                 groups: Any, auth: Any = None, inner: Credentials | None = None,
+                 audit: AuditLog | None = None) -> None:
         self.config = config
         self.store = store
         self.role = role
         self._host = host
         self.progress = ReplicaProgress()
-        self.server = HAServer(config, store, self.progress)
+        # With authentication on, a slave proves it holds a Super user's secret before the
+        # master sends or counts anything, and the master proves the same back (ha_auth.py).
+        self.ha_auth = (HAAuth(auth, inner, audit if audit is not None else AuditLog())
+                        if config.authentication_enabled and auth is not None else None)
+        self.server = HAServer(config, store, self.progress, self.ha_auth)
         # SYNC_MASTER's condition: one slave suffices here; controller mode puts its own
         # (broker/failover/in_sync_ack.py: every in-sync member) in its place.
         self.ack: ReplicaCondition = ReplicaAck(
@@ -88,7 +100,7 @@ class ReplicationService:
             self.server.pump)
         self.master_addr = ""  # the master's remoting address, as the name server said
         self.learned_ha_addr = ""  # its HA address, as the name server said
-        self.client = HAClient(config, store, self.master_ha_address)
+        self.client = HAClient(config, store, self.master_ha_address, self.ha_auth)
         self.sync = SlaveSynchronize(invoke, lambda: self.master_addr, config.slave_sync_interval_ms,
                                      topics, offsets, schedule, groups, auth)
         self._running: str | None = None  # "master" or "slave" while started
@@ -118,7 +130,7 @@ class ReplicationService:
             await self.server.start()
         else:
             hello = self.client.hello
-            self.client = HAClient(self.config, self.store, self.master_ha_address)
+            self.client = HAClient(self.config, self.store, self.master_ha_address, self.ha_auth)
             self.client.hello = hello
             self.client.start()
             self.sync.start()
@@ -157,7 +169,7 @@ class ReplicationService:
             return
         await self.client.stop()
         hello = self.client.hello
-        self.client = HAClient(self.config, self.store, self.master_ha_address)
+        self.client = HAClient(self.config, self.store, self.master_ha_address, self.ha_auth)
         self.client.hello = hello
         self.client.start()
         log.info("following master %s (HA %s)", master_addr, ha_server_addr)

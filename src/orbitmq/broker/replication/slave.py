@@ -17,6 +17,13 @@ the master no longer holds what the slave needs (retention deleted it), another 
 garbled frame (the store's checks, or a frame header the codec refuses) is never written: the
 connection is closed, logged, and opened again after a pause.
 
+With authentication on (``HAClient.auth`` set: the broker's ``authentication_enabled``), the
+slave sends nothing before the handshake of protocol/ha.py is done: it answers the master's
+challenge with its proof (its inner credentials), and takes the master's acceptance only when
+it proves the master holds a Super user's secret too (ha_auth.py); anything else, or no
+acceptance within ``HANDSHAKE_TIME_MAX_S``, closes the connection, and the next one is tried
+after the longest pause (a wrong secret is not fixed by retrying fast).
+
 Controller mode (``HAClient.hello`` set, docs/failover.md): the slave first sends its hello
 (the epoch it follows, its member id) and takes nothing before the master's epoch frame names
 that same epoch: a master of an older epoch (deposed, not yet aware of it) or of a newer one
@@ -37,16 +44,21 @@ import time
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from orbitmq.broker.replication.ha_auth import HANDSHAKE_TIME_MAX_S, HAAuth, slave_mac
 from orbitmq.config import BrokerConfig
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
 from orbitmq.protocol.ha import (
+    AUTH_MARK,
     CONFIRM_MARK,
     HELLO_MARK,
     TransferFrame,
     TransferReader,
+    encode_auth_proof,
     encode_hello,
     encode_report,
+    parse_auth_accept,
+    parse_auth_challenge,
     unpack_identity,
 )
 from orbitmq.store.message_store import MessageStore
@@ -89,6 +101,15 @@ class _Garbled(Exception):
     """The stream cannot be trusted past this point: close, and connect again later."""
 
 
+class _HandshakeFailed(Exception):
+    """The handshake did not hold (authentication on): close, and connect again after the
+    longest pause. ``audited``: the audit log already has the line."""
+
+    def __init__(self, why: str, *, audited: bool = False) -> None:
+        super().__init__(why)
+        self.audited = audited
+
+
 class _Link(asyncio.Protocol):
     """One connection to the master (see the module docstring)."""
 
@@ -103,9 +124,22 @@ class _Link(asyncio.Protocol):
         self.last_write = 0.0
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.epoch_confirmed = client.hello is None  # controller mode: the master's epoch frame
+        # The handshake (authentication on): nothing is sent or taken before it holds.
+        self.authenticated = client.auth is None
+        self.opened = time.monotonic()
+        self.master_nonce: bytes | None = None  # the challenge's, once answered
+        self.nonce = b""  # this slave's, sent in its proof
+        self.handshake_failed = False  # the next connection waits the longest pause
+        self.closing = False  # this side closed it
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
+        if self.authenticated:
+            self._begin()
+
+    def _begin(self) -> None:
+        """Say where this slave's log stands (after its hello, in controller mode)."""
+        assert self.transport is not None
         store = self.client.store
         tail = store.replica_tail()
         if tail is not None:
@@ -120,6 +154,13 @@ class _Link(asyncio.Protocol):
         self._report(first)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if (not self.authenticated and self.master_nonce is not None and not self.closing
+                and not self.handshake_failed):
+            self.handshake_failed = True
+            log.error("replication: master %s closed the connection on this slave's proof: it "
+                      "does not take this slave's inner credentials "
+                      "(inner_client_authentication_credentials must name a Super user there)",
+                      self.client.master)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -135,6 +176,12 @@ class _Link(asyncio.Protocol):
             client.refuse(str(e))
             self.close()
             return
+        except _HandshakeFailed as e:
+            self.handshake_failed = True
+            if not e.audited:
+                log.error("replication from %s: %s", client.master, e)
+            self.close()
+            return
         except (_Garbled, RemoteProtocolError) as e:
             log.error("replication from %s: %s; closing and connecting again", client.master, e)
             self.close()
@@ -148,6 +195,9 @@ class _Link(asyncio.Protocol):
     # -- frames ---------------------------------------------------------------------------------
     def _take(self, frame: TransferFrame) -> bool:
         """Store (or compare) one frame; True when bytes were stored."""
+        if frame.offset == AUTH_MARK or not self.authenticated:
+            self._handshake(frame)
+            return False
         if frame.offset == CONFIRM_MARK:
             self._confirm_frame(frame)
             return False
@@ -179,6 +229,38 @@ class _Link(asyncio.Protocol):
         if at == len(data):
             return False
         return self._append(position, data[at:] if at else data)
+
+    def _handshake(self, frame: TransferFrame) -> None:
+        """The master's challenge, then its acceptance (authentication on)."""
+        auth = self.client.auth
+        if auth is None:
+            raise _HandshakeFailed(
+                "the master asks for authentication (authentication_enabled is on there): turn it "
+                "on here too, with inner_client_authentication_credentials naming a Super user")
+        if self.authenticated or frame.offset != AUTH_MARK:
+            raise _Garbled(f"a frame at offset {frame.offset} during the handshake"
+                           if not self.authenticated else "an auth frame after the handshake")
+        transport = self.transport
+        assert transport is not None
+        if self.master_nonce is None:
+            master_nonce = parse_auth_challenge(frame.data)
+            mine = auth.credentials
+            if mine is None:
+                raise _HandshakeFailed("authentication is on but this slave has no inner "
+                                       "credentials (inner_client_authentication_credentials)")
+            self.nonce = HAAuth.nonce()
+            transport.write(encode_auth_proof(
+                mine.access_key, slave_mac(mine.secret_key, master_nonce, self.nonce), self.nonce))
+            self.master_nonce = master_nonce
+            return
+        proof = parse_auth_accept(frame.data)
+        reason = auth.check_master(proof, self.nonce, self.master_nonce, self.client.master)
+        if reason is not None:
+            raise _HandshakeFailed(reason, audited=True)
+        self.authenticated = True
+        log.info("replication: master %s accepted this slave (master user %s)", self.client.master,
+                 proof.access_key)
+        self._begin()
 
     def _epoch_frame(self, frame: TransferFrame) -> None:
         """Controller mode: the master's epoch frame must come first and name our epoch."""
@@ -244,6 +326,14 @@ class _Link(asyncio.Protocol):
     def heartbeat(self, now: float) -> None:
         """Report again when idle; close when the master has been silent too long."""
         client = self.client
+        if not self.authenticated and now - self.opened > HANDSHAKE_TIME_MAX_S:
+            self.handshake_failed = True
+            log.warning("replication: no %s from master %s within %.0f s: is "
+                        "authentication_enabled on there too?",
+                        "acceptance" if self.master_nonce is not None else "challenge",
+                        client.master, HANDSHAKE_TIME_MAX_S)
+            self.close()
+            return
         if now - self.last_read > client.housekeeping_s:
             log.warning("replication: master %s silent for %.1f s; connecting again",
                         client.master, now - self.last_read)
@@ -253,6 +343,7 @@ class _Link(asyncio.Protocol):
             self._report(self.reported)
 
     def close(self) -> None:
+        self.closing = True
         if self.transport is not None:
             self.transport.abort()  # nothing worth flushing: reports are sent again
 
@@ -265,11 +356,13 @@ class HAClient:
         store: the slave's store (in replica mode).
         master_address: the master's HA address now ("" while unknown): the configured
             ``ha_master_address``, else what the name server told the last registration.
+        auth: the handshake's checks when authentication is on (None: RocketMQ 4.x's stream).
     """
 
     def __init__(self, config: BrokerConfig, store: MessageStore,
-                 master_address: Callable[[], str]) -> None:
+                 master_address: Callable[[], str], auth: HAAuth | None = None) -> None:
         self.config = config
+        self.auth = auth
         self.store = store
         self._address = master_address
         self.frame_size_max = frame_size_max(config)
@@ -353,7 +446,7 @@ class HAClient:
             if self.refused is None:
                 log.info("replication: connection to master %s closed", address)
                 delay = RECONNECT_DELAY_MIN_S
-                await asyncio.sleep(delay)
+                await asyncio.sleep(RECONNECT_DELAY_MAX_S if link.handshake_failed else delay)
 
     async def _serve(self, link: _Link) -> None:
         tick = max(min(self.heartbeat_s, self.housekeeping_s) / 4, 0.01)
