@@ -334,3 +334,17 @@ def test_a_send_is_checked_on_the_topic_its_handler_stores_to() -> None:
     assert guard.check(_signed(10, v1, "alice", "alice-pass"), "127.0.0.1") is not None
     v1["topic"] = "orders-eu"
     assert guard.check(_signed(10, v1, "alice", "alice-pass"), "127.0.0.1") is None
+
+
+def test_the_security_page_shows_the_access_table_as_it_is() -> None:
+    from pathlib import Path
+
+    from orbitmq.protocol.codes import OrbitMQRequestCode
+    from orbitmq.security.access_table import AuthRequestCode, describe
+
+    names = {int(m): m.name for m in (*RequestCode, *OrbitMQRequestCode)}
+    names.update({v: k for k, v in vars(AuthRequestCode).items() if k.isupper()})
+    rows = [f"| {c} | {names[c]} | {describe(c)} |" for c in sorted(ACCESS_TABLE)]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    shown = page.split("<!-- access-table:begin -->")[1].split("<!-- access-table:end -->")[0]
+    assert [line for line in shown.strip().splitlines()[2:]] == rows

@@ -139,11 +139,8 @@ def standalone_cmd(
         check_store_free(cfg.store.store_path)
     except StoreError as e:
         raise click.ClickException(f"cannot start: {e}") from None
-    from orbitmq.broker.config_file import config_path
-    from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
-
     # One set of users and ACLs for both servers, kept with the broker's tables.
-    auth = AuthRegistry(config_path(cfg.store.store_path, AUTH_FILE_NAME))
+    auth = BrokerController.auth_registry_for(cfg)
     try:
         auth.load()
     except StoreError as e:
@@ -187,7 +184,9 @@ def _access_fields(cfg: BrokerConfig) -> dict[str, Any]:
 
 
 class _StandaloneConsole:
-    """Starts the console once the name server's address is known."""
+    """Starts the console once the name server's address is known. With authentication on, the
+    console signs as the servers' inner credentials (else the init user) unless it was given
+    credentials of its own, and people log in as users of the cluster."""
 
     def __init__(self, cfg: ConsoleConfig, ns: Any, port: int) -> None:
         self.cfg, self.ns, self.port = cfg, ns, port
@@ -196,8 +195,14 @@ class _StandaloneConsole:
     async def start(self) -> None:
         from orbitmq.console import ConsoleServer
 
+        own: dict[str, str] = {}
+        inner = self.ns.access.inner
+        if self.ns.config.authentication_enabled and inner is not None \
+                and not self.cfg.console_access_key:
+            own = {"console_access_key": inner.access_key,
+                   "console_secret_key": inner.secret_key}
         self.server = ConsoleServer(dataclasses.replace(
-            self.cfg, namesrv_addr=self.ns.address, console_listen_port=self.port))
+            self.cfg, namesrv_addr=self.ns.address, console_listen_port=self.port, **own))
         try:
             await self.server.start()
         except OSError as e:
