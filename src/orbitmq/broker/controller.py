@@ -211,6 +211,12 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 
+    @staticmethod
+    def auth_registry_for(config: BrokerConfig) -> AuthRegistry:
+        """The broker's users and ACLs (``STORE/config/auth.json``), not yet loaded: what
+        standalone shares between its name server and its broker."""
+        return AuthRegistry(config_path(config.store.store_path, AUTH_FILE_NAME))
+
     @property
     def address(self) -> str:
         """``host:port`` clients should use: ``broker_ip`` when set, else the listening host."""
