@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from orbitmq.errors import ClientError
+from orbitmq.errors import ClientError, RemoteProtocolError
+from orbitmq.security.model import check_username
 from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
 
 __all__ = [
@@ -192,6 +193,16 @@ def _delay_levels(value: str) -> str | None:
         parse_delay_levels_ms(value)
     except ValueError as e:  # the field's allowed values say what a delay looks like
         return str(e).removeprefix("message_delay_level: ").split(" such as")[0]
+    return None
+
+
+def _optional_username(value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        check_username(value)
+    except RemoteProtocolError as e:
+        return str(e)
     return None
 
 
@@ -667,9 +678,22 @@ class ConsoleConfig:
         200, "most messages, dead letters or transactions one page lists", 1, 10_000)
     console_admin_timeout_ms: int = setting(
         5000, "how long one request to a name server or broker may take", 100, 300_000)
+    console_access_key: str = setting(
+        "", "user the console signs its own requests with; set when the cluster has "
+        "authentication on, and people then log in as users of the cluster",
+        check=_optional_username, allowed="empty, or a user name (letters, digits, _ and -)")
+    console_secret_key: str = setting(
+        "", "secret key (password) of console_access_key", secret=True)
+    console_user_sessions_max: int = setting(
+        100, "users logged in at once (each has its own connections to the cluster); the least "
+        "recently active is logged out past it", 1, 10_000)
 
     def __post_init__(self) -> None:
         _validate(self)
+        if bool(self.console_access_key) != bool(self.console_secret_key):
+            raise ConfigError(
+                "console_secret_key" if self.console_access_key else "console_access_key",
+                "console_access_key and console_secret_key go together: set both or neither")
 
 
 T = TypeVar("T")

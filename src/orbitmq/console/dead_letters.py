@@ -13,7 +13,7 @@ from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, original_topic
 from orbitmq.client.validation import check_group
 from orbitmq.console import forms
 from orbitmq.console.render import page
-from orbitmq.console.state import state
+from orbitmq.console.state import admin_of, state
 
 __all__ = ["routes"]
 
@@ -24,9 +24,9 @@ RESENT_SHOWN_MAX = 1_000_000  # a bound on the counts a page after a resend read
 
 @routes.get("/dead-letters")
 async def dead_letter_groups(request: web.Request) -> web.StreamResponse:
-    st = state(request)
-    topics = [t for t in await st.admin.list_topics() if t.startswith(DLQ_TOPIC_PREFIX)]
-    statuses = await asyncio.gather(*(st.admin.topic_status(t) for t in topics))
+    admin = admin_of(request)
+    topics = [t for t in await admin.list_topics() if t.startswith(DLQ_TOPIC_PREFIX)]
+    statuses = await asyncio.gather(*(admin.topic_status(t) for t in topics))
     rows = [(t.removeprefix(DLQ_TOPIC_PREFIX), sum(q.max_offset - q.min_offset for q in s))
             for t, s in zip(topics, statuses, strict=True)]
     return page(request, "dead_letters.html", title="Dead letters", groups=rows)
@@ -37,7 +37,7 @@ async def dead_letter_list(request: web.Request) -> web.StreamResponse:
     """The group's dead letters; after a resend, how many were sent and skipped."""
     st = state(request)
     group = check_group(request.match_info["group"])
-    entries = await st.admin.dead_letter_entries(group, st.config.console_rows_max)
+    entries = await admin_of(request).dead_letter_entries(group, st.config.console_rows_max)
     outcome = None
     if "sent" in request.query:
         outcome = (forms.integer(request.query, "sent", 0, RESENT_SHOWN_MAX),
@@ -55,7 +55,7 @@ async def dead_letter_resend(request: web.Request) -> web.StreamResponse:
     group = check_group(request.match_info["group"])
     form = await request.post()
     msg_id = forms.text(form, "msg_id", required=False) or None
-    resent = await st.admin.resend_dead_letters(group, msg_id=msg_id, force=forms.flag(form, "force"),
+    resent = await admin_of(request).resend_dead_letters(group, msg_id=msg_id, force=forms.flag(form, "force"),
                                                 max_messages=st.config.console_rows_max)
     sent = sum(1 for r in resent if r.result is not None)
     raise web.HTTPSeeOther(f"/dead-letters/{quote(group, safe='')}?sent={sent}"

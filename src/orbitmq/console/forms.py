@@ -11,7 +11,7 @@ from typing import Any
 
 from orbitmq.errors import ClientError
 
-__all__ = ["FormError", "text", "integer", "flag", "utc_ms", "choice"]
+__all__ = ["FormError", "text", "secret", "integer", "flag", "utc_ms", "choice", "choices"]
 
 TEXT_MAX_CHARS = 1024  # no field of the console's forms needs more
 
@@ -30,6 +30,27 @@ def text(data: Mapping[str, Any], name: str, *, required: bool = True, default: 
     if len(value) > TEXT_MAX_CHARS:
         raise FormError(f"{name} has {len(value)} characters, more than {TEXT_MAX_CHARS}")
     return value
+
+
+def secret(data: Mapping[str, Any], name: str, *, required: bool = True) -> str:
+    """A password as typed (not stripped: its spaces are part of it); a refusal never shows it."""
+    value = data.get(name)
+    value = value if isinstance(value, str) else ""
+    if not value and required:
+        raise FormError(f"{name} is required")
+    if len(value) > TEXT_MAX_CHARS:
+        raise FormError(f"{name} is longer than {TEXT_MAX_CHARS} characters")
+    return value
+
+
+def choices(values: list[Any], name: str, allowed: tuple[str, ...]) -> list[str]:
+    """The ticked boxes of a group (``values``: every value the form sent under ``name``)."""
+    out = []
+    for value in values:
+        if not isinstance(value, str) or value not in allowed:
+            raise FormError(f"{name}: {str(value)[:64]!r} is not one of {', '.join(allowed)}")
+        out.append(value)
+    return out
 
 
 def integer(data: Mapping[str, Any], name: str, low: int, high: int, *,

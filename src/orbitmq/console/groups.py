@@ -15,7 +15,7 @@ from orbitmq.client.group_admin import TOOLS_CONSUMER_GROUP
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.console import forms
 from orbitmq.console.render import page
-from orbitmq.console.state import state
+from orbitmq.console.state import admin_of
 
 __all__ = ["routes", "is_internal_group"]
 
@@ -40,12 +40,12 @@ class GroupRow:
 
 @routes.get("/groups")
 async def group_list(request: web.Request) -> web.StreamResponse:
-    st = state(request)
+    admin = admin_of(request)
     show_all = forms.flag(request.query, "all")
-    names = [g for g in await st.admin.list_groups() if show_all or not is_internal_group(g)]
+    names = [g for g in await admin.list_groups() if show_all or not is_internal_group(g)]
     statuses, conns = await asyncio.gather(
-        asyncio.gather(*(st.admin.group_status(g) for g in names)),
-        asyncio.gather(*(st.admin.consumer_connections(g) for g in names)))
+        asyncio.gather(*(admin.group_status(g) for g in names)),
+        asyncio.gather(*(admin.consumer_connections(g) for g in names)))
     rows = [GroupRow(g, s, len(c.connections)) for g, s, c in zip(names, statuses, conns,
                                                                   strict=True)]
     return page(request, "groups.html", title="Consumer groups", groups=rows, show_all=show_all)
@@ -53,13 +53,13 @@ async def group_list(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/groups/{group}")
 async def group_detail(request: web.Request) -> web.StreamResponse:
-    st = state(request)
+    admin = admin_of(request)
     group = check_group(request.match_info["group"])
     status: GroupStatus
     conns: ConsumerConnectionInfo
     status, conns, holders = await asyncio.gather(
-        st.admin.group_status(group), st.admin.consumer_connections(group),
-        st.admin.queue_holders(group))
+        admin.group_status(group), admin.consumer_connections(group),
+        admin.queue_holders(group))
     topics = sorted({q.queue.topic for q in status.queues} | set(conns.subscriptions))
     return page(request, "group.html", title=f"Group {group}", group=group, status=status,
                 conns=conns, holders=holders, topics=topics)
@@ -74,5 +74,5 @@ async def group_reset(request: web.Request) -> web.StreamResponse:
     topic = check_topic(forms.text(form, "topic"))
     at_ms = forms.utc_ms(form, "time")
     assert at_ms is not None
-    await state(request).admin.reset_offset(group, topic, at_ms)
+    await admin_of(request).reset_offset(group, topic, at_ms)
     raise web.HTTPSeeOther(f"/groups/{quote(group, safe='')}?notice=reset")

@@ -18,7 +18,7 @@ import jinja2
 from aiohttp import web
 
 from orbitmq.console.security import CSRF_FIELD
-from orbitmq.console.state import state
+from orbitmq.console.state import state, user_of
 
 __all__ = [
     "make_templates",
@@ -43,6 +43,11 @@ NOTICES = {
     "deleted": "Topic deleted.",
     "reset": "Offsets reset.",
     "logged-out": "Logged out.",
+    "user-created": "User created.",
+    "user-saved": "User saved.",
+    "user-deleted": "User deleted.",
+    "acl-added": "Rule added.",
+    "acl-deleted": "Rules deleted.",
 }
 
 
@@ -142,11 +147,14 @@ def make_templates() -> jinja2.Environment:
 
 
 def page(request: web.Request, template: str, *, http_status: int = 200, **context: Any) -> web.Response:
-    """Render ``template`` with what every page shows (the navigation, the CSRF field, a notice)."""
+    """Render ``template`` with what every page shows (the navigation, the CSRF field, a notice,
+    the user logged in)."""
     st = state(request)
     notice = NOTICES.get(request.query.get("notice", ""))
+    user = user_of(request)
     html = st.templates.get_template(template).render(
         csrf_field=CSRF_FIELD, csrf=st.guard.csrf_token(request), path=request.path,
-        login_required=bool(st.guard.token), notice=notice, namesrv=st.config.namesrv_addr,
-        **context)
+        login_required=bool(st.guard.token) or st.guard.user_login, notice=notice,
+        namesrv=st.config.namesrv_addr, username=user.username if user else None,
+        ask_token=bool(st.guard.token), ask_user=st.guard.user_login, **context)
     return web.Response(text=html, content_type="text/html", status=http_status)

@@ -21,7 +21,8 @@ from typing import Any
 from orbitmq.client.admin import AsyncAdmin
 from orbitmq.errors import OrbitMQError
 
-__all__ = ["Sample", "BrokerIdentity", "RuntimeSampler", "series", "first_rate", "disk_use"]
+__all__ = ["Sample", "BrokerIdentity", "RuntimeSampler", "series", "first_rate", "disk_use",
+           "read_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,28 @@ def series(samples: Iterable[Sample]) -> dict[str, Any]:
     }
 
 
+Answers = dict[str, dict[str, str] | OrbitMQError | OSError]
+
+
+async def read_runtime(admin: AsyncAdmin) -> tuple[dict[str, BrokerIdentity], Answers]:
+    """Every broker the name server knows now, and each one's runtime info or why it has none
+    (OrbitMQError or OSError: it did not answer, or refused)."""
+    info = await admin.cluster_info()
+    cluster_of = {name: c for c, names in info.cluster_addr_table.items() for name in names}
+    brokers = {
+        addr: BrokerIdentity(cluster_of.get(name, bd.cluster), name, int(bid), addr)
+        for name, bd in info.broker_addr_table.items() for bid, addr in bd.broker_addrs.items()
+    }
+    answers = await asyncio.gather(*(admin.broker_runtime_info(a) for a in brokers),
+                                   return_exceptions=True)
+    out: Answers = {}
+    for addr, answer in zip(brokers, answers, strict=True):
+        if isinstance(answer, BaseException) and not isinstance(answer, OrbitMQError | OSError):
+            raise answer
+        out[addr] = answer
+    return brokers, out
+
+
 class RuntimeSampler:
     """Reads every broker's runtime info periodically (see the module docstring)."""
 
@@ -118,21 +141,12 @@ class RuntimeSampler:
     async def sample_once(self) -> None:
         """One round over the brokers the name server knows now; a broker that does not answer
         keeps its history and gets an error note."""
-        info = await self.admin.cluster_info()
-        cluster_of = {name: c for c, names in info.cluster_addr_table.items() for name in names}
-        brokers = {
-            addr: BrokerIdentity(cluster_of.get(name, bd.cluster), name, int(bid), addr)
-            for name, bd in info.broker_addr_table.items() for bid, addr in bd.broker_addrs.items()
-        }
-        answers = await asyncio.gather(*(self.admin.broker_runtime_info(a) for a in brokers),
-                                       return_exceptions=True)
+        brokers, answers = await read_runtime(self.admin)
         now_ms = int(self._clock() * 1000)
-        for addr, answer in zip(brokers, answers, strict=True):
+        for addr, answer in answers.items():
             if isinstance(answer, OrbitMQError | OSError):
                 self.errors[addr] = str(answer) or type(answer).__name__
                 continue
-            if isinstance(answer, BaseException):
-                raise answer
             self.errors.pop(addr, None)
             self.history.setdefault(addr, collections.deque(maxlen=self.history_max)).append(
                 Sample(now_ms, answer))

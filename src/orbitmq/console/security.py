@@ -5,6 +5,9 @@
 - Authentication, when a token is set: a login form that opens a session (a random id in an
   HttpOnly, SameSite=Strict cookie, forgotten after ``console_session_ttl_ms`` unused), or the
   header ``Authorization: Bearer <token>`` for scripts. Secrets are compared in constant time.
+  With user login (``console_access_key`` set: the cluster has authentication on) the form also
+  asks a user of the cluster, and a session is open only while that user's client is
+  (:mod:`orbitmq.console.acting`).
 - CSRF: every state-changing form carries ``csrf``, an HMAC (under a per-process key) of a random
   cookie the console set; a POST without a matching one is refused with 403. Requests
   authenticated by the bearer header need none (a browser cannot send that header cross-site).
@@ -128,6 +131,11 @@ class SessionTable:
     def close(self, sid: str) -> None:
         self._last_used.pop(sid, None)
 
+    def is_open(self, sid: str) -> bool:
+        """Whether ``sid`` is open, without marking it used."""
+        last = self._last_used.get(sid)
+        return last is not None and self._clock() - last <= self.ttl_s
+
     def __len__(self) -> int:
         return len(self._last_used)
 
@@ -145,6 +153,7 @@ class Guard:
 
     def __init__(self, config: ConsoleConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.token = config.console_token
+        self.user_login = bool(config.console_access_key)  # people log in as cluster users
         self.loopback_only = is_loopback(config.console_listen_host)
         self.sessions = SessionTable(config.console_session_ttl_ms / 1000,
                                      config.console_sessions_max, clock)
@@ -189,11 +198,15 @@ class Guard:
         return bool(sid) and self.sessions.touch(str(sid))
 
     def authenticated(self, request: web.Request) -> bool:
-        return not self.token or self.bearer_ok(request) or self.session_ok(request)
+        return ((not self.token and not self.user_login) or self.bearer_ok(request)
+                or self.session_ok(request))
 
-    def login(self, response: web.StreamResponse) -> None:
-        response.set_cookie(SESSION_COOKIE, self.sessions.open(), httponly=True,
+    def login(self, response: web.StreamResponse) -> str:
+        """Opens a session, sets its cookie on ``response`` and returns its id."""
+        sid = self.sessions.open()
+        response.set_cookie(SESSION_COOKIE, sid, httponly=True,
                             samesite="Strict", path="/", max_age=self.cookie_max_age_s)
+        return sid
 
     def logout(self, request: web.Request, response: web.StreamResponse) -> None:
         sid = request.cookies.get(SESSION_COOKIE)

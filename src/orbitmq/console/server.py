@@ -4,7 +4,9 @@ loop and ``orbitmq console`` runs it alone.
 
 Everything it shows or changes goes through the SDK (:class:`~orbitmq.client.admin.AsyncAdmin`,
 :mod:`orbitmq.client.browse`, a producer for dead letter resends): it never touches a broker's
-store or speaks the wire protocol itself (an import-linter contract holds it to that).
+store or speaks the wire protocol itself (an import-linter contract holds it to that). With
+``console_access_key`` its own client signs as that user, and people log in as users of the
+cluster whose own clients sign their pages' requests (:mod:`orbitmq.console.acting`).
 """
 
 from __future__ import annotations
@@ -24,13 +26,22 @@ from orbitmq.console import (
     messages,
     topics,
     transactions,
+    users,
 )
+from orbitmq.console.acting import UserSessions
 from orbitmq.console.forms import FormError
 from orbitmq.console.render import make_templates, page
 from orbitmq.console.sampler import RuntimeSampler
 from orbitmq.console.security import SECURITY_HEADERS, Guard, Handler, check_exposure
 from orbitmq.console.state import STATE, ConsoleState
-from orbitmq.errors import BrokerError, ClientError, OrbitMQError, TopicNotFoundError
+from orbitmq.errors import (
+    AccessDeniedError,
+    BrokerError,
+    ClientError,
+    OrbitMQError,
+    TopicNotFoundError,
+)
+from orbitmq.security.signature import Credentials
 
 __all__ = ["ConsoleServer", "build_app"]
 
@@ -38,6 +49,7 @@ log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
 REQUEST_BODY_MAX_BYTES = 64 * 1024  # the largest form is a few fields
+NO_PERMISSION = 16  # RocketMQ's response code of a request access control refused
 
 
 @web.middleware
@@ -53,6 +65,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except (FormError, ClientError) as e:
         return page(request, "error.html", http_status=400, title="Refused", reason=str(e))
     except BrokerError as e:
+        if isinstance(e, AccessDeniedError) or e.code == NO_PERMISSION:  # the user's rules
+            return page(request, "error.html", http_status=403, title="Not allowed",
+                        reason="The cluster refused this to the user the console acts as: "
+                               f"{e.remark or e}")
         return page(request, "error.html", http_status=502, title="The cluster refused",
                     reason=f"{e.code}: {e.remark}" if e.remark else str(e))
     except (OrbitMQError, OSError) as e:
@@ -73,7 +89,7 @@ def build_app(st: ConsoleState) -> web.Application:
                           client_max_size=REQUEST_BODY_MAX_BYTES)
     app[STATE] = st
     app.on_response_prepare.append(_security_headers)
-    for module in (login, cluster, topics, groups, messages, dead_letters, transactions):
+    for module in (login, cluster, topics, groups, messages, dead_letters, transactions, users):
         app.add_routes(module.routes)
     app.router.add_static("/static/", STATIC_DIR, show_index=False, follow_symlinks=False)
     return app
@@ -103,11 +119,16 @@ class ConsoleServer:
         """
         cfg = self.config
         check_exposure(cfg)
-        admin = AsyncAdmin(cfg.namesrv_addr, timeout=cfg.console_admin_timeout_ms / 1000)
+        credentials = (Credentials(cfg.console_access_key, cfg.console_secret_key)
+                       if cfg.console_access_key else None)
+        admin = AsyncAdmin(cfg.namesrv_addr, timeout=cfg.console_admin_timeout_ms / 1000,
+                           credentials=credentials)
         await admin.start()
         sampler = RuntimeSampler(admin, cfg.console_sample_interval_ms / 1000,
                                  cfg.console_history_max)
-        self._state = ConsoleState(cfg, admin, Guard(cfg), sampler, make_templates())
+        guard = Guard(cfg)
+        self._state = ConsoleState(cfg, admin, guard, sampler, make_templates(),
+                                   UserSessions(cfg, guard.sessions) if guard.user_login else None)
         try:
             self._runner = web.AppRunner(build_app(self._state), handle_signals=False,
                                          access_log=None)
@@ -120,11 +141,15 @@ class ConsoleServer:
         host, port = self._runner.addresses[0][:2]
         self.address = f"{host}:{port}"
         sampler.start()
+        if self._state.users is not None:
+            self._state.users.start()
         log.info("orbitmq console ready on %s", self.address)
 
     async def stop(self) -> None:
         if self._state is not None:
             await self._state.sampler.stop()
+            if self._state.users is not None:
+                await self._state.users.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -17,7 +17,7 @@ from orbitmq.client.validation import check_topic
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
 from orbitmq.console.render import page
-from orbitmq.console.state import state
+from orbitmq.console.state import admin_of
 from orbitmq.errors import TopicNotFoundError
 
 __all__ = ["routes", "topic_kind", "SYSTEM_TOPICS", "PERMS"]
@@ -57,9 +57,9 @@ class GroupProgress:
 
 @routes.get("/topics")
 async def topic_list(request: web.Request) -> web.StreamResponse:
-    st = state(request)
+    admin = admin_of(request)
     show_all = forms.flag(request.query, "all")
-    names, info = await asyncio.gather(st.admin.list_topics(), st.admin.cluster_info())
+    names, info = await asyncio.gather(admin.list_topics(), admin.cluster_info())
     reserved = set(info.cluster_addr_table) | set(info.broker_addr_table)
     rows = [(t, topic_kind(t, reserved)) for t in names]
     shown = [r for r in rows if show_all or r[1] == "normal"]
@@ -71,7 +71,7 @@ async def _save(request: web.Request, topic: str, form: Mapping[str, Any]) -> No
     """Create or update ``topic`` on every master with the form's settings, then wait (at most
     ROUTE_WAIT_S) until the name servers route it so: brokers tell them in the background, and
     the page shown next reads the route."""
-    admin = state(request).admin
+    admin = admin_of(request)
     read_nums = forms.integer(form, "read_queue_nums", 1, QUEUE_NUMS_MAX)
     write_nums = forms.integer(form, "write_queue_nums", 1, QUEUE_NUMS_MAX)
     perm = int(forms.choice(form, "perm", tuple(PERMS), "6"))
@@ -102,11 +102,11 @@ async def topic_create(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/topics/{topic}")
 async def topic_detail(request: web.Request) -> web.StreamResponse:
-    st = state(request)
+    admin = admin_of(request)
     topic = check_topic(request.match_info["topic"])
     route, status, offsets = await asyncio.gather(
-        st.admin.topic_route(topic), st.admin.topic_status(topic),
-        browse.committed_offsets(st.admin, topic))
+        admin.topic_route(topic), admin.topic_status(topic),
+        browse.committed_offsets(admin, topic))
     max_of = {s.queue: s.max_offset for s in status}
     progress = [
         GroupProgress(group, sum(max(0, max_of.get(mq, 0) - off) for mq, off in queues.items()),
@@ -131,5 +131,5 @@ async def topic_delete(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     if forms.text(form, "confirm", required=False) != topic:
         raise forms.FormError(f"type the topic's name ({topic}) into confirm to delete it")
-    await state(request).admin.delete_topic(topic)
+    await admin_of(request).delete_topic(topic)
     raise web.HTTPSeeOther("/topics?notice=deleted")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from orbitmq.console.render import page
-from orbitmq.console.state import state
+from orbitmq.console.state import admin_of, state
 
 __all__ = ["routes"]
 
@@ -16,6 +16,6 @@ routes = web.RouteTableDef()
 @routes.get("/transactions")
 async def transaction_list(request: web.Request) -> web.StreamResponse:
     st = state(request)
-    pending = await st.admin.list_transactions(st.config.console_rows_max)
+    pending = await admin_of(request).list_transactions(st.config.console_rows_max)
     return page(request, "transactions.html", title="Unresolved transactions", pending=pending,
                 rows_max=st.config.console_rows_max)
