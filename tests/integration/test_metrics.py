@@ -216,6 +216,22 @@ def test_a_token_guards_the_endpoint_and_refused_requests_are_counted(tmp_path: 
         assert value(after, failures, node_type="nameserver", reason="no_credentials") == 1
         assert value(after, failures, node_type="nameserver", reason="bad_signature") == 1
         assert value(after, failures, node_type="broker", reason="bad_signature") == 1
-        assert "rocketmq_authorization_denials_total" not in after  # no family without a sample
+        assert "rocketmq_authorization_denials_total" not in after  # no sample before a denial
+
+        alice = Credentials("alice", "alice-secret-1")  # a Normal user without any rule
+        with Admin(addrs["namesrv"], credentials=ROOT) as admin:
+            admin.create_user(alice.access_key, alice.secret_key)
+        with Admin(addrs["namesrv"], credentials=alice) as admin:
+            with pytest.raises(AccessDeniedError, match="needs a Super user"):
+                admin.update_broker_config(broker, {"fileReservedTime": "1"})
+            with pytest.raises(AccessDeniedError, match="no rule allows"):
+                admin.broker_runtime_info(broker)
+        denied = scrape(metrics, METRICS_TOKEN)
+        denials = "rocketmq_authorization_denials_total"
+        assert value(denied, denials, node_type="broker", reason="super_only") == 1
+        assert value(denied, denials, node_type="broker", reason="no_rule") == 1
+        assert value(denied, denials, node_type="nameserver") == 0
         assert child.stop() == 0
-    assert METRICS_TOKEN not in child.output() and ROOT.secret_key not in child.output()
+    output = child.output()
+    assert METRICS_TOKEN not in output and ROOT.secret_key not in output
+    assert "alice-secret" not in output
