@@ -68,6 +68,7 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import iter_stored_messages
+from orbitmq.security import AuthRequestCode, Credentials
 from orbitmq.testing.process import ServerProcess, standalone_process
 
 FUZZ_REQUESTS_DEFAULT = 20_000
@@ -229,6 +230,7 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
                                                 pull.to_ext_fields()),
         **_batch_requests(ctx, rng),
         **_ops_requests(rng),
+        **_auth_requests(rng),
     }
 
 
@@ -249,6 +251,34 @@ def _batch_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], 
             OrbitMQRequestCode.SEND_TRANSACTION_BATCH, send.to_ext_fields(), encode_batch(entries)),
         OrbitMQRequestCode.END_TRANSACTION_BATCH: _builder(
             OrbitMQRequestCode.END_TRANSACTION_BATCH, end.to_ext_fields()),
+    }
+
+
+def _auth_requests(rng: random.Random) -> dict[int, Callable[[], Request]]:
+    """Users and ACLs (RocketMQ 5's codes 3001-3010 and the slaves' copy), scratch users only."""
+    b, c = _builder, AuthRequestCode
+    name = f"fuzzuser{rng.randrange(4)}"
+    user = {"username": name}
+    info = orjson.dumps({"username": name, "password": f"fuzz-pass-{rng.randrange(9)}",
+                         "userType": rng.choice(["Normal", "Super"]),
+                         "userStatus": rng.choice(["enable", "disable"])})
+    subject = {"subject": f"User:{name}"}
+    acl = orjson.dumps({"subject": f"User:{name}", "policies": [{"policyType": "Custom",
+                        "entries": [{"resource": f"Topic:{SCRATCH_TOPIC}*",
+                                     "actions": ["Pub", "Sub"], "decision": "Allow",
+                                     "sourceIps": ["10.0.0.0/8"]}]}]})
+    return {
+        c.AUTH_CREATE_USER: b(c.AUTH_CREATE_USER, user, info),
+        c.AUTH_UPDATE_USER: b(c.AUTH_UPDATE_USER, user, info),
+        c.AUTH_DELETE_USER: b(c.AUTH_DELETE_USER, user),
+        c.AUTH_GET_USER: b(c.AUTH_GET_USER, user),
+        c.AUTH_LIST_USER: b(c.AUTH_LIST_USER, {"filter": "fuzz"}),
+        c.AUTH_CREATE_ACL: b(c.AUTH_CREATE_ACL, subject, acl),
+        c.AUTH_UPDATE_ACL: b(c.AUTH_UPDATE_ACL, subject, acl),
+        c.AUTH_DELETE_ACL: b(c.AUTH_DELETE_ACL, {**subject, "resource": f"Topic:{SCRATCH_TOPIC}*"}),
+        c.AUTH_GET_ACL: b(c.AUTH_GET_ACL, subject),
+        c.AUTH_LIST_ACL: b(c.AUTH_LIST_ACL, {"subjectFilter": "fuzz"}),
+        c.GET_AUTH_METADATA: b(c.GET_AUTH_METADATA, {}),
     }
 
 
@@ -316,13 +346,23 @@ def check_answer(req: Request, resp: RemotingCommand | None, report: Report) -> 
                                f"{resp.remark[:300]}")
 
 
-async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: int) -> Report:
-    """``budget`` mutated requests over CONNECTIONS connections to each server, stopping at
-    FUZZ_TIME_MAX_S."""
+# One fuzzed request from a valid one: what to send, and the response code it must get (None:
+# any, as long as the oracle holds).
+Prepare = Callable[[random.Random, Request], tuple[Request, int | None]]
+
+
+def _mutated(rng: random.Random, req: Request) -> tuple[Request, int | None]:
+    return mutate(rng, req), None
+
+
+async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: int, *,
+               prepare: Prepare = _mutated, time_max_s: float = FUZZ_TIME_MAX_S) -> Report:
+    """``budget`` requests made by ``prepare`` over CONNECTIONS connections to each server,
+    stopping at ``time_max_s``."""
     report = Report()
     clients = {role: [await RawClient().connect(addrs[role]) for _ in range(CONNECTIONS)]
                for role in ("broker", "namesrv")}
-    deadline = time.monotonic() + FUZZ_TIME_MAX_S
+    deadline = time.monotonic() + time_max_s
     requests = iter(range(budget))
 
     async def worker(index: int) -> None:
@@ -331,7 +371,7 @@ async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: 
             if time.monotonic() > deadline:
                 return
             builders = valid_requests(ctx, wrng)
-            req = mutate(wrng, builders[wrng.choice(sorted(builders))]())
+            req, must = prepare(wrng, builders[wrng.choice(sorted(builders))]())
             client = clients[req.target][index % CONNECTIONS]
             wait = HELD_PULL_WAIT_S if req.code in _PULL_CODES else ANSWER_WAIT_S
             try:
@@ -342,6 +382,9 @@ async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: 
                     addrs[req.target])
                 continue
             check_answer(req, resp, report)
+            if must is not None and resp is not None and resp.code != must:
+                report.failures.append(f"code {req.code} {req.mutations} -> {resp.code} "
+                                       f"(must be {must}): {resp.remark}")
 
     try:
         await asyncio.gather(*(worker(i) for i in range(CONNECTIONS * IN_FLIGHT_MAX)))
@@ -353,9 +396,10 @@ async def fuzz(rng: random.Random, addrs: dict[str, str], ctx: Context, budget: 
 
 
 # ------------------------------------------------------------------------------ valid traffic
-async def send_keep(broker: str, bodies: list[bytes]) -> list[str]:
+async def send_keep(broker: str, bodies: list[bytes], creds: Credentials | None = None
+                    ) -> list[str]:
     """Valid sends to the protected topic, round robin over its queues; their msg ids."""
-    client = await RawClient().connect(broker)
+    client = await RawClient(creds).connect(broker)
     ids = []
     try:
         for i, body in enumerate(bodies):
@@ -369,8 +413,9 @@ async def send_keep(broker: str, bodies: list[bytes]) -> list[str]:
     return ids
 
 
-async def invoke(addr: str, code: int, fields: dict[str, str], body: bytes = b"") -> RemotingCommand:
-    client = await RawClient().connect(addr)
+async def invoke(addr: str, code: int, fields: dict[str, str], body: bytes = b"",
+                 creds: Credentials | None = None) -> RemotingCommand:
+    client = await RawClient(creds).connect(addr)
     try:
         resp = await client.request(Request("broker", code, fields, body), ANSWER_WAIT_S)
     finally:
@@ -379,26 +424,28 @@ async def invoke(addr: str, code: int, fields: dict[str, str], body: bytes = b""
     return resp
 
 
-async def setup_keep(broker: str) -> None:
+async def setup_keep(broker: str, creds: Credentials | None = None) -> None:
     """The protected topics and offsets (the messages come from send_keep)."""
     create = CreateTopicRequestHeader(KEEP_TOPIC, "TBW102", KEEP_QUEUES, KEEP_QUEUES)
     for header in (create, CreateTopicRequestHeader(KEEP_ADMIN_TOPIC, "TBW102", 3, 3, perm=4,
                                                     topic_filter_type="MULTI_TAG", order=True)):
-        resp = await invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
+        resp = await invoke(broker, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields(),
+                            creds=creds)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
-async def commit_keep_offsets(broker: str) -> dict[int, int]:
+async def commit_keep_offsets(broker: str, creds: Credentials | None = None) -> dict[int, int]:
     offsets = {qid: qid + 1 for qid in range(KEEP_QUEUES)}
     for qid, offset in offsets.items():
         resp = await invoke(broker, RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": KEEP_GROUP, "topic": KEEP_TOPIC, "queueId": str(qid),
-            "commitOffset": str(offset)})
+            "commitOffset": str(offset)}, creds=creds)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
     return offsets
 
 
-async def snapshot(broker: str) -> tuple[list[bytes], dict[int, int], dict[str, TopicConfig]]:
+async def snapshot(broker: str, creds: Credentials | None = None
+                   ) -> tuple[list[bytes], dict[int, int], dict[str, TopicConfig]]:
     """Every body in the protected topic, the protected group's offsets, every topic."""
     bodies: list[bytes] = []
     for qid in range(KEEP_QUEUES):
@@ -406,7 +453,7 @@ async def snapshot(broker: str) -> tuple[list[bytes], dict[int, int], dict[str, 
         for _ in range(1000):
             fields = PullMessageRequestHeader("FuzzReader", KEEP_TOPIC, qid, offset, 32, 4, 0, 0,
                                               "*").to_ext_fields()
-            resp = await invoke(broker, RequestCode.PULL_MESSAGE, fields)
+            resp = await invoke(broker, RequestCode.PULL_MESSAGE, fields, creds=creds)
             if resp.code != ResponseCode.SUCCESS:
                 assert resp.code == ResponseCode.PULL_NOT_FOUND, (resp.code, resp.remark)
                 break
@@ -415,9 +462,9 @@ async def snapshot(broker: str) -> tuple[list[bytes], dict[int, int], dict[str, 
     offsets = {}
     for qid in range(KEEP_QUEUES):
         resp = await invoke(broker, RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": KEEP_GROUP, "topic": KEEP_TOPIC, "queueId": str(qid)})
+            "consumerGroup": KEEP_GROUP, "topic": KEEP_TOPIC, "queueId": str(qid)}, creds=creds)
         offsets[qid] = int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
-    resp = await invoke(broker, RequestCode.GET_ALL_TOPIC_CONFIG, {})
+    resp = await invoke(broker, RequestCode.GET_ALL_TOPIC_CONFIG, {}, creds=creds)
     topics = TopicConfigSerializeWrapper.from_json(resp.body).topic_config_table
     return sorted(bodies), offsets, topics
 

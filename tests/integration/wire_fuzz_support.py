@@ -21,6 +21,7 @@ import orjson
 from orbitmq.protocol.codes import SerializeType
 from orbitmq.protocol.command import RemotingCommand, encode
 from orbitmq.protocol.frame import FrameDecoder
+from orbitmq.security import Credentials, sign_fields
 
 __all__ = ["Request", "mutate", "RawClient"]
 
@@ -141,11 +142,32 @@ def mutate(rng: random.Random, req: Request) -> Request:
     return Request(req.target, req.code, fields, body, done)
 
 
+def wire_text(value: Any) -> str | None:
+    """What the server's decoder makes of an extFields value (None: left out), which is what a
+    signature covers."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def signed(req: Request, credentials: Credentials) -> Request:
+    """``req`` with AccessKey and a Signature over its fields as the server will read them."""
+    fields = {k: wire_text(v) for k, v in req.fields.items()
+              if k not in ("AccessKey", "Signature", "SecurityToken")}
+    text = {k: v for k, v in fields.items() if v is not None}
+    sign_fields(text, req.body, credentials)
+    return Request(req.target, req.code, {**req.fields, **{k: text[k] for k in (
+        "AccessKey", "Signature", "SecurityToken") if k in text}}, req.body, req.mutations)
+
+
 # ------------------------------------------------------------------------------ the wire
 class RawClient:
     """One connection sending hand-made headers (extFields values of any JSON type)."""
 
-    def __init__(self) -> None:
+    def __init__(self, credentials: Credentials | None = None) -> None:
+        self.credentials = credentials  # signs every request it sends (access control on)
         self._opaques = itertools.count(1)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._writer: asyncio.StreamWriter | None = None
@@ -173,6 +195,8 @@ class RawClient:
                 fut.set_exception(ConnectionError("closed by the server"))
 
     def _frame(self, req: Request, opaque: int, binary: bool) -> bytes:
+        if self.credentials is not None:
+            req = signed(req, self.credentials)
         if binary:
             ext = {str(k): v if isinstance(v, str) else _json_bytes(v).decode()
                    for k, v in req.fields.items()}
