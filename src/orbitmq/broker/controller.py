@@ -191,10 +191,9 @@ class BrokerController:
             self.server.register(code, handler)
         for code, handler in auth_handler_table(self.access.admin, self.role).items():
             self.server.register(code, handler)
-        # None: off by config, or no C speedups; with authentication on, every request takes the
-        # Python path, where its signature is checked.
-        self.fast_path = (None if config.authentication_enabled
-                          else FastPath.create(ctx, self.server.note_answered))
+        # None: off by config, or no C speedups; with authentication on, it checks signatures
+        # and rules itself and declines the rest to the guard (broker/fast_path.py).
+        self.fast_path = FastPath.create(ctx, self.server.note_answered, self.access)
         if self.fast_path is not None:
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)

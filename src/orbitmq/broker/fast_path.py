@@ -30,6 +30,18 @@ topics and auto-creation, transactions, delays, retry topics, properties it does
 malformed or oversized frames and messages, a store that refuses puts (full disk, failed sync,
 stopping), a segment roll.
 
+With authentication on (issue 34), a send is the fast path's only when the C code has checked
+it as the guard (security/guard.py) would: signed (AccessKey, Signature) by an enabled user of
+the snapshot :meth:`NativeAccess.users_changed` pushes on every change of the registry, with a
+signature that matches; and with authorization on, by a Super user, or by a user whose send to
+that topic the guard admitted since the last change (:meth:`NativeAccess.admitted` adds the pair;
+never for a user whose rules name source addresses, whose answer depends on the peer). Anything
+else (unsigned, unknown or disabled user, bad signature, a pair not yet seen, numbers as JSON
+numbers) is declined to the Python path, whose guard answers the refusal and audits it, or lets
+it through and teaches the fast path the pair. With ``audit_allowed`` on, every allowed request
+must leave its audit line: the fast path then takes no signed send. Signed and unsigned traffic
+take the same route. The C code checks, Python owns the users: the snapshot is a copy.
+
 Answers keep the connection's request order (RemotingConnection with a fast reader): the answers
 of a read wait behind any earlier answer still awaited, and under a durability condition
 (SYNC_FLUSH, replication) they wait for it through the durable-save seam like every save:
@@ -51,7 +63,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
@@ -61,18 +73,27 @@ from orbitmq.broker.topic_config_manager import (
     SYSTEM_TOPICS,
 )
 from orbitmq.config import BrokerRole
-from orbitmq.errors import ClientError
+from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.metrics.buckets import MESSAGE_SIZE_BOUNDS_BYTES
 from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import decode_command, encode
+from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import PropertyKey
 from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import pack_host
 from orbitmq.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 
-__all__ = ["FastPath", "INERT_PROPERTIES", "UNORDERED_CODES", "plain_topic"]
+if TYPE_CHECKING:
+    from orbitmq.protocol.command import RemotingCommand
+    from orbitmq.security.guard import Principal
+    from orbitmq.security.registry import AuthRegistry
+    from orbitmq.security.server_access import ServerAccess
+    from orbitmq.security.signature import Credentials
+
+__all__ = ["FastPath", "INERT_PROPERTIES", "NativeAccess", "UNORDERED_CODES", "plain_topic",
+           "user_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +108,9 @@ _BORN = "orbitmq.fast_path.born_host"  # RemotingConnection.attributes: packed p
 _PERM_WRITE = int(Perm.WRITE)
 _SEND_CODES = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
                int(RequestCode.SEND_BATCH_MESSAGE))
+_SEND_CODE_SET = frozenset(_SEND_CODES)
+# A user's secret, whether it is enabled, whether it is a Super user: set_users' values.
+UserEntry = tuple[bytes, bool, bool]
 # (request code, response code, count, seconds each): RemotingServer.note_answered
 Timings = Callable[[int, int, int, float], None]
 _PUT_OK = PutMessageStatus.PUT_OK
@@ -147,14 +171,80 @@ def _answers_after(result: PutMessageResult, answers: bytes) -> bytes:
     return _with_outcome(answers, *put_answer(result))
 
 
+def user_snapshot(registry: AuthRegistry, inner: Credentials | None) -> dict[str, UserEntry]:
+    """Every user the guard would find by access key, as set_users takes them: the saved ones,
+    and the server's inner credentials (a built-in Super user unless a saved user has that
+    name)."""
+    names = [u.username for u in registry.users()]
+    if inner is not None:
+        names.append(inner.access_key)
+    out: dict[str, UserEntry] = {}
+    for name in names:
+        user = registry.user(name)
+        if user is not None:
+            out[name] = (user.password.encode(), user.enabled, user.is_super)
+    return out
+
+
+class NativeAccess:
+    """The C check's copy of the users and of the allowed (user, topic) pairs, kept in step
+    with the registry and the guard (module docstring): Python owns them, C holds a copy."""
+
+    def __init__(self, native: Any, access: ServerAccess) -> None:
+        self._native = native
+        self._access = access
+        access.registry.on_change(self.users_changed)
+        access.guard.on_admitted(self.admitted)
+        self.users_changed()
+
+    @staticmethod
+    def auth_argument(access: ServerAccess) -> tuple[bool, tuple[int, ...]]:
+        """The C FastPath's ``auth``: (authorization, the send codes the whitelist names)."""
+        settings = access.guard.settings
+        return (settings.authorization_enabled,
+                tuple(code for code in _SEND_CODES if code in settings.whitelist))
+
+    def users_changed(self) -> None:
+        """Push a new snapshot of the users (the registry calls this on every change, from
+        whichever thread changed it); it empties the allowed pairs. With ``audit_allowed`` on,
+        none: every allowed request must leave its audit line, so the guard sees them all."""
+        access = self._access
+        version = access.registry.version  # read first: a change meanwhile pushes again, newer
+        self._native.set_users(version, {} if access.guard.audit.log_allowed
+                               else user_snapshot(access.registry, access.inner))
+
+    def admitted(self, principal: Principal, cmd: RemotingCommand, version: int) -> None:
+        """The guard let ``cmd`` through (AccessGuard.on_admitted): a Normal user's send
+        teaches the C check its (user, topic) pair, under the registry ``version`` it was
+        decided on, unless the user's rules name source addresses (their answer depends on
+        the peer, which the pair does not hold)."""
+        access = self._access
+        if (cmd.code not in _SEND_CODE_SET or principal.is_super
+                or not access.guard.settings.authorization_enabled):
+            return
+        try:  # the topic the access table authorized: the send handler's parser's
+            topic = SendMessageRequestHeader.from_any_ext_fields(cmd.ext_fields).topic
+        except RemoteProtocolError:
+            return
+        acl = access.registry.acl(principal.username)
+        if acl is not None and any(entry.source_ips for entry in acl.all_entries()):
+            return
+        self._native.allow(version, principal.username, topic)
+
+
 class FastPath:
     """The broker's native fast path (module docstring); the connections' fast reader.
 
     Built by the controller, started once the server listens (the store host is then known).
     """
 
-    def __init__(self, ctx: BrokerContext, native: Any, timings: Timings | None = None) -> None:
+    def __init__(self, ctx: BrokerContext, native: Any, timings: Timings | None = None,
+                 access: ServerAccess | None = None) -> None:
         self.ctx = ctx
+        # With authentication on: the registry the users come from, the guard that teaches the
+        # allowed pairs (module docstring); their copy in C from start().
+        self._access = access if access is not None and access.guard.enabled else None
+        self.native_access: NativeAccess | None = None
         self._timings = timings  # RemotingServer.note_answered: the metrics' request timings
         self._module = native
         self._native: Any = None  # the C FastPath, from start()
@@ -177,11 +267,14 @@ class FastPath:
             self.resume("role")
 
     @classmethod
-    def create(cls, ctx: BrokerContext, timings: Timings | None = None) -> FastPath | None:
-        """The fast path, or None when it is off (config) or the C speedups are not there."""
+    def create(cls, ctx: BrokerContext, timings: Timings | None = None,
+               access: ServerAccess | None = None) -> FastPath | None:
+        """The fast path, or None when it is off (config) or the C speedups are not there.
+        ``access``: the broker's access control; with its authentication on, the fast path
+        checks signatures and rules itself (module docstring)."""
         if not ctx.config.native_fast_path_enable or NATIVE is None:
             return None
-        return cls(ctx, NATIVE, timings)
+        return cls(ctx, NATIVE, timings, access)
 
     # -- the switch -----------------------------------------------------------------------------
     @property
@@ -206,11 +299,15 @@ class FastPath:
         """Build the C side for the broker's store host (known once the server listens)."""
         ip, port = self.ctx.host.store_host
         store = self._store
+        access = self._access
         self._native = self._module.FastPath(
             _packed(ip, port), store.config.max_message_size, store.max_blob_size,
             self.ctx.config.max_frame_size, tuple(INERT_PROPERTIES),
-            tuple(math.ceil(b) for b in MESSAGE_SIZE_BOUNDS_BYTES), GIL_RELEASE_BYTES)
+            tuple(math.ceil(b) for b in MESSAGE_SIZE_BOUNDS_BYTES), GIL_RELEASE_BYTES,
+            None if access is None else NativeAccess.auth_argument(access))
         self.topics_changed()
+        if access is not None:
+            self.native_access = NativeAccess(self._native, access)
         log.info("native fast path on%s", "" if not self._suspended else
                  " but suspended: " + "; ".join(self._suspended.values()))
 
@@ -222,7 +319,8 @@ class FastPath:
                                      if plain_topic(tc)})
 
     def counts(self) -> dict[str, int]:
-        """Frames handled, declined and left for a segment roll (tests, diagnostics)."""
+        """Frames handled, declined and left for a segment roll, and with authentication on
+        the sends declined by the C check, by reason (``auth_*``; tests, diagnostics)."""
         return {} if self._native is None else dict(self._native.counts())
 
     # -- the fast reader ------------------------------------------------------------------------

@@ -13,6 +13,10 @@
  * that does not fit the segment, a partial frame) and says where: the caller hands that frame to
  * the Python path and calls again, so every frame is handled once, in order, by one of the two.
  *
+ * With authentication on (constructed with ``auth``), a send must also pass _fastpath_auth.h's
+ * check: signed by an enabled user of the snapshot Python pushes (set_users), and with
+ * authorization on, by a Super user or for an allowed (user, topic) pair (allow).
+ *
  * The caller holds the commit log's put lock and publishes the segment's new write position;
  * broker/fast_path.py is that caller. Every byte of a frame is bounds-checked before it is read.
  */
@@ -31,6 +35,8 @@
 #define STOP_PARTIAL 0
 #define STOP_DECLINED 1
 #define STOP_SEGMENT_FULL 2
+
+#include "_fastpath_auth.h"
 
 typedef struct {
     PyObject *name;  /* the topic as str: the queue-offset table's key */
@@ -58,6 +64,7 @@ typedef struct {
     unsigned char *scratch;
     Py_ssize_t scratch_cap;
     unsigned long long handled, declined, segment_full, errors;  /* frames, since creation */
+    AuthState auth;
 } FastPathObject;
 
 /* -- the topic snapshot ----------------------------------------------------------------------- */
@@ -517,7 +524,16 @@ static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t n
             break;
         SendFields f;
         int sent = read == FRAME_DECLINED || !send_fields(fp, &r, &f) ? SEND_DECLINED
-                                                                       : store_send(fp, &t, &r, &f);
+                                                                       : SEND_HANDLED;
+        if (sent == SEND_HANDLED && fp->auth.on) {
+            int verdict = auth_verdict(&fp->auth, &r, r.send[1]);
+            if (verdict != AUTH_OK) {
+                fp->auth.declined[verdict]++;
+                sent = SEND_DECLINED;
+            }
+        }
+        if (sent == SEND_HANDLED)
+            sent = store_send(fp, &t, &r, &f);
         if (sent == SEND_ERROR) {  /* out of memory: this frame is the Python path's */
             PyErr_Clear();
             fp->errors++;
@@ -555,15 +571,44 @@ done:
 /* -- the type ---------------------------------------------------------------------------------- */
 
 /* FastPath(store_host, max_message_size, max_blob_size, max_frame_size, inert_properties,
- *          size_bounds, gil_release_bytes) */
+ *          size_bounds, gil_release_bytes[, auth])
+ * ``auth``: None (the default: no authentication) or (authorization: bool, open_codes: tuple of
+ * the send codes the authentication whitelist names). With it every signed send is declined
+ * until set_users gives the users; it cannot be turned off later. */
 static int fp_init(FastPathObject *fp, PyObject *args, PyObject *kwds)
 {
     Py_buffer host;
-    PyObject *inert, *bounds;
-    if (!PyArg_ParseTuple(args, "y*nnnO!O!n", &host, &fp->max_message_size, &fp->max_blob_size,
-                          &fp->max_frame_size, &PyTuple_Type, &inert, &PyTuple_Type, &bounds,
-                          &fp->gil_release_bytes))
+    PyObject *inert, *bounds, *auth = Py_None;
+    if (fp->topics != NULL || fp->auth.users != NULL || fp->inert_names != NULL) {
+        PyErr_SetString(PyExc_TypeError, "FastPath: already initialized");
         return -1;
+    }
+    if (!PyArg_ParseTuple(args, "y*nnnO!O!n|O", &host, &fp->max_message_size, &fp->max_blob_size,
+                          &fp->max_frame_size, &PyTuple_Type, &inert, &PyTuple_Type, &bounds,
+                          &fp->gil_release_bytes, &auth))
+        return -1;
+    if (auth != Py_None) {
+        PyObject *codes = PyTuple_Check(auth) && PyTuple_GET_SIZE(auth) == 2
+                        ? PyTuple_GET_ITEM(auth, 1) : NULL;
+        int authorization = codes != NULL ? PyObject_IsTrue(PyTuple_GET_ITEM(auth, 0)) : -1;
+        if (authorization < 0 || !PyTuple_Check(codes)) {
+            PyBuffer_Release(&host);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "FastPath: auth is None or "
+                                                 "(authorization: bool, open_codes: tuple)");
+            return -1;
+        }
+        fp->auth.on = 1;
+        fp->auth.authorization = authorization;
+        fp->auth.open_codes = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(codes); i++) {
+            long code = PyLong_Check(PyTuple_GET_ITEM(codes, i))
+                      ? PyLong_AsLong(PyTuple_GET_ITEM(codes, i)) : -1;
+            fp->auth.open_codes |= code == CODE_SEND_MESSAGE ? 1u : code == CODE_SEND_MESSAGE_V2 ? 2u
+                                 : code == CODE_SEND_BATCH_MESSAGE ? 4u : 0u;
+        }
+        PyErr_Clear();
+    }
     int ok = host.len == HOST_V4_SIZE || host.len == HOST_V6_SIZE;
     if (ok) {
         memcpy(fp->store_host, host.buf, (size_t)host.len);
@@ -605,6 +650,7 @@ static int fp_init(FastPathObject *fp, PyObject *args, PyObject *kwds)
 static void fp_dealloc(FastPathObject *fp)
 {
     clear_topics(fp);
+    auth_free(&fp->auth);
     PyMem_Free(fp->scratch);
     Py_XDECREF(fp->inert_names);
     Py_TYPE(fp)->tp_free((PyObject *)fp);
@@ -612,8 +658,49 @@ static void fp_dealloc(FastPathObject *fp)
 
 static PyObject *fp_counts(FastPathObject *fp, PyObject *unused)
 {
-    return Py_BuildValue("{sKsKsKsK}", "handled", fp->handled, "declined", fp->declined,
-                         "segment_full", fp->segment_full, "errors", fp->errors);
+    PyObject *out = Py_BuildValue("{sKsKsKsK}", "handled", fp->handled, "declined", fp->declined,
+                                  "segment_full", fp->segment_full, "errors", fp->errors);
+    for (int reason = AUTH_OK + 1; out != NULL && fp->auth.on && reason < AUTH_REASONS; reason++) {
+        char name[48];
+        snprintf(name, sizeof name, "auth_%s", AUTH_REASON_NAMES[reason]);
+        PyObject *v = PyLong_FromUnsignedLongLong(fp->auth.declined[reason]);
+        if (v == NULL || PyDict_SetItemString(out, name, v) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
+static PyObject *fp_set_users_m(FastPathObject *fp, PyObject *const *args, Py_ssize_t nargs)
+{
+    return fp_set_users(&fp->auth, args, nargs);
+}
+
+static PyObject *fp_allow_m(FastPathObject *fp, PyObject *const *args, Py_ssize_t nargs)
+{
+    return fp_allow(&fp->auth, args, nargs);
+}
+
+/* auth_check(frame) -> int: the verdict of _fastpath_auth.h on the one frame at the start of
+ * ``frame`` (AUTH_OK 0; AUTH_FRAME when it is no whole send frame take() would store: its
+ * header's values, a topic of the snapshot...): what take() decides about its signature and
+ * rules, nothing stored. For the tests and the fuzzer. */
+static PyObject *fp_auth_check(FastPathObject *fp, PyObject *frame)
+{
+    Py_buffer in;
+    if (PyObject_GetBuffer(frame, &in, PyBUF_SIMPLE) < 0)
+        return NULL;
+    WireRequest r;
+    Py_ssize_t size = 0;
+    int verdict = AUTH_FRAME;
+    if (ensure_scratch(fp, in.len) == 0) {
+        SendFields f;
+        if (read_frame(in.buf, in.len, fp->max_frame_size, fp->scratch, &r, &size) == FRAME_READY
+            && send_fields(fp, &r, &f))
+            verdict = auth_verdict(&fp->auth, &r, r.send[1]);
+    }
+    PyBuffer_Release(&in);
+    return PyErr_Occurred() ? NULL : PyLong_FromLong(verdict);
 }
 
 static PyMethodDef fp_methods[] = {
@@ -622,7 +709,15 @@ static PyMethodDef fp_methods[] = {
     {"set_topics", (PyCFunction)fp_set_topics, METH_O,
      "The topics it may store to: {topic: write queue nums}, replacing the last snapshot."},
     {"counts", (PyCFunction)fp_counts, METH_NOARGS,
-     "Frames handled, declined and left for a segment roll since creation."},
+     "Frames handled, declined and left for a segment roll since creation (with auth: the "
+     "sends declined by the check, by reason)."},
+    {"set_users", (PyCFunction)(void (*)(void))fp_set_users_m, METH_FASTCALL,
+     "set_users(version, {name: (secret, enabled, super)}): the users signed sends are checked "
+     "against, replacing the last snapshot and emptying the allowed pairs."},
+    {"allow", (PyCFunction)(void (*)(void))fp_allow_m, METH_FASTCALL,
+     "allow(version, user, topic) -> bool: a send the guard admitted, kept while version holds."},
+    {"auth_check", (PyCFunction)fp_auth_check, METH_O,
+     "The signature and rules check's verdict (0: ok) on one send frame."},
     {NULL, NULL, 0, NULL},
 };
 

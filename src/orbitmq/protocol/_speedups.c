@@ -11,7 +11,8 @@
  * OverflowError); tests/unit/test_stored_twins.py checks it. The build hook (hatch_build.py)
  * compiles this file when a C compiler is present; without it, or with ORBITMQ_PURE_PYTHON=1,
  * OrbitMQ runs the Python twins. The layout and the rules (what is refused, and with which
- * message) are in _stored_rules.h.
+ * message) are in _stored_rules.h. hmac_sha1 exposes _hmac_sha1.h (the fast path's signature
+ * check, _fastpath_auth.h) to the tests that compare it with hashlib.
  *
  * Every byte read from a buffer is bounds-checked first: the input may be a peer's batch body or a
  * damaged commit log segment.
@@ -721,6 +722,33 @@ static PyObject *py_crc32(PyObject *self, PyObject *arg)
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* -- HMAC-SHA1 (_hmac_sha1.h), for the tests against hashlib -------------------------------- */
+
+/* hmac_sha1(key, data, fips=False) -> bytes: the digest, by the FIPS rounds when ``fips`` is
+ * true, else by the rounds sha1_pick chose (SHA-NI where the CPU has it). */
+static PyObject *py_hmac_sha1(PyObject *self, PyObject *args)
+{
+    Py_buffer key, data;
+    int fips = 0;
+    if (!PyArg_ParseTuple(args, "y*y*|p", &key, &data, &fips))
+        return NULL;
+    int chosen = sha1_ni_ok;
+    if (fips)
+        sha1_ni_ok = 0;
+    HmacKey k;
+    Sha1 s;
+    unsigned char digest[SHA1_DIGEST];
+    hmac_sha1_key(&k, key.buf, (size_t)key.len);
+    hmac_sha1_begin(&k, &s);
+    sha1_update(&s, data.buf, (size_t)data.len);
+    hmac_sha1_end(&k, &s, digest);
+    sha1_ni_ok = chosen;
+    secure_wipe(&k, sizeof k);
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)digest, SHA1_DIGEST);
+}
+
 /* -- module ----------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -749,6 +777,8 @@ static PyMethodDef methods[] = {
      "The messages of a pull body below an offset as Arrow-shaped column buffers."},
     {"encode_batch_columns", py_encode_batch_columns, METH_VARARGS,
      "A SEND_BATCH_MESSAGE body from columns (_column_batch.h, protocol/column_batch.py)."},
+    {"hmac_sha1", py_hmac_sha1, METH_VARARGS,
+     "HMAC-SHA1 digest of data under key (_hmac_sha1.h); fips=True: without SHA-NI."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -761,6 +791,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
 {
     crc32_init();
     crc32_pick();
+    sha1_pick();
     PyObject *zlib = PyImport_ImportModule("zlib");
     if (zlib == NULL)
         return NULL;
@@ -785,7 +816,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
         PyModule_AddIntConstant(m, "STOP_DECLINED", STOP_DECLINED) < 0 ||
         PyModule_AddIntConstant(m, "STOP_SEGMENT_FULL", STOP_SEGMENT_FULL) < 0 ||
         PyModule_AddIntConstant(m, "CRC32_FROM_ZLIB", crc32_zlib != NULL) < 0 ||
-        PyModule_AddIntConstant(m, "CRC32_CLMUL", crc32_clmul_ok) < 0) {
+        PyModule_AddIntConstant(m, "CRC32_CLMUL", crc32_clmul_ok) < 0 ||
+        PyModule_AddIntConstant(m, "SHA1_NI", sha1_ni_ok) < 0) {
         Py_DECREF(m);
         return NULL;
     }

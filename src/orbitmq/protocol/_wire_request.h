@@ -23,6 +23,7 @@
 #define JSON_DEPTH_MAX 16
 #define JSON_DIGITS_MAX 18
 #define SEND_FIELDS 14  /* a..n */
+#define EXT_FIELDS_MAX 32  /* extFields kept for a signature's check; more: ext_overflow */
 
 /* The request header fields the fast path reads; a Span's p is NULL when the field is absent. */
 typedef struct {
@@ -32,6 +33,9 @@ typedef struct {
     int has_v1_names;        /* "producerGroup" is present: the C++ client's names */
     const unsigned char *body;
     Py_ssize_t body_len;
+    int ext_overflow;        /* more than EXT_FIELDS_MAX extFields */
+    int ext_count;           /* every extField in header order, for the signature's check */
+    Span ext_key[EXT_FIELDS_MAX], ext_value[EXT_FIELDS_MAX];  /* (not cleared: ext_count says) */
 } WireRequest;
 
 enum {
@@ -42,9 +46,17 @@ enum {
 
 /* -- the ext fields kept ---------------------------------------------------------------------- */
 
-/* 1 when kept (or ignored), 0 when given twice: declined. */
+/* 1 when kept (or ignored), 0 when given twice: declined. Every field is also listed in
+ * ext_key / ext_value (the signature covers them all). */
 static int keep_field(WireRequest *r, const unsigned char *key, Py_ssize_t key_len, Span value)
 {
+    if (r->ext_count < EXT_FIELDS_MAX) {
+        r->ext_key[r->ext_count].p = key;
+        r->ext_key[r->ext_count].len = key_len;
+        r->ext_value[r->ext_count++] = value;
+    } else {
+        r->ext_overflow = 1;
+    }
     if (key_len == 1 && key[0] >= 'a' && key[0] < 'a' + SEND_FIELDS) {
         Span *to = &r->send[key[0] - 'a'];
         if (to->p != NULL)
@@ -428,7 +440,7 @@ static int read_frame(const unsigned char *p, Py_ssize_t avail, Py_ssize_t max_f
     Py_ssize_t header_len = mixed & HEADER_LENGTH_MASK;
     if (header_len > total - 4)
         return FRAME_DECLINED;
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(WireRequest, ext_key));
     r->serialize_type = (int)(mixed >> 24);
     const unsigned char *header = p + 8;
     int ok = r->serialize_type == SERIALIZE_JSON ? read_json_header(header, header_len, scratch, r)

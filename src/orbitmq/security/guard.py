@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from orbitmq.errors import AccessDeniedError, RemoteProtocolError
@@ -97,6 +97,14 @@ class AccessGuard:
         self.settings = settings
         self.registry = registry
         self.audit = audit if audit is not None else AuditLog()
+        self._admitted: list[Callable[[Principal, RemotingCommand, int], None]] = []
+
+    def on_admitted(self, listener: Callable[[Principal, RemotingCommand, int], None]) -> None:
+        """``listener(principal, cmd, version)`` after each remoting request the checks let
+        through (not those of whitelisted codes), ``version`` the registry's when the checks
+        began: the broker's native fast path learns from it which sends it may take itself
+        (broker/fast_path.py), and drops what it learnt under an older version."""
+        self._admitted.append(listener)
 
     @property
     def enabled(self) -> bool:
@@ -122,9 +130,12 @@ class AccessGuard:
         malformed request) instead of answering."""
         if not self.settings.authentication_enabled or cmd.code in self.settings.whitelist:
             return None
+        version = self.registry.version
         principal = self.authenticate_remoting(cmd, peer)
         cmd.principal = principal
         self.authorize_code(principal, cmd)
+        for listener in self._admitted:
+            listener(principal, cmd, version)
         return principal
 
     def authenticate_remoting(self, cmd: RemotingCommand, peer: str) -> Principal:

@@ -1,0 +1,367 @@
+/*
+ * _fastpath_auth.h: the native fast path's check of a signed send, for _fastpath.h (its only
+ * includer). With authentication on, a send is the fast path's only when all of this holds;
+ * anything else is declined to the Python path, whose guard (security/guard.py) answers the
+ * refusal and audits it, or lets the request through:
+ *
+ * - its extFields (at most EXT_FIELDS_MAX, keys ASCII and each given once, a V2 topic "b" and
+ *   no V1 "topic" beside it) carry a non-empty AccessKey and Signature as strings;
+ * - the access key is an enabled user of the snapshot Python pushed (set_users: the registry's
+ *   users, each as its HMAC key states; Python owns them, this is a copy, replaced whole on
+ *   every registry change);
+ * - Signature is the Base64 HMAC-SHA1, under that user's secret, of the values of every
+ *   extField but Signature, sorted by key (Java's String order: byte order for ASCII keys),
+ *   then the body (security/signature.py's remoting_content), compared in constant time. Only
+ *   the canonical Base64 (what every client writes) is compared: another spelling of the same
+ *   bytes is the Python path's to judge;
+ * - with authorization on, the user is a Super user, or (user, topic) is in the set of pairs
+ *   the guard allowed a send for since the last registry change (allow(): Python adds a pair
+ *   after its guard admitted such a send, for users whose rules name no source address).
+ *
+ * Nothing about a signature is remembered: every frame is checked. A send code in the
+ * authentication whitelist is taken unsigned, as the guard lets it through.
+ */
+#ifndef ORBITMQ_FASTPATH_AUTH_H
+#define ORBITMQ_FASTPATH_AUTH_H
+
+#include "_hmac_sha1.h"
+
+#define ALLOWED_PAIRS_MAX 65536  /* (user, topic) pairs kept; past it the guard keeps deciding */
+#define AUTH_NAME_MAX 65535      /* bytes of a user name or topic in a pair key */
+
+enum {
+    AUTH_OK = 0,
+    AUTH_FRAME,          /* not a send frame this reader takes (auth_check only) */
+    AUTH_NO_KEY,         /* no AccessKey, or an empty one */
+    AUTH_UNSIGNED,       /* no Signature, or an empty one */
+    AUTH_UNKNOWN_USER,
+    AUTH_DISABLED,
+    AUTH_BAD_SIGNATURE,
+    AUTH_NOT_ALLOWED,    /* not a Super user, and the pair is not (yet) in the set */
+    AUTH_FIELDS,         /* too many extFields, a key twice, a non-ASCII key, or "topic" */
+    AUTH_REASONS,
+};
+
+static const char *const AUTH_REASON_NAMES[AUTH_REASONS] = {
+    "ok", "frame", "no_key", "unsigned", "unknown_user", "disabled_user", "bad_signature",
+    "not_allowed", "fields",
+};
+
+typedef struct {
+    unsigned char *name;  /* the access key (user name), UTF-8 */
+    Py_ssize_t name_len;
+    HmacKey key;
+    int enabled, super;
+} AuthUser;
+
+typedef struct {
+    uint32_t hash;
+    unsigned char *key;  /* u16 user length, user, topic */
+    Py_ssize_t len;
+} AuthPair;
+
+typedef struct {
+    int on;             /* authentication: sends must be signed (fixed at construction) */
+    int authorization;  /* rules: Normal users need an allowed pair (fixed at construction) */
+    unsigned open_codes;  /* the send codes of the whitelist: bit 0 SEND_MESSAGE, 1 V2, 2 batch */
+    unsigned long long version;  /* the registry's version of the snapshot */
+    AuthUser *users;
+    Py_ssize_t user_count;
+    Py_ssize_t *user_slots;  /* open addressing: index + 1 into users, 0 free */
+    size_t user_mask;
+    AuthPair *pairs;  /* open addressing, key NULL free */
+    Py_ssize_t pair_count;
+    size_t pair_mask;  /* capacity - 1; 0 with no table */
+    unsigned long long declined[AUTH_REASONS];
+} AuthState;
+
+static uint32_t auth_hash(const unsigned char *a, Py_ssize_t a_len, const unsigned char *b,
+                          Py_ssize_t b_len)
+{
+    uint32_t h = 2166136261u;  /* FNV-1a over a, a separator that is no UTF-8 byte, b */
+    for (Py_ssize_t i = 0; i < a_len; i++)
+        h = (h ^ a[i]) * 16777619u;
+    h = (h ^ 0xFF) * 16777619u;
+    for (Py_ssize_t i = 0; i < b_len; i++)
+        h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+/* -- the users ------------------------------------------------------------------------------ */
+
+static void auth_clear_users(AuthState *a)
+{
+    for (Py_ssize_t i = 0; i < a->user_count; i++) {
+        secure_wipe(&a->users[i].key, sizeof a->users[i].key);
+        PyMem_Free(a->users[i].name);
+    }
+    PyMem_Free(a->users);
+    PyMem_Free(a->user_slots);
+    a->users = NULL;
+    a->user_slots = NULL;
+    a->user_count = 0;
+    a->user_mask = 0;
+}
+
+static void auth_clear_pairs(AuthState *a)
+{
+    for (size_t i = 0; a->pairs != NULL && i <= a->pair_mask; i++)
+        PyMem_Free(a->pairs[i].key);
+    PyMem_Free(a->pairs);
+    a->pairs = NULL;
+    a->pair_count = 0;
+    a->pair_mask = 0;
+}
+
+static const AuthUser *auth_find_user(const AuthState *a, const unsigned char *name, Py_ssize_t n)
+{
+    if (a->user_slots == NULL)
+        return NULL;
+    size_t i = auth_hash(name, n, NULL, 0) & a->user_mask;
+    while (a->user_slots[i] != 0) {
+        const AuthUser *u = &a->users[a->user_slots[i] - 1];
+        if (u->name_len == n && memcmp(u->name, name, (size_t)n) == 0)
+            return u;
+        i = (i + 1) & a->user_mask;
+    }
+    return NULL;
+}
+
+/* set_users(version, {name: (secret: bytes, enabled: bool, super: bool)}): the registry's users,
+ * replacing the last snapshot and emptying the allowed pairs. Returns the users kept (names
+ * that are not str, or values of another shape, raise: Python builds this dict). */
+static PyObject *fp_set_users(AuthState *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_users(version: int, users: dict)");
+        return NULL;
+    }
+    unsigned long long version = PyLong_AsUnsignedLongLong(args[0]);
+    if (version == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    PyObject *table = args[1];
+    Py_ssize_t n = PyDict_GET_SIZE(table), cap = 16, i = 0, count = 0;
+    while (cap < 2 * n + 2)
+        cap <<= 1;
+    AuthUser *users = PyMem_Calloc((size_t)(n ? n : 1), sizeof(AuthUser));
+    Py_ssize_t *slots = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+    if (users == NULL || slots == NULL) {
+        PyMem_Free(users);
+        PyMem_Free(slots);
+        return PyErr_NoMemory();
+    }
+    AuthState built = {0};
+    built.users = users;
+    built.user_slots = slots;
+    built.user_mask = (size_t)(cap - 1);
+    PyObject *key, *value;
+    while (PyDict_Next(table, &i, &key, &value)) {
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &len) : NULL;
+        if (utf8 == NULL || !PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(value, 0))) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError,
+                                "set_users: {name: str -> (secret: bytes, enabled, super)}");
+            auth_clear_users(&built);
+            return NULL;
+        }
+        int enabled = PyObject_IsTrue(PyTuple_GET_ITEM(value, 1));
+        int super = PyObject_IsTrue(PyTuple_GET_ITEM(value, 2));
+        AuthUser *u = &users[count];
+        u->name = PyMem_Malloc((size_t)(len ? len : 1));
+        if (enabled < 0 || super < 0 || u->name == NULL) {
+            PyMem_Free(u->name);
+            u->name = NULL;
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            auth_clear_users(&built);
+            return NULL;
+        }
+        memcpy(u->name, utf8, (size_t)len);
+        u->name_len = len;
+        PyObject *secret = PyTuple_GET_ITEM(value, 0);
+        hmac_sha1_key(&u->key, (const unsigned char *)PyBytes_AS_STRING(secret),
+                      (size_t)PyBytes_GET_SIZE(secret));
+        u->enabled = enabled;
+        u->super = super;
+        built.user_count = ++count;
+        size_t s = auth_hash(u->name, len, NULL, 0) & built.user_mask;
+        while (slots[s] != 0)
+            s = (s + 1) & built.user_mask;
+        slots[s] = count;
+    }
+    auth_clear_users(a);
+    auth_clear_pairs(a);
+    a->users = built.users;
+    a->user_slots = built.user_slots;
+    a->user_mask = built.user_mask;
+    a->user_count = built.user_count;
+    a->version = version;
+    return PyLong_FromSsize_t(count);
+}
+
+/* -- the allowed pairs ---------------------------------------------------------------------- */
+
+static const AuthPair *auth_find_pair(const AuthState *a, const unsigned char *user,
+                                      Py_ssize_t user_len, const unsigned char *topic,
+                                      Py_ssize_t topic_len)
+{
+    if (a->pairs == NULL)
+        return NULL;
+    uint32_t h = auth_hash(user, user_len, topic, topic_len);
+    size_t i = h & a->pair_mask;
+    while (a->pairs[i].key != NULL) {
+        const AuthPair *p = &a->pairs[i];
+        if (p->hash == h && p->len == 2 + user_len + topic_len &&
+            ((Py_ssize_t)p->key[0] << 8 | p->key[1]) == user_len &&
+            memcmp(p->key + 2, user, (size_t)user_len) == 0 &&
+            memcmp(p->key + 2 + user_len, topic, (size_t)topic_len) == 0)
+            return p;
+        i = (i + 1) & a->pair_mask;
+    }
+    return NULL;
+}
+
+/* Puts a pair into a table of ``mask + 1`` slots (a free one is there: kept at most half full). */
+static void auth_place_pair(AuthPair *table, size_t mask, AuthPair pair)
+{
+    size_t i = pair.hash & mask;
+    while (table[i].key != NULL)
+        i = (i + 1) & mask;
+    table[i] = pair;
+}
+
+/* allow(version, user, topic) -> bool: the guard admitted a send of ``user`` to ``topic`` under
+ * the registry's ``version``. Kept only when that is still the snapshot's version (a change in
+ * between emptied the set, and the guard decided on rules that may be gone), and while the set
+ * holds fewer than ALLOWED_PAIRS_MAX pairs. */
+static PyObject *fp_allow(AuthState *a, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t user_len, topic_len;
+    if (nargs != 3 || !PyUnicode_Check(args[1]) || !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "allow(version: int, user: str, topic: str)");
+        return NULL;
+    }
+    unsigned long long version = PyLong_AsUnsignedLongLong(args[0]);
+    if (version == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    const char *user = PyUnicode_AsUTF8AndSize(args[1], &user_len);
+    const char *topic = user != NULL ? PyUnicode_AsUTF8AndSize(args[2], &topic_len) : NULL;
+    if (topic == NULL)
+        return NULL;
+    if (version != a->version || !a->on || user_len > AUTH_NAME_MAX || topic_len > AUTH_NAME_MAX ||
+        a->pair_count >= ALLOWED_PAIRS_MAX)
+        Py_RETURN_FALSE;
+    const unsigned char *u = (const unsigned char *)user, *t = (const unsigned char *)topic;
+    if (auth_find_pair(a, u, user_len, t, topic_len) != NULL)
+        Py_RETURN_TRUE;
+    if (a->pairs == NULL || (size_t)(a->pair_count + 1) * 2 > a->pair_mask + 1) {
+        size_t cap = a->pairs == NULL ? 64 : 2 * (a->pair_mask + 1);
+        AuthPair *grown = PyMem_Calloc(cap, sizeof(AuthPair));
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        for (size_t i = 0; a->pairs != NULL && i <= a->pair_mask; i++)
+            if (a->pairs[i].key != NULL)
+                auth_place_pair(grown, cap - 1, a->pairs[i]);
+        PyMem_Free(a->pairs);
+        a->pairs = grown;
+        a->pair_mask = cap - 1;
+    }
+    AuthPair pair = {auth_hash(u, user_len, t, topic_len), PyMem_Malloc((size_t)(2 + user_len + topic_len)),
+                     2 + user_len + topic_len};
+    if (pair.key == NULL)
+        return PyErr_NoMemory();
+    pair.key[0] = (unsigned char)(user_len >> 8);
+    pair.key[1] = (unsigned char)user_len;
+    memcpy(pair.key + 2, u, (size_t)user_len);
+    memcpy(pair.key + 2 + user_len, t, (size_t)topic_len);
+    auth_place_pair(a->pairs, a->pair_mask, pair);
+    a->pair_count++;
+    Py_RETURN_TRUE;
+}
+
+/* -- the check ------------------------------------------------------------------------------ */
+
+static int span_is(Span s, const char *text, Py_ssize_t n)
+{
+    return s.len == n && memcmp(s.p, text, (size_t)n) == 0;
+}
+
+/* Byte order of two keys, a shorter prefix first (String.compareTo for ASCII). */
+static int key_before(Span x, Span y)
+{
+    Py_ssize_t n = x.len < y.len ? x.len : y.len;
+    int c = memcmp(x.p, y.p, (size_t)n);
+    return c < 0 || (c == 0 && x.len < y.len);
+}
+
+/* The verdict on request ``r`` of send code ``code`` to topic ``topic`` (its V2 "b"). */
+static int auth_verdict(const AuthState *a, const WireRequest *r, Span topic)
+{
+    int bit = r->code == CODE_SEND_MESSAGE ? 1 : r->code == CODE_SEND_MESSAGE_V2 ? 2 : 4;
+    if (!a->on || (a->open_codes & bit))
+        return AUTH_OK;
+    if (r->ext_overflow || topic.p == NULL || topic.len == 0)
+        return AUTH_FIELDS;
+    int order[EXT_FIELDS_MAX];
+    Span access_key = {NULL, 0}, signature = {NULL, 0};
+    for (int i = 0; i < r->ext_count; i++) {  /* insertion sort by key; ASCII keys only */
+        Span k = r->ext_key[i];
+        for (Py_ssize_t c = 0; c < k.len; c++)
+            if (k.p[c] & 0x80)
+                return AUTH_FIELDS;
+        if (span_is(k, "AccessKey", 9))
+            access_key = r->ext_value[i];
+        else if (span_is(k, "Signature", 9))
+            signature = r->ext_value[i];
+        else if (span_is(k, "topic", 5))
+            return AUTH_FIELDS;
+        int j = i;
+        while (j > 0 && key_before(k, r->ext_key[order[j - 1]])) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        if (j > 0 && span_is(k, (const char *)r->ext_key[order[j - 1]].p,
+                             r->ext_key[order[j - 1]].len))
+            return AUTH_FIELDS;  /* a key twice: which one counts is the Python decoder's */
+        order[j] = i;
+    }
+    if (access_key.p == NULL || access_key.len == 0)
+        return AUTH_NO_KEY;
+    const AuthUser *user = auth_find_user(a, access_key.p, access_key.len);
+    if (user == NULL)
+        return AUTH_UNKNOWN_USER;
+    if (!user->enabled)
+        return AUTH_DISABLED;
+    if (signature.p == NULL || signature.len == 0)
+        return AUTH_UNSIGNED;
+    Sha1 s;
+    hmac_sha1_begin(&user->key, &s);
+    for (int i = 0; i < r->ext_count; i++) {
+        const Span *k = &r->ext_key[order[i]];
+        if (!span_is(*k, "Signature", 9))
+            sha1_update(&s, r->ext_value[order[i]].p, (size_t)r->ext_value[order[i]].len);
+    }
+    if (r->body_len > 0)
+        sha1_update(&s, r->body, (size_t)r->body_len);
+    unsigned char digest[SHA1_DIGEST];
+    char expected[SHA1_BASE64];
+    hmac_sha1_end(&user->key, &s, digest);
+    base64_digest(digest, expected);
+    if (signature.len != SHA1_BASE64 ||
+        !equal_in_constant_time(signature.p, (const unsigned char *)expected, SHA1_BASE64))
+        return AUTH_BAD_SIGNATURE;
+    if (a->authorization && !user->super &&
+        auth_find_pair(a, access_key.p, access_key.len, topic.p, topic.len) == NULL)
+        return AUTH_NOT_ALLOWED;
+    return AUTH_OK;
+}
+
+static void auth_free(AuthState *a)
+{
+    auth_clear_users(a);
+    auth_clear_pairs(a);
+}
+
+#endif
