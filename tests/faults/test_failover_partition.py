@@ -38,7 +38,8 @@ def test_a_partitioned_master_is_fenced_and_nothing_acknowledged_is_lost(tmp_pat
     with NetLab(["etcd", "ns", "b1", "b2", "b3"]) as lab, \
             EtcdCluster(1, hosts=[lab.addr["etcd"]], prefixes=[lab.prefix["etcd"]],
                         root=tmp_path) as etcd:
-        namesrv = ServerProcess(["namesrv", "--listen-host", lab.addr["ns"], "--port", "9876"],
+        namesrv = ServerProcess(["namesrv", "--listen-host", lab.addr["ns"], "--port", "9876",
+                                 "--allow-anonymous", "true"],
                                 prefix=lab.prefix["ns"])
         namesrv.wait_ready("namesrv", timeout=60)
         ns_addr = f"{lab.addr['ns']}:9876"

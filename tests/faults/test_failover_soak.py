@@ -195,7 +195,8 @@ def run_soak(root: Path, seed: int, duration_s: float) -> dict[str, object]:
     with NetLab(["etcd", "ns", *BROKERS]) as lab, \
             EtcdCluster(1, hosts=[lab.addr["etcd"]], prefixes=[lab.prefix["etcd"]],
                         root=root) as etcd:
-        namesrv = ServerProcess(["namesrv", "--listen-host", lab.addr["ns"], "--port", "9876"],
+        namesrv = ServerProcess(["namesrv", "--listen-host", lab.addr["ns"], "--port", "9876",
+                                 "--allow-anonymous", "true"],
                                 prefix=lab.prefix["ns"])
         try:
             namesrv.wait_ready("namesrv", timeout=60)

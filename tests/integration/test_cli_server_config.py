@@ -146,3 +146,37 @@ def test_readmes_second_broker_example_gets_its_own_identity(tmp_path: Path) -> 
     assert config["broker_name"] != default.broker_name
     assert config["listen_port"] != default.listen_port
     assert config["store"]["store_path"] != default.store.store_path
+
+
+@pytest.mark.parametrize("server", ["namesrv", "broker", "standalone"])
+def test_a_server_beyond_loopback_without_authentication_refuses_to_start(
+        tmp_path: Path, server: str) -> None:
+    """The exposure guard (docs/security.md): one line naming the setting, exit status 1."""
+    host = ["--listen-host", "0.0.0.0"]
+    args = {"namesrv": ["namesrv", *host, "--port", "0"],
+            "broker": ["broker", *host, "--namesrv", "127.0.0.1:9", "--port", "0",
+                       "--grpc-port", "0", "--store",
+                       str(tmp_path / "b")],
+            "standalone": ["standalone", *host, "--namesrv-port", "0", "--broker-port", "0",
+                           "--console-port", "0", "--grpc-port", "0", "--store",
+                           str(tmp_path / "s")]}[server]
+    refused = ServerProcess(args)
+    try:
+        refused.proc.wait(EXIT_WAIT_S)
+    finally:
+        refused.kill()
+    out = refused.output()
+    assert refused.proc.returncode == 1, out
+    errors = [line for line in out.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "authentication_enabled = false" in errors[0], out
+    assert "allow_anonymous" in errors[0] and "Traceback" not in out
+
+
+def test_allow_anonymous_starts_beyond_loopback_with_a_warning(tmp_path: Path) -> None:
+    server = ServerProcess(["namesrv", "--listen-host", "0.0.0.0", "--port", "0",
+                            "--allow-anonymous", "true"])
+    try:
+        server.wait_ready("namesrv")
+        assert "with authentication off (allow_anonymous = true)" in server.output()
+    finally:
+        assert server.stop() == 0

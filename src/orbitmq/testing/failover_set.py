@@ -93,8 +93,11 @@ class FailoverSet:
             self._wait_ready(member)
 
     def args(self, member: int) -> list[str]:
+        # Members on a lab's addresses (network namespaces) listen beyond loopback: a test's
+        # own cluster, run without access control on purpose.
         return ["broker", "--namesrv", self.namesrv, "--listen-host",
-                self.hosts.get(member, "127.0.0.1"), "--port", "0", "--ha-listen-port", "0",
+                self.hosts.get(member, "127.0.0.1"), "--allow-anonymous", "true",
+                "--port", "0", "--ha-listen-port", "0",
                 "--grpc-listen-port", "0",
                 "--store", str(self.root / f"{self.name}-{member}"), "--broker-name", self.name,
                 "--broker-role", self.role, "--broker-id", str(member),
