@@ -288,6 +288,28 @@ def _metrics_settings() -> dict[str, Any]:
     }
 
 
+def _limit_settings() -> dict[str, Any]:
+    """The connection limits every remoting server has (transport/limits.py; docs/limits.md)."""
+    return {
+        "frame_buffer_budget_mb": setting(
+            256, "MiB all partial frames of the server may hold together; the connection "
+            "that would pass it is closed", 1, 1 << 20),
+        "server_channel_max_idle_ms": setting(
+            120_000, "a connection that sent nothing this long is closed (0: never)", 0, DAY_MS),
+        "frame_read_timeout_ms": setting(
+            30_000, "a frame begun must be whole within this, or the connection is closed "
+            "(0: no limit)", 0, DAY_MS),
+        "connections_max": setting(
+            10_000, "connections open at once; more are closed as they are accepted (0: no "
+            "limit)", 0, 10_000_000),
+        "connections_per_ip_max": setting(
+            1_000, "connections of one peer address at once (0: no limit)", 0, 10_000_000),
+        "fd_reserve": setting(
+            64, "file descriptors below RLIMIT_NOFILE that sockets may not take: the store's "
+            "(0: none)", 0, 1_000_000),
+    }
+
+
 def _parsed_by(parse: Callable[[str], Any]) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         try:
@@ -430,6 +452,12 @@ class NamesrvConfig:
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
     metrics_token: str = _metrics_settings()["metrics_token"]
+    frame_buffer_budget_mb: int = _limit_settings()["frame_buffer_budget_mb"]
+    server_channel_max_idle_ms: int = _limit_settings()["server_channel_max_idle_ms"]
+    frame_read_timeout_ms: int = _limit_settings()["frame_read_timeout_ms"]
+    connections_max: int = _limit_settings()["connections_max"]
+    connections_per_ip_max: int = _limit_settings()["connections_per_ip_max"]
+    fd_reserve: int = _limit_settings()["fd_reserve"]
     authentication_enabled: bool = _access_settings()["authentication_enabled"]
     authorization_enabled: bool = _access_settings()["authorization_enabled"]
     init_authentication_user: str = _access_settings()["init_authentication_user"]
@@ -544,6 +572,12 @@ class BrokerConfig:
     metrics_prom_exporter_port: int = _metrics_settings()["metrics_prom_exporter_port"]
     metrics_rpc_latency_sample_every: int = _metrics_settings()["metrics_rpc_latency_sample_every"]
     metrics_token: str = _metrics_settings()["metrics_token"]
+    frame_buffer_budget_mb: int = _limit_settings()["frame_buffer_budget_mb"]
+    server_channel_max_idle_ms: int = _limit_settings()["server_channel_max_idle_ms"]
+    frame_read_timeout_ms: int = _limit_settings()["frame_read_timeout_ms"]
+    connections_max: int = _limit_settings()["connections_max"]
+    connections_per_ip_max: int = _limit_settings()["connections_per_ip_max"]
+    fd_reserve: int = _limit_settings()["fd_reserve"]
     # -- replication (docs/replication.md): RocketMQ's names and defaults ----------------------
     broker_role: BrokerRole = setting(
         BrokerRole.ASYNC_MASTER, "ASYNC_MASTER, SYNC_MASTER (SEND_OK once a slave holds the "

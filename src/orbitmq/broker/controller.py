@@ -66,6 +66,7 @@ from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.limits import ConnectionLimits
 from orbitmq.transport.server import RemotingServer
 
 __all__ = ["BrokerController"]
@@ -111,6 +112,7 @@ class BrokerController:
             config.listen_host, config.listen_port, name="broker",
             max_frame_size=config.max_frame_size,
             max_in_flight_per_connection=config.max_in_flight_per_connection,
+            limits=ConnectionLimits.of(config),
         )
         # Access control (orbitmq.security): checked by the server before any handler; the
         # broker signs its own requests (registration, a slave's copies) with the inner

@@ -36,6 +36,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.security.registry import AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.limits import ConnectionLimits
 from orbitmq.transport.server import RemotingServer
 
 __all__ = ["NameServer"]
@@ -58,7 +59,8 @@ class NameServer:
         self.routes = RouteTable()
         self._clock = clock
         self.server = RemotingServer(
-            self.config.listen_host, self.config.listen_port, name="namesrv"
+            self.config.listen_host, self.config.listen_port, name="namesrv",
+            limits=ConnectionLimits.of(self.config),
         )
         self._broker_conns: dict[RemotingConnection, str] = {}
         self._scan_task: asyncio.Task[None] | None = None

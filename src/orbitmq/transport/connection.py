@@ -20,8 +20,9 @@ from typing import Any, Protocol
 from orbitmq.errors import ClientError, ConnectionClosedError, RemoteProtocolError, TimeoutError
 from orbitmq.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, encode_header
 from orbitmq.protocol.frame import FrameDecoder
+from orbitmq.transport.limits import FrameBudget
 
-__all__ = ["Dispatcher", "RemotingConnection", "HandlerResult", "FastReader"]
+__all__ = ["Dispatcher", "RemotingConnection", "HandlerResult", "FastReader", "LimitHost"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,17 @@ class Dispatcher(Protocol):
     def connection_lost(self, conn: RemotingConnection) -> None: ...
 
 
+class LimitHost(Protocol):
+    """What a server's connections ask of it (transport/limits.py): whether a connection just
+    accepted may stay, and what to do with one whose partial frame would pass the budget."""
+
+    budget: FrameBudget
+
+    def admit(self, conn: RemotingConnection, fd: int) -> bool: ...
+
+    def over_budget(self, conn: RemotingConnection, held: int) -> None: ...
+
+
 class RemotingConnection(asyncio.BufferedProtocol):
     """An asyncio protocol speaking RemotingCommand frames.
 
@@ -90,6 +102,9 @@ class RemotingConnection(asyncio.BufferedProtocol):
             leave in request order: an answer waiting for something (a sync, a route) holds back
             the answers of later requests, the fast reader's included, except those of
             ``unordered_codes`` (pulls held by long polling), which leave when they are ready.
+        limits: the server whose limits this connection lives under (None for a client's):
+            asked once accepted whether it may stay, and charged for what its partial frame
+            holds, read by read.
     """
 
     def __init__(
@@ -100,6 +115,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
         max_in_flight: int = 256,
         fast_reader: FastReader | None = None,
         unordered_codes: frozenset[int] = frozenset(),
+        limits: LimitHost | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._take = functools.partial(fast_reader, self) if fast_reader is not None else None
@@ -122,7 +138,14 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self.peer: str = "?"
         self.peer_host: str = "?"  # the peer's address without its port (access rules, limits)
         self.attributes: dict[str, Any] = {}  # per-connection state for handlers (client id, ...)
-        self.last_received = 0.0  # time.monotonic() of the last bytes read
+        self.last_received = 0.0  # time.monotonic() of the last bytes read (or of the accept)
+        # When the partial frame held began to arrive (see FrameDecoder.received): a server's
+        # sweep closes a connection whose frame takes longer than frame_read_timeout_ms.
+        self.frame_started = 0.0
+        self._limits = limits
+        self._held = 0  # bytes charged to the limits' frame budget
+        self.admitted = False  # counted by the server's accept gate (released when lost)
+        self._limited = False  # closed by a limit (logged by the server)
         # Signs each request this side sends (a client's credentials), None for unsigned.
         self.signer: Callable[[RemotingCommand], None] | None = None
 
@@ -135,19 +158,78 @@ class RemotingConnection(asyncio.BufferedProtocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
             self.peer_host = str(peer[0])
+        self.last_received = time.monotonic()
+        if self._limits is not None:
+            sock = transport.get_extra_info("socket")
+            fd = sock.fileno() if sock is not None else -1
+            if not self._limits.admit(self, fd):
+                self.abort()  # refused at accept: closed before a byte is read
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self._decoder.recv_buffer(self._lent)
+        buf = self._decoder.recv_buffer(self._lent)
+        if (self._limits is not None and self._decoder.held_bytes != self._held
+                and not self._charge(in_get_buffer=True)):
+            return self._lent  # the read is thrown away: the connection is closing
+        return buf
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_received = time.monotonic()
+        now = self.last_received = time.monotonic()
         try:
-            self._decoder.received(nbytes, self._lent, self._take, self._received)
+            if self._decoder.received(nbytes, self._lent, self._take, self._received):
+                self.frame_started = now
         except RemoteProtocolError as e:
-            log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
-            self.close()
+            if not self._limited:  # (closed by a limit: said so already)
+                log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
+                self.close()
+            return
+        if self._limits is not None and self._decoder.held_bytes != self._held:
+            self._charge()
+
+    def _charge(self, *, in_get_buffer: bool = False) -> bool:
+        """Charge the frame budget for what the decoder holds now; past the budget the
+        connection is closed and its partial frame dropped (the server logs and counts it).
+        In get_buffer the close waits for the read to end: uvloop's read callback must not
+        see its handle closed under it."""
+        limits = self._limits
+        assert limits is not None
+        held = self._decoder.held_bytes
+        if limits.budget.charge(held - self._held):
+            self._held = held
+            return True
+        self._limited = True
+        self._decoder.discard("closed: partial frames over the server's frame buffer budget")
+        limits.budget.charge(-self._held)
+        self._held = 0
+        limits.over_budget(self, held)
+        if in_get_buffer:
+            asyncio.get_running_loop().call_soon(self.abort)
+        else:
+            self.abort()
+        return False
+
+    def limit_close(self) -> None:
+        """Close for a limit (idle, slow frame): drop the partial frame and its charge now."""
+        self._limited = True
+        self._decoder.discard("closed by a limit")
+        if self._limits is not None and self._held:
+            self._limits.budget.charge(-self._held)
+            self._held = 0
+        self.abort()
+
+    @property
+    def holds_partial_frame(self) -> bool:
+        return self._decoder.buffered_bytes > 0
+
+    @property
+    def waiting(self) -> bool:
+        """Not reading for reasons of our own (requests in flight, a peer that reads its
+        answers slowly), or holding requests: its silence is not the peer's idleness."""
+        return self._paused or self._in_flight > 0
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._held and self._limits is not None:
+            self._limits.budget.charge(-self._held)
+            self._held = 0
         self._transport = None
         err = ConnectionClosedError(f"connection to {self.peer} closed")
         for fut in self._pending.values():

@@ -12,6 +12,13 @@ from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode, bad_request_code
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport.connection import FastReader, HandlerResult, RemotingConnection
+from orbitmq.transport.limits import (
+    AcceptGate,
+    ConnectionLimits,
+    FrameBudget,
+    LimitCounters,
+    RateLimitedLog,
+)
 
 __all__ = ["RemotingServer", "Handler", "Guard", "INTERNAL_ERROR_REMARK", "internal_error_response",
            "call_guarded"]
@@ -40,6 +47,11 @@ class RemotingServer:
     exception is a bug: it is logged once with its traceback and answered SYSTEM_ERROR with a
     remark starting ``internal error`` (no exception text goes to the client). Nothing a client
     sends stops the server.
+
+    ``limits`` (transport/limits.py) bound what peers may hold: a connection past a count or the
+    descriptor reserve is closed as it is accepted; partial frames share ``frame_buffer_budget``;
+    one sweep task closes idle connections and frames read too slowly. Each limit that bites is
+    counted in ``limit_counters`` and logged (one line per limit every 10 s at most).
     """
 
     def __init__(
@@ -50,6 +62,8 @@ class RemotingServer:
         name: str = "server",
         max_frame_size: int = 16 * 1024 * 1024,
         max_in_flight_per_connection: int = 256,
+        limits: ConnectionLimits | None = None,
+        limit_counters: LimitCounters | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -66,6 +80,12 @@ class RemotingServer:
         self._fast_reader: FastReader | None = None
         self._unordered: frozenset[int] = frozenset()
         self._guard: Guard | None = None
+        self.limits = limits if limits is not None else ConnectionLimits()
+        self.limit_counters = limit_counters if limit_counters is not None else LimitCounters()
+        self.budget = FrameBudget(self.limits.frame_buffer_budget_bytes)
+        self.gate = AcceptGate(self.limits)
+        self._limit_log = RateLimitedLog(log)
+        self._sweep_task: asyncio.Task[None] | None = None
 
     def set_guard(self, guard: Guard | None) -> None:
         """Every request from now on passes ``guard`` before its handler (and before the
@@ -120,19 +140,87 @@ class RemotingServer:
         self._server = await loop.create_server(self._new_connection, self.host, self.port)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+        interval = self.limits.sweep_interval_s()
+        if interval is not None:
+            self._sweep_task = loop.create_task(self._sweep_loop(interval))
 
     def _new_connection(self) -> RemotingConnection:
         conn = RemotingConnection(
             self, max_frame_size=self._max_frame_size, max_in_flight=self._max_in_flight,
-            fast_reader=self._fast_reader, unordered_codes=self._unordered,
+            fast_reader=self._fast_reader, unordered_codes=self._unordered, limits=self,
         )
         self.connections.add(conn)
         return conn
+
+    # -- limits (transport/limits.py) ---------------------------------------------------------
+    def admit(self, conn: RemotingConnection, fd: int) -> bool:
+        """Whether a connection just accepted may stay (RemotingConnection.connection_made)."""
+        refused = self.gate.refusal(conn.peer_host, fd)
+        if refused is None:
+            self.gate.admit(conn.peer_host)
+            conn.admitted = True
+            return True
+        self.connections.discard(conn)
+        self.limit_counters.hit(refused)
+        if refused == "fd_reserve":
+            self._limit_log.warning(
+                refused, "server=%s refused a connection from %s: the descriptor reserve for "
+                "the store is reached (descriptor %d of RLIMIT_NOFILE %d, fd_reserve %d)",
+                self.name, conn.peer, fd, self.gate.fd_ceiling + self.limits.fd_reserve,
+                self.limits.fd_reserve)
+        else:
+            self._limit_log.warning(
+                refused, "server=%s refused a connection from %s: %s = %d reached",
+                self.name, conn.peer, refused, getattr(self.limits, refused))
+        return False
+
+    def over_budget(self, conn: RemotingConnection, held: int) -> None:
+        """A connection's partial frame would pass the frame buffer budget: it is closed."""
+        self.limit_counters.hit("frame_buffer_budget")
+        self._limit_log.warning(
+            "frame_buffer_budget", "server=%s closed %s: its partial frame (%d bytes) would pass "
+            "frame_buffer_budget_mb (%d MiB held by partial frames)", self.name, conn.peer, held,
+            self.budget.held_bytes >> 20)
+
+    async def _sweep_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.sweep(time.monotonic())
+
+    def sweep(self, now: float) -> None:
+        """Close connections idle past ``channel_max_idle_ms`` and those whose frame has taken
+        longer than ``frame_read_timeout_ms``; a connection we stopped reading (requests in
+        flight, a peer slow to read its answers) is neither. Also reads RLIMIT_NOFILE again."""
+        self.gate.refresh()
+        idle_s = self.limits.channel_max_idle_ms / 1000
+        frame_s = self.limits.frame_read_timeout_ms / 1000
+        for conn in list(self.connections):
+            if not conn.is_open:
+                continue
+            if conn.waiting:
+                conn.last_received = conn.frame_started = now
+                continue
+            if idle_s and now - conn.last_received > idle_s:
+                self._limit_close(conn, "channel_idle", "nothing received for %.0f ms "
+                                  "(server_channel_max_idle_ms)", (now - conn.last_received) * 1000)
+            elif frame_s and conn.holds_partial_frame and now - conn.frame_started > frame_s:
+                self._limit_close(conn, "frame_read_timeout", "a frame begun %.0f ms ago is "
+                                  "not whole (frame_read_timeout_ms)",
+                                  (now - conn.frame_started) * 1000)
+
+    def _limit_close(self, conn: RemotingConnection, limit: str, why: str, ms: float) -> None:
+        self.limit_counters.hit(limit)
+        self._limit_log.warning(limit, "server=%s closed %s: " + why, self.name, conn.peer, ms)
+        conn.limit_close()
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, give in-flight requests ``grace`` seconds, then close every connection."""
         if self._server is None:
             return
+        if self._sweep_task is not None:
+            self._sweep_task.cancel()
+            await asyncio.gather(self._sweep_task, return_exceptions=True)
+            self._sweep_task = None
         self._server.close()
         for conn in list(self.connections):
             conn.close()
@@ -187,6 +275,11 @@ class RemotingServer:
 
     def connection_lost(self, conn: RemotingConnection) -> None:
         self.connections.discard(conn)
+        if conn.admitted:
+            conn.admitted = False
+            self.gate.release(conn.peer_host)
+        else:
+            return  # refused at accept: no listener heard of it
         for listener in self._close_listeners:
             try:
                 listener(conn)
