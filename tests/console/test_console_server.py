@@ -54,6 +54,17 @@ def test_a_short_token_is_refused_without_being_shown() -> None:
     assert "tiny" not in result.output
 
 
+def test_console_credentials_go_in_pairs_and_the_secret_is_not_shown() -> None:
+    result = CliRunner().invoke(cli, ["console", "--console-secret-key", "hidden-secret-1"])
+    assert result.exit_code == 2
+    assert "console_access_key and console_secret_key go together" in result.output
+    assert "hidden-secret-1" not in result.output
+    result = CliRunner().invoke(cli, ["console", "--console-access-key", "not a name",
+                                      "--console-secret-key", "hidden-secret-1"])
+    assert result.exit_code == 2 and "console_access_key" in result.output
+    assert "hidden-secret-1" not in result.output
+
+
 def test_a_request_for_another_host_name_is_refused(cluster: EmbeddedCluster,
                                                    console: ConsoleServer) -> None:
     """A page whose name was rebound to 127.0.0.1 (DNS rebinding) cannot read the console."""

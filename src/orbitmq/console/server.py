@@ -33,7 +33,7 @@ from orbitmq.console.forms import FormError
 from orbitmq.console.render import make_templates, page
 from orbitmq.console.sampler import RuntimeSampler
 from orbitmq.console.security import SECURITY_HEADERS, Guard, Handler, check_exposure
-from orbitmq.console.state import STATE, ConsoleState
+from orbitmq.console.state import STATE, ConsoleState, user_of
 from orbitmq.errors import (
     AccessDeniedError,
     BrokerError,
@@ -66,9 +66,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return page(request, "error.html", http_status=400, title="Refused", reason=str(e))
     except BrokerError as e:
         if isinstance(e, AccessDeniedError) or e.code == NO_PERMISSION:  # the user's rules
+            user = user_of(request)
+            who = f"user {user.username}" if user else "the console's own user"
             return page(request, "error.html", http_status=403, title="Not allowed",
-                        reason="The cluster refused this to the user the console acts as: "
-                               f"{e.remark or e}")
+                        reason=f"The cluster refused this to {who}: {e.remark or e}")
         return page(request, "error.html", http_status=502, title="The cluster refused",
                     reason=f"{e.code}: {e.remark}" if e.remark else str(e))
     except (OrbitMQError, OSError) as e:

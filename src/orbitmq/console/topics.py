@@ -12,13 +12,15 @@ from urllib.parse import quote
 from aiohttp import web
 
 from orbitmq.client import browse
+from orbitmq.client.admin import AsyncAdmin
 from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
 from orbitmq.client.validation import check_topic
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of
-from orbitmq.errors import TopicNotFoundError
+from orbitmq.errors import AccessDeniedError, TopicNotFoundError
+from orbitmq.protocol.bodies import MessageQueue
 
 __all__ = ["routes", "topic_kind", "SYSTEM_TOPICS", "PERMS"]
 
@@ -100,13 +102,22 @@ async def topic_create(request: web.Request) -> web.StreamResponse:
     raise web.HTTPSeeOther(f"/topics/{quote(topic, safe='')}?notice=created")
 
 
+async def _offsets(admin: AsyncAdmin, topic: str) -> tuple[
+        dict[str, dict[MessageQueue, int]], str | None]:
+    """Every group's committed offsets of ``topic``, or none and the cluster's refusal (a user
+    may read a topic without being allowed every group's offsets)."""
+    try:
+        return await browse.committed_offsets(admin, topic), None
+    except AccessDeniedError as e:
+        return {}, e.remark
+
+
 @routes.get("/topics/{topic}")
 async def topic_detail(request: web.Request) -> web.StreamResponse:
     admin = admin_of(request)
     topic = check_topic(request.match_info["topic"])
-    route, status, offsets = await asyncio.gather(
-        admin.topic_route(topic), admin.topic_status(topic),
-        browse.committed_offsets(admin, topic))
+    route, status, (offsets, groups_refused) = await asyncio.gather(
+        admin.topic_route(topic), admin.topic_status(topic), _offsets(admin, topic))
     max_of = {s.queue: s.max_offset for s in status}
     progress = [
         GroupProgress(group, sum(max(0, max_of.get(mq, 0) - off) for mq, off in queues.items()),
@@ -114,7 +125,8 @@ async def topic_detail(request: web.Request) -> web.StreamResponse:
         for group, queues in offsets.items()]
     first = route.queue_datas[0] if route.queue_datas else None
     return page(request, "topic.html", title=f"Topic {topic}", topic=topic, route=route,
-                status=status, groups=progress, first=first, perms=PERMS,
+                status=status, groups=progress, groups_refused=groups_refused, first=first,
+                perms=PERMS,
                 queue_nums_max=QUEUE_NUMS_MAX)
 
 
