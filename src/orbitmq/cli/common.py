@@ -1,5 +1,6 @@
-"""What the client-side commands share: the ``--namesrv`` option, turning SDK failures into one
-readable line, and parsing and printing of times, properties and message bodies.
+"""What the client-side commands share: the ``--namesrv`` option and the credentials that come
+with it (``--access-key``/``--secret-key``), turning SDK failures into one readable line, and
+parsing and printing of times, properties and message bodies.
 
 The parsing and formatting helpers are pure functions, so their edge cases (ISO dates without a
 zone, bodies that are not UTF-8) are tested without a server.
@@ -25,11 +26,15 @@ import click
 
 from orbitmq.errors import BrokerError, OrbitMQError
 from orbitmq.protocol.codes import ResponseCode
+from orbitmq.security.signature import Credentials
 
 __all__ = [
     "DEFAULT_NAMESRV",
     "NAMESRV_ENV",
+    "ACCESS_KEY_ENV",
+    "SECRET_KEY_ENV",
     "namesrv_option",
+    "cli_credentials",
     "format_option",
     "cli_errors",
     "describe_error",
@@ -59,6 +64,9 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 NAMESRV_ENV = "ORBITMQ_NAMESRV_ADDR"
 NAMESRV_ENVS = (NAMESRV_ENV, "NAMESRV_ADDR")
 DEPRECATED_NAMESRV_ENV = "ORBITMQ_NAMESRV"
+ACCESS_KEY_ENV = "ORBITMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "ORBITMQ_SECRET_KEY"
+_CREDENTIAL_META = "orbitmq.cli.credentials"  # ctx.meta key: {"access_key": ..., "secret_key": ...}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -109,8 +117,10 @@ def _namesrv_value(ctx: click.Context, param: click.Parameter, value: Any) -> An
 
 def namesrv_option(func: F) -> F:
     """``--namesrv HOST:PORT`` (several separated by ';'), from ORBITMQ_NAMESRV_ADDR (then
-    RocketMQ's NAMESRV_ADDR) when not given."""
-    return click.option(
+    RocketMQ's NAMESRV_ADDR) when not given; and the credentials every client command signs its
+    requests with (:func:`credentials_options`), since whatever talks to a name server may need
+    them."""
+    return credentials_options(click.option(
         "--namesrv",
         default=DEFAULT_NAMESRV,
         show_default=True,
@@ -119,7 +129,46 @@ def namesrv_option(func: F) -> F:
         callback=_namesrv_value,
         metavar="HOST:PORT",
         help="name server address; several separated by ';'",
-    )(func)
+    )(func))
+
+
+def _keep_credential(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.meta.setdefault(_CREDENTIAL_META, {})[param.name or ""] = value
+
+
+def credentials_options(func: F) -> F:
+    """``--access-key`` and ``--secret-key`` (or ORBITMQ_ACCESS_KEY / ORBITMQ_SECRET_KEY): the
+    user whose secret signs every request, for servers with authentication on. They are kept in
+    the click context, not passed to the command, and read by :func:`cli_credentials`; the
+    secret is never shown (prefer the environment: a flag is visible in the process list)."""
+    for name, env, text in (
+            ("--secret-key", SECRET_KEY_ENV, "the user's password (its secret key)"),
+            ("--access-key", ACCESS_KEY_ENV, "user name to sign requests as")):
+        func = click.option(name, envvar=env, show_envvar=True, expose_value=False,
+                            callback=_keep_credential, metavar="TEXT", help=text)(func)
+    return func
+
+
+def cli_credentials() -> Credentials | None:
+    """The credentials of the running command (None: none given, requests go unsigned).
+
+    Raises:
+        BadValue: only one of the two given, or one that is not a usable key.
+    """
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, str] = ctx.meta.get(_CREDENTIAL_META, {}) if ctx is not None else {}
+    access, secret = given.get("access_key"), given.get("secret_key")
+    if access is None and secret is None:
+        return None
+    if access is None or secret is None:
+        missing = "--access-key" if access is None else "--secret-key"
+        env = ACCESS_KEY_ENV if access is None else SECRET_KEY_ENV
+        raise BadValue(f"credentials need both keys: {missing} (or {env}) is missing")
+    try:
+        return Credentials(access.strip(), secret)
+    except ValueError as e:
+        raise BadValue(f"invalid credentials: {e}") from None
 
 
 def format_option(func: F) -> F:

@@ -23,6 +23,7 @@ from orbitmq.cli.common import (
     Position,
     body_json_fields,
     body_text,
+    cli_credentials,
     echo_json,
     format_option,
     handles_errors,
@@ -31,6 +32,7 @@ from orbitmq.cli.common import (
     silence_stdout,
     value_callback,
 )
+from orbitmq.security.signature import Credentials
 
 __all__ = ["consume_cmd", "ConsumeSettings", "message_line", "message_json"]
 
@@ -357,11 +359,12 @@ async def _stop_pull_loops(tasks: list[asyncio.Task[None]], results: asyncio.Que
         log.warning("%d pull loop(s) did not stop in time", len(pending))
 
 
-async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit) -> int:
+async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
+               credentials: Credentials | None) -> int:
     from orbitmq.client import AsyncAdmin, AsyncPullConsumer
 
-    consumer = AsyncPullConsumer(settings.group, namesrv)
-    admin = AsyncAdmin(namesrv)
+    consumer = AsyncPullConsumer(settings.group, namesrv, credentials=credentials)
+    admin = AsyncAdmin(namesrv, credentials=credentials)
     async with admin, consumer:
         with _Stopper() as stopper:
             consumed = await consume(consumer, admin, settings, emit, stopper.event)
@@ -420,7 +423,7 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
             output_closed[0] = True
             raise
 
-    consumed = run(_run(namesrv, settings, emit))
+    consumed = run(_run(namesrv, settings, emit, cli_credentials()))
     if output_closed[0]:
         silence_stdout()
     click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)

@@ -12,6 +12,7 @@ import click
 
 from orbitmq.cli.common import (
     body_text,
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -99,7 +100,8 @@ def retry_cmd(row_id: int, db_url: str, table_name: str, namesrv: str, no_resend
     click.echo(f"row {row_id} ({record.topic} {record.keys}) is new again")
     if message is None:
         return
-    with Producer(RESEND_PRODUCER_GROUP, namesrv=namesrv) as producer:
+    with Producer(RESEND_PRODUCER_GROUP, namesrv=namesrv,
+                  credentials=cli_credentials()) as producer:
         result = producer.send(message)
     click.echo(f"resent to {message.topic} for {record.topic}: queue {result.queue.queue_id} "
                f"offset {result.queue_offset} body {body_text(record.body or b'')[:PREVIEW_CHARS]}")

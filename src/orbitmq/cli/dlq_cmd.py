@@ -20,6 +20,7 @@ import click
 
 from orbitmq.cli.common import (
     body_text,
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -39,7 +40,7 @@ LIST_MAX_DEFAULT = 1000
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 def _preview(body: bytes) -> str:

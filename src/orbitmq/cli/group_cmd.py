@@ -8,6 +8,7 @@ import click
 
 from orbitmq.cli.common import (
     Position,
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -26,7 +27,7 @@ ADMIN_TIMEOUT_S = 5.0
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 @click.group("group")

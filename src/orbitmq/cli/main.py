@@ -15,6 +15,7 @@ import click
 
 from orbitmq import __version__
 from orbitmq.cli import ops_subcommands as ops
+from orbitmq.cli.auth_cmd import acl_group, user_group
 from orbitmq.cli.broker_admin_cmd import with_admin_subcommands
 from orbitmq.cli.common import silence_stdout
 from orbitmq.cli.console_cmd import console_cmd
@@ -103,6 +104,8 @@ cli.add_command(producer_group)
 cli.add_command(consumer_group)
 cli.add_command(stats_group)
 cli.add_command(store_group)
+cli.add_command(user_group)
+cli.add_command(acl_group)
 for _command in (ops.group_connection_cmd, ops.group_config_cmd, ops.group_delete_cmd, ops.group_clone_offset_cmd,
                  ops.group_time_span_cmd):
     group_group.add_command(_command)

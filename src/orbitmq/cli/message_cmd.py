@@ -9,6 +9,7 @@ import click
 from orbitmq.cli.common import (
     BadValue,
     body_text,
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -27,7 +28,7 @@ INTERNAL_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", 
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 def _host(host: tuple[str, int]) -> str:

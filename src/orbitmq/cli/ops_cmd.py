@@ -7,7 +7,14 @@ from typing import Any
 
 import click
 
-from orbitmq.cli.common import echo_json, format_option, handles_errors, namesrv_option, table
+from orbitmq.cli.common import (
+    cli_credentials,
+    echo_json,
+    format_option,
+    handles_errors,
+    namesrv_option,
+    table,
+)
 
 __all__ = ["cluster_group", "producer_group", "consumer_group", "stats_group"]
 
@@ -18,7 +25,7 @@ RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 # -- cluster ----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from orbitmq.cli.common import (
     BadValue,
     Position,
     body_text,
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -41,7 +42,7 @@ OFFSET = click.IntRange(0, 2**63 - 1)
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 def _line(msg: Any, broker: str) -> str:
@@ -288,6 +289,7 @@ def message_print_cmd(namesrv: str, topic: str, broker: str | None, queue_id: in
     end_ms = None if end is None or isinstance(end, Position) else end
     with _admin(namesrv) as admin:
         if queue_id is not None:
+            assert broker is not None  # they go together (checked above)
             addr = admin.broker_address(broker)
             name = next((b.broker_name for b in admin.cluster_brokers() if b.addr == addr), broker)
             queues = [MessageQueue(topic, name, queue_id)]

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from orbitmq.cli.common import (
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -168,7 +169,7 @@ def relay_cmd(db_url: str, table_name: str, namesrv: str, group: str, transactio
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     relay = OutboxRelay(db_url, namesrv=namesrv, group=group, transactional=transactional,
-                        outbox=Outbox(table_name), config=config)
+                        outbox=Outbox(table_name), config=config, credentials=cli_credentials())
     relay.start()
     click.echo(f"orbitmq outbox relay started owner={relay.owner} table={table_name}", err=True)
     try:

@@ -15,6 +15,7 @@ from typing import IO, Any
 import click
 
 from orbitmq.cli.common import (
+    cli_credentials,
     echo_json,
     format_option,
     handles_errors,
@@ -141,7 +142,8 @@ def send_cmd(
     # Reserved property names are refused before anything connects (Message checks them).
     Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props))
     sent = 0
-    with Producer(group, namesrv, send_timeout=send_timeout) as producer:
+    with Producer(group, namesrv, send_timeout=send_timeout,
+                  credentials=cli_credentials()) as producer:
         for payload in bodies:
             for _ in range(count):
                 msg = Message(topic, payload, tags=tags or None, keys=key_list or None,

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from orbitmq.cli.common import (
+    cli_credentials,
     echo_json,
     format_ms,
     format_option,
@@ -49,7 +50,7 @@ def _perm_text(perm: int) -> str:
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 @click.group("topic")

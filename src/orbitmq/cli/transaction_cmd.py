@@ -6,7 +6,14 @@ from typing import Any
 
 import click
 
-from orbitmq.cli.common import echo_json, format_option, handles_errors, namesrv_option, table
+from orbitmq.cli.common import (
+    cli_credentials,
+    echo_json,
+    format_option,
+    handles_errors,
+    namesrv_option,
+    table,
+)
 
 __all__ = ["transaction_group"]
 
@@ -16,7 +23,7 @@ ADMIN_TIMEOUT_S = 5.0
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S)
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
 
 
 def format_age(ms: int) -> str:
