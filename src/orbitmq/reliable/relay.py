@@ -47,6 +47,7 @@ from orbitmq.errors import ClientError
 from orbitmq.protocol.message import Message, MessageExt
 from orbitmq.reliable.db import Database
 from orbitmq.reliable.outbox import OUTBOX_ID_PROPERTY, Outbox, OutboxRow, OutboxStatus
+from orbitmq.security.signature import Credentials
 
 __all__ = ["RelayConfig", "OutboxRelay", "AsyncOutboxRelay", "OutboxTransactionListener",
            "DEFAULT_RELAY_GROUP"]
@@ -151,13 +152,17 @@ class OutboxRelay:
         transactional: send through a TransactionProducer (see the module docstring).
         outbox: the table (default ``orbitmq_outbox``).
         config: see :class:`RelayConfig`.
+        credentials: what the relay's own producer signs its requests with
+            (:class:`orbitmq.Credentials`: a user allowed Pub on the outbox's topics), for
+            servers with authentication on; a ``producer`` you pass carries its own.
         producer_options: more options for the relay's own producer.
     """
 
     def __init__(self, database: Database | str, producer: Producer | None = None, *,
                  namesrv: str | None = None, group: str = DEFAULT_RELAY_GROUP,
                  transactional: bool = False, outbox: Outbox | None = None,
-                 config: RelayConfig | None = None, **producer_options: Any) -> None:
+                 config: RelayConfig | None = None, credentials: Credentials | None = None,
+                 **producer_options: Any) -> None:
         self.database = Database(database) if isinstance(database, str) else database
         self._own_database = isinstance(database, str)
         self.outbox = outbox or Outbox()
@@ -166,6 +171,11 @@ class OutboxRelay:
         self.owner = _owner_name()
         self._producer = producer
         self._own_producer = producer is None
+        if producer is not None and credentials is not None:
+            raise ClientError("credentials are for the relay's own producer: give them to the "
+                              "Producer you pass instead")
+        if credentials is not None:
+            producer_options["credentials"] = credentials
         self._producer_args = (group, namesrv, producer_options)
         if transactional and producer is not None and not isinstance(producer, TransactionProducer):
             raise ClientError("transactional=True needs a TransactionProducer")

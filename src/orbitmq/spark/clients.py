@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orbitmq.client.loop import new_event_loop
 from orbitmq.errors import ClientError
+from orbitmq.security.signature import Credentials
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
@@ -46,14 +47,16 @@ _SHUTDOWN_TIMEOUT_S = 10.0
 
 class Session:
     """Async SDK clients of one name server on a private loop thread; any thread may call.
+    Every client signs its requests with ``credentials`` (None: unsigned).
 
     Clients are created on first use: ``admin``, ``puller(group)``, ``producer(group)`` and
     ``tx_producer(group, listener)`` return started async clients to use in coroutines given to
     :meth:`run` or :meth:`submit`.
     """
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(self, namesrv: str, credentials: Credentials | None = None) -> None:
         self.namesrv = namesrv
+        self.credentials = credentials
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="orbitmq-spark-loop")
@@ -88,21 +91,23 @@ class Session:
     async def admin(self) -> AsyncAdmin:
         from orbitmq.client.admin import AsyncAdmin
 
-        admin: AsyncAdmin = await self._client("admin", "", lambda: AsyncAdmin(self.namesrv))
+        admin: AsyncAdmin = await self._client("admin", "", lambda: AsyncAdmin(
+            self.namesrv, credentials=self.credentials))
         return admin
 
     async def puller(self, group: str) -> AsyncPullConsumer:
         from orbitmq.client.pull_consumer import AsyncPullConsumer
 
         puller: AsyncPullConsumer = await self._client("pull", group, lambda: AsyncPullConsumer(
-            group, self.namesrv, persist_consumer_offset_interval=3600.0))
+            group, self.namesrv, persist_consumer_offset_interval=3600.0,
+            credentials=self.credentials))
         return puller
 
     async def producer(self, group: str, send_timeout_s: float = 10.0) -> AsyncProducer:
         from orbitmq.client.producer import AsyncProducer
 
         producer: AsyncProducer = await self._client("produce", group, lambda: AsyncProducer(
-            group, self.namesrv, send_timeout=send_timeout_s))
+            group, self.namesrv, send_timeout=send_timeout_s, credentials=self.credentials))
         return producer
 
     async def tx_producer(self, group: str, listener: TransactionListener,
@@ -113,7 +118,8 @@ class Session:
 
         producer: AsyncTransactionProducer = await self._client(
             "tx", group, lambda: AsyncTransactionProducer(
-                group, self.namesrv, listener=listener, send_timeout=send_timeout_s))
+                group, self.namesrv, listener=listener, send_timeout=send_timeout_s,
+                credentials=self.credentials))
         return producer
 
     # -- closing -------------------------------------------------------------------------------
@@ -150,7 +156,8 @@ class Session:
 
 
 # -- the executor cache -------------------------------------------------------------------------
-_sessions: dict[str, Session] = {}
+# by (name server, credentials): queries signing as different users never share a connection
+_sessions: dict[tuple[str, Credentials | None], Session] = {}
 _cache_lock = threading.Lock()
 _reaper: threading.Thread | None = None
 
@@ -169,13 +176,14 @@ def _reap_idle() -> None:
 
 
 @contextlib.contextmanager
-def executor_session(namesrv: str) -> Iterator[Session]:
-    """The process-wide Session of ``namesrv`` for the duration of one task."""
+def executor_session(namesrv: str, credentials: Credentials | None = None) -> Iterator[Session]:
+    """The process-wide Session of ``namesrv`` and ``credentials`` for the duration of one task."""
     global _reaper
+    key = (namesrv, credentials)
     with _cache_lock:
-        session = _sessions.get(namesrv)
+        session = _sessions.get(key)
         if session is None or session.closed:
-            session = _sessions[namesrv] = Session(namesrv)
+            session = _sessions[key] = Session(namesrv, credentials)
         session.users += 1
         if _reaper is None:
             _reaper = threading.Thread(target=_reap_idle, daemon=True, name="orbitmq-spark-reaper")

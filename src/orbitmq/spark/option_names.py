@@ -18,11 +18,11 @@ READ_OPTIONS = (
     "startingOffsetsByTimestamp", "endingTimestamp", "endingOffsetsByTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss", "tags",
     "sql", "includeProperties", "includeHeaders", "maxOffsetsPerPartition", "minPartitions",
-    "consumerGroup", "pullTimeoutMs", "commitTopic",
+    "consumerGroup", "pullTimeoutMs", "commitTopic", "accessKey", "secretKey",
 )
 WRITE_OPTIONS = (
     "namesrv", "topic", "exactlyOnce", "producerGroup", "commitTopic", "sendTimeoutMs",
-    "transactionCheckImmunitySeconds",
+    "transactionCheckImmunitySeconds", "accessKey", "secretKey",
     # Spark's own, handed over by a streaming write (checkpointLocation, .queryName()): Spark
     # uses them
     "checkpointLocation", "queryName",

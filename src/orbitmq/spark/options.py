@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Mapping
 
 from orbitmq.client.message_selector import MessageSelector
 from orbitmq.errors import ExpressionError, SparkOptionError
 from orbitmq.protocol.expressions import parse_tags
+from orbitmq.security.signature import Credentials
 from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
 from orbitmq.spark.option_names import normalize
 
@@ -30,6 +32,8 @@ __all__ = [
     "COMMIT_TOPIC_DEFAULT",
     "PRODUCER_GROUP_DEFAULT",
     "READER_GROUP_DEFAULT",
+    "ACCESS_KEY_ENV",
+    "SECRET_KEY_ENV",
 ]
 
 COMMIT_TOPIC_DEFAULT = "ORBITMQ_SPARK_COMMITS"
@@ -37,6 +41,11 @@ PRODUCER_GROUP_DEFAULT = "orbitmq-spark-sink"
 READER_GROUP_DEFAULT = "orbitmq-spark-reader"
 MAX_TRIGGER_DELAY_DEFAULT_MS = 15 * 60 * 1000  # Kafka's default maxTriggerDelay
 MAX_OFFSETS_PER_PARTITION_DEFAULT = 200_000
+# Read where the options are parsed (the driver) when neither option is given; the executors get
+# the credentials with the options, never from their own environment.
+ACCESS_KEY_ENV = "ORBITMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "ORBITMQ_SECRET_KEY"
+KEY_MAX_CHARS = 256
 _TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$")
 _DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
@@ -83,6 +92,7 @@ class ReadOptions:
     consumer_group: str = READER_GROUP_DEFAULT
     pull_timeout_ms: int = 10_000
     commit_topic: str = COMMIT_TOPIC_DEFAULT
+    credentials: Credentials | None = None  # accessKey / secretKey: every request signed
 
     @property
     def tag_set(self) -> frozenset[str] | None:
@@ -110,6 +120,7 @@ class WriteOptions:
     # half messages are neither checked nor counted by the brokers for this long: the time a
     # crashed query has to come back and commit a batch whose marker is written
     check_immunity_s: int = 3600
+    credentials: Credentials | None = None  # accessKey / secretKey: every request signed
 
 
 # -- primitive parsers ------------------------------------------------------------------------
@@ -176,6 +187,31 @@ def _namesrv(options: Mapping[str, str]) -> str:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise OptionError("namesrv", f"{addr.strip()!r} is not host:port")
     return raw.strip().replace(",", ";")
+
+
+def _credentials(options: Mapping[str, str]) -> Credentials | None:
+    """``accessKey`` and ``secretKey`` (both or neither; neither: ORBITMQ_ACCESS_KEY and
+    ORBITMQ_SECRET_KEY of the process that parses the options, both or neither). The secret
+    never appears in a message."""
+    access, secret = _get(options, "accessKey"), _get(options, "secretKey")
+    where = "option"
+    if access is None and secret is None:
+        access, secret = os.environ.get(ACCESS_KEY_ENV), os.environ.get(SECRET_KEY_ENV)
+        where = "environment"
+        if not access and not secret:
+            return None
+    if not access or not access.strip():
+        name = "accessKey" if where == "option" else ACCESS_KEY_ENV
+        raise OptionError("accessKey", f"{name} is missing or empty: give accessKey and "
+                                       "secretKey together (or neither)")
+    if not secret:
+        name = "secretKey" if where == "option" else SECRET_KEY_ENV
+        raise OptionError("secretKey", f"{name} is missing or empty: give accessKey and "
+                                       "secretKey together (or neither)")
+    if len(access) > KEY_MAX_CHARS or len(secret) > KEY_MAX_CHARS:
+        raise OptionError("accessKey" if len(access) > KEY_MAX_CHARS else "secretKey",
+                          f"longer than {KEY_MAX_CHARS} characters")
+    return Credentials(access.strip(), secret)
 
 
 def parse_offsets_json(text: str, option: str, *, allow_earliest: bool = True) -> Offsets:
@@ -364,6 +400,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         pull_timeout_ms=limits["pullTimeoutMs"] or 10_000,
         commit_topic=_topic_name(_given_or(options, "commitTopic", COMMIT_TOPIC_DEFAULT),
                                  "commitTopic"),
+        credentials=_credentials(options),
     )
 
 
@@ -392,4 +429,5 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
                                  "commitTopic"),
         send_timeout_ms=_positive_int(options, "sendTimeoutMs") or 10_000,
         check_immunity_s=_positive_int(options, "transactionCheckImmunitySeconds") or 3600,
+        credentials=_credentials(options),
     )
