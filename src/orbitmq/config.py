@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orbitmq.errors import ClientError, RemoteProtocolError
-from orbitmq.security.model import check_username
+from orbitmq.security.model import PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS, check_username
 from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
 
 __all__ = [
@@ -203,6 +203,12 @@ def _optional_username(value: str) -> str | None:
         check_username(value)
     except RemoteProtocolError as e:
         return str(e)
+    return None
+
+
+def _optional_password(value: str) -> str | None:
+    if value and not PASSWORD_MIN_CHARS <= len(value) <= PASSWORD_MAX_CHARS:
+        return f"not {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters"
     return None
 
 
@@ -713,11 +719,12 @@ class ConsoleConfig:
     console_admin_timeout_ms: int = setting(
         5000, "how long one request to a name server or broker may take", 100, 300_000)
     console_access_key: str = setting(
-        "", "user the console signs its own requests with; set when the cluster has "
-        "authentication on, and people then log in as users of the cluster",
+        "", "user the console signs with (cluster with authentication); people log in as users",
         check=_optional_username, allowed="empty, or a user name (letters, digits, _ and -)")
     console_secret_key: str = setting(
-        "", "secret key (password) of console_access_key", secret=True)
+        "", "secret key (password) of console_access_key", check=_optional_password,
+        allowed=f"empty, or {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters",
+        secret=True)
     console_user_sessions_max: int = setting(
         100, "users logged in at once (each has its own connections to the cluster); the least "
         "recently active is logged out past it", 1, 10_000)
