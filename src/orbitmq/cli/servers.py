@@ -195,14 +195,14 @@ class _StandaloneConsole:
     async def start(self) -> None:
         from orbitmq.console import ConsoleServer
 
-        own: dict[str, str] = {}
+        cfg = dataclasses.replace(self.cfg, namesrv_addr=self.ns.address,
+                                  console_listen_port=self.port)
         inner = self.ns.access.inner
         if self.ns.config.authentication_enabled and inner is not None \
-                and not self.cfg.console_access_key:
-            own = {"console_access_key": inner.access_key,
-                   "console_secret_key": inner.secret_key}
-        self.server = ConsoleServer(dataclasses.replace(
-            self.cfg, namesrv_addr=self.ns.address, console_listen_port=self.port, **own))
+                and not cfg.console_access_key:
+            cfg = dataclasses.replace(cfg, console_access_key=inner.access_key,
+                                      console_secret_key=inner.secret_key)
+        self.server = ConsoleServer(cfg)
         try:
             await self.server.start()
         except OSError as e:
