@@ -27,11 +27,13 @@ from orbitmq.protocol.ha import (
     encode_auth_accept,
     encode_auth_challenge,
     encode_auth_proof,
+    encode_auth_request,
     encode_report,
     encode_transfer_header,
     parse_auth_accept,
     parse_auth_challenge,
     parse_auth_proof,
+    parse_auth_request,
 )
 from orbitmq.security.audit import AuditLog
 from orbitmq.security.model import User, UserStatus, UserType
@@ -46,25 +48,27 @@ MAC = b"\x05" * 20
 @given(st.text(st.characters(codec="utf-8"), min_size=1, max_size=16).filter(
     lambda k: len(k.encode()) <= AUTH_KEY_BYTES_MAX), st.integers(1, 40))
 def test_auth_frames_come_out_whole_however_the_bytes_are_cut(key: str, step: int) -> None:
-    data = (encode_auth_challenge(NONCE_A) + encode_auth_proof(key, MAC, NONCE_B)
+    data = (encode_auth_request() + encode_auth_challenge(NONCE_A)
+            + encode_auth_proof(key, MAC, NONCE_B)
             + encode_auth_accept(key, MAC) + encode_transfer_header(0, 2) + b"ok")
     reader, out = TransferReader(16), []
     for i in range(0, len(data), step):
         out += reader.feed(data[i:i + step])
-    assert [f.offset for f in out] == [AUTH_MARK] * 3 + [0] and out[3] == TransferFrame(0, b"ok")
-    assert parse_auth_challenge(out[0].data) == NONCE_A
-    assert parse_auth_proof(out[1].data) == AuthProof(key, MAC, NONCE_B)
-    assert parse_auth_accept(out[2].data) == AuthProof(key, MAC)
+    assert [f.offset for f in out] == [AUTH_MARK] * 4 + [0] and out[4] == TransferFrame(0, b"ok")
+    parse_auth_request(out[0].data)
+    assert parse_auth_challenge(out[1].data) == NONCE_A
+    assert parse_auth_proof(out[2].data) == AuthProof(key, MAC, NONCE_B)
+    assert parse_auth_accept(out[3].data) == AuthProof(key, MAC)
 
 
-def test_the_master_reads_a_proof_byte_by_byte_and_judges_a_report_at_once() -> None:
-    proof = encode_auth_proof("cluster-inner", MAC, NONCE_B)
-    buf = bytearray()
-    for i, byte in enumerate(proof):
-        buf.append(byte)
-        got = auth_frame_body(buf)
-        assert (got is None) == (i < len(proof) - 1)
-    assert got == (proof[12:], len(proof)) and len(proof) <= AUTH_FRAME_MAX
+def test_the_master_reads_auth_frames_byte_by_byte_and_judges_a_report_at_once() -> None:
+    for frame in (encode_auth_request(), encode_auth_proof("k" * AUTH_KEY_BYTES_MAX, MAC, NONCE_B)):
+        buf = bytearray()
+        for i, byte in enumerate(frame):
+            buf.append(byte)
+            got = auth_frame_body(buf)
+            assert (got is None) == (i < len(frame) - 1)
+        assert got == (frame[12:], len(frame)) and len(frame) <= AUTH_FRAME_MAX
     for first in (encode_report(0), encode_report(2**40), struct.pack(">q", HELLO_MARK), b"\xff" * 8):
         with pytest.raises(RemoteProtocolError, match="not an auth frame"):
             auth_frame_body(first)
@@ -75,6 +79,9 @@ def test_the_master_reads_a_proof_byte_by_byte_and_judges_a_report_at_once() -> 
 
 
 @pytest.mark.parametrize(("parse", "body", "match"), [
+    (parse_auth_request, b"", "version none"),
+    (parse_auth_request, b"\x02", "version 2"),
+    (parse_auth_request, b"\x01\x01", "2 bytes, 1 expected"),
     (parse_auth_challenge, b"", "version none"),
     (parse_auth_challenge, b"\x02" + NONCE_A, "version 2"),
     (parse_auth_challenge, b"\x01" + NONCE_A[:-1], "nonce of 31"),
@@ -99,7 +106,8 @@ def test_random_bytes_as_auth_bodies_parse_or_raise_remote_protocol_error() -> N
         body = rng.randbytes(rng.randrange(0, AUTH_BODY_MAX + 1))
         if body and rng.random() < 0.7:
             body = b"\x01" + body[1:]
-        for parse in (parse_auth_challenge, parse_auth_proof, parse_auth_accept):
+        for parse in (parse_auth_request, parse_auth_challenge, parse_auth_proof,
+                      parse_auth_accept):
             try:
                 parse(body)
             except RemoteProtocolError:

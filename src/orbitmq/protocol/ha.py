@@ -25,11 +25,13 @@ serves consumers only below it. Without controller mode none of these is sent an
 RocketMQ 4.x's.
 
 Authentication (the master's ``authentication_enabled``, docs/replication.md "Who may
-replicate") comes before all of the above: three *auth frames*, each a transfer header at offset
+replicate") comes before all of the above: four *auth frames*, each a transfer header at offset
 :data:`AUTH_MARK` and a body of at most :data:`AUTH_BODY_MAX` bytes that starts with the version
 (:data:`AUTH_VERSION`, one byte):
 
-- master -> slave, at once on connect, the *challenge*: ``[version][nonce: 32]``;
+- slave -> master, at once on connect, the *request*: ``[version]`` (the version it speaks);
+- master -> slave, the *challenge*: ``[version][nonce: 32]``, only once a request of a version
+  it speaks came first (a client that does not authenticate gets not one byte);
 - slave -> master, the *proof*: ``[version][key length: 1][access key][mac: 20][nonce: 32]``,
   the mac an HMAC-SHA1 under the key's secret of the master's nonce, the slave's nonce and
   :data:`AUTH_SLAVE_CONTEXT`;
@@ -78,6 +80,8 @@ __all__ = [
     "AUTH_SLAVE_CONTEXT",
     "AUTH_MASTER_CONTEXT",
     "AuthProof",
+    "encode_auth_request",
+    "parse_auth_request",
     "encode_auth_challenge",
     "parse_auth_challenge",
     "encode_auth_proof",
@@ -153,8 +157,13 @@ def _key_bytes(access_key: str) -> bytes:
     return key
 
 
+def encode_auth_request() -> bytes:
+    """The slave's first bytes with authentication on: the version of the handshake it speaks."""
+    return _auth_frame(bytes((AUTH_VERSION,)))
+
+
 def encode_auth_challenge(nonce: bytes) -> bytes:
-    """The master's challenge: the first bytes it sends with authentication on."""
+    """The master's challenge: its first bytes with authentication on, sent on a request."""
     if len(nonce) != AUTH_NONCE_SIZE:
         raise ValueError(f"an HA nonce is {AUTH_NONCE_SIZE} bytes")
     return _auth_frame(bytes((AUTH_VERSION,)) + nonce)
@@ -192,6 +201,12 @@ def _keyed(rest: bytes, what: str) -> tuple[str, bytes]:
     except UnicodeDecodeError:
         raise RemoteProtocolError(f"HA {what}: the access key is not UTF-8") from None
     return key, rest[1 + size:]
+
+
+def parse_auth_request(body: bytes) -> None:
+    """Checks a slave's request. RemoteProtocolError: another version, or more than a version."""
+    if _versioned(body, "request"):
+        raise RemoteProtocolError(f"HA request: {len(body)} bytes, 1 expected")
 
 
 def parse_auth_challenge(body: bytes) -> bytes:
@@ -232,7 +247,8 @@ def parse_auth_accept(body: bytes) -> AuthProof:
 
 def auth_frame_body(buf: bytes | bytearray) -> tuple[bytes, int] | None:
     """The body of the auth frame ``buf`` starts with and the bytes it takes, or None while
-    incomplete (the master reads a proof with it: at most :data:`AUTH_FRAME_MAX` bytes).
+    incomplete (the master reads a request and a proof with it: at most :data:`AUTH_FRAME_MAX`
+    bytes each).
 
     Raises:
         RemoteProtocolError: the bytes are not an auth frame (say, a bare report: a slave that

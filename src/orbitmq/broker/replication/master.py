@@ -21,11 +21,12 @@ Per connection:
    not sent (RocketMQ 4.x once released SYNC_MASTER sends on a slave's bare word).
 
 With authentication on (``HAServer.auth`` set: the broker's ``authentication_enabled``), a
-connection starts with the handshake of protocol/ha.py before any of this: the master sends its
-challenge at once and reads nothing but the slave's proof, at most ``AUTH_FRAME_MAX`` bytes within
-``HANDSHAKE_TIME_MAX_S``. A proof by a Super user (ha_auth.py) is answered with the master's
-acceptance; anything else (a report first, a bad mac, an unknown or Normal user, silence) closes
-the connection with one audit line and no answer. Only an accepted connection gets a link in the
+connection starts with the handshake of protocol/ha.py before any of this: the master reads
+nothing but the slave's request (answered with its challenge) and then its proof, at most
+``AUTH_FRAME_MAX`` bytes each, all within ``HANDSHAKE_TIME_MAX_S``. A proof by a Super user
+(ha_auth.py) is answered with the master's acceptance; anything else (a report first, another
+version, a bad mac, an unknown or Normal user, silence) closes the connection with one audit
+line and no answer: a client that does not authenticate receives not one byte. Only an accepted connection gets a link in the
 progress table (so only it is shown, streamed to, or counted toward SYNC_MASTER).
 
 In controller mode (``HAServer.hello`` set, docs/failover.md) a connection starts with the
@@ -62,6 +63,7 @@ from orbitmq.protocol.ha import (
     encode_epoch_frame,
     encode_transfer_header,
     parse_auth_proof,
+    parse_auth_request,
     unpack_identity,
 )
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
@@ -100,8 +102,9 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         self.link: SlaveLink | None = None  # once admitted (authenticated, when that is on)
-        # The handshake (authentication on): the master's nonce and the proof's bytes so far;
-        # ``auth_buf`` is None once the slave is accepted (or without authentication).
+        # The handshake (authentication on): the master's nonce (once challenged) and the bytes
+        # of the frame being read; ``auth_buf`` is None once the slave is accepted (or without
+        # authentication).
         self.nonce = b""
         self.auth_buf: bytearray | None = None
         self.auth_timer: asyncio.TimerHandle | None = None
@@ -124,9 +127,7 @@ class _Connection(asyncio.Protocol):
         if self.server.auth is None:
             self._admit("")
             return
-        self.nonce = HAAuth.nonce()
         self.auth_buf = bytearray()
-        tr.write(encode_auth_challenge(self.nonce))
         self.auth_timer = asyncio.get_running_loop().call_later(
             HANDSHAKE_TIME_MAX_S, self._handshake_timed_out)
 
@@ -180,7 +181,14 @@ class _Connection(asyncio.Protocol):
                 return
             body, used = got
             if used != len(buf):
-                raise RemoteProtocolError("bytes after the proof, before it was accepted")
+                raise RemoteProtocolError("bytes after an auth frame, before the master's answer")
+            if not self.nonce:
+                parse_auth_request(body)
+                buf.clear()
+                self.nonce = HAAuth.nonce()
+                if self.transport is not None:
+                    self.transport.write(encode_auth_challenge(self.nonce))
+                return
             proof = parse_auth_proof(body)
         except RemoteProtocolError as e:
             auth.fail("malformed", None, self.peer, f"HA handshake: {e}")
@@ -208,8 +216,9 @@ class _Connection(asyncio.Protocol):
     def _handshake_timed_out(self) -> None:
         auth = self.server.auth
         if self.auth_buf is not None and not self.closed and auth is not None:
+            missing = "proof" if self.nonce else "request"
             auth.fail("timeout", None, self.peer,
-                      f"HA handshake: no proof within {HANDSHAKE_TIME_MAX_S:.0f} s")
+                      f"HA handshake: no {missing} within {HANDSHAKE_TIME_MAX_S:.0f} s")
             self.close()
 
     def _hello(self, link: SlaveLink, value: int) -> bool:

@@ -18,11 +18,14 @@ garbled frame (the store's checks, or a frame header the codec refuses) is never
 connection is closed, logged, and opened again after a pause.
 
 With authentication on (``HAClient.auth`` set: the broker's ``authentication_enabled``), the
-slave sends nothing before the handshake of protocol/ha.py is done: it answers the master's
-challenge with its proof (its inner credentials), and takes the master's acceptance only when
-it proves the master holds a Super user's secret too (ha_auth.py); anything else, or no
-acceptance within ``HANDSHAKE_TIME_MAX_S``, closes the connection, and the next one is tried
-after the longest pause (a wrong secret is not fixed by retrying fast).
+slave sends nothing but the handshake of protocol/ha.py before it is done: its request, then
+its proof (its inner credentials) in answer to the master's challenge. It takes the master's
+acceptance only when that proves the master holds a Super user's secret too (ha_auth.py);
+anything else, or no acceptance within ``HANDSHAKE_TIME_MAX_S``, closes the connection, and the
+next one is tried after the longest pause (a wrong secret is not fixed by retrying fast).
+Without authentication, a master that closes the connection before sending a byte is most
+likely one with authentication on: the slave says so in its log and also waits the longest
+pause (not in controller mode, where a refused hello closes the same way).
 
 Controller mode (``HAClient.hello`` set, docs/failover.md): the slave first sends its hello
 (the epoch it follows, its member id) and takes nothing before the master's epoch frame names
@@ -55,6 +58,7 @@ from orbitmq.protocol.ha import (
     TransferFrame,
     TransferReader,
     encode_auth_proof,
+    encode_auth_request,
     encode_hello,
     encode_report,
     parse_auth_accept,
@@ -131,11 +135,14 @@ class _Link(asyncio.Protocol):
         self.nonce = b""  # this slave's, sent in its proof
         self.handshake_failed = False  # the next connection waits the longest pause
         self.closing = False  # this side closed it
+        self.heard = False  # any byte from the master on this connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
         if self.authenticated:
             self._begin()
+        else:
+            self.transport.write(encode_auth_request())
 
     def _begin(self) -> None:
         """Say where this slave's log stands (after its hello, in controller mode)."""
@@ -161,11 +168,19 @@ class _Link(asyncio.Protocol):
                       "does not take this slave's inner credentials "
                       "(inner_client_authentication_credentials must name a Super user there)",
                       self.client.master)
+        elif (self.client.auth is None and self.client.hello is None and not self.heard
+              and not self.closing):
+            # A master with authentication on answers a slave without it with nothing at all.
+            self.handshake_failed = True
+            log.warning("replication: master %s closed the connection without sending a byte: "
+                        "if it has authentication_enabled, this slave needs it too (with "
+                        "inner_client_authentication_credentials)", self.client.master)
         if not self.closed.done():
             self.closed.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
+        self.heard = True
         client = self.client
         try:
             frames = self.reader.feed(data)
@@ -183,6 +198,7 @@ class _Link(asyncio.Protocol):
             self.close()
             return
         except (_Garbled, RemoteProtocolError) as e:
+            self.handshake_failed = not self.authenticated  # an impostor is not retried fast
             log.error("replication from %s: %s; closing and connecting again", client.master, e)
             self.close()
             return
@@ -235,8 +251,8 @@ class _Link(asyncio.Protocol):
         auth = self.client.auth
         if auth is None:
             raise _HandshakeFailed(
-                "the master asks for authentication (authentication_enabled is on there): turn it "
-                "on here too, with inner_client_authentication_credentials naming a Super user")
+                "the master speaks the authentication handshake (authentication_enabled is on "
+                "there): turn it on here too, with inner_client_authentication_credentials")
         if self.authenticated or frame.offset != AUTH_MARK:
             raise _Garbled(f"a frame at offset {frame.offset} during the handshake"
                            if not self.authenticated else "an auth frame after the handshake")
