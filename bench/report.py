@@ -23,7 +23,8 @@ WORKLOAD_LABELS = {
 PAIRS = [("orbitmq-async", "nats-js"), ("orbitmq-async", "redis-everysec"),
          ("orbitmq-sync", "redis-always"), ("orbitmq-sync", "rabbit-quorum"),
          ("orbitmq-sync", "rabbit-classic"), ("orbitmq-async", "orbitmq-sink"),
-         ("orbitmq-async-prom", "orbitmq-async")]
+         ("orbitmq-async-prom", "orbitmq-async"), ("orbitmq-auth-on", "orbitmq-auth-off")]
+AUTH_ON, AUTH_OFF = "orbitmq-auth-on", "orbitmq-auth-off"
 
 
 def _rate(runs: dict[tuple[str, str], dict[str, Any]], system: str, workload: str) -> float | None:
@@ -57,7 +58,7 @@ def _p50(runs: dict[tuple[str, str], dict[str, Any]], system: str) -> float | No
 
 
 def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float]) -> list[dict[str, Any]]:
-    """The targets of issue 16, each as measured in this run (ratios of one sitting)."""
+    """The targets of issues 16 and 34, each as measured in this run (ratios of one sitting)."""
     r = _rate
     out = [
         _target("ASYNC_FLUSH 1 producer / NATS JetStream", _ratio(
@@ -93,6 +94,14 @@ def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float])
                     f"p99/p50 {disk['fdatasync_p99_us'] / disk['fdatasync_p50_us']:.2f}")
         out.append(_target(f"{ours} one-at-a-time p99/p50", lat[1] / lat[0] if lat else None,
                            3.0, "x", higher=False, why=why.lstrip("; ")))
+    # Issue 34: the same broker build with authentication and authorization on and off, the
+    # same signing load tool (bench/signbench.c), signed on the first.
+    for workload, label in (("pub p1", "1 producer"), ("pub p4", "4 producers"),
+                            ("batch64", "batch 64")):
+        out.append(_target(f"issue 34: auth on / off, ASYNC_FLUSH {label}", _ratio(
+            r(runs, AUTH_ON, workload), r(runs, AUTH_OFF, workload)), 0.85, "x"))
+    out.append(_target("issue 34: auth on / off, one-at-a-time p50", _ratio(
+        _p50(runs, AUTH_ON), _p50(runs, AUTH_OFF)), 1.1, "x", higher=False))
     peaks = [float(rec.get("server_peak_rss_mb", 0)) for (s, _), rec in runs.items()
              if s.startswith("orbitmq-") and s != "orbitmq-sink"]
     out.append(_target("broker peak RSS during the run", max(peaks) if peaks else None, 300.0, "MB",

@@ -5,7 +5,10 @@
 Starts OrbitMQ standalone twice (ASYNC_FLUSH and SYNC_FLUSH), OrbitMQ's bare-transport sink, and
 every installed peer (`make bench-peers` installs them), then runs the same mqbench workloads
 against all of them: workload by workload, the systems taking turns (the order rotates), so that a
-change in the machine's load hits every system alike. Prints one table of msgs/s (p50/p99 for the
+change in the machine's load hits every system alike. OrbitMQ with authentication and
+authorization on (``orbitmq-auth-on``) and the same build with both off (``orbitmq-auth-off``)
+take their turns too, loaded by bench/signbench.c (mqbench's publish load, signed on the first):
+the cost of checking every request (issue 34). Prints one table of msgs/s (p50/p99 for the
 one-at-a-time sends), OrbitMQ's ratio to each peer and the issue's targets, and writes the results
 as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
 shared and its speed varies by tens of percent. ``--quick`` (small counts, no idle wait) finishes
@@ -31,8 +34,9 @@ import report  # noqa: E402  (bench/ is not a package)
 import systems as sysmod  # noqa: E402
 
 RESULTS = sysmod.ROOT / "bench" / "results"
-ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "redis-everysec",
-       "redis-always", "nats-js", "rabbit-quorum", "rabbit-classic"]
+ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "orbitmq-auth-on",
+       "orbitmq-auth-off", "redis-everysec", "redis-always", "nats-js", "rabbit-quorum",
+       "rabbit-classic"]
 
 
 def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
@@ -79,7 +83,7 @@ def _rss_mb(pid: int | None) -> tuple[float, float]:
 def mqbench(system: sysmod.System, workload: str, flags: list[str], run_id: int) -> dict[str, Any]:
     """One mqbench run with the server's CPU and memory; never raises for a failed run."""
     extra = system.prepare(workload, run_id)
-    cmd = [sysmod.MQBENCH, "-sys", system.kind, *flags, *extra]
+    cmd = [*(system.tool or [sysmod.MQBENCH, "-sys", system.kind]), *flags, *extra]
     hz = os.sysconf("SC_CLK_TCK")
     t0, s0 = time.monotonic(), _ticks(system.pid)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -161,6 +165,16 @@ def start_systems(wanted: list[str], store_base: str,
     for name in makers:
         if name in wanted:
             started += makers[name]()
+    # Access control on and off (issue 34): the same build, the same signing load tool.
+    auth = [name for name in ("orbitmq-auth-on", "orbitmq-auth-off") if name in wanted]
+    if auth:
+        try:
+            tool = sysmod.signbench(store_base)
+        except RuntimeError as e:
+            notes.append(f"orbitmq-auth-on/off: {e}")
+        else:
+            for name in auth:
+                started.append(sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base, tool))
     installed, py = sysmod.installed_peers(), sysmod.peer_python()
     groups = [("redis", [w.split("-", 1)[1] for w in wanted if w.startswith("redis-")]),
               ("nats", ["js"] if "nats-js" in wanted else []),
@@ -207,6 +221,8 @@ def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float,
                 continue
             if system.name == "orbitmq-sink" and workload in ("sub", "sync p1"):
                 continue  # the sink stores nothing to consume, and its latency is not a broker's
+            if system.workloads is not None and workload not in system.workloads:
+                continue  # signbench publishes only
             if quiet_max_s > 0:
                 subprocess.run([sys.executable, str(sysmod.PEERS / "quiet.py"), str(quiet_max_s),
                                 "15"], capture_output=True)

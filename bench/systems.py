@@ -1,5 +1,7 @@
 """The systems `make bench` loads with mqbench: OrbitMQ (ASYNC_FLUSH, SYNC_FLUSH, a bare-transport
 sink) and the installed peers (Redis streams, NATS JetStream, RabbitMQ), started and stopped here.
+OrbitMQ with authentication and authorization on, and the same build with both off, are loaded
+with bench/signbench.c instead (mqbench's publish load, signing each request on the first).
 
 Peers are started with ../shared/bench/peers/peer.sh (127.0.0.1 only, data under
 ``$MQBENCH_DATA``); OrbitMQ as ``orbitmq standalone`` on free ports. Every system knows how to
@@ -43,6 +45,8 @@ class System:
     stop: Callable[[], None]
     acks: str  # what an acknowledgement means, for the table's legend
     addrs: dict[str, str] = dataclasses.field(default_factory=dict)  # OrbitMQ: namesrv, broker
+    tool: list[str] | None = None  # the load tool's command instead of mqbench -sys KIND
+    workloads: frozenset[str] | None = None  # those it runs (None: all)
 
 
 # ----------------------------------------------------------------------------------- OrbitMQ
@@ -120,6 +124,67 @@ def orbitmq(flush: str, store_base: str, metrics: bool = False) -> System:
 
 
 SCRAPE_INTERVAL_S = 1.0  # 15x Prometheus's default scrape interval: an upper bound of its cost
+
+# The access control rows (issue 34): a Super init user, and a Normal user whose one rule lets it
+# publish to the bench topics, which the load signs as (authorization is checked, not bypassed).
+AUTH_ROOT = ("root", "bench-root-secret-1")
+AUTH_USER = ("bench", "bench-user-secret-1")
+SIGNED_WORKLOADS = frozenset({"pub p1", "pub p4", "batch64", "sync p1"})
+
+
+def signbench(build_dir: str) -> str:
+    """bench/signbench.c compiled with the system's C compiler (-O2) into ``build_dir``."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cc"
+    out = os.path.join(build_dir, "signbench")
+    done = subprocess.run([cc, "-O2", "-pthread", "-Wall", "-Wno-unused-function",
+                           str(ROOT / "bench" / "signbench.c"), "-o", out],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot build bench/signbench.c: {done.stderr.strip()[-400:]}")
+    return out
+
+
+def orbitmq_auth(on: bool, store_base: str, tool: str) -> System:
+    """``orbitmq standalone`` (ASYNC_FLUSH) with authentication and authorization on, loaded by
+    ``tool`` (signbench) signing as :data:`AUTH_USER`; or the same with both off, loaded by the
+    same tool unsigned. Each workload writes a topic of its own, auto-created by its first send,
+    as the mqbench rows' are."""
+    store = tempfile.mkdtemp(prefix=f"orbitmq-bench-auth-{'on' if on else 'off'}-", dir=store_base)
+    args = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
+            "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
+            "--flush-disk-type", "ASYNC_FLUSH"]
+    if on:
+        args += ["--authentication-enabled", "true", "--authorization-enabled", "true",
+                 "--init-authentication-user",
+                 f'{{"username": "{AUTH_ROOT[0]}", "password": "{AUTH_ROOT[1]}"}}']
+    proc, addrs = _start_python(args, "broker")
+    stop = _stopper(proc, lambda: shutil.rmtree(store, ignore_errors=True))
+    signing: list[str] = []
+    if on:
+        try:
+            _create_bench_user(addrs["namesrv"])
+        except Exception:
+            stop()
+            raise
+        signing = ["-ak", AUTH_USER[0], "-sk", AUTH_USER[1]]
+    addr = addrs["broker"]
+
+    def prepare(workload: str, run_id: int) -> list[str]:
+        return ["-addr", addr, "-q", "bench-auth-" + workload.replace(" ", "-"), *signing]
+
+    acks = ("after the write to the page cache; every request signed by a Normal user whose "
+            "rule allows Pub on Topic:bench-*" if on else
+            "after the write to the page cache; authentication off, the same load unsigned")
+    return System(f"orbitmq-auth-{'on' if on else 'off'}", "rocketmq", proc.pid, prepare, stop,
+                  acks, addrs, [tool], SIGNED_WORKLOADS)
+
+
+def _create_bench_user(namesrv: str) -> None:
+    from orbitmq import Admin, Credentials
+
+    with Admin(namesrv, credentials=Credentials(*AUTH_ROOT)) as admin:
+        admin.create_user(*AUTH_USER)
+        admin.create_acl(f"User:{AUTH_USER[0]}", ["Topic:bench-*"], "Pub")
 
 
 def _scraper(url: str) -> Callable[[], None]:

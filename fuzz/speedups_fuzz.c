@@ -4,7 +4,7 @@
  * -fsanitize=fuzzer-no-link,address,undefined), so that their Python-object glue (buffers,
  * reference counts, the queue-offset dict) is fuzzed with the byte parsing.
  *
- * The first input byte picks the entry point, the rest is its untrusted input:
+ * The first input byte picks the entry point (its low four bits), the rest is its untrusted input:
  *   0..3  FastPath.take() over the bytes as a connection's buffer, as broker/fast_path.py calls it
  *         (again after each frame it declines, the frame skipped as the Python decoder would),
  *         into a 256 KiB segment that starts over when full
@@ -13,6 +13,13 @@
  *   6     scan_stored(the bytes, as a commit log segment), and queue_runs(the bytes, as consume
  *         queue entries), unbounded and bounded by a physical end
  *   7     java_string_hash / index_key_hash of the bytes as text
+ *   8..11 take() as 0..3 on a fast path with authentication and authorization on (users root,
+ *         Super; alice, Normal, her pair with FastPlain allowed; bob, disabled), so that signed
+ *         frames reach the signature check (_fastpath_auth.h)
+ *   12    auth_check() of the bytes as one frame on that fast path, then allow() of the bytes'
+ *         halves as a user and a topic, and set_users() again (the pairs emptied)
+ *   13    hmac_sha1(key = the first byte's worth of bytes, data = the rest): the SHA-NI rounds
+ *         and the FIPS rounds must give the same digest
  * Built and run by scripts/sanitize-speedups.sh --fuzz (make fuzz). Refusals are expected
  * outcomes (RemoteProtocolError, ValueError...); anything a sanitizer reports is a bug.
  */
@@ -25,7 +32,8 @@
 #define SEGMENT_SIZE (256 * 1024)
 #define BLANK_ROOM 8
 
-static PyObject *speedups, *fast_path, *segment, *queue_table, *born, *topic_part, *store_host;
+static PyObject *speedups, *fast_path, *signed_path, *users, *segment, *queue_table, *born,
+    *topic_part, *store_host;
 static long long seg_pos;
 
 static void die(const char *what)
@@ -58,6 +66,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     PyObject *topics = Py_BuildValue("{sisisi}", "FastPlain", 4, "T", 1, "\xc3\xa9t\xc3\xa9", 2);
     if (topics == NULL || PyObject_CallMethod(fast_path, "set_topics", "O", topics) == NULL)
         die("set_topics");
+    PyObject *auth = Py_BuildValue("(O())", Py_True);
+    signed_path = auth == NULL ? NULL : PyObject_CallFunction(
+        cls, "OnnnOOnO", store_host, (Py_ssize_t)6000, (Py_ssize_t)(SEGMENT_SIZE - 8),
+        (Py_ssize_t)(1 << 20), inert, bounds, (Py_ssize_t)4096, auth);
+    users = Py_BuildValue("{s(y#OO)s(y#OO)s(y#OO)}", "root", "root-secret-1", (Py_ssize_t)13,
+                          Py_True, Py_True, "alice", "alice-secret-1", (Py_ssize_t)14, Py_True,
+                          Py_False, "bob", "bob-secret-11", (Py_ssize_t)13, Py_False, Py_False);
+    if (signed_path == NULL || users == NULL ||
+        PyObject_CallMethod(signed_path, "set_topics", "O", topics) == NULL ||
+        PyObject_CallMethod(signed_path, "set_users", "iO", 1, users) == NULL ||
+        PyObject_CallMethod(signed_path, "allow", "iss", 1, "alice", "FastPlain") == NULL)
+        die("the signed fast path");
     segment = PyByteArray_FromStringAndSize(NULL, SEGMENT_SIZE);
     queue_table = PyDict_New();
     if (segment == NULL || queue_table == NULL)
@@ -67,7 +87,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* take() as the broker calls it: again after every declined frame, until no whole frame is left. */
-static void fuzz_take(const uint8_t *data, size_t size)
+static void fuzz_take(PyObject *fast_path, const uint8_t *data, size_t size)
 {
     PyObject *buf = PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)size);
     if (buf == NULL)
@@ -112,11 +132,61 @@ static void call_quietly(PyObject *result)
     Py_XDECREF(result);
 }
 
+/* The signature check of one frame, then the pair set and the user snapshot changed. */
+static void fuzz_auth(PyObject *bytes, const uint8_t *data, size_t size)
+{
+    PyObject *verdict = PyObject_CallMethod(signed_path, "auth_check", "O", bytes);
+    if (verdict == NULL)
+        die("auth_check raised");  /* a verdict for any bytes */
+    long v = PyLong_AsLong(verdict);
+    Py_DECREF(verdict);
+    if (v < 0 || v > 8)
+        abort();
+    size_t half = size / 2;
+    PyObject *user = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)half, "replace");
+    PyObject *topic = PyUnicode_DecodeUTF8((const char *)data + half, (Py_ssize_t)(size - half),
+                                           "replace");
+    if (user == NULL || topic == NULL)
+        die("text");
+    call_quietly(PyObject_CallMethod(signed_path, "allow", "iOO", 1, user, topic));
+    call_quietly(PyObject_CallMethod(signed_path, "allow", "iOO", 2, user, topic));
+    Py_DECREF(user);
+    Py_DECREF(topic);
+    if (size % 7 == 0) {  /* now and then the snapshot again: the pairs emptied, alice's back */
+        PyObject *kept = PyObject_CallMethod(signed_path, "set_users", "iO", 1, users);
+        PyObject *back = PyObject_CallMethod(signed_path, "allow", "iss", 1, "alice", "FastPlain");
+        if (kept == NULL || back == NULL)
+            die("set_users");
+        Py_DECREF(kept);
+        Py_DECREF(back);
+    }
+}
+
+/* The SHA-NI and the FIPS rounds of HMAC-SHA1 give the same digest. */
+static void fuzz_hmac(const uint8_t *data, size_t size)
+{
+    size_t key_len = size ? data[0] : 0;
+    if (key_len > size - (size ? 1 : 0))
+        key_len = size ? size - 1 : 0;
+    PyObject *key = PyBytes_FromStringAndSize((const char *)data + (size ? 1 : 0),
+                                              (Py_ssize_t)key_len);
+    PyObject *text = PyBytes_FromStringAndSize((const char *)data + (size ? 1 : 0) + key_len,
+                                               (Py_ssize_t)(size - (size ? 1 : 0) - key_len));
+    PyObject *fast = PyObject_CallMethod(speedups, "hmac_sha1", "OOi", key, text, 0);
+    PyObject *fips = PyObject_CallMethod(speedups, "hmac_sha1", "OOi", key, text, 1);
+    if (fast == NULL || fips == NULL || PyObject_RichCompareBool(fast, fips, Py_EQ) != 1)
+        die("hmac_sha1: the two block functions differ");
+    Py_DECREF(key);
+    Py_DECREF(text);
+    Py_DECREF(fast);
+    Py_DECREF(fips);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    int which = data[0] & 7;
+    int which = data[0] & 15;
     data++;
     size--;
     PyObject *bytes = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
@@ -152,8 +222,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         Py_DECREF(text);
         break;
     }
+    case 8: case 9: case 10: case 11:
+        fuzz_take(signed_path, data, size);
+        break;
+    case 12:
+        fuzz_auth(bytes, data, size);
+        break;
+    case 13:
+        fuzz_hmac(data, size);
+        break;
     default:
-        fuzz_take(data, size);
+        fuzz_take(fast_path, data, size);
     }
     Py_DECREF(bytes);
     return 0;

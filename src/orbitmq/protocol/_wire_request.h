@@ -15,6 +15,8 @@
 #ifndef ORBITMQ_WIRE_REQUEST_H
 #define ORBITMQ_WIRE_REQUEST_H
 
+#include <stddef.h>
+
 #define SERIALIZE_JSON 0
 #define SERIALIZE_ROCKETMQ 1
 #define HEADER_LENGTH_MASK 0xFFFFFF
