@@ -5,13 +5,16 @@ user's access key, before it touches state.
 The frames carry what an attacker would send (a real topic and group, offsets to rewind, a
 broker name to hijack, ``brokerPermission=0`` and ``fileReservedTime=0``...). Afterwards the
 broker's tables, saved again, are the same bytes as before, no ``broker_runtime.toml`` exists,
-the route still names the real broker, and the messages are all there.
+the route still names the real broker, and the messages are all there. A fake slave that
+connects to the HA port and reports offset 0 receives not one byte and is closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +139,26 @@ def test_every_code_is_refused_anonymous_or_forged_and_nothing_changes(
     assert bodies == [b"invoice-0", b"invoice-1", b"invoice-2"]
     addrs = cluster.call(_route_addrs(cluster))
     assert addrs == {broker.address}
+
+
+HA_CLOSE_WAIT_S = 10.0  # the master's handshake gives up on a silent client after 5 s
+
+
+def test_a_fake_slave_receives_nothing_from_the_ha_port(cluster: EmbeddedCluster) -> None:
+    host, _, port = cluster.brokers[0].replication.ha_address().rpartition(":")
+
+    async def fake_slave() -> bytes:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(struct.pack(">q", 0))  # "I hold nothing: send me the whole log"
+            await writer.drain()
+            return await asyncio.wait_for(reader.read(), HA_CLOSE_WAIT_S)  # until closed
+        finally:
+            writer.close()
+
+    assert asyncio.run(fake_slave()) == b""
+    info = cluster.brokers[0].replication.runtime_info()
+    assert info["haConnectionCount"] == "0" and info["inSyncSlaveNums"] == "0"
 
 
 async def _route_addrs(c: EmbeddedCluster) -> set[str]:
