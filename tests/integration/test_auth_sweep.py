@@ -67,9 +67,10 @@ def hostile_body(code: int) -> bytes:
                          "consumerDataSet": [{"groupName": GROUP}], "mqSet": []})
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    root = tmp_path_factory.mktemp("auth-sweep")
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    """A cluster of its own per test: one test's changes are the next one's "before"."""
+    root = tmp_path
     with EmbeddedCluster(root, namesrv_config=NamesrvConfig(listen_port=0, **ACCESS),
                          **ACCESS) as c:
         with orbitmq.Admin(c.namesrv, credentials=ROOT) as admin:
@@ -174,3 +175,51 @@ async def _route_addrs(c: EmbeddedCluster) -> set[str]:
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     route = TopicRouteData.from_json(bytes(resp.body))
     return {addr for b in route.broker_datas for addr in b.broker_addrs.values()}
+
+
+def test_a_normal_users_admin_requests_are_refused_and_a_super_users_carried_out(
+        cluster: EmbeddedCluster) -> None:
+    broker = cluster.brokers[0]
+    alice = Credentials("alice", "alice-secret-1")
+    with orbitmq.Admin(cluster.namesrv, credentials=ROOT) as admin:
+        admin.create_user("alice", "alice-secret-1")
+        admin.create_acl("User:alice", ["Topic:*", "Group:*"], ["Pub", "Sub", "Get"])
+    create = {"topic": "scratch-topic", "defaultTopic": "TBW102", "readQueueNums": "2",
+              "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG",
+              "topicSysFlag": "0", "order": "false"}
+    requests = [(RequestCode.UPDATE_AND_CREATE_TOPIC, create, b""),
+                (RequestCode.UPDATE_BROKER_CONFIG, {}, b"deleteFileBatchMax=7\n"),
+                (RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "scratch-topic"}, b"")]
+
+    async def run(creds: Credentials, todo: list[tuple[int, dict[str, str], bytes]] = requests
+                  ) -> list[tuple[int, str]]:
+        client = RemotingClient(credentials=creds)
+        try:
+            return [((r := await client.invoke(broker.address, RemotingCommand.request(
+                code, fields, body), 5.0)).code, r.remark or "") for code, fields, body in todo]
+        finally:
+            await client.close()
+
+    async def broker_config_text() -> str:
+        client = RemotingClient(credentials=ROOT)
+        try:
+            resp = await client.invoke(broker.address, RemotingCommand.request(
+                RequestCode.GET_BROKER_CONFIG), 5.0)
+        finally:
+            await client.close()
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        return bytes(resp.body).decode()
+
+    refused = cluster.call(run(alice))
+    assert [code for code, _ in refused] == [ResponseCode.NO_PERMISSION] * 3, refused
+    assert "no rule allows user alice Create on Topic:scratch-topic" in refused[0][1]
+    assert "needs a Super user" in refused[1][1]
+    assert "deleteFileBatchMax=7" not in cluster.call(broker_config_text())
+    with orbitmq.Admin(cluster.namesrv, credentials=ROOT) as admin:
+        admin.create_topic("scratch-topic", read_queue_nums=1, write_queue_nums=1)
+    refused = cluster.call(run(alice))
+    assert refused[2][0] == ResponseCode.NO_PERMISSION and broker.topics.get("scratch-topic")
+    done = cluster.call(run(ROOT))
+    assert [code for code, _ in done] == [ResponseCode.SUCCESS] * 3, done
+    assert "deleteFileBatchMax=7" in cluster.call(broker_config_text())
+    assert broker.topics.get("scratch-topic") is None
