@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.security.model import PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS, check_username
 from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
+from orbitmq.transport.tls import TlsClientAuth, TlsServerMode
 
 __all__ = [
     "FlushDiskType",
@@ -352,6 +353,46 @@ def _access_settings() -> dict[str, Any]:
     }
 
 
+def _tls_server_settings() -> dict[str, Any]:
+    """TLS of a server's ports, RocketMQ's names and modes (docs/tls.md)."""
+    return {
+        "tls_server_mode": setting(
+            TlsServerMode.DISABLED, "disabled; permissive: TLS and plaintext on the same ports "
+            "(told apart by the first byte); enforcing: TLS only",
+            allowed="disabled, permissive or enforcing"),
+        "tls_server_cert_path": setting(
+            "", "PEM certificate (chain) the server's ports show (needed unless disabled)",
+            allowed="empty or a file path"),
+        "tls_server_key_path": setting(
+            "", "PEM private key of tls_server_cert_path", allowed="empty or a file path"),
+        "tls_server_trust_cert_path": setting(
+            "", "PEM CA certificate(s) that sign the clients' certificates",
+            allowed="empty or a file path"),
+        "tls_server_need_client_auth": setting(
+            TlsClientAuth.NONE, "client certificates signed by tls_server_trust_cert_path: "
+            "none asked, optional (checked when shown) or require",
+            allowed="none, optional or require"),
+    }
+
+
+def _tls_client_settings() -> dict[str, Any]:
+    """TLS of a server's own connections (to name servers, a master, brokers; docs/tls.md)."""
+    return {
+        "tls_enable": setting(
+            False, "this server's own connections (to name servers, a master, brokers) use TLS"),
+        "tls_client_trust_cert_path": setting(
+            "", "PEM CA certificate(s) the servers' certificates must chain to (empty: the "
+            "system's roots)", allowed="empty or a file path"),
+        "tls_client_cert_path": setting(
+            "", "PEM certificate shown to servers that ask for one (with tls_client_key_path)",
+            allowed="empty or a file path"),
+        "tls_client_key_path": setting(
+            "", "PEM private key of tls_client_cert_path", allowed="empty or a file path"),
+        "tls_client_check_hostname": setting(
+            True, "a server's certificate must name the host or IP address connected to"),
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
     """Settings of one broker's message store (directory layout in DESIGN.md section 1)."""
@@ -475,6 +516,12 @@ class NamesrvConfig:
     auth_config_path: str = setting(
         "", "file of the name server's users and ACLs (0600); empty: only the init user and "
         "the inner credentials, kept in memory", allowed="empty or a file path")
+    tls_server_mode: TlsServerMode = _tls_server_settings()["tls_server_mode"]
+    tls_server_cert_path: str = _tls_server_settings()["tls_server_cert_path"]
+    tls_server_key_path: str = _tls_server_settings()["tls_server_key_path"]
+    tls_server_trust_cert_path: str = _tls_server_settings()["tls_server_trust_cert_path"]
+    tls_server_need_client_auth: TlsClientAuth = _tls_server_settings()[
+        "tls_server_need_client_auth"]
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -641,6 +688,17 @@ class BrokerConfig:
     authentication_whitelist: str = _access_settings()["authentication_whitelist"]
     audit_allowed: bool = _access_settings()["audit_allowed"]
     allow_anonymous: bool = _access_settings()["allow_anonymous"]
+    tls_server_mode: TlsServerMode = _tls_server_settings()["tls_server_mode"]
+    tls_server_cert_path: str = _tls_server_settings()["tls_server_cert_path"]
+    tls_server_key_path: str = _tls_server_settings()["tls_server_key_path"]
+    tls_server_trust_cert_path: str = _tls_server_settings()["tls_server_trust_cert_path"]
+    tls_server_need_client_auth: TlsClientAuth = _tls_server_settings()[
+        "tls_server_need_client_auth"]
+    tls_enable: bool = _tls_client_settings()["tls_enable"]
+    tls_client_trust_cert_path: str = _tls_client_settings()["tls_client_trust_cert_path"]
+    tls_client_cert_path: str = _tls_client_settings()["tls_client_cert_path"]
+    tls_client_key_path: str = _tls_client_settings()["tls_client_key_path"]
+    tls_client_check_hostname: bool = _tls_client_settings()["tls_client_check_hostname"]
     store: StoreConfig = setting(StoreConfig(), "the store's settings ([store] in TOML)")
 
     def __post_init__(self) -> None:
@@ -728,6 +786,17 @@ class ConsoleConfig:
     console_user_sessions_max: int = setting(
         100, "users logged in at once (each has its own connections to the cluster); the least "
         "recently active is logged out past it", 1, 10_000)
+    tls_server_mode: TlsServerMode = _tls_server_settings()["tls_server_mode"]
+    tls_server_cert_path: str = _tls_server_settings()["tls_server_cert_path"]
+    tls_server_key_path: str = _tls_server_settings()["tls_server_key_path"]
+    tls_server_trust_cert_path: str = _tls_server_settings()["tls_server_trust_cert_path"]
+    tls_server_need_client_auth: TlsClientAuth = _tls_server_settings()[
+        "tls_server_need_client_auth"]
+    tls_enable: bool = _tls_client_settings()["tls_enable"]
+    tls_client_trust_cert_path: str = _tls_client_settings()["tls_client_trust_cert_path"]
+    tls_client_cert_path: str = _tls_client_settings()["tls_client_cert_path"]
+    tls_client_key_path: str = _tls_client_settings()["tls_client_key_path"]
+    tls_client_check_hostname: bool = _tls_client_settings()["tls_client_check_hostname"]
 
     def __post_init__(self) -> None:
         _validate(self)

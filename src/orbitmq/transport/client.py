@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
@@ -14,6 +15,7 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security.signature import Credentials, sign_fields
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import call_guarded
+from orbitmq.transport.tls import ClientTls, ReloadingContext
 
 __all__ = ["RemotingClient", "sign_request"]
 
@@ -41,8 +43,12 @@ class RemotingClient:
     """
 
     def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = 16 * 1024 * 1024,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, tls: ClientTls | None = None) -> None:
         self._connect_timeout = connect_timeout
+        # Connections are TLS with these settings (None: plaintext); the certificate files are
+        # read again when they change (transport/tls.py).
+        self.tls = tls
+        self._tls_context = ReloadingContext.for_client(tls) if tls is not None else None
         # Every request sent on this client's connections is signed with these (RocketMQ's
         # AccessKey / Signature extFields; docs/security.md).
         self.credentials = credentials
@@ -84,16 +90,17 @@ class RemotingClient:
         if not host or not port.isdigit():
             raise ConnectionClosedError(f"bad address {addr!r}: expected host:port")
         loop = asyncio.get_running_loop()
+        proto = RemotingConnection(self, max_frame_size=self._max_frame_size)
+        context = self._tls_context.get() if self._tls_context is not None else None
         try:
-            _, proto = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: RemotingConnection(self, max_frame_size=self._max_frame_size),
-                    host,
-                    int(port),
-                ),
+            await asyncio.wait_for(
+                loop.create_connection(lambda: proto, host, int(port), ssl=context,
+                                       server_hostname=host if context is not None else None),
                 self._connect_timeout,
             )
-        except (TimeoutError, OSError) as e:
+        except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
+            if isinstance(e, ssl.SSLError):
+                raise ConnectionClosedError(f"TLS handshake with {addr} failed: {e}") from None
             raise ConnectionClosedError(f"cannot connect to {addr}: {e or 'timed out'}") from None
         if self.credentials is not None:
             proto.signer = functools.partial(sign_request, self.credentials)

@@ -19,6 +19,7 @@ from orbitmq.transport.limits import (
     LimitCounters,
     RateLimitedLog,
 )
+from orbitmq.transport.tls import ServerTls, listen
 
 __all__ = ["RemotingServer", "Handler", "Guard", "INTERNAL_ERROR_REMARK", "internal_error_response",
            "call_guarded"]
@@ -64,14 +65,16 @@ class RemotingServer:
         max_in_flight_per_connection: int = 256,
         limits: ConnectionLimits | None = None,
         limit_counters: LimitCounters | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.host = host
+        self.tls = tls  # tls_server_mode and its certificates (transport/tls.py); None: plaintext
         self.port = port
         self.name = name
         self._max_frame_size = max_frame_size
         self._max_in_flight = max_in_flight_per_connection
         self._handlers: dict[int, Handler] = {}
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.AbstractServer | None = None
         self.connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
         self._sample_every = _NEVER
@@ -136,10 +139,10 @@ class RemotingServer:
         return f"{self.host}:{self.port}"
 
     async def start(self) -> None:
+        """Listen (OSError: the port is taken; TlsError: TLS settings that cannot work)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port)
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        self._server, self.port = await listen(self._new_connection, self.host, self.port,
+                                               self.tls, name=self.name)
         interval = self.limits.sweep_interval_s()
         if interval is not None:
             self._sweep_task = loop.create_task(self._sweep_loop(interval))
