@@ -68,6 +68,7 @@ from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.limits import ConnectionLimits
 from orbitmq.transport.server import RemotingServer
+from orbitmq.transport.tls import ClientTls, ServerTls
 
 __all__ = ["BrokerController"]
 
@@ -112,7 +113,7 @@ class BrokerController:
             config.listen_host, config.listen_port, name="broker",
             max_frame_size=config.max_frame_size,
             max_in_flight_per_connection=config.max_in_flight_per_connection,
-            limits=ConnectionLimits.of(config),
+            limits=ConnectionLimits.of(config), tls=ServerTls.of(config),
         )
         # Access control (orbitmq.security): checked by the server before any handler; the
         # broker signs its own requests (registration, a slave's copies) with the inner
@@ -123,7 +124,8 @@ class BrokerController:
         if config.authentication_enabled:
             self.server.set_guard(self.access.guard.check)
         self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size,
-                                              credentials=self.access.inner)
+                                              credentials=self.access.inner,
+                                              tls=ClientTls.of(config))
         self.registrar = RegisterService(
             config, self.remoting_client, lambda: self.address,
             lambda: permitted_wrapper(self.topics.wrapper(), config),

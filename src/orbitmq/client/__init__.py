@@ -32,6 +32,7 @@ from orbitmq.client.results import PullResult, PullStatus, RawPullResult, SendRe
 from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
 from orbitmq.client.transaction_end import HalfMessageRef
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 __all__ = [
     "Admin",
@@ -68,4 +69,5 @@ __all__ = [
     "select_by_hash",
     "select_random",
     "Credentials",
+    "ClientTls",
 ]

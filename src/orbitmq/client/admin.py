@@ -65,6 +65,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import decode_stored_message, iter_stored_messages
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["AsyncAdmin", "Admin"]
 
@@ -76,13 +77,16 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     user and ACL calls from AuthAdminMixin (client/auth_admin.py).
 
     Args: ``namesrv`` addresses, ``timeout`` per request, ``credentials`` every request is signed
-    with (:class:`orbitmq.Credentials`; None: unsigned).
+    with (:class:`orbitmq.Credentials`; None: unsigned), ``tls`` for every connection
+    (:class:`orbitmq.ClientTls`; True: the system's roots; None: ``ORBITMQ_TLS_*``).
     """
 
     def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None,
+                 tls: ClientTls | bool | None = None) -> None:
         self.timeout = timeout
-        self._instance = ClientInstance(namesrv, rpc_timeout=timeout, credentials=credentials)
+        self._instance = ClientInstance(namesrv, rpc_timeout=timeout, credentials=credentials,
+                                        tls=tls)
 
     async def start(self) -> Self:
         await self._instance.start()
@@ -449,8 +453,9 @@ class Admin(BlockingOpsAdminMixin, BlockingAuthAdminMixin, BlockingClient[AsyncA
     _thread_name = "orbitmq-admin"
 
     def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0,
-                 credentials: Credentials | None = None) -> None:
-        super().__init__(AsyncAdmin(namesrv, timeout=timeout, credentials=credentials))
+                 credentials: Credentials | None = None,
+                 tls: ClientTls | bool | None = None) -> None:
+        super().__init__(AsyncAdmin(namesrv, timeout=timeout, credentials=credentials, tls=tls))
 
     def cluster_info(self) -> ClusterInfo:
         return self._call(self._client.cluster_info())

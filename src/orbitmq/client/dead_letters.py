@@ -188,7 +188,8 @@ async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | No
     out: list[Resent] = []
     try:
         async with AsyncProducer(producer_group, admin._instance.namesrv_addrs,
-                                 credentials=admin._instance.credentials) as producer:
+                                 credentials=admin._instance.credentials,
+                                 tls=admin._instance.tls) as producer:
             for dead in entries:
                 out.append(await _resend_one(producer, dead, force, marks, moved))
     finally:

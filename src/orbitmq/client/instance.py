@@ -57,6 +57,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.security.signature import Credentials
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["ClientInstance", "parse_namesrv_addrs", "check_response", "local_ip", "RETRIABLE_CODES"]
 
@@ -89,8 +90,9 @@ class _WatchedRemotingClient(RemotingClient):
     the peer, reset, or closed by us), so that state tied to that server can be dropped at once:
     an orderly consumer's queue locks do not survive a broker restart."""
 
-    def __init__(self, on_lost: ConnectionLost, credentials: Credentials | None) -> None:
-        super().__init__(credentials=credentials)
+    def __init__(self, on_lost: ConnectionLost, credentials: Credentials | None,
+                 tls: ClientTls | None = None) -> None:
+        super().__init__(credentials=credentials, tls=tls)
         self._on_lost = on_lost
 
     def connection_lost(self, conn: RemotingConnection) -> None:
@@ -165,6 +167,9 @@ class ClientInstance:
         credentials: what every request to the name servers and brokers is signed with (None:
             unsigned). An instance belongs to one SDK object, so clients with different
             credentials never share a connection.
+        tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
+            False: plaintext; None: the environment, ``ORBITMQ_TLS_ENABLE`` and
+            ``ORBITMQ_TLS_CLIENT_*``).
     """
 
     def __init__(
@@ -175,6 +180,7 @@ class ClientInstance:
         heartbeat_broker_interval: float = 30.0,
         rpc_timeout: float = 3.0,
         credentials: Credentials | None = None,
+        tls: ClientTls | bool | None = None,
     ) -> None:
         if credentials is not None and not isinstance(credentials, Credentials):
             raise ClientError("credentials must be an orbitmq.Credentials(access_key, secret_key)")
@@ -182,7 +188,9 @@ class ClientInstance:
         self.credentials = credentials
         self.ip = local_ip(self.namesrv_addrs[0])
         self.client_id = f"{self.ip}@{os.getpid()}#{secrets.token_hex(6)}"
-        self.remoting: RemotingClient = _WatchedRemotingClient(self._connection_lost, credentials)
+        self.tls = ClientTls.coerce(tls)
+        self.remoting: RemotingClient = _WatchedRemotingClient(self._connection_lost, credentials,
+                                                               self.tls)
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
         self.rpc_timeout = rpc_timeout

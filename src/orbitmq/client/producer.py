@@ -56,6 +56,7 @@ from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.message import Message
 from orbitmq.protocol.msgid import UniqIdGenerator
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["AsyncProducer", "Producer", "MAX_MESSAGE_SIZE"]
 
@@ -100,6 +101,8 @@ class AsyncProducer:
         batch_max_messages: the most messages in one batch.
         credentials: an access key and its secret (:class:`orbitmq.Credentials`) every request
             is signed with, for brokers and name servers with authentication on; None: unsigned.
+        tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
+            False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class AsyncProducer:
         batch_max_bytes: int = BATCH_MAX_BYTES,
         batch_max_messages: int = BATCH_MAX_MESSAGES,
         credentials: Credentials | None = None,
+        tls: ClientTls | bool | None = None,
     ) -> None:
         self.group = check_group(group)
         if send_timeout <= 0 or retry_times_when_send_failed < 0 or default_topic_queue_nums < 1:
@@ -138,6 +142,7 @@ class AsyncProducer:
             poll_name_server_interval=poll_name_server_interval,
             heartbeat_broker_interval=heartbeat_broker_interval,
             credentials=credentials,
+            tls=tls,
         )
         self._instance.producer_groups.add(self.group)
         self._ids = UniqIdGenerator(self._instance.ip)

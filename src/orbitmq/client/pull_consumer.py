@@ -56,6 +56,7 @@ from orbitmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["AsyncPullConsumer", "PullConsumer"]
 
@@ -72,6 +73,8 @@ class AsyncPullConsumer:
         poll_name_server_interval, heartbeat_broker_interval: as for the producer.
         credentials: what every request is signed with (:class:`orbitmq.Credentials`; None:
             unsigned).
+        tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
+            False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class AsyncPullConsumer:
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
         credentials: Credentials | None = None,
+        tls: ClientTls | bool | None = None,
     ) -> None:
         self.group = check_group(group)
         self.pull_timeout = pull_timeout
@@ -93,6 +97,7 @@ class AsyncPullConsumer:
             poll_name_server_interval=poll_name_server_interval,
             heartbeat_broker_interval=heartbeat_broker_interval,
             credentials=credentials,
+            tls=tls,
         )
         self._instance.consumers[self.group] = self._consumer_data
         self._topics: set[str] = set()

@@ -67,6 +67,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.protocol.message import MessageExt, java_string_hash
 from orbitmq.security.signature import Credentials
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["AsyncPushConsumer", "PushConsumer", "build_subscription"]
 
@@ -134,6 +135,8 @@ class AsyncPushConsumer:
         poll_name_server_interval, heartbeat_broker_interval: as for the producer.
         credentials: what every request is signed with (:class:`orbitmq.Credentials`; None:
             unsigned).
+        tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
+            False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
         tuning: further PushConsumerConfig fields (lock_renew_interval, lock_max_live_time,
             pull_suspend_time, pull_timeout, pull_delay_on_exception, await_termination).
     """
@@ -151,6 +154,7 @@ class AsyncPushConsumer:
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
         credentials: Credentials | None = None,
+        tls: ClientTls | bool | None = None,
         **tuning: Any,
     ) -> None:
         try:
@@ -165,7 +169,7 @@ class AsyncPushConsumer:
         self.strategy: AllocateStrategy = rebalance_strategy or AllocateAveragely()
         self._instance = ClientInstance(namesrv, poll_name_server_interval=poll_name_server_interval,
                                         heartbeat_broker_interval=heartbeat_broker_interval,
-                                        credentials=credentials)
+                                        credentials=credentials, tls=tls)
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._listeners: dict[str, Listener] = {}
         self._started = False

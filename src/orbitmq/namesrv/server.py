@@ -38,6 +38,7 @@ from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.limits import ConnectionLimits
 from orbitmq.transport.server import RemotingServer
+from orbitmq.transport.tls import ServerTls
 
 __all__ = ["NameServer"]
 
@@ -60,7 +61,7 @@ class NameServer:
         self._clock = clock
         self.server = RemotingServer(
             self.config.listen_host, self.config.listen_port, name="namesrv",
-            limits=ConnectionLimits.of(self.config),
+            limits=ConnectionLimits.of(self.config), tls=ServerTls.of(self.config),
         )
         self._broker_conns: dict[RemotingConnection, str] = {}
         self._scan_task: asyncio.Task[None] | None = None

@@ -68,6 +68,7 @@ from orbitmq.protocol.ha import (
 )
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
 from orbitmq.store.message_store import MessageStore
+from orbitmq.transport.tls import ServerTls, listen
 
 __all__ = ["HAServer", "MasterHello", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW"]
 
@@ -395,17 +396,17 @@ class HAServer:
         self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000
         self.connections: set[_Connection] = set()
         self.hello: MasterHello | None = None  # controller mode (the failover service sets it)
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._task: asyncio.Task[None] | None = None
         self.port = 0
 
     async def start(self) -> None:
         """Listen (OSError when the port is taken)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
+        # TLS as on the broker's port (tls_server_*); the authentication handshake runs inside.
+        self._server, self.port = await listen(
             lambda: _Connection(self), self.config.listen_host,
-            self.config.effective_ha_listen_port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+            self.config.effective_ha_listen_port, ServerTls.of(self.config), name="ha")
         self._task = loop.create_task(self._housekeeping())
 
     async def stop(self) -> None:

@@ -67,6 +67,7 @@ from orbitmq.protocol.ha import (
 )
 from orbitmq.store.message_store import MessageStore
 from orbitmq.store.status import ReplicaAppendStatus
+from orbitmq.transport.tls import ClientTls, ReloadingContext
 
 __all__ = ["HAClient", "ReplicationRefused", "frame_size_max"]
 
@@ -381,6 +382,8 @@ class HAClient:
         self.auth = auth
         self.store = store
         self._address = master_address
+        tls = ClientTls.of(config)  # tls_enable / tls_client_*: the master's HA port in TLS
+        self._tls = ReloadingContext.for_client(tls, "HA client TLS") if tls else None
         self.frame_size_max = frame_size_max(config)
         self.heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
         self.housekeeping_s = config.ha_housekeeping_interval_ms / 1000
@@ -445,8 +448,11 @@ class HAClient:
             self.master = address
             host, _, port = address.rpartition(":")
             try:
+                context = self._tls.get() if self._tls is not None else None
                 _, link = await asyncio.wait_for(
-                    loop.create_connection(lambda: _Link(self), host, int(port)), CONNECT_TIMEOUT_S)
+                    loop.create_connection(lambda: _Link(self), host, int(port), ssl=context,
+                                           server_hostname=host if context else None),
+                    CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError, ValueError) as e:
                 log.info("replication: cannot connect to master %s: %s", address, e)
                 await asyncio.sleep(delay)
