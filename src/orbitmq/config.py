@@ -596,6 +596,20 @@ class BrokerConfig:
         False, "refuse transactional messages (NO_PERMISSION)")
     native_fast_path_enable: bool = setting(
         True, "store and answer plain sends in C, per socket read (docs/benchmarks.md)")
+    # -- limits (docs/limits.md): RocketMQ's names where it has them --------------------------
+    broker_fast_failure_enable: bool = setting(
+        True, "answer SYSTEM_BUSY to sends that waited too long in the broker")
+    wait_time_mills_in_send_queue: int = setting(
+        200, "a send that waited longer in the broker is answered SYSTEM_BUSY "
+        "[TIMEOUT_CLEAN_QUEUE]", 1, HOUR_MS)
+    os_page_cache_busy_time_out_mills: int = setting(
+        1000, "a send held this long by a busy put is answered SYSTEM_BUSY [PCBUSY_CLEAN_QUEUE]",
+        1, HOUR_MS)
+    topics_max: int = setting(
+        100_000, "topics a broker holds; creating more (auto-creation too) is refused", 1,
+        100_000_000)
+    groups_max: int = setting(
+        100_000, "subscription groups a broker holds; creating more is refused", 1, 100_000_000)
     # -- RocketMQ 5: the gRPC endpoint, POP consumption, timer messages (docs/rocketmq5.md) --
     grpc_listen_port: int = setting(
         8081, "port of the RocketMQ 5 gRPC endpoint (0: a free one, -1: none)", -1, PORT_MAX)

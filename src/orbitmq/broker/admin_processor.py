@@ -87,7 +87,7 @@ class AdminProcessor:
         self.ctx.topics.update(TopicConfig(
             h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
             h.topic_sys_flag, h.order, attributes,
-        ))
+        ), quota=True)  # BrokerError LIMIT_EXCEEDED for a new topic past topics_max
         return cmd.response(ResponseCode.SUCCESS)
 
     def delete_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -156,7 +156,8 @@ class AdminProcessor:
         if not cmd.body:
             return cmd.response(ResponseCode.INVALID_PARAMETER, "subscription group config body missing")
         cfg = SubscriptionGroupConfig.from_json(cmd.body)
-        self.ctx.sub_groups.update(cfg)  # BrokerError(INVALID_PARAMETER) for an illegal group
+        # BrokerError: INVALID_PARAMETER for an illegal group, LIMIT_EXCEEDED past groups_max
+        self.ctx.sub_groups.update(cfg, quota=True)
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_all_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

@@ -33,6 +33,7 @@ from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
 from orbitmq.broker.failover import FailoverService
 from orbitmq.broker.failover.promotion import adopt_stored_topics
+from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.handlers import Processors, auth_handler_table, handler_table
 from orbitmq.broker.observability import BrokerObservability
@@ -66,7 +67,7 @@ from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.limits import ConnectionLimits
+from orbitmq.transport.limits import ConnectionLimits, LimitCounters
 from orbitmq.transport.server import RemotingServer
 from orbitmq.transport.tls import ClientTls, ServerTls
 
@@ -102,10 +103,13 @@ class BrokerController:
                      else RoleState(config.broker_role, config.broker_id))
         self.store = MessageStore(config.store)
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
-        self.topics = TopicConfigManager(config, on_change=self._topics_changed)
+        # What each limit refused (transport/limits.py): the server's, the tables' and SYSTEM_BUSY.
+        self.limit_counters = LimitCounters()
+        self.topics = TopicConfigManager(config, on_change=self._topics_changed,
+                                         counters=self.limit_counters)
         self.offsets = ConsumerOffsetManager(config.store.store_path, self.store)
         self.store.unread_floor = self.offsets.unread_floor
-        self.sub_groups = SubscriptionGroupManager(config)
+        self.sub_groups = SubscriptionGroupManager(config, counters=self.limit_counters)
         self.clients = ClientManager(notify_enabled=config.notify_consumer_ids_changed_enable)
         self.saver = DurableSave(self.store, [])  # its conditions once replication is built
         self.dispatched = DispatchWaiter(self.store)
@@ -114,6 +118,7 @@ class BrokerController:
             max_frame_size=config.max_frame_size,
             max_in_flight_per_connection=config.max_in_flight_per_connection,
             limits=ConnectionLimits.of(config), tls=ServerTls.of(config),
+            limit_counters=self.limit_counters,
         )
         # Access control (orbitmq.security): checked by the server before any handler; the
         # broker signs its own requests (registration, a slave's copies) with the inner
@@ -170,6 +175,11 @@ class BrokerController:
         end_transaction = EndTransactionProcessor(self.transactions)
         send = SendProcessor(ctx, self.transactions.to_half, send_back)
         send.park_timer = self.timer.park
+        # SYSTEM_BUSY for sends that waited too long in the broker (broker/fast_failure.py).
+        self.fast_failure = (BrokerFastFailure(
+            config.wait_time_mills_in_send_queue, config.os_page_cache_busy_time_out_mills,
+            self.server.limit_counters) if config.broker_fast_failure_enable else None)
+        send.fast_failure = self.fast_failure
         self.pull.pop_group_active = self.pop.group_active  # one consumption model per group
         self.processors = Processors(
             send=send,
@@ -199,6 +209,7 @@ class BrokerController:
         # and rules itself and declines the rest to the guard (broker/fast_path.py).
         self.fast_path = FastPath.create(ctx, self.server.note_answered, self.access)
         if self.fast_path is not None:
+            self.fast_path.fast_failure = self.fast_failure
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)
         # The RocketMQ 5 endpoint (orbitmq.grpc): over the same context and services.
@@ -251,8 +262,12 @@ class BrokerController:
             self.dispatched.start()
             self.pull.long_poll.start()
             self.store.add_arrival_listener(self.pull.long_poll.on_arrival)
+            if self.fast_failure is not None:
+                self.fast_failure.start()
             await self.server.start()
         except BaseException:
+            if self.fast_failure is not None:
+                self.fast_failure.stop()
             await self.pull.long_poll.stop()
             self.dispatched.stop()
             self.saver.stop()
@@ -317,6 +332,8 @@ class BrokerController:
         await self.timer.stop()
         await self.pop.stop()
         await self.server.stop(grace=2.0)  # SYNC_MASTER sends in flight still get their slaves
+        if self.fast_failure is not None:
+            self.fast_failure.stop()
         if self.failover is not None:
             await self.failover.stop()  # a master's lease is revoked: another is elected at once
         await self.replication.stop()

@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
+from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -252,6 +253,7 @@ class FastPath:
         self._saver = ctx.saver
         self._stats = ctx.stats
         self._suspended: dict[str, str] = {}  # who turned it off -> why
+        self.fast_failure: BrokerFastFailure | None = None  # set by the controller
         self._config = ctx.config  # live: UPDATE_BROKER_CONFIG changes broker_permission in place
         self._role_changed(ctx.role.role, ctx.role.broker_id)
         ctx.role.on_change(self._role_changed)
@@ -325,6 +327,9 @@ class FastPath:
 
     # -- the fast reader ------------------------------------------------------------------------
     def __call__(self, conn: RemotingConnection, buf: memoryview, pos: int) -> int:
+        ff = self.fast_failure  # a read after a stall: the Python path answers SYSTEM_BUSY
+        if ff is not None and conn.last_received - ff.last_tick > ff.threshold_s:
+            return pos
         if self._suspended or self._native is None or not self._config.broker_permission & _PERM_WRITE:
             return pos  # (a broker without WRITE: the Python path refuses the sends)
         born = conn.attributes.get(_BORN)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
+from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.message_types import remoting_refusal
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.schedule_service import apply_delay
@@ -120,6 +121,8 @@ class SendProcessor:
         self._round_robin = itertools.count()
         # The timer service's hook (TIMER_* properties); raises BrokerError for a bad time.
         self.park_timer: Callable[[MessageInner], bool] | None = None
+        # SYSTEM_BUSY for a send that waited too long in the broker (broker/fast_failure.py).
+        self.fast_failure: BrokerFastFailure | None = None
 
     # -- handlers -------------------------------------------------------------------------------
     def send_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
@@ -132,6 +135,11 @@ class SendProcessor:
 
     def _send(self, cmd: RemotingCommand, conn: RemotingConnection, h: SendMessageRequestHeader,
               batch: bool) -> _Answer:
+        ff = self.fast_failure
+        if ff is not None and conn.last_received - ff.last_tick > ff.threshold_s:
+            busy = ff.refusal(conn.last_received)
+            if busy is not None:
+                return cmd.response(*busy)
         try:
             tc, created = self._check(h, len(cmd.body))
             if tc.attributes and (why := remoting_refusal(tc, h.properties, batch)) is not None:

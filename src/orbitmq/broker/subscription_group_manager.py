@@ -30,6 +30,7 @@ from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import U32, U64
 from orbitmq.protocol.bodies import DataVersion, JsonBody
 from orbitmq.protocol.codes import ResponseCode
+from orbitmq.transport.limits import LimitCounters, RateLimitedLog
 
 __all__ = [
     "SubscriptionGroupConfig",
@@ -81,8 +82,11 @@ class SubscriptionGroupWrapper(JsonBody):
 class SubscriptionGroupManager:
     """Group name -> SubscriptionGroupConfig, auto-created on first sight when allowed."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, counters: LimitCounters | None = None) -> None:
+        """``counters``: where a refusal past ``groups_max`` is counted (the server's)."""
         self.config = config
+        self._counters = counters if counters is not None else LimitCounters()
+        self._limit_log = RateLimitedLog(log)
         self.path = config_path(config.store.store_path, "subscriptionGroup.json")
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion(int(time.time() * 1000), 0)
@@ -113,22 +117,25 @@ class SubscriptionGroupManager:
         """The group's config; created (and persisted) on first use when auto-creation is on.
 
         Raises:
-            BrokerError: INVALID_PARAMETER for a name that cannot be a group (never created).
+            BrokerError: INVALID_PARAMETER for a name that cannot be a group (never created);
+                LIMIT_EXCEEDED past ``groups_max``.
         """
         found = self.table.get(group)
         if found is not None or not self.config.auto_create_subscription_group:
             return found
         created = SubscriptionGroupConfig(group)
-        self.update(created)
+        self.update(created, quota=True)
         log.info("subscription group auto-created group=%s", group)
         return created
 
-    def update(self, cfg: SubscriptionGroupConfig) -> None:
-        """Create or replace a group.
+    def update(self, cfg: SubscriptionGroupConfig, *, quota: bool = False) -> None:
+        """Create or replace a group; with ``quota`` (a client's request) a new group is not
+        created past ``groups_max``.
 
         Raises:
             BrokerError: INVALID_PARAMETER for an illegal name or a retry queue count over
-                QUEUE_NUMS_MAX: refused before anything changes.
+                QUEUE_NUMS_MAX, LIMIT_EXCEEDED past ``groups_max``: refused before anything
+                changes.
         """
         reason = validate_group(cfg.group_name)
         if reason is None and cfg.retry_queue_nums > QUEUE_NUMS_MAX:
@@ -136,6 +143,16 @@ class SubscriptionGroupManager:
         if reason is not None:
             raise BrokerError(ResponseCode.INVALID_PARAMETER, f"subscription group refused: {reason}")
         with self._lock:
+            held = len(self.table)
+            if quota and cfg.group_name not in self.table and held >= self.config.groups_max:
+                self._counters.hit("groups_max")
+                self._limit_log.warning("groups_max", "subscription group not created group=%s: "
+                                        "%d groups held, groups_max = %d", cfg.group_name, held,
+                                        self.config.groups_max)
+                raise BrokerError(ResponseCode.LIMIT_EXCEEDED, (
+                    f"subscription group[{cfg.group_name}] not created: the broker holds {held} "
+                    f"groups, groups_max = {self.config.groups_max} (delete unused groups or "
+                    "raise groups_max)"))
             self.table[cfg.group_name] = cfg
             self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
         self.file.mark_dirty()

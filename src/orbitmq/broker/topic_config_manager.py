@@ -30,6 +30,7 @@ from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import PERM_MASK, TOPIC_SYS_FLAG_MASK
 from orbitmq.protocol.bodies import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import ResponseCode
+from orbitmq.transport.limits import LimitCounters, RateLimitedLog
 
 __all__ = [
     "TopicConfigManager",
@@ -110,12 +111,17 @@ class TopicConfigManager:
     """Topic configs of one broker; mutated from the event loop, read from anywhere.
 
     Args:
-        config: the broker's settings (store path, auto-creation, default queue numbers).
+        config: the broker's settings (store path, auto-creation, default queue numbers,
+            ``topics_max``).
         on_change: called after every change (the controller re-registers with name servers).
+        counters: where a refusal past ``topics_max`` is counted (the server's limit counters).
     """
 
-    def __init__(self, config: BrokerConfig, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, config: BrokerConfig, on_change: Callable[[], None] | None = None,
+                 counters: LimitCounters | None = None) -> None:
         self.config = config
+        self._counters = counters if counters is not None else LimitCounters()
+        self._limit_log = RateLimitedLog(log)
         self.path = config_path(config.store.store_path, "topics.json")
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(int(time.time() * 1000), 0)
@@ -174,22 +180,34 @@ class TopicConfigManager:
         return sorted(self.table)
 
     # -- changes --------------------------------------------------------------------------------
-    def update(self, tc: TopicConfig) -> None:
+    def update(self, tc: TopicConfig, *, quota: bool = False) -> None:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC, and the broker's own topics).
+        ``quota``: a topic a client asks for (an admin's or a send's) is not created past
+        ``topics_max``; the broker's own always are.
 
         Raises:
             BrokerError: INVALID_PARAMETER when ``tc`` cannot be stored (check_topic_config);
-                nothing changes then.
+                LIMIT_EXCEEDED for a new topic past ``topics_max``; nothing changes then.
         """
         reason = check_topic_config(tc)
         if reason is not None:
             raise BrokerError(ResponseCode.INVALID_PARAMETER, f"topic config refused: {reason}")
         with self._lock:
             old = self.table.get(tc.topic_name)
+            if old is None and quota and len(self.table) >= self.config.topics_max:
+                self._refuse(tc.topic_name, len(self.table))
             self.table[tc.topic_name] = tc
         log.info("topic %s topic=%s queues=%d/%d perm=%d", "updated" if old else "created",
                  tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm)
         self._changed()
+
+    def _refuse(self, topic: str, held: int) -> None:
+        self._counters.hit("topics_max")
+        self._limit_log.warning("topics_max", "topic not created topic=%s: %d topics held, "
+                                "topics_max = %d", topic, held, self.config.topics_max)
+        raise BrokerError(ResponseCode.LIMIT_EXCEEDED, (
+            f"topic[{topic}] not created: the broker holds {held} topics, topics_max = "
+            f"{self.config.topics_max} (delete unused topics or raise topics_max)"))
 
     def delete(self, topic: str) -> bool:
         with self._lock:
@@ -241,7 +259,7 @@ class TopicConfigManager:
             topic, nums, nums, parent.perm & ~int(Perm.INHERIT),
             parent.topic_filter_type, topic_sys_flag,
         )
-        self.update(tc)
+        self.update(tc, quota=True)  # BrokerError LIMIT_EXCEEDED past topics_max
         return tc
 
     def create_system_topic(self, topic: str, queue_nums: int, perm: int = _RW,

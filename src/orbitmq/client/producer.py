@@ -413,9 +413,10 @@ class AsyncProducer:
                     break
                 # The route may be changing (a new master of that broker set, controller mode):
                 # fetch it before the next attempt, and leave a broker that refused the
-                # connection a moment instead of spending every attempt at once.
+                # connection, or said it is busy (SYSTEM_BUSY: its flow control), a moment
+                # instead of spending every attempt at once.
                 await self._instance.update_route(prepared.topic)
-                if not isinstance(e, BrokerError):
+                if not isinstance(e, BrokerError) or e.code == ResponseCode.SYSTEM_BUSY:
                     await asyncio.sleep(min(ROUTE_RETRY_S * (attempt + 1),
                                             max(0.0, deadline - loop.time() - ROUTE_RETRY_S)))
                 info = await self._publish_info(prepared.topic, deadline)

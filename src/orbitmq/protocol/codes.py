@@ -215,6 +215,9 @@ class ResponseCode(enum.IntEnum):
     # RocketMQ answers SYSTEM_ERROR with the same remark; a code of its own tells the SDK (and a
     # person reading a log) that this is the broker's setting, not a failure.
     FILTER_NOT_SUPPORTED = 9001
+    # OrbitMQ only: a topic or subscription group not created because the broker holds
+    # ``topics_max`` / ``groups_max`` of them already; the remark names the setting.
+    LIMIT_EXCEEDED = 9002
 
 
 # Requests that store a message: a malformed one is refused with MESSAGE_ILLEGAL, which RocketMQ's
