@@ -219,6 +219,19 @@ def _token(value: str) -> str | None:
     return None
 
 
+def file_mode_problem(text: str) -> str | None:
+    """Why ``text`` is not a store file mode (store/file_mode.py; None when it is)."""
+    digits = text.strip()
+    if not digits or len(digits) > 4 or any(c not in "01234567" for c in digits):
+        return "not an octal mode such as 0600 or 0640"
+    mode = int(digits, 8)
+    if mode & ~0o666:
+        return "a data file takes no execute, setuid, setgid or sticky bit"
+    if mode & 0o600 != 0o600:
+        return "the broker itself must read and write its files (owner rw)"
+    return None
+
+
 def _false_only(value: bool) -> str | None:
     return "OrbitMQ has no duplication (RocketMQ's DLedger feature)" if value else None
 
@@ -457,6 +470,9 @@ class StoreConfig:
         allowed=f"1 to {DELAY_LEVELS_MAX} delays such as 5s, 10m, 2h, 1d")
     dispatch_round_max: int = setting(
         4096, "most messages one dispatch round turns into queue entries", 1, 1_000_000)
+    store_file_mode: str = setting(
+        "0600", "mode of the store's files; its directories get x where it has r (0700)",
+        check=file_mode_problem, allowed="an octal mode with owner rw, no x bit: 0600, 0640...")
     page_cache_keep_mb: int = setting(
         256, "newest commit log MB kept in the page cache; older ones all groups read are "
         "dropped (0: never)", 0, 1 << 20)

@@ -20,6 +20,7 @@ from typing import Any
 
 from orbitmq.errors import RemoteProtocolError, StoreError
 from orbitmq.protocol.bodies import loads_lenient
+from orbitmq.store.file_mode import file_mode_in, make_dirs
 
 __all__ = ["config_path", "write_atomic", "read_json", "TableFile", "save_all"]
 
@@ -34,9 +35,9 @@ def config_path(store_path: str, name: str) -> str:
 def write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash at any point leaves a whole file."""
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
+    make_dirs(directory)  # the store's modes (store/file_mode.py): 0700 and 0600 by default
     tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode_in(directory))
     try:
         view = memoryview(data)
         while view:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import orjson
 
 from orbitmq.errors import StoreError
+from orbitmq.store.file_mode import file_mode_in
 
 __all__ = ["EpochFile", "EPOCHS_MAX", "check_epochs"]
 
@@ -74,7 +75,8 @@ class EpochFile:
         checked = check_epochs(list(entries), "new epochs")[-EPOCHS_MAX:]
         data = orjson.dumps({"epochs": [list(e) for e in checked]})
         tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     file_mode_in(os.path.dirname(self.path)))
         try:
             os.write(fd, data)
             os.fsync(fd)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from orbitmq.errors import StoreError
+from orbitmq.store.file_mode import file_mode_in, make_dirs
 
 __all__ = [
     "MappedRegion",
@@ -377,7 +378,7 @@ class OsFileOps:
     """The real file system."""
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        make_dirs(path)  # each with its parent's mode (store/file_mode.py)
 
     def listdir(self, path: str) -> list[str]:
         try:
@@ -394,7 +395,7 @@ class OsFileOps:
     def open_region(self, path: str, size: int, *, create: bool, sparse: bool = False,
                     sync_dir: bool = True) -> OsRegion:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, file_mode_in(os.path.dirname(path)))
         try:
             if create and sparse:
                 os.ftruncate(fd, size)  # a hole: reads give zeros, writes need ``allocate`` first
@@ -418,7 +419,7 @@ class OsFileOps:
 
     def lock_exclusive(self, path: str) -> OsFileLock:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode_in(os.path.dirname(path)))
         except OSError as e:
             raise StoreError(f"cannot open the lock file {path}: {e.strerror or e}") from None
         try:
@@ -455,7 +456,7 @@ class OsFileOps:
 
     def write_file(self, path: str, data: bytes) -> None:
         created = not os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode_in(os.path.dirname(path)))
         try:
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))

@@ -50,6 +50,7 @@ from typing import Any
 from orbitmq.errors import ClientError, StoreError
 from orbitmq.protocol.java_hash import java_string_hash
 from orbitmq.protocol.native import NATIVE
+from orbitmq.store.file_mode import file_mode_in
 from orbitmq.store.file_ops import allocate_range
 
 __all__ = [
@@ -493,7 +494,7 @@ def _create(path: str, size: int) -> int:
     # Built under a temporary name and renamed, so that a crash never leaves a short file behind
     # (a wrong size at load then means a changed configuration, not damage).
     tmp = path + _TMP_SUFFIX
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, file_mode_in(os.path.dirname(path)))
     try:
         os.ftruncate(fd, size)
         os.pwrite(fd, _HEADER.pack(0, 0, 0, 0, 0, 1), 0)

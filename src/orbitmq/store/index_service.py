@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbitmq.errors import ClientError
+from orbitmq.store.file_mode import make_dirs
 from orbitmq.store.file_ops import StoreSpaceError
 from orbitmq.store.index_file import (
     _FILE_NAME,
@@ -81,7 +82,7 @@ class IndexService:
         with self._lock:
             if self._loaded:
                 raise ClientError("IndexService.load called twice")
-            os.makedirs(self._dir, exist_ok=True)
+            make_dirs(self._dir)
             names: list[str] = []
             for name in sorted(os.listdir(self._dir)):
                 if name.endswith(_TMP_SUFFIX):  # a creation cut short by a crash

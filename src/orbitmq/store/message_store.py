@@ -44,6 +44,7 @@ from orbitmq.store.commit_log import (
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.epoch_file import EpochFile
+from orbitmq.store.file_mode import parse_file_mode, protect_root
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
     AsyncFlushService,
@@ -228,6 +229,8 @@ class MessageStore:
         with self._state_lock:
             if self._running:
                 return
+            # 0700 (store_file_mode's directories): what is made under it inherits its mode.
+            protect_root(self.config.store_path, parse_file_mode(self.config.store_file_mode))
             self.file_ops.makedirs(self.config.store_path)
             self._lock = lock_store(self.file_ops, self.config.store_path)
             try:

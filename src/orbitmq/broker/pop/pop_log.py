@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 
 from orbitmq.broker.pop.inflight import Change, Inflight
 from orbitmq.errors import StoreError
+from orbitmq.store.file_mode import file_mode_in, make_dirs
 
 __all__ = ["PopLog", "encode_change", "decode_line"]
 
@@ -80,7 +81,7 @@ class PopLog:
 
     def open(self) -> Iterator[Change]:
         """Open the log and yield its changes (a torn tail is cut off)."""
-        os.makedirs(self.directory, exist_ok=True)
+        make_dirs(self.directory)
         good = 0
         changes: list[Change] = []
         try:
@@ -97,7 +98,7 @@ class PopLog:
             pass
         except OSError as e:
             raise StoreError(f"the POP log {self.path} cannot be read: {e}") from None
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, file_mode_in(self.directory))
         if os.fstat(self._fd).st_size != good:
             log.warning("POP log %s: torn tail cut at %d bytes", self.path, good)
             os.ftruncate(self._fd, good)
@@ -162,7 +163,7 @@ class PopLog:
         self.flush()
         tmp = self.path + ".tmp"
         data = "".join(encode_change(c) for c in snapshot).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode_in(self.directory))
         try:
             os.write(fd, data)
             os.fsync(fd)
@@ -174,7 +175,7 @@ class PopLog:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        old, self._fd = self._fd, os.open(self.path, os.O_RDWR, 0o644)
+        old, self._fd = self._fd, os.open(self.path, os.O_RDWR)
         os.close(old)
         os.lseek(self._fd, 0, os.SEEK_END)
         self.size = len(data)

@@ -34,6 +34,7 @@ import orjson
 
 from orbitmq.broker.config_file import read_json, write_atomic
 from orbitmq.errors import StoreError
+from orbitmq.store.file_mode import file_mode_in, make_dirs
 
 __all__ = ["WheelFiles", "TimerRecord", "Checkpoint", "RECORD_SIZE"]
 
@@ -95,7 +96,7 @@ class WheelFiles:
         """Open (creating) the files and load the checkpoint; StoreError when the wheel was made
         with another precision or size (the settings ``timer_precision_ms`` and
         ``timer_max_delay_s`` may not change while timers are pending)."""
-        os.makedirs(self.directory, exist_ok=True)
+        make_dirs(self.directory)
         data = read_json(self.check_path)
         if data is not None:
             try:
@@ -108,8 +109,9 @@ class WheelFiles:
                     f"{self.check_path}: the timer wheel was made with precision "
                     f"{cp.precision_ms} ms and {cp.slots} slots, not {self.precision_ms} ms and "
                     f"{self.slots}: keep timer_precision_ms and timer_max_delay_s as they were")
-        self._log_fd = os.open(os.path.join(self.directory, "timerlog"), os.O_RDWR | os.O_CREAT, 0o644)
-        self._wheel_fd = os.open(os.path.join(self.directory, "timerwheel"), os.O_RDWR | os.O_CREAT, 0o644)
+        mode = file_mode_in(self.directory)  # the store's (store/file_mode.py)
+        self._log_fd = os.open(os.path.join(self.directory, "timerlog"), os.O_RDWR | os.O_CREAT, mode)
+        self._wheel_fd = os.open(os.path.join(self.directory, "timerwheel"), os.O_RDWR | os.O_CREAT, mode)
         if os.fstat(self._wheel_fd).st_size < self.slots * 8:
             os.ftruncate(self._wheel_fd, self.slots * 8)  # a sparse file: heads of 0
         self.log_size = os.fstat(self._log_fd).st_size
