@@ -93,3 +93,28 @@ def test_a_client_without_tls_or_a_trusted_certificate_gets_nothing(
     with Admin(cluster.namesrv, tls=setting, timeout=2.0) as admin, \
             pytest.raises((OrbitMQError, TimeoutError)):
         admin.cluster_info()
+
+
+def test_the_grpc_port_serves_tls_and_requires_a_client_certificate(
+        cluster: EmbeddedCluster, certs: TestCerts) -> None:
+    import grpc
+
+    from orbitmq.grpc._generated import definition_pb2 as pb
+    from orbitmq.grpc._generated import service_pb2 as spb
+    from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
+
+    where = f"127.0.0.1:{cluster.brokers[0].grpc.port}"
+    meta = (("x-mq-client-id", "tls-test"),)
+    request = spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))
+    ca = certs.ca.read_bytes()
+    good = grpc.ssl_channel_credentials(ca, certs.client_key.read_bytes(),
+                                        certs.client_cert.read_bytes())
+    with grpc.secure_channel(where, good) as channel:
+        answer = spb_grpc.MessagingServiceStub(channel).QueryRoute(request, metadata=meta, timeout=10)
+        assert answer.status.code == pb.TOPIC_NOT_FOUND
+    for refused in (grpc.ssl_channel_credentials(ca), None):  # no certificate; plaintext
+        channel = (grpc.secure_channel(where, refused) if refused is not None
+                   else grpc.insecure_channel(where))
+        with channel, pytest.raises(grpc.RpcError) as failed:
+            spb_grpc.MessagingServiceStub(channel).QueryRoute(request, metadata=meta, timeout=3)
+        assert failed.value.code() is grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]

@@ -66,7 +66,8 @@ class Checker(TransactionChecker):
 
 def op_producer(spec: dict[str, Any]) -> dict[str, Any]:
     checker = Checker(spec["id"], spec.get("check_verdict", "commit"))
-    producer = Producer(config(spec), tuple(spec.get("topics", ())), checker=checker)
+    producer = Producer(config(spec), tuple(spec.get("topics", ())), checker=checker,
+                        tls_enable=bool(spec.get("tls")))
     producer.startup()
     clients[spec["id"]] = producer
     return {}
@@ -108,7 +109,7 @@ def op_checks(spec: dict[str, Any]) -> dict[str, Any]:
 def op_simple(spec: dict[str, Any]) -> dict[str, Any]:
     expr = FilterExpression(spec.get("tag") or "*")
     consumer = SimpleConsumer(config(spec), spec["group"], {spec["topic"]: expr},
-                              await_duration=spec.get("await_s", 2))
+                              await_duration=spec.get("await_s", 2), tls_enable=bool(spec.get("tls")))
     consumer.startup()
     clients[spec["id"]] = consumer
     return {}

@@ -69,11 +69,11 @@ class DriverFailed(AssertionError):
 class Rmq5Driver:
     """One driver process: the official client's objects live in it between commands."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "HOME": str(home)})
+                                     env={**os.environ, "HOME": str(home), **(env or {})})
         self.stderr: list[str] = []
         self._err = threading.Thread(target=self._pump_err, daemon=True)
         self._err.start()

@@ -18,6 +18,7 @@ from orbitmq.config import BrokerConfig, MetricsExporterType
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import RemotingServer
+from orbitmq.transport.tls import ServerTls
 
 __all__ = ["BrokerObservability", "TICK_INTERVAL_S"]
 
@@ -65,7 +66,8 @@ class BrokerObservability:
 
         cfg = self.config
         self.exporter = MetricsExporter(cfg.metrics_prom_exporter_host or cfg.listen_host,
-                                        cfg.metrics_prom_exporter_port, token=cfg.metrics_token)
+                                        cfg.metrics_prom_exporter_port, token=cfg.metrics_token,
+                                        tls=ServerTls.of(cfg))
         collector = BrokerMetricsCollector(cfg, self.stats, self.store, rpc=self.rpc,
                                            **self._parts)
         self.exporter.add_source(collector.collect)

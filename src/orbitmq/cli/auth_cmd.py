@@ -22,6 +22,7 @@ import click
 from orbitmq.cli.common import (
     BadValue,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_option,
     handles_errors,
@@ -42,7 +43,7 @@ POLICY_TYPES = ["Custom", "Default"]
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 def read_password(value: str | None, *, required: bool) -> str | None:

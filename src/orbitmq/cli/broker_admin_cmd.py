@@ -20,6 +20,7 @@ import click
 from orbitmq.cli.common import (
     BadValue,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -36,7 +37,7 @@ ADMIN_TIMEOUT_S = 5.0
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 def broker_targets(admin: Any, broker: str | None, cluster: str | None) -> list[tuple[str, str]]:

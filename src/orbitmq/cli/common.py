@@ -27,6 +27,7 @@ import click
 from orbitmq.errors import BrokerError, OrbitMQError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import TLS_ENV, ClientTls
 
 __all__ = [
     "DEFAULT_NAMESRV",
@@ -35,6 +36,7 @@ __all__ = [
     "SECRET_KEY_ENV",
     "namesrv_option",
     "cli_credentials",
+    "cli_tls",
     "format_option",
     "cli_errors",
     "describe_error",
@@ -67,6 +69,7 @@ DEPRECATED_NAMESRV_ENV = "ORBITMQ_NAMESRV"
 ACCESS_KEY_ENV = "ORBITMQ_ACCESS_KEY"
 SECRET_KEY_ENV = "ORBITMQ_SECRET_KEY"
 _CREDENTIAL_META = "orbitmq.cli.credentials"  # ctx.meta key: {"access_key": ..., "secret_key": ...}
+_TLS_META = "orbitmq.cli.tls"  # ctx.meta key: {"tls": ..., "tls_trust_cert_path": ..., ...}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -119,8 +122,8 @@ def namesrv_option(func: F) -> F:
     """``--namesrv HOST:PORT`` (several separated by ';'), from ORBITMQ_NAMESRV_ADDR (then
     RocketMQ's NAMESRV_ADDR) when not given; and the credentials every client command signs its
     requests with (:func:`credentials_options`), since whatever talks to a name server may need
-    them."""
-    return credentials_options(click.option(
+    them, and TLS (:func:`tls_options`)."""
+    return tls_options(credentials_options(click.option(
         "--namesrv",
         default=DEFAULT_NAMESRV,
         show_default=True,
@@ -129,7 +132,7 @@ def namesrv_option(func: F) -> F:
         callback=_namesrv_value,
         metavar="HOST:PORT",
         help="name server address; several separated by ';'",
-    )(func))
+    )(func)))
 
 
 def _keep_credential(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -169,6 +172,57 @@ def cli_credentials() -> Credentials | None:
         return Credentials(access.strip(), secret)
     except ValueError as e:
         raise BadValue(f"invalid credentials: {e}") from None
+
+
+def _keep_tls(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    ctx.meta.setdefault(_TLS_META, {})[param.name or ""] = (
+        value, ctx.get_parameter_source(param.name or ""))
+
+
+def tls_options(func: F) -> F:
+    """``--tls`` and its certificates (or ORBITMQ_TLS_ENABLE and ORBITMQ_TLS_CLIENT_*, the names
+    the SDK and the servers read): kept in the click context and read by :func:`cli_tls`."""
+    for decls, env, text in (
+            (("--tls-check-hostname/--no-tls-check-hostname",), TLS_ENV["check_hostname"],
+             "the server's certificate must name the host connected to"),
+            (("--tls-key-path",), TLS_ENV["key_path"], "PEM key of --tls-cert-path"),
+            (("--tls-cert-path",), TLS_ENV["cert_path"],
+             "PEM client certificate, for servers that require one"),
+            (("--tls-trust-cert-path",), TLS_ENV["trust_cert_path"],
+             "PEM CA certificate(s) the servers' certificates must chain to (default: the "
+             "system's roots)"),
+            (("--tls",), TLS_ENV["enable"], "connect with TLS (servers in tls_server_mode "
+             "permissive or enforcing)")):
+        flag = decls[0] == "--tls" or "/" in decls[0]
+        func = click.option(*decls, envvar=env, show_envvar=True, expose_value=False,
+                            callback=_keep_tls, is_flag=flag or None,
+                            default=decls[0] != "--tls" if flag else None,
+                            metavar=None if flag else "PATH", help=text)(func)
+    return func
+
+
+def cli_tls() -> ClientTls | bool:
+    """The running command's TLS settings (False: plaintext).
+
+    Raises:
+        BadValue: a certificate option given without --tls, or settings that cannot work.
+    """
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, tuple[Any, Any]] = ctx.meta.get(_TLS_META, {}) if ctx is not None else {}
+
+    def value(name: str) -> Any:
+        return given.get(name, (None, None))[0]
+
+    if not value("tls"):
+        for name in ("tls_trust_cert_path", "tls_cert_path", "tls_key_path"):
+            if given.get(name, (None, None))[1] is click.core.ParameterSource.COMMANDLINE:
+                raise BadValue(f"--{name.replace('_', '-')} needs --tls")
+        return False
+    try:
+        return ClientTls(value("tls_trust_cert_path") or "", value("tls_cert_path") or "",
+                         value("tls_key_path") or "", value("tls_check_hostname") is not False)
+    except ValueError as e:
+        raise BadValue(f"invalid TLS settings: {e}") from None
 
 
 def format_option(func: F) -> F:

@@ -24,6 +24,7 @@ from orbitmq.cli.common import (
     body_json_fields,
     body_text,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_option,
     handles_errors,
@@ -33,6 +34,7 @@ from orbitmq.cli.common import (
     value_callback,
 )
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["consume_cmd", "ConsumeSettings", "message_line", "message_json"]
 
@@ -360,11 +362,11 @@ async def _stop_pull_loops(tasks: list[asyncio.Task[None]], results: asyncio.Que
 
 
 async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
-               credentials: Credentials | None) -> int:
+               credentials: Credentials | None, tls: ClientTls | bool) -> int:
     from orbitmq.client import AsyncAdmin, AsyncPullConsumer
 
-    consumer = AsyncPullConsumer(settings.group, namesrv, credentials=credentials)
-    admin = AsyncAdmin(namesrv, credentials=credentials)
+    consumer = AsyncPullConsumer(settings.group, namesrv, credentials=credentials, tls=tls)
+    admin = AsyncAdmin(namesrv, credentials=credentials, tls=tls)
     async with admin, consumer:
         with _Stopper() as stopper:
             consumed = await consume(consumer, admin, settings, emit, stopper.event)
@@ -423,7 +425,7 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
             output_closed[0] = True
             raise
 
-    consumed = run(_run(namesrv, settings, emit, cli_credentials()))
+    consumed = run(_run(namesrv, settings, emit, cli_credentials(), cli_tls()))
     if output_closed[0]:
         silence_stdout()
     click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)

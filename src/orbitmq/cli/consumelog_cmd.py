@@ -13,6 +13,7 @@ import click
 from orbitmq.cli.common import (
     body_text,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -101,7 +102,7 @@ def retry_cmd(row_id: int, db_url: str, table_name: str, namesrv: str, no_resend
     if message is None:
         return
     with Producer(RESEND_PRODUCER_GROUP, namesrv=namesrv,
-                  credentials=cli_credentials()) as producer:
+                  credentials=cli_credentials(), tls=cli_tls()) as producer:
         result = producer.send(message)
     click.echo(f"resent to {message.topic} for {record.topic}: queue {result.queue.queue_id} "
                f"offset {result.queue_offset} body {body_text(record.body or b'')[:PREVIEW_CHARS]}")

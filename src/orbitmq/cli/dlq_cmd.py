@@ -21,6 +21,7 @@ import click
 from orbitmq.cli.common import (
     body_text,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -40,7 +41,7 @@ LIST_MAX_DEFAULT = 1000
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 def _preview(body: bytes) -> str:

@@ -10,6 +10,7 @@ from orbitmq.cli.common import (
     BadValue,
     body_text,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -28,7 +29,7 @@ INTERNAL_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", 
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 def _host(host: tuple[str, int]) -> str:

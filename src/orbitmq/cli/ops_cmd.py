@@ -9,6 +9,7 @@ import click
 
 from orbitmq.cli.common import (
     cli_credentials,
+    cli_tls,
     echo_json,
     format_option,
     handles_errors,
@@ -25,7 +26,7 @@ RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 # -- cluster ----------------------------------------------------------------------------------

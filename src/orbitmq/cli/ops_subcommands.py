@@ -20,6 +20,7 @@ from orbitmq.cli.common import (
     Position,
     body_text,
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -42,7 +43,7 @@ OFFSET = click.IntRange(0, 2**63 - 1)
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 def _line(msg: Any, broker: str) -> str:

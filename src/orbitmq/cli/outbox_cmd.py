@@ -16,6 +16,7 @@ import click
 
 from orbitmq.cli.common import (
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -169,7 +170,7 @@ def relay_cmd(db_url: str, table_name: str, namesrv: str, group: str, transactio
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     relay = OutboxRelay(db_url, namesrv=namesrv, group=group, transactional=transactional,
-                        outbox=Outbox(table_name), config=config, credentials=cli_credentials())
+                        outbox=Outbox(table_name), config=config, credentials=cli_credentials(), tls=cli_tls())
     relay.start()
     click.echo(f"orbitmq outbox relay started owner={relay.owner} table={table_name}", err=True)
     try:

@@ -16,6 +16,7 @@ import click
 
 from orbitmq.cli.common import (
     cli_credentials,
+    cli_tls,
     echo_json,
     format_option,
     handles_errors,
@@ -143,7 +144,7 @@ def send_cmd(
     Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props))
     sent = 0
     with Producer(group, namesrv, send_timeout=send_timeout,
-                  credentials=cli_credentials()) as producer:
+                  credentials=cli_credentials(), tls=cli_tls()) as producer:
         for payload in bodies:
             for _ in range(count):
                 msg = Message(topic, payload, tags=tags or None, keys=key_list or None,

@@ -14,9 +14,12 @@ import click
 from orbitmq.cli.config_options import ConfigRefused, build_config, config_as_toml, config_options
 from orbitmq.config import BrokerConfig, ConfigError, ConsoleConfig, NamesrvConfig, replace_fields
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError, StoreError
+from orbitmq.transport.tls import TlsServerMode
 
 log = logging.getLogger("orbitmq.cli")
 
+# Standalone's three servers share the broker's TLS flags.
+TLS_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig) if f.name.startswith("tls_"))
 # The console's port under `orbitmq standalone` (and `make run`): the port RocketMQ's dashboard
 # uses by default, so an operator finds it where they would look.
 STANDALONE_CONSOLE_PORT = 8080
@@ -113,7 +116,7 @@ def broker_cmd(config_path: str | None, print_config: bool, **params: Any) -> No
 @click.option("--console-port", default=str(STANDALONE_CONSOLE_PORT), metavar="INTEGER",
               help="port of the web console on --console-listen-host (0: no console). "
                    f"Allowed: 0..65535. [default: {STANDALONE_CONSOLE_PORT}]")
-@config_options(ConsoleConfig, skip=("namesrv_addr", "console_listen_port"))
+@config_options(ConsoleConfig, skip=("namesrv_addr", "console_listen_port", *TLS_FIELDS))
 @config_options(BrokerConfig, skip=("listen_port", "namesrv_addr"))
 def standalone_cmd(
     config_path: str | None, print_config: bool, namesrv_port: str, broker_port: str,
@@ -128,6 +131,9 @@ def standalone_cmd(
     ns_port, b_port = _port(namesrv_port, "--namesrv-port"), _port(broker_port, "--broker-port")
     c_port = _port(console_port, "--console-port")
     console_cfg = console_config(console_params, toml_path=None) if c_port else None
+    if console_cfg is not None:  # one set of TLS settings: the broker's flags
+        console_cfg = dataclasses.replace(console_cfg, **_tls_fields(cfg, ConsoleConfig))
+    _check_standalone_tls(cfg)
     if print_config:
         click.echo(config_as_toml(dataclasses.replace(cfg, listen_port=b_port)))
         return
@@ -146,7 +152,8 @@ def standalone_cmd(
     except StoreError as e:
         raise click.ClickException(f"cannot start: {e}") from None
     ns = NameServer(NamesrvConfig(listen_host=cfg.listen_host, listen_port=ns_port,
-                                  **_access_fields(cfg)), auth_registry=auth)
+                                  **_access_fields(cfg), **_tls_fields(cfg, NamesrvConfig)),
+                    auth_registry=auth)
 
     class _Broker:
         """Starts the broker once the name server's port is known (it may be 0)."""
@@ -172,6 +179,21 @@ def standalone_cmd(
         _run(ns, broker, ready_line=None)
     else:
         _run(ns, broker, _StandaloneConsole(console_cfg, ns, c_port), ready_line=None)
+
+
+def _tls_fields(cfg: BrokerConfig, cls: type) -> dict[str, Any]:
+    """The TLS settings (``tls_*``) of ``cls`` that standalone's servers take from its broker's."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if f.name in TLS_FIELDS}
+
+
+def _check_standalone_tls(cfg: BrokerConfig) -> None:
+    """Standalone's broker and console connect to its own name server: enforcing needs them to
+    speak TLS (ConfigRefused naming the flag otherwise)."""
+    if cfg.tls_server_mode is TlsServerMode.ENFORCING and not cfg.tls_enable:
+        raise ConfigRefused("tls_server_mode = enforcing: standalone's broker and console connect "
+                            "to its name server, so set --tls-enable too (with "
+                            "--tls-client-trust-cert-path, and --tls-client-cert-path and "
+                            "--tls-client-key-path when client certificates are required)")
 
 
 def _access_fields(cfg: BrokerConfig) -> dict[str, Any]:

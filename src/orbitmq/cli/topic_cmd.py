@@ -10,6 +10,7 @@ import click
 
 from orbitmq.cli.common import (
     cli_credentials,
+    cli_tls,
     echo_json,
     format_ms,
     format_option,
@@ -50,7 +51,7 @@ def _perm_text(perm: int) -> str:
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 @click.group("topic")

@@ -8,6 +8,7 @@ import click
 
 from orbitmq.cli.common import (
     cli_credentials,
+    cli_tls,
     echo_json,
     format_option,
     handles_errors,
@@ -23,7 +24,7 @@ ADMIN_TIMEOUT_S = 5.0
 def _admin(namesrv: str) -> Any:
     from orbitmq.client import Admin
 
-    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials())
+    return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
 def format_age(ms: int) -> str:

@@ -31,6 +31,7 @@ from orbitmq.console.security import SessionTable
 from orbitmq.errors import AccessDeniedError, ClientError, RemoteProtocolError
 from orbitmq.security.model import PASSWORD_MAX_CHARS, check_username
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 __all__ = ["LoginRefused", "UserSession", "UserSessions", "verify_credentials",
            "SWEEP_INTERVAL_S"]
@@ -104,7 +105,8 @@ class UserSessions:
             raise LoginRefused("wrong user name or password")
         admin = AsyncAdmin(self.config.namesrv_addr,
                            timeout=self.config.console_admin_timeout_ms / 1000,
-                           credentials=Credentials(name, password))
+                           credentials=Credentials(name, password),
+                           tls=ClientTls.of(self.config) or False)
         try:
             await admin.start()
             await verify_credentials(admin)

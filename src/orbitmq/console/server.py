@@ -11,6 +11,7 @@ cluster whose own clients sign their pages' requests (:mod:`orbitmq.console.acti
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from orbitmq.errors import (
     TopicNotFoundError,
 )
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls, ServerTls, listen
 
 __all__ = ["ConsoleServer", "build_app"]
 
@@ -104,12 +106,14 @@ class ConsoleServer:
         self.config = config
         self.address = ""
         self._runner: web.AppRunner | None = None
+        self._tls_server: asyncio.AbstractServer | None = None  # tls_server_mode not disabled
         self._state: ConsoleState | None = None
 
     @property
     def url(self) -> str:
         host, _, port = self.address.rpartition(":")
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        scheme = "https" if ServerTls.of(self.config).enabled else "http"
+        return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
     async def start(self) -> None:
         """Listen and start sampling.
@@ -123,7 +127,7 @@ class ConsoleServer:
         credentials = (Credentials(cfg.console_access_key, cfg.console_secret_key)
                        if cfg.console_access_key else None)
         admin = AsyncAdmin(cfg.namesrv_addr, timeout=cfg.console_admin_timeout_ms / 1000,
-                           credentials=credentials)
+                           credentials=credentials, tls=ClientTls.of(cfg) or False)
         await admin.start()
         sampler = RuntimeSampler(admin, cfg.console_sample_interval_ms / 1000,
                                  cfg.console_history_max)
@@ -134,12 +138,21 @@ class ConsoleServer:
             self._runner = web.AppRunner(build_app(self._state), handle_signals=False,
                                          access_log=None)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, cfg.console_listen_host, cfg.console_listen_port)
-            await site.start()
+            tls = ServerTls.of(cfg)
+            if tls.enabled:  # aiohttp's sites know one TLS context: ours peeks and reloads
+                handlers = self._runner.server
+                assert handlers is not None  # set up just above
+                self._tls_server, port = await listen(
+                    handlers, cfg.console_listen_host, cfg.console_listen_port, tls,
+                    name="console")
+                host = cfg.console_listen_host
+            else:
+                site = web.TCPSite(self._runner, cfg.console_listen_host, cfg.console_listen_port)
+                await site.start()
+                host, port = self._runner.addresses[0][:2]
         except BaseException:
             await self.stop()
             raise
-        host, port = self._runner.addresses[0][:2]
         self.address = f"{host}:{port}"
         sampler.start()
         if self._state.users is not None:
@@ -151,6 +164,10 @@ class ConsoleServer:
             await self._state.sampler.stop()
             if self._state.users is not None:
                 await self._state.users.stop()
+        if self._tls_server is not None:
+            self._tls_server.close()
+            await self._tls_server.wait_closed()
+            self._tls_server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

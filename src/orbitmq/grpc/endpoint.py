@@ -45,9 +45,11 @@ from orbitmq.grpc.codes import INTERNAL_MESSAGE, OK, ApiError, Code, status
 from orbitmq.grpc.consume import RECEIVE_BATCH_MAX, Consuming
 from orbitmq.grpc.convert import resource_name, to_duration
 from orbitmq.grpc.produce import Producing
+from orbitmq.grpc.tls import server_credentials
 from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
 from orbitmq.security.guard import AccessGuard, Principal
+from orbitmq.transport.tls import ServerTls
 
 __all__ = ["GrpcEndpoint"]
 
@@ -109,8 +111,10 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         spb_grpc.add_MessagingServiceServicer_to_server(self, server)
         host = cfg.listen_host
         where = f"[{host}]:{cfg.grpc_listen_port}" if ":" in host else f"{host}:{cfg.grpc_listen_port}"
+        tls = ServerTls.of(cfg)
         try:
-            self.port = server.add_insecure_port(where)
+            self.port = (server.add_secure_port(where, server_credentials(tls)) if tls.enabled
+                         else server.add_insecure_port(where))
         except RuntimeError as e:
             raise OSError(f"the gRPC endpoint cannot listen on {where}: {e}") from None
         await server.start()

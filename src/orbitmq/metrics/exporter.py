@@ -26,6 +26,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from orbitmq.metrics.families import CallbackCollector
+from orbitmq.transport.tls import ServerTls, listen
 
 __all__ = ["MetricsExporter", "REQUEST_HEAD_MAX_BYTES", "REQUEST_TIMEOUT_S"]
 
@@ -40,14 +41,16 @@ class MetricsExporter:
     ``http://host:port/metrics``; port 0 picks a free one (``port`` holds it once started).
     The process's own CPU, memory and file descriptor figures (``process_*``) come along."""
 
-    def __init__(self, host: str, port: int, *, token: str = "") -> None:
+    def __init__(self, host: str, port: int, *, token: str = "",
+                 tls: ServerTls | None = None) -> None:
         self.host = host
         self.port = port
         self._token_digest = hashlib.sha256(token.encode()).digest() if token else None
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
-        self._server: asyncio.Server | None = None
+        self.tls = tls
+        self._server: asyncio.AbstractServer | None = None
 
     def add_source(self, collect: Callable[[], Iterable[object]]) -> None:
         """Families from ``collect`` are part of every scrape (it runs on the event loop)."""
@@ -59,9 +62,13 @@ class MetricsExporter:
 
     async def start(self) -> None:
         """Listen (OSError when the port is taken) and log the ready line."""
-        self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  limit=REQUEST_HEAD_MAX_BYTES)
-        self.port = self._server.sockets[0].getsockname()[1]
+        if self.tls is None or not self.tls.enabled:
+            server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                limit=REQUEST_HEAD_MAX_BYTES)
+            self._server, self.port = server, server.sockets[0].getsockname()[1]
+        else:  # https, and http too in permissive mode (transport/tls.py)
+            self._server, self.port = await listen(self._stream, self.host, self.port, self.tls,
+                                                   name="metrics")
         log.info("orbitmq metrics ready on %s", self.address)
 
     async def stop(self) -> None:
@@ -69,6 +76,11 @@ class MetricsExporter:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+
+    def _stream(self) -> asyncio.StreamReaderProtocol:
+        """The protocol ``asyncio.start_server`` gives each connection (for our TLS listener)."""
+        reader = asyncio.StreamReader(limit=REQUEST_HEAD_MAX_BYTES)
+        return asyncio.StreamReaderProtocol(reader, self._serve)
 
     def authorized(self, head: bytes) -> bool:
         """Whether the request head carries the bearer token (always, without a token)."""

@@ -23,6 +23,7 @@ from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.namesrv.route_table import RouteTable
 from orbitmq.security.audit import AuditLog
 from orbitmq.transport.server import RemotingServer
+from orbitmq.transport.tls import ServerTls
 
 __all__ = ["NamesrvObservability"]
 
@@ -59,7 +60,8 @@ class NamesrvObservability:
 
         cfg = self.config
         self.exporter = MetricsExporter(cfg.metrics_prom_exporter_host or cfg.listen_host,
-                                        cfg.metrics_prom_exporter_port, token=cfg.metrics_token)
+                                        cfg.metrics_prom_exporter_port, token=cfg.metrics_token,
+                                        tls=ServerTls.of(cfg))
         self.exporter.add_source(self.collect)
         await self.exporter.start()
 
