@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 import math
 import re
 import tomllib
@@ -229,6 +230,15 @@ def file_mode_problem(text: str) -> str | None:
         return "a data file takes no execute, setuid, setgid or sticky bit"
     if mode & 0o600 != 0o600:
         return "the broker itself must read and write its files (owner rw)"
+    return None
+
+
+def _networks_problem(value: str) -> str | None:
+    for item in (i.strip() for i in value.split(",") if i.strip()):
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            return f"{item!r} is not an IP address or CIDR"
     return None
 
 
@@ -816,6 +826,14 @@ class ConsoleConfig:
     console_user_sessions_max: int = setting(
         100, "users logged in at once (each has its own connections to the cluster); the least "
         "recently active is logged out past it", 1, 10_000)
+    console_login_failures_max: int = setting(
+        10, "failed logins of one address in a minute before its wrong ones get 429", 1, 10_000)
+    console_trusted_proxies: str = setting(
+        "", "reverse proxies (IPs or CIDRs, by commas) whose X-Forwarded-For/-Proto are believed",
+        check=_networks_problem, allowed="empty, or IP addresses and CIDRs separated by commas")
+    console_request_head_timeout_ms: int = setting(
+        30_000, "a connection whose request line and headers take longer is closed",
+        100, HOUR_MS)
     tls_server_mode: TlsServerMode = _tls_server_settings()["tls_server_mode"]
     tls_server_cert_path: str = _tls_server_settings()["tls_server_cert_path"]
     tls_server_key_path: str = _tls_server_settings()["tls_server_key_path"]

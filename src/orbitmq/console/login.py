@@ -35,6 +35,7 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
     if not guard.token and st.users is None:
         raise web.HTTPSeeOther(target)  # nothing to log in to
     if guard.token and not tokens_equal(given, guard.token):
+        guard.login_failed(request)  # 429 past the throttle (the right token still works)
         return page(request, "login.html", http_status=401, title="Log in", next=target,
                     failed="token")
     user = None
@@ -43,10 +44,11 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
             user = await st.users.log_in(forms.text(form, "username", required=False),
                                          form.get("password"))
         except LoginRefused:
+            guard.login_failed(request)
             return page(request, "login.html", http_status=401, title="Log in", next=target,
                         failed="user")
     response = web.HTTPSeeOther(target)
-    sid = guard.login(response)
+    sid = guard.login(response, request)
     if user is not None and st.users is not None:
         await st.users.bind(sid, user)
     raise response

@@ -15,6 +15,13 @@
   name or address, so a web page whose name was rebound to 127.0.0.1 cannot read it.
 - Every response forbids framing, sniffing and scripts from anywhere but the console itself (a
   Content-Security-Policy without inline scripts); pages escape everything (Jinja2 autoescape).
+- Login throttle (:class:`LoginThrottle`): an address with ``console_login_failures_max`` failed
+  logins (form or Bearer) in the last minute gets 429 with Retry-After for each wrong one; the
+  right token or password still works (a person locked out by someone behind the same proxy
+  can still get in). Counted and logged (one line per 10 s).
+- Cookies are ``Secure`` when the console is served over TLS, or behind a proxy listed in
+  ``console_trusted_proxies`` that says ``X-Forwarded-Proto: https`` (whose X-Forwarded-For then
+  names the client for the throttle).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import collections
 import hashlib
 import hmac
 import ipaddress
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +39,7 @@ from urllib.parse import quote, urlsplit
 from aiohttp import web
 
 from orbitmq.config import ConfigError, ConsoleConfig
+from orbitmq.transport.limits import RateLimitedLog
 
 __all__ = [
     "SESSION_COOKIE",
@@ -41,8 +50,11 @@ __all__ = [
     "check_exposure",
     "tokens_equal",
     "SessionTable",
+    "LoginThrottle",
     "Guard",
 ]
+
+log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "orbitmq_console_session"
 CSRF_COOKIE = "orbitmq_console_csrf"
@@ -140,6 +152,67 @@ class SessionTable:
         return len(self._last_used)
 
 
+LOGIN_WINDOW_S = 60.0  # failures count for a minute
+THROTTLED_ADDRESSES_MAX = 10_000  # addresses remembered; the least recent is forgotten past it
+
+
+class LoginThrottle:
+    """Failed logins per client address over the last LOGIN_WINDOW_S (module docstring).
+
+    Memory is bounded: at most ``failures_max`` times per address, THROTTLED_ADDRESSES_MAX
+    addresses (the least recently failing forgotten first)."""
+
+    def __init__(self, failures_max: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.failures_max = failures_max
+        self.refused = 0  # wrong logins answered 429
+        self._clock = clock
+        self._failures: collections.OrderedDict[str, collections.deque[float]] = (
+            collections.OrderedDict())
+        self._log = RateLimitedLog(log)
+
+    def retry_after_s(self, address: str) -> float:
+        """Seconds until ``address`` has room for another failure (0: not throttled)."""
+        times = self._recent(address)
+        if times is None or len(times) < self.failures_max:
+            return 0.0
+        return max(0.0, times[0] + LOGIN_WINDOW_S - self._clock())
+
+    def failed(self, address: str) -> float:
+        """Record a failed login; returns ``retry_after_s`` as it was before it (> 0: answer
+        429)."""
+        wait = self.retry_after_s(address)
+        times = self._failures.get(address)
+        if times is None:
+            times = self._failures[address] = collections.deque(maxlen=self.failures_max)
+            while len(self._failures) > THROTTLED_ADDRESSES_MAX:
+                self._failures.popitem(last=False)
+        times.append(self._clock())
+        self._failures.move_to_end(address)
+        if wait > 0:
+            self.refused += 1
+            self._log.warning("login", "console login throttled address=%s: %d failed logins "
+                              "within %.0f s (console_login_failures_max)", address,
+                              self.failures_max, LOGIN_WINDOW_S)
+        return wait
+
+    def succeeded(self, address: str) -> None:
+        self._failures.pop(address, None)
+
+    def _recent(self, address: str) -> collections.deque[float] | None:
+        times = self._failures.get(address)
+        if times is None:
+            return None
+        horizon = self._clock() - LOGIN_WINDOW_S
+        while times and times[0] <= horizon:
+            times.popleft()
+        return times
+
+
+def _networks(spec: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(i.strip(), strict=False) for i in spec.split(",")
+                 if i.strip())
+
+
 def safe_next(target: str | None) -> str:
     """A local path to go to after login (never another site: no scheme, host or ``//``)."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
@@ -159,6 +232,42 @@ class Guard:
                                      config.console_sessions_max, clock)
         self._csrf_key = secrets.token_bytes(32)
         self.cookie_max_age_s = config.console_session_ttl_ms // 1000
+        self.throttle = LoginThrottle(config.console_login_failures_max, clock)
+        self._trusted_proxies = _networks(config.console_trusted_proxies)
+
+    # -- where a request comes from ---------------------------------------------------------------
+    def _from_trusted_proxy(self, request: web.Request) -> bool:
+        if not self._trusted_proxies or request.remote is None:
+            return False
+        try:
+            peer = ipaddress.ip_address(request.remote)
+        except ValueError:
+            return False
+        return any(peer in net for net in self._trusted_proxies)
+
+    def secure(self, request: web.Request) -> bool:
+        """Served over TLS, here or at a trusted proxy that says so: cookies get ``Secure``."""
+        if request.secure:
+            return True
+        return (self._from_trusted_proxy(request)
+                and request.headers.get("X-Forwarded-Proto", "").strip().lower() == "https")
+
+    def client_address(self, request: web.Request) -> str:
+        """The client's address: the peer's, or the last hop a trusted proxy names."""
+        if self._from_trusted_proxy(request):
+            forwarded = request.headers.get("X-Forwarded-For", "")
+            hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+            if hops:
+                return hops[-1]
+        return request.remote or "?"
+
+    def login_failed(self, request: web.Request) -> None:
+        """Count a failed login; past the throttle, raise 429 (web.HTTPTooManyRequests)."""
+        wait = self.throttle.failed(self.client_address(request))
+        if wait > 0:
+            raise web.HTTPTooManyRequests(
+                headers={"Retry-After": str(max(1, round(wait)))},
+                text="too many failed logins from this address: try again later")
 
     # -- CSRF -----------------------------------------------------------------------------------
     def csrf_token(self, request: web.Request) -> str:
@@ -201,10 +310,14 @@ class Guard:
         return ((not self.token and not self.user_login) or self.bearer_ok(request)
                 or self.session_ok(request))
 
-    def login(self, response: web.StreamResponse) -> str:
-        """Opens a session, sets its cookie on ``response`` and returns its id."""
+    def login(self, response: web.StreamResponse, request: web.Request | None = None) -> str:
+        """Opens a session, sets its cookie on ``response`` (``Secure`` when ``request`` came
+        over TLS, see ``secure``) and returns its id; the address's failures are forgotten."""
         sid = self.sessions.open()
-        response.set_cookie(SESSION_COOKIE, sid, httponly=True,
+        if request is not None:
+            self.throttle.succeeded(self.client_address(request))
+        response.set_cookie(SESSION_COOKIE, sid, httponly=True, secure=request is not None
+                            and self.secure(request) or None,
                             samesite="Strict", path="/", max_age=self.cookie_max_age_s)
         return sid
 
@@ -236,6 +349,9 @@ class Guard:
         if not self.host_ok(request):
             raise web.HTTPMisdirectedRequest(text="this console answers on a loopback address only")
         bearer = self.bearer_ok(request)
+        if not bearer and self.token and request.headers.get(
+                "Authorization", "").lower().startswith("bearer "):
+            self.login_failed(request)  # a wrong Bearer is a failed login (429 past the throttle)
         public = request.path.startswith(PUBLIC_PREFIXES)
         if not public and not (bearer or self.authenticated(request)):
             if request.path.startswith("/api/") or request.method not in SAFE_METHODS:
@@ -248,5 +364,6 @@ class Guard:
         response = await handler(request)
         seed = request.get(CSRF_SEED)
         if seed is not None and request.cookies.get(CSRF_COOKIE) != seed:
-            response.set_cookie(CSRF_COOKIE, seed, httponly=True, samesite="Strict", path="/")
+            response.set_cookie(CSRF_COOKIE, seed, httponly=True, samesite="Strict", path="/",
+                                secure=self.secure(request) or None)
         return response

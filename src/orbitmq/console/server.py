@@ -135,8 +135,12 @@ class ConsoleServer:
         self._state = ConsoleState(cfg, admin, guard, sampler, make_templates(),
                                    UserSessions(cfg, guard.sessions) if guard.user_login else None)
         try:
+            # aiohttp closes a connection whose request head is not in within its keep-alive
+            # timeout (counted from the accept or the last answer): a slow head is closed.
             self._runner = web.AppRunner(build_app(self._state), handle_signals=False,
-                                         access_log=None)
+                                         access_log=None,
+                                         keepalive_timeout=cfg.console_request_head_timeout_ms
+                                         / 1000)
             await self._runner.setup()
             tls = ServerTls.of(cfg)
             if tls.enabled:  # aiohttp's sites know one TLS context: ours peeks and reloads
