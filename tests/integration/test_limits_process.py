@@ -8,7 +8,10 @@ import os
 import socket
 import struct
 import time
+import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from orbitmq import Message, Producer
 from orbitmq.client.results import SendStatus
@@ -70,6 +73,15 @@ def test_a_hundred_16_mib_length_words_cost_the_broker_little_memory(tmp_path: P
         assert server.stop() == 0
 
 
+def limit_hits(metrics_addr: str) -> dict[tuple[str, str], float]:
+    """(node_type, limit) -> orbitmq_limit_hits_total, scraped."""
+    with urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=WAIT_S) as answer:
+        text = answer.read().decode()
+    return {(s.labels["node_type"], s.labels["limit"]): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "orbitmq_limit_hits_total"}
+
+
 def closed_by_peer(s: socket.socket) -> bool:
     s.setblocking(False)  # (with a timeout, recv would wait for it first)
     try:
@@ -87,11 +99,12 @@ def test_sockets_never_take_the_descriptors_the_store_needs(tmp_path: Path):
     args = ["standalone", "--namesrv-port", "0", "--broker-port", "0", "--console-port", "0",
             "--grpc-port", "-1", "--store", str(tmp_path / "store"), *HOST_DISK_IGNORED,
             "--flush-disk-type", "SYNC_FLUSH", "--mapped-file-size-commitlog", "65536",
-            "--fd-reserve", str(FD_RESERVE)]
+            "--fd-reserve", str(FD_RESERVE), "--metrics-exporter-type", "PROM",
+            "--metrics-prom-exporter-port", "0"]
     server = ServerProcess(args, prefix=["prlimit", f"--nofile={NOFILE}:{NOFILE}", "--"])
     flood: list[socket.socket] = []
     try:
-        addrs = server.wait_ready("namesrv", "broker")
+        addrs = server.wait_ready("namesrv", "broker", "metrics")
         host, _, port = addrs["broker"].rpartition(":")
         with Producer("fd-reserve-producer", namesrv=addrs["namesrv"]) as producer:
             assert producer.send(Message("FdReserveTopic", b"first")).status is SendStatus.OK
@@ -124,6 +137,9 @@ def test_sockets_never_take_the_descriptors_the_store_needs(tmp_path: Path):
                 pass
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        hits = limit_hits(addrs["metrics"])
+        assert hits[("broker", "fd_reserve")] >= 1, hits
+        assert hits[("nameserver", "fd_reserve")] == 0, hits
         assert server.stop() == 0, server.output()[-3000:]
         out = server.output()
         assert out.count("descriptor reserve for the store is reached") <= 2  # rate-limited

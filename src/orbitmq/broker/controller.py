@@ -221,7 +221,7 @@ class BrokerController:
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication,
-            audit=self.access.guard.audit)
+            audit=self.access.guard.audit, limits=self.server)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
 

@@ -60,7 +60,9 @@ from orbitmq.config import BrokerConfig
 from orbitmq.metrics.families import (
     PROTOCOL_REMOTING,
     Families,
+    LimitedServer,
     access_families,
+    limit_families,
     rpc_latency_family,
 )
 from orbitmq.metrics.rpc import RpcLatency
@@ -102,7 +104,8 @@ class BrokerMetricsCollector:
     def __init__(self, config: BrokerConfig, stats: BrokerStats, store: MessageStore,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager,
                  clients: ClientManager, held_pulls: Callable[[], int],
-                 rpc: RpcLatency, replication: Any = None, audit: AuditLog | None = None) -> None:
+                 rpc: RpcLatency, replication: Any = None, audit: AuditLog | None = None,
+                 limits: LimitedServer | None = None) -> None:
         self.config = config
         self.stats = stats
         self.store = store
@@ -113,6 +116,7 @@ class BrokerMetricsCollector:
         self.rpc = rpc
         self.replication = replication  # ReplicationService (ha_status), None: no families
         self.audit = audit  # the access guard's counters, None: no families
+        self.limits = limits  # the remoting server's limits (orbitmq_limit_hits_total...)
         self.families = Families({"cluster": config.broker_cluster_name, "node_type": "broker",
                                   "node_id": config.broker_name})
 
@@ -127,6 +131,8 @@ class BrokerMetricsCollector:
         yield from self._replication()
         if self.audit is not None:
             yield from access_families(self.families, self.audit)
+        if self.limits is not None:
+            yield from limit_families(self.families, self.limits)
 
     # -- traffic -----------------------------------------------------------------------------
     def _traffic_in(self) -> Iterator[Any]:

@@ -8,6 +8,7 @@ metrics import this module.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -20,8 +21,10 @@ from prometheus_client.utils import floatToGoString
 from orbitmq.metrics.buckets import Buckets
 from orbitmq.metrics.rpc import RpcLatency, request_code_label, response_code_label
 from orbitmq.security.audit import AuditLog
+from orbitmq.transport.limits import AcceptGate, FrameBudget, LimitCounters
 
-__all__ = ["Families", "rpc_latency_family", "access_families", "PROTOCOL_REMOTING"]
+__all__ = ["Families", "rpc_latency_family", "access_families", "limit_families",
+           "PROTOCOL_REMOTING"]
 
 PROTOCOL_REMOTING = "remoting"  # RocketMQ's protocol_type label for the TCP remoting protocol
 
@@ -80,6 +83,34 @@ def access_families(families: Families, audit: AuditLog) -> Iterator[CounterMetr
         for reason, count in sorted(counts.items()):
             families.add(family, [reason], count)
         yield family
+
+
+def limit_families(families: Families, server: LimitedServer) -> Iterator[Any]:
+    """``orbitmq_limit_hits_total`` by ``limit`` (transport/limits.py's names: what each limit
+    refused or closed), and the gauges ``orbitmq_remoting_connections`` and
+    ``orbitmq_frame_buffer_bytes`` (what partial frames hold) of one remoting server."""
+    hits = families.counter("orbitmq_limit_hits_total",
+                            "connections, frames or requests a limit refused or closed "
+                            "(docs/limits.md)", ["limit"])
+    for name, count in list(server.limit_counters.counts.items()):
+        families.add(hits, [name], count)
+    yield hits
+    connections = families.gauge("orbitmq_remoting_connections",
+                                 "connections open on the remoting port")
+    families.add(connections, [], server.gate.total)
+    yield connections
+    held = families.gauge("orbitmq_frame_buffer_bytes",
+                          "bytes partial frames hold (bounded by frame_buffer_budget_mb)")
+    families.add(held, [], server.budget.held_bytes)
+    yield held
+
+
+class LimitedServer(Protocol):
+    """What limit_families reads of a RemotingServer."""
+
+    limit_counters: LimitCounters
+    gate: AcceptGate
+    budget: FrameBudget
 
 
 class CallbackCollector(Collector):

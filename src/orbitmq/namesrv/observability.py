@@ -70,7 +70,12 @@ class NamesrvObservability:
             await self.exporter.stop()
 
     def collect(self) -> Iterator[Any]:
-        from orbitmq.metrics.families import Families, access_families, rpc_latency_family
+        from orbitmq.metrics.families import (
+            Families,
+            access_families,
+            limit_families,
+            rpc_latency_family,
+        )
 
         f = Families({"node_type": "nameserver", "node_id": self.server.address})
         if self.rpc is not None:
@@ -88,3 +93,4 @@ class NamesrvObservability:
         yield topics
         if self.audit is not None:
             yield from access_families(f, self.audit)
+        yield from limit_families(f, self.server)
