@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from orbitmq.client.loop import new_event_loop
 from orbitmq.errors import ClientError
 from orbitmq.security.signature import Credentials
+from orbitmq.transport.tls import ClientTls
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
@@ -47,16 +48,19 @@ _SHUTDOWN_TIMEOUT_S = 10.0
 
 class Session:
     """Async SDK clients of one name server on a private loop thread; any thread may call.
-    Every client signs its requests with ``credentials`` (None: unsigned).
+    Every client signs its requests with ``credentials`` (None: unsigned) and connects with
+    ``tls`` (None: plaintext; an executor never reads its own environment for either).
 
     Clients are created on first use: ``admin``, ``puller(group)``, ``producer(group)`` and
     ``tx_producer(group, listener)`` return started async clients to use in coroutines given to
     :meth:`run` or :meth:`submit`.
     """
 
-    def __init__(self, namesrv: str, credentials: Credentials | None = None) -> None:
+    def __init__(self, namesrv: str, credentials: Credentials | None = None,
+                 tls: ClientTls | None = None) -> None:
         self.namesrv = namesrv
         self.credentials = credentials
+        self.tls: ClientTls | bool = tls or False
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="orbitmq-spark-loop")
@@ -92,7 +96,7 @@ class Session:
         from orbitmq.client.admin import AsyncAdmin
 
         admin: AsyncAdmin = await self._client("admin", "", lambda: AsyncAdmin(
-            self.namesrv, credentials=self.credentials))
+            self.namesrv, credentials=self.credentials, tls=self.tls))
         return admin
 
     async def puller(self, group: str) -> AsyncPullConsumer:
@@ -100,14 +104,15 @@ class Session:
 
         puller: AsyncPullConsumer = await self._client("pull", group, lambda: AsyncPullConsumer(
             group, self.namesrv, persist_consumer_offset_interval=3600.0,
-            credentials=self.credentials))
+            credentials=self.credentials, tls=self.tls))
         return puller
 
     async def producer(self, group: str, send_timeout_s: float = 10.0) -> AsyncProducer:
         from orbitmq.client.producer import AsyncProducer
 
         producer: AsyncProducer = await self._client("produce", group, lambda: AsyncProducer(
-            group, self.namesrv, send_timeout=send_timeout_s, credentials=self.credentials))
+            group, self.namesrv, send_timeout=send_timeout_s, credentials=self.credentials,
+            tls=self.tls))
         return producer
 
     async def tx_producer(self, group: str, listener: TransactionListener,
@@ -119,7 +124,7 @@ class Session:
         producer: AsyncTransactionProducer = await self._client(
             "tx", group, lambda: AsyncTransactionProducer(
                 group, self.namesrv, listener=listener, send_timeout=send_timeout_s,
-                credentials=self.credentials))
+                credentials=self.credentials, tls=self.tls))
         return producer
 
     # -- closing -------------------------------------------------------------------------------
@@ -156,8 +161,8 @@ class Session:
 
 
 # -- the executor cache -------------------------------------------------------------------------
-# by (name server, credentials): queries signing as different users never share a connection
-_sessions: dict[tuple[str, Credentials | None], Session] = {}
+# by (name server, credentials, TLS): queries signing as different users never share a connection
+_sessions: dict[tuple[str, Credentials | None, ClientTls | None], Session] = {}
 _cache_lock = threading.Lock()
 _reaper: threading.Thread | None = None
 
@@ -176,14 +181,16 @@ def _reap_idle() -> None:
 
 
 @contextlib.contextmanager
-def executor_session(namesrv: str, credentials: Credentials | None = None) -> Iterator[Session]:
-    """The process-wide Session of ``namesrv`` and ``credentials`` for the duration of one task."""
+def executor_session(namesrv: str, credentials: Credentials | None = None,
+                     tls: ClientTls | None = None) -> Iterator[Session]:
+    """The process-wide Session of ``namesrv``, ``credentials`` and ``tls`` for the duration of
+    one task."""
     global _reaper
-    key = (namesrv, credentials)
+    key = (namesrv, credentials, tls)
     with _cache_lock:
         session = _sessions.get(key)
         if session is None or session.closed:
-            session = _sessions[key] = Session(namesrv, credentials)
+            session = _sessions[key] = Session(namesrv, credentials, tls)
         session.users += 1
         if _reaper is None:
             _reaper = threading.Thread(target=_reap_idle, daemon=True, name="orbitmq-spark-reaper")

@@ -137,7 +137,7 @@ def read_range(rng: QueueRange, opts: ReadOptions, plan: ReadPlan) -> Iterator[p
     tags = opts.tag_set
     bounds = iter([(lo, min(lo + WINDOW_OFFSETS, rng.end))
                    for lo in range(rng.start, rng.end, WINDOW_OFFSETS)])
-    with executor_session(opts.namesrv, opts.credentials) as session:
+    with executor_session(opts.namesrv, opts.credentials, opts.tls) as session:
         pending: collections.deque[concurrent.futures.Future[Window]] = collections.deque()
 
         def top_up() -> None:
@@ -173,7 +173,7 @@ async def _queue_bounds(session: Session, opts: ReadOptions, rng: QueueRange) ->
 
 def _read_offsets(rng: QueueRange, opts: ReadOptions, plan: ReadPlan) -> Iterator[pa.RecordBatch]:
     """An offsets-only read: the range's offsets that the queue still holds, no pull made."""
-    with executor_session(opts.namesrv, opts.credentials) as session:
+    with executor_session(opts.namesrv, opts.credentials, opts.tls) as session:
         low, high = session.run(_queue_bounds(session, opts, rng), opts.pull_timeout_ms / 1000 * 2)
     gaps = []
     if low > rng.start:

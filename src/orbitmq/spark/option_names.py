@@ -19,10 +19,12 @@ READ_OPTIONS = (
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "failOnDataLoss", "tags",
     "sql", "includeProperties", "includeHeaders", "maxOffsetsPerPartition", "minPartitions",
     "consumerGroup", "pullTimeoutMs", "commitTopic", "accessKey", "secretKey",
+    "tls", "tlsTrustCertPath", "tlsCertPath", "tlsKeyPath", "tlsCheckHostname",
 )
 WRITE_OPTIONS = (
     "namesrv", "topic", "exactlyOnce", "producerGroup", "commitTopic", "sendTimeoutMs",
     "transactionCheckImmunitySeconds", "accessKey", "secretKey",
+    "tls", "tlsTrustCertPath", "tlsCertPath", "tlsKeyPath", "tlsCheckHostname",
     # Spark's own, handed over by a streaming write (checkpointLocation, .queryName()): Spark
     # uses them
     "checkpointLocation", "queryName",

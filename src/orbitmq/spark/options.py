@@ -19,6 +19,7 @@ from orbitmq.protocol.expressions import parse_tags
 from orbitmq.security.signature import Credentials
 from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
 from orbitmq.spark.option_names import normalize
+from orbitmq.transport.tls import ClientTls, client_tls_from_env
 
 __all__ = [
     "OptionError",
@@ -93,6 +94,7 @@ class ReadOptions:
     pull_timeout_ms: int = 10_000
     commit_topic: str = COMMIT_TOPIC_DEFAULT
     credentials: Credentials | None = None  # accessKey / secretKey: every request signed
+    tls: ClientTls | None = None  # tls, tlsTrustCertPath, ...: every connection in TLS
 
     @property
     def tag_set(self) -> frozenset[str] | None:
@@ -121,6 +123,7 @@ class WriteOptions:
     # crashed query has to come back and commit a batch whose marker is written
     check_immunity_s: int = 3600
     credentials: Credentials | None = None  # accessKey / secretKey: every request signed
+    tls: ClientTls | None = None  # tls, tlsTrustCertPath, ...: every connection in TLS
 
 
 # -- primitive parsers ------------------------------------------------------------------------
@@ -187,6 +190,32 @@ def _namesrv(options: Mapping[str, str]) -> str:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise OptionError("namesrv", f"{addr.strip()!r} is not host:port")
     return raw.strip().replace(",", ";")
+
+
+_TLS_PATHS = {"tlsTrustCertPath": "trust_cert_path", "tlsCertPath": "cert_path",
+              "tlsKeyPath": "key_path"}
+
+
+def _tls(options: Mapping[str, str]) -> ClientTls | None:
+    """``tls`` (true: the other ``tls*`` options; none of them given: ORBITMQ_TLS_ENABLE and
+    ORBITMQ_TLS_CLIENT_* of the process that parses the options). The files must be at the same
+    paths on the executors."""
+    names = ("tls", "tlsCheckHostname", *_TLS_PATHS)
+    if all(_get(options, name) is None for name in names):
+        try:
+            return client_tls_from_env()
+        except ValueError as e:
+            raise OptionError("tls", str(e)) from None
+    paths = {field: (_get(options, name) or "").strip() for name, field in _TLS_PATHS.items()}
+    if not _bool(options, "tls", False):
+        given = [name for name in (*_TLS_PATHS, "tlsCheckHostname") if _get(options, name)]
+        if given:
+            raise OptionError(given[0], f"{given[0]} needs tls=true")
+        return None
+    try:
+        return ClientTls(**paths, check_hostname=_bool(options, "tlsCheckHostname", True))
+    except ValueError as e:
+        raise OptionError("tlsKeyPath" if paths["cert_path"] else "tlsCertPath", str(e)) from None
 
 
 def _credentials(options: Mapping[str, str]) -> Credentials | None:
@@ -401,6 +430,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         commit_topic=_topic_name(_given_or(options, "commitTopic", COMMIT_TOPIC_DEFAULT),
                                  "commitTopic"),
         credentials=_credentials(options),
+        tls=_tls(options),
     )
 
 
@@ -430,4 +460,5 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
         send_timeout_ms=_positive_int(options, "sendTimeoutMs") or 10_000,
         check_immunity_s=_positive_int(options, "transactionCheckImmunitySeconds") or 3600,
         credentials=_credentials(options),
+        tls=_tls(options),
     )

@@ -108,7 +108,7 @@ class OrbitMQBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        with Session(opts.namesrv, opts.credentials) as session:
+        with Session(opts.namesrv, opts.credentials, opts.tls) as session:
             topics, bounds = session.run(_bounds(session, opts))
             check_topics_exist(topics, bounds, "topicPattern" if opts.topic_pattern else "topic")
             start = session.run(resolve_start(session, opts, bounds, opts.starting,
@@ -143,7 +143,7 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- offsets -----------------------------------------------------------------------------
     def initialOffset(self) -> dict:
         opts = self.opts
-        with Session(opts.namesrv, opts.credentials) as session:
+        with Session(opts.namesrv, opts.credentials, opts.tls) as session:
             topics, bounds = session.run(_bounds(session, opts))
             if opts.topic_pattern is None:
                 check_topics_exist(topics, bounds)
@@ -159,12 +159,12 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        with Session(self.opts.namesrv, self.opts.credentials) as session:
+        with Session(self.opts.namesrv, self.opts.credentials, self.opts.tls) as session:
             _topics, bounds = session.run(_bounds(session, self.opts))
         self._target = {t: {k: b.max for k, b in q.items()} for t, q in bounds.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        with Session(self.opts.namesrv, self.opts.credentials) as session:
+        with Session(self.opts.namesrv, self.opts.credentials, self.opts.tls) as session:
             _topics, bounds = session.run(_bounds(session, self.opts))
         start = canonical(start)
         candidates = self._candidates(start, bounds)
@@ -178,7 +178,7 @@ class OrbitMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The newest offsets of every queue read: Spark shows them as the source's
         ``latestOffset`` in StreamingQueryProgress, next to ``endOffset`` (their difference is
         the lag)."""
-        with Session(self.opts.namesrv, self.opts.credentials) as session:
+        with Session(self.opts.namesrv, self.opts.credentials, self.opts.tls) as session:
             _topics, bounds = session.run(_bounds(session, self.opts))
         return canonical({t: {k: b.max for k, b in q.items()} for t, q in bounds.items()})
 

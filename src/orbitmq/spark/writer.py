@@ -158,7 +158,7 @@ class _Sink:
               partition: str) -> SinkCommitMessage:
         opts = self.opts
         msg = SinkCommitMessage(query_id, batch_id, self.run, partition)
-        with executor_session(opts.namesrv, opts.credentials) as session:
+        with executor_session(opts.namesrv, opts.credentials, opts.tls) as session:
             if opts.exactly_once and session.run(
                     cl.lookup_marker(session, opts.commit_topic, query_id, batch_id)) is not None:
                 log.info("orbitmq: batch %d of query %s is already committed: nothing sent",
@@ -212,7 +212,7 @@ class _Sink:
         if not self.opts.exactly_once or not mine:
             log.info("orbitmq: batch %d wrote %d row(s) at least once", batch_id, rows)
             return
-        with Session(self.opts.namesrv, self.opts.credentials) as session:
+        with Session(self.opts.namesrv, self.opts.credentials, self.opts.tls) as session:
             session.run(self._commit(session, mine, batch_id), timeout=600.0)
 
     async def _commit(self, session: Session, mine: list[SinkCommitMessage], batch_id: int) -> None:
@@ -252,7 +252,7 @@ class _Sink:
         if not self.opts.exactly_once:
             log.warning("orbitmq: batch %d aborted; at-least-once rows already sent stay", batch_id)
             return
-        with Session(self.opts.namesrv, self.opts.credentials) as session:
+        with Session(self.opts.namesrv, self.opts.credentials, self.opts.tls) as session:
             session.run(self._abort(session, mine, batch_id), timeout=600.0)
 
     async def _abort(self, session: Session, mine: list[SinkCommitMessage], batch_id: int) -> None:
@@ -329,7 +329,7 @@ class OrbitMQStreamArrowWriter(DataSourceStreamArrowWriter):
 def _prepare(opts: WriteOptions, schema: StructType) -> _Sink:
     plan = plan_columns(schema, opts)
     if opts.exactly_once:
-        with Session(opts.namesrv, opts.credentials) as session:
+        with Session(opts.namesrv, opts.credentials, opts.tls) as session:
             session.run(cl.ensure_commit_topic(session, opts.commit_topic))
     return _Sink(opts, plan)
 
