@@ -7,8 +7,9 @@ every installed peer (`make bench-peers` installs them), then runs the same mqbe
 against all of them: workload by workload, the systems taking turns (the order rotates), so that a
 change in the machine's load hits every system alike. OrbitMQ with authentication and
 authorization on (``orbitmq-auth-on``) and the same build with both off (``orbitmq-auth-off``)
-take their turns too, loaded by bench/signbench.c (mqbench's publish load, signed on the first):
-the cost of checking every request (issue 34). Prints one table of msgs/s (p50/p99 for the
+take their turns too, loaded by bench/signbench.c (mqbench's publish load, signed on the first),
+with ``orbitmq-auth-off-signing`` (the second's broker, the load signed all the same) to tell what
+signing costs the load tool from what checking costs the broker (issue 34). Prints one table of msgs/s (p50/p99 for the
 one-at-a-time sends), OrbitMQ's ratio to each peer and the issue's targets, and writes the results
 as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
 shared and its speed varies by tens of percent. ``--quick`` (small counts, no idle wait) finishes
@@ -174,7 +175,7 @@ def start_systems(wanted: list[str], store_base: str,
             notes.append(f"orbitmq-auth-on/off: {e}")
         else:
             for name in auth:
-                started.append(sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base, tool))
+                started += sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base, tool)
     installed, py = sysmod.installed_peers(), sysmod.peer_python()
     groups = [("redis", [w.split("-", 1)[1] for w in wanted if w.startswith("redis-")]),
               ("nats", ["js"] if "nats-js" in wanted else []),

@@ -144,11 +144,13 @@ def signbench(build_dir: str) -> str:
     return out
 
 
-def orbitmq_auth(on: bool, store_base: str, tool: str) -> System:
+def orbitmq_auth(on: bool, store_base: str, tool: str) -> list[System]:
     """``orbitmq standalone`` (ASYNC_FLUSH) with authentication and authorization on, loaded by
     ``tool`` (signbench) signing as :data:`AUTH_USER`; or the same with both off, loaded by the
-    same tool unsigned. Each workload writes a topic of its own, auto-created by its first send,
-    as the mqbench rows' are."""
+    same tool unsigned, and (a second System on the same process, ``orbitmq-auth-off-signing``)
+    signed all the same: the broker ignores the signature, so that row shows what signing costs
+    the load tool, and on / off-signing what checking costs the broker. Each workload writes a
+    topic of its own, auto-created by its first send, as the mqbench rows' are."""
     store = tempfile.mkdtemp(prefix=f"orbitmq-bench-auth-{'on' if on else 'off'}-", dir=store_base)
     args = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
@@ -172,11 +174,22 @@ def orbitmq_auth(on: bool, store_base: str, tool: str) -> System:
     def prepare(workload: str, run_id: int) -> list[str]:
         return ["-addr", addr, "-q", "bench-auth-" + workload.replace(" ", "-"), *signing]
 
-    acks = ("after the write to the page cache; every request signed by a Normal user whose "
-            "rule allows Pub on Topic:bench-*" if on else
-            "after the write to the page cache; authentication off, the same load unsigned")
-    return System(f"orbitmq-auth-{'on' if on else 'off'}", "rocketmq", proc.pid, prepare, stop,
-                  acks, addrs, [tool], SIGNED_WORKLOADS)
+    if on:
+        return [System("orbitmq-auth-on", "rocketmq", proc.pid, prepare, stop,
+                       "after the write to the page cache; every request signed by a Normal user "
+                       "whose rule allows Pub on Topic:bench-*", addrs, [tool], SIGNED_WORKLOADS)]
+
+    def prepare_signed(workload: str, run_id: int) -> list[str]:
+        return ["-addr", addr, "-q", "bench-auth-signing-" + workload.replace(" ", "-"),
+                "-ak", AUTH_USER[0], "-sk", AUTH_USER[1]]
+
+    return [System("orbitmq-auth-off", "rocketmq", proc.pid, prepare, stop,
+                   "after the write to the page cache; authentication off, the same load unsigned",
+                   addrs, [tool], SIGNED_WORKLOADS),
+            System("orbitmq-auth-off-signing", "rocketmq", proc.pid, prepare_signed,
+                   lambda: None, "orbitmq-auth-off's broker, the load signed all the same (the "
+                   "broker ignores it): what signing costs the load tool", addrs, [tool],
+                   SIGNED_WORKLOADS)]
 
 
 def _create_bench_user(namesrv: str) -> None:

@@ -9,7 +9,8 @@
 #       the Python path) run against it.
 #   bash scripts/sanitize-speedups.sh --fuzz SECONDS [libFuzzer args]      (make fuzz)
 #       clang build with libFuzzer coverage; fuzz/speedups_fuzz.c calls every native entry point
-#       (FastPath.take, the encoders, scan_stored, the hashes) from an embedded interpreter, on
+#       (FastPath.take with and without authentication, auth_check, allow, set_users, the
+#       encoders, scan_stored, the hashes, HMAC-SHA1) from an embedded interpreter, on
 #       the seeds of fuzz/make_seeds.py, for SECONDS; prints executions and coverage at the end.
 #       FUZZ_CORPUS=DIR keeps the corpus it grows; a crash leaves its input in FUZZ_ARTIFACTS
 #       (default: the current directory). Needs clang and libFuzzer (scripts/system-deps.sh).
@@ -68,4 +69,5 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=lib
     tests/unit/test_store_put_get.py tests/unit/test_store_recovery.py \
     tests/integration/test_broker_send_pull.py tests/integration/test_broker_cpp_frames.py \
     tests/integration/test_store_bulk.py tests/integration/test_fast_path_differential.py \
-    tests/unit/test_fast_path.py tests/unit/test_column_batch.py "$@"
+    tests/unit/test_fast_path.py tests/unit/test_column_batch.py \
+    tests/unit/test_fast_path_signed.py tests/integration/test_fast_path_auth.py "$@"

@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -363,3 +364,57 @@ def test_the_c_check_and_the_guard_agree(who: Credentials | None, topic: str, bo
         assert p.c(frame) == (NOT_ALLOWED if name == CAROL.access_key else OK)
     else:
         assert c in (NOT_ALLOWED, FIELDS, FRAME)
+
+
+# -- take(): a read's signed frames checked together ---------------------------------------------
+
+BORN = bytes([10, 1, 2, 3]) + (40000).to_bytes(4, "big")
+
+
+@pytest.mark.parametrize("frames", [3, 300])  # one by one, and over READ_AHEAD_MAX on two cores
+def test_take_stores_a_reads_signed_frames_up_to_the_first_bad_one(frames: int) -> None:
+    native = _native()
+    native.set_users(1, user_snapshot(_registry(), None))
+    body = os.urandom(1024)
+    good = [signed(ROOT, send_fields(), body) for _ in range(frames)]
+    bad = reframe(good[0], e="2")  # a signed field changed
+    stream = b"".join(good) + bad + b"".join(good[:2])
+    seg, table = bytearray(1 << 22), {}
+    pos, end, answers, stop, _, by_code = native.take(bytearray(stream), 0, BORN, seg, 0, 0, 1,
+                                                      table)
+    assert (pos, stop, by_code) == (len(good[0]) * frames, 1, (0, frames, 0))
+    assert table == {("Orders", 1): frames}
+    assert native.counts()["auth_bad_signature"] == 1
+    # the guard's turn for the bad one, then the rest
+    rest = bytearray(stream[pos + len(bad) :])
+    assert native.take(rest, 0, BORN, seg, end, 0, 1, table)[0] == len(rest)
+    assert table == {("Orders", 1): frames + 2}
+
+
+def test_take_declines_what_it_checked_once_the_users_changed() -> None:
+    """set_users from another thread while take() released the GIL: nothing checked against
+    the old users is stored (the generation check), the guard decides afresh."""
+    native = _native()
+    native.set_users(1, user_snapshot(_registry(), None))
+    stream = bytearray(b"".join(signed(ROOT, send_fields(), os.urandom(1024))
+                                for _ in range(100)))
+    stop_flag = threading.Event()
+
+    def churn() -> None:
+        users = user_snapshot(_registry(), None)
+        while not stop_flag.is_set():
+            native.set_users(1, users)
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        taken = 0
+        for _ in range(50):
+            pos = native.take(stream, 0, BORN, bytearray(1 << 22), 0, 0, 1, {})[0]
+            assert pos % len(stream[: len(stream) // 100]) == 0
+            taken += pos
+    finally:
+        stop_flag.set()
+        thread.join()
+    counts = native.counts()
+    assert counts["errors"] == 0 and counts["handled"] == taken // (len(stream) // 100)

@@ -15,7 +15,10 @@
  *
  * With authentication on (constructed with ``auth``), a send must also pass _fastpath_auth.h's
  * check: signed by an enabled user of the snapshot Python pushes (set_users), and with
- * authorization on, by a Super user or for an allowed (user, topic) pair (allow).
+ * authorization on, by a Super user or for an allowed (user, topic) pair (allow). take() then
+ * reads up to READ_AHEAD_MAX frames ahead, hashes their signatures together (half on a helper
+ * thread, the GIL released, when a read brings enough of them), and stores them in order up to
+ * the first one declined. One thread at a time uses a FastPath (the broker's event loop).
  *
  * The caller holds the commit log's put lock and publishes the segment's new write position;
  * broker/fast_path.py is that caller. Every byte of a frame is bounds-checked before it is read.
@@ -65,6 +68,10 @@ typedef struct {
     Py_ssize_t scratch_cap;
     unsigned long long handled, declined, segment_full, errors;  /* frames, since creation */
     AuthState auth;
+    struct ParsedFrame *parsed;  /* with auth: the frames of a read read ahead of storing */
+    SigJob *jobs;                /* their signature checks */
+    int parsed_cap;
+    int busy;  /* in take() (which may release the GIL): auth_check waits its turn */
 } FastPathObject;
 
 /* -- the topic snapshot ----------------------------------------------------------------------- */
@@ -305,6 +312,16 @@ typedef struct {
     Span props;
 } SendFields;
 
+/* A frame read ahead of storing (take() with authentication on), and its check's verdict. */
+typedef struct ParsedFrame {
+    WireRequest r;
+    SendFields f;
+    Py_ssize_t size;
+    int prepared;  /* auth_prepare's verdict */
+} ParsedFrame;
+
+#define READ_AHEAD_MAX 256  /* frames read and checked at a time */
+
 /* The send header's fields, or 0 to decline (the Python path decides). */
 static int send_fields(const FastPathObject *fp, const WireRequest *r, SendFields *f)
 {
@@ -469,6 +486,122 @@ static PyObject *counts_list(const FastPathObject *fp, const Take *t)
     return list;
 }
 
+/* The end of a frame's turn: counts it, and whether take() goes on (0) or stops (its STOP_). */
+static int after_send(FastPathObject *fp, int sent)
+{
+    if (sent == SEND_ERROR) {  /* out of memory: this frame is the Python path's */
+        PyErr_Clear();
+        fp->errors++;
+        sent = SEND_DECLINED;
+    }
+    if (sent == SEND_HANDLED) {
+        fp->handled++;
+        return -1;
+    }
+    if (sent == SEND_SEGMENT_FULL) {
+        fp->segment_full++;
+        return STOP_SEGMENT_FULL;
+    }
+    fp->declined++;
+    return STOP_DECLINED;
+}
+
+/* take()'s frames without authentication: each read, checked and stored in turn. */
+static int take_frames(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssize_t *pos)
+{
+    for (;;) {
+        WireRequest r;
+        Py_ssize_t frame_size = 0;
+        int read = read_frame((const unsigned char *)in->buf + *pos, in->len - *pos,
+                              fp->max_frame_size, fp->scratch, &r, &frame_size);
+        if (read == FRAME_PARTIAL)
+            return STOP_PARTIAL;
+        SendFields f;
+        int sent = read == FRAME_DECLINED || !send_fields(fp, &r, &f) ? SEND_DECLINED
+                                                                       : store_send(fp, t, &r, &f);
+        int stop = after_send(fp, sent);
+        if (stop >= 0)
+            return stop;
+        *pos += frame_size;
+    }
+}
+
+static int ensure_read_ahead(FastPathObject *fp)
+{
+    if (fp->parsed_cap >= READ_AHEAD_MAX)
+        return 0;
+    ParsedFrame *parsed = PyMem_Calloc(READ_AHEAD_MAX, sizeof(ParsedFrame));
+    SigJob *jobs = PyMem_Calloc(READ_AHEAD_MAX, sizeof(SigJob));
+    if (parsed == NULL || jobs == NULL) {
+        PyMem_Free(parsed);
+        PyMem_Free(jobs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    fp->parsed = parsed;
+    fp->jobs = jobs;
+    fp->parsed_cap = READ_AHEAD_MAX;
+    return 0;
+}
+
+/* take()'s frames with authentication: up to READ_AHEAD_MAX whole frames are read (each
+ * unescaping into its own part of the scratch: the part at its own offset), their signatures
+ * hashed together (on two cores when there is enough to hash: run_sig_jobs), then stored in
+ * order up to the first that is declined, by its check or by anything else. */
+static int take_signed(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssize_t *pos)
+{
+    const unsigned char *base = in->buf;
+    Py_ssize_t origin = *pos;  /* the scratch's first byte stands for this offset */
+    if (ensure_read_ahead(fp) < 0) {
+        PyErr_Clear();
+        fp->errors++;
+        return take_frames(fp, t, in, pos);  /* without memory to read ahead: one by one */
+    }
+    for (;;) {
+        int count = 0, tail = STOP_PARTIAL;
+        Py_ssize_t at = *pos, bytes = 0;
+        unsigned long long generation = fp->auth.generation;
+        while (count < READ_AHEAD_MAX) {
+            ParsedFrame *pf = &fp->parsed[count];
+            int read = read_frame(base + at, in->len - at, fp->max_frame_size,
+                                  fp->scratch + (at - origin), &pf->r, &pf->size);
+            if (read == FRAME_PARTIAL)
+                break;
+            if (read == FRAME_DECLINED || !send_fields(fp, &pf->r, &pf->f)) {
+                tail = STOP_DECLINED;
+                break;
+            }
+            pf->prepared = auth_prepare(&fp->auth, &pf->r, pf->r.send[1], &fp->jobs[count]);
+            count++;
+            if (pf->prepared != AUTH_OK)
+                break;  /* declined at its turn: nothing after it is read */
+            bytes += pf->r.body_len;
+            at += pf->size;
+        }
+        run_sig_jobs(fp->jobs, count, bytes);
+        for (int i = 0; i < count; i++) {
+            ParsedFrame *pf = &fp->parsed[i];
+            int verdict = auth_finish(pf->prepared, &fp->jobs[i]);
+            int sent = SEND_DECLINED;
+            if (fp->auth.generation != generation)
+                ;  /* the users changed while the GIL was released: the guard decides afresh */
+            else if (verdict != AUTH_OK)
+                fp->auth.declined[verdict]++;
+            else
+                sent = store_send(fp, t, &pf->r, &pf->f);
+            int stop = after_send(fp, sent);
+            if (stop >= 0)
+                return stop;
+            *pos += pf->size;
+        }
+        if (count < READ_AHEAD_MAX) {
+            if (tail == STOP_DECLINED)
+                fp->declined++;
+            return tail;
+        }
+    }
+}
+
 /*
  * take(buf, pos, born_host, segment, seg_pos, seg_base, now, queue_table)
  *     -> (pos, seg_pos, answers: bytes | None, stop, counts: list | None, by_code)
@@ -515,41 +648,9 @@ static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t n
     }
     if (ensure_scratch(fp, in.len - pos) < 0)
         goto done;
-    for (;;) {
-        WireRequest r;
-        Py_ssize_t frame_size = 0;
-        int read = read_frame((const unsigned char *)in.buf + pos, in.len - pos, fp->max_frame_size,
-                              fp->scratch, &r, &frame_size);
-        if (read == FRAME_PARTIAL)
-            break;
-        SendFields f;
-        int sent = read == FRAME_DECLINED || !send_fields(fp, &r, &f) ? SEND_DECLINED
-                                                                       : SEND_HANDLED;
-        if (sent == SEND_HANDLED && fp->auth.on) {
-            int verdict = auth_verdict(&fp->auth, &r, r.send[1]);
-            if (verdict != AUTH_OK) {
-                fp->auth.declined[verdict]++;
-                sent = SEND_DECLINED;
-            }
-        }
-        if (sent == SEND_HANDLED)
-            sent = store_send(fp, &t, &r, &f);
-        if (sent == SEND_ERROR) {  /* out of memory: this frame is the Python path's */
-            PyErr_Clear();
-            fp->errors++;
-            sent = SEND_DECLINED;
-        }
-        if (sent != SEND_HANDLED) {
-            stop = sent == SEND_SEGMENT_FULL ? STOP_SEGMENT_FULL : STOP_DECLINED;
-            if (sent == SEND_SEGMENT_FULL)
-                fp->segment_full++;
-            else
-                fp->declined++;
-            break;
-        }
-        fp->handled++;
-        pos += frame_size;
-    }
+    fp->busy = 1;
+    stop = fp->auth.on ? take_signed(fp, &t, &in, &pos) : take_frames(fp, &t, &in, &pos);
+    fp->busy = 0;
     PyObject *answers = t.out_len ? PyBytes_FromStringAndSize(t.out, t.out_len) : Py_NewRef(Py_None);
     PyObject *counts = t.count_len ? counts_list(fp, &t) : Py_NewRef(Py_None);
     if (answers != NULL && counts != NULL)
@@ -651,6 +752,8 @@ static void fp_dealloc(FastPathObject *fp)
 {
     clear_topics(fp);
     auth_free(&fp->auth);
+    PyMem_Free(fp->parsed);
+    PyMem_Free(fp->jobs);
     PyMem_Free(fp->scratch);
     Py_XDECREF(fp->inert_names);
     Py_TYPE(fp)->tp_free((PyObject *)fp);
@@ -688,6 +791,10 @@ static PyObject *fp_allow_m(FastPathObject *fp, PyObject *const *args, Py_ssize_
 static PyObject *fp_auth_check(FastPathObject *fp, PyObject *frame)
 {
     Py_buffer in;
+    if (fp->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "auth_check: a take() is under way (another thread)");
+        return NULL;
+    }
     if (PyObject_GetBuffer(frame, &in, PyBUF_SIMPLE) < 0)
         return NULL;
     WireRequest r;
