@@ -118,3 +118,41 @@ def test_the_grpc_port_serves_tls_and_requires_a_client_certificate(
         with channel, pytest.raises(grpc.RpcError) as failed:
             spb_grpc.MessagingServiceStub(channel).QueryRoute(request, metadata=meta, timeout=3)
         assert failed.value.code() is grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+
+
+def test_a_permissive_grpc_port_serves_tls_and_plaintext(certs: TestCerts, tmp_path: Path) -> None:
+    """grpcio serves one kind per port: in permissive mode the port is a relay in front of it
+    (grpc/front.py), which hands access control the client's address, not its own."""
+    import grpc
+
+    from orbitmq.grpc._generated import definition_pb2 as pb
+    from orbitmq.grpc._generated import service_pb2 as spb
+    from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
+
+    permissive = {**server_fields(certs), "tls_server_mode": TlsServerMode.PERMISSIVE,
+                  "tls_server_need_client_auth": TlsClientAuth.OPTIONAL}
+    with EmbeddedCluster(tmp_path, **permissive) as found:
+        endpoint = found.brokers[0].grpc
+        where = f"127.0.0.1:{endpoint.port}"
+        meta = (("x-mq-client-id", "tls-test"),)
+        request = spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))
+        secure = grpc.secure_channel(where, grpc.ssl_channel_credentials(certs.ca.read_bytes()))
+        with secure, grpc.insecure_channel(where) as plain:
+            for channel in (secure, plain):
+                answer = spb_grpc.MessagingServiceStub(channel).QueryRoute(
+                    request, metadata=meta, timeout=10)
+                assert answer.status.code == pb.TOPIC_NOT_FOUND
+            front = endpoint._front
+            assert front is not None and len(front.relays) == 2
+            inner = {f"ipv4:127.0.0.1:{port}": client for port, client in front._peers.items()}
+
+            class Relayed:  # what grpcio says of a relayed call's peer
+                def __init__(self, peer: str) -> None:
+                    self._peer = peer
+
+                def peer(self) -> str:
+                    return self._peer
+
+            for relayed, client in inner.items():
+                assert endpoint.peer_of(Relayed(relayed)) == client != relayed
+                assert client.startswith("ipv4:127.0.0.1:")

@@ -76,3 +76,31 @@ def test_a_5x_client_without_tls_is_not_served(tls_cluster: Cluster, driver: Rmq
     if answer.get("ok"):  # the client may start without a route; its first send must fail
         answer = driver.try_call("send", id="plain", topic=unique("Plain"), body="x")
     assert not answer.get("ok"), answer
+
+
+def test_a_permissive_grpc_port_serves_the_5x_client_with_and_without_tls(
+        rmq5_ready: None, certs: TestCerts, tls_driver: Rmq5Driver,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    found = Cluster(tmp_path_factory.mktemp("rmq5-permissive-store"),
+                    "--tls-server-mode", "permissive",
+                    "--tls-server-cert-path", str(certs.server_cert),
+                    "--tls-server-key-path", str(certs.server_key))
+    try:
+        topic = found.topic(unique("Permissive"))  # the SDK in plaintext
+        for tls in (True, False):
+            tls_driver.call("producer", id=f"p{tls}", endpoint=found.endpoint, topics=[topic],
+                            tls=tls)
+            tls_driver.call("send", id=f"p{tls}", topic=topic, body=f"tls={tls}")
+        tls_driver.call("simple", id="c", endpoint=found.endpoint, group=unique("PermG"),
+                        topic=topic, await_s=1, tls=True)
+        got: set[str] = set()
+
+        def received() -> bool:
+            for m in tls_driver.call("receive", id="c", max=32, invisible_s=10)["messages"]:
+                got.add(m["body"])
+                tls_driver.call("ack", id="c", handle=m["handle"])
+            return got >= {"tls=True", "tls=False"}
+
+        wait_until("both messages received", received)
+    finally:
+        found.stop()

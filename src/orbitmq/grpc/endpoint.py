@@ -44,12 +44,13 @@ from orbitmq.grpc.clients import CLIENT_ID_MAX, GrpcClients, TelemetryChannel
 from orbitmq.grpc.codes import INTERNAL_MESSAGE, OK, ApiError, Code, status
 from orbitmq.grpc.consume import RECEIVE_BATCH_MAX, Consuming
 from orbitmq.grpc.convert import resource_name, to_duration
+from orbitmq.grpc.front import GrpcFront
 from orbitmq.grpc.produce import Producing
 from orbitmq.grpc.tls import server_credentials
 from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
 from orbitmq.security.guard import AccessGuard, Principal
-from orbitmq.transport.tls import ServerTls
+from orbitmq.transport.tls import ServerTls, TlsServerMode
 
 __all__ = ["GrpcEndpoint"]
 
@@ -64,8 +65,7 @@ _TYPES = {TopicMessageType.NORMAL: [pb.NORMAL], TopicMessageType.FIFO: [pb.FIFO]
           TopicMessageType.MIXED: [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]}
 
 
-def _peer_ip(context: aio.ServicerContext) -> str:
-    peer = context.peer() or ""
+def _peer_ip(peer: str) -> str:
     if peer.startswith("ipv4:"):
         return peer[5:].rsplit(":", 1)[0]
     return "127.0.0.1"
@@ -98,6 +98,9 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         pop.client_alive = self.clients.alive
         self.port = 0
         self._server: aio.Server | None = None
+        self._front: GrpcFront | None = None  # tls_server_mode permissive (grpc/front.py)
+        # A call's peer (``ipv4:IP:PORT``): grpcio's, or the client's behind the permissive front.
+        self.peer_of: Callable[[aio.ServicerContext], str] = lambda context: context.peer() or ""
         self._answers: dict[str, asyncio.Future[Any]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -112,16 +115,32 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         host = cfg.listen_host
         where = f"[{host}]:{cfg.grpc_listen_port}" if ":" in host else f"{host}:{cfg.grpc_listen_port}"
         tls = ServerTls.of(cfg)
+        permissive = tls.mode is TlsServerMode.PERMISSIVE
         try:
-            self.port = (server.add_secure_port(where, server_credentials(tls)) if tls.enabled
-                         else server.add_insecure_port(where))
+            if permissive:  # grpcio on loopback, the port ours (grpc/front.py)
+                self.port = server.add_insecure_port("127.0.0.1:0")
+            else:
+                self.port = (server.add_secure_port(where, server_credentials(tls)) if tls.enabled
+                             else server.add_insecure_port(where))
         except RuntimeError as e:
             raise OSError(f"the gRPC endpoint cannot listen on {where}: {e}") from None
         await server.start()
         self._server = server
+        if permissive:
+            front = GrpcFront(tls, host, cfg.grpc_listen_port, self.port)
+            try:
+                self.port = await front.start()
+            except BaseException:
+                await self.stop()
+                raise
+            self._front = front
+            self.peer_of = self.access.peer_of = front.peer_of
         log.info("orbitmq grpc ready on %s:%d", self.ctx.host.store_host[0], self.port)
 
     async def stop(self) -> None:
+        front, self._front = self._front, None
+        if front is not None:
+            await front.stop()
         server, self._server = self._server, None
         for session in list(self.clients.sessions.values()):
             if session.channel is not None:
@@ -230,7 +249,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         async def work() -> spb.SendMessageResponse:
             self.access.admit("SendMessage", request, context)
             _client_id(context)
-            return await self.producing.send(request, _peer_ip(context))
+            return await self.producing.send(request, _peer_ip(self.peer_of(context)))
         return await self._answer("SendMessage", lambda s: spb.SendMessageResponse(status=s), work())
 
     async def EndTransaction(self, request: spb.EndTransactionRequest,
@@ -240,7 +259,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
             client_id = _client_id(context)
             session = self.clients.sessions.get(client_id)
             channel = session.channel if session is not None and session.channel is not None \
-                else TelemetryChannel(client_id, context.peer() or "", 0)
+                else TelemetryChannel(client_id, self.peer_of(context), 0)
             return await self.producing.end_transaction(request, channel)
         return await self._answer("EndTransaction",
                                   lambda s: spb.EndTransactionResponse(status=s), work())
@@ -334,7 +353,8 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         except ApiError as e:
             yield spb.TelemetryCommand(status=status(e.code, e.message))
             return
-        channel = TelemetryChannel(client_id, context.peer() or "", self.ctx.config.store.max_message_size)
+        channel = TelemetryChannel(client_id, self.peer_of(context),
+                                   self.ctx.config.store.max_message_size)
         self.clients.attach(client_id, channel)
         reader = asyncio.ensure_future(self._read_telemetry(client_id, channel, request_iterator,
                                                             principal))

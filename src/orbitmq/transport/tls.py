@@ -109,6 +109,7 @@ class ServerTls:
     key_path: str = ""
     trust_cert_path: str = ""
     need_client_auth: TlsClientAuth = TlsClientAuth.NONE
+    alpn: tuple[str, ...] = ()  # protocols offered in the handshake (gRPC's clients need h2)
 
     @classmethod
     def of(cls, cfg: Any) -> ServerTls:
@@ -212,6 +213,8 @@ def server_context(tls: ServerTls) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(tls.cert_path, tls.key_path)
+    if tls.alpn:
+        ctx.set_alpn_protocols(list(tls.alpn))
     if tls.need_client_auth is not TlsClientAuth.NONE:
         ctx.load_verify_locations(cafile=tls.trust_cert_path)
         ctx.verify_mode = (ssl.CERT_REQUIRED if tls.need_client_auth is TlsClientAuth.REQUIRE
