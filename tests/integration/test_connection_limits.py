@@ -167,13 +167,19 @@ def test_a_length_word_reserves_nothing_and_partial_frames_share_a_budget():
             # 9 bytes of a 16 MiB frame: the server holds what came, 64 KiB at most, not 16 MiB.
             announce = struct.pack(">i", 16 * 1024 * 1024 - 4)
             for _ in range(4):
-                await connect_and_send(announce + b"\x00" * 5)
-            await held_at_least(4 * 9)
-            assert server.budget.held_bytes <= 4 * BIG_FRAME_START_BYTES
+                await connect_and_send(announce)
+            await held_at_least(4 * 4)  # read: the next read goes where the frame will be
+            for writer in opened:
+                writer.write(b"\x00" * 5)
+            deadline = time.monotonic() + CLOSE_BOUND_S
+            while server.budget.held_bytes < 4 * BIG_FRAME_START_BYTES:
+                assert time.monotonic() < deadline, server.budget.held_bytes
+                await asyncio.sleep(0.01)
+            assert server.budget.held_bytes == 4 * BIG_FRAME_START_BYTES
             # 300 KiB of a big frame: at most twice that held each.
             for i in range(2):
                 await connect_and_send(announce + b"\x00" * (300 * 1024))
-                await held_at_least(4 * 9 + (i + 1) * 300 * 1024)
+                await held_at_least(4 * BIG_FRAME_START_BYTES + (i + 1) * 300 * 1024)
             held = server.budget.held_bytes
             assert held <= 4 * BIG_FRAME_START_BYTES + 2 * 600 * 1024
             # 1.5 MiB more on a seventh connection would pass the budget: that one is closed.
