@@ -65,7 +65,8 @@ BENCH_ARGS ?=
 # OrbitMQ next to the installed peers (bench/run_bench.py), the Python clients side by side, the
 # store against the raw disk, disk and broker memory per 1,000 idle queues, Spark, the RocketMQ 5
 # client next to the SDK with 1 M pending timers (bench/grpc_bench.py), and replication (a
-# SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate). Never part of
+# SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate), publish over TLS
+# against plaintext on one broker (bench/tls_bench.py). Never part of
 # `make test`; BENCH_ARGS=--quick for a smoke run.
 bench: install
 	$(PY) bench/run_bench.py $(BENCH_ARGS)
@@ -75,6 +76,7 @@ bench: install
 	$(PY) bench/spark_bench.py $(BENCH_ARGS)
 	$(PY) bench/grpc_bench.py $(BENCH_ARGS)
 	$(PY) bench/ha_bench.py $(BENCH_ARGS)
+	$(PY) bench/tls_bench.py $(BENCH_ARGS)
 
 # Redis, RabbitMQ and NATS from Debian (their services stopped: the bench starts its own on
 # 127.0.0.1) and the peers' Python clients (the `bench` extra).

@@ -1,6 +1,6 @@
 """Publish over TLS against plaintext on the same broker (issue 35's target: >= 0.6x).
 
-    .venv/bin/python bench/tls_bench.py [--seconds 8] [--rounds 3] [--json PATH]
+    .venv/bin/python bench/tls_bench.py [--quick] [--seconds 8] [--rounds 3] [--json PATH]
 
 One ``orbitmq standalone`` (ASYNC_FLUSH) in ``tls_server_mode permissive``, so that the TLS
 load and the plaintext load reach the same process on the same port; rounds alternate between
@@ -143,7 +143,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0, help="length of one round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each mode")
     ap.add_argument("--json", type=Path, help="write the results here too")
+    ap.add_argument("--quick", action="store_true", help="one round of 2 s each (a smoke test)")
     args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.rounds = 2.0, 1
     work = Path(tempfile.mkdtemp(prefix="orbitmq-tls-bench-"))
     certs = make_test_certs(work / "certs")
     cmd = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
@@ -157,7 +160,7 @@ def main() -> None:
         with Admin(addrs["namesrv"], tls=False) as admin:
             admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
         frames = _frames(TOPIC)
-        run_round(addrs["broker"], None, frames, 2.0, proc.pid)  # warm-up, not counted
+        run_round(addrs["broker"], None, frames, 1.0 if args.quick else 2.0, proc.pid)  # warm-up
         rounds: dict[str, list[dict[str, float]]] = {"plaintext": [], "tls": []}
         for i in range(args.rounds):
             order = ("plaintext", "tls") if i % 2 == 0 else ("tls", "plaintext")
