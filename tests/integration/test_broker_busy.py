@@ -55,7 +55,8 @@ def stall(cluster: EmbeddedCluster, seconds: float) -> None:
 
 @pytest.mark.parametrize("properties", ["", "DELAY\x011\x02"], ids=["fast-path", "python-path"])
 def test_a_send_held_by_a_stalled_broker_is_answered_system_busy(tmp_path: Path, properties: str):
-    with EmbeddedCluster(tmp_path, os_page_cache_busy_time_out_mills=600) as cluster:
+    with EmbeddedCluster(tmp_path, broker_fast_failure_enable=True,
+                         os_page_cache_busy_time_out_mills=600) as cluster:
         broker = cluster.brokers[0]
         host, _, port = broker.address.rpartition(":")
         with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
@@ -81,7 +82,7 @@ def test_a_send_held_by_a_stalled_broker_is_answered_system_busy(tmp_path: Path,
 
 
 def test_the_producer_backs_off_and_retries_a_busy_broker(tmp_path: Path):
-    with EmbeddedCluster(tmp_path) as cluster, \
+    with EmbeddedCluster(tmp_path, broker_fast_failure_enable=True) as cluster, \
             Producer("busy-producer", namesrv=cluster.namesrv) as producer:
         assert producer.send(Message(TOPIC, b"first")).status is SendStatus.OK
         stall(cluster, 0.3)

@@ -37,6 +37,7 @@ def broker_config(store_dir: Path | str, **overrides: Any) -> BrokerConfig:
     """A broker on 127.0.0.1, port 0, with the tiny TEST_MIN store under ``store_dir``."""
     store = dataclasses.replace(TEST_MIN_STORE, store_path=str(store_dir))
     overrides.setdefault("grpc_listen_port", 0)  # the default 8081 would collide between tests
+    overrides.setdefault("broker_fast_failure_enable", False)  # the host's load: no SYSTEM_BUSY
     return BrokerConfig(listen_port=0, store=store, **overrides)
 
 

@@ -49,8 +49,10 @@ class EmbeddedCluster:
         name = f"broker-{chr(ord('a') + index)}"
         store = dataclasses.replace(self._store, store_path=str(self.root / name))
         # Every port a free one, the HA port too: its default, the broker's port + 1, may be
-        # taken (an outgoing connection's) when a test restarts a broker on its port.
-        settings: dict[str, Any] = {"ha_listen_port": 0, **self._overrides}
+        # taken (an outgoing connection's) when a test restarts a broker on its port. No
+        # SYSTEM_BUSY for a loop stalled by the test's own work on the same host, unless asked.
+        settings: dict[str, Any] = {"ha_listen_port": 0, "broker_fast_failure_enable": False,
+                                    **self._overrides}
         return dataclasses.replace(
             BrokerConfig(),
             broker_name=name,

@@ -21,8 +21,11 @@ __all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_dis
 # A test broker shares its disk with everything else on the host, whose use it cannot foresee: at
 # the default ratios it would delete a test's segments (past 0.75 or 0.85 of the disk used) or
 # refuse its sends (past 0.90) because other work filled the disk. Tests of those ratios set them.
+# Its CPU too: a broker stalled by other work on the host (a JVM starting, a compiler) would
+# answer sends read after the stall SYSTEM_BUSY (broker_fast_failure_enable). Tests of that set it.
 HOST_DISK_IGNORED = ("--disk-max-used-space-ratio", "1.0", "--disk-space-clean-forcibly-ratio", "1.0",
-                     "--disk-space-warning-level-ratio", "1.0")
+                     "--disk-space-warning-level-ratio", "1.0",
+                     "--broker-fast-failure-enable", "false")
 
 READY = re.compile(r"orbitmq (\w+) ready on (\S+):(\d+)")
 
@@ -119,7 +122,8 @@ class ServerProcess:
 
 def host_disk_ignored(args: Sequence[str]) -> tuple[str, ...]:
     """HOST_DISK_IGNORED, unless ``args`` set a disk ratio or name a config file (which may)."""
-    chosen = any(a.startswith("--disk-") or a == "--config" for a in args)
+    chosen = any(a.startswith(("--disk-", "--broker-fast-failure")) or a == "--config"
+                 for a in args)
     return () if chosen else HOST_DISK_IGNORED
 
 
