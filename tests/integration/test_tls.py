@@ -251,3 +251,30 @@ def test_client_settings_from_the_environment(certs: TestCerts) -> None:
     assert got == ClientTls(str(certs.ca), check_hostname=False)
     with pytest.raises(TlsError, match="ORBITMQ_TLS_ENABLE"):
         client_tls_from_env({"ORBITMQ_TLS_ENABLE": "maybe"})
+
+
+def test_stopping_closes_connections_still_silent_or_in_their_handshake(certs: TestCerts) -> None:
+    """A connection that has sent nothing yet (its first byte is awaited) or only half a
+    handshake is closed when the server stops, and the stop does not wait for it."""
+    async def main() -> None:
+        server = echo_server(server_tls(certs, TlsServerMode.PERMISSIVE))
+        await server.start()
+        loop = asyncio.get_running_loop()
+        silent = socket.create_connection(("127.0.0.1", server.port))
+        half = socket.create_connection(("127.0.0.1", server.port))
+        half.sendall(b"\x16\x03\x01")  # the start of a ClientHello's record, no more
+        listener = server._server
+        assert isinstance(listener, TlsListener)
+        deadline = time.monotonic() + 5
+        while len(listener._admitting) < 2:
+            assert time.monotonic() < deadline, "the two connections were not accepted"
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        await server.stop()
+        assert time.monotonic() - started < 2.0
+        for s in (silent, half):
+            s.settimeout(2.0)
+            assert await loop.run_in_executor(None, s.recv, 10) == b""
+            s.close()
+
+    run(main())

@@ -443,36 +443,41 @@ class TlsListener(asyncio.AbstractServer):
             task.add_done_callback(self._admitting.discard)
 
     async def _admit(self, sock: socket.socket) -> None:
+        """Peek the first byte, then hand the connection on in TLS or plaintext (or close it).
+        The socket is ours to close until a transport takes it."""
         try:
-            await self._sniff(sock)
-        except Exception:
-            log.exception("server=%s: admitting a connection failed", self.name)
+            first = await self._first_byte(sock)
+        except BaseException:  # the listener closing (cancelled), or our bug
             sock.close()
-
-    async def _sniff(self, sock: socket.socket) -> None:
-        """Peek the first byte, then hand the connection on in TLS or plaintext (or close it)."""
-        sock.setblocking(False)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            first = await asyncio.wait_for(_first_byte(self._loop, sock), FIRST_BYTE_WAIT_S)
-        except (OSError, TimeoutError):
-            first = None
+            raise
         if first is None:  # closed, reset or silent before saying anything
             self.dropped += 1
             sock.close()
             return
-        if first != TLS_HANDSHAKE_BYTE:
-            if self._mode is TlsServerMode.ENFORCING:
-                self.refused_plain += 1
-                log.debug("server=%s: a plaintext connection refused (tls_server_mode enforcing)",
-                          self.name)
-                sock.close()
-                return
-            self.accepted_plain += 1
-            await self._loop.connect_accepted_socket(self._factory, sock)
+        if first != TLS_HANDSHAKE_BYTE and self._mode is TlsServerMode.ENFORCING:
+            self.refused_plain += 1
+            log.debug("server=%s: a plaintext connection refused (tls_server_mode enforcing)",
+                      self.name)
+            sock.close()
             return
-        await self._handshake(sock)
+        try:
+            if first == TLS_HANDSHAKE_BYTE:
+                await self._handshake(sock)
+            else:
+                self.accepted_plain += 1
+                await self._loop.connect_accepted_socket(self._factory, sock)
+        except (OSError, TimeoutError) as e:  # the transport closed the socket
+            log.info("server=%s: a connection from %s failed at once: %s", self.name,
+                     _peer(sock), e)
+
+    async def _first_byte(self, sock: socket.socket) -> int | None:
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            return await asyncio.wait_for(_first_byte(self._loop, sock), FIRST_BYTE_WAIT_S)
+        except (OSError, TimeoutError):
+            return None
 
     async def _handshake(self, sock: socket.socket) -> None:
         peer = _peer(sock)
