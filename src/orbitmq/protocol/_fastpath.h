@@ -15,10 +15,9 @@
  *
  * With authentication on (constructed with ``auth``), a send must also pass _fastpath_auth.h's
  * check: signed by an enabled user of the snapshot Python pushes (set_users), and with
- * authorization on, by a Super user or for an allowed (user, topic) pair (allow). take() then
- * reads up to READ_AHEAD_MAX frames ahead, hashes their signatures together (half on a helper
- * thread, the GIL released, when a read brings enough of them), and stores them in order up to
- * the first one declined. One thread at a time uses a FastPath (the broker's event loop).
+ * authorization on, by a Super user or for an allowed (user, topic) pair (allow), checked
+ * frame by frame before it is stored. One thread at a time uses a FastPath (the broker's event
+ * loop).
  *
  * The caller holds the commit log's put lock and publishes the segment's new write position;
  * broker/fast_path.py is that caller. Every byte of a frame is bounds-checked before it is read.
@@ -68,9 +67,6 @@ typedef struct {
     Py_ssize_t scratch_cap;
     unsigned long long handled, declined, segment_full, errors;  /* frames, since creation */
     AuthState auth;
-    struct ParsedFrame *parsed;  /* with auth: the frames of a read read ahead of storing */
-    SigJob *jobs;                /* their signature checks */
-    int parsed_cap;
     int busy;  /* in take() (which may release the GIL): auth_check waits its turn */
 } FastPathObject;
 
@@ -312,16 +308,6 @@ typedef struct {
     Span props;
 } SendFields;
 
-/* A frame read ahead of storing (take() with authentication on), and its check's verdict. */
-typedef struct ParsedFrame {
-    WireRequest r;
-    SendFields f;
-    Py_ssize_t size;
-    int prepared;  /* auth_prepare's verdict */
-} ParsedFrame;
-
-#define READ_AHEAD_MAX 256  /* frames read and checked at a time */
-
 /* The send header's fields, or 0 to decline (the Python path decides). */
 static int send_fields(const FastPathObject *fp, const WireRequest *r, SendFields *f)
 {
@@ -506,7 +492,8 @@ static int after_send(FastPathObject *fp, int sent)
     return STOP_DECLINED;
 }
 
-/* take()'s frames without authentication: each read, checked and stored in turn. */
+/* take()'s frames: each read, checked (and with authentication on, its signature and rules)
+ * and stored in turn, up to the first declined. */
 static int take_frames(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssize_t *pos)
 {
     for (;;) {
@@ -518,87 +505,20 @@ static int take_frames(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssiz
             return STOP_PARTIAL;
         SendFields f;
         int sent = read == FRAME_DECLINED || !send_fields(fp, &r, &f) ? SEND_DECLINED
-                                                                       : store_send(fp, t, &r, &f);
+                                                                       : SEND_HANDLED;
+        if (sent == SEND_HANDLED && fp->auth.on) {
+            int verdict = auth_verdict(&fp->auth, &r, r.send[1]);
+            if (verdict != AUTH_OK) {
+                fp->auth.declined[verdict]++;
+                sent = SEND_DECLINED;
+            }
+        }
+        if (sent == SEND_HANDLED)
+            sent = store_send(fp, t, &r, &f);
         int stop = after_send(fp, sent);
         if (stop >= 0)
             return stop;
         *pos += frame_size;
-    }
-}
-
-static int ensure_read_ahead(FastPathObject *fp)
-{
-    if (fp->parsed_cap >= READ_AHEAD_MAX)
-        return 0;
-    ParsedFrame *parsed = PyMem_Calloc(READ_AHEAD_MAX, sizeof(ParsedFrame));
-    SigJob *jobs = PyMem_Calloc(READ_AHEAD_MAX, sizeof(SigJob));
-    if (parsed == NULL || jobs == NULL) {
-        PyMem_Free(parsed);
-        PyMem_Free(jobs);
-        PyErr_NoMemory();
-        return -1;
-    }
-    fp->parsed = parsed;
-    fp->jobs = jobs;
-    fp->parsed_cap = READ_AHEAD_MAX;
-    return 0;
-}
-
-/* take()'s frames with authentication: up to READ_AHEAD_MAX whole frames are read (each
- * unescaping into its own part of the scratch: the part at its own offset), their signatures
- * hashed together (on two cores when there is enough to hash: run_sig_jobs), then stored in
- * order up to the first that is declined, by its check or by anything else. */
-static int take_signed(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssize_t *pos)
-{
-    const unsigned char *base = in->buf;
-    Py_ssize_t origin = *pos;  /* the scratch's first byte stands for this offset */
-    if (ensure_read_ahead(fp) < 0) {
-        PyErr_Clear();
-        fp->errors++;
-        return take_frames(fp, t, in, pos);  /* without memory to read ahead: one by one */
-    }
-    for (;;) {
-        int count = 0, tail = STOP_PARTIAL;
-        Py_ssize_t at = *pos, bytes = 0;
-        unsigned long long generation = fp->auth.generation;
-        while (count < READ_AHEAD_MAX) {
-            ParsedFrame *pf = &fp->parsed[count];
-            int read = read_frame(base + at, in->len - at, fp->max_frame_size,
-                                  fp->scratch + (at - origin), &pf->r, &pf->size);
-            if (read == FRAME_PARTIAL)
-                break;
-            if (read == FRAME_DECLINED || !send_fields(fp, &pf->r, &pf->f)) {
-                tail = STOP_DECLINED;
-                break;
-            }
-            pf->prepared = auth_prepare(&fp->auth, &pf->r, pf->r.send[1], &fp->jobs[count]);
-            count++;
-            if (pf->prepared != AUTH_OK)
-                break;  /* declined at its turn: nothing after it is read */
-            bytes += pf->r.body_len;
-            at += pf->size;
-        }
-        run_sig_jobs(fp->jobs, count, bytes);
-        for (int i = 0; i < count; i++) {
-            ParsedFrame *pf = &fp->parsed[i];
-            int verdict = auth_finish(pf->prepared, &fp->jobs[i]);
-            int sent = SEND_DECLINED;
-            if (fp->auth.generation != generation)
-                ;  /* the users changed while the GIL was released: the guard decides afresh */
-            else if (verdict != AUTH_OK)
-                fp->auth.declined[verdict]++;
-            else
-                sent = store_send(fp, t, &pf->r, &pf->f);
-            int stop = after_send(fp, sent);
-            if (stop >= 0)
-                return stop;
-            *pos += pf->size;
-        }
-        if (count < READ_AHEAD_MAX) {
-            if (tail == STOP_DECLINED)
-                fp->declined++;
-            return tail;
-        }
     }
 }
 
@@ -649,7 +569,7 @@ static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t n
     if (ensure_scratch(fp, in.len - pos) < 0)
         goto done;
     fp->busy = 1;
-    stop = fp->auth.on ? take_signed(fp, &t, &in, &pos) : take_frames(fp, &t, &in, &pos);
+    stop = take_frames(fp, &t, &in, &pos);
     fp->busy = 0;
     PyObject *answers = t.out_len ? PyBytes_FromStringAndSize(t.out, t.out_len) : Py_NewRef(Py_None);
     PyObject *counts = t.count_len ? counts_list(fp, &t) : Py_NewRef(Py_None);
@@ -752,8 +672,6 @@ static void fp_dealloc(FastPathObject *fp)
 {
     clear_topics(fp);
     auth_free(&fp->auth);
-    PyMem_Free(fp->parsed);
-    PyMem_Free(fp->jobs);
     PyMem_Free(fp->scratch);
     Py_XDECREF(fp->inert_names);
     Py_TYPE(fp)->tp_free((PyObject *)fp);

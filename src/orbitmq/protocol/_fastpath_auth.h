@@ -65,8 +65,6 @@ typedef struct {
     int authorization;  /* rules: Normal users need an allowed pair (fixed at construction) */
     unsigned open_codes;  /* the send codes of the whitelist: bit 0 SEND_MESSAGE, 1 V2, 2 batch */
     unsigned long long version;  /* the registry's version of the snapshot */
-    unsigned long long generation;  /* bumped by every set_users (a take() that released the
-                                       GIL checks it before it stores what it checked) */
     AuthUser *users;
     Py_ssize_t user_count;
     Py_ssize_t *user_slots;  /* open addressing: index + 1 into users, 0 free */
@@ -200,7 +198,6 @@ static PyObject *fp_set_users(AuthState *a, PyObject *const *args, Py_ssize_t na
     a->user_mask = built.user_mask;
     a->user_count = built.user_count;
     a->version = version;
-    a->generation++;
     return PyLong_FromSsize_t(count);
 }
 
@@ -299,8 +296,8 @@ static int key_before(Span x, Span y)
     return c < 0 || (c == 0 && x.len < y.len);
 }
 
-/* A signature to check: what auth_prepare found, hashed by sig_job_run (the GIL may be released
- * meanwhile: it holds a copy of the key, and spans of the frame, nothing of the snapshot). */
+/* A signature to check: what auth_prepare found, hashed by sig_job_run (a copy of the key and
+ * spans of the frame: nothing of the snapshot). */
 typedef struct {
     HmacKey key;
     Span signature;
@@ -373,8 +370,7 @@ static int auth_prepare(const AuthState *a, const WireRequest *r, Span topic, Si
     return AUTH_OK;
 }
 
-/* The HMAC of a prepared check, compared in constant time. Touches nothing shared: it runs
- * without the GIL, on the verifier thread too. */
+/* The HMAC of a prepared check, compared in constant time. */
 static void sig_job_run(SigJob *job)
 {
     Sha1 s;
@@ -409,128 +405,6 @@ static int auth_verdict(const AuthState *a, const WireRequest *r, Span topic)
         sig_job_run(&job);
     return auth_finish(prepared, &job);
 }
-
-/* -- checking the signatures of a read's frames on two cores -------------------------------- */
-
-#define VERIFY_PARALLEL_MIN_BYTES (48 * 1024)  /* below it a thread's wake costs what it saves */
-
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#define VERIFIER_BUILT 1
-
-/* One helper thread, started on first use, that hashes the second half of a read's signed
- * frames while the caller hashes the first half (without the GIL). ``use`` makes the callers
- * take turns: one that finds it busy hashes everything itself. */
-static struct {
-    pthread_mutex_t use, lock;
-    pthread_cond_t go, done;
-    int started;
-    unsigned long long asked, finished;
-    SigJob *jobs;
-    int count;
-} verifier = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-              PTHREAD_COND_INITIALIZER, 0, 0, 0, NULL, 0};
-
-static void *verifier_main(void *unused)
-{
-    pthread_mutex_lock(&verifier.lock);
-    for (;;) {
-        while (verifier.finished == verifier.asked)
-            pthread_cond_wait(&verifier.go, &verifier.lock);
-        SigJob *jobs = verifier.jobs;
-        int count = verifier.count;
-        pthread_mutex_unlock(&verifier.lock);
-        for (int i = 0; i < count; i++)
-            if (jobs[i].check)
-                sig_job_run(&jobs[i]);
-        pthread_mutex_lock(&verifier.lock);
-        verifier.finished = verifier.asked;
-        pthread_cond_signal(&verifier.done);
-    }
-    return NULL;
-}
-
-/* A forked child has no helper thread: it starts its own when it needs one. */
-static void verifier_after_fork(void)
-{
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-    verifier.use = fresh;
-    verifier.lock = fresh;
-    verifier.go = cond;
-    verifier.done = cond;
-    verifier.started = 0;
-    verifier.asked = verifier.finished = 0;
-}
-
-/* 1 when the helper thread runs (started now if need be), with ``use`` held by the caller. */
-static int verifier_acquire(void)
-{
-    if (pthread_mutex_trylock(&verifier.use) != 0)
-        return 0;
-    if (!verifier.started) {
-        static int fork_handler;
-        pthread_t thread;
-        pthread_attr_t attr;
-        if (!fork_handler && pthread_atfork(NULL, NULL, verifier_after_fork) == 0)
-            fork_handler = 1;
-        if (!fork_handler || pthread_attr_init(&attr) != 0) {
-            pthread_mutex_unlock(&verifier.use);
-            return 0;
-        }
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        int failed = pthread_create(&thread, &attr, verifier_main, NULL);
-        pthread_attr_destroy(&attr);
-        if (failed) {
-            pthread_mutex_unlock(&verifier.use);
-            return 0;
-        }
-        verifier.started = 1;
-    }
-    return 1;
-}
-
-/* Runs the checks of ``jobs[0:count]`` (``bytes`` of body among them): half on the helper
- * thread when that pays, the GIL released meanwhile. */
-static void run_sig_jobs(SigJob *jobs, int count, Py_ssize_t bytes)
-{
-    if (count < 2 || bytes < VERIFY_PARALLEL_MIN_BYTES || !verifier_acquire()) {
-        for (int i = 0; i < count; i++)
-            if (jobs[i].check)
-                sig_job_run(&jobs[i]);
-        return;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    int split = 0;
-    Py_ssize_t mine = 0;
-    while (split < count && 2 * mine < bytes)  /* the first half of the bytes is ours */
-        mine += jobs[split++].body_len;
-    pthread_mutex_lock(&verifier.lock);
-    verifier.jobs = jobs + split;
-    verifier.count = count - split;
-    verifier.asked++;
-    pthread_cond_signal(&verifier.go);
-    pthread_mutex_unlock(&verifier.lock);
-    for (int i = 0; i < split; i++)
-        if (jobs[i].check)
-            sig_job_run(&jobs[i]);
-    pthread_mutex_lock(&verifier.lock);
-    while (verifier.finished != verifier.asked)
-        pthread_cond_wait(&verifier.done, &verifier.lock);
-    pthread_mutex_unlock(&verifier.lock);
-    Py_END_ALLOW_THREADS
-    pthread_mutex_unlock(&verifier.use);
-}
-#else
-#define VERIFIER_BUILT 0
-static void run_sig_jobs(SigJob *jobs, int count, Py_ssize_t bytes)
-{
-    for (int i = 0; i < count; i++)
-        if (jobs[i].check)
-            sig_job_run(&jobs[i]);
-}
-#endif
 
 static void auth_free(AuthState *a)
 {
