@@ -296,10 +296,10 @@ static int key_before(Span x, Span y)
     return c < 0 || (c == 0 && x.len < y.len);
 }
 
-/* A signature to check: what auth_prepare found, hashed by sig_job_run (a copy of the key and
- * spans of the frame: nothing of the snapshot). */
+/* A signature to check: what auth_prepare found, hashed by sig_job_run (the user's key in the
+ * snapshot, spans of the frame). */
 typedef struct {
-    HmacKey key;
+    const HmacKey *key;
     Span signature;
     Span values[EXT_FIELDS_MAX];  /* the extFields' values in key order, Signature left out */
     int value_count;
@@ -355,7 +355,7 @@ static int auth_prepare(const AuthState *a, const WireRequest *r, Span topic, Si
         return AUTH_UNSIGNED;
     if (signature.len != SHA1_BASE64)
         return AUTH_BAD_SIGNATURE;  /* no canonical Base64 of a digest: nothing to hash */
-    job->key = user->key;
+    job->key = &user->key;
     job->signature = signature;
     job->value_count = 0;
     for (int i = 0; i < r->ext_count; i++)
@@ -376,16 +376,16 @@ static void sig_job_run(SigJob *job)
     Sha1 s;
     unsigned char digest[SHA1_DIGEST];
     char expected[SHA1_BASE64];
-    hmac_sha1_begin(&job->key, &s);
+    hmac_sha1_begin(job->key, &s);
     for (int i = 0; i < job->value_count; i++)
         sha1_update(&s, job->values[i].p, (size_t)job->values[i].len);
     if (job->body_len > 0)
         sha1_update(&s, job->body, (size_t)job->body_len);
-    hmac_sha1_end(&job->key, &s, digest);
+    hmac_sha1_end(job->key, &s, digest);
     base64_digest(digest, expected);
     job->ok = equal_in_constant_time(job->signature.p, (const unsigned char *)expected,
                                      SHA1_BASE64);
-    secure_wipe(&job->key, sizeof job->key);
+    secure_wipe(&s, sizeof s);
 }
 
 /* The verdict of a prepared check once run (``prepared``: what auth_prepare returned). */
