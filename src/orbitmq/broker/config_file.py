@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orbitmq.errors import RemoteProtocolError, StoreError
+from orbitmq.files import replace_file
 from orbitmq.protocol.bodies import loads_lenient
 from orbitmq.store.file_mode import file_mode_in, make_dirs
 
@@ -36,22 +37,7 @@ def write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash at any point leaves a whole file."""
     directory = os.path.dirname(path) or "."
     make_dirs(directory)  # the store's modes (store/file_mode.py): 0700 and 0600 by default
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode_in(directory))
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(path, data, file_mode_in(directory))
 
 
 def read_json(path: str) -> Any | None:

@@ -12,12 +12,11 @@ grpcio either requires a client certificate or asks for none: ``tls_server_need_
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import grpc
 
-from orbitmq.transport.tls import ServerTls, TlsClientAuth, TlsError
+from orbitmq.transport.tls import ServerTls, TlsClientAuth, TlsError, file_stamps
 
 __all__ = ["server_credentials"]
 
@@ -36,18 +35,6 @@ def _read(tls: ServerTls) -> grpc.ServerCertificateConfiguration:
     return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=roots)
 
 
-def _stamp(paths: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
-    out = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            out.append((-1, -1, -1))
-        else:
-            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
-    return tuple(out)
-
-
 class _Fetcher:
     """grpcio's certificate configuration fetcher: a new configuration when a file changed."""
 
@@ -55,12 +42,12 @@ class _Fetcher:
         self._tls = tls
         self._paths = tuple(p for p in (tls.cert_path, tls.key_path, tls.trust_cert_path) if p)
         self._lock = threading.Lock()
-        self._stamp = _stamp(self._paths)
+        self._stamp = file_stamps(self._paths)
         self.reloads = 0
 
     def __call__(self) -> grpc.ServerCertificateConfiguration | None:
         with self._lock:
-            stamp = _stamp(self._paths)
+            stamp = file_stamps(self._paths)
             if stamp == self._stamp:
                 return None
             self._stamp = stamp

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from orbitmq.errors import RemoteProtocolError, StoreError
+from orbitmq.files import replace_file
 from orbitmq.security.model import Acl, User, UserType, check_username
 
 __all__ = ["AuthRegistry", "AUTH_FILE_NAME", "USERS_MAX", "write_private"]
@@ -31,24 +32,8 @@ USERS_MAX = 100_000
 
 def write_private(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data``, readable by the owner only, whole after any crash."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # a leftover temporary file may have had another mode
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    replace_file(path, data, 0o600)
 
 
 class AuthRegistry:

@@ -47,6 +47,7 @@ __all__ = [
     "client_context",
     "client_tls_from_env",
     "TLS_HANDSHAKE_BYTE",
+    "file_stamps",
     "TLS_ENV",
 ]
 
@@ -237,7 +238,8 @@ def client_context(tls: ClientTls) -> ssl.SSLContext:
     return ctx
 
 
-def _stamp(paths: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+def file_stamps(paths: tuple[str, ...]) -> tuple[tuple[int, int, int], ...]:
+    """Each file's (mtime, size, inode), or -1s when it cannot be read: what tells a rotation."""
     out = []
     for path in paths:
         try:
@@ -262,7 +264,7 @@ class ReloadingContext:
         self._build = build
         self._paths = tuple(p for p in paths if p)
         self._what = what
-        self._stamp = _stamp(self._paths)
+        self._stamp = file_stamps(self._paths)
         self._ctx = self._first()
         self.reloads = 0  # contexts built after the first (tests, logs)
 
@@ -274,7 +276,7 @@ class ReloadingContext:
                            f"{getattr(e, 'strerror', None) or e}") from None
 
     def get(self) -> ssl.SSLContext:
-        stamp = _stamp(self._paths)
+        stamp = file_stamps(self._paths)
         if stamp != self._stamp:
             self._stamp = stamp
             try:

@@ -1,0 +1,30 @@
+"""Replacing a small file so that a crash at any point leaves the old or the new content whole:
+the one atomic writer of the broker's tables and the servers' users files."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["replace_file"]
+
+
+def replace_file(path: str, data: bytes, mode: int) -> None:
+    """Write ``data`` to a temporary file of ``mode`` beside ``path`` (its directory must
+    exist), fsync it, rename it over ``path`` and fsync the directory."""
+    directory = os.path.dirname(path) or "."
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.fchmod(fd, mode)  # a temporary file left by a crash may have had another mode
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
