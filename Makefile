@@ -1,31 +1,55 @@
-# OrbitMQ developer tasks. `make run` and `make test` each install first, so either works alone
-# on a fresh machine.
+# OrbitMQ developer tasks. `make run` installs what running needs (the servers, the CLI, the web
+# console); `make test` and the other targets install everything else too (test, lint, Spark and
+# PostgreSQL extras, the client venvs of the compatibility tests), so each works alone on a fresh
+# machine.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps run test lint fuzz sanitize bench bench-peers pipeline console-screenshots clean
+.PHONY: install install-run system-deps run dist test lint fuzz sanitize bench bench-peers pipeline console-screenshots clean
 
 install: system-deps $(STAMP)
 
+# The servers, the CLI and the console: the package and its own dependencies, nothing else.
+install-run: $(RUN_STAMP)
+
 # What the system lacks, through apt when we are root (Java 17 for PySpark, PostgreSQL, Chromium
-# for the console tests, a C compiler).
+# for the console tests, a C compiler). `make run` asks only for the C compiler.
 system-deps:
 	@bash scripts/system-deps.sh
 
-$(STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
-		$(wildcard src/orbitmq/protocol/_*.h) scripts/compat-venv.sh scripts/rmq5-venv.sh
+$(RUN_STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
+		$(wildcard src/orbitmq/protocol/_*.h)
+	@bash scripts/system-deps.sh --run
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e .
+	@touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP) scripts/compat-venv.sh scripts/rmq5-venv.sh
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
 	@bash scripts/compat-venv.sh
 	@bash scripts/rmq5-venv.sh
 	@touch $(STAMP)
 
-run: install
-	$(VENV)/bin/orbitmq standalone --store ./data/broker-a
+# `make run` is a development broker: SQL92 filtering on (README's Filtering examples need it),
+# the store in ./data/broker-a, the console on 8080 and the gRPC endpoint on 8081 (README's other
+# commands use other ports). tests/integration/test_docs_run.py starts a server with these
+# flags (on free ports) and runs README's and docs' examples against it.
+RUN_FLAGS := --enable-property-filter true --grpc-port 8081
+
+run: install-run
+	$(VENV)/bin/orbitmq standalone --store ./data/broker-a $(RUN_FLAGS)
+
+# A wheel of this checkout in dist/ (with the C speedups when a compiler is there), to install
+# elsewhere: pip install dist/orbitmq-*.whl (or 'dist/orbitmq-...whl[spark]' for the extras).
+dist: install-run
+	rm -rf dist
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls dist/*.whl
 
 # The protocol, store and broker tests once more without the C speedups (about a minute), so
 # that the Python twins, which every install without a C compiler runs, cannot rot.
@@ -92,4 +116,4 @@ pipeline: install
 	$(PY) examples/order_pipeline/run.py $(PIPELINE_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-compat .venv-rmq5 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-compat .venv-rmq5 dist .pytest_cache .mypy_cache .ruff_cache
