@@ -112,7 +112,6 @@ def test_malformed_batches_are_refused_naming_the_problem(env: Env) -> None:
         (send([entry], count=2), ResponseCode.INVALID_PARAMETER, "count: 2"),
         (send([entry], properties="KEYS\x01k\x02"), ResponseCode.MESSAGE_ILLEGAL,
          "transaction id as UNIQ_KEY"),
-        (send([entry], topic=unique("TxbNoSuchTopic")), ResponseCode.TOPIC_NOT_EXIST, "not exist"),
         (send([entry], count=0), ResponseCode.INVALID_PARAMETER, "count"),
     ]
     for resp, code, remark in cases:

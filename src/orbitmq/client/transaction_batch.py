@@ -189,12 +189,15 @@ def encode_batch_messages(messages: Sequence[Message], ids: Sequence[str],
 
 
 def build_send_batch_request(prepared: PreparedBatch, queue: MessageQueue, group: str, *,
-                             born_timestamp_ms: int | None = None) -> RemotingCommand:
-    """SEND_TRANSACTION_BATCH of ``prepared`` to ``queue``."""
+                             born_timestamp_ms: int | None = None,
+                             default_topic_queue_nums: int | None = None) -> RemotingCommand:
+    """SEND_TRANSACTION_BATCH of ``prepared`` to ``queue``; ``default_topic_queue_nums``: the
+    queues a broker that auto-creates topics gives the topic when it does not exist yet."""
     born = time.time_ns() // 1_000_000 if born_timestamp_ms is None else born_timestamp_ms
     header = SendTransactionBatchRequestHeader(
         producer_group=group, topic=prepared.topic, queue_id=queue.queue_id, born_timestamp=born,
-        count=prepared.count, properties=prepared.properties)
+        count=prepared.count, properties=prepared.properties,
+        default_topic_queue_nums=default_topic_queue_nums)
     return RemotingCommand.request(OrbitMQRequestCode.SEND_TRANSACTION_BATCH,
                                    header.to_ext_fields(), body=prepared.body)
 

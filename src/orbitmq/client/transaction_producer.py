@@ -316,7 +316,8 @@ class AsyncTransactionProducer(AsyncProducer):
     async def _store_batch_half(self, prepared: PreparedBatch,
                                 timeout: float | None) -> TransactionSendResult:
         return await self._store_in_half_queue(
-            prepared.topic, lambda mq: build_send_batch_request(prepared, mq, self.group),
+            prepared.topic, lambda mq: build_send_batch_request(
+                prepared, mq, self.group, default_topic_queue_nums=self.default_topic_queue_nums),
             lambda resp, mq: parse_send_batch_response(resp, prepared, mq), timeout)
 
     async def send_batch_in_transaction(self, messages: Sequence[Message], arg: object = None, *,

@@ -41,6 +41,8 @@ class SendTransactionBatchRequestHeader(Header):
     ``queue_id`` negative: the broker picks the queue. ``count``: the messages the body holds
     (checked against it). ``properties``: the batch's own (UNIQ_KEY = its transaction id,
     CHECK_IMMUNITY_TIME_IN_SECONDS, the application's), in the wire text form.
+    ``default_topic_queue_nums``: the producer's queues for a topic the broker creates (a send's
+    ``defaultTopicQueueNums``; absent: the broker's ``default_topic_queue_nums``).
     """
 
     producer_group: str
@@ -49,6 +51,7 @@ class SendTransactionBatchRequestHeader(Header):
     born_timestamp: U64
     count: BatchCount
     properties: str | None = None
+    default_topic_queue_nums: U32 | None = None
 
 
 @dataclasses.dataclass(slots=True)

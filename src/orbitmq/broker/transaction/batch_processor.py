@@ -7,18 +7,24 @@ succeed later: the body is a well-formed batch of at most ``max_message_size`` b
 form fits one append, with ``count`` messages, each with a UNIQ_KEY, none delayed or
 transactional. Refusals: MESSAGE_ILLEGAL for what the messages hold, INVALID_PARAMETER for a
 header field (the transport answers one that does not parse), NO_PERMISSION and TOPIC_NOT_EXIST
-as for sends (a batch never creates its topic). Both are saved and answered through the
-durable-save seam, as a send and END_TRANSACTION are.
+as for sends. A batch to a topic that does not exist creates it as a send does (from TBW102, when
+the broker auto-creates topics, with the producer's ``defaultTopicQueueNums``), and is answered
+once the name servers have the new route: a first exactly-once write to a new topic works as a
+first send does. Both are saved and answered through the durable-save seam, as a send and
+END_TRANSACTION are.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
+from orbitmq.broker.send_processor import ROUTE_PUBLISH_WAIT_S
 from orbitmq.broker.topic_config_manager import (
+    DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -29,7 +35,7 @@ from orbitmq.broker.transaction.batch import TRAN_BATCH, is_batch
 from orbitmq.broker.transaction.ending import Answer, Ending, commit_answer, end_transaction
 from orbitmq.broker.transaction.service import TransactionService
 from orbitmq.errors import BrokerError, RemoteProtocolError
-from orbitmq.protocol.bodies import Perm
+from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.extension_headers import (
@@ -69,20 +75,44 @@ class TransactionBatchProcessor:
     def send_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> Answer:
         h = SendTransactionBatchRequestHeader.from_ext_fields(cmd.ext_fields)
         body = cmd.body if isinstance(cmd.body, bytes) else bytes(cmd.body)
+        created = self.ctx.topics.get(h.topic) is None
         try:
             queue_id = self._check(h, len(body))
             half = self._half(h, body, queue_id, _born_host(conn))
         except _Refused as r:
             return cmd.response(r.code, r.remark)
-        except BrokerError as e:  # reject_transaction_message
+        except BrokerError as e:  # reject_transaction_message; topics_max reached by a creation
             return cmd.response(e.code, e.remark)
         result = self.ctx.saver.append([half])
         self.ctx.stats.on_send(h.topic, result.append, [half])
         tx_id = half.properties[PropertyKey.UNIQ_KEY]
-        return self.ctx.saver.answer(result, _send_response, cmd, queue_id, tx_id)
+        answer = self.ctx.saver.answer(result, _send_response, cmd, queue_id, tx_id)
+        if created and result.status is PutMessageStatus.PUT_OK:
+            return self._after_route_published(answer)
+        return answer
+
+    async def _after_route_published(self, answer: Answer) -> RemotingCommand:
+        """The answer to the batch that created its topic, once the name servers have the new
+        route (or ROUTE_PUBLISH_WAIT_S passed), as for a send that creates its topic."""
+        try:
+            await asyncio.wait_for(self.ctx.route_published(), ROUTE_PUBLISH_WAIT_S)
+        except TimeoutError:
+            log.warning("new topic's route not published within %.1f s; answering the batch",
+                        ROUTE_PUBLISH_WAIT_S)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def _create_topic(self, h: SendTransactionBatchRequestHeader) -> TopicConfig:
+        """The batch's topic created as a send creates it (BrokerError past ``topics_max``)."""
+        nums = h.default_topic_queue_nums or self.ctx.config.default_topic_queue_nums
+        tc = self.ctx.topics.create_in_send(h.topic, DEFAULT_TOPIC, nums, 0)
+        if tc is None:
+            raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first "
+                           "please! (this broker does not auto-create topics)")
+        return tc
 
     def _check(self, h: SendTransactionBatchRequestHeader, body_size: int) -> int:
-        """The queue the batch goes to; _Refused when it may not go."""
+        """The queue the batch goes to (its topic created when missing and the broker
+        auto-creates topics); _Refused when it may not go."""
         config = self.ctx.config
         if not config.broker_permission & _PERM_WRITE:
             raise _Refused(ResponseCode.NO_PERMISSION,
@@ -103,8 +133,7 @@ class TransactionBatchProcessor:
                            f"sending a transaction batch to topic[{topic}] is forbidden")
         tc = self.ctx.topics.get(topic)
         if tc is None:
-            raise _Refused(ResponseCode.TOPIC_NOT_EXIST,
-                           f"topic[{topic}] not exist: a transaction batch does not create it")
+            tc = self._create_topic(h)
         if not tc.perm & _PERM_WRITE:
             raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if tc.write_queue_nums <= 0:
