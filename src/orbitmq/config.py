@@ -12,6 +12,7 @@ raises :class:`ConfigError` with one line naming the field, the value and what i
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import ipaddress
 import math
@@ -928,4 +929,27 @@ def load_toml(path: str | Path, cfg: T) -> T:
             data = tomllib.load(f)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError("", f"{path} is not TOML: {e}") from None
+    check_toml_keys(data, cfg)
     return replace_fields(cfg, **data)
+
+
+def check_toml_keys(data: dict[str, Any], cfg: Any, table: str = "") -> None:
+    """Refuse a key ``cfg`` has no setting for with the nearest names, since a mistyped key
+    would otherwise leave its setting at the default without a word (ConfigError)."""
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    for key, value in data.items():
+        if key not in values:
+            where = f"[{table}] " if table else ""
+            raise ConfigError(key, f"unknown setting {where}{key!r}{_nearest(key, values)}")
+        if isinstance(value, dict) and dataclasses.is_dataclass(values[key]):
+            check_toml_keys(value, values[key], f"{table}.{key}" if table else key)
+
+
+def _nearest(key: str, values: dict[str, Any]) -> str:
+    """``; did you mean a or b?`` from this table's names and those of the tables around it."""
+    names = {n: n for n in values}
+    for name, value in values.items():  # a key written outside its table: say which table
+        if dataclasses.is_dataclass(value):
+            names.update({f.name: f"[{name}] {f.name}" for f in dataclasses.fields(value)})
+    close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(names[c] for c in close)}?" if close else ""

@@ -116,7 +116,7 @@ def test_help_everywhere(path: tuple[str, ...]) -> None:
 
 def test_client_commands_take_the_name_server_from_the_environment(cluster: EmbeddedCluster) -> None:
     runner = CliRunner(env={"ORBITMQ_NAMESRV_ADDR": cluster.namesrv})
-    result = runner.invoke(cli, ["topic", "list"])
+    result = runner.invoke(cli, ["topic", "list", "--all"])
     assert result.exit_code == 0, result.output
     assert "TBW102" in result.stdout.splitlines()
 
@@ -127,7 +127,7 @@ def test_rocketmqs_and_the_deprecated_name_server_variables(cluster: EmbeddedClu
     """One name per setting: ORBITMQ_NAMESRV_ADDR (as the servers and the SDK), RocketMQ's
     NAMESRV_ADDR after it; the CLI's old ORBITMQ_NAMESRV still works, with a warning."""
     result = CliRunner(env={var: cluster.namesrv, "ORBITMQ_NAMESRV_ADDR": None}).invoke(
-        cli, ["topic", "list"])
+        cli, ["topic", "list", "--all"])
     assert result.exit_code == 0, result.output
     assert "TBW102" in result.stdout.splitlines()
     assert ("deprecated" in result.stderr) is (var == "ORBITMQ_NAMESRV")
@@ -161,6 +161,44 @@ def test_topic_create_route_list_update_delete(orbitmq: Orbitmq) -> None:
     assert "CliTopicA" not in orbitmq("topic", "list").stdout.splitlines()
     line = assert_one_line_error(orbitmq("topic", "route", "--topic", "CliTopicA", ok=False))
     assert "topic not found" in line
+
+
+def test_lists_hide_system_topics_and_groups_unless_all(orbitmq: Orbitmq) -> None:
+    """System, retry and dead letter topics and the brokers' own groups used to bury a user's."""
+    orbitmq("send", "--topic", "CliHide", "x")
+    assert len(orbitmq.consume("CliHide", "g-hide", "--count", "1", "--timeout", "10")) == 1
+    orbitmq("group", "update", "--group", "CID_RMQ_SYS_CLI_PROBE", "--retry-max-times", "3")
+
+    listed = orbitmq("topic", "list")
+    shown = listed.stdout.splitlines()
+    assert "CliHide" in shown and "TBW102" not in shown
+    assert not [t for t in shown if t.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_"))]
+    assert "not shown: --all" in listed.stderr
+    every = json.loads(orbitmq("topic", "list", "--all", "--format", "json").stdout)
+    assert {"CliHide", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(every)
+    assert json.loads(orbitmq("topic", "list", "--format", "json").stdout) == shown
+
+    groups = orbitmq("group", "list").stdout.splitlines()
+    assert "g-hide" in groups and "CID_RMQ_SYS_CLI_PROBE" not in groups
+    assert "CID_RMQ_SYS_CLI_PROBE" in orbitmq("group", "list", "--all").stdout.splitlines()
+
+
+def test_n_is_short_for_namesrv_on_every_client_command(cluster: EmbeddedCluster) -> None:
+    """mqadmin's habit: ``-n HOST:PORT``; no command may use -n for anything else."""
+    for path in all_commands(cli):
+        command: click.Command = cli
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        for param in command.params:
+            if "-n" in param.opts:
+                assert "--namesrv" in param.opts, (path, param.opts)
+            if param.name in ("namesrv", "cfg_namesrv_addr"):
+                assert "-n" in param.opts, path
+    result = CliRunner(env={"ORBITMQ_NAMESRV_ADDR": None}).invoke(
+        cli, ["topic", "list", "--all", "-n", cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    assert "TBW102" in result.stdout.splitlines()
 
 
 def test_topic_create_on_one_broker_address(orbitmq: Orbitmq, cluster: EmbeddedCluster) -> None:
@@ -368,7 +406,8 @@ def test_send_and_consume_processes_against_standalone(tmp_path: Path) -> None:
         got = [body_of(line) for line in first.stdout.splitlines()]
         assert len(got) == 3
 
-        # Without limits the consumer runs until Ctrl-C, which must commit what it printed.
+        # Without limits the consumer runs until Ctrl-C, which must commit what it printed
+        # and exit 130, not 0: a script must tell an interrupted run from a finished one.
         with subprocess.Popen(
             [sys.executable, "-m", "orbitmq.cli.main", "consume", "--topic", "ProcTopic",
              "--group", "proc-group"],
@@ -385,7 +424,7 @@ def test_send_and_consume_processes_against_standalone(tmp_path: Path) -> None:
                     assert line is not None, child.stderr.read()
                     got.append(body_of(line))
                 child.send_signal(signal.SIGINT)
-                assert child.wait(CHILD_TIMEOUT_S) == 0
+                assert child.wait(CHILD_TIMEOUT_S) == 130  # as a shell reports Ctrl-C
                 reader.join(CHILD_TIMEOUT_S)  # it ends at EOF, before the pipe gets closed
                 assert lines.get_nowait() is None  # nothing printed after the two lines
                 stderr = child.stderr.read()

@@ -99,6 +99,26 @@ def test_converted_values_are_checked_and_nothing_is_converted_silently() -> Non
             replace_fields(BrokerConfig(), **changes)
 
 
+@pytest.mark.parametrize("text, words", [
+    ("listen_prot = 1\n", "unknown setting 'listen_prot'; did you mean listen_port"),
+    ('flush_disk_type = "SYNC_FLUSH"\n',
+     r"unknown setting 'flush_disk_type'; did you mean \[store\] flush_disk_type\?"),
+    ('[store]\nflush_disk_typ = "SYNC_FLUSH"\n',
+     r"unknown setting \[store\] 'flush_disk_typ'; did you mean flush_disk_type\?"),
+], ids=["typo", "outside-its-table", "typo-in-a-table"])
+def test_an_unknown_toml_key_suggests_the_nearest_settings(tmp_path: Path, text: str,
+                                                           words: str) -> None:
+    """A mistyped key used to be refused without a hint of the name meant."""
+    path = tmp_path / "broker.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=words):
+        load_toml(path, BrokerConfig())
+    path.write_text("zzqqxx = 1\n")  # nothing near: no suggestion
+    with pytest.raises(ConfigError) as refused:
+        load_toml(path, BrokerConfig())
+    assert "did you mean" not in str(refused.value)
+
+
 def test_a_toml_file_is_checked_like_flags(tmp_path: Path) -> None:
     path = tmp_path / "broker.toml"
     path.write_text('listen_port = 10921\n[store]\nmapped_file_size_commitlog = 100\n')

@@ -119,12 +119,13 @@ def _namesrv_value(ctx: click.Context, param: click.Parameter, value: Any) -> An
 
 
 def namesrv_option(func: F) -> F:
-    """``--namesrv HOST:PORT`` (several separated by ';'), from ORBITMQ_NAMESRV_ADDR (then
+    """``--namesrv HOST:PORT`` or ``-n`` (several separated by ';'), from ORBITMQ_NAMESRV_ADDR (then
     RocketMQ's NAMESRV_ADDR) when not given; and the credentials every client command signs its
     requests with (:func:`credentials_options`), since whatever talks to a name server may need
     them, and TLS (:func:`tls_options`)."""
     return tls_options(credentials_options(click.option(
         "--namesrv",
+        "-n",  # mqadmin's short flag
         default=DEFAULT_NAMESRV,
         show_default=True,
         envvar=list(NAMESRV_ENVS),

@@ -43,7 +43,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "listen_port": ("--port",),
     "listen_host": ("--host",),
     "store_path": ("--store",),
-    "namesrv_addr": ("--namesrv",),
+    "namesrv_addr": ("--namesrv", "-n"),
     "grpc_listen_port": ("--grpc-port",),
 }
 

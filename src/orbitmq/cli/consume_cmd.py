@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -43,6 +44,7 @@ log = logging.getLogger("orbitmq.cli")
 SUSPEND_MAX_S = 15.0  # RocketMQ's broker-side long-poll limit (brokerSuspendMaxTimeMillis)
 RETRY_BACKOFF_S = 1.0  # after a retriable pull failure (broker restarting, connection lost)
 STOP_WAIT_MAX_S = 5.0  # for the pull loops to end after the run stops
+SIGNAL_EXIT_BASE = 128  # a shell's exit status for a command ended by signal N is 128 + N
 ROUTE_WAIT_S = 3.0  # for a topic the name servers do not know yet (see _fetch_queues)
 T = TypeVar("T")
 
@@ -195,25 +197,28 @@ async def _start_offsets(consumer: Any, admin: Any, settings: ConsumeSettings,
 class _Stopper:
     """Ctrl-C and SIGTERM set an event instead of raising, so the run ends by committing what it
     printed; every wait of the run watches the event (the route wait and the start offsets too).
-    A second Ctrl-C, while that commit waits for a broker, raises KeyboardInterrupt at once."""
+    A second Ctrl-C, while that commit waits for a broker, raises KeyboardInterrupt at once.
+    ``signal`` is the first signal received (None: the run ended by its limits)."""
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
+        self.signal: int | None = None
         self._installed: list[int] = []
 
     def __enter__(self) -> _Stopper:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, self._signalled)
+                loop.add_signal_handler(sig, self._signalled, sig)
             except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
                 continue
             self._installed.append(sig)
         return self
 
-    def _signalled(self) -> None:
+    def _signalled(self, sig: int) -> None:
         if self.event.is_set():
             raise KeyboardInterrupt
+        self.signal = sig
         self.event.set()
 
     def __exit__(self, *exc: object) -> None:
@@ -362,7 +367,8 @@ async def _stop_pull_loops(tasks: list[asyncio.Task[None]], results: asyncio.Que
 
 
 async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
-               credentials: Credentials | None, tls: ClientTls | bool) -> int:
+               credentials: Credentials | None, tls: ClientTls | bool) -> tuple[int, int | None]:
+    """(messages consumed, the signal that stopped the run or None)."""
     from orbitmq.client import AsyncAdmin, AsyncPullConsumer
 
     consumer = AsyncPullConsumer(settings.group, namesrv, credentials=credentials, tls=tls)
@@ -371,7 +377,7 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
         with _Stopper() as stopper:
             consumed = await consume(consumer, admin, settings, emit, stopper.event)
             await consumer.persist_offsets()
-    return consumed
+    return consumed, stopper.signal
 
 
 @click.command("consume")
@@ -403,7 +409,9 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
     Text lines read 'queue=BROKER:QUEUE offset=N msg_id=ID tags=T keys=K1,K2 body=...' (newlines
     and non-UTF-8 bytes in bodies escaped); --format json prints one object per line with every
     field and the exact body. Offsets are committed to the brokers under the group when the
-    command stops (Ctrl-C included) and every few seconds meanwhile. A filter the broker refuses
+    command stops (Ctrl-C included) and every few seconds meanwhile. Stopped by Ctrl-C (or
+    SIGTERM), it exits 130 (143), as a shell reports an interrupted command; by --count or
+    --timeout, 0. A filter the broker refuses
     (an SQL92 one on a broker without enable_property_filter) fails at once and commits nothing.
     """
     from orbitmq.client.loop import run
@@ -425,7 +433,9 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
             output_closed[0] = True
             raise
 
-    consumed = run(_run(namesrv, settings, emit, cli_credentials(), cli_tls()))
+    consumed, stopped_by = run(_run(namesrv, settings, emit, cli_credentials(), cli_tls()))
     if output_closed[0]:
         silence_stdout()
     click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)
+    if stopped_by is not None:  # as a shell reports a command a signal ended: 130 for Ctrl-C
+        sys.exit(SIGNAL_EXIT_BASE + stopped_by)

@@ -38,17 +38,25 @@ def group_group() -> None:
 
 @group_group.command("list")
 @namesrv_option
+@click.option("--all", "show_all", is_flag=True,
+              help="include the brokers' and tools' own groups (TOOLS_CONSUMER, CID_SYS_*...)")
 @format_option
 @handles_errors
-def list_cmd(namesrv: str, fmt: str) -> None:
-    """List the consumer groups the brokers know (subscription groups and groups with offsets)."""
+def list_cmd(namesrv: str, show_all: bool, fmt: str) -> None:
+    """List the consumer groups the brokers know (subscription groups and groups with offsets):
+    the applications' groups, or with --all the brokers' and tools' own groups too."""
+    from orbitmq.client.system_names import is_system_group
+
     with _admin(namesrv) as admin:
-        groups = admin.list_groups()
+        every = admin.list_groups()
+    groups = every if show_all else [g for g in every if not is_system_group(g)]
     if fmt == "json":
         echo_json(groups)
         return
     for group in groups:
         click.echo(group)
+    if len(groups) < len(every):
+        click.echo(f"({len(every) - len(groups)} system group(s) not shown: --all)", err=True)
 
 
 @group_group.command("status")

@@ -166,17 +166,31 @@ def delete_cmd(namesrv: str, topic: str, cluster: str | None) -> None:
 
 @topic_group.command("list")
 @namesrv_option
+@click.option("--all", "show_all", is_flag=True,
+              help="include system, retry (%RETRY%...) and dead letter (%DLQ%...) topics")
 @format_option
 @handles_errors
-def list_cmd(namesrv: str, fmt: str) -> None:
-    """List every topic the name server has a route for (system topics included)."""
+def list_cmd(namesrv: str, show_all: bool, fmt: str) -> None:
+    """List the topics the name server has a route for: the applications' topics, or every
+    topic with --all (RocketMQ's system topics such as TBW102 and RMQ_SYS_*, and each group's
+    retry and dead letter topics)."""
+    from orbitmq.client.system_names import is_system_topic
+
     with _admin(namesrv) as admin:
         topics = admin.list_topics()
+        if not show_all:
+            info = admin.cluster_info()  # brokers register their cluster's and own names too
+            reserved = set(info.cluster_addr_table) | set(info.broker_addr_table)
+            shown = [t for t in topics if not is_system_topic(t, reserved)]
+    hidden = 0 if show_all else len(topics) - len(shown)
+    topics = topics if show_all else shown
     if fmt == "json":
         echo_json(topics)
         return
     for topic in topics:
         click.echo(topic)
+    if hidden:
+        click.echo(f"({hidden} system, retry and dead letter topic(s) not shown: --all)", err=True)
 
 
 @topic_group.command("status")
