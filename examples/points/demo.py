@@ -27,7 +27,15 @@ from collections.abc import Iterator
 import points_service
 import user_service
 
-from orbitmq import Admin, ConsumeFrom, ConsumeResult, Message, Producer, PushConsumer
+from orbitmq import (
+    Admin,
+    ConsumeFrom,
+    ConsumeResult,
+    Message,
+    Producer,
+    PushConsumer,
+    TopicExistsError,
+)
 from orbitmq.reliable import ConsumeLog, Database, OutboxRelay, RelayConfig
 
 USERS = [("ann", "ann@example.com"), ("bob", "bob@example.com"), ("cid", "cid@example.com")]
@@ -55,7 +63,10 @@ def wait_for(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
 
 def create_topic(namesrv: str) -> None:
     with Admin(namesrv) as admin:
-        admin.create_topic(user_service.TOPIC, read_queue_nums=4, write_queue_nums=4)
+        try:
+            admin.create_topic(user_service.TOPIC, read_queue_nums=4, write_queue_nums=4)
+        except TopicExistsError:
+            pass  # an earlier run against the same server created it
 
 
 def run(namesrv: str, users_db: Database, points_db: Database) -> None:

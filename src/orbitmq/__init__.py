@@ -21,9 +21,11 @@ from orbitmq.errors import (
     ConnectionClosedError,
     ExpressionError,
     OrbitMQError,
+    QueuesNotDrainedError,
     RemoteProtocolError,
     StoreError,
     TimeoutError,
+    TopicExistsError,
     TopicNotFoundError,
 )
 
@@ -79,6 +81,8 @@ __all__ = [
     "ClientError",
     "BrokerError",
     "TopicNotFoundError",
+    "TopicExistsError",
+    "QueuesNotDrainedError",
     "ExpressionError",
     "RemoteProtocolError",
     "StoreError",

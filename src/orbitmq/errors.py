@@ -17,6 +17,8 @@ __all__ = [
     "OrbitMQError",
     "ClientError",
     "ExpressionError",
+    "TopicExistsError",
+    "QueuesNotDrainedError",
     "BrokerError",
     "TopicNotFoundError",
     "AccessDeniedError",
@@ -63,6 +65,40 @@ class ExpressionError(ClientError):
         self.expression = expression
         self.position = position
         super().__init__(reason)
+
+
+class TopicExistsError(ClientError):
+    """``create_topic`` found the topic on a broker it was to create it on: creating would
+    silently rewrite its queues and permission, so it is left alone (``update_topic`` changes it).
+
+    Attributes:
+        topic: the topic.
+        brokers: the brokers (names or addresses) that have it.
+    """
+
+    def __init__(self, topic: str, brokers: list[str]) -> None:
+        self.topic = topic
+        self.brokers = brokers
+        super().__init__(f"topic {topic} exists on {', '.join(brokers)}: change it with "
+                         f"update_topic (CLI: orbitmq topic update)")
+
+
+class QueuesNotDrainedError(ClientError):
+    """``update_topic`` would lower the read queue count below queues whose messages some consumer
+    group has not consumed yet: those messages would be hidden from every consumer until the count
+    goes up again. Lower the write queue count first, wait until the extra queues are drained,
+    then lower the read count; or pass ``force=True``.
+
+    Attributes:
+        topic: the topic.
+        queues: (broker name, queue id, unconsumed messages) of each queue that would be hidden.
+    """
+
+    def __init__(self, topic: str, queues: list[tuple[str, int, int]], reason: str) -> None:
+        self.topic = topic
+        self.queues = queues
+        super().__init__(f"{reason}; lower the write queues first, wait until the extra queues "
+                         f"are drained, then lower the read queues (or force it)")
 
 
 class BrokerError(OrbitMQError):

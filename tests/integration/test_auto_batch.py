@@ -292,7 +292,7 @@ def test_a_refused_batch_fails_every_member_and_none_hangs(cluster: EmbeddedClus
                 AsyncAdmin(cluster.namesrv) as admin:
             log = RequestLog(p)
             await p.send(Message(topic, b"warm-up"))  # the producer now holds a writable route
-            await admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4, perm=4)
+            await admin.update_topic(topic, perm=4)
             sends = [asyncio.ensure_future(p.send(Message(topic, f"r{i}".encode())))
                      for i in range(50)]
             done, pending = await asyncio.wait(sends, timeout=10)

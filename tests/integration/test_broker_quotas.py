@@ -40,7 +40,7 @@ def test_topics_max_refuses_new_topics_from_admins_and_sends(tmp_path: Path):
         assert len(broker.topics.table) == TOPICS_MAX
         # What exists goes on: sends to it, and changes to it.
         assert producer.send(Message("Quota0", b"y")).status is SendStatus.OK
-        admin.update_topic("Quota0", write_queue_nums=2, read_queue_nums=2)
+        admin.update_topic("Quota0", write_queue_nums=2, read_queue_nums=2, force=True)
         assert broker.server.limit_counters.counts["topics_max"] == 2
 
 

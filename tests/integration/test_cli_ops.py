@@ -62,11 +62,18 @@ def test_broker_status_and_config(cluster: EmbeddedCluster) -> None:
     assert int(doc["status"]["msgPutTotalTodayNow"]) >= SENT
     got = run(cluster, "broker", "config", "get", "-k", "deleteWhen").stdout
     assert "deleteWhen=04" in got
-    run(cluster, "broker", "config", "set", "-k", "deleteWhen", "-v", "03;04")
+    # A change names its brokers (mqadmin's -b / -c): no silent "every broker" (issue 36).
+    line = assert_one_line_error(run(cluster, "broker", "config", "set", "-k", "deleteWhen",
+                                     "-v", "03;04", ok=False))
+    assert "--broker" in line and "--cluster" in line
+    [doc] = jsons(run(cluster, "broker", "config", "get", "-k", "deleteWhen", "--format", "json"))
+    assert doc["config"] == {"deleteWhen": "04"}
+    run(cluster, "broker", "config", "set", "-c", "DefaultCluster", "-k", "deleteWhen",
+        "-v", "03;04")
     [doc] = jsons(run(cluster, "broker", "config", "get", "-k", "deleteWhen", "--format", "json"))
     assert doc["config"] == {"deleteWhen": "03;04"}
-    line = assert_one_line_error(run(cluster, "broker", "config", "set", "-k", "listenPort",
-                                     "-v", "1", ok=False))
+    line = assert_one_line_error(run(cluster, "broker", "config", "set", "-b", "broker-a",
+                                     "-k", "listenPort", "-v", "1", ok=False))
     assert "INVALID_PARAMETER" in line and "restart" in line
     line = assert_one_line_error(run(cluster, "broker", "--port", "1", "status", ok=False))
     assert "--port" in line or "--listen-port" in line

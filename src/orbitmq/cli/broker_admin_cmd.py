@@ -7,7 +7,9 @@ group whose callback still runs the server when no subcommand is given, so ``orb
 subcommand is refused (it would be ignored otherwise).
 
 Commands that act on brokers take ``--broker NAME|HOST:PORT`` or ``--cluster NAME``; without
-either they act on every master broker the name servers know.
+either the ones that only read act on every master broker the name servers know, while ``config
+set`` refuses to run (as mqadmin's updateBrokerConfig needs -b or -c): one setting such as
+``brokerPermission`` on every broker can stop a whole cluster.
 """
 
 from __future__ import annotations
@@ -40,11 +42,16 @@ def _admin(namesrv: str) -> Any:
     return Admin(namesrv, timeout=ADMIN_TIMEOUT_S, credentials=cli_credentials(), tls=cli_tls())
 
 
-def broker_targets(admin: Any, broker: str | None, cluster: str | None) -> list[tuple[str, str]]:
+def broker_targets(admin: Any, broker: str | None, cluster: str | None, *,
+                   required: bool = False) -> list[tuple[str, str]]:
     """(broker name, address) of the brokers a command acts on (masters unless an address is
-    given): ``--broker`` alone, the masters of ``--cluster``, or every master."""
+    given): ``--broker`` alone, the masters of ``--cluster``, or every master (refused when
+    ``required``: a command that changes brokers names them)."""
     if broker is not None and cluster is not None:
         raise BadValue("give --broker or --cluster, not both")
+    if required and broker is None and cluster is None:
+        raise BadValue("give --broker NAME (one broker) or --cluster NAME (its masters): "
+                       "this changes brokers, and there is no default of every broker")
     if broker is not None:
         addr = admin.broker_address(broker)
         name = next((b.broker_name for b in admin.cluster_brokers() if b.addr == addr), broker)
@@ -143,10 +150,11 @@ def config_get_cmd(namesrv: str, broker: str | None, cluster: str | None, keys: 
 @handles_errors
 def config_set_cmd(namesrv: str, broker: str | None, cluster: str | None, key: str, value: str,
                    fmt: str) -> None:
-    """Change a runtime setting on brokers (mqadmin updateBrokerConfig); the brokers keep it
-    across restarts. Settings that need a restart are refused, naming the setting."""
+    """Change a runtime setting on one broker (--broker) or on every master of a cluster
+    (--cluster); one of them is required (mqadmin updateBrokerConfig -b / -c). The brokers keep
+    it across restarts. Settings that need a restart are refused, naming the setting."""
     with _admin(namesrv) as admin:
-        for name, addr in broker_targets(admin, broker, cluster):
+        for name, addr in broker_targets(admin, broker, cluster, required=True):
             admin.update_broker_config(addr, {key: value})
             if fmt == "json":
                 echo_json({"broker": name, "addr": addr, "changed": {key: value}})

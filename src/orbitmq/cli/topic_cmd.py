@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -89,25 +88,41 @@ def _attributes_option(func: Any) -> Any:
 def create_cmd(namesrv: str, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
                order: bool, attributes: str | None, cluster: str | None,
                broker_addrs: tuple[str, ...]) -> None:
-    """Create a topic (or overwrite its settings) on brokers."""
-    _apply(namesrv, topic, cluster, broker_addrs, read_queue_nums=read_queue_nums,
-           write_queue_nums=write_queue_nums, perm=perm, order=order, attributes=attributes)
+    """Create a new topic on brokers; a topic that exists is refused (use topic update)."""
+    from orbitmq.errors import TopicExistsError
 
-
-def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence[str],
-           **settings: Any) -> None:
     if cluster and broker_addrs:
         raise click.UsageError("give --cluster or --broker-addr, not both")
-    with _admin(namesrv) as admin:
-        if broker_addrs:
-            where = ", ".join(admin.create_topic_on_brokers(broker_addrs, topic, **settings))
-        else:
-            where = ", ".join(admin.create_topic(topic, cluster=cluster, **settings))
-    click.echo(f"topic {topic} ({settings['read_queue_nums']} read / "
-               f"{settings['write_queue_nums']} write queues, perm {_perm_text(settings['perm'])}"
-               f"{', ordered' if settings['order'] else ''}"
-               f"{', attributes ' + settings['attributes'] if settings.get('attributes') else ''})"
-               f" set on {where}")
+    settings: dict[str, Any] = {"read_queue_nums": read_queue_nums,
+                                "write_queue_nums": write_queue_nums, "perm": perm,
+                                "order": order, "attributes": attributes}
+    try:
+        with _admin(namesrv) as admin:
+            if broker_addrs:
+                where = ", ".join(admin.create_topic_on_brokers(broker_addrs, topic, **settings))
+            else:
+                where = ", ".join(admin.create_topic(topic, cluster=cluster, **settings))
+    except TopicExistsError as e:
+        raise click.ClickException(
+            f"topic {topic} exists (on {', '.join(e.brokers)}); change it with "
+            f"'orbitmq topic update -t {topic}'") from None
+    click.echo(f"topic {topic} ({_settings_text(settings)}) created on {where}")
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    parts = []
+    if settings.get("read_queue_nums") is not None:
+        parts.append(f"{settings['read_queue_nums']} read")
+    if settings.get("write_queue_nums") is not None:
+        parts.append(f"{settings['write_queue_nums']} write")
+    text = " / ".join(parts) + " queues" if parts else ""
+    if settings.get("perm") is not None:
+        text += f"{', ' if text else ''}perm {_perm_text(settings['perm'])}"
+    if settings.get("order") is not None:
+        text += f"{', ' if text else ''}{'ordered' if settings['order'] else 'not ordered'}"
+    if settings.get("attributes"):
+        text += f"{', ' if text else ''}attributes {settings['attributes']}"
+    return text
 
 
 @topic_group.command("update")
@@ -122,31 +137,33 @@ def _apply(namesrv: str, topic: str, cluster: str | None, broker_addrs: Sequence
               "[default: the brokers that have the topic]")
 @click.option("--broker-addr", "broker_addrs", multiple=True, metavar="HOST:PORT",
               help="a broker to act on (repeatable)")
+@click.option("--force", is_flag=True,
+              help="lower the read queues even below queues that hold unconsumed messages "
+                   "(they are hidden from consumers until the count goes up again)")
 @handles_errors
 def update_cmd(namesrv: str, topic: str, read_queue_nums: int | None,
                write_queue_nums: int | None, perm: int | None, order: bool | None,
                attributes: str | None, cluster: str | None,
-               broker_addrs: tuple[str, ...]) -> None:
-    """Change settings of an existing topic; what is not given keeps its current value."""
+               broker_addrs: tuple[str, ...], force: bool) -> None:
+    """Change settings of an existing topic; what is not given keeps its current value.
+
+    Lowering --read-queue-nums is refused while a queue it would hide holds messages the slowest
+    consumer group has not consumed, or below the write queue count: lower --write-queue-nums
+    first, wait until the extra queues are drained (topic status, group status), then lower
+    --read-queue-nums. --force skips that check.
+    """
+    if cluster and broker_addrs:
+        raise click.UsageError("give --cluster or --broker-addr, not both")
+    settings: dict[str, Any] = {"read_queue_nums": read_queue_nums,
+                                "write_queue_nums": write_queue_nums, "perm": perm,
+                                "order": order, "attributes": attributes}
+    if all(v is None for v in settings.values()):
+        raise click.UsageError("nothing to change: give --read-queue-nums, --write-queue-nums, "
+                               "--perm, --order/--no-order or --attributes")
     with _admin(namesrv) as admin:
-        route = admin.topic_route(topic)
-    queue_datas = sorted(route.queue_datas, key=lambda q: q.broker_name)
-    if not queue_datas:
-        raise click.ClickException(f"topic {topic} has no queues on any broker")
-    current = queue_datas[0]
-    if not cluster and not broker_addrs:
-        broker_addrs = tuple(sorted(
-            bd.broker_addrs[0] for bd in route.broker_datas
-            if 0 in bd.broker_addrs and any(q.broker_name == bd.broker_name for q in queue_datas)
-        ))
-    _apply(
-        namesrv, topic, cluster, broker_addrs,
-        read_queue_nums=current.read_queue_nums if read_queue_nums is None else read_queue_nums,
-        write_queue_nums=current.write_queue_nums if write_queue_nums is None else write_queue_nums,
-        perm=current.perm & int(Perm.READ | Perm.WRITE) if perm is None else perm,
-        order=bool(route.order_topic_conf) if order is None else order,
-        attributes=attributes,
-    )
+        where = admin.update_topic(topic, cluster=cluster, broker_addrs=broker_addrs or None,
+                                   force=force, **settings)
+    click.echo(f"topic {topic} updated ({_settings_text(settings)}) on {', '.join(where)}")
 
 
 @topic_group.command("delete")

@@ -171,15 +171,19 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         perm: int = 6,
         order: bool = False,
         attributes: str | None = None,
+        exist_ok: bool = False,
     ) -> list[str]:
-        """Create or update ``topic`` on every master of ``cluster`` (all clusters when None).
-        ``attributes`` changes RocketMQ 5's topic attributes as mqadmin's ``-a`` does
-        (``+message.type=FIFO``; docs/rocketmq5.md).
+        """Create ``topic`` on every master of ``cluster`` (all clusters when None).
+        ``attributes`` sets RocketMQ 5's topic attributes as mqadmin's ``-a`` does
+        (``+message.type=FIFO``; docs/rocketmq5.md). A topic one of them has already is refused
+        (:meth:`update_topic` changes it), unless ``exist_ok``: then its settings are
+        overwritten with these, as RocketMQ's UPDATE_AND_CREATE_TOPIC does.
 
         Returns the names of the brokers that now have it.
 
         Raises:
             ClientError: bad name or queue counts, or no broker to create it on.
+            TopicExistsError: a master has the topic already (and not ``exist_ok``).
             BrokerError: a broker refused (the others may have it already: run again).
         """
         header = topic_admin.topic_settings(topic, read_queue_nums=read_queue_nums,
@@ -188,10 +192,14 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         masters = await self._masters(cluster)
         if not masters:
             raise ClientError("no master broker to create the topic on")
-        await topic_admin.create_on(self, list(masters.values()), header)
+        await topic_admin.create_new(self, masters, header, exist_ok=exist_ok)
         return sorted(masters)
 
-    update_topic = create_topic
+    async def update_topic(self, topic: str, **options: Any) -> list[str]:
+        """Change settings of an existing topic, keeping what is not given; lowering the read
+        queue count below queues that hold unconsumed messages is refused unless
+        ``force=True``. See :func:`orbitmq.client.topic_admin.update_topic` for the options."""
+        return await topic_admin.update_topic(self, topic, **options)
 
     async def create_topic_on_brokers(self, broker_addrs: Sequence[str], topic: str,
                                       **settings: Any) -> list[str]:

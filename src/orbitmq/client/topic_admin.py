@@ -1,27 +1,49 @@
-"""The admin client's topic creation, by cluster or by broker address.
+"""The admin client's topic creation and update, by cluster or by broker address.
 
 :meth:`AsyncAdmin.create_topic <orbitmq.client.admin.AsyncAdmin.create_topic>` creates a topic
 on every master of a cluster; RocketMQ's tools can also target chosen brokers (``mqadmin
 updateTopic -b``), which ``orbitmq topic create --broker-addr`` offers through
 :meth:`AsyncAdmin.create_topic_on_brokers`. Both check the settings here, once, and send the same
 UPDATE_AND_CREATE_TOPIC to each broker concurrently.
+
+On the wire that request creates or overwrites; so creation first asks each target whether it has
+the topic and refuses (:class:`~orbitmq.errors.TopicExistsError`) when one does: a second
+``create`` with other queue counts used to shrink a topic silently. :func:`update_topic` changes
+an existing topic, keeping what is not given, and refuses to lower the read queue count below
+queues that still hold unconsumed messages (:class:`~orbitmq.errors.QueuesNotDrainedError`): a
+consumer only reads queues below the read count, so those messages would be hidden.
+
+"Unconsumed" is measured against the slowest consumer group: a queue about to be hidden counts the
+messages after the lowest offset any group committed on it (a group with offsets on the topic but
+none on that queue, or no group at all, counts from the queue's first stored message). Groups
+that keep offsets on the client (broadcasting) are not seen.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from orbitmq.client import browse
 from orbitmq.client.validation import check_topic
-from orbitmq.errors import ClientError
-from orbitmq.protocol.codes import RequestCode
-from orbitmq.protocol.headers import CreateTopicRequestHeader
+from orbitmq.errors import ClientError, QueuesNotDrainedError, TopicExistsError
+from orbitmq.protocol.bodies import MessageQueue, Perm, QueueData
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    GetTopicStatsInfoRequestHeader,
+)
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
 
-__all__ = ["QUEUE_NUMS_MAX", "topic_settings", "create_on", "create_topic_on_brokers"]
+__all__ = ["QUEUE_NUMS_MAX", "topic_settings", "create_on", "create_new",
+           "create_topic_on_brokers", "update_topic", "hidden_messages"]
 
 QUEUE_NUMS_MAX = 1024  # RocketMQ's tools refuse more queues per broker
 
@@ -52,6 +74,45 @@ async def create_on(admin: AsyncAdmin, addrs: Sequence[str],
                            for addr in addrs))
 
 
+async def existing_on(admin: AsyncAdmin, topic: str, targets: Mapping[str, str]) -> list[str]:
+    """The keys of ``targets`` (label -> broker address) whose broker has ``topic``, sorted."""
+    labels = list(targets)
+    header = GetTopicStatsInfoRequestHeader(topic)
+    answers = await asyncio.gather(*(
+        admin._broker(targets[k], RequestCode.GET_TOPIC_STATS_INFO, header,
+                      ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)) for k in labels))
+    return sorted(k for k, r in zip(labels, answers, strict=True) if r.code == ResponseCode.SUCCESS)
+
+
+async def create_new(admin: AsyncAdmin, targets: Mapping[str, str],
+                     header: CreateTopicRequestHeader, *, exist_ok: bool) -> None:
+    """Create the topic of ``header`` on every broker of ``targets`` (label -> address).
+
+    Raises:
+        TopicExistsError: a target has the topic already and ``exist_ok`` is false (nothing was
+            sent then). Another admin may still create it between the check and the creation.
+        BrokerError: a broker refused.
+    """
+    if not exist_ok:
+        found = await existing_on(admin, header.topic, targets)
+        if found:
+            raise TopicExistsError(header.topic, found)
+    await create_on(admin, list(targets.values()), header)
+
+
+def _checked_addrs(broker_addrs: Sequence[str]) -> list[str]:
+    if isinstance(broker_addrs, str):
+        broker_addrs = [broker_addrs]
+    addrs = sorted({a.strip() for a in broker_addrs if a.strip()})
+    if not addrs:
+        raise ClientError("no broker address to act on")
+    for addr in addrs:
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ClientError(f"broker address {addr!r} is not host:port")
+    return addrs
+
+
 async def create_topic_on_brokers(
     admin: AsyncAdmin,
     broker_addrs: Sequence[str],
@@ -62,27 +123,146 @@ async def create_topic_on_brokers(
     perm: int = 6,
     order: bool = False,
     attributes: str | None = None,
+    exist_ok: bool = False,
 ) -> list[str]:
-    """Create or update ``topic`` on the brokers at ``broker_addrs`` (host:port each), whatever
-    cluster they belong to; the addresses, sorted. ``attributes``: RocketMQ 5's modification
-    text, e.g. ``+message.type=FIFO``.
+    """Create ``topic`` on the brokers at ``broker_addrs`` (host:port each), whatever cluster
+    they belong to; the addresses, sorted. ``attributes``: RocketMQ 5's modification text, e.g.
+    ``+message.type=FIFO``. ``exist_ok``: overwrite the settings of a broker that has the topic
+    already (the old create-or-update) instead of refusing.
 
     Raises:
         ClientError: no address, an address that is not host:port, or bad settings.
+        TopicExistsError: a broker has the topic already (and not ``exist_ok``).
         BrokerError: a broker refused.
         ConnectionClosedError, TimeoutError: a broker could not be reached or did not answer.
     """
-    if isinstance(broker_addrs, str):
-        broker_addrs = [broker_addrs]
-    addrs = sorted({a.strip() for a in broker_addrs if a.strip()})
-    if not addrs:
-        raise ClientError("no broker address to create the topic on")
-    for addr in addrs:
-        host, _, port = addr.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ClientError(f"broker address {addr!r} is not host:port")
+    addrs = _checked_addrs(broker_addrs)
     header = topic_settings(topic, read_queue_nums=read_queue_nums,
                             write_queue_nums=write_queue_nums, perm=perm, order=order,
                             attributes=attributes)
-    await create_on(admin, addrs, header)
+    await create_new(admin, {a: a for a in addrs}, header, exist_ok=exist_ok)
     return addrs
+
+
+async def _targets(admin: AsyncAdmin, cluster: str | None, broker_addrs: Sequence[str] | None,
+                   route_masters: Mapping[str, str], names_of: Mapping[str, str]
+                   ) -> list[tuple[str, str, str | None]]:
+    """(label, address, broker name when known) of the brokers an update acts on."""
+    if cluster is not None and broker_addrs:
+        raise ClientError("give a cluster or broker addresses, not both")
+    if broker_addrs:
+        return [(a, a, names_of.get(a)) for a in _checked_addrs(broker_addrs)]
+    masters = await admin._masters(cluster) if cluster is not None else route_masters
+    if not masters:
+        raise ClientError("no master broker to update the topic on")
+    return [(name, masters[name], name) for name in sorted(masters)]
+
+
+async def _queue_offsets(admin: AsyncAdmin, addr: str, mq: MessageQueue) -> tuple[int, int]:
+    """(min, max) offsets of one queue, asked of the broker at ``addr`` whatever the topic's
+    current write queue count (GET_TOPIC_STATS_INFO lists only the writable queues)."""
+    lo, hi = await asyncio.gather(
+        admin._broker(addr, RequestCode.GET_MIN_OFFSET,
+                      GetMinOffsetRequestHeader(mq.topic, mq.queue_id)),
+        admin._broker(addr, RequestCode.GET_MAX_OFFSET,
+                      GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)))
+    return (GetMinOffsetResponseHeader.from_ext_fields(lo.ext_fields).offset,
+            GetMaxOffsetResponseHeader.from_ext_fields(hi.ext_fields).offset)
+
+
+async def hidden_messages(admin: AsyncAdmin, topic: str,
+                          shrinks: Sequence[tuple[str, str, int, int]]
+                          ) -> list[tuple[str, int, int]]:
+    """(broker name, queue id, unconsumed messages) of each queue that lowering the read queue
+    count would hide and that still holds messages the slowest group has not consumed.
+    ``shrinks``: (broker name, address, new read count, current read count)."""
+    queues = [(MessageQueue(topic, name, qid), addr)
+              for name, addr, new, cur in shrinks for qid in range(new, cur)]
+    if not queues:
+        return []
+    offsets, ends = await asyncio.gather(
+        browse.committed_offsets(admin, topic),
+        asyncio.gather(*(_queue_offsets(admin, addr, mq) for mq, addr in queues)))
+    out = []
+    for (mq, _addr), (lo, hi) in zip(queues, ends, strict=True):
+        slowest = min((g.get(mq, lo) for g in offsets.values()), default=lo)
+        unread = hi - max(lo, slowest)
+        if unread > 0:
+            out.append((mq.broker_name, mq.queue_id, unread))
+    return out
+
+
+async def update_topic(
+    admin: AsyncAdmin,
+    topic: str,
+    *,
+    cluster: str | None = None,
+    broker_addrs: Sequence[str] | None = None,
+    read_queue_nums: int | None = None,
+    write_queue_nums: int | None = None,
+    perm: int | None = None,
+    order: bool | None = None,
+    attributes: str | None = None,
+    force: bool = False,
+) -> list[str]:
+    """Change settings of the existing ``topic``; what is None keeps each broker's current value.
+    Acts on the masters that have the topic, or on those of ``cluster``, or on ``broker_addrs``.
+    Returns the broker names (addresses for ``broker_addrs``), sorted.
+
+    Lowering the read queue count is refused (unless ``force``) while a queue it would hide holds
+    messages the slowest group has not consumed, or when the read count would fall below the
+    write count (producers would fill queues nobody reads): see the module docstring.
+
+    Raises:
+        TopicNotFoundError: no route for the topic (create it first).
+        QueuesNotDrainedError: the shrink above; nothing was changed.
+        ClientError: bad settings or targets. BrokerError: a broker refused.
+    """
+    route = await admin.topic_route(topic)
+    current = {q.broker_name: q for q in route.queue_datas}
+    if not current:
+        raise ClientError(f"topic {topic} has no queues on any broker")
+    fallback = current[min(current)]
+    names_of = {a: bd.broker_name for bd in route.broker_datas for a in bd.broker_addrs.values()}
+    route_masters = {bd.broker_name: bd.broker_addrs[0] for bd in route.broker_datas
+                     if 0 in bd.broker_addrs and bd.broker_name in current}
+    targets = await _targets(admin, cluster, broker_addrs, route_masters, names_of)
+    ordered = bool(route.order_topic_conf) if order is None else order
+    plans: list[tuple[str, str, QueueData | None, CreateTopicRequestHeader]] = []
+    for label, addr, name in targets:
+        cur = current.get(name) if name is not None else None
+        base = cur or fallback
+        plans.append((label, addr, cur, topic_settings(
+            topic,
+            read_queue_nums=base.read_queue_nums if read_queue_nums is None else read_queue_nums,
+            write_queue_nums=(base.write_queue_nums if write_queue_nums is None
+                              else write_queue_nums),
+            perm=base.perm & int(Perm.READ | Perm.WRITE) if perm is None else perm,
+            order=ordered, attributes=attributes)))
+    if not force:
+        await _check_shrink(admin, topic, plans)
+    await asyncio.gather(*(admin._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+                           for _label, addr, _cur, header in plans))
+    return sorted(label for label, *_rest in plans)
+
+
+async def _check_shrink(admin: AsyncAdmin, topic: str,
+                        plans: Sequence[tuple[str, str, QueueData | None,
+                                              CreateTopicRequestHeader]]) -> None:
+    shrinks = [(cur.broker_name, addr, h.read_queue_nums, cur.read_queue_nums)
+               for _label, addr, cur, h in plans
+               if cur is not None and h.read_queue_nums < cur.read_queue_nums]
+    if not shrinks:
+        return
+    for _label, _addr, cur, h in plans:
+        if cur is not None and h.read_queue_nums < min(h.write_queue_nums, cur.read_queue_nums):
+            raise QueuesNotDrainedError(topic, [], (
+                f"{h.read_queue_nums} read queues would be fewer than the {h.write_queue_nums} "
+                f"write queues of {topic} on {cur.broker_name}: producers would send to queues "
+                f"{h.read_queue_nums}..{h.write_queue_nums - 1}, which no consumer reads"))
+    hidden = await hidden_messages(admin, topic, shrinks)
+    if hidden:
+        listed = ", ".join(f"{b} queue {q}: {n}" for b, q, n in hidden)
+        raise QueuesNotDrainedError(topic, hidden, (
+            f"lowering the read queues of {topic} would hide "
+            f"{sum(n for *_bq, n in hidden)} unconsumed message(s) ({listed})"))

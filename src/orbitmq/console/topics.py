@@ -19,7 +19,7 @@ from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of
-from orbitmq.errors import AccessDeniedError, TopicNotFoundError
+from orbitmq.errors import AccessDeniedError, TopicExistsError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 
 __all__ = ["routes", "topic_kind", "SYSTEM_TOPICS", "PERMS"]
@@ -69,17 +69,29 @@ async def topic_list(request: web.Request) -> web.StreamResponse:
                 hidden=len(rows) - len(shown), perms=PERMS, queue_nums_max=QUEUE_NUMS_MAX)
 
 
-async def _save(request: web.Request, topic: str, form: Mapping[str, Any]) -> None:
-    """Create or update ``topic`` on every master with the form's settings, then wait (at most
-    ROUTE_WAIT_S) until the name servers route it so: brokers tell them in the background, and
-    the page shown next reads the route."""
+async def _save(request: web.Request, topic: str, form: Mapping[str, Any], *,
+                create: bool) -> None:
+    """Create ``topic`` on every master, or update it on its brokers, with the form's settings,
+    then wait (at most ROUTE_WAIT_S) until the name servers route it so: brokers tell them in
+    the background, and the page shown next reads the route.
+
+    Creating a topic that exists is refused (it would rewrite its queues); an update that lowers
+    the read queues below queues with unconsumed messages is refused unless ``force`` is ticked
+    (the refusal names the queues and counts)."""
     admin = admin_of(request)
     read_nums = forms.integer(form, "read_queue_nums", 1, QUEUE_NUMS_MAX)
     write_nums = forms.integer(form, "write_queue_nums", 1, QUEUE_NUMS_MAX)
     perm = int(forms.choice(form, "perm", tuple(PERMS), "6"))
-    brokers = await admin.create_topic(topic, read_queue_nums=read_nums,
-                                       write_queue_nums=write_nums, perm=perm,
-                                       order=forms.flag(form, "order"))
+    settings: dict[str, Any] = {"read_queue_nums": read_nums, "write_queue_nums": write_nums,
+                                "perm": perm, "order": forms.flag(form, "order")}
+    if create:
+        try:
+            brokers = await admin.create_topic(topic, **settings)
+        except TopicExistsError as e:
+            raise forms.FormError(f"topic {topic} exists (on {', '.join(e.brokers)}): change it "
+                                  f"with the Update form on its page") from None
+    else:
+        brokers = await admin.update_topic(topic, force=forms.flag(form, "force"), **settings)
     wanted = {(b, read_nums, write_nums, perm) for b in brokers}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ROUTE_WAIT_S
@@ -98,7 +110,7 @@ async def _save(request: web.Request, topic: str, form: Mapping[str, Any]) -> No
 async def topic_create(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     topic = check_topic(forms.text(form, "topic"))
-    await _save(request, topic, form)
+    await _save(request, topic, form, create=True)
     raise web.HTTPSeeOther(f"/topics/{quote(topic, safe='')}?notice=created")
 
 
@@ -133,7 +145,7 @@ async def topic_detail(request: web.Request) -> web.StreamResponse:
 @routes.post("/topics/{topic}/update")
 async def topic_update(request: web.Request) -> web.StreamResponse:
     topic = check_topic(request.match_info["topic"])
-    await _save(request, topic, await request.post())
+    await _save(request, topic, await request.post(), create=False)
     raise web.HTTPSeeOther(f"/topics/{quote(topic, safe='')}?notice=saved")
 
 

@@ -132,8 +132,8 @@ def abort_key(query_id: str, batch_id: int, run: str) -> str:
 async def ensure_commit_topic(session: Session, topic: str) -> None:
     """Create the commit topic (one queue per broker) unless it exists."""
     admin = await session.admin()
-    if topic not in await admin.list_topics():
-        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    if topic not in await admin.list_topics():  # exist_ok: another task may create it meanwhile
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1, exist_ok=True)
         log.info("orbitmq: created the sink's commit topic %s", topic)
 
 
