@@ -144,18 +144,19 @@ def test_resend_a_dead_letter_and_see_it_consumed(
     assert sent.msg_id in cells.nth(1).inner_text() and cells.nth(2).inner_text() == topic
     assert cells.nth(6).inner_text() == "no"
     row.locator("button", has_text="Resend").click()
-    page.wait_for_url(f"**/dead-letters/{group}?sent=1&skipped=0")
-    assert page.locator("#resend-result").inner_text().startswith("Sent 1 back to their topics")
+    page.wait_for_url(f"**/dead-letters/{group}?sent=1&skipped=0&before=0&no_topic=0&left=0")
+    assert page.locator("#resend-result").inner_text().startswith(f"Sent 1 back to {group} ")
     assert page.locator("#dead-letters tbody tr td").nth(6).inner_text() == "yes"
     screenshot(page, "console-dead-letters")
 
-    # The group gets it back, with the id it was sent with.
+    # The group gets it back (through its retry topic), with the id and topic it was sent with.
     got = _consume_one(cluster.namesrv, group, topic)
-    assert [(m.msg_id, bytes(m.body)) for m in got] == [(sent.msg_id, b"payment 7")]
+    assert [(m.msg_id, m.topic, bytes(m.body)) for m in got] == [(sent.msg_id, topic,
+                                                                  b"payment 7")]
 
-    # A second resend of everything sends nothing: it was resent already.
+    # A second resend of everything sends nothing: it was resent already, and says so.
     page.locator("#resend-all button").click()
-    page.wait_for_url(f"**/dead-letters/{group}?sent=0&skipped=0")
+    page.wait_for_url(f"**/dead-letters/{group}?sent=0&skipped=1&before=1&no_topic=0&left=0")
     assert page.locator("#dead-letters tbody tr td").nth(6).inner_text() == "yes"
 
 

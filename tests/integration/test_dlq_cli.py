@@ -84,16 +84,21 @@ def test_dlq_list_and_resend_bring_a_dead_letter_back(cluster: EmbeddedCluster) 
                run(cluster, "dlq", "list", "--group", group, "--format", "json").output.splitlines()]
     assert entry["original_topic"] == topic and entry["msg_id"] == sent.msg_id
     assert entry["topic"] == f"%DLQ%{group}" and entry["reconsume_times"] == 1
+    with orbitmq.Admin(cluster.namesrv) as admin:
+        [dead] = admin.dead_letters(group)
+    dead_letter_origin = dead.properties.get("ORIGIN_MESSAGE_ID") or dead.msg_id
 
     out = run(cluster, "dlq", "resend", "--group", group, "--msg-id", sent.msg_id).output
-    assert out.startswith(f"resent {sent.msg_id} to {topic}:")
-    again = [m for m in read_topic(cluster, topic) if m.commit_log_offset != original.commit_log_offset]
-    assert len(again) == 1
-    back = again[0]
+    retry = f"%RETRY%{group}"
+    assert out.startswith(f"resent {sent.msg_id} to {retry} (original topic {topic}):")
+    assert read_topic(cluster, topic) == [original]  # not to the topic: other groups read it
+    [back] = read_topic(cluster, retry)  # to the group's own retry topic, as a retry
     assert back.body == b"poison pill" and back.tags == "bad" and back.keys == ["k-1"]
     assert back.msg_id == sent.msg_id and back.properties["color"] == "blue"
     assert back.reconsume_times == 0
-    for bookkeeping in ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "REAL_TOPIC", "REAL_QID", "DELAY"):
+    assert back.properties["RETRY_TOPIC"] == topic
+    assert back.properties["ORIGIN_MESSAGE_ID"] == dead_letter_origin
+    for bookkeeping in ("REAL_TOPIC", "REAL_QID", "DELAY", "MAX_RECONSUME_TIMES"):
         assert bookkeeping not in back.properties
 
 
@@ -110,11 +115,11 @@ def test_dlq_resend_all_twice_sends_each_dead_letter_once(cluster: EmbeddedClust
 
     first = run(cluster, "dlq", "resend", "--group", group, "--all").output
     assert sum(line.startswith("resent ") and " to " in line for line in first.splitlines()) == 3
-    assert "no dead letters to resend" in run(cluster, "dlq", "resend", "--group", group,
-                                              "--all").output
-    sent_first = {o.commit_log_offset for o in originals}
-    back = [m for m in read_topic(cluster, topic) if m.commit_log_offset not in sent_first]
-    assert sorted(m.body for m in back) == [b"dead-0", b"dead-1", b"dead-2"]
+    second = run(cluster, "dlq", "resend", "--group", group, "--all").output
+    assert second.splitlines()[-1] == (f"no dead letters to resend for group {group}; skipped 3 "
+                                       "resent before (--force sends them again)")
+    retry = f"%RETRY%{group}"
+    assert sorted(m.body for m in read_topic(cluster, retry)) == [b"dead-0", b"dead-1", b"dead-2"]
     listing = run(cluster, "dlq", "list", "--group", group).output
     assert listing.splitlines()[-1] == "total: 3 (3 resent)"
 
@@ -123,14 +128,20 @@ def test_dlq_resend_all_twice_sends_each_dead_letter_once(cluster: EmbeddedClust
         producer.send(orbitmq.Message(topic, b"dead-3"))
     [late] = [m for m in read_topic(cluster, topic) if m.body == b"dead-3"]
     fail_message(cluster, late, group)
-    again = run(cluster, "dlq", "resend", "--group", group, "--all").output
-    assert [line.split()[1] for line in again.splitlines() if line.startswith("resent ") and
+    again = run(cluster, "dlq", "resend", "--group", group, "--all")
+    assert [line.split()[1] for line in again.output.splitlines() if line.startswith("resent ") and
             " to " in line] == [late.msg_id]
+    assert again.stderr.splitlines()[-1] == ("resent 1 of 1 dead letter(s) read; skipped 3 resent "
+                                             "before (--force sends them again)")
     forced = run(cluster, "dlq", "resend", "--group", group, "--all", "--force").output
     assert sum(line.startswith("resent ") and " to " in line for line in forced.splitlines()) == 4
-    resent_ids = [m.msg_id for m in read_topic(cluster, topic)]
-    assert all(resent_ids.count(m.msg_id) == 3 for m in originals)  # sent, resent, forced
-    assert resent_ids.count(late.msg_id) == 3
+    assert [m.msg_id for m in read_topic(cluster, topic)].count(late.msg_id) == 1
+    resent_ids = [m.msg_id for m in read_topic(cluster, retry)]
+    assert all(resent_ids.count(m.msg_id) == 2 for m in originals)  # resent, forced
+    assert resent_ids.count(late.msg_id) == 2
+    few = run(cluster, "dlq", "resend", "--group", group, "--all", "--force", "--max", "3")
+    assert few.stderr.splitlines()[-1] == ("resent 3 of 3 dead letter(s) read; 1 not reached "
+                                           "(--max 3): run it again")
     skipped = run(cluster, "dlq", "resend", "--group", group, "--msg-id", late.msg_id)
     assert "resent before" in skipped.output
 

@@ -3,7 +3,8 @@
 Levels "1s 1s 1s 2s": the first retry waits level 3 (1 s), the second level 4 (2 s), so the gaps
 between deliveries tell that the broker used level 3 + reconsume times. A listener that always
 fails parks the message in %DLQ% after the group's retry_max_times, and ``orbitmq dlq resend``
-brings it back. ``orbitmq group status`` names the client holding each queue.
+brings it back, to that group only (another group of the same topic does not get it again).
+``orbitmq group status`` names the client holding each queue.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class Deliveries:
 def consumer(cluster: EmbeddedCluster, group: str, topic: str, deliveries: Deliveries,
              fail: Any) -> orbitmq.PushConsumer:
     with orbitmq.Admin(cluster.namesrv) as admin:  # the topic exists before its consumer starts
-        admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+        if topic not in admin.list_topics():
+            admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
     c = orbitmq.PushConsumer(group, namesrv=cluster.namesrv, consume_from="first",
                              persist_consumer_offset_interval=0.2)
 
@@ -139,8 +141,42 @@ def test_always_failing_goes_to_the_dlq_and_resend_brings_it_back(cluster: Embed
 
         failing.clear()
         out = cli_run(cluster, "dlq", "resend", "--group", group, "--msg-id", sent.msg_id)
-        assert f"resent {sent.msg_id} to {topic}" in out
+        assert f"resent {sent.msg_id} to %RETRY%{group} (original topic {topic})" in out
         back = deliveries.wait(b"doomed", 4)[3]
         assert back[1] == 0 and back[2] == topic
     finally:
         c.shutdown()
+
+
+def test_a_resent_dead_letter_goes_back_to_its_own_group_only(cluster: EmbeddedCluster) -> None:
+    """Issue 36: a resend used to go to the original topic, so every other group of that topic
+    processed the message a second time."""
+    topic, group_a, group_b = "PushTwoGroupsTopic", "two-groups-a", "two-groups-b"
+    cli_run(cluster, "group", "update", "--group", group_a, "--retry-max-times", "0")
+    failing = threading.Event()
+    failing.set()
+    seen_a, seen_b = Deliveries(), Deliveries()
+    a = consumer(cluster, group_a, topic, seen_a, lambda m: failing.is_set())
+    b = consumer(cluster, group_b, topic, seen_b, lambda m: False)
+    try:
+        sent = send(cluster, topic, b"for both")
+        seen_b.wait(b"for both", 1)
+        with orbitmq.Admin(cluster.namesrv) as admin:
+            deadline = time.monotonic() + WAIT_S
+            while not admin.dead_letters(group_a):  # no retry for A: a dead letter at once
+                assert time.monotonic() < deadline, "no dead letter"
+                time.sleep(0.1)
+            failing.clear()
+            topic_ends = {s.queue: s.max_offset for s in admin.topic_status(topic)}
+            [item] = admin.resend_dead_letters(group_a, msg_id=sent.msg_id)
+            assert item.topic == f"%RETRY%{group_a}" and item.result is not None
+            back = seen_a.wait(b"for both", 2)[1]
+            assert back[1] == 0 and back[2] == topic  # retries reset, under its original topic
+            # B gets messages from the topic and from its own retry topic only: neither has
+            # anything new, and B saw the message once.
+            assert {s.queue: s.max_offset for s in admin.topic_status(topic)} == topic_ends
+            assert all(s.max_offset == 0 for s in admin.topic_status(f"%RETRY%{group_b}"))
+            assert [body for _, body, _, _ in seen_b.seen] == [b"for both"]
+    finally:
+        a.shutdown()
+        b.shutdown()

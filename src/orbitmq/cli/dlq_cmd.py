@@ -2,9 +2,10 @@
 
 A message its consumers failed more than the group's ``retry_max_times`` ends in ``%DLQ%{group}``,
 which no consumer reads by itself. ``list`` shows what is there (read without consuming) and
-whether each was resent; ``resend`` sends dead letters back to the topic they were first sent to
-(their RETRY_TOPIC property), with their body, tags, keys and properties, minus the broker's retry
-bookkeeping: the group's consumers get them again as new messages with the same message id.
+whether each was resent; ``resend`` sends dead letters back to the group's own retry topic
+``%RETRY%{group}``, as a retry does (RETRY_TOPIC = the topic they were first sent to, reconsume
+times 0), with their body, tags, keys and properties: that group's consumers get them again, with
+the same message id and under their original topic; no other group of that topic does.
 
 A resent dead letter stays in the DLQ (RocketMQ never deletes a message), and the broker remembers
 it was resent (a resend mark per DLQ queue, kept as the offsets of the reserved group
@@ -30,6 +31,7 @@ from orbitmq.cli.common import (
     table,
 )
 from orbitmq.cli.consume_cmd import message_json
+from orbitmq.client.group_admin import original_topic
 
 __all__ = ["dlq_group"]
 
@@ -51,7 +53,7 @@ def _preview(body: bytes) -> str:
 
 @click.group("dlq")
 def dlq_group() -> None:
-    """List a consumer group's dead letters, send them back to their topic."""
+    """List a consumer group's dead letters, send them back to that group."""
 
 
 @dlq_group.command("list")
@@ -64,8 +66,6 @@ def dlq_group() -> None:
 def list_cmd(namesrv: str, group: str, max_num: int, fmt: str) -> None:
     """The messages in %DLQ%GROUP, oldest first: message id, original topic, reconsume times,
     store time, whether a resend sent it back already, and the start of the body."""
-    from orbitmq.client.group_admin import original_topic
-
     with _admin(namesrv) as admin:
         found = admin.dead_letter_entries(group, max_num)
     if fmt == "json":
@@ -98,28 +98,40 @@ def list_cmd(namesrv: str, group: str, max_num: int, fmt: str) -> None:
 @handles_errors
 def resend_cmd(namesrv: str, group: str, msg_id: str | None, resend_all: bool, force: bool,
                max_num: int) -> None:
-    """Send dead letters of GROUP back to their original topic, each once (--force: again)."""
+    """Send dead letters of GROUP back to GROUP only (its retry topic %RETRY%GROUP, never the
+    original topic, which other groups read too), each once (--force: again)."""
     if bool(msg_id) == resend_all:
         raise click.UsageError("give exactly one of --msg-id ID and --all")
     with _admin(namesrv) as admin:
-        done = admin.resend_dead_letters(group, msg_id=msg_id, force=force, max_messages=max_num)
-    sent = skipped = 0
-    for item in done:
+        report = admin.resend_report(group, msg_id=msg_id, force=force, max_messages=max_num)
+    for item in report.items:
         msg = item.dead_letter.message
         if item.result is None:
-            skipped += 1
             click.echo(f"skipped {msg.msg_id}: {item.skipped}", err=True)
             continue
-        sent += 1
-        click.echo(f"resent {msg.msg_id} to {item.topic}: queue {item.result.queue.queue_id} "
+        click.echo(f"resent {msg.msg_id} to {item.topic} (original topic "
+                   f"{original_topic(msg)}): queue {item.result.queue.queue_id} "
                    f"offset {item.result.queue_offset} status {item.result.status.name}")
-    if not done:
+    counts = _counts(report, max_num)
+    if not report.items:
         click.echo(f"no dead letters to resend for group {group}" +
-                   ("" if force else " (those resent before are skipped; --force sends them "
-                    "again)"))
+                   (f"; {counts}" if counts else ""))
         return
-    click.echo(f"resent {sent} of {len(done)} dead letter(s)", err=True)
-    unsendable = sum(1 for i in done if i.result is None and i.topic is None)
-    if unsendable:
-        raise click.ClickException(f"{unsendable} of {len(done)} dead letters have no original "
-                                   "topic and cannot be resent")
+    click.echo(f"resent {report.sent} of {len(report.items)} dead letter(s) read"
+               + (f"; {counts}" if counts else ""), err=True)
+    if report.skipped_no_topic:
+        raise click.ClickException(f"{report.skipped_no_topic} of {len(report.items)} dead letters "
+                                   "have no original topic and cannot be resent")
+
+
+def _counts(report: Any, max_num: int) -> str:
+    """What a resend passed over or did not reach, as one clause ("" when nothing)."""
+    parts = []
+    if report.skipped_resent_before:
+        parts.append(f"skipped {report.skipped_resent_before} resent before (--force sends "
+                     "them again)")
+    if report.skipped_no_topic:
+        parts.append(f"skipped {report.skipped_no_topic} with no original topic")
+    if report.left:
+        parts.append(f"{report.left} not reached (--max {max_num}): run it again")
+    return "; ".join(parts)

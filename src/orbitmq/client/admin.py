@@ -28,7 +28,7 @@ from orbitmq.client.admin_models import (
     parse_topic_stats,
 )
 from orbitmq.client.auth_admin import AuthAdminMixin, BlockingAuthAdminMixin
-from orbitmq.client.dead_letters import DeadLetter, Resent
+from orbitmq.client.dead_letters import DeadLetter, ResendReport, Resent
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.ops_admin import BlockingOpsAdminMixin, OpsAdminMixin
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
@@ -360,7 +360,8 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
 
     async def resend_dead_letters(self, group: str, *, msg_id: str | None = None,
                                   force: bool = False, max_messages: int = 1000) -> list[Resent]:
-        """Send the group's dead letters back to their original topics, each once: those resent
+        """Send the group's dead letters back to the group's retry topic ``%RETRY%{group}`` (that
+        group only consumes them again, never the topic's other groups), each once: those resent
         before are skipped unless ``force`` (the broker keeps a resend mark per DLQ queue under
         the reserved group ``%RESENT%{group}``). ``msg_id`` picks one.
 
@@ -369,6 +370,13 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         """
         return await dead_letters.resend_dead_letters(self, group, msg_id=msg_id, force=force,
                                                       max_messages=max_messages)
+
+    async def resend_report(self, group: str, *, msg_id: str | None = None, force: bool = False,
+                            max_messages: int = 1000) -> ResendReport:
+        """:meth:`resend_dead_letters` with the counts of what was passed over (resent before)
+        and not reached (past ``max_messages``)."""
+        return await dead_letters.resend_report(self, group, msg_id=msg_id, force=force,
+                                                max_messages=max_messages)
 
     async def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         """Which client of the group holds each queue (GET_CONSUMER_RUNNING_INFO through the
@@ -530,6 +538,11 @@ class Admin(BlockingOpsAdminMixin, BlockingAuthAdminMixin, BlockingClient[AsyncA
                             max_messages: int = 1000) -> list[Resent]:
         return self._call(self._client.resend_dead_letters(group, msg_id=msg_id, force=force,
                                                            max_messages=max_messages))
+
+    def resend_report(self, group: str, *, msg_id: str | None = None, force: bool = False,
+                      max_messages: int = 1000) -> ResendReport:
+        return self._call(self._client.resend_report(group, msg_id=msg_id, force=force,
+                                                     max_messages=max_messages))
 
     def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         return self._call(self._client.queue_holders(group))

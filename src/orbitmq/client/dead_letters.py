@@ -1,4 +1,16 @@
-"""Dead letters: reading a group's ``%DLQ%`` queues and sending them back without duplicates.
+"""Dead letters: reading a group's ``%DLQ%`` queues and sending them back, to that group only,
+without duplicates.
+
+Where a dead letter goes back: to its own group's retry topic ``%RETRY%{group}``, as the broker's
+own retry does, never to its original topic (every other group subscribed to that topic would
+process it again). It keeps the sender's body, tags, keys and properties (UNIQ_KEY too: the same
+message id), and carries what a retry carries: RETRY_TOPIC (its original topic: a consumer shows
+the message under the topic it subscribed to) and ORIGIN_MESSAGE_ID, with its reconsume times
+reset to 0, so it gets the group's full ``retry_max_times`` again. Every push consumer of the group
+subscribes to its retry topic (RocketMQ's clients too), so the group's live members, or the
+first to start, consume it, once per group; no other group does. RocketMQ's other way,
+CONSUME_MESSAGE_DIRECTLY to one live member, is not used: it needs a member online, delivers
+outside the group's offsets (a crash in the middle loses it), and does not retry a failure.
 
 A dead letter stays in its DLQ queue after it is resent (RocketMQ never deletes a message), so
 what was resent is remembered by the broker, through the ordinary offset API: a consumer offset
@@ -21,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbitmq.client.group_admin import (
     DLQ_TOPIC_PREFIX,
+    RETRY_TOPIC_PREFIX,
     original_topic,
     read_queue,
     resend_properties,
@@ -44,11 +57,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DeadLetter",
     "Resent",
+    "ResendReport",
     "RESEND_GROUP_PREFIX",
     "RESEND_PRODUCER_GROUP",
     "resend_group",
     "dead_letter_entries",
     "resend_dead_letters",
+    "resend_report",
 ]
 
 RESEND_GROUP_PREFIX = "%RESENT%"
@@ -72,12 +87,50 @@ class DeadLetter:
 
 @dataclasses.dataclass(frozen=True)
 class Resent:
-    """What a resend did with one dead letter: ``result`` when sent, else ``skipped`` saying why."""
+    """What a resend did with one dead letter: ``result`` when sent, else ``skipped`` saying why.
+
+    ``topic``: the group's retry topic it went (or would go) to; None when it has no original
+    topic recorded (it cannot be resent)."""
 
     dead_letter: DeadLetter
     topic: str | None
     result: SendResult | None = None
     skipped: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResendReport:
+    """What one resend did, counted (what a console or a CLI reports).
+
+    Attributes:
+        items: one Resent per dead letter read, in queue order.
+        resent_before: dead letters still in the DLQ that an earlier resend sent, passed over
+            without being read (a resend of all without ``force``).
+        left: dead letters not sent yet that this call did not reach (past ``max_messages``):
+            the next resend sends them.
+    """
+
+    items: list[Resent]
+    resent_before: int = 0
+    left: int = 0
+
+    @property
+    def sent(self) -> int:
+        return sum(1 for r in self.items if r.result is not None)
+
+    @property
+    def skipped_resent_before(self) -> int:
+        """Resent before, not sent again: those passed over plus those read and skipped."""
+        return self.resent_before + sum(1 for r in self.items
+                                        if r.result is None and r.topic is not None)
+
+    @property
+    def skipped_no_topic(self) -> int:
+        return sum(1 for r in self.items if r.topic is None)
+
+    @property
+    def skipped(self) -> int:
+        return self.skipped_resent_before + self.skipped_no_topic
 
 
 def resend_group(group: str) -> str:
@@ -150,10 +203,15 @@ async def dead_letter_entries(admin: AsyncAdmin, group: str, max_messages: int =
 
 
 # -- resending ------------------------------------------------------------------------------------
-def _message_of(msg: MessageExt, topic: str) -> Message:
-    """The dead letter as its sender sent it: body, tags, keys, flag and properties (UNIQ_KEY too,
-    so consumers see the same message id), without the broker's retry bookkeeping."""
-    return Message.with_system_properties(topic, bytes(msg.body), properties=resend_properties(msg),
+def _message_of(msg: MessageExt, retry: str, original: str) -> Message:
+    """The dead letter for its group's retry topic: body, tags, keys, flag and properties as its
+    sender sent them (UNIQ_KEY too, so consumers see the same message id), without the broker's
+    retry bookkeeping, plus a retry's RETRY_TOPIC and ORIGIN_MESSAGE_ID (reconsume times: 0)."""
+    props = resend_properties(msg)
+    props[PropertyKey.RETRY_TOPIC] = original
+    props[PropertyKey.ORIGIN_MESSAGE_ID] = (msg.properties.get(PropertyKey.ORIGIN_MESSAGE_ID)
+                                            or msg.msg_id)
+    return Message.with_system_properties(retry, bytes(msg.body), properties=props,
                                           tags=msg.tags, keys=list(msg.keys) or None,
                                           flag=msg.flag)
 
@@ -161,7 +219,17 @@ def _message_of(msg: MessageExt, topic: str) -> Message:
 async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | None = None,
                               force: bool = False, max_messages: int = 1000,
                               producer_group: str = RESEND_PRODUCER_GROUP) -> list[Resent]:
-    """Send ``group``'s dead letters back to their original topics (see the module docstring).
+    """Send ``group``'s dead letters back to the group's retry topic (see the module docstring):
+    :func:`resend_report`'s items (it also counts what was passed over)."""
+    report = await resend_report(admin, group, msg_id=msg_id, force=force,
+                                 max_messages=max_messages, producer_group=producer_group)
+    return report.items
+
+
+async def resend_report(admin: AsyncAdmin, group: str, *, msg_id: str | None = None,
+                        force: bool = False, max_messages: int = 1000,
+                        producer_group: str = RESEND_PRODUCER_GROUP) -> ResendReport:
+    """Send ``group``'s dead letters back to ``%RETRY%{group}``, each once (module docstring).
 
     Args:
         msg_id: only this one (its message id, offset message id or original message id).
@@ -169,7 +237,8 @@ async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | No
         max_messages: at most this many dead letters read (and sent) in this call.
 
     Returns:
-        one Resent per dead letter considered, in queue order.
+        one Resent per dead letter considered, in queue order, and the counts of those passed
+        over (resent before) or not reached (past ``max_messages``).
 
     Raises:
         ClientError: ``msg_id`` names no dead letter of the group.
@@ -177,13 +246,16 @@ async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | No
     """
     from orbitmq.client.producer import AsyncProducer
 
-    entries, marks = await _entries(admin, group, max_messages,
-                                    unresent_only=not force and msg_id is None)
+    every = msg_id is None
+    entries, marks = await _entries(admin, group, max_messages, unresent_only=every and not force)
     if msg_id is not None:
         entries = [d for d in entries if _matches(d.message, msg_id)]
         if not entries:
             raise ClientError(f"no dead letter {msg_id} for group {group}")
     entries.sort(key=lambda d: (d.queue, d.message.queue_offset))
+    before, left = (await _passed_over(admin, group, marks, len(entries), force)) if every \
+        else (0, 0)
+    retry = RETRY_TOPIC_PREFIX + group
     moved: dict[MessageQueue, int] = {}
     out: list[Resent] = []
     try:
@@ -191,25 +263,44 @@ async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | No
                                  credentials=admin._instance.credentials,
                                  tls=admin._instance.tls) as producer:
             for dead in entries:
-                out.append(await _resend_one(producer, dead, force, marks, moved))
+                out.append(await _resend_one(producer, dead, retry, force, marks, moved))
     finally:
         for mq, offset in moved.items():
             addr, _ = marks[mq]
             await _set_mark(admin, addr, group, mq, offset)
-    return out
+    return ResendReport(out, before, left)
 
 
-async def _resend_one(producer: Any, dead: DeadLetter, force: bool,
+async def _passed_over(admin: AsyncAdmin, group: str, marks: dict[MessageQueue, tuple[str, int]],
+                       read: int, force: bool) -> tuple[int, int]:
+    """(dead letters below the marks still in the DLQ, not read without ``force``; those to send
+    that were not read: past ``max_messages``), from the DLQ queues' offsets."""
+    if not marks:
+        return 0, 0
+    bounds = {s.queue: (s.min_offset, s.max_offset)
+              for s in await admin.topic_status(DLQ_TOPIC_PREFIX + group)}
+    before = to_send = 0
+    for mq, (_addr, mark) in marks.items():
+        low, high = bounds.get(mq, (0, 0))
+        below = max(0, min(mark, high) - low)
+        before += below
+        to_send += high - low - (0 if force else below)
+    return (0 if force else before), max(0, to_send - read)
+
+
+async def _resend_one(producer: Any, dead: DeadLetter, retry: str, force: bool,
                       marks: dict[MessageQueue, tuple[str, int]],
                       moved: dict[MessageQueue, int]) -> Resent:
-    """Send one dead letter; move its queue's mark past it when it is the next one in line (one
-    that can never be sent, having no original topic, is passed over the same way)."""
+    """Send one dead letter to the group's retry topic; move its queue's mark past it when it is
+    the next one in line (one that can never be sent, having no original topic, is passed over
+    the same way)."""
     topic = original_topic(dead.message)
     if dead.resent and not force:
-        return Resent(dead, topic, skipped="resent before (force sends it again)")
+        return Resent(dead, retry, skipped="resent before (force sends it again)")
     outcome = Resent(dead, None, skipped="no original topic (RETRY_TOPIC) recorded")
     if topic is not None:
-        outcome = Resent(dead, topic, result=await producer.send(_message_of(dead.message, topic)))
+        message = _message_of(dead.message, retry, topic)
+        outcome = Resent(dead, retry, result=await producer.send(message))
     mark = moved.get(dead.queue, marks[dead.queue][1])
     if dead.message.queue_offset == mark:
         moved[dead.queue] = mark + 1

@@ -1,6 +1,8 @@
 """Dead letters: the groups that have some, one group's dead letters (each saying whether it was
-resent), and the resend form, with the SDK's no-duplicate rule: a dead letter resent before is
-skipped unless ``force`` is ticked (:mod:`orbitmq.client.dead_letters`)."""
+resent), and the resend form, with the SDK's rules (:mod:`orbitmq.client.dead_letters`): a dead
+letter goes back to its own group only (the group's retry topic), and one resent before is
+skipped unless ``force`` is ticked. The page after a resend shows what happened, counted: sent,
+skipped as resent before, skipped for having no original topic, not reached."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ __all__ = ["routes"]
 routes = web.RouteTableDef()
 
 RESENT_SHOWN_MAX = 1_000_000  # a bound on the counts a page after a resend reads back
+# The counts a resend redirects with: sent, skipped (resent before, no original topic), not reached.
+OUTCOME_COUNTS = ("sent", "skipped", "before", "no_topic", "left")
 
 
 @routes.get("/dead-letters")
@@ -40,8 +44,8 @@ async def dead_letter_list(request: web.Request) -> web.StreamResponse:
     entries = await admin_of(request).dead_letter_entries(group, st.config.console_rows_max)
     outcome = None
     if "sent" in request.query:
-        outcome = (forms.integer(request.query, "sent", 0, RESENT_SHOWN_MAX),
-                   forms.integer(request.query, "skipped", 0, RESENT_SHOWN_MAX))
+        outcome = {name: forms.integer(request.query, name, 0, RESENT_SHOWN_MAX)
+                   for name in OUTCOME_COUNTS}
     return page(request, "dead_letter_group.html", title=f"Dead letters of {group}", group=group,
                 entries=entries, original_topic=original_topic, outcome=outcome,
                 rows_max=st.config.console_rows_max)
@@ -55,8 +59,10 @@ async def dead_letter_resend(request: web.Request) -> web.StreamResponse:
     group = check_group(request.match_info["group"])
     form = await request.post()
     msg_id = forms.text(form, "msg_id", required=False) or None
-    resent = await admin_of(request).resend_dead_letters(group, msg_id=msg_id, force=forms.flag(form, "force"),
-                                                max_messages=st.config.console_rows_max)
-    sent = sum(1 for r in resent if r.result is not None)
-    raise web.HTTPSeeOther(f"/dead-letters/{quote(group, safe='')}?sent={sent}"
-                           f"&skipped={len(resent) - sent}")
+    report = await admin_of(request).resend_report(group, msg_id=msg_id,
+                                                   force=forms.flag(form, "force"),
+                                                   max_messages=st.config.console_rows_max)
+    counts = (report.sent, report.skipped, report.skipped_resent_before, report.skipped_no_topic,
+              report.left)
+    query = "&".join(f"{n}={c}" for n, c in zip(OUTCOME_COUNTS, counts, strict=True))
+    raise web.HTTPSeeOther(f"/dead-letters/{quote(group, safe='')}?{query}")
