@@ -10,7 +10,16 @@ import pytest
 from orbitmq.client.browse import _parse_offsets, consumed_by
 from orbitmq.config import ConfigError, ConsoleConfig
 from orbitmq.console import forms
-from orbitmq.console.render import BodyView, body_view, format_bytes, format_ms, preview
+from orbitmq.console.groups import is_internal_group, reset_topics
+from orbitmq.console.refusals import refusal_of
+from orbitmq.console.render import (
+    BodyView,
+    body_view,
+    format_bytes,
+    format_ms,
+    format_uptime,
+    preview,
+)
 from orbitmq.console.sampler import Sample, disk_use, first_rate, series
 from orbitmq.console.security import (
     SessionTable,
@@ -19,7 +28,7 @@ from orbitmq.console.security import (
     safe_next,
     tokens_equal,
 )
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import AccessDeniedError, BrokerError, RemoteProtocolError, broker_error
 from orbitmq.protocol.bodies import MessageQueue
 
 
@@ -72,6 +81,41 @@ def test_times_and_sizes_are_shown_in_utc_and_binary_units() -> None:
     assert format_ms(0) == "-" and format_ms(None) == "-"
     assert format_bytes(512) == "512 B" and format_bytes(1536) == "1.5 KiB"
     assert format_bytes(None) == "-"
+
+
+def test_uptime_is_shown_in_its_largest_units() -> None:
+    """It used to be RocketMQ's raw ``[ 0 days, 0 hours, 5 minutes, 2 seconds ]``."""
+    assert format_uptime("[ 3 days, 4 hours, 5 minutes, 6 seconds ]") == "3 d 4 h 5 min"
+    assert format_uptime("[ 0 days, 2 hours, 0 minutes, 9 seconds ]") == "2 h 0 min"
+    assert format_uptime("[ 0 days, 0 hours, 7 minutes, 1 seconds ]") == "7 min"
+    assert format_uptime("[ 0 days, 0 hours, 0 minutes, 42 seconds ]") == "42 s"
+    assert format_uptime(None) == "-" and format_uptime("up a while") == "up a while"
+
+
+@pytest.mark.parametrize("error, status, words", [
+    (broker_error(17, "no route for topic 'x'"), 404, "No such topic (TOPIC_NOT_EXIST): no route"),
+    (BrokerError(18, "topic x exists"), 409, "The topic exists already (TOPIC_EXIST_ALREADY)"),
+    (BrokerError(29, "readQueueNums 0 is out of range"), 400, "(INVALID_PARAMETER): readQueue"),
+    (BrokerError(2, "too many requests"), 503, "The server is busy; try again (SYSTEM_BUSY)"),
+    (BrokerError(1, "disk full"), 502, "The server failed (SYSTEM_ERROR): disk full"),
+    (BrokerError(4242), 502, "code 4242"),
+    (AccessDeniedError("no rule allows it"), 403, "the console's own user: Not allowed "
+                                                  "(NO_PERMISSION): no rule allows it"),
+], ids=["not-found", "conflict", "bad-value", "busy", "failed", "unknown-code", "denied"])
+def test_a_refusal_is_shown_in_words_with_its_code_name_and_a_fitting_status(
+        error: BrokerError, status: int, words: str) -> None:
+    """Every refusal used to be a bare number under HTTP 502."""
+    refusal = refusal_of(error, "the console's own user")
+    assert refusal.http_status == status
+    assert words in refusal.reason and "code=" not in refusal.reason
+
+
+def test_system_groups_are_internal_and_the_reset_form_offers_real_topics_first() -> None:
+    for group in ("TOOLS_CONSUMER", "CID_SYS_RMQ_TRANS", "CID_RMQ_SYS_X", "%RESENT%g"):
+        assert is_internal_group(group), group
+    assert not is_internal_group("orders-group")
+    assert reset_topics({"%RETRY%g", "Orders", "%DLQ%g", "Audit"}) == [
+        "Audit", "Orders", "%DLQ%g", "%RETRY%g"]
 
 
 def test_form_values_are_checked_and_refused_by_name() -> None:

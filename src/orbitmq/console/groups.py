@@ -10,21 +10,27 @@ from urllib.parse import quote
 from aiohttp import web
 
 from orbitmq.client.admin_models import ConsumerConnectionInfo, GroupStatus
-from orbitmq.client.dead_letters import RESEND_GROUP_PREFIX
-from orbitmq.client.group_admin import TOOLS_CONSUMER_GROUP
+from orbitmq.client.system_names import is_system_group, topic_kind
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of
 
-__all__ = ["routes", "is_internal_group"]
+__all__ = ["routes", "is_internal_group", "reset_topics"]
 
 routes = web.RouteTableDef()
 
 
 def is_internal_group(group: str) -> bool:
-    """Groups OrbitMQ's tools use for themselves (admin reads, dead letter resend marks)."""
-    return group == TOOLS_CONSUMER_GROUP or group.startswith(RESEND_GROUP_PREFIX)
+    """Groups the brokers and OrbitMQ's tools use for themselves (admin reads, the transaction
+    check, dead letter resend marks...), listed only on request."""
+    return is_system_group(group)
+
+
+def reset_topics(topics: set[str]) -> list[str]:
+    """The topics the offset reset form offers, the group's real topics first (the first is
+    the default): its retry topic sorts before them by name but is rarely what is meant."""
+    return sorted(topics, key=lambda t: (topic_kind(t) != "normal", t))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +66,7 @@ async def group_detail(request: web.Request) -> web.StreamResponse:
     status, conns, holders = await asyncio.gather(
         admin.group_status(group), admin.consumer_connections(group),
         admin.queue_holders(group))
-    topics = sorted({q.queue.topic for q in status.queues} | set(conns.subscriptions))
+    topics = reset_topics({q.queue.topic for q in status.queues} | set(conns.subscriptions))
     return page(request, "group.html", title=f"Group {group}", group=group, status=status,
                 conns=conns, holders=holders, topics=topics)
 

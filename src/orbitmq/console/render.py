@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import enum
 import json
+import re
 import string
 from typing import Any
 from urllib.parse import quote
@@ -25,6 +26,7 @@ __all__ = [
     "page",
     "format_ms",
     "format_bytes",
+    "format_uptime",
     "BodyView",
     "body_view",
     "NOTICES",
@@ -86,6 +88,23 @@ def format_age(ms: int) -> str:
     return f"{seconds // 3600} h"
 
 
+_RUNTIME = re.compile(r"(\d+)\s*days?,\s*(\d+)\s*hours?,\s*(\d+)\s*minutes?,\s*(\d+)\s*seconds?")
+
+
+def format_uptime(runtime: str | None) -> str:
+    """A broker's ``runtime`` (RocketMQ's ``[ 3 days, 4 hours, 5 minutes, 6 seconds ]``) as
+    ``3 d 4 h 5 min``: the largest units only, seconds under a minute; other text as it is."""
+    found = _RUNTIME.search(runtime or "")
+    if found is None:
+        return runtime or "-"
+    days, hours, minutes, seconds = (int(g) for g in found.groups())
+    if days:
+        return f"{days} d {hours} h {minutes} min"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min" if minutes else f"{seconds} s"
+
+
 def _text(body: bytes) -> str | None:
     """The body as UTF-8 text, when it is that and printable."""
     try:
@@ -140,7 +159,7 @@ def make_templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        ms=format_ms, bytes=format_bytes, age=format_age, preview=preview,
+        ms=format_ms, bytes=format_bytes, age=format_age, uptime=format_uptime, preview=preview,
         q=lambda s: quote(str(s), safe=""),
     )
     return env

@@ -31,17 +31,12 @@ from orbitmq.console import (
 )
 from orbitmq.console.acting import UserSessions
 from orbitmq.console.forms import FormError
+from orbitmq.console.refusals import refusal_of
 from orbitmq.console.render import make_templates, page
 from orbitmq.console.sampler import RuntimeSampler
 from orbitmq.console.security import SECURITY_HEADERS, Guard, Handler, check_exposure
 from orbitmq.console.state import STATE, ConsoleState, user_of
-from orbitmq.errors import (
-    AccessDeniedError,
-    BrokerError,
-    ClientError,
-    OrbitMQError,
-    TopicNotFoundError,
-)
+from orbitmq.errors import BrokerError, ClientError, OrbitMQError
 from orbitmq.security.signature import Credentials
 from orbitmq.transport.tls import ClientTls, ServerTls, listen
 
@@ -51,7 +46,6 @@ log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
 REQUEST_BODY_MAX_BYTES = 64 * 1024  # the largest form is a few fields
-NO_PERMISSION = 16  # RocketMQ's response code of a request access control refused
 
 
 @web.middleware
@@ -61,19 +55,16 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return await handler(request)
     except web.HTTPException:
         raise
-    except TopicNotFoundError as e:
-        return page(request, "error.html", http_status=404, title="Not found",
-                    reason=e.remark or str(e))
     except (FormError, ClientError) as e:
         return page(request, "error.html", http_status=400, title="Refused", reason=str(e))
-    except BrokerError as e:
-        if isinstance(e, AccessDeniedError) or e.code == NO_PERMISSION:  # the user's rules
-            user = user_of(request)
-            who = f"user {user.username}" if user else "the console's own user"
-            return page(request, "error.html", http_status=403, title="Not allowed",
-                        reason=f"The cluster refused this to {who}: {e.remark or e}")
-        return page(request, "error.html", http_status=502, title="The cluster refused",
-                    reason=f"{e.code}: {e.remark}" if e.remark else str(e))
+    except BrokerError as e:  # in words with the code's name, and whose fault it is
+        user = user_of(request)
+        refusal = refusal_of(e, f"user {user.username}" if user else "the console's own user")
+        return page(request, "error.html", http_status=refusal.http_status, title=refusal.title,
+                    reason=refusal.reason)
+    except TimeoutError as e:  # builtin: the SDK's TimeoutError is one too
+        return page(request, "error.html", http_status=504, title="The cluster did not answer",
+                    reason=f"no answer in time{f': {e}' if str(e) else ''}")
     except (OrbitMQError, OSError) as e:
         return page(request, "error.html", http_status=502, title="The cluster did not answer",
                     reason=str(e) or type(e).__name__)

@@ -1,5 +1,6 @@
-"""Topics: the list (system topics on request), one topic's route, queues with their min and max
-offsets and the groups that consume it, and the forms that create, update and delete topics."""
+"""Topics: the list with each topic's queues and stored messages (system topics on request), one
+topic's route, queues with their min and max offsets and the groups that consume it, and the forms
+that create, update and delete topics."""
 
 from __future__ import annotations
 
@@ -13,39 +14,48 @@ from aiohttp import web
 
 from orbitmq.client import browse
 from orbitmq.client.admin import AsyncAdmin
-from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from orbitmq.client.system_names import SYSTEM_TOPICS, topic_kind
 from orbitmq.client.validation import check_topic
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of
-from orbitmq.errors import AccessDeniedError, TopicExistsError, TopicNotFoundError
+from orbitmq.errors import AccessDeniedError, OrbitMQError, TopicExistsError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 
 __all__ = ["routes", "topic_kind", "SYSTEM_TOPICS", "PERMS"]
 
 routes = web.RouteTableDef()
 
-SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
-})
 ROUTE_WAIT_S = 5.0  # how long a save waits for the name servers to route the topic anew
 ROUTE_POLL_S = 0.05
 # PermName bits a topic may have: read 4, write 2.
 PERMS = {"6": "read and write", "4": "read only", "2": "write only"}
 
 
-def topic_kind(topic: str, reserved: set[str]) -> str:
-    """``normal``, ``retry``, ``dead letters`` or ``system`` (``reserved``: the cluster's and
-    brokers' names, which brokers register as topics)."""
-    if topic.startswith(RETRY_TOPIC_PREFIX):
-        return "retry"
-    if topic.startswith(DLQ_TOPIC_PREFIX):
-        return "dead letters"
-    if topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_") or topic in reserved:
-        return "system"
-    return "normal"
+STATUS_READS_MAX = 16  # topics whose queue offsets the list reads at once
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicRow:
+    """One line of the topic list; ``queues`` and ``messages`` are None when the brokers did
+    not say (a topic a user may not read, a broker down)."""
+
+    topic: str
+    kind: str
+    queues: int | None
+    messages: int | None
+
+
+async def _row(admin: AsyncAdmin, topic: str, kind: str, slots: asyncio.Semaphore) -> TopicRow:
+    """The topic's queues and the messages they hold (max offset minus min offset)."""
+    async with slots:
+        try:
+            status = await admin.topic_status(topic)
+        except (OrbitMQError, OSError):
+            return TopicRow(topic, kind, None, None)
+    return TopicRow(topic, kind, len(status),
+                    sum(max(0, s.max_offset - s.min_offset) for s in status))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +73,12 @@ async def topic_list(request: web.Request) -> web.StreamResponse:
     show_all = forms.flag(request.query, "all")
     names, info = await asyncio.gather(admin.list_topics(), admin.cluster_info())
     reserved = set(info.cluster_addr_table) | set(info.broker_addr_table)
-    rows = [(t, topic_kind(t, reserved)) for t in names]
-    shown = [r for r in rows if show_all or r[1] == "normal"]
-    return page(request, "topics.html", title="Topics", topics=shown, show_all=show_all,
-                hidden=len(rows) - len(shown), perms=PERMS, queue_nums_max=QUEUE_NUMS_MAX)
+    kinds = [(t, topic_kind(t, reserved)) for t in names]
+    shown = [(t, kind) for t, kind in kinds if show_all or kind == "normal"]
+    slots = asyncio.Semaphore(STATUS_READS_MAX)
+    rows = await asyncio.gather(*(_row(admin, t, kind, slots) for t, kind in shown))
+    return page(request, "topics.html", title="Topics", topics=rows, show_all=show_all,
+                hidden=len(kinds) - len(shown), perms=PERMS, queue_nums_max=QUEUE_NUMS_MAX)
 
 
 async def _save(request: web.Request, topic: str, form: Mapping[str, Any], *,
