@@ -71,7 +71,7 @@ _LAZY = {
     "TransactionSendResult": "orbitmq.client.transaction_producer",
     "TransactionBatch": "orbitmq.client.transaction_producer",
     "Credentials": "orbitmq.security.signature",
-    "ClientTls": "orbitmq.transport.tls",
+    "ClientTls": "orbitmq.security.tls",
 }
 
 __all__ = [
@@ -128,7 +128,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.protocol.message import Message as Message
     from orbitmq.protocol.message import MessageExt as MessageExt
     from orbitmq.security.signature import Credentials as Credentials
-    from orbitmq.transport.tls import ClientTls as ClientTls
+    from orbitmq.security.tls import ClientTls as ClientTls
 
 
 def __getattr__(name: str) -> Any:

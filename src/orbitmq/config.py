@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.security.model import PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS, check_username
 from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
-from orbitmq.transport.tls import TlsClientAuth, TlsServerMode
+from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 
 __all__ = [
     "FlushDiskType",

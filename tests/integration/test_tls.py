@@ -14,17 +14,17 @@ import pytest
 from orbitmq.errors import ConnectionClosedError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand, encode
-from orbitmq.testing.certs import TestCerts, make_test_certs
-from orbitmq.transport import RemotingClient, RemotingServer, run
-from orbitmq.transport.tls import (
+from orbitmq.security.tls import (
     ClientTls,
     ServerTls,
     TlsClientAuth,
     TlsError,
-    TlsListener,
     TlsServerMode,
     client_tls_from_env,
 )
+from orbitmq.testing.certs import TestCerts, make_test_certs
+from orbitmq.transport import RemotingClient, RemotingServer, run
+from orbitmq.transport.tls import TlsListener
 
 ECHO = 9001
 CLOSE_WAIT_S = 1.0  # the acceptance bound: a plaintext frame on an enforcing port

@@ -15,9 +15,9 @@ import pytest
 from orbitmq import Admin, ClientTls, ConsumeResult, Message, Producer, PushConsumer
 from orbitmq.config import NamesrvConfig
 from orbitmq.errors import OrbitMQError
+from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 from orbitmq.testing.certs import TestCerts, make_test_certs
 from orbitmq.testing.embedded import EmbeddedCluster
-from orbitmq.transport.tls import TlsClientAuth, TlsServerMode
 
 WAIT_S = 20.0
 

@@ -64,12 +64,12 @@ from orbitmq.grpc.endpoint import GrpcEndpoint
 from orbitmq.grpc.produce import Producing
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
+from orbitmq.security.tls import ClientTls, ServerTls
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.limits import ConnectionLimits, LimitCounters
 from orbitmq.transport.server import RemotingServer
-from orbitmq.transport.tls import ClientTls, ServerTls
 
 __all__ = ["BrokerController"]
 

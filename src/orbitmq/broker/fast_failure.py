@@ -23,7 +23,8 @@ import logging
 import time
 
 from orbitmq.protocol.codes import ResponseCode
-from orbitmq.transport.limits import LimitCounters, RateLimitedLog
+from orbitmq.rate_limited_log import RateLimitedLog
+from orbitmq.transport.limits import LimitCounters
 
 __all__ = ["BrokerFastFailure", "TICK_S"]
 

@@ -16,9 +16,9 @@ from typing import Any
 from orbitmq.broker.broker_stats import BrokerStats
 from orbitmq.config import BrokerConfig, MetricsExporterType
 from orbitmq.metrics.rpc import RpcLatency
+from orbitmq.security.tls import ServerTls
 from orbitmq.store.message_store import MessageStore
 from orbitmq.transport.server import RemotingServer
-from orbitmq.transport.tls import ServerTls
 
 __all__ = ["BrokerObservability", "TICK_INTERVAL_S"]
 

@@ -30,7 +30,8 @@ from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import U32, U64
 from orbitmq.protocol.bodies import DataVersion, JsonBody
 from orbitmq.protocol.codes import ResponseCode
-from orbitmq.transport.limits import LimitCounters, RateLimitedLog
+from orbitmq.rate_limited_log import RateLimitedLog
+from orbitmq.transport.limits import LimitCounters
 
 __all__ = [
     "SubscriptionGroupConfig",

@@ -30,7 +30,8 @@ from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import PERM_MASK, TOPIC_SYS_FLAG_MASK
 from orbitmq.protocol.bodies import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import ResponseCode
-from orbitmq.transport.limits import LimitCounters, RateLimitedLog
+from orbitmq.rate_limited_log import RateLimitedLog
+from orbitmq.transport.limits import LimitCounters
 
 __all__ = [
     "TopicConfigManager",

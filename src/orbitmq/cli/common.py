@@ -27,7 +27,7 @@ import click
 from orbitmq.errors import BrokerError, OrbitMQError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import TLS_ENV, ClientTls
+from orbitmq.security.tls import TLS_ENV, ClientTls
 
 __all__ = [
     "DEFAULT_NAMESRV",

@@ -35,7 +35,7 @@ from orbitmq.cli.common import (
     value_callback,
 )
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 __all__ = ["consume_cmd", "ConsumeSettings", "message_line", "message_json"]
 

@@ -14,7 +14,7 @@ import click
 from orbitmq.cli.config_options import ConfigRefused, build_config, config_as_toml, config_options
 from orbitmq.config import BrokerConfig, ConfigError, ConsoleConfig, NamesrvConfig, replace_fields
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError, StoreError
-from orbitmq.transport.tls import TlsServerMode
+from orbitmq.security.tls import TlsServerMode
 
 log = logging.getLogger("orbitmq.cli")
 

@@ -32,7 +32,7 @@ from orbitmq.client.results import PullResult, PullStatus, RawPullResult, SendRe
 from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
 from orbitmq.client.transaction_end import HalfMessageRef
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 __all__ = [
     "Admin",

@@ -65,7 +65,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import decode_stored_message, iter_stored_messages
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 __all__ = ["AsyncAdmin", "Admin"]
 

@@ -55,9 +55,9 @@ from orbitmq.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 from orbitmq.security.signature import Credentials
+from orbitmq.security.tls import ClientTls
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
-from orbitmq.transport.tls import ClientTls
 
 __all__ = ["ClientInstance", "parse_namesrv_addrs", "check_response", "local_ip", "RETRIABLE_CODES"]
 

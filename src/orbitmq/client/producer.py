@@ -56,7 +56,7 @@ from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.message import Message
 from orbitmq.protocol.msgid import UniqIdGenerator
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 __all__ = ["AsyncProducer", "Producer", "MAX_MESSAGE_SIZE"]
 

@@ -56,7 +56,7 @@ from orbitmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 __all__ = ["AsyncPullConsumer", "PullConsumer"]
 

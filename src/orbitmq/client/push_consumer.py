@@ -66,8 +66,8 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.message import MessageExt, java_string_hash
 from orbitmq.security.signature import Credentials
+from orbitmq.security.tls import ClientTls
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.tls import ClientTls
 
 __all__ = ["AsyncPushConsumer", "PushConsumer", "build_subscription"]
 

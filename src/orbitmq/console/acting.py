@@ -31,7 +31,7 @@ from orbitmq.console.security import SessionTable
 from orbitmq.errors import AccessDeniedError, ClientError, RemoteProtocolError
 from orbitmq.security.model import PASSWORD_MAX_CHARS, check_username
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 __all__ = ["LoginRefused", "UserSession", "UserSessions", "verify_credentials",
            "SWEEP_INTERVAL_S"]

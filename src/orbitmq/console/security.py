@@ -39,7 +39,7 @@ from urllib.parse import quote, urlsplit
 from aiohttp import web
 
 from orbitmq.config import ConfigError, ConsoleConfig
-from orbitmq.transport.limits import RateLimitedLog
+from orbitmq.rate_limited_log import RateLimitedLog
 
 __all__ = [
     "SESSION_COOKIE",

@@ -50,7 +50,7 @@ from orbitmq.grpc.tls import server_credentials
 from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
 from orbitmq.security.guard import AccessGuard, Principal
-from orbitmq.transport.tls import ServerTls, TlsServerMode
+from orbitmq.security.tls import ServerTls, TlsServerMode
 
 __all__ = ["GrpcEndpoint"]
 

@@ -17,7 +17,8 @@ import logging
 import socket
 from typing import Any
 
-from orbitmq.transport.tls import ServerTls, listen
+from orbitmq.security.tls import ServerTls
+from orbitmq.transport.tls import listen
 
 __all__ = ["GrpcFront", "WRITE_BUFFER_HIGH_BYTES"]
 

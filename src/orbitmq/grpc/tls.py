@@ -16,7 +16,7 @@ import threading
 
 import grpc
 
-from orbitmq.transport.tls import ServerTls, TlsClientAuth, TlsError, file_stamps
+from orbitmq.security.tls import ServerTls, TlsClientAuth, TlsError, file_stamps
 
 __all__ = ["server_credentials"]
 

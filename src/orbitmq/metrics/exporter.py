@@ -26,7 +26,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from orbitmq.metrics.families import CallbackCollector
-from orbitmq.transport.tls import ServerTls, listen
+from orbitmq.security.tls import ServerTls
+from orbitmq.transport.tls import listen
 
 __all__ = ["MetricsExporter", "REQUEST_HEAD_MAX_BYTES", "REQUEST_TIMEOUT_S"]
 

@@ -21,7 +21,6 @@ from prometheus_client.utils import floatToGoString
 from orbitmq.metrics.buckets import Buckets
 from orbitmq.metrics.rpc import RpcLatency, request_code_label, response_code_label
 from orbitmq.security.audit import AuditLog
-from orbitmq.transport.limits import AcceptGate, FrameBudget, LimitCounters
 
 __all__ = ["Families", "rpc_latency_family", "access_families", "limit_families",
            "PROTOCOL_REMOTING"]
@@ -105,12 +104,33 @@ def limit_families(families: Families, server: LimitedServer) -> Iterator[Any]:
     yield held
 
 
-class LimitedServer(Protocol):
-    """What limit_families reads of a RemotingServer."""
+class _Counts(Protocol):
+    @property
+    def counts(self) -> Mapping[str, int]: ...
 
-    limit_counters: LimitCounters
-    gate: AcceptGate
-    budget: FrameBudget
+
+class _Gate(Protocol):
+    @property
+    def total(self) -> int: ...
+
+
+class _Budget(Protocol):
+    @property
+    def held_bytes(self) -> int: ...
+
+
+class LimitedServer(Protocol):
+    """What limit_families reads of a RemotingServer (transport/server.py), by shape: metrics
+    know nothing of the transport."""
+
+    @property
+    def limit_counters(self) -> _Counts: ...
+
+    @property
+    def gate(self) -> _Gate: ...
+
+    @property
+    def budget(self) -> _Budget: ...
 
 
 class CallbackCollector(Collector):

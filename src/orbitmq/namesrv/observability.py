@@ -22,8 +22,8 @@ from orbitmq.config import MetricsExporterType, NamesrvConfig
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.namesrv.route_table import RouteTable
 from orbitmq.security.audit import AuditLog
+from orbitmq.security.tls import ServerTls
 from orbitmq.transport.server import RemotingServer
-from orbitmq.transport.tls import ServerTls
 
 __all__ = ["NamesrvObservability"]
 

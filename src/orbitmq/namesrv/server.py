@@ -35,10 +35,10 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.security.registry import AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
+from orbitmq.security.tls import ServerTls
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.limits import ConnectionLimits
 from orbitmq.transport.server import RemotingServer
-from orbitmq.transport.tls import ServerTls
 
 __all__ = ["NameServer"]
 

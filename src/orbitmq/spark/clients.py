@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from orbitmq.client.loop import new_event_loop
 from orbitmq.errors import ClientError
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls
+from orbitmq.security.tls import ClientTls
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin

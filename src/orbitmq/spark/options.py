@@ -17,9 +17,9 @@ from orbitmq.client.message_selector import MessageSelector
 from orbitmq.errors import ExpressionError, SparkOptionError
 from orbitmq.protocol.expressions import parse_tags
 from orbitmq.security.signature import Credentials
+from orbitmq.security.tls import ClientTls, client_tls_from_env
 from orbitmq.spark.offsets import EARLIEST, LATEST, Offsets, parse_queue_key
 from orbitmq.spark.option_names import normalize
-from orbitmq.transport.tls import ClientTls, client_tls_from_env
 
 __all__ = [
     "OptionError",

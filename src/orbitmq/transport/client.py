@@ -13,9 +13,9 @@ from orbitmq.errors import ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security.signature import Credentials, sign_fields
+from orbitmq.security.tls import ClientTls, ReloadingContext
 from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import call_guarded
-from orbitmq.transport.tls import ClientTls, ReloadingContext
 
 __all__ = ["RemotingClient", "sign_request"]
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import resource
-import time
-from collections.abc import Callable
 from typing import Protocol
 
 __all__ = [
@@ -22,15 +20,12 @@ __all__ = [
     "FrameBudget",
     "AcceptGate",
     "LimitCounters",
-    "RateLimitedLog",
     "LIMIT_NAMES",
-    "LOG_EVERY_S",
     "descriptor_limit",
 ]
 
 log = logging.getLogger(__name__)
 
-LOG_EVERY_S = 10.0  # one line per limit and this many seconds, with the count of the others
 SWEEP_INTERVAL_MAX_S = 1.0  # the idle and slow-frame sweep runs at least this often...
 SWEEP_INTERVAL_MIN_S = 0.01  # ...and at most this often (a tenth of the smallest limit)
 
@@ -118,32 +113,6 @@ class LimitCounters:
 
     def hit(self, name: str, count: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + count
-
-
-class RateLimitedLog:
-    """Warnings of one kind, at most one line per ``every_s`` seconds each, the line after a
-    quiet spell saying how many were left out."""
-
-    def __init__(self, logger: logging.Logger, every_s: float = LOG_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._log = logger
-        self._every_s = every_s
-        self._clock = clock
-        self._next: dict[str, float] = {}
-        self._left_out: dict[str, int] = {}
-
-    def warning(self, key: str, msg: str, *args: object) -> None:
-        now = self._clock()
-        if now < self._next.get(key, 0.0):
-            self._left_out[key] = self._left_out.get(key, 0) + 1
-            return
-        self._next[key] = now + self._every_s
-        left_out = self._left_out.pop(key, 0)
-        if left_out:
-            self._log.warning(msg + " (and %d more like it in the last %.0f s)",
-                              *args, left_out, self._every_s)
-        else:
-            self._log.warning(msg, *args)
 
 
 class FrameBudget:

@@ -11,15 +11,11 @@ from collections.abc import Awaitable, Callable
 from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode, bad_request_code
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.rate_limited_log import RateLimitedLog
+from orbitmq.security.tls import ServerTls
 from orbitmq.transport.connection import FastReader, HandlerResult, RemotingConnection
-from orbitmq.transport.limits import (
-    AcceptGate,
-    ConnectionLimits,
-    FrameBudget,
-    LimitCounters,
-    RateLimitedLog,
-)
-from orbitmq.transport.tls import ServerTls, listen
+from orbitmq.transport.limits import AcceptGate, ConnectionLimits, FrameBudget, LimitCounters
+from orbitmq.transport.tls import listen
 
 __all__ = ["RemotingServer", "Handler", "Guard", "INTERNAL_ERROR_REMARK", "internal_error_response",
            "call_guarded"]

@@ -67,8 +67,9 @@ from orbitmq.protocol.ha import (
     unpack_identity,
 )
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
+from orbitmq.security.tls import ServerTls
 from orbitmq.store.message_store import MessageStore
-from orbitmq.transport.tls import ServerTls, listen
+from orbitmq.transport.tls import listen
 
 __all__ = ["HAServer", "MasterHello", "WRITE_BUFFER_HIGH", "WRITE_BUFFER_LOW"]
 

@@ -65,9 +65,9 @@ from orbitmq.protocol.ha import (
     parse_auth_challenge,
     unpack_identity,
 )
+from orbitmq.security.tls import ClientTls, ReloadingContext
 from orbitmq.store.message_store import MessageStore
 from orbitmq.store.status import ReplicaAppendStatus
-from orbitmq.transport.tls import ClientTls, ReloadingContext
 
 __all__ = ["HAClient", "ReplicationRefused", "frame_size_max"]
 
