@@ -38,7 +38,8 @@ from orbitmq.console.security import SECURITY_HEADERS, Guard, Handler, check_exp
 from orbitmq.console.state import STATE, ConsoleState, user_of
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError
 from orbitmq.security.signature import Credentials
-from orbitmq.transport.tls import ClientTls, ServerTls, listen
+from orbitmq.security.tls import ClientTls, ServerTls
+from orbitmq.transport.tls import listen
 
 __all__ = ["ConsoleServer", "build_app"]
 
