@@ -17,7 +17,7 @@ async def main() -> None:
 
         async def send(i: int):
             async with window:
-                msg = Message("OrderTopic", b'{"order": %d}' % i, tags="created", keys=[f"order-{i}"])
+                msg = Message("BatchedOrders", b'{"order": %d}' % i, tags="created", keys=[f"order-{i}"])
                 return await producer.send(msg)  # this message's own SendResult
 
         results = await asyncio.gather(*(send(i) for i in range(1000)))

@@ -23,7 +23,7 @@ def test_quickstart_sends_and_reads_back(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("SendStatus.OK")
-    assert any("created" in line and "order-17" in line and '{"order": 17}' in line for line in lines[1:])
+    assert len(lines) == 2 and "created" in lines[1] and "order-18" in lines[1] and '{"order": 18}' in lines[1]
 
 
 def test_auto_batch_example_sends_a_thousand(tmp_path):
