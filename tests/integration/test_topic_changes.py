@@ -5,16 +5,20 @@ tests/console/test_console_topic_changes.py, ``broker config set``'s target in t
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from auth_support import ALICE, ROOT, auth_cluster
 from click.testing import CliRunner, Result
 from test_cli import assert_one_line_error
 
 from orbitmq import Message, Producer, PullConsumer
 from orbitmq.cli.main import cli
 from orbitmq.client import Admin
-from orbitmq.errors import QueuesNotDrainedError, TopicExistsError
+from orbitmq.errors import ClientError, QueuesNotDrainedError, TopicExistsError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.testing import EmbeddedCluster
 
@@ -139,3 +143,60 @@ def test_cli_update_names_the_queues_and_force_overrides(cluster: EmbeddedCluste
     run(cluster, "topic", "update", "-t", topic, "--read-queue-nums", "3")
     assert queues_of(cluster, topic) == (3, 1)
     assert "nothing to change" in run(cluster, "topic", "update", "-t", topic, ok=False).output
+
+
+# -- changes that reach more than one broker ---------------------------------------------------
+def test_changes_name_their_cluster_when_there_are_several(tmp_path: Path) -> None:
+    """Two clusters behind one name server: a topic, group or broker setting change without a
+    cluster used to land on every broker of both."""
+    with EmbeddedCluster(tmp_path) as two:
+        two.start_broker(1, dataclasses.replace(two.broker_config(1),
+                                                broker_cluster_name="OtherCluster"))
+        with Admin(two.namesrv) as admin:
+            deadline = time.monotonic() + 10
+            while len(admin.cluster_info().cluster_addr_table) < 2:
+                assert time.monotonic() < deadline, "broker-b never registered"
+                time.sleep(0.05)
+            with pytest.raises(ClientError, match=r"2 clusters \(DefaultCluster, OtherCluster\)"):
+                admin.create_topic("TcTwo")
+            assert admin.create_topic("TcTwo", cluster="OtherCluster") == ["broker-b"]
+            assert two.brokers[0].topics.get("TcTwo") is None
+            with pytest.raises(ClientError, match="name the one to change"):
+                admin.update_group("tc-two-group", retry_max_times=3)
+            assert admin.update_group("tc-two-group", cluster="DefaultCluster",
+                                      retry_max_times=3) == [BROKER]
+            with pytest.raises(ClientError, match="name the one to change"):
+                admin.delete_group("tc-two-group")
+
+        line = assert_one_line_error(run(two, "topic", "create", "-t", "TcTwoCli", ok=False))
+        assert "--cluster" in line and "OtherCluster" in line
+        run(two, "topic", "create", "-t", "TcTwoCli", "-c", "DefaultCluster")
+        assert two.brokers[1].topics.get("TcTwoCli") is None
+        line = assert_one_line_error(run(two, "group", "update", "-g", "tc-two-cli",
+                                         "--retry-max-times", "2", ok=False))
+        assert "--cluster" in line
+        run(two, "group", "update", "-g", "tc-two-cli", "--retry-max-times", "2", "-c",
+            "OtherCluster")
+        run(two, "broker", "config", "set", "-c", "OtherCluster", "-k", "deleteWhen", "-v", "05")
+        config = {b: run(two, "broker", "config", "get", "-b", b, "-k", "deleteWhen").stdout
+                  for b in ("broker-a", "broker-b")}
+        assert "deleteWhen=04" in config["broker-a"] and "deleteWhen=05" in config["broker-b"]
+
+
+def test_a_user_who_may_create_but_not_read_topics_is_refused_an_existing_one(
+        tmp_path: Path) -> None:
+    """The brokers refuse such a user the question "have you this topic?"; the route answers."""
+    with auth_cluster(tmp_path, with_alice=False) as secure:
+        with Admin(secure.namesrv, credentials=ROOT) as root:
+            root.create_user(ALICE.access_key, ALICE.secret_key)
+            root.create_acl("User:alice", ["Topic:tc-alice*"], "Create")
+        with Admin(secure.namesrv, credentials=ALICE) as alice:
+            assert alice.create_topic("tc-alice-1", read_queue_nums=2,
+                                      write_queue_nums=2) == [BROKER]
+            deadline = time.monotonic() + 10
+            while "tc-alice-1" not in alice.list_topics():  # brokers tell the name server later
+                assert time.monotonic() < deadline, "no route for tc-alice-1"
+                time.sleep(0.05)
+            with pytest.raises(TopicExistsError):
+                alice.create_topic("tc-alice-1", read_queue_nums=1, write_queue_nums=1)
+        assert queues_of(secure, "tc-alice-1") == (2, 2)

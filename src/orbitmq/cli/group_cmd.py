@@ -136,16 +136,18 @@ def reset_offset_cmd(namesrv: str, group: str, topic: str, timestamp: int | Posi
               help="queues of %RETRY%GROUP (0: failed messages are dropped, not retried)")
 @click.option("--consume-message-orderly", type=click.BOOL, metavar="true|false",
               help="true: a FIFO group: 5.x clients receive each queue's messages in order")
+@click.option("--cluster", "-c", help="the cluster whose masters change [default: the only "
+              "cluster; required when the name servers know several]")
 @handles_errors
-def update_cmd(namesrv: str, group: str, **settings: Any) -> None:
-    """Change a consumer group's settings on every broker (creating the group if needed); the
-    settings not given keep their values."""
+def update_cmd(namesrv: str, group: str, cluster: str | None, **settings: Any) -> None:
+    """Change a consumer group's settings on every master of a cluster (creating the group if
+    needed); the settings not given keep their values."""
     changes = {name: value for name, value in settings.items() if value is not None}
     if not changes:
         raise click.UsageError("nothing to change: give --retry-max-times, --consume-enable, "
                                "--consume-broadcast-enable, --retry-queue-nums or "
                                "--consume-message-orderly")
     with _admin(namesrv) as admin:
-        brokers = admin.update_group(group, **changes)
+        brokers = admin.update_group(group, cluster=cluster, **changes)
     shown = " ".join(f"{name}={value}" for name, value in sorted(changes.items()))
     click.echo(f"group {group} updated on {', '.join(brokers)}: {shown}")

@@ -105,7 +105,8 @@ def group_config_cmd(namesrv: str, group: str, fmt: str) -> None:
 @click.command("delete")
 @namesrv_option
 @click.option("--group", "-g", required=True)
-@click.option("--cluster", "-c", help="only the brokers of this cluster")
+@click.option("--cluster", "-c", help="the cluster whose masters lose the group [default: the "
+              "only cluster; required when the name servers know several]")
 @click.option("--keep-offsets", is_flag=True, help="keep the group's committed offsets")
 @format_option
 @handles_errors

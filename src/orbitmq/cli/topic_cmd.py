@@ -62,7 +62,8 @@ def _target_options(func: Any) -> Any:
     func = click.option("--broker-addr", "broker_addrs", multiple=True, metavar="HOST:PORT",
                         help="a broker to act on (repeatable) instead of a cluster")(func)
     func = click.option("--cluster", "-c", help="act on every master broker of this cluster "
-                        "[default: every master the name server knows]")(func)
+                        "[default: the only cluster; required when the name servers know "
+                        "several]")(func)
     return func
 
 

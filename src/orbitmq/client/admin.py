@@ -173,7 +173,8 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         attributes: str | None = None,
         exist_ok: bool = False,
     ) -> list[str]:
-        """Create ``topic`` on every master of ``cluster`` (all clusters when None).
+        """Create ``topic`` on every master of ``cluster`` (None: of the only cluster the name
+        servers know; refused when they know several).
         ``attributes`` sets RocketMQ 5's topic attributes as mqadmin's ``-a`` does
         (``+message.type=FIFO``; docs/rocketmq5.md). A topic one of them has already is refused
         (:meth:`update_topic` changes it), unless ``exist_ok``: then its settings are
@@ -182,14 +183,15 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         Returns the names of the brokers that now have it.
 
         Raises:
-            ClientError: bad name or queue counts, or no broker to create it on.
+            ClientError: bad name or queue counts, no broker to create it on, or several
+                clusters and none named.
             TopicExistsError: a master has the topic already (and not ``exist_ok``).
             BrokerError: a broker refused (the others may have it already: run again).
         """
         header = topic_admin.topic_settings(topic, read_queue_nums=read_queue_nums,
                                             write_queue_nums=write_queue_nums, perm=perm,
                                             order=order, attributes=attributes)
-        masters = await self._masters(cluster)
+        masters = await self._write_masters(cluster)
         if not masters:
             raise ClientError("no master broker to create the topic on")
         await topic_admin.create_new(self, masters, header, exist_ok=exist_ok)
@@ -341,11 +343,13 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
                                   GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
         return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
-    async def update_group(self, group: str, **settings: Any) -> list[str]:
+    async def update_group(self, group: str, *, cluster: str | None = None,
+                           **settings: Any) -> list[str]:
         """Change subscription group settings (``retry_max_times``, ``consume_enable``,
-        ``consume_broadcast_enable``, ``retry_queue_nums``) on every master, creating the group
-        when needed; other settings keep their values. Returns the broker names."""
-        return await group_admin.update_group(self, group, settings)
+        ``consume_broadcast_enable``, ``retry_queue_nums``) on every master of ``cluster`` (None:
+        of the only cluster; refused when there are several), creating the group when needed;
+        other settings keep their values. Returns the broker names."""
+        return await group_admin.update_group(self, group, settings, cluster=cluster)
 
     async def dead_letters(self, group: str, max_messages: int = 1000) -> list[MessageExt]:
         """The group's dead letters (``%DLQ%{group}``), oldest first; read, never consumed."""

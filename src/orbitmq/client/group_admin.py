@@ -169,10 +169,12 @@ PULL_BATCH = 32
 PULLS_PER_QUEUE_MAX = 10_000  # a bound on one queue's read: 320,000 dead letters
 
 
-async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any]) -> list[str]:
-    """Apply ``changes`` (GROUP_SETTINGS names) to ``group`` on every master; the broker names."""
+async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any], *,
+                       cluster: str | None = None) -> list[str]:
+    """Apply ``changes`` (GROUP_SETTINGS names) to ``group`` on every master of ``cluster`` (the
+    only cluster when None; several are refused); the broker names."""
     check_group(group)
-    masters = await admin._masters(None)
+    masters = await admin._write_masters(cluster)
     if not masters:
         raise ClientError("no master broker to update the group on")
     for addr in masters.values():

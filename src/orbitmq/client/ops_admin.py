@@ -97,6 +97,23 @@ class OpsAdminMixin:
             raise ClientError(f"no broker named {broker!r} with a master; known: {sorted(masters)}")
         return masters[broker]
 
+    async def _write_masters(self, cluster: str | None) -> dict[str, str]:
+        """Broker name -> master address of the brokers a change acts on: the masters of
+        ``cluster``; with None, those of the only cluster the name servers know. With several
+        clusters and none named the change is refused, naming them (mqadmin needs -c or -b):
+        a topic or group change meant for one cluster must not land on every cluster.
+
+        Raises:
+            ClientError: several clusters and no ``cluster``, or an unknown ``cluster``.
+        """
+        if cluster is None:
+            clusters = sorted((await self.cluster_info()).cluster_addr_table)
+            if len(clusters) > 1:
+                raise ClientError(f"the name servers know {len(clusters)} clusters "
+                                  f"({', '.join(clusters)}): name the one to change "
+                                  f"(cluster=..., CLI --cluster)")
+        return await self._masters(cluster)
+
     async def _request(self, addr: str, code: int, header: Any = None,
                        body: bytes = b"", ok: tuple[int, ...] = (ResponseCode.SUCCESS,)
                        ) -> RemotingCommand:
@@ -294,10 +311,11 @@ class OpsAdminMixin:
 
     async def delete_group(self, group: str, *, remove_offset: bool = True,
                            cluster: str | None = None) -> list[str]:
-        """DELETE_SUBSCRIPTIONGROUP on every master (of ``cluster``): the group's settings and,
-        with ``remove_offset``, its committed offsets. Returns the broker names."""
+        """DELETE_SUBSCRIPTIONGROUP on every master of ``cluster`` (None: of the only cluster;
+        refused when there are several): the group's settings and, with ``remove_offset``, its
+        committed offsets. Returns the broker names."""
         check_group(group)
-        masters = await self._masters(cluster)
+        masters = await self._write_masters(cluster)
         header = DeleteSubscriptionGroupRequestHeader(group, remove_offset)
         await asyncio.gather(*(self._request(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
                                for a in masters.values()))

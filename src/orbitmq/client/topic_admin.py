@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING
 
 from orbitmq.client import browse
 from orbitmq.client.validation import check_topic
-from orbitmq.errors import ClientError, QueuesNotDrainedError, TopicExistsError
+from orbitmq.errors import (
+    AccessDeniedError,
+    ClientError,
+    QueuesNotDrainedError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 from orbitmq.protocol.bodies import MessageQueue, Perm, QueueData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.headers import (
@@ -75,13 +81,36 @@ async def create_on(admin: AsyncAdmin, addrs: Sequence[str],
 
 
 async def existing_on(admin: AsyncAdmin, topic: str, targets: Mapping[str, str]) -> list[str]:
-    """The keys of ``targets`` (label -> broker address) whose broker has ``topic``, sorted."""
-    labels = list(targets)
+    """The keys of ``targets`` (label -> broker address) whose broker has ``topic``, sorted.
+
+    Each broker is asked (GET_TOPIC_STATS_INFO: the name servers learn of a topic only after
+    the broker answered its creation). A user allowed to create a topic but not to read it is
+    refused that question; the topic's route (any user may read it) answers for that broker.
+    """
     header = GetTopicStatsInfoRequestHeader(topic)
-    answers = await asyncio.gather(*(
-        admin._broker(targets[k], RequestCode.GET_TOPIC_STATS_INFO, header,
-                      ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)) for k in labels))
-    return sorted(k for k, r in zip(labels, answers, strict=True) if r.code == ResponseCode.SUCCESS)
+
+    async def has(addr: str) -> bool | None:
+        try:
+            resp = await admin._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, header,
+                                       ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+        except AccessDeniedError:
+            return None
+        return resp.code == ResponseCode.SUCCESS
+
+    labels = list(targets)
+    answers = await asyncio.gather(*(has(targets[k]) for k in labels))
+    routed: set[str] = set()
+    if None in answers:
+        try:
+            route = await admin.topic_route(topic)
+        except TopicNotFoundError:
+            route = None
+        if route is not None:
+            names = {q.broker_name for q in route.queue_datas}
+            routed = {a for bd in route.broker_datas if bd.broker_name in names
+                      for a in bd.broker_addrs.values()}
+    return sorted(k for k, found in zip(labels, answers, strict=True)
+                  if found or (found is None and targets[k] in routed))
 
 
 async def create_new(admin: AsyncAdmin, targets: Mapping[str, str],
