@@ -419,7 +419,7 @@ def _tls_client_settings() -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
-    """Settings of one broker's message store (directory layout in DESIGN.md section 1)."""
+    """Settings of one broker's message store (directory layout in docs/store.md)."""
 
     store_path: str = setting(
         "./data/broker-a", "directory of the commit log, consume queues, index and tables",

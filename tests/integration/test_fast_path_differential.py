@@ -41,7 +41,7 @@ from orbitmq.protocol.native import NATIVE
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
 ANSWER_WAIT_S = 30.0
-# Offsets in a stored message with IPv4 hosts (PROTOCOL.md): BORNHOST at 48 (ip, port),
+# Offsets in a stored message with IPv4 hosts (orbitmq.protocol.stored): BORNHOST at 48 (ip, port),
 # STORETIMESTAMP at 56, STOREHOST at 64 (ip, port).
 _BORN_PORT_AT, _STORE_TS_AT, _STORE_PORT_AT = 52, 56, 68
 

@@ -1,4 +1,4 @@
-"""The protocol numbers are RocketMQ's: spot-check them against PROTOCOL.md and the contracts."""
+"""The protocol numbers are RocketMQ's: spot-check them against RocketMQ's values and the contracts."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33) and
 QUERY_MESSAGE by key (12).
 
-Message bodies are the raw stored messages (the CommitLog format of PROTOCOL.md) sent without a
+Message bodies are the raw stored messages (the CommitLog format, protocol/stored/) sent without a
 copy; VIEW_MESSAGE_BY_ID checks that the offset really starts a message before sending anything,
 so an arbitrary offset from a client can never make the broker send a slice of garbage.
 """

@@ -1,6 +1,6 @@
 """The message store: commit log, consume queues, index, flush, recovery and retention.
 
-``MessageStore`` is the facade the broker uses; see DESIGN.md section 4.
+``MessageStore`` is the facade the broker uses; docs/store.md describes the files and the format.
 """
 
 from orbitmq.store.message_inner import MessageInner
