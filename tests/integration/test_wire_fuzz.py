@@ -13,6 +13,11 @@ truncated, garbled or with their numbers replaced. The oracle:
 - every valid send made before and after the fuzzing is still readable, the committed offsets and
   the topics created before are intact, after a clean restart and again after a kill -9.
 
+``test_verdicts_fuzzed`` aims at the fields that carry a transaction verdict (END_TRANSACTION,
+as a producer's verdict and as a check's answer, and END_TRANSACTION_BATCH, on real half
+messages): values next to 0/8/12 and every general mutation, in JSON and binary headers; each
+value outside the set must be answered INVALID_PARAMETER naming commitOrRollback.
+
 The seed is printed; ``ORBITMQ_FUZZ_SEED=N`` replays a run, ``ORBITMQ_FUZZ_REQUESTS=N`` changes
 its size (20,000 by default, bounded by FUZZ_TIME_MAX_S as well). Destructive requests (deletes,
 offset commits, registrations) are built for scratch topics, groups and broker names only, and no
@@ -33,11 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from wire_fuzz_support import RawClient, Request, mutate
+from wire_fuzz_support import RawClient, Request, json_text, mutate, neighbour
 
 from orbitmq.broker import BrokerController
 from orbitmq.config import BrokerConfig, NamesrvConfig, StoreConfig
+from orbitmq.errors import RemoteProtocolError
 from orbitmq.namesrv import NameServer
+from orbitmq.protocol._lenient import parse_int
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.bodies import (
     CheckClientRequestBody,
@@ -58,6 +65,7 @@ from orbitmq.protocol.extension_headers import (
     SendTransactionBatchRequestHeader,
 )
 from orbitmq.protocol.headers import (
+    TRANSACTION_VERDICTS,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     EndTransactionRequestHeader,
@@ -81,6 +89,8 @@ _PULL_CODES = (RequestCode.PULL_MESSAGE, OrbitMQRequestCode.PULL_MESSAGE_BULK)  
 KEEP_TOPIC, KEEP_ADMIN_TOPIC, KEEP_GROUP = "FuzzKeep", "FuzzKeepAdmin", "FuzzKeepGroup"
 SCRATCH_TOPIC, SCRATCH_GROUP = "FuzzScratch", "FuzzScratchGroup"
 KEEP_QUEUES = 4
+VERDICTS = TRANSACTION_VERDICTS  # commitOrRollback: unknown 0, commit 8, rollback 12
+VERDICT_FUZZ_REQUESTS = 3000  # test_verdicts_fuzzed: a few seconds
 STANDALONE_FLAGS = ("--mapped-file-size-commitlog", str(8 * 1024 * 1024),
                     "--max-hash-slot-num", "1000", "--max-index-num", "4000")
 
@@ -165,7 +175,8 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
     batch = encode_batch([(0, b"b1", {"KEYS": "bk"}), (0, b"b2", {"TAGS": "x"})])
     lock = LockBatchRequestBody(SCRATCH_GROUP, "fuzz-client@1",
                                 [MessageQueue(SCRATCH_TOPIC, "broker-a", 0)]).to_json()
-    end = EndTransactionRequestHeader("FuzzProducer", 0, offset, 8, msg_id, False, "tx")
+    end = EndTransactionRequestHeader("FuzzProducer", 0, offset, rng.choice(VERDICTS), msg_id,
+                                      rng.random() < 0.3, "tx")  # a producer's, or a check's answer
     back = ConsumerSendMsgBackRequestHeader(offset, SCRATCH_GROUP, 0, msg_id, KEEP_TOPIC)
     group = {"consumerGroup": SCRATCH_GROUP}
     send = _send_header(SCRATCH_TOPIC, rng.randrange(4))
@@ -244,8 +255,8 @@ def _batch_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[], 
                                              int(time.time() * 1000), len(entries),
                                              f"UNIQ_KEY\x01FUZZTX{n}\x02")
     end = EndTransactionBatchRequestHeader("FuzzProducer", rng.randrange(3),
-                                           rng.choice(ctx.offsets), rng.choice([0, 8, 12]),
-                                           f"FUZZTX{rng.randrange(n + 1)}")
+                                           rng.choice(ctx.offsets), rng.choice(VERDICTS),
+                                           f"FUZZTX{rng.randrange(n + 1)}", rng.random() < 0.3)
     return {
         OrbitMQRequestCode.SEND_TRANSACTION_BATCH: _builder(
             OrbitMQRequestCode.SEND_TRANSACTION_BATCH, send.to_ext_fields(), encode_batch(entries)),
@@ -540,3 +551,108 @@ def test_wire_fuzz(tmp_path: Path) -> None:
         logs.append(child.output())
     for log in logs:
         assert "Traceback" not in log, f"seed {seed}: a traceback in the server log:\n{log[-5000:]}"
+
+
+# ------------------------------------------------------------------------------ verdicts
+def _verdict_value(rng: random.Random) -> Any:
+    """A commitOrRollback value: next to a verdict (a bit flipped, a step), any small number, one
+    of the general mutations' values, or a valid verdict spelled as clients spell numbers."""
+    kind = rng.randrange(4)
+    if kind == 0:
+        return neighbour(rng, rng.choice(VERDICTS))
+    if kind == 1:
+        number = rng.randrange(-2, 17)
+        return str(number) if rng.random() < 0.7 else number
+    if kind == 2:
+        return rng.choice([*VERDICTS, *map(str, VERDICTS), " 8 ", "\u0661\u0662", 8.0, 4.0,
+                           True, False, None, ""])
+    return mutate(rng, Request("broker", 0, {"commitOrRollback": "8"})).fields.get(
+        "commitOrRollback")
+
+
+def _verdict_refused(value: Any, binary: bool) -> bool:
+    """Whether the broker must refuse this commitOrRollback, as it reads it (a binary header
+    carries text only: RawClient writes other values as their JSON)."""
+    if binary and value is not None and not isinstance(value, str):
+        value = json_text(value)
+    if value is None or isinstance(value, str) and not value.strip():
+        return True  # absent: the field is required
+    try:
+        return parse_int(value, "commitOrRollback") not in VERDICTS
+    except RemoteProtocolError:
+        return True
+
+
+async def _send_halves(broker: str, count: int) -> list[tuple[int, int, str]]:
+    """Half messages of a scratch topic: (commit log offset, half queue offset, offset msg id)."""
+    client = await RawClient().connect(broker)
+    halves = []
+    try:
+        for i in range(count):
+            header = _send_header(SCRATCH_TOPIC, 0, f"TRAN_MSG\x01true\x02PGROUP\x01FuzzProducer"
+                                  f"\x02UNIQ_KEY\x01FUZZHALF{i}\x02")
+            resp = await client.request(Request("broker", RequestCode.SEND_MESSAGE_V2,
+                                                header.to_v2_ext_fields(), b"half"), ANSWER_WAIT_S)
+            assert resp is not None and resp.code == ResponseCode.SUCCESS, resp
+            msg_id = resp.ext_fields["msgId"]
+            halves.append((decode_offset_msg_id(msg_id)[2], int(resp.ext_fields["queueOffset"]),
+                           msg_id))
+    finally:
+        await client.close()
+    return halves
+
+
+async def fuzz_verdicts(rng: random.Random, broker: str, budget: int) -> Report:
+    """``budget`` requests carrying a verdict (END_TRANSACTION from a producer or answering a
+    check, END_TRANSACTION_BATCH) on real half messages, commitOrRollback fuzzed; an
+    out-of-set value must be answered INVALID_PARAMETER naming the field."""
+    report = Report()
+    halves = await _send_halves(broker, 8)
+    client = await RawClient().connect(broker)
+
+    async def one() -> None:
+        offset, queue_offset, msg_id = rng.choice(halves)
+        check = rng.random() < 0.5
+        if rng.random() < 0.7:
+            code: int = RequestCode.END_TRANSACTION
+            fields: dict[str, Any] = EndTransactionRequestHeader(
+                "FuzzProducer", queue_offset, offset, 8, msg_id, check, msg_id).to_ext_fields()
+        else:
+            code = OrbitMQRequestCode.END_TRANSACTION_BATCH
+            fields = EndTransactionBatchRequestHeader("FuzzProducer", queue_offset, offset, 8,
+                                                      msg_id, check).to_ext_fields()
+        value, binary = _verdict_value(rng), rng.random() < 0.3
+        fields["commitOrRollback"] = value
+        req = Request("broker", code, fields, b"", [f"commitOrRollback={value!r}"
+                                                    f"{' binary' if binary else ''}"])
+        resp = await client.request(req, ANSWER_WAIT_S, binary=binary)
+        check_answer(req, resp, report)
+        if resp is not None and _verdict_refused(value, binary) and (
+                resp.code != ResponseCode.INVALID_PARAMETER or "commitOrRollback" not in resp.remark):
+            report.failures.append(f"code {code} {req.mutations} -> {resp.code}: {resp.remark}")
+
+    try:
+        for start in range(0, budget, IN_FLIGHT_MAX):
+            await asyncio.gather(*(one() for _ in range(min(IN_FLIGHT_MAX, budget - start))))
+    finally:
+        await client.close()
+    return report
+
+
+def test_verdicts_fuzzed(tmp_path: Path) -> None:
+    """Every header that carries a transaction verdict refuses values outside 0/8/12 at its
+    parser: none reaches the handler (whose table of verdicts has no other key)."""
+    seed = _seed()
+    print(f"verdict fuzz seed={seed} (replay: ORBITMQ_FUZZ_SEED={seed})")
+    rng = random.Random(seed)
+    child, addrs = _standalone(tmp_path / "store")
+    try:
+        report = asyncio.run(fuzz_verdicts(rng, addrs["broker"], VERDICT_FUZZ_REQUESTS))
+        print(f"fuzzed {report.sent} verdicts: codes {report.codes}")
+        assert child.stop() == 0, child.output()[-3000:]
+    finally:
+        child.kill()
+    assert not report.failures, (f"seed {seed}: {len(report.failures)} failures, first: "
+                                 + "\n".join(report.failures[:15]))
+    assert report.codes.get(ResponseCode.INVALID_PARAMETER, 0) > VERDICT_FUZZ_REQUESTS // 10
+    assert "Traceback" not in child.output(), f"seed {seed}: {child.output()[-5000:]}"

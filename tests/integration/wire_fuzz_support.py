@@ -1,8 +1,10 @@
 """Mutations and a raw remoting connection for the wire fuzzer (test_wire_fuzz.py).
 
 A mutation replaces header values with huge, negative, non-numeric, empty, long or unicode values,
-JSON numbers or nulls where text is usual, drops fields, adds unknown ones, or garbles a body
-(truncated, bytes flipped, a value deep in its JSON replaced, repeated). RawClient sends headers
+JSON numbers or nulls where text is usual, a number next to the valid one (a bit flipped, a small
+step: what gets past a range or a mask check but means nothing, like a transaction verdict of 4),
+drops fields, adds unknown ones, or garbles a body (truncated, bytes flipped, a value deep in its
+JSON replaced, repeated). RawClient sends headers
 built by hand, so that extFields values may be any JSON scalar, as some clients send them.
 """
 
@@ -23,7 +25,7 @@ from orbitmq.protocol.command import RemotingCommand, encode
 from orbitmq.protocol.frame import FrameDecoder
 from orbitmq.security import Credentials, sign_fields
 
-__all__ = ["Request", "mutate", "RawClient"]
+__all__ = ["Request", "mutate", "neighbour", "json_text", "RawClient"]
 
 # ------------------------------------------------------------------------------ mutation values
 HUGE = ["99999999999999999999", "9223372036854775808", "-9223372036854775809", "2147483648",
@@ -54,6 +56,25 @@ def _value(rng: random.Random, *, in_header: bool = True) -> Any:
     if kind == 4:
         return rng.choice("xyzé😀") * rng.choice((128, 1000, 20_000))
     return rng.choice(JSON_SCALARS if in_header else JSON_VALUES)
+
+
+def neighbour(rng: random.Random, value: Any) -> Any | None:
+    """A number next to ``value`` when it is an integer (as text or a JSON number): one of its low
+    bits flipped or a small step, as text or as a JSON number; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        return None
+    if rng.random() < 0.5:
+        number ^= 1 << rng.randrange(8)
+    else:
+        number += rng.choice((-4, -2, -1, 1, 2, 4))
+    # A JSON number beyond 64 bits makes the whole header garbage (as a 400-digit one does for any
+    # JSON parser): such neighbours stay text.
+    as_json = -(2**63) <= number < 2**64 and rng.random() < 0.3
+    return number if as_json else str(number)
 
 
 def _mutate_json(rng: random.Random, obj: Any) -> Any:
@@ -87,6 +108,11 @@ def _json_scalar(rng: random.Random) -> Any:
 def _json_bytes(obj: Any) -> bytes:
     """JSON of ``obj``, integers beyond 64 bits included (orjson refuses those)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def json_text(value: Any) -> str:
+    """What a binary (ROCKETMQ) header carries for a value that is not text: its JSON."""
+    return _json_bytes(value).decode()
 
 
 def _mutate_body(rng: random.Random, body: bytes) -> bytes:
@@ -127,7 +153,8 @@ def mutate(rng: random.Random, req: Request) -> Request:
         roll = rng.random()
         if roll < 0.6 and fields:
             key = rng.choice(list(fields))
-            fields[key] = _value(rng)
+            near = neighbour(rng, fields[key]) if rng.random() < 0.25 else None
+            fields[key] = _value(rng) if near is None else near
             done.append(f"{key}={str(fields[key])[:40]!r}")
         elif roll < 0.7 and fields:
             key = rng.choice(list(fields))
@@ -198,7 +225,7 @@ class RawClient:
         if self.credentials is not None:
             req = signed(req, self.credentials)
         if binary:
-            ext = {str(k): v if isinstance(v, str) else _json_bytes(v).decode()
+            ext = {str(k): v if isinstance(v, str) else json_text(v)
                    for k, v in req.fields.items()}
             cmd = RemotingCommand(req.code, opaque, 0, ext_fields=ext, body=req.body,
                                   serialize_type=SerializeType.ROCKETMQ)

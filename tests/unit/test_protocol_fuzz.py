@@ -134,6 +134,8 @@ def _value_strategy(spec: Any, optional: bool) -> st.SearchStrategy[Any]:
             return st.none() | st.text(min_size=1, max_size=30) if optional else st.text(max_size=30)
     elif spec.kind is bool:
         base = st.booleans()
+    elif spec.check.choices is not None:  # a Java enum sent as its number (a verdict)
+        base = st.sampled_from(sorted(spec.check.choices))
     elif spec.check.mask is not None:
         base = st.integers(0, spec.check.mask).map(spec.check.mask.__and__)
     else:

@@ -47,6 +47,11 @@ SEND_MESSAGES_MAX = 1024  # messages of one SendMessage request
 _PERM_WRITE = int(Perm.WRITE)
 _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+# An EndTransaction's resolution -> the END_TRANSACTION verdict. UNSPECIFIED ends nothing (a 5.x
+# client does not end an UNKNOWN transaction), and proto3 hands over numbers outside the enum as
+# they came: both are refused before anything is looked up.
+_VERDICTS = {pb.COMMIT: _COMMIT, pb.ROLLBACK: _ROLLBACK}
+_SOURCES = frozenset(pb.TransactionSource.values())
 
 
 class Producing:
@@ -129,14 +134,18 @@ class Producing:
     async def end_transaction(self, req: spb.EndTransactionRequest,
                               channel: TelemetryChannel) -> spb.EndTransactionResponse:
         topic = resource_name(req.topic, "topic", Code.ILLEGAL_TOPIC)
+        verdict = _VERDICTS.get(req.resolution)
+        if verdict is None:
+            raise ApiError(Code.BAD_REQUEST, f"EndTransactionRequest.resolution: {req.resolution} "
+                           f"is not COMMIT ({pb.COMMIT}) or ROLLBACK ({pb.ROLLBACK})")
+        if req.source not in _SOURCES:
+            raise ApiError(Code.BAD_REQUEST, f"EndTransactionRequest.source: {req.source} is not "
+                           "a TransactionSource (0 unspecified, 1 client, 2 server check)")
         parsed = parse_transaction_id(req.transaction_id)
         if parsed is None:
             raise ApiError(Code.INVALID_TRANSACTION_ID, f"transaction id {req.transaction_id[:256]!r} "
                                                          "is not one this broker gave")
         uniq, commit_log_offset, queue_offset = parsed
-        verdict = {pb.COMMIT: _COMMIT, pb.ROLLBACK: _ROLLBACK}.get(req.resolution)
-        if verdict is None:
-            raise ApiError(Code.BAD_REQUEST, "resolution must be COMMIT or ROLLBACK")
         header = EndTransactionRequestHeader(
             producer_group=GRPC_PRODUCER_GROUP_PREFIX + topic, tran_state_table_offset=queue_offset,
             commit_log_offset=commit_log_offset, commit_or_rollback=verdict,

@@ -23,7 +23,7 @@ __all__ = [
     "TRUE_WORDS", "FALSE_WORDS", "I32_MIN", "I32_MAX", "I64_MIN", "I64_MAX",
     "SEND_SYS_FLAG_MASK", "PULL_SYS_FLAG_MASK", "PERM_MASK", "TOPIC_SYS_FLAG_MASK",
     "TRANSACTION_TYPE_MASK",
-    "IntRange", "OneOf", "I32", "I64", "U32", "U64", "bits", "int_range",
+    "IntRange", "OneOf", "I32", "I64", "U32", "U64", "bits", "int_range", "int_choices",
     "camel", "bad_value", "parse_int", "parse_bool", "parse_str",
 ]
 
@@ -41,13 +41,16 @@ PULL_SYS_FLAG_MASK = 0x1F  # PullSysFlag: commit offset 1, suspend 2, subscripti
 #                            lite pull 16
 PERM_MASK = 0xF  # PermName: priority 8, read 4, write 2, inherit 1
 TOPIC_SYS_FLAG_MASK = 0x3  # TopicSysFlag: unit 1, unit sub 2
-TRANSACTION_TYPE_MASK = 0xC  # commitOrRollback: none 0, (prepared 4), commit 8, rollback 12
+TRANSACTION_TYPE_MASK = 0xC  # the transaction bits of a sys flag: none 0, prepared 4, commit 8,
+#                               rollback 12 (a verdict takes 0, 8 or 12 only: int_choices)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class IntRange:
     """The values an integer field accepts: ``low..high`` inclusive, or with ``mask`` a flag word
-    whose set bits must all lie in ``mask`` (negative values are refused too).
+    whose set bits must all lie in ``mask`` (negative values are refused too), or with ``choices``
+    exactly those values (a Java enum sent as its number, where a mask would let through
+    combinations that mean nothing).
 
     ``what`` says in a refusal what the range is ("int32", "a non-negative int64", ...).
     """
@@ -56,10 +59,14 @@ class IntRange:
     high: int
     what: str
     mask: int | None = None
+    choices: frozenset[int] | None = None
 
     def check(self, value: int, where: str) -> int:
         """``value`` when it is allowed; RemoteProtocolError naming ``where`` otherwise."""
-        if self.mask is not None:
+        if self.choices is not None:
+            if value not in self.choices:
+                raise RemoteProtocolError(f"{where}: {value} is not {self.what}")
+        elif self.mask is not None:
             if value & ~self.mask:  # also true for any negative value
                 raise RemoteProtocolError(
                     f"{where}: {value} sets bits outside {self.what} (allowed mask {self.mask:#x})")
@@ -70,6 +77,8 @@ class IntRange:
 
     def describe(self) -> str:
         """The range as a refusal states it."""
+        if self.choices is not None:
+            return self.what
         if self.mask is not None:
             return f"{self.what} (mask {self.mask:#x})"
         return f"{self.low}..{self.high} ({self.what})"
@@ -90,6 +99,11 @@ class OneOf:
 def int_range(low: int, high: int, what: str) -> IntRange:
     """A range for ``Annotated[int, ...]`` fields that is narrower than their Java type."""
     return IntRange(low, high, what)
+
+
+def int_choices(values: tuple[int, ...], what: str) -> IntRange:
+    """Exactly ``values`` (``what`` names them all, for the refusal: "0 (x), 8 (y)...")."""
+    return IntRange(min(values), max(values), what, None, frozenset(values))
 
 
 def bits(mask: int, what: str) -> IntRange:

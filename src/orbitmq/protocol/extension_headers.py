@@ -13,7 +13,7 @@ import dataclasses
 from typing import Annotated
 
 from orbitmq.protocol._lenient import I32, I32_MAX, I64, U32, U64, int_range
-from orbitmq.protocol.headers import Header, TransactionType
+from orbitmq.protocol.headers import Header, TransactionVerdict
 
 __all__ = [
     "TRAN_BATCH",
@@ -75,7 +75,7 @@ class EndTransactionBatchRequestHeader(Header):
     producer_group: str
     tran_state_table_offset: U64
     commit_log_offset: U64
-    commit_or_rollback: TransactionType
+    commit_or_rollback: TransactionVerdict
     transaction_id: str
     from_transaction_check: bool = False
 

@@ -42,6 +42,7 @@ from orbitmq.protocol._lenient import (
     U64,
     OneOf,
     bits,
+    int_choices,
     int_range,
 )
 
@@ -95,13 +96,19 @@ __all__ = [
     "PERM_MASK",
     "TOPIC_SYS_FLAG_MASK",
     "TRANSACTION_TYPE_MASK",
+    "TRANSACTION_VERDICTS",
+    "TransactionVerdict",
 ]
 
 SendSysFlag = Annotated[int, bits(SEND_SYS_FLAG_MASK, "MessageSysFlag bits")]
 PullSysFlagBits = Annotated[int, bits(PULL_SYS_FLAG_MASK, "PullSysFlag bits")]
 PermBits = Annotated[int, bits(PERM_MASK, "PermName bits")]
 TopicSysFlag = Annotated[int, bits(TOPIC_SYS_FLAG_MASK, "TopicSysFlag bits")]
-TransactionType = Annotated[int, bits(TRANSACTION_TYPE_MASK, "transaction type bits")]
+# A verdict is one of three values, not a flag word: a mask (0xC) would also pass 4, the sys
+# flag's "prepared" type, which ends nothing.
+TRANSACTION_VERDICTS = (0, 8, 12)  # MessageSysFlag's TRANSACTION_NOT/COMMIT/ROLLBACK_TYPE
+TransactionVerdict = Annotated[int, int_choices(
+    TRANSACTION_VERDICTS, "a transaction verdict: 0 (unknown), 8 (commit) or 12 (rollback)")]
 # -1 is what clients send for "none": a pull's commitOffset without a stored offset, a default
 # maxReconsumeTimes.
 OffsetOrNone = Annotated[int, int_range(-1, I64_MAX, "-1 or a non-negative int64")]
@@ -444,7 +451,7 @@ class EndTransactionRequestHeader(Header):
     producer_group: str
     tran_state_table_offset: U64
     commit_log_offset: U64
-    commit_or_rollback: TransactionType
+    commit_or_rollback: TransactionVerdict
     msg_id: str
     from_transaction_check: bool = False
     transaction_id: str | None = None

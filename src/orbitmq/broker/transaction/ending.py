@@ -45,7 +45,7 @@ class Ending:
 
     what: str  # "transaction" or "transaction batch", for logs
     request: str  # the request's name, for logs
-    verdict_code: int  # 0, 8 or 12: the header refused any other value
+    verdict_code: int  # 0, 8 or 12: the header's TransactionVerdict refused any other value
     from_check: bool
     group: str
     ident: str  # the message or transaction id the producer named, for logs
