@@ -35,8 +35,11 @@ RMQ5_PY = ROOT / ".venv-rmq5" / "bin" / "python"
 
 def run_flags() -> list[str]:
     """The flags `make run` gives `orbitmq standalone` (RUN_FLAGS in the Makefile)."""
-    m = re.search(r"^RUN_FLAGS := (.*)$", (ROOT / "Makefile").read_text(), re.M)
+    makefile = (ROOT / "Makefile").read_text()
+    m = re.search(r"^RUN_FLAGS := (.*)$", makefile, re.M)
     assert m, "Makefile: RUN_FLAGS := ... is gone"
+    assert re.search(r"^run:.*\n\t.*orbitmq standalone .*\$\(RUN_FLAGS\)", makefile, re.M), \
+        "Makefile: make run no longer starts orbitmq standalone with $(RUN_FLAGS)"
     return shlex.split(m.group(1))
 
 
