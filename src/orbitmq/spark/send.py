@@ -18,17 +18,24 @@ broker counts its checks of a pending batch even when no producer of the group i
 answer, and discards the batch after ``transaction_check_max`` of them, which would lose a batch
 whose marker is written but whose driver crashed before committing it; during the immunity the
 broker neither checks nor counts.
+
+A topic that does not exist yet is created by its first send or transaction batch when the brokers
+auto-create topics (``autoCreateTopicEnable``, the default), exactly-once as at-least-once; when
+they do not, the write fails with one line naming the topic (:func:`check_target_topic` on the
+driver for the ``topic`` option, before any task runs; :func:`missing_topic` in a task for a
+``topic`` column).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import contextmanager
 
 from orbitmq.client.results import SendStatus
 from orbitmq.client.selectors import select_by_hash
 from orbitmq.client.transaction_end import HalfMessageRef
-from orbitmq.errors import SparkError
+from orbitmq.errors import SparkError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import Message, PropertyKey
 from orbitmq.spark.clients import Session
@@ -36,8 +43,9 @@ from orbitmq.spark.commit_log import TXN_PROPERTY, HalfRef, SinkTransactionListe
 from orbitmq.spark.options import WriteOptions
 from orbitmq.spark.sink_rows import Outgoing, TopicColumns
 
-__all__ = ["send_plain", "send_plain_columns", "send_halves", "BATCH_MESSAGES_MAX", "BATCH_BYTES_MAX",
-           "TX_BATCH_ROWS_MAX", "TX_BATCH_BYTES_MAX"]
+__all__ = ["send_plain", "send_plain_columns", "send_halves", "check_target_topic",
+           "missing_topic", "BATCH_MESSAGES_MAX", "BATCH_BYTES_MAX", "TX_BATCH_ROWS_MAX",
+           "TX_BATCH_BYTES_MAX"]
 
 BATCH_MESSAGES_MAX = 256
 BATCH_BYTES_MAX = 512 * 1024
@@ -45,6 +53,36 @@ BATCHES_IN_FLIGHT_MAX = 8
 TX_BATCH_ROWS_MAX = 4096
 TX_BATCH_BYTES_MAX = 1024 * 1024
 TX_BATCHES_IN_FLIGHT_MAX = 4
+
+
+DEFAULT_TOPIC = "TBW102"  # a name server routes it only when its brokers auto-create topics
+
+
+def missing_topic_line(topic: str) -> str:
+    return (f"orbitmq: topic {topic!r} does not exist and the brokers do not create topics "
+            f"(autoCreateTopicEnable is false): create it first (orbitmq topic create -t {topic})")
+
+
+@contextmanager
+def missing_topic(topic: str) -> Iterator[None]:
+    """A send's TopicNotFoundError for ``topic`` as a SparkError of one line naming it."""
+    try:
+        yield
+    except TopicNotFoundError:
+        raise SparkError(missing_topic_line(topic)) from None
+
+
+async def check_target_topic(session: Session, topic: str) -> None:
+    """On the driver: SparkError of one line when ``topic`` does not exist and no broker would
+    create it on its first send (no route for TBW102: auto-creation is off)."""
+    admin = await session.admin()
+    for name in (topic, DEFAULT_TOPIC):
+        try:
+            await admin.topic_route(name)
+            return
+        except TopicNotFoundError:
+            continue
+    raise SparkError(missing_topic_line(topic))
 
 
 async def _bounded(jobs: Sequence[Awaitable[object]], limit: int) -> list[object]:
@@ -78,14 +116,20 @@ async def send_plain(session: Session, opts: WriteOptions, outgoing: Sequence[Ou
     """Send ``outgoing`` at least once (see the module docstring). Raises the first failure."""
     producer = await session.producer(opts.producer_group, opts.send_timeout_ms / 1000)
     free = [o.message for o in outgoing if o.queue_id is None and o.sharding_key is None]
-    jobs: list[Awaitable[object]] = [producer.send_batch(c) for c in _chunks(free)]
+
+    async def batch(chunk: list[Message]) -> object:
+        with missing_topic(chunk[0].topic):
+            return await producer.send_batch(chunk)
+
+    jobs: list[Awaitable[object]] = [batch(c) for c in _chunks(free)]
     await _bounded(jobs, BATCHES_IN_FLIGHT_MAX)
     chosen = [o for o in outgoing if o.queue_id is not None or o.sharding_key is not None]
     if not chosen:
         return
     queues = {}
     for topic in sorted({o.message.topic for o in chosen}):
-        queues[topic] = sorted(await producer.fetch_publish_queues(topic))
+        with missing_topic(topic):
+            queues[topic] = sorted(await producer.fetch_publish_queues(topic))
     per_queue: dict[MessageQueue, list[Message]] = {}
     for o in chosen:
         qs = queues[o.message.topic]
@@ -107,9 +151,10 @@ async def send_plain_columns(session: Session, opts: WriteOptions,
     first failure."""
     producer = await session.producer(opts.producer_group, opts.send_timeout_ms / 1000)
     for topic, columns in parts:
-        await producer.send_columns(topic, columns, batch_rows_max=BATCH_MESSAGES_MAX,
-                                    batch_bytes_max=BATCH_BYTES_MAX,
-                                    in_flight_max=BATCHES_IN_FLIGHT_MAX)
+        with missing_topic(topic):
+            await producer.send_columns(topic, columns, batch_rows_max=BATCH_MESSAGES_MAX,
+                                        batch_bytes_max=BATCH_BYTES_MAX,
+                                        in_flight_max=BATCHES_IN_FLIGHT_MAX)
 
 
 async def send_halves(session: Session, opts: WriteOptions, parts: Sequence[TopicColumns],
@@ -127,9 +172,11 @@ async def send_halves(session: Session, opts: WriteOptions, parts: Sequence[Topi
            PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS: str(opts.check_immunity_s)}
     refs = []
     for topic, columns in parts:
-        for sent in await producer.send_columns_half(
+        with missing_topic(topic):
+            sent_all = await producer.send_columns_half(
                 topic, columns, properties=own, batch_rows_max=TX_BATCH_ROWS_MAX,
-                batch_bytes_max=TX_BATCH_BYTES_MAX, in_flight_max=TX_BATCHES_IN_FLIGHT_MAX):
+                batch_bytes_max=TX_BATCH_BYTES_MAX, in_flight_max=TX_BATCHES_IN_FLIGHT_MAX)
+        for sent in sent_all:
             if sent.status is not SendStatus.OK:
                 raise SparkError(f"orbitmq: transaction batch {sent.transaction_id} stored "
                                  f"without a durable receipt: {sent.status.value}")

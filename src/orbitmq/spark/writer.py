@@ -41,7 +41,7 @@ from pyspark.sql.datasource import (
 from orbitmq.spark import commit_log as cl
 from orbitmq.spark.clients import Session, executor_session
 from orbitmq.spark.options import WriteOptions
-from orbitmq.spark.send import send_halves, send_plain, send_plain_columns
+from orbitmq.spark.send import check_target_topic, send_halves, send_plain, send_plain_columns
 from orbitmq.spark.ship import ship
 from orbitmq.spark.sink_rows import ColumnPlan, Outgoing, plan_columns, to_columns, to_messages
 
@@ -327,10 +327,16 @@ class OrbitMQStreamArrowWriter(DataSourceStreamArrowWriter):
 
 
 def _prepare(opts: WriteOptions, schema: StructType) -> _Sink:
+    """The sink, after the driver's checks: the ``topic`` option names a topic that exists or
+    that the brokers create on its first send (else one line naming it, before any task runs);
+    exactly-once: the commit topic exists."""
     plan = plan_columns(schema, opts)
-    if opts.exactly_once:
+    if opts.topic is not None or opts.exactly_once:
         with Session(opts.namesrv, opts.credentials, opts.tls) as session:
-            session.run(cl.ensure_commit_topic(session, opts.commit_topic))
+            if opts.topic is not None:
+                session.run(check_target_topic(session, opts.topic))
+            if opts.exactly_once:
+                session.run(cl.ensure_commit_topic(session, opts.commit_topic))
     return _Sink(opts, plan)
 
 
