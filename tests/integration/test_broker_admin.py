@@ -96,7 +96,8 @@ def test_view_message_by_id(h: BrokerHarness) -> None:
     assert (msg.body, msg.tags, msg.offset_msg_id) == (b"look at me", "V", r.ext_fields["msgId"])
     for bad in (offset + 1, 10**12):  # not the start of a message: nothing is sent
         v = h.invoke(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(bad)})
-        assert v.code == ResponseCode.SYSTEM_ERROR and not v.body and v.remark
+        assert v.code == ResponseCode.QUERY_NOT_FOUND and not v.body  # never SYSTEM_ERROR
+        assert v.remark == f"can not find message by the offset, {bad}: no message starts there"
     v = h.invoke(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "-1"})  # no offset at all
     assert v.code == ResponseCode.INVALID_PARAMETER and not v.body and "offset" in v.remark
 
@@ -117,6 +118,10 @@ def test_query_message_by_key(h: BrokerHarness) -> None:
     assert [m.body for m in iter_stored_messages(r.body)] == [b"one"]
     r = h.invoke(RequestCode.QUERY_MESSAGE, {**q, "key": "absent"})
     assert r.code == ResponseCode.QUERY_NOT_FOUND and not r.body
+    # By a message id that was never given (mqadmin's queryMsgByUniqueKey): the same answer.
+    r = h.invoke(RequestCode.QUERY_MESSAGE, {**q, "key": "7F0000010000000000000000DEADBEEF",
+                                             "_UNIQUE_KEY_QUERY": "true"})
+    assert (r.code, r.body) == (ResponseCode.QUERY_NOT_FOUND, b"") and r.remark
 
 
 def test_topic_stats_and_consume_stats(h: BrokerHarness) -> None:

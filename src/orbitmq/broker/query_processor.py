@@ -5,6 +5,10 @@ QUERY_MESSAGE by key (12).
 Message bodies are the raw stored messages (the CommitLog format, protocol/stored/) sent without a
 copy; VIEW_MESSAGE_BY_ID checks that the offset really starts a message before sending anything,
 so an arbitrary offset from a client can never make the broker send a slice of garbage.
+
+A message that is not there is QUERY_NOT_FOUND (22) for both look-ups. RocketMQ answers a view by
+an offset that holds no message SYSTEM_ERROR, which here means the server failed; its clients
+raise the same error for any code but SUCCESS, so the specific code costs them nothing.
 """
 
 from __future__ import annotations
@@ -66,7 +70,9 @@ class QueryProcessor:
         msg = self.store.look_message_by_offset(h.offset) if h.offset >= 0 else None
         raw = self.store.get_message_raw(h.offset, msg.store_size) if msg is not None else None
         if raw is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"can not find message by the offset, {h.offset}: no message "
+                                "starts there")
         assert msg is not None
         # Access control: reading a message is Sub or Get on its topic (AccessDeniedError
         # answers NO_PERMISSION, nothing of the message sent).

@@ -70,6 +70,9 @@ from orbitmq.security.tls import ClientTls
 __all__ = ["AsyncAdmin", "Admin"]
 
 QUERY_MAX_NUM_DEFAULT = 64
+# How VIEW_MESSAGE_BY_ID's remark starts when no message starts at the offset: OrbitMQ answers it
+# QUERY_NOT_FOUND, RocketMQ SYSTEM_ERROR.
+_NO_MESSAGE_AT_OFFSET = "can not find message by the offset"
 
 
 class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
@@ -394,13 +397,21 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
 
         Raises:
             ClientError: a UNIQ_KEY without ``topic``.
-            BrokerError: not found (QUERY_NOT_FOUND) or refused.
+            BrokerError: not found (QUERY_NOT_FOUND, the remark naming the id and where it was
+                looked for; also from a RocketMQ broker, which answers SYSTEM_ERROR) or refused.
         """
         addr = await self._offset_id_broker(msg_id)
         if addr is not None:
             _host, _port, offset = decode_offset_msg_id(msg_id)
-            resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                                      ViewMessageRequestHeader(offset, topic))
+            try:
+                resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                          ViewMessageRequestHeader(offset, topic))
+            except BrokerError as e:
+                if not (e.code == ResponseCode.QUERY_NOT_FOUND or e.code == ResponseCode.SYSTEM_ERROR
+                        and e.remark.startswith(_NO_MESSAGE_AT_OFFSET)):
+                    raise
+                raise BrokerError(ResponseCode.QUERY_NOT_FOUND, f"no message {msg_id}: nothing "
+                                  f"starts at commit log offset {offset} of {addr}") from None
             return decode_stored_message(resp.body, decompress=True)
         if topic is None:
             raise ClientError(f"{msg_id!r} is not the offset id of a known broker; "
