@@ -3,14 +3,16 @@
 The server is `orbitmq standalone` started as a child process with the Makefile's RUN_FLAGS (the
 flags of `make run`), on free ports and a temporary store. Every fenced block of README.md and
 docs/*.md is classified below: run here (Python with the name server's address put in, shell
-commands with `.venv/bin/` and the addresses put in, long-running servers started, seen ready and
-stopped, error transcripts checked), or not run here, with the reason (a diagram, an output
+commands with `.venv/bin/` and the addresses put in, a page's `export` lines kept for its later
+blocks, long-running servers started on free ports and seen ready, then stopped or kept for the
+page's next blocks, error transcripts checked), or not run here, with the reason (a diagram, an output
 sample, a fragment, or an example that starts its own servers, run by the test named). A block
 that is new or changed and matches no entry fails the test, so it is looked at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -61,6 +63,12 @@ class Refused:
 
 
 @dataclasses.dataclass(frozen=True)
+class Keep:
+    """A server the page's next blocks use (next to make run's): started on free ports and kept
+    until the end; the page's ``127.0.0.1:PORT`` of its name server means that one."""
+
+
+@dataclasses.dataclass(frozen=True)
 class NotHere:
     reason: str
 
@@ -88,7 +96,7 @@ def _quickstart(out: str) -> None:
 DIAGRAM = NotHere("a diagram or file layout, not a command")
 OUTPUT = NotHere("an output sample of the command shown before it")
 # Keyed by (file, how the block begins); the longest beginning that matches a block is its entry.
-BLOCKS: dict[tuple[str, str], Run | Refused | NotHere] = {
+BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("README.md", "make run     # installs what running needs, then starts a development broker on 127.0.0.1 (data"):
         NotHere("the server of this test is make run's (Makefile RUN_FLAGS)"),
     ("README.md", "pip install -e .                          # the servers, the CLI, the console and the SDK"):
@@ -189,14 +197,13 @@ BLOCKS: dict[tuple[str, str], Run | Refused | NotHere] = {
     ("docs/rocketmq5.md", "producer.send(orbitmq.Message(\"Reminders\", b\"pay order 17\", properties={\"TIMER_DELAY_SEC\": \"30\"}))"):
         NotHere("a fragment: README's RocketMQ 5 block is the same, whole"),
     ("docs/rocketmq5.md", ".venv-rmq5/bin/python scripts/regen_grpc.py"): NotHere("regenerates the gRPC stubs"),
-    ("docs/security.md", ".venv/bin/orbitmq standalone --store ./data/secure \\"):
-        NotHere("a second server with authentication: tests/integration/test_credentials_docs.py covers its use"),
+    ("docs/security.md", ".venv/bin/orbitmq standalone --store ./data/secure \\"): Keep(),
     ("docs/security.md", "authentication_enabled = true"): NotHere("a config file"),
-    ("docs/security.md", "export ORBITMQ_NAMESRV_ADDR=127.0.0.1:9886"): NotHere("needs the server with authentication"),
+    ("docs/security.md", "export ORBITMQ_NAMESRV_ADDR=127.0.0.1:9886"): Run(_has("orders")),
     ("docs/security.md", "echo 'producer-secret' | .venv/bin/orbitmq user create --username order-service --password -"):
-        NotHere("needs the server with authentication"),
+        Run(_has("User:order-service", "User:billing")),
     ("docs/security.md", "from orbitmq import Credentials, Message, Producer, PullConsumer"):
-        NotHere("needs the server with authentication"),
+        Run(_has("SendStatus.OK")),
     ("docs/security.md", "# every name server, master and slave"): NotHere("a config file"),
     ("docs/security.md", "WARNING orbitmq.audit authentication_failed"): OUTPUT,
     ("docs/security.md", "Error: cannot start: the broker would listen on 0.0.0.0"): OUTPUT,
@@ -245,7 +252,7 @@ def blocks() -> Iterator[Block]:
                         m.group(1), m.group(2))
 
 
-def spec_of(block: Block) -> Run | Refused | NotHere | None:
+def spec_of(block: Block) -> Run | Refused | Keep | NotHere | None:
     """The entry whose text begins the block (the longest such, the most specific)."""
     found = [(len(start), spec) for (path, start), spec in BLOCKS.items()
              if path == block.path and block.text.startswith(start)]
@@ -267,10 +274,14 @@ class DevServer:
     namesrv: str
     grpc: str
     tmp: Path
+    # A page's other servers (Keep): the address it names -> the one it has here.
+    others: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def localize(self, cmd: str) -> str:
         """A README command as run here: our venv, our addresses, repository files by path."""
         cmd = cmd.replace("127.0.0.1:9876", self.namesrv).replace("127.0.0.1:8081", self.grpc)
+        for named, real in self.others.items():
+            cmd = cmd.replace(named, real)
         cmd = re.sub(r"(?<![\w/.])(examples|bench|scripts)/", f"{ROOT}/\\1/", cmd)
         cmd = re.sub(r"(?<![\w/])\.venv-rmq5/bin/python\b", str(RMQ5_PY), cmd)
         cmd = re.sub(r"(?<![\w/])\.venv/bin/python\b", sys.executable, cmd)
@@ -282,19 +293,33 @@ class DevServer:
         return env
 
     def shell(self, script: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``script`` in bash, in the test's directory, with the name server in the environment."""
         return subprocess.run(["bash", "-ec", script], cwd=self.tmp, env=self.env(),
                               capture_output=True, text=True, timeout=timeout)
 
-    def serve(self, cmd: str) -> None:
-        """A long-running server command: started on free ports, seen ready, stopped."""
-        cmd = PORT_FLAG.sub(r"\1 0", self.localize(cmd))
-        args = shlex.split(cmd)
+    def start(self, cmd: str) -> ServerProcess:
+        """A long-running server command, started on free ports and seen ready; a standalone's
+        name server then stands for the one the command names (``--namesrv-port N``)."""
+        named = re.search(r"--namesrv-port (\d+)", cmd)
+        args = shlex.split(PORT_FLAG.sub(r"\1 0", self.localize(cmd)))
         args = args[args.index(next(a for a in args if a.endswith("orbitmq"))) + 1:]
         role = {"standalone": "broker"}.get(args[0], args[0])
         args = [a if not (a.startswith("./") or a.endswith(".toml")) else str(self.tmp / a)
                 for a in args]
-        with ServerProcess(args) as server:
-            server.wait_ready(role, timeout=60)
+        server = ServerProcess(args)
+        try:
+            ready = server.wait_ready(role, timeout=60)
+        except BaseException:
+            server.stop()
+            raise
+        if named and "namesrv" in ready:
+            self.others[f"127.0.0.1:{named.group(1)}"] = ready["namesrv"]
+        return server
+
+    def serve(self, cmd: str) -> None:
+        """A long-running server command: started on free ports, seen ready, stopped."""
+        with self.start(cmd):
+            pass
 
 
 @pytest.fixture(scope="module")
@@ -329,11 +354,23 @@ def test_every_block_is_classified() -> None:
 
 
 def test_readme_and_docs_examples_run_in_order(dev: DevServer) -> None:
+    with contextlib.ExitStack() as kept:
+        ran = _run_blocks(dev, kept)
+    assert ran >= 15
+
+
+def _run_blocks(dev: DevServer, kept: contextlib.ExitStack) -> int:
     ran = 0
+    exports: dict[str, list[str]] = {}  # a page's `export` lines hold for its later blocks
     for block in blocks():
         spec = spec_of(block)
         where = f"{block.path}:{block.line}"
         if spec is None or isinstance(spec, NotHere):
+            continue
+        if isinstance(spec, Keep):
+            (cmd,) = commands(block.text)
+            kept.enter_context(dev.start(cmd))
+            ran += 1
             continue
         if isinstance(spec, Refused):
             cmd, *rest = block.text.strip().splitlines()
@@ -357,11 +394,15 @@ def test_readme_and_docs_examples_run_in_order(dev: DevServer) -> None:
             if spec.lines is not None:
                 cmds = [cmds[i] for i in spec.lines]
             text, out = "", subprocess.CompletedProcess([], 0, "", "")
+            session = exports.setdefault(block.path, [])
             for cmd in cmds:
                 if SERVER_CMD.match(cmd) and "--print-config" not in cmd:
                     dev.serve(cmd)
                     continue
-                out = dev.shell(dev.localize(cmd))
+                if cmd.startswith("export "):
+                    session.append(dev.localize(cmd))
+                    continue
+                out = dev.shell("\n".join([*session, dev.localize(cmd)]))
                 assert out.returncode == 0, f"{where}: {cmd}\n{out.stdout}\n{out.stderr}"
                 text += out.stdout
         assert out.returncode == 0, f"{where}:\n{out.stdout}\n{out.stderr}"
@@ -371,4 +412,4 @@ def test_readme_and_docs_examples_run_in_order(dev: DevServer) -> None:
             except AssertionError as e:
                 raise AssertionError(f"{where}: {e}") from None
         ran += 1
-    assert ran >= 15
+    return ran
