@@ -91,7 +91,8 @@ BENCH_ARGS ?=
 # client next to the SDK with 1 M pending timers (bench/grpc_bench.py), and replication (a
 # SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate), publish over TLS
 # against plaintext on one broker (bench/tls_bench.py). Never part of
-# `make test`; BENCH_ARGS=--quick for a smoke run.
+# `make test`; BENCH_ARGS=--quick for a smoke run. The load tool, bench/mqload (C), is built on
+# first use; without `make bench-peers` only the OrbitMQ rows run.
 bench: install
 	$(PY) bench/run_bench.py $(BENCH_ARGS)
 	$(PY) bench/client_bench.py $(BENCH_ARGS)
@@ -103,7 +104,9 @@ bench: install
 	$(PY) bench/tls_bench.py $(BENCH_ARGS)
 
 # Redis, RabbitMQ and NATS from Debian (their services stopped: the bench starts its own on
-# 127.0.0.1) and the peers' Python clients (the `bench` extra).
+# 127.0.0.1), the C client libraries the load tool speaks to them with (hiredis, libnats,
+# rabbitmq-c) and the tool built with them (bench/mqload/build.sh), and the peers' Python clients
+# for bench/client_bench.py (the `bench` extra).
 bench-peers: install
 	@bash bench/install_peers.sh
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[bench]"

@@ -226,7 +226,7 @@ def cases(base: str, wanted: tuple[str, ...] = SYSTEMS,
         out.append((f"{server.name} (AsyncProducer auto_batch, AsyncPushConsumer)", server,
                     lambda n, w, ns=namesrv, t=tag: orbitmq_case(ns, n, w, f"{t}Batch",
                                                                  auto_batch=True)))
-    installed, py = sysmod.installed_peers(), sysmod.peer_python() or sys.executable
+    installed = sysmod.installed_peers()
     peers = [("rabbit", "aio_pika"), ("redis", "redis"), ("nats", "nats")]
     for peer, module in peers:
         if peer not in wanted:
@@ -236,15 +236,15 @@ def cases(base: str, wanted: tuple[str, ...] = SYSTEMS,
             continue
         try:
             if peer == "rabbit":
-                servers = sysmod.rabbit(["bench-classic", "bench-quorum"], py)
+                servers = sysmod.rabbit(["bench-classic", "bench-quorum"])
                 out.append(("rabbit-classic (aio-pika)", None,
                             lambda n, w: rabbit_case("bench-classic", n, w)))
                 out.append(("rabbit-quorum (aio-pika)", servers[0],
                             lambda n, w: rabbit_case("bench-quorum", n, w)))
             elif peer == "redis":
-                out.append(("redis-always (redis-py)", sysmod.redis(["always"], py)[0], redis_case))
+                out.append(("redis-always (redis-py)", sysmod.redis(["always"])[0], redis_case))
             else:
-                out.append(("nats-js (nats-py)", sysmod.nats(py), nats_case))
+                out.append(("nats-js (nats-py)", sysmod.nats(), nats_case))
         except (RuntimeError, OSError) as e:
             notes.append(f"{peer}: could not start: {e}")
     return out, notes

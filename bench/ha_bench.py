@@ -121,7 +121,7 @@ def run_publish(namesrv: str, started: list[tuple[sysmod.System, BrokerSetProces
                 if quiet_max_s > 0:
                     subprocess.run([sys.executable, str(sysmod.PEERS / "quiet.py"),
                                     str(quiet_max_s), "15"], capture_output=True)
-                rec = run_bench.mqbench(system, workload, flags, run_id=turn * 10 + round_no)
+                rec = run_bench.load_run(system, workload, flags, run_id=turn * 10 + round_no)
                 rec["round"] = round_no
                 print(f"  round {round_no + 1} {system.name:<24} {workload:<8} "
                       f"{rec.get('msgs_s', 'FAILED'):>10} msgs/s  p50 {rec.get('p50_us', '-')} us"
@@ -162,7 +162,7 @@ def fill(addr: str, admin: Admin, backlog: int) -> tuple[int, float]:
     while (end := int(_runtime(admin, addr)["commitLogMaxOffset"])) < backlog:
         per_message = 1024 + 150  # a 1 KiB body stored: header, topic, properties
         n = max(6_400, (backlog - end) // per_message + 64)
-        out = subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", "-addr", addr, "-q",
+        out = subprocess.run([sysmod.mqload(), "-sys", "rocketmq", "-addr", addr, "-q",
                               f"ha-backlog-{run}", "-n", str(n), "-p", "1", "-batch", "64",
                               "-w", "16", "-maxsec", "300"], capture_output=True, text=True,
                              timeout=400)
@@ -252,8 +252,7 @@ def main() -> None:
     ap.add_argument("--quiet-max", type=float, default=None,
                     help="seconds to wait for an idle box before each run (default 10; quick: 0)")
     opts = ap.parse_args()
-    if not os.access(sysmod.MQBENCH, os.X_OK):
-        raise SystemExit(f"mqbench not found at {sysmod.MQBENCH} (set MQBENCH)")
+    sysmod.mqload()  # built now (or SystemExit), not in the middle of a run
     rounds = opts.rounds if opts.rounds is not None else (1 if opts.quick else 3)
     backlog_mib = opts.backlog_mib if opts.backlog_mib is not None else (64 if opts.quick else 1024)
     if rounds < 1 or backlog_mib < 1:

@@ -97,7 +97,7 @@ def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float])
         out.append(_target(f"{ours} one-at-a-time p99/p50", lat[1] / lat[0] if lat else None,
                            3.0, "x", higher=False, why=why.lstrip("; ")))
     # Issue 34: the same broker build with authentication and authorization on and off, the
-    # same signing load tool (bench/signbench.c), signed on the first.
+    # same load tool (bench/mqload), signed on the first.
     # ``why``: the broker's own share, on / off with the same signed load (the rest is what
     # signing costs the load tool, which shares the machine).
     for workload, label in (("pub p1", "1 producer"), ("pub p4", "4 producers"),
@@ -158,7 +158,7 @@ def render(doc: dict[str, Any]) -> str:
     runs = {(rec["system"], rec["workload"]): rec for rec in doc["runs"]}
     names: list[str] = doc["systems"]
     width = max(15, *(len(n) + 1 for n in names))
-    lines = [f"\nOrbitMQ vs peers, 1 KiB messages, mqbench ({'quick' if doc['meta']['quick'] else 'full'}"
+    lines = [f"\nOrbitMQ vs peers, 1 KiB messages, mqload ({'quick' if doc['meta']['quick'] else 'full'}"
              f" run, {doc['meta']['date']}; {doc['meta']['note']})",
              f"{'workload':<38}" + "".join(f"{n:>{width}}" for n in names)]
     for workload, label in WORKLOAD_LABELS.items():

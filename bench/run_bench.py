@@ -1,13 +1,14 @@
-"""`make bench`: OrbitMQ next to Redis streams, NATS JetStream and RabbitMQ, one mqbench run each.
+"""`make bench`: OrbitMQ next to Redis streams, NATS JetStream and RabbitMQ, one mqload run each.
 
     .venv/bin/python bench/run_bench.py [--quick] [--systems a,b,...] [--json PATH]
 
 Starts OrbitMQ standalone twice (ASYNC_FLUSH and SYNC_FLUSH), OrbitMQ's bare-transport sink, and
-every installed peer (`make bench-peers` installs them), then runs the same mqbench workloads
+every installed peer (`make bench-peers` installs them), then runs the same workloads of the
+project's load tool, mqload (bench/mqload/, C, built on first use by bench/mqload/build.sh),
 against all of them: workload by workload, the systems taking turns (the order rotates), so that a
 change in the machine's load hits every system alike. OrbitMQ with authentication and
 authorization on (``orbitmq-auth-on``) and the same build with both off (``orbitmq-auth-off``)
-take their turns too, loaded by bench/signbench.c (mqbench's publish load, signed on the first),
+take their turns too, the publish load signed on the first (mqload ``-ak``/``-sk``),
 with ``orbitmq-auth-off-signing`` (the second's broker, the load signed all the same) to tell what
 signing costs the load tool from what checking costs the broker (issue 34). Prints one table of msgs/s (p50/p99 for the
 one-at-a-time sends), OrbitMQ's ratio to each peer and the issue's targets, and writes the results
@@ -41,7 +42,7 @@ ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "o
 
 
 def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
-    """(name, mqbench flags, kinds it applies to or None for all). ``sub`` reads what ``pub p1``
+    """(name, mqload flags, kinds it applies to or None for all). ``sub`` reads what ``pub p1``
     wrote, so it comes right after it."""
     n, n_batch, n_sync = (5_000, 12_800, 400) if quick else (200_000, 640_000, 20_000)
     sec, sync_sec = ("10", "5") if quick else ("40", "15")
@@ -81,10 +82,10 @@ def _rss_mb(pid: int | None) -> tuple[float, float]:
     return values["VmRSS:"], values["VmHWM:"]
 
 
-def mqbench(system: sysmod.System, workload: str, flags: list[str], run_id: int) -> dict[str, Any]:
-    """One mqbench run with the server's CPU and memory; never raises for a failed run."""
+def load_run(system: sysmod.System, workload: str, flags: list[str], run_id: int) -> dict[str, Any]:
+    """One mqload run with the server's CPU and memory; never raises for a failed run."""
     extra = system.prepare(workload, run_id)
-    cmd = [*(system.tool or [sysmod.MQBENCH, "-sys", system.kind]), *flags, *extra]
+    cmd = [sysmod.mqload(), "-sys", system.kind, *flags, *extra]
     hz = os.sysconf("SC_CLK_TCK")
     t0, s0 = time.monotonic(), _ticks(system.pid)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -167,35 +168,26 @@ def start_systems(wanted: list[str], store_base: str,
         if name in wanted:
             started += makers[name]()
     # Access control on and off (issue 34): the same build, the same signing load tool.
-    auth = [name for name in ("orbitmq-auth-on", "orbitmq-auth-off") if name in wanted]
-    if auth:
-        try:
-            tool = sysmod.signbench(store_base)
-        except RuntimeError as e:
-            notes.append(f"orbitmq-auth-on/off: {e}")
-        else:
-            for name in auth:
-                started += sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base, tool)
-    installed, py = sysmod.installed_peers(), sysmod.peer_python()
+    for name in ("orbitmq-auth-on", "orbitmq-auth-off"):
+        if name in wanted:
+            started += sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base)
     groups = [("redis", [w.split("-", 1)[1] for w in wanted if w.startswith("redis-")]),
               ("nats", ["js"] if "nats-js" in wanted else []),
               ("rabbit", [f"bench-{w.split('-', 1)[1]}" for w in wanted if w.startswith("rabbit-")])]
     for peer, variants in groups:
         if not variants:
             continue
-        if not installed[peer]:
-            notes.append(f"{peer}: not installed (make bench-peers)")
-            continue
-        if py is None and peer != "redis":
-            notes.append(f"{peer}: no Python with pika and nats-py (make bench-peers)")
+        why = sysmod.peer_unavailable(peer)
+        if why:
+            notes.append(f"{peer}: {why}")
             continue
         try:
             if peer == "redis":
-                started += sysmod.redis(variants, py or sys.executable)
+                started += sysmod.redis(variants)
             elif peer == "nats":
-                started.append(sysmod.nats(py or sys.executable))
+                started.append(sysmod.nats())
             else:
-                started += sysmod.rabbit(variants, py or sys.executable)
+                started += sysmod.rabbit(variants)
         except (RuntimeError, subprocess.SubprocessError, OSError) as e:
             notes.append(f"{peer}: could not start: {e}")
     return notes
@@ -223,11 +215,11 @@ def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float,
             if system.name == "orbitmq-sink" and workload in ("sub", "sync p1"):
                 continue  # the sink stores nothing to consume, and its latency is not a broker's
             if system.workloads is not None and workload not in system.workloads:
-                continue  # signbench publishes only
+                continue  # the signed rows publish only
             if quiet_max_s > 0:
                 subprocess.run([sys.executable, str(sysmod.PEERS / "quiet.py"), str(quiet_max_s),
                                 "15"], capture_output=True)
-            rec = mqbench(system, workload, flags, run_id=turn)
+            rec = load_run(system, workload, flags, run_id=turn)
             print(f"  {system.name:<15} {workload:<8} {rec.get('msgs_s', 'FAILED'):>10} msgs/s"
                   f"  p50 {rec.get('p50_us', '-')} us  server cpu {rec['server_cpu_pct']}%",
                   flush=True)
@@ -247,8 +239,7 @@ def main() -> None:
     ap.add_argument("--quiet-max", type=float, default=None,
                     help="seconds to wait for an idle box before each run (default 10; quick: 0)")
     opts = ap.parse_args()
-    if not os.access(sysmod.MQBENCH, os.X_OK):
-        raise SystemExit(f"mqbench not found at {sysmod.MQBENCH} (set MQBENCH)")
+    sysmod.mqload()  # built now (or SystemExit), not in the middle of a run
     wanted = [s for s in opts.systems.split(",") if s]
     unknown = [s for s in wanted if s not in ALL]
     if unknown:

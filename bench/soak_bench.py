@@ -62,7 +62,7 @@ class Sampler(threading.Thread):
 
 
 def mqbench(addr: str, args: list[str], timeout_s: float) -> dict[str, str]:
-    out = subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", "-addr", addr, "-q", "soak", *args],
+    out = subprocess.run([sysmod.mqload(), "-sys", "rocketmq", "-addr", addr, "-q", "soak", *args],
                          capture_output=True, text=True, timeout=timeout_s)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):

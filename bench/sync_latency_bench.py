@@ -103,7 +103,7 @@ def _syscalls(text: str) -> dict[str, int]:
 
 def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int) -> dict[str, object]:
     extra = system.prepare("sync p1", run_id)
-    cmd = [sysmod.MQBENCH, "-sys", system.kind, *flags, *extra]
+    cmd = [sysmod.mqload(), "-sys", system.kind, *flags, *extra]
     tracer = None
     if strace and system.pid is not None:
         out = tempfile.mktemp(prefix="strace-", dir="/tmp")
@@ -161,18 +161,18 @@ def main() -> None:
         for name, src in trees:
             started.append(_orbitmq(name, src, base, opts.flush))
         if opts.redis:
-            started += sysmod.redis(["always"], sysmod.peer_python() or sys.executable)
+            started += sysmod.redis(["always"])
         if opts.nats:
-            started.append(sysmod.nats(sysmod.peer_python() or sys.executable))
+            started.append(sysmod.nats())
         for system in started:
             if opts.warm and system.kind == "rocketmq":
-                subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", "-n", str(opts.warm), "-p", "1",
+                subprocess.run([sysmod.mqload(), "-sys", "rocketmq", "-n", str(opts.warm), "-p", "1",
                                 "-w", "1000", *system.prepare("pub p1", 0)], capture_output=True,
                                timeout=600)
             if opts.fill and system.kind == "rocketmq":
                 for workload, flags, _ in run_bench.workloads(quick=False):
                     if workload in ("pub p4", "batch64"):  # what a sitting publishes besides
-                        subprocess.run([sysmod.MQBENCH, "-sys", "rocketmq", *flags,
+                        subprocess.run([sysmod.mqload(), "-sys", "rocketmq", *flags,
                                         *system.prepare(workload, 0)], capture_output=True,
                                        timeout=600)
         if opts.workload == "sync":

@@ -1,11 +1,11 @@
-"""The systems `make bench` loads with mqbench: OrbitMQ (ASYNC_FLUSH, SYNC_FLUSH, a bare-transport
-sink) and the installed peers (Redis streams, NATS JetStream, RabbitMQ), started and stopped here.
-OrbitMQ with authentication and authorization on, and the same build with both off, are loaded
-with bench/signbench.c instead (mqbench's publish load, signing each request on the first).
+"""The systems `make bench` loads with mqload (bench/mqload/, built here on first use): OrbitMQ
+(ASYNC_FLUSH, SYNC_FLUSH, a bare-transport sink, authentication and authorization on and off, the
+load signing each request on the first) and the installed peers (Redis streams, NATS JetStream,
+RabbitMQ), started and stopped here.
 
-Peers are started with ../shared/bench/peers/peer.sh (127.0.0.1 only, data under
-``$MQBENCH_DATA``); OrbitMQ as ``orbitmq standalone`` on free ports. Every system knows how to
-reset itself before a workload (a fresh topic, a purged stream or queue) and which extra mqbench
+Peers are started with bench/peers/peer.sh (127.0.0.1 only, data under
+``$PEER_DATA``); OrbitMQ as ``orbitmq standalone`` on free ports. Every system knows how to
+reset itself before a workload (a fresh topic, a purged stream or queue) and which extra mqload
 flags address it. Used by bench/run_bench.py; not a test.
 """
 
@@ -25,17 +25,43 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_BENCH = Path(os.environ.get("MQBENCH_DIR", str(ROOT.parent / "shared" / "bench")))
-MQBENCH = os.environ.get("MQBENCH", str(SHARED_BENCH / "mqbench"))
-PEERS = SHARED_BENCH / "peers"
-PEER_DATA = os.environ.get("MQBENCH_DATA", "/tmp/orbitmq-bench-peers")
+MQLOAD_BUILD = ROOT / "bench" / "mqload" / "build.sh"
+MQLOAD = os.environ.get("MQLOAD", str(ROOT / "bench" / "mqload" / "build" / "mqload"))
+PEERS = ROOT / "bench" / "peers"
+PEER_DATA = os.environ.get("PEER_DATA", "/tmp/orbitmq-bench-peers")
+BUILD_TIMEOUT_S = 120
 READY = re.compile(r"orbitmq (\w+) ready on (\S+)")
 START_TIMEOUT_S = 60
 
 
+def mqload() -> str:
+    """The load tool's path, built by bench/mqload/build.sh when it is not there yet or older than
+    its sources (``$MQLOAD`` names a binary to use as it is). Raises SystemExit when it cannot be
+    built: every bench needs it."""
+    if "MQLOAD" in os.environ:
+        if not os.access(MQLOAD, os.X_OK):
+            raise SystemExit(f"MQLOAD={MQLOAD}: not an executable")
+        return MQLOAD
+    sources = [*MQLOAD_BUILD.parent.glob("*.[ch]"), MQLOAD_BUILD]
+    built = Path(MQLOAD)
+    if built.exists() and built.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return MQLOAD
+    done = subprocess.run(["bash", str(MQLOAD_BUILD), MQLOAD], capture_output=True, text=True,
+                          timeout=BUILD_TIMEOUT_S)
+    if done.returncode != 0:
+        raise SystemExit(f"cannot build bench/mqload: {(done.stdout + done.stderr).strip()[-600:]}")
+    return MQLOAD
+
+
+def mqload_speaks(kind: str) -> bool:
+    """Whether the built mqload has ``kind``'s client library in it (see build.sh)."""
+    return subprocess.run([mqload(), "-sys", kind, "-mode", "built"],
+                          capture_output=True).returncode == 0
+
+
 @dataclasses.dataclass
 class System:
-    """One thing under load. ``kind`` is mqbench's ``-sys``; ``pid`` the server process whose CPU
+    """One thing under load. ``kind`` is mqload's ``-sys``; ``pid`` the server process whose CPU
     and memory are reported; ``prepare(workload, run_id)`` resets it and returns extra flags."""
 
     name: str
@@ -45,7 +71,6 @@ class System:
     stop: Callable[[], None]
     acks: str  # what an acknowledgement means, for the table's legend
     addrs: dict[str, str] = dataclasses.field(default_factory=dict)  # OrbitMQ: namesrv, broker
-    tool: list[str] | None = None  # the load tool's command instead of mqbench -sys KIND
     workloads: frozenset[str] | None = None  # those it runs (None: all)
 
 
@@ -132,25 +157,13 @@ AUTH_USER = ("bench", "bench-user-secret-1")
 SIGNED_WORKLOADS = frozenset({"pub p1", "pub p4", "batch64", "sync p1"})
 
 
-def signbench(build_dir: str) -> str:
-    """bench/signbench.c compiled with the system's C compiler (-O2) into ``build_dir``."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cc"
-    out = os.path.join(build_dir, "signbench")
-    done = subprocess.run([cc, "-O2", "-pthread", "-Wall", "-Wno-unused-function",
-                           str(ROOT / "bench" / "signbench.c"), "-o", out],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"cannot build bench/signbench.c: {done.stderr.strip()[-400:]}")
-    return out
-
-
-def orbitmq_auth(on: bool, store_base: str, tool: str) -> list[System]:
+def orbitmq_auth(on: bool, store_base: str) -> list[System]:
     """``orbitmq standalone`` (ASYNC_FLUSH) with authentication and authorization on, loaded by
-    ``tool`` (signbench) signing as :data:`AUTH_USER`; or the same with both off, loaded by the
-    same tool unsigned, and (a second System on the same process, ``orbitmq-auth-off-signing``)
+    mqload signing as :data:`AUTH_USER` (``-ak``/``-sk``); or the same with both off, loaded
+    unsigned, and (a second System on the same process, ``orbitmq-auth-off-signing``)
     signed all the same: the broker ignores the signature, so that row shows what signing costs
     the load tool, and on / off-signing what checking costs the broker. Each workload writes a
-    topic of its own, auto-created by its first send, as the mqbench rows' are."""
+    topic of its own, auto-created by its first send, as the other OrbitMQ rows' are."""
     store = tempfile.mkdtemp(prefix=f"orbitmq-bench-auth-{'on' if on else 'off'}-", dir=store_base)
     args = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
@@ -177,7 +190,7 @@ def orbitmq_auth(on: bool, store_base: str, tool: str) -> list[System]:
     if on:
         return [System("orbitmq-auth-on", "rocketmq", proc.pid, prepare, stop,
                        "after the write to the page cache; every request signed by a Normal user "
-                       "whose rule allows Pub on Topic:bench-*", addrs, [tool], SIGNED_WORKLOADS)]
+                       "whose rule allows Pub on Topic:bench-*", addrs, SIGNED_WORKLOADS)]
 
     def prepare_signed(workload: str, run_id: int) -> list[str]:
         return ["-addr", addr, "-q", "bench-auth-signing-" + workload.replace(" ", "-"),
@@ -185,10 +198,10 @@ def orbitmq_auth(on: bool, store_base: str, tool: str) -> list[System]:
 
     return [System("orbitmq-auth-off", "rocketmq", proc.pid, prepare, stop,
                    "after the write to the page cache; authentication off, the same load unsigned",
-                   addrs, [tool], SIGNED_WORKLOADS),
+                   addrs, SIGNED_WORKLOADS),
             System("orbitmq-auth-off-signing", "rocketmq", proc.pid, prepare_signed,
                    lambda: None, "orbitmq-auth-off's broker, the load signed all the same (the "
-                   "broker ignores it): what signing costs the load tool", addrs, [tool],
+                   "broker ignores it): what signing costs the load tool", addrs,
                    SIGNED_WORKLOADS)]
 
 
@@ -234,10 +247,10 @@ def sink() -> System:
 
 
 # ----------------------------------------------------------------------------------- peers
-def _peer_sh(op: str, name: str, py: str) -> str:
+def _peer_sh(op: str, name: str) -> str:
     """peer.sh OP NAME; its output goes to a file, not a pipe: a server it starts in the
     background inherits the descriptors and would hold a pipe open for its whole life."""
-    env = {**os.environ, "MQBENCH_DATA": PEER_DATA, "PY": py}
+    env = {**os.environ, "PEER_DATA": PEER_DATA, "MQLOAD": mqload()}
     os.makedirs(PEER_DATA, exist_ok=True)
     log_path = Path(PEER_DATA, f"peer-{op}-{name}.log")
     with open(log_path, "w") as log:
@@ -272,10 +285,10 @@ def _run(*cmd: str) -> None:
     subprocess.run(list(cmd), capture_output=True, text=True, timeout=120, check=True)
 
 
-def redis(modes: list[str], py: str) -> list[System]:
+def redis(modes: list[str]) -> list[System]:
     """One redis-server, one System per appendfsync mode (set before each run)."""
     _clear_data("redis")  # the last run's AOF: disposable
-    _peer_sh("start", "redis", py)
+    _peer_sh("start", "redis")
     pid = _pid_of("redis")
     cli = ["redis-cli", "-h", "127.0.0.1"]
     stopped = {"done": False}
@@ -283,7 +296,7 @@ def redis(modes: list[str], py: str) -> list[System]:
     def stop() -> None:
         if not stopped["done"]:
             stopped["done"] = True
-            _peer_sh("stop", "redis", py)
+            _peer_sh("stop", "redis")
 
     def make(mode: str) -> System:
         def prepare(workload: str, run_id: int) -> list[str]:
@@ -301,35 +314,38 @@ def redis(modes: list[str], py: str) -> list[System]:
     return [make(m) for m in modes]
 
 
-def nats(py: str) -> System:
+def nats() -> System:
     _clear_data("nats")  # the last run's stream files
-    _peer_sh("start", "nats", py)
+    _peer_sh("start", "nats")
 
     def prepare(workload: str, run_id: int) -> list[str]:
         if workload == "sub":
             return ["-b", "500"]
-        _run(py, str(PEERS / "nq.py"), "purge")
+        _run(mqload(), "-sys", "nats", "-mode", "purge")
         return []
 
-    return System("nats-js", "nats", _pid_of("nats"), prepare, lambda: _peer_sh("stop", "nats", py),
+    def stop() -> None:
+        _peer_sh("stop", "nats")
+
+    return System("nats-js", "nats", _pid_of("nats"), prepare, stop,
                   "after the write to the page cache (fsync every 2 min)")
 
 
-def rabbit(queues: list[str], py: str) -> list[System]:
-    _peer_sh("start", "rabbit", py)
+def rabbit(queues: list[str]) -> list[System]:
+    _peer_sh("start", "rabbit")
     pid = _pid_of("rabbit")
     stopped = {"done": False}
 
     def stop() -> None:
         if not stopped["done"]:
             stopped["done"] = True
-            _peer_sh("stop", "rabbit", py)
+            _peer_sh("stop", "rabbit")
 
     def make(queue: str) -> System:
         def prepare(workload: str, run_id: int) -> list[str]:
             if workload == "sub":
                 return ["-q", queue, "-b", "500"]
-            _run(py, str(PEERS / "rq.py"), "purge", queue)
+            _run(mqload(), "-sys", "rabbit", "-q", queue, "-mode", "purge")
             return ["-q", queue]
         return System(f"rabbit-{queue.split('-')[1]}", "rabbit", pid, prepare, stop,
                       "publisher confirm after its batched fsync")
@@ -344,9 +360,11 @@ def installed_peers() -> dict[str, bool]:
             "rabbit": shutil.which("rabbitmq-server") is not None}
 
 
-def peer_python() -> str | None:
-    """A Python that has what peer.sh's helpers import (pika for RabbitMQ, nats-py for NATS)."""
-    for py in (sys.executable, shutil.which("python3") or ""):
-        if py and subprocess.run([py, "-c", "import nats, pika"], capture_output=True).returncode == 0:
-            return py
-    return None
+def peer_unavailable(peer: str) -> str:
+    """Why ``peer`` (redis, nats, rabbit) cannot run here, or "" when it can: its server on PATH
+    and mqload built with its client library, both from `make bench-peers`."""
+    if not installed_peers()[peer]:
+        return "server not installed (make bench-peers)"
+    if not mqload_speaks(peer):
+        return "mqload built without its client library (make bench-peers)"
+    return ""
