@@ -8,7 +8,8 @@
  * pub: -p connections (a thread each) send -n messages of -s bytes between them, at most -w
  * requests unanswered per connection (-w 1: one at a time, for latency); a message counts when
  * the system acknowledged it. sub: one connection reads -n messages, -b at a time. setup/purge
- * (nats, rabbit): create or empty the stream / queue the runs use. Every pub or sub run stops
+ * (nats, rabbit): create or empty the stream / queue the runs use; built: exit 0 when this
+ * build has -sys's client library, 3 when not. Every pub or sub run stops
  * sending after -maxsec and prints one line:
  *   RESULT sys= mode= p= w= n= secs= msgs_s= MB_s= p50_us= p99_us= p90_us= p999_us= errors= ...
  * and exits 1 when any request was refused.
@@ -174,6 +175,26 @@ static const char *default_port(const char *sys)
     return NULL;
 }
 
+/* Whether this build speaks to ``sys`` (build.sh leaves out a peer whose library is absent). */
+static int built_with(const char *sys)
+{
+    if (!strcmp(sys, "rocketmq"))
+        return 1;
+#ifdef WITH_REDIS
+    if (!strcmp(sys, "redis"))
+        return 1;
+#endif
+#ifdef WITH_NATS
+    if (!strcmp(sys, "nats"))
+        return 1;
+#endif
+#ifdef WITH_RABBIT
+    if (!strcmp(sys, "rabbit"))
+        return 1;
+#endif
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static char addr[256];
@@ -221,9 +242,11 @@ int main(int argc, char **argv)
         fail("-ak/-sk sign RocketMQ requests only");
     if (opt.batch > 1 && strcmp(opt.sys, "rocketmq") != 0)
         fail("-batch is for -sys rocketmq only");
+    if (!strcmp(opt.mode, "built"))
+        return built_with(opt.sys) ? 0 : 3;
     if (strcmp(opt.mode, "pub") && strcmp(opt.mode, "sub") && strcmp(opt.mode, "setup") &&
         strcmp(opt.mode, "purge"))
-        fail("-mode %s: expected pub, sub, setup or purge", opt.mode);
+        fail("-mode %s: expected pub, sub, setup, purge or built", opt.mode);
     payload = malloc((size_t)opt.size);
     if (payload == NULL)
         die("malloc");
