@@ -23,6 +23,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 MQLOAD_BUILD = ROOT / "bench" / "mqload" / "build.sh"
@@ -93,10 +94,22 @@ def _start_python(args: list[str], *ready: str) -> tuple[subprocess.Popen[str], 
             found[m.group(1)] = m.group(2)
             if all(name in found for name in ready):
                 # Keep draining its output so that the process never blocks on a full pipe.
-                threading.Thread(target=proc.stdout.read, daemon=True).start()
+                drain = threading.Thread(target=_drain, args=(proc.stdout,), daemon=True)
+                drain.start()
+                _DRAINS[proc.pid] = drain
                 return proc, found
     proc.kill()
     raise SystemExit(f"{' '.join(args)} did not become ready")
+
+
+_DRAINS: dict[int, threading.Thread] = {}  # by pid: the threads reading a server's output
+DRAIN_JOIN_MAX_S = 5.0
+
+
+def _drain(out: IO[str]) -> None:
+    """Reads a server's output to its end, then closes it (no pipe left for the collector)."""
+    with out:
+        out.read()
 
 
 def _stopper(proc: subprocess.Popen[str], cleanup: Callable[[], None] | None = None
@@ -108,6 +121,9 @@ def _stopper(proc: subprocess.Popen[str], cleanup: Callable[[], None] | None = N
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+        drain = _DRAINS.pop(proc.pid, None)
+        if drain is not None:
+            drain.join(DRAIN_JOIN_MAX_S)
         if cleanup is not None:
             cleanup()
     return stop

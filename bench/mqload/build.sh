@@ -23,6 +23,6 @@ fi
 # shellcheck disable=SC2086
 "$CC" -O2 -pthread -Wall -Wextra -Wno-unused-function -Wno-unused-parameter ${CFLAGS:-} \
   "${defs[@]}" "$HERE"/mqload.c "$HERE"/rocketmq.c "$HERE"/redis.c "$HERE"/nats.c \
-  "$HERE"/rabbit.c -o "$OUT.tmp" "${libs[@]}"
-mv "$OUT.tmp" "$OUT"
+  "$HERE"/rabbit.c -o "$OUT.$$.tmp" "${libs[@]}"
+mv "$OUT.$$.tmp" "$OUT"
 echo "mqload built: $OUT (rocketmq${with:+ ${with[*]}})"
