@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/components_bench.py [--n N]
 
-The steps a SEND_MESSAGE_V2 of mqbench goes through, in order: frame decoding (JSON header),
+The steps a SEND_MESSAGE_V2 of mqload goes through, in order: frame decoding (JSON header),
 SendMessageRequestHeader parsing, properties parsing, store encoding, the CommitLog append, the
 offset message id, the response and its header encoding. Figures are microseconds of CPU per
 message, for bench/PROFILE.md. Not a test.

@@ -4,7 +4,7 @@ and a slave's catch-up rate over a backlog.
     .venv/bin/python bench/ha_bench.py [--quick] [--rounds N] [--backlog-mib M] [--json PATH]
 
 Real processes on 127.0.0.1 (orbitmq.testing.broker_set: one name server, every broker an
-``orbitmq broker`` child), loaded by mqbench as bench/run_bench.py does (1 KiB messages,
+``orbitmq broker`` child), loaded by mqload as bench/run_bench.py does (1 KiB messages,
 SEND_MESSAGE_V2 straight to the master's address, a message counted when answered SEND_OK):
 
 - systems: ``lone SYNC_FLUSH`` (a master without slaves: SEND_OK after its fdatasync, group
@@ -16,7 +16,7 @@ SEND_MESSAGE_V2 straight to the master's address, a message counted when answere
   workload, the order rotating, ``--rounds`` times (default 3; quick 1): a change in the
   machine's load hits every system alike. Each cell is the median of its rounds;
 - catch-up: the other sets stopped, a lone ASYNC_MASTER is filled with ``--backlog-mib`` of
-  commit log (default 1024 MiB; quick 64 MiB) by mqbench batch sends, then a slave starts on an
+  commit log (default 1024 MiB; quick 64 MiB) by mqload batch sends, then a slave starts on an
   empty store. Timed from the slave's ready line to the master counting every byte
   acknowledged (the slave holds them), and to the slave's consume queues being dispatched; MB/s
   counts commit log bytes. The master's own fill rate of the same sitting is the baseline.
@@ -156,7 +156,7 @@ def _runtime(admin: Admin, addr: str) -> dict[str, str]:
 
 
 def fill(addr: str, admin: Admin, backlog: int) -> tuple[int, float]:
-    """mqbench batch sends until the commit log holds ``backlog`` bytes; (bytes, seconds)."""
+    """mqload batch sends until the commit log holds ``backlog`` bytes; (bytes, seconds)."""
     began = time.monotonic()
     run = 0
     while (end := int(_runtime(admin, addr)["commitLogMaxOffset"])) < backlog:
@@ -219,7 +219,7 @@ def render(summary: dict[str, dict[str, float]], catch_up: dict[str, Any], quick
     def cell(row: dict[str, float], key: str, fmt: str = ",.0f") -> str:
         return format(row[key], fmt) if key in row else "FAILED"
 
-    lines = [f"\nOrbitMQ replication, 1 KiB messages, mqbench ({'quick' if quick else 'full'} run, "
+    lines = [f"\nOrbitMQ replication, 1 KiB messages, mqload ({'quick' if quick else 'full'} run, "
              f"{time.strftime('%Y-%m-%d %H:%M:%S')}, cpus={os.cpu_count()}, median of {rounds} "
              "round(s); compare ratios only)",
              f"{'system':<24}{'pub p4 msgs/s':>15}{'ratio':>8}{'1-at-a-time msgs/s':>20}"

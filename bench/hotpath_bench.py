@@ -3,7 +3,7 @@
     .venv/bin/python bench/hotpath_bench.py [--n N] [--flush ASYNC_FLUSH|SYNC_FLUSH] [--profile]
         [--only send|pull|sink] [--metrics]
 
-A real BrokerController (store in a temporary directory) gets the frames mqbench sends
+A real BrokerController (store in a temporary directory) gets the frames mqload sends
 (SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32) fed
 straight into a RemotingConnection whose transport only counts bytes. What is measured is
 ``time.process_time`` (every thread of the process: event loop, dispatch, flush) per message, so
@@ -81,7 +81,7 @@ class CountingTransport:
 
 
 def send_frame(opaque: int, topic: str, qid: int, ser: SerializeType) -> bytes:
-    """One SEND_MESSAGE_V2 as mqbench builds it (same extFields, same property)."""
+    """One SEND_MESSAGE_V2 as mqload builds it (same extFields, same property)."""
     props = f"UNIQ_KEY\x017F000001{os.getpid() & 0xFFFF:04X}000000000000{opaque:08X}\x02"
     ext = {"a": "bench_producer", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(qid),
            "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0",
@@ -92,7 +92,7 @@ def send_frame(opaque: int, topic: str, qid: int, ser: SerializeType) -> bytes:
 
 
 def batch_frame(opaque: int, topic: str, qid: int, ser: SerializeType, size: int) -> bytes:
-    """One SEND_BATCH_MESSAGE of ``size`` messages, each with its own UNIQ_KEY, as mqbench's."""
+    """One SEND_BATCH_MESSAGE of ``size`` messages, each with its own UNIQ_KEY, as mqload's."""
     body = encode_batch((0, BODY, {"UNIQ_KEY": f"7F000001000000000000{opaque:06X}{i:06X}"})
                         for i in range(size))
     ext = {"a": "bench_producer", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(qid),

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/soak_bench.py [--messages 10000000] [--flush ASYNC_FLUSH] [--dir DIR]
 
-mqbench publishes N 1 KiB messages in batches of 64 (the fastest way in), then pulls them all
+mqload publishes N 1 KiB messages in batches of 64 (the fastest way in), then pulls them all
 back from offset 0; a sampler reads the broker's /proc status every 0.5 s. The issue's target:
 RSS under 300 MB for 10 million messages stored and consumed. Reported: peak RSS, split into
 anonymous memory (the Python heap) and file pages (mapped segments), and how both moved over
@@ -61,13 +61,13 @@ class Sampler(threading.Thread):
         self.join(5)
 
 
-def mqbench(addr: str, args: list[str], timeout_s: float) -> dict[str, str]:
+def mqload(addr: str, args: list[str], timeout_s: float) -> dict[str, str]:
     out = subprocess.run([sysmod.mqload(), "-sys", "rocketmq", "-addr", addr, "-q", "soak", *args],
                          capture_output=True, text=True, timeout=timeout_s)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
             return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-    raise SystemExit(f"mqbench failed: {out.stdout[-500:]} {out.stderr[-500:]}")
+    raise SystemExit(f"mqload failed: {out.stdout[-500:]} {out.stderr[-500:]}")
 
 
 def main() -> None:
@@ -86,10 +86,10 @@ def main() -> None:
     phases: dict[str, Any] = {}
     try:
         sampler.phase = "publish"
-        phases["publish"] = mqbench(server.addrs["broker"], ["-n", str(n), "-batch", "64", "-w", "16",
+        phases["publish"] = mqload(server.addrs["broker"], ["-n", str(n), "-batch", "64", "-w", "16",
                                                              "-maxsec", str(budget)], budget + 60)
         sampler.phase = "consume"
-        phases["consume"] = mqbench(server.addrs["broker"], ["-mode", "sub", "-n", str(n),
+        phases["consume"] = mqload(server.addrs["broker"], ["-mode", "sub", "-n", str(n),
                                                              "-maxsec", str(budget)], budget + 60)
         sampler.phase = "idle"
         time.sleep(2)

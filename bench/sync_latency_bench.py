@@ -6,7 +6,7 @@
 
 Starts one ``orbitmq standalone --flush-disk-type SYNC_FLUSH`` per ``--tree`` (each with its own
 ``PYTHONPATH``: a baseline copy of ``src/`` next to the working tree) and, with ``--redis``,
-redis-server set to ``appendfsync always``, then runs mqbench ``-p 1 -w 1`` (one send in flight,
+redis-server set to ``appendfsync always``, then runs mqload ``-p 1 -w 1`` (one send in flight,
 p50/p99) against each in turn, ``--rounds`` times, the order rotating: the machine's load hits
 every system alike. Per run it prints the latencies, the server's CPU per message (user + system
 ticks of the process, all threads) and, with ``--strace``, the server's syscalls per message

@@ -6,7 +6,7 @@ One ``orbitmq standalone`` (ASYNC_FLUSH) in ``tls_server_mode permissive``, so t
 load and the plaintext load reach the same process on the same port; rounds alternate between
 them. The load is 4 producer processes, each with one connection pipelining SEND_BATCH_MESSAGE
 requests of 64 messages of 1 KiB (16 requests in flight), encoded once before the run: the
-clients cost little beside the broker, as mqbench's do (mqbench has no TLS). Every answer is
+clients cost little beside the broker, as mqload's do (mqload has no TLS). Every answer is
 read and must be SUCCESS.
 
 Prints msgs/s per round, the median ratio TLS / plaintext, and the CPU seconds per million
