@@ -1,6 +1,6 @@
 /*
  * _hmac_sha1.h: SHA-1 (FIPS 180-4, section 6.1) and HMAC-SHA1 (RFC 2104), for the native fast
- * path's check of a signed send (_fastpath_auth.h) and for bench/signbench.c, which signs as a
+ * path's check of a signed send (_fastpath_auth.h) and for bench/mqload/rocketmq.c, which signs as a
  * client does. Plain C: no Python object, no allocation.
  *
  * A key is turned once into its two hashing states (the key XOR ipad and XOR opad blocks
