@@ -145,8 +145,10 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     # docs/, in the order of their names
     ("docs/architecture.md", " producer / consumer socket"): DIAGRAM,
     ("docs/architecture.md", " socket read -> FastPath (broker/fast_path.py) -> C FastPath.take, under the put lock:"): DIAGRAM,
-    ("docs/benchmarks.md", "make bench-peers            # once: redis-server, rabbitmq-server, nats-server (Debian), their"):
+    ("docs/benchmarks.md", "make bench-peers            # once: redis-server, rabbitmq-server, nats-server and the C client"):
         NotHere("benchmarks, never part of make test"),
+    ("docs/benchmarks.md", "mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|setup|purge|built] [-addr HOST:PORT]"):
+        NotHere("the load tool's usage; tests/bench/test_mqload.py runs it"),
     ("docs/benchmarks.md", "socket read -> FastPath.take (C, one call)          the frames it can handle, in order:"): DIAGRAM,
     ("docs/benchmarks.md", "import asyncio"): NotHere("starts its own broker: tests/integration/test_fast_path_broker.py"),
     ("docs/cli.md", "orbitmq cluster list                      # brokers, version, in/out TPS, today's totals, disk"):

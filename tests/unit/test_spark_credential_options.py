@@ -73,6 +73,7 @@ def test_executor_sessions_are_kept_apart_by_credentials() -> None:
             assert len({id(a), id(b), id(anonymous)}) == 3
             assert a2 is a
             assert (a.credentials, b.credentials, anonymous.credentials) == (alice, bob, None)
-        assert len(_sessions) == 3
+        # Sessions of other tests of this process (the Spark suite's) may be cached beside.
+        assert len([key for key in _sessions if key[0] == "127.0.0.1:1"]) == 3
     finally:
         close_executor_sessions()
