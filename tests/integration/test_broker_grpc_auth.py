@@ -78,6 +78,9 @@ def _send(stub: Any, metadata: Any, *topics: str) -> spb.SendMessageResponse:
 
 
 def _stored(h: BrokerHarness, topic: str) -> int:
+    """Messages in ``topic``'s queues once every acknowledged send is dispatched (queue
+    entries are written after the answer)."""
+    assert h.call(h.broker.wait_dispatched())
     return h.on_loop(lambda: sum(h.broker.store.get_max_offset_in_queue(topic, q) for q in (0, 1)))
 
 
