@@ -45,7 +45,7 @@ from orbitmq.security.signature import (
     remoting_signature_ok,
 )
 
-__all__ = ["AccessGuard", "AccessSettings", "Principal", "peer_host"]
+__all__ = ["AccessGuard", "AccessSettings", "Principal"]
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -67,16 +67,6 @@ class AccessSettings:
     authorization_enabled: bool = False
     whitelist: frozenset[int] = frozenset()
     cluster_name: str = ""  # what Cluster resources of this server's requests name
-
-
-def peer_host(peer: object) -> str:
-    """The host of a transport's ``peername`` (a tuple) or of ``host:port`` text."""
-    if isinstance(peer, tuple) and peer:
-        return str(peer[0])
-    text = str(peer or "")
-    if text.startswith("["):
-        return text[1:text.find("]")] if "]" in text else text
-    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
 
 
 def _ip(host: str) -> IpAddress | None:
