@@ -348,3 +348,18 @@ def test_the_security_page_shows_the_access_table_as_it_is() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     shown = page.split("<!-- access-table:begin -->")[1].split("<!-- access-table:end -->")[0]
     assert [line for line in shown.strip().splitlines()[2:]] == rows
+
+
+def test_the_users_with_their_secrets_go_to_an_authenticated_super_user_only() -> None:
+    from orbitmq.security import Principal
+    from orbitmq.security.admin_handlers import AuthAdminHandlers
+
+    handlers = AuthAdminHandlers(_registry())
+    for principal in (None, Principal("alice", False, "127.0.0.1")):
+        cmd = RemotingCommand(9105)
+        cmd.principal = principal
+        with pytest.raises(AccessDeniedError):
+            handlers.get_metadata(cmd, None)
+    cmd = RemotingCommand(9105)
+    cmd.principal = Principal("root", True, "127.0.0.1")
+    assert b"root-pass" in bytes(handlers.get_metadata(cmd, None).body)

@@ -151,7 +151,9 @@ class BrokerController:
         self.replication = ReplicationService(
             config, self.store, self.role, self.remoting_client.invoke, lambda: self.address,
             topics=self.topics, offsets=self.offsets, schedule=self.schedule,
-            groups=self.sub_groups, auth=self.access.registry, inner=self.access.inner,
+            groups=self.sub_groups,
+            auth=self.access.registry if config.authentication_enabled else None,
+            inner=self.access.inner,
             audit=self.access.guard.audit)
         self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
         if config.enable_controller_mode:

@@ -16,11 +16,12 @@ from collections.abc import Callable
 
 import orjson
 
-from orbitmq.errors import RemoteProtocolError, StoreError
+from orbitmq.errors import AccessDeniedError, RemoteProtocolError, StoreError
 from orbitmq.protocol.bodies import loads_lenient
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security.access_table import AuthRequestCode
+from orbitmq.security.guard import Principal
 from orbitmq.security.model import (
     Acl,
     PolicyType,
@@ -174,4 +175,10 @@ class AuthAdminHandlers:
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(out))
 
     def get_metadata(self, cmd: RemotingCommand, conn: object) -> RemotingCommand:
+        """The whole table, secrets included: to an authenticated Super user only (a slave's
+        inner credentials), never to anyone while authentication is off."""
+        principal = cmd.principal
+        if not isinstance(principal, Principal) or not principal.is_super:
+            raise AccessDeniedError("the users and ACLs with their secrets go to an "
+                                    "authenticated Super user only", "super_only")
         return cmd.response(ResponseCode.SUCCESS, body=self.registry.encode())
