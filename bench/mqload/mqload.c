@@ -103,6 +103,19 @@ void lat_add(Lat *l, double seconds)
     l->v[l->len++] = seconds;
 }
 
+void run_threads(void *(*fn)(void *), void *args, size_t stride, long count)
+{
+    pthread_t *threads = calloc((size_t)count, sizeof(pthread_t));
+    if (threads == NULL)
+        die("calloc");
+    for (long i = 0; i < count; i++)
+        if (pthread_create(&threads[i], NULL, fn, (char *)args + (size_t)i * stride) != 0)
+            die("pthread_create");
+    for (long i = 0; i < count; i++)
+        pthread_join(threads[i], NULL);
+    free(threads);
+}
+
 int tcp_connect(const char *host, const char *port)
 {
     struct addrinfo hints = {0}, *ai;

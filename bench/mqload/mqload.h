@@ -40,6 +40,8 @@ void report_error(const char *fmt, ...);
 Lat *lat_new(void);
 void lat_add(Lat *l, double seconds);
 int tcp_connect(const char *host, const char *port);
+/* Runs fn on count threads, the i-th given (char *)args + i * stride, and waits for them all. */
+void run_threads(void *(*fn)(void *), void *args, size_t stride, long count);
 
 /* Each returns the process's exit status; an absent client library says so and returns 2. */
 int rocketmq_run(void);

@@ -108,16 +108,12 @@ static void *produce(void *arg)
 
 static int publish(void)
 {
-    pthread_t threads[64];
     Producer prs[64];
     for (long i = 0; i < opt.procs; i++) {
         prs[i].count = opt.n / opt.procs + (i < opt.n % opt.procs);
         prs[i].lat = lat_new();
-        if (pthread_create(&threads[i], NULL, produce, &prs[i]) != 0)
-            die("pthread_create");
     }
-    for (long i = 0; i < opt.procs; i++)
-        pthread_join(threads[i], NULL);
+    run_threads(produce, prs, sizeof prs[0], opt.procs);
     return 0;
 }
 

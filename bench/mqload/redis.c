@@ -54,15 +54,10 @@ static void *produce(void *arg)
 
 static int publish(void)
 {
-    pthread_t threads[64];
     long counts[64];
-    for (long i = 0; i < opt.procs; i++) {
-        counts[i] = opt.n / opt.procs + (i < opt.n % opt.procs);
-        if (pthread_create(&threads[i], NULL, produce, &counts[i]) != 0)
-            die("pthread_create");
-    }
     for (long i = 0; i < opt.procs; i++)
-        pthread_join(threads[i], NULL);
+        counts[i] = opt.n / opt.procs + (i < opt.n % opt.procs);
+    run_threads(produce, counts, sizeof counts[0], opt.procs);
     return 0;
 }
 

@@ -310,19 +310,14 @@ static void *produce(void *arg)
 static int publish(void)
 {
     Producer *prs = calloc((size_t)opt.procs, sizeof(Producer));
-    pthread_t *threads = calloc((size_t)opt.procs, sizeof(pthread_t));
-    if (prs == NULL || threads == NULL)
+    if (prs == NULL)
         die("calloc");
     for (long i = 0; i < opt.procs; i++) {
         prs[i].id = (int)i;
         prs[i].count = opt.n / opt.procs + (i < opt.n % opt.procs);
-        if (pthread_create(&threads[i], NULL, produce, &prs[i]) != 0)
-            die("pthread_create");
     }
-    for (long i = 0; i < opt.procs; i++)
-        pthread_join(threads[i], NULL);
+    run_threads(produce, prs, sizeof prs[0], opt.procs);
     free(prs);
-    free(threads);
     return 0;
 }
 
