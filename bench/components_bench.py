@@ -5,7 +5,7 @@
 The steps a SEND_MESSAGE_V2 of mqload goes through, in order: frame decoding (JSON header),
 SendMessageRequestHeader parsing, properties parsing, store encoding, the CommitLog append, the
 offset message id, the response and its header encoding. Figures are microseconds of CPU per
-message, for bench/PROFILE.md. Not a test.
+message, for bench/journal/PROFILE.md. Not a test.
 """
 
 from __future__ import annotations

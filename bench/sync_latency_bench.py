@@ -15,8 +15,8 @@ slows every syscall). ``--workload p4`` runs ``-p 4 -w 1000`` instead (throughpu
 ``--flush ASYNC_FLUSH`` starts the brokers that way instead, next to NATS JetStream with
 ``--nats``: `make bench`'s ASYNC one-at-a-time line.
 
-Not a test and not part of ``make bench``: the tool of bench/PROFILE.md's SYNC_FLUSH latency
-section.
+Not a test and not part of ``make bench``: the tool of the SYNC_FLUSH latency section of
+bench/journal/PROFILE.md.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=100_000,
                     help="messages published first (w1000) to each OrbitMQ: `make bench` runs the "
                          "one-at-a-time sends after a million others, and the page cache of a "
-                         "written segment behaves unlike a fresh one's (PROFILE.md)")
+                         "written segment behaves unlike a fresh one's (bench/journal/PROFILE.md)")
     ap.add_argument("--fill", action="store_true",
                     help="after --warm, `make bench`'s other publishing runs as well (4 producers, "
                          "200,000; batch 64, 640,000): a broker in the state the sitting's "

@@ -622,7 +622,7 @@ class BrokerConfig:
     reject_transaction_message: bool = setting(
         False, "refuse transactional messages (NO_PERMISSION)")
     native_fast_path_enable: bool = setting(
-        True, "store and answer plain sends in C, per socket read (docs/benchmarks.md)")
+        True, "store and answer plain sends in C, per socket read (docs/performance.md)")
     # -- limits (docs/limits.md): RocketMQ's names where it has them --------------------------
     broker_fast_failure_enable: bool = setting(
         True, "answer SYSTEM_BUSY to sends that waited too long in the broker")

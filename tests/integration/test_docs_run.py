@@ -145,12 +145,6 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     # docs/, in the order of their names
     ("docs/architecture.md", " producer / consumer socket"): DIAGRAM,
     ("docs/architecture.md", " socket read -> FastPath (broker/fast_path.py) -> C FastPath.take, under the put lock:"): DIAGRAM,
-    ("docs/benchmarks.md", "make bench-peers            # once: redis-server, rabbitmq-server, nats-server and the C client"):
-        NotHere("benchmarks, never part of make test"),
-    ("docs/benchmarks.md", "mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|setup|purge|built] [-addr HOST:PORT]"):
-        NotHere("the load tool's usage; tests/bench/test_mqload.py runs it"),
-    ("docs/benchmarks.md", "socket read -> FastPath.take (C, one call)          the frames it can handle, in order:"): DIAGRAM,
-    ("docs/benchmarks.md", "import asyncio"): NotHere("starts its own broker: tests/integration/test_fast_path_broker.py"),
     ("docs/cli.md", "orbitmq cluster list                      # brokers, version, in/out TPS, today's totals, disk"):
         Run(_has("deleteWhen", "OrderTopic")),
     ("docs/console.md", "make run                                     # name server, broker and console: http://127.0.0.1:8080"):
@@ -171,6 +165,11 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
         NotHere("servers instead of make run's, with metrics"),
     ("docs/operations.md", "import tempfile, urllib.request"):
         NotHere("starts its own cluster: tests/integration/test_ops_admin.py"),
+    ("docs/performance.md", "make bench-peers            # once: redis-server, rabbitmq-server, nats-server and the C client"):
+        NotHere("benchmarks, never part of make test"),
+    ("docs/performance.md", "mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|setup|purge|built] [-addr HOST:PORT]"):
+        NotHere("the load tool's usage; tests/bench/test_mqload.py runs it"),
+    ("docs/performance.md", "import asyncio"): NotHere("starts its own broker: tests/integration/test_fast_path_broker.py"),
     ("docs/reliable.md", ".venv/bin/python examples/points/demo.py --db sqlite:///points-demo.db"):
         NotHere("starts its own broker: tests/reliable/test_reliable_examples.py"),
     ("docs/reliable.md", "import sqlite3"): Run(_has("<OutboxStatus.SENT: 1>: 1")),

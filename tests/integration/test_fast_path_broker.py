@@ -224,8 +224,8 @@ def test_answers_keep_request_order_around_an_answer_given_later(tmp_path: Path)
 
 
 def test_the_docs_example_runs() -> None:
-    """docs/benchmarks.md's example, as written: a plain send answered by the fast path."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md").read_text()
+    """docs/performance.md's example, as written: a plain send answered by the fast path."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text()
     (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

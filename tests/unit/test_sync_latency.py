@@ -2,8 +2,8 @@
 
 - the segment being written is mapped with MADV_RANDOM (flush.SmallFolios), so that its page
   cache stays in 4 KiB pages and a sync writes what was written, not a 2 MiB folio (a 1 KiB
-  send + fdatasync wrote 2,053 KiB once the segment held 100 MB: bench/PROFILE.md); a segment
-  the writer has left is mapped for readahead again; the segment being written holds a
+  send + fdatasync wrote 2,053 KiB once the segment held 100 MB: bench/journal/PROFILE.md); a
+  segment the writer has left is mapped for readahead again; the segment being written holds a
   descriptor for its syncs (no open and close per sync), the others none;
 - ``DurableSave.sync_alone``: a lone producer's save is synced in the caller's thread and its
   status known at once (no group future, no timer), only when it is the iteration's only append
