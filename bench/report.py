@@ -1,4 +1,4 @@
-"""The table and the targets of `make bench` (bench/run_bench.py), from the runs of one sitting.
+"""The table and the targets of `make bench` (bench/run_bench.py), from one run's mqload results.
 
 ``build`` turns the raw runs into the JSON document written under bench/results/; ``render``
 prints it. Every comparison is a ratio of two figures measured in the same run.
@@ -60,7 +60,7 @@ def _p50(runs: dict[tuple[str, str], dict[str, Any]], system: str) -> float | No
 
 
 def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float]) -> list[dict[str, Any]]:
-    """The targets of issues 16 and 34, each as measured in this run (ratios of one sitting)."""
+    """The targets of docs/performance.md, each as measured in this run (ratios of one run)."""
     r = _rate
     out = [
         _target("ASYNC_FLUSH 1 producer / NATS JetStream", _ratio(
@@ -96,18 +96,18 @@ def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float])
                     f"p99/p50 {disk['fdatasync_p99_us'] / disk['fdatasync_p50_us']:.2f}")
         out.append(_target(f"{ours} one-at-a-time p99/p50", lat[1] / lat[0] if lat else None,
                            3.0, "x", higher=False, why=why.lstrip("; ")))
-    # Issue 34: the same broker build with authentication and authorization on and off, the
+    # Access control: the same broker build with authentication and authorization on and off, the
     # same load tool (bench/mqload), signed on the first.
     # ``why``: the broker's own share, on / off with the same signed load (the rest is what
     # signing costs the load tool, which shares the machine).
     for workload, label in (("pub p1", "1 producer"), ("pub p4", "4 producers"),
                             ("batch64", "batch 64")):
         share = _ratio(r(runs, AUTH_ON, workload), r(runs, AUTH_OFF_SIGNING, workload))
-        out.append(_target(f"issue 34: auth on / off, ASYNC_FLUSH {label}", _ratio(
+        out.append(_target(f"auth on / off, ASYNC_FLUSH {label}", _ratio(
             r(runs, AUTH_ON, workload), r(runs, AUTH_OFF, workload)), 0.85, "x",
             why="" if share is None else f"the broker's share: on / off with the load signed "
                                          f"all the same {share:.2f}x"))
-    out.append(_target("issue 34: auth on / off, one-at-a-time p50", _ratio(
+    out.append(_target("auth on / off, one-at-a-time p50", _ratio(
         _p50(runs, AUTH_ON), _p50(runs, AUTH_OFF)), 1.1, "x", higher=False))
     peaks = [float(rec.get("server_peak_rss_mb", 0)) for (s, _), rec in runs.items()
              if s.startswith("orbitmq-") and s != "orbitmq-sink"]
@@ -178,7 +178,7 @@ def render(doc: dict[str, Any]) -> str:
         lines.append("\nOrbitMQ / peer (same run):")
         for r in doc["ratios"]:
             lines.append(f"  {r['orbitmq']:<14} / {r['peer']:<15} {r['workload']:<8} {r['ratio']:7.2f}x")
-    lines.append("\ntargets (issue 16):")
+    lines.append("\ntargets (docs/performance.md):")
     for t in doc["targets"]:
         state = {True: "met", False: "NOT met", None: "n/a (not run)"}[t["met"]]
         value = "-" if t["measured"] is None else f"{t['measured']:,.2f} {t['unit']}"

@@ -10,8 +10,9 @@ change in the machine's load hits every system alike. OrbitMQ with authenticatio
 authorization on (``orbitmq-auth-on``) and the same build with both off (``orbitmq-auth-off``)
 take their turns too, the publish load signed on the first (mqload ``-ak``/``-sk``),
 with ``orbitmq-auth-off-signing`` (the second's broker, the load signed all the same) to tell what
-signing costs the load tool from what checking costs the broker (issue 34). Prints one table of msgs/s (p50/p99 for the
-one-at-a-time sends), OrbitMQ's ratio to each peer and the issue's targets, and writes the results
+signing costs the load tool from what checking costs the broker. Prints one table of msgs/s
+(p50/p99 for the one-at-a-time sends), OrbitMQ's ratio to each peer and the targets
+(docs/performance.md), and writes the results
 as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
 shared and its speed varies by tens of percent. ``--quick`` (small counts, no idle wait) finishes
 in well under a minute against OrbitMQ alone; tests/bench/test_bench_quick.py runs it in CI.
@@ -167,7 +168,7 @@ def start_systems(wanted: list[str], store_base: str,
     for name in makers:
         if name in wanted:
             started += makers[name]()
-    # Access control on and off (issue 34): the same build, the same signing load tool.
+    # Access control on and off: the same build, the same signing load tool.
     for name in ("orbitmq-auth-on", "orbitmq-auth-off"):
         if name in wanted:
             started += sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base)

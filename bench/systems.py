@@ -166,7 +166,7 @@ def orbitmq(flush: str, store_base: str, metrics: bool = False) -> System:
 
 SCRAPE_INTERVAL_S = 1.0  # 15x Prometheus's default scrape interval: an upper bound of its cost
 
-# The access control rows (issue 34): a Super init user, and a Normal user whose one rule lets it
+# The access control rows: a Super init user, and a Normal user whose one rule lets it
 # publish to the bench topics, which the load signs as (authorization is checked, not bypassed).
 AUTH_ROOT = ("root", "bench-root-secret-1")
 AUTH_USER = ("bench", "bench-user-secret-1")

@@ -1,4 +1,4 @@
-"""Publish over TLS against plaintext on the same broker (issue 35's target: >= 0.6x).
+"""Publish over TLS against plaintext on the same broker (the target: >= 0.6x, docs/tls.md).
 
     .venv/bin/python bench/tls_bench.py [--quick] [--seconds 8] [--rounds 3] [--json PATH]
 

@@ -31,7 +31,7 @@ def test_quick_bench_prints_table_and_writes_json(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "OrbitMQ vs peers" in proc.stdout
-    assert "publish, 4 producers" in proc.stdout and "targets (issue 16)" in proc.stdout
+    assert "publish, 4 producers" in proc.stdout and "targets (docs/performance.md)" in proc.stdout
     doc = json.loads(out_json.read_text())
     assert doc["meta"]["quick"] is True
     assert doc["systems"] == ["orbitmq-async", "orbitmq-sync"]
