@@ -123,7 +123,6 @@ def rows(cls: type) -> list[str]:
         doc = field_doc(f)
         if not doc:
             raise SystemExit(f"{cls.__name__}.{f.name} has no doc: declare it with setting(...)")
-        doc = doc[0].upper() + doc[1:]
         if f.metadata.get("secret"):
             doc += "; a secret: never printed or logged"
         out.append("| " + " | ".join([
