@@ -18,7 +18,7 @@ A durability condition offers "durable up to offset N" as a ``concurrent.futures
 that requests made close together share (the store's group commit hands the same future to
 every put of one round). Every answer waiting on the same futures forms one group: one timer, one
 cross-thread hand-off per condition, however many sends it holds. That is what keeps SYNC_FLUSH
-at one future and one timer per group commit (bench/PROFILE.md), and what replication will reuse:
+at one future and one timer per group commit (bench/journal/PROFILE.md), and what replication will reuse:
 a SYNC_MASTER adds a condition "a slave holds the bytes up to N" (FLUSH_SLAVE_TIMEOUT when it does
 not come in time, SLAVE_NOT_AVAILABLE when no slave is there) in :func:`durability_conditions`,
 the one place that decides what "durable" means. With no condition (ASYNC_FLUSH, no replication)

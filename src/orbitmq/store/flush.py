@@ -97,7 +97,7 @@ class SmallFolios:
     look sequential (the fault readahead grows the folio order), and a store through the
     mapping marks the *whole* folio dirty: measured here, one 1 KiB message + fdatasync
     wrote 2,048 KiB once 200 MB of a segment had been written (4 KiB on a fresh segment),
-    and the sync took 0.6-2 ms instead of 0.1 (bench/PROFILE.md). ``MADV_RANDOM`` on the
+    and the sync took 0.6-2 ms instead of 0.1 (bench/journal/PROFILE.md). ``MADV_RANDOM`` on the
     mapping turns the fault readahead off, so the writer's pages come one by one and a sync
     writes what was written. A segment the writer has left gets ``MADV_NORMAL`` again:
     readers of cold data keep their readahead. The newest segment also holds a descriptor
