@@ -1,11 +1,30 @@
-"""The broker's import graph: no cycle among orbitmq.broker modules, TYPE_CHECKING imports
-included (a processor that names the controller's type, even for a type hint, is the circle
-this forbids: processors get a BrokerContext). The store contract is import-linter's
-(pyproject.toml: the broker imports the store's facade and result types only)."""
+"""Import circles: none inside any package of orbitmq, TYPE_CHECKING imports included (a
+module that names another's type, even for a type hint only, closes the circle as surely as a
+call does: processors get a BrokerContext, not the controller's type).
+
+One test per package, so that a failure names the package whose modules import each other:
+each circle (a strongly connected group of modules) belongs to the innermost package holding
+all its modules; a circle across top-level packages belongs to ``orbitmq`` itself. The
+layering between packages is import-linter's (pyproject.toml's contracts)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grimp
+import pytest
+
+import orbitmq
+
+
+def _packages() -> list[str]:
+    """Every package under orbitmq (a folder with an ``__init__.py``), found on disk: importing
+    them to list them would load the optional dependencies of some (pyspark, grpc)."""
+    root = Path(orbitmq.__file__).parent
+    return sorted(
+        ".".join(("orbitmq", *init.parent.relative_to(root).parts))
+        for init in root.rglob("__init__.py")
+    )
 
 
 def _cycles(graph: grimp.ImportGraph, prefix: str) -> list[list[str]]:
@@ -45,13 +64,59 @@ def _cycles(graph: grimp.ImportGraph, prefix: str) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle_inside_the_broker() -> None:
-    graph = grimp.build_graph("orbitmq", exclude_type_checking_imports=False)
-    assert _cycles(graph, "orbitmq.broker") == []
+def _owner(cycle: list[str], packages: set[str]) -> str:
+    """The innermost package holding every module of ``cycle`` (a package's own
+    ``__init__`` counts as inside it)."""
+    homes = [m if m in packages else m.rpartition(".")[0] for m in cycle]
+    parts = [home.split(".") for home in homes]
+    common: list[str] = []
+    for names in zip(*parts, strict=False):
+        if len(set(names)) > 1:
+            break
+        common.append(names[0])
+    return ".".join(common)
 
 
-def test_only_the_package_and_the_servers_import_the_controller() -> None:
-    graph = grimp.build_graph("orbitmq", exclude_type_checking_imports=False)
+def _cycles_by_package(graph: grimp.ImportGraph, root: str,
+                       packages: set[str]) -> dict[str, list[list[str]]]:
+    found: dict[str, list[list[str]]] = {}
+    for cycle in _cycles(graph, root):
+        found.setdefault(_owner(cycle, packages), []).append(cycle)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("orbitmq", exclude_type_checking_imports=False)
+
+
+@pytest.fixture(scope="module")
+def cycles_by_package(graph: grimp.ImportGraph) -> dict[str, list[list[str]]]:
+    return _cycles_by_package(graph, "orbitmq", set(_packages()))
+
+
+# Circles other branches of the Rooms step open (the client's admin modules, two in the CLI):
+# these marks go once they are merged.
+_OPENED_ELSEWHERE = {
+    "orbitmq.client": "the client's admin circle is opened by the client's reorganisation",
+    "orbitmq.cli": "the CLI's two circles are opened with the client's reorganisation",
+}
+
+
+@pytest.mark.parametrize("package", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=_OPENED_ELSEWHERE[p]))
+    if p in _OPENED_ELSEWHERE else p
+    for p in _packages()
+])
+def test_no_import_cycle_in(package: str, cycles_by_package: dict[str, list[list[str]]]) -> None:
+    assert cycles_by_package.get(package, []) == []
+
+
+def test_every_package_is_checked(cycles_by_package: dict[str, list[list[str]]]) -> None:
+    assert set(cycles_by_package) <= set(_packages())
+
+
+def test_only_the_package_and_the_servers_import_the_controller(graph: grimp.ImportGraph) -> None:
     importers = graph.find_modules_that_directly_import("orbitmq.broker.controller")
     assert {m for m in importers if m.startswith("orbitmq.broker")} == {"orbitmq.broker"}
 
@@ -64,3 +129,21 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     graph.add_import(importer="pkg.b", imported="pkg.a")
     graph.add_import(importer="pkg.c", imported="pkg.a")
     assert _cycles(graph, "pkg") == [["pkg.a", "pkg.b"]]
+
+
+def test_a_cycle_belongs_to_the_innermost_package_holding_it() -> None:
+    graph = grimp.ImportGraph()
+    names = ("pkg", "pkg.sub", "pkg.sub.a", "pkg.sub.b", "pkg.other", "pkg.other.c", "pkg.d")
+    for name in names:
+        graph.add_module(name)
+    graph.add_import(importer="pkg.sub.a", imported="pkg.sub.b")
+    graph.add_import(importer="pkg.sub.b", imported="pkg.sub.a")
+    graph.add_import(importer="pkg.other.c", imported="pkg.d")
+    graph.add_import(importer="pkg.d", imported="pkg.other.c")
+    graph.add_import(importer="pkg.other", imported="pkg.other.c")
+    graph.add_import(importer="pkg.other.c", imported="pkg.other")
+    found = _cycles_by_package(graph, "pkg", {"pkg", "pkg.sub", "pkg.other"})
+    assert found == {
+        "pkg.sub": [["pkg.sub.a", "pkg.sub.b"]],
+        "pkg": [["pkg.d", "pkg.other", "pkg.other.c"]],
+    }
