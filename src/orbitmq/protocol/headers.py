@@ -243,7 +243,7 @@ class PullMessageRequestHeader(Header):
         if cls is PullMessageRequestHeader and type(fields) is dict:
             fast = pull_fast(cls, fields)
             if fast is not None:
-                return typing.cast(Self, fast)
+                return fast
         return typing.cast(Self, _decode(cls, fields, None))
 
 

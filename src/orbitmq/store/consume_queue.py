@@ -284,6 +284,8 @@ class ConsumeQueue:
         last_at = self.mfq.file_size - CQ_ENTRY_SIZE
 
         def expired(mf: MappedFile) -> bool:
+            phy: int
+            size: int
             phy, size, _ = CQ_ENTRY.unpack_from(mf.buf, last_at)
             return phy + size <= min_phy_offset or size == BLANK_ENTRY_SIZE_FIELD
 

@@ -158,7 +158,7 @@ class IndexFile:
     # -- header -------------------------------------------------------------------------------
 
     def _read_header(self) -> None:
-        fields = _HEADER.unpack_from(self._mm)
+        fields: tuple[int, int, int, int, int, int] = _HEADER.unpack_from(self._mm)
         begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = fields
         if index_count == 0:  # a file created but never written, as RocketMQ also accepts
             index_count = 1

@@ -56,6 +56,7 @@ from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.recovery import RecoveryReport, recover_store
 from orbitmq.store.replica_copy import ReplicaCopy
 from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
+from orbitmq.store.service import ServiceThread
 from orbitmq.store.status import (
     PutMessageResult,
     PutMessageStatus,
@@ -181,7 +182,7 @@ class MessageStore(StoreReads, ReplicaCopy):
     def running(self) -> bool:
         return self._running
 
-    def _services(self) -> list:
+    def _services(self) -> list[ServiceThread]:
         # The group commit serves durability waits under either flush type (see flush.py); the
         # page warming syncs what it warms under SYNC_FLUSH (warm.py).
         pace = [] if self.sync_flush else [self.async_flush]
