@@ -257,10 +257,6 @@ class ConsumeQueue:
         self.min_offset = max(self.min_offset, first)
         return dropped
 
-    def truncate_to(self, queue_offset: int) -> None:
-        """Drop entries at or past ``queue_offset``."""
-        self.mfq.truncate(queue_offset * CQ_ENTRY_SIZE)
-
     # -- retention ------------------------------------------------------------------------------
 
     def correct_min_offset(self, min_phy_offset: int) -> None:

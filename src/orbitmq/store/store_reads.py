@@ -127,10 +127,6 @@ class StoreReads:
         except RemoteProtocolError:
             return None
 
-    def get_commit_log_data(self, offset: int) -> memoryview | None:
-        """Bytes from ``offset`` to the end of its segment's written part (replication)."""
-        return self.commit_log.read_to_end(offset)
-
     def max_physical_offset(self) -> int:
         return self.commit_log.max_offset
 
