@@ -2,6 +2,11 @@
 module that names another's type, even for a type hint only, closes the circle as surely as a
 call does: processors get a BrokerContext, not the controller's type).
 
+Importing ``a.b.c`` runs ``a/b/__init__.py`` first, so a module importing one of another
+package counts here as importing that package's ``__init__`` too (``orbitmq.grpc.endpoint``
+importing ``orbitmq.broker.context`` runs ``orbitmq/broker/__init__.py``, which imports the
+controller): such a circle fails at import time in one order and not in the other.
+
 One test per package, so that a failure names the package whose modules import each other:
 each circle (a strongly connected group of modules) belongs to the innermost package holding
 all its modules; a circle across top-level packages belongs to ``orbitmq`` itself. The
@@ -77,6 +82,22 @@ def _owner(cycle: list[str], packages: set[str]) -> str:
     return ".".join(common)
 
 
+def _with_package_inits(graph: grimp.ImportGraph) -> grimp.ImportGraph:
+    """``graph`` plus, for each import of a module, an import of every package above it that
+    is not above the importer as well (Python runs those packages' ``__init__`` first)."""
+    def above(module: str) -> set[str]:
+        parts = module.split(".")
+        return {".".join(parts[:n]) for n in range(1, len(parts))}
+
+    for importer in list(graph.modules):
+        own = above(importer) | {importer}
+        for imported in list(graph.find_modules_directly_imported_by(importer)):
+            for package in above(imported) - own:
+                if package in graph.modules:
+                    graph.add_import(importer=importer, imported=package)
+    return graph
+
+
 def _cycles_by_package(graph: grimp.ImportGraph, root: str,
                        packages: set[str]) -> dict[str, list[list[str]]]:
     found: dict[str, list[list[str]]] = {}
@@ -91,15 +112,18 @@ def graph() -> grimp.ImportGraph:
 
 
 @pytest.fixture(scope="module")
-def cycles_by_package(graph: grimp.ImportGraph) -> dict[str, list[list[str]]]:
+def cycles_by_package() -> dict[str, list[list[str]]]:
+    graph = _with_package_inits(grimp.build_graph("orbitmq", exclude_type_checking_imports=False))
     return _cycles_by_package(graph, "orbitmq", set(_packages()))
 
 
-# Circles other branches of the Rooms step open (the client's admin modules, two in the CLI):
-# these marks go once they are merged.
+# Circles other branches of the Rooms step open (the client's admin modules, two in the CLI,
+# the broker importing the gRPC front): these marks go once they are merged.
 _OPENED_ELSEWHERE = {
     "orbitmq.client": "the client's admin circle is opened by the client's reorganisation",
     "orbitmq.cli": "the CLI's two circles are opened with the client's reorganisation",
+    "orbitmq": "broker/controller.py imports the gRPC front, which imports the broker package: "
+               "the front is mounted outside the broker by the broker's reorganisation",
 }
 
 
@@ -147,3 +171,16 @@ def test_a_cycle_belongs_to_the_innermost_package_holding_it() -> None:
         "pkg.sub": [["pkg.sub.a", "pkg.sub.b"]],
         "pkg": [["pkg.d", "pkg.other", "pkg.other.c"]],
     }
+
+
+def test_importing_a_module_of_another_package_runs_that_packages_init() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("pkg", "pkg.front", "pkg.front.endpoint", "pkg.core", "pkg.core.context",
+                 "pkg.core.root"):
+        graph.add_module(name)
+    graph.add_import(importer="pkg.core", imported="pkg.core.root")  # the package's __init__
+    graph.add_import(importer="pkg.core.root", imported="pkg.front.endpoint")
+    graph.add_import(importer="pkg.front.endpoint", imported="pkg.core.context")
+    assert _cycles(graph, "pkg") == []  # no circle between the modules alone
+    found = _cycles_by_package(_with_package_inits(graph), "pkg", {"pkg", "pkg.front", "pkg.core"})
+    assert found == {"pkg": [["pkg.core", "pkg.core.root", "pkg.front.endpoint"]]}
