@@ -61,9 +61,10 @@ test: install
 	@echo "==== pure-Python leg: ORBITMQ_PURE_PYTHON=1, protocol + store + broker tests ===="
 	ORBITMQ_PURE_PYTHON=1 $(PY) -m pytest $(PYTEST_ARGS) $(PURE_PYTHON_TESTS)
 
+# mypy over every package; strict for orbitmq.protocol and orbitmq.store (pyproject.toml).
 lint: install
 	$(VENV)/bin/ruff check src tests bench scripts
-	$(VENV)/bin/mypy src/orbitmq/protocol src/orbitmq/store src/orbitmq/broker src/orbitmq/client src/orbitmq/spark src/orbitmq/console src/orbitmq/grpc
+	$(VENV)/bin/mypy src/orbitmq
 	$(VENV)/bin/lint-imports
 
 FUZZ_SECONDS ?= 300

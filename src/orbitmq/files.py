@@ -1,5 +1,7 @@
 """Replacing a small file so that a crash at any point leaves the old or the new content whole:
-the one atomic writer of the broker's tables and the servers' users files."""
+the one atomic writer (the broker's tables, the servers' users files, the store's epoch file,
+the POP log's compaction, the client's local offsets). Here, at the top, because every layer
+writes such files and each may import this module."""
 
 from __future__ import annotations
 
@@ -8,14 +10,16 @@ import os
 __all__ = ["replace_file"]
 
 
-def replace_file(path: str, data: bytes, mode: int) -> None:
+def replace_file(path: str, data: bytes, mode: int | None) -> None:
     """Write ``data`` to a temporary file of ``mode`` beside ``path`` (its directory must
-    exist), fsync it, rename it over ``path`` and fsync the directory."""
+    exist), fsync it, rename it over ``path`` and fsync the directory. ``mode`` None: a new
+    file's default (0666 less the umask), a leftover temporary file's kept."""
     directory = os.path.dirname(path) or "."
     tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
     try:
-        os.fchmod(fd, mode)  # a temporary file left by a crash may have had another mode
+        if mode is not None:
+            os.fchmod(fd, mode)  # a temporary file left by a crash may have had another mode
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

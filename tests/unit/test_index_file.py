@@ -19,11 +19,10 @@ from orbitmq.store.index_file import (
     HEADER_SIZE,
     INDEX_ENTRY_SIZE,
     IndexFile,
-    IndexService,
-    QueryOffsetResult,
     index_key_hash,
     java_string_hash,
 )
+from orbitmq.store.index_service import IndexService, QueryOffsetResult
 
 T0 = 1_700_000_000_000  # a store timestamp in ms, a multiple of 1000
 ALL_TIME = (0, 2**62)

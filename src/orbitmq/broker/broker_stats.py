@@ -232,10 +232,6 @@ class BrokerStats:
         return sum(c.msgs for c in list(self.get.values()))
 
     @property
-    def get_bytes(self) -> int:
-        return sum(c.size for c in list(self.get.values()))
-
-    @property
     def get_found(self) -> int:
         return sum(c.times for c in list(self.get.values()))
 

@@ -2,7 +2,7 @@
 
 The BrokerController builds one :class:`BrokerContext` when it is created and hands it to every
 processor and service; they never see the controller, so nothing in broker/ imports it but the
-package itself (tests/unit/test_broker_imports.py keeps the import graph of broker/ free of
+package itself (tests/unit/test_import_cycles.py keeps the import graph of broker/ free of
 cycles). A processor that needs something else (another processor's hook, the long-poll
 service) takes it as an explicit constructor argument.
 """

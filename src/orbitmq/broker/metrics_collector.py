@@ -69,17 +69,19 @@ from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.protocol.bodies import ConsumeType
 from orbitmq.protocol.codes import LanguageCode
 from orbitmq.protocol.native import NATIVE
+from orbitmq.protocol.topics import SYSTEM_GROUP_PREFIX as RMQ_SYSTEM_GROUP_PREFIX
+from orbitmq.protocol.topics import SYSTEM_TOPIC_PREFIXES
 from orbitmq.security.audit import AuditLog
 from orbitmq.store.message_store import MessageStore
 
 __all__ = ["BrokerMetricsCollector", "is_system_topic", "is_system_group"]
 
-SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"  # RocketMQ's system consumer groups (compared lower-case)
+SYSTEM_GROUP_PREFIX = RMQ_SYSTEM_GROUP_PREFIX.lower()  # compared lower-case
 _STORAGE = ("local", "disk")  # storage_type, storage_medium: RocketMQ's values for a local store
 
 
 def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_") or topic.startswith("RMQ_SYS_")
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
 def is_system_group(group: str) -> bool:

@@ -41,10 +41,6 @@ class RoleState:
     def is_slave(self) -> bool:
         return self.role is BrokerRole.SLAVE
 
-    @property
-    def is_sync_master(self) -> bool:
-        return self.role is BrokerRole.SYNC_MASTER
-
     def on_change(self, listener: RoleListener) -> None:
         """``listener(role, broker_id)`` after every change."""
         self._listeners.append(listener)

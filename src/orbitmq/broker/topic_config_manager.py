@@ -30,6 +30,18 @@ from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import PERM_MASK, TOPIC_SYS_FLAG_MASK
 from orbitmq.protocol.bodies import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.topics import (
+    DEFAULT_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from orbitmq.rate_limited_log import RateLimitedLog
 from orbitmq.transport.limits import LimitCounters
 
@@ -51,17 +63,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TOPIC = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages wait here (broker/timer)
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 SYSTEM_TOPICS = frozenset({
     DEFAULT_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,

@@ -16,11 +16,12 @@ from orbitmq.cli.common import (
     namesrv_option,
     table,
 )
+from orbitmq.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["cluster_group", "producer_group", "consumer_group", "stats_group"]
 
 ADMIN_TIMEOUT_S = 5.0
-RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
+RETRY_PREFIX, DLQ_PREFIX = RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX
 
 
 def _admin(namesrv: str) -> Any:

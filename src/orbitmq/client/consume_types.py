@@ -29,6 +29,7 @@ from typing import Any
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.topics import RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = [
     "ConsumeResult",
@@ -46,7 +47,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 _HALF_HOUR_MS = 30 * 60 * 1000
 # RocketMQ's "unlimited" for orderly consumers (Integer.MAX_VALUE).
 UNLIMITED_RECONSUME_TIMES = 2**31 - 1

@@ -32,6 +32,11 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import GetConsumerRunningInfoRequestHeader
 from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+)
 
 if TYPE_CHECKING:
     from orbitmq.client.admin import AsyncAdmin
@@ -52,9 +57,8 @@ __all__ = [
     "read_queue",
 ]
 
-RETRY_TOPIC_PREFIX = "%RETRY%"
-DLQ_TOPIC_PREFIX = "%DLQ%"
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # RocketMQ's group for admin reads (no offsets committed)
+RETRY_TOPIC_PREFIX = RETRY_GROUP_TOPIC_PREFIX
+DLQ_TOPIC_PREFIX = DLQ_GROUP_TOPIC_PREFIX
 
 # Python name -> (JSON name, type) of the settings ``orbitmq group update`` may change.
 GROUP_SETTINGS: dict[str, tuple[str, type]] = {

@@ -80,7 +80,6 @@ _UNREGISTER_TIMEOUT_S = 3.0
 BROKER_DOWN_S = 5.0  # a broker that failed a request is passed over for reads this long
 MASTER_RECHECK_S = 5.0  # the route of a set read from a slave (its master gone) is fetched again
 
-RouteChanged = Callable[[str, TopicRouteData], None]
 GroupChanged = Callable[[str], None]
 ConnectionLost = Callable[[str], None]
 
@@ -200,7 +199,6 @@ class ClientInstance:
         self._routes: dict[str, _CachedRoute] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._heartbeat_addrs: set[str] = set()  # brokers that know us: unregister there at the end
-        self._route_listeners: list[RouteChanged] = []
         self._group_listeners: dict[str, list[GroupChanged]] = {}
         self._lost_listeners: list[ConnectionLost] = []
         self._tasks: set[asyncio.Task[object]] = set()
@@ -289,10 +287,6 @@ class ClientInstance:
         return TopicRouteData.from_json(resp.body)
 
     # -- the route cache ---------------------------------------------------------------------
-    def on_route_changed(self, listener: RouteChanged) -> None:
-        """Call ``listener(topic, route)`` whenever a cached route changes."""
-        self._route_listeners.append(listener)
-
     def cached_route(self, topic: str) -> TopicRouteData | None:
         cached = self._routes.get(topic)
         return cached.route if cached else None
@@ -350,8 +344,6 @@ class ClientInstance:
             return
         self._routes[topic] = _CachedRoute(route, from_default)
         self._rebuild_broker_addrs()
-        for listener in self._route_listeners:
-            listener(topic, route)
 
     def _rebuild_broker_addrs(self) -> None:
         table: dict[str, dict[int, str]] = {}

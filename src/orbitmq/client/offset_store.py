@@ -27,6 +27,7 @@ import orjson
 
 from orbitmq.client.instance import check_response
 from orbitmq.errors import ClientError
+from orbitmq.files import replace_file
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -170,14 +171,4 @@ def _write_file(path: str, group: str, table: dict[MessageQueue, int]) -> None:
     rows = [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
              "offset": off} for mq, off in sorted(table.items())]
     data = orjson.dumps({"group": group, "offsetTable": rows}, option=orjson.OPT_INDENT_2)
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_file(path, data, None)

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from orbitmq.client.dead_letters import RESEND_GROUP_PREFIX
-from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
+from orbitmq.protocol import topics
+from orbitmq.protocol.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_TOPIC_PREFIXES,
+    TOOLS_CONSUMER_GROUP,
+)
 
 __all__ = [
     "SYSTEM_TOPICS",
@@ -21,10 +28,10 @@ __all__ = [
 ]
 
 SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+    topics.DEFAULT_TOPIC, topics.SCHEDULE_TOPIC, topics.TRANS_HALF_TOPIC,
+    topics.TRANS_OP_HALF_TOPIC, topics.BENCHMARK_TOPIC, topics.OFFSET_MOVED_EVENT,
+    topics.SELF_TEST_TOPIC, topics.TRANS_CHECK_MAX_TIME_TOPIC,
 })
-_SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
 # RocketMQ's own groups: admin reads, the transaction check's progress, self tests and the
 # groups its ecosystem reserves; and the marks of OrbitMQ's dead letter resends.
 SYSTEM_GROUPS = frozenset({
@@ -32,17 +39,17 @@ SYSTEM_GROUPS = frozenset({
     "CID_ONSAPI_OWNER", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_PULL", "CID_ONS-HTTP-PROXY",
     "DEFAULT_CONSUMER",
 })
-_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", RESEND_GROUP_PREFIX.upper())
+_SYSTEM_GROUP_PREFIXES = (SYSTEM_GROUP_PREFIX, RESEND_GROUP_PREFIX.upper())
 
 
 def topic_kind(topic: str, reserved: Collection[str] = ()) -> str:
     """``normal``, ``retry``, ``dead letters`` or ``system``. ``reserved``: the cluster's and
     brokers' names, which brokers register as topics."""
-    if topic.startswith(RETRY_TOPIC_PREFIX):
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return "retry"
-    if topic.startswith(DLQ_TOPIC_PREFIX):
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return "dead letters"
-    if topic in SYSTEM_TOPICS or topic.startswith(_SYSTEM_TOPIC_PREFIXES) or topic in reserved:
+    if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES) or topic in reserved:
         return "system"
     return "normal"
 

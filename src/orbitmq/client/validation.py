@@ -10,6 +10,7 @@ import re
 
 from orbitmq.errors import ClientError
 from orbitmq.protocol.message import Message
+from orbitmq.protocol.topics import DEFAULT_TOPIC, NOT_ALLOWED_SEND_TOPICS
 
 __all__ = [
     "TOPIC_LENGTH_MAX",
@@ -24,21 +25,7 @@ __all__ = [
 
 TOPIC_LENGTH_MAX = 127
 GROUP_LENGTH_MAX = 255
-DEFAULT_TOPIC = "TBW102"  # the broker's template topic for auto-creation; never a target
 _NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-# System topics that only brokers write to (RocketMQ's TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    DEFAULT_TOPIC,
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "BenchmarkTest",
-    "OFFSET_MOVED_EVENT",
-    "SELF_TEST_TOPIC",
-})
 
 
 def check_topic(topic: object) -> str:

@@ -14,12 +14,11 @@ from collections.abc import AsyncIterator
 
 from orbitmq.broker.message_filter import PullFilter, build_filter
 from orbitmq.broker.pop.pop_service import PopService, Received
-from orbitmq.errors import BrokerError
+from orbitmq.errors import BrokerError, ExpressionError
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc.codes import OK, ApiError, Code, from_response_code, status
 from orbitmq.grpc.convert import duration_ms, resource_name, to_timestamp, to_wire_message
-from orbitmq.protocol.expressions import ExpressionError
 
 __all__ = ["Consuming", "RECEIVE_BATCH_MAX", "ACK_ENTRIES_MAX", "INVISIBLE_MIN_MS"]
 

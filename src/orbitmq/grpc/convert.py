@@ -9,7 +9,6 @@ body inflated and its CRC32 digest computed for the client to check.
 
 from __future__ import annotations
 
-import gzip
 import ipaddress
 import re
 import zlib
@@ -251,7 +250,3 @@ def _stored_type(props: dict[str, str]) -> TopicMessageType:
     if props.get(SHARDING_KEY):
         return TopicMessageType.FIFO
     return TopicMessageType.NORMAL
-
-
-def gzip_body(body: bytes) -> bytes:  # pragma: no cover - for tests that send gzip bodies
-    return gzip.compress(body)

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -53,7 +54,7 @@ class MetricsExporter:
         self.tls = tls
         self._server: asyncio.AbstractServer | None = None
 
-    def add_source(self, collect: Callable[[], Iterable[object]]) -> None:
+    def add_source(self, collect: Callable[[], Iterable[Metric]]) -> None:
         """Families from ``collect`` are part of every scrape (it runs on the event loop)."""
         self.registry.register(CallbackCollector(collect))
 

@@ -7,13 +7,14 @@ metrics import this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    Metric,
 )
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -136,11 +137,11 @@ class LimitedServer(Protocol):
 class CallbackCollector(Collector):
     """A prometheus_client collector whose families come from a callable (run per scrape)."""
 
-    def __init__(self, collect: object) -> None:
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
         self._collect = collect
 
-    def collect(self):  # type: ignore[no-untyped-def]
-        return self._collect()  # type: ignore[operator]
+    def collect(self) -> Iterable[Metric]:
+        return self._collect()
 
-    def describe(self):  # type: ignore[no-untyped-def]
+    def describe(self) -> list[Metric]:
         return []  # nothing is collected at registration

@@ -45,6 +45,7 @@ from orbitmq.protocol._lenient import (
     int_choices,
     int_range,
 )
+from orbitmq.protocol.topics import DEFAULT_TOPIC
 
 __all__ = [
     "Header",
@@ -243,7 +244,7 @@ class PullMessageRequestHeader(Header):
         if cls is PullMessageRequestHeader and type(fields) is dict:
             fast = pull_fast(cls, fields)
             if fast is not None:
-                return typing.cast(Self, fast)
+                return fast
         return typing.cast(Self, _decode(cls, fields, None))
 
 
@@ -512,7 +513,7 @@ class CreateTopicRequestHeader(Header):
     """UPDATE_AND_CREATE_TOPIC (17); defaults are what RocketMQ's admin tools send."""
 
     topic: str
-    default_topic: str = "TBW102"
+    default_topic: str = DEFAULT_TOPIC
     read_queue_nums: U32 = 8
     write_queue_nums: U32 = 8
     perm: PermBits = 6

@@ -33,6 +33,7 @@ def java_string_hash_py(s: str) -> int:
         units = memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
     # sum(map(mul)) runs in C and beats a Python loop; chunks keep the integers small.
     n = len(units)
+    h: int
     if n <= _CHUNK:  # the usual case, in one step
         h = sum(map(operator.mul, units, _POW31_DESC[_CHUNK - n :])) & _MASK32
         return h - 0x1_0000_0000 if h > _INT32_MAX else h

@@ -28,12 +28,13 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
+from orbitmq.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.security.model import Action, ResourceType
 
 __all__ = ["Permission", "Needs", "SUPER", "ANY_USER", "IN_HANDLER", "ACCESS_TABLE", "needs", "SUB_OR_GET", "describe",
            "AuthRequestCode", "topic_permission"]
 
-RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
+RETRY_PREFIX, DLQ_PREFIX = RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX
 
 
 class AuthRequestCode:

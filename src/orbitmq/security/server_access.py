@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class AccessConfig(Protocol):
-    """The access fields of NamesrvConfig and BrokerConfig (config.py's _access_settings)."""
+    """The access fields of NamesrvConfig and BrokerConfig (config/shared.py's access_settings)."""
 
     @property
     def authentication_enabled(self) -> bool: ...

@@ -12,6 +12,7 @@ import re
 from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS
 from orbitmq.errors import TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
+from orbitmq.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.spark.clients import Session
 from orbitmq.spark.fetch import DataLossError
 from orbitmq.spark.offsets import (
@@ -33,7 +34,8 @@ __all__ = ["Bounds", "QueueBounds", "resolve_topics", "fetch_bounds", "resolve_s
 
 log = logging.getLogger(__name__)
 
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_", "ORBITMQ_")
+SYSTEM_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_", "rmq_sys_",
+                         "ORBITMQ_")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

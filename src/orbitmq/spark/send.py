@@ -38,6 +38,7 @@ from orbitmq.client.transaction_end import HalfMessageRef
 from orbitmq.errors import SparkError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import Message, PropertyKey
+from orbitmq.protocol.topics import DEFAULT_TOPIC  # routed only where brokers auto-create topics
 from orbitmq.spark.clients import Session
 from orbitmq.spark.commit_log import TXN_PROPERTY, HalfRef, SinkTransactionListener, TxnTag
 from orbitmq.spark.options import WriteOptions
@@ -53,9 +54,6 @@ BATCHES_IN_FLIGHT_MAX = 8
 TX_BATCH_ROWS_MAX = 4096
 TX_BATCH_BYTES_MAX = 1024 * 1024
 TX_BATCHES_IN_FLIGHT_MAX = 4
-
-
-DEFAULT_TOPIC = "TBW102"  # a name server routes it only when its brokers auto-create topics
 
 
 def missing_topic_line(topic: str) -> str:

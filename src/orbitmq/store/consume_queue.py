@@ -257,10 +257,6 @@ class ConsumeQueue:
         self.min_offset = max(self.min_offset, first)
         return dropped
 
-    def truncate_to(self, queue_offset: int) -> None:
-        """Drop entries at or past ``queue_offset``."""
-        self.mfq.truncate(queue_offset * CQ_ENTRY_SIZE)
-
     # -- retention ------------------------------------------------------------------------------
 
     def correct_min_offset(self, min_phy_offset: int) -> None:
@@ -284,6 +280,8 @@ class ConsumeQueue:
         last_at = self.mfq.file_size - CQ_ENTRY_SIZE
 
         def expired(mf: MappedFile) -> bool:
+            phy: int
+            size: int
             phy, size, _ = CQ_ENTRY.unpack_from(mf.buf, last_at)
             return phy + size <= min_phy_offset or size == BLANK_ENTRY_SIZE_FIELD
 

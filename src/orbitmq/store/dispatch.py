@@ -29,6 +29,7 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
 from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
+from orbitmq.protocol.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import StoreSpaceError
@@ -39,8 +40,6 @@ __all__ = ["DispatchService", "ArrivalListener", "ProgressListener", "SCHEDULE_T
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages (broker/timer): tags code = delivery time
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 ArrivalListener = Callable[[str, int, int, int], None]
 ProgressListener = Callable[[int], None]

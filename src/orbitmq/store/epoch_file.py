@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import orjson
 
 from orbitmq.errors import StoreError
+from orbitmq.files import replace_file
 from orbitmq.store.file_mode import file_mode_in
 
 __all__ = ["EpochFile", "EPOCHS_MAX", "check_epochs"]
@@ -74,20 +75,7 @@ class EpochFile:
         """Write ``entries`` (checked) durably in place of the file's."""
         checked = check_epochs(list(entries), "new epochs")[-EPOCHS_MAX:]
         data = orjson.dumps({"epochs": [list(e) for e in checked]})
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                     file_mode_in(os.path.dirname(self.path)))
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_file(self.path, data, file_mode_in(os.path.dirname(self.path)))
         self.entries = checked
 
     def last_epoch(self) -> int:

@@ -25,7 +25,7 @@ __all__ = ["DEFAULT_FILE_MODE", "parse_file_mode", "dir_mode_for",
 
 DEFAULT_FILE_MODE = 0o600
 _OWNER_RW = 0o600
-_ALLOWED = 0o666  # no execute, setuid, setgid or sticky bit on a data file (config.py checks)
+_ALLOWED = 0o666  # no execute, setuid, setgid or sticky bit on a data file (config/checks.py checks)
 
 
 def parse_file_mode(text: str) -> int:

@@ -105,7 +105,7 @@ class SmallFolios:
     """
 
     def __init__(self, commit_log: CommitLog) -> None:
-        self._files = lambda: commit_log.mfq.files
+        self._files: Callable[[], list[MappedFile]] = lambda: commit_log.mfq.files
         self._current: MappedFile | None = None
         self._lock = threading.Lock()  # the sync rounds' thread and the page warming's
 

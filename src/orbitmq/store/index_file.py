@@ -45,7 +45,6 @@ import re
 import struct
 import threading
 from datetime import UTC, datetime
-from typing import Any
 
 from orbitmq.errors import ClientError, StoreError
 from orbitmq.protocol.java_hash import java_string_hash
@@ -159,7 +158,7 @@ class IndexFile:
     # -- header -------------------------------------------------------------------------------
 
     def _read_header(self) -> None:
-        fields = _HEADER.unpack_from(self._mm)
+        fields: tuple[int, int, int, int, int, int] = _HEADER.unpack_from(self._mm)
         begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = fields
         if index_count == 0:  # a file created but never written, as RocketMQ also accepts
             index_count = 1
@@ -522,12 +521,3 @@ def _parse_name(name: str) -> int:
     seconds = datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC).timestamp()
     return int(seconds) * 1000 + int(name[14:17])
 
-
-def __getattr__(name: str) -> Any:
-    """IndexService and QueryOffsetResult moved to index_service.py; still importable from here
-    (lazily: index_service imports this module)."""
-    if name in ("IndexService", "QueryOffsetResult"):
-        from orbitmq.store import index_service
-
-        return getattr(index_service, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,13 +24,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TypeVar
 
 from orbitmq.config import FlushDiskType, StoreConfig, parse_delay_levels_ms
-from orbitmq.errors import ClientError, RemoteProtocolError, StoreError
-from orbitmq.protocol import stored
-from orbitmq.protocol.message import MessageExt
-from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, decode_stored_message
+from orbitmq.errors import ClientError, StoreError
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import (
@@ -54,62 +50,40 @@ from orbitmq.store.flush import (
     SmallFolios,
 )
 from orbitmq.store.index_service import IndexService
+from orbitmq.store.log_cut import TruncateReport
+from orbitmq.store.message_filter import MessageFilter
 from orbitmq.store.message_inner import MessageInner
-from orbitmq.store.queue_reader import read_queue
 from orbitmq.store.recovery import RecoveryReport, recover_store
-from orbitmq.store.replica_append import (
-    ReplicaAppendResult,
-    ReplicaAppendStatus,
-    ReplicaTail,
-    frame_extent,
-    replica_tail,
-)
-from orbitmq.store.replica_truncate import truncate_running_replica
+from orbitmq.store.replica_copy import ReplicaCopy
 from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
+from orbitmq.store.service import ServiceThread
 from orbitmq.store.status import (
-    GetMessageResult,
     PutMessageResult,
     PutMessageStatus,
-    QueryMessageResult,
 )
 from orbitmq.store.store_lock import check_store_free, lock_store
-from orbitmq.store.truncate import TruncateReport
+from orbitmq.store.store_reads import StoreReads
 from orbitmq.store.warm import PageWarmService
 
-# check_store_free from store_lock.py, EpochFile and TruncateReport for controller mode's broker
+# check_store_free from store_lock.py, EpochFile and TruncateReport for controller mode's broker;
+# MessageFilter (message_filter.py) for the broker's filters
 __all__ = ["MessageStore", "MessageFilter", "check_store_free", "EpochFile", "TruncateReport"]
 
 log = logging.getLogger(__name__)
 
 
-class MessageFilter(Protocol):
-    """What ``get_message`` asks of a subscription filter."""
-
-    def match_tags_code(self, code: int) -> bool: ...
-
-    def match_message(self, raw: memoryview | bytes) -> bool: ...
-
-
-QUERY_CANDIDATES_MAX = 4096  # index entries a key query looks at, colliding keys included
 INLINE_DISPATCH_MAX = 1024  # messages ``wake`` dispatches in the caller's thread (~5-10 ms)
 # Commit log bytes appended after which ``wake`` wakes the PageReleaseService early: its
 # interval alone let a broker storing 300 MB/s hold 350 MB of written pages (soak_bench).
 RELEASE_STEP_BYTES = 32 * 1024 * 1024
 
 
-_Parsed = TypeVar("_Parsed")
-
-
-def _decode_unchecked(raw: memoryview) -> MessageExt:
-    return decode_stored_message(raw, check_crc=False)
-
-
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class MessageStore:
-    """A broker's message store.
+class MessageStore(StoreReads, ReplicaCopy):
+    """A broker's message store (its reads: store_reads.py; a slave's copy: replica_copy.py).
 
     Args:
         config: store settings.
@@ -208,7 +182,7 @@ class MessageStore:
     def running(self) -> bool:
         return self._running
 
-    def _services(self) -> list:
+    def _services(self) -> list[ServiceThread]:
         # The group commit serves durability waits under either flush type (see flush.py); the
         # page warming syncs what it warms under SYNC_FLUSH (warm.py).
         pace = [] if self.sync_flush else [self.async_flush]
@@ -458,107 +432,6 @@ class MessageStore:
             self.dispatcher.wakeup_if_waiting()
         self._wake_page_services()
 
-    # -- reading queues -------------------------------------------------------------------------
-
-    def get_message(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int,
-        message_filter: MessageFilter | None = None,
-        bulk: bool = False,
-        max_physical_end: int | None = None,
-        runs: bool = False,
-    ) -> GetMessageResult:
-        """Up to ``max_msg_nums`` stored messages of a queue from ``offset`` (raw, for the wire),
-        bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...`` (by
-        ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read), and with
-        ``max_physical_end`` to messages that end at or before that commit log offset; with
-        ``runs``, back-to-back messages in one buffer (queue_reader.read_queue)."""
-        return read_queue(self.consume_queue_table.get((topic, queue_id)), self.commit_log,
-                          offset, max_msg_nums, message_filter, self.config, bulk,
-                          max_physical_end, runs)
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.consume_queue_table.get((topic, queue_id))
-        return cq.max_offset if cq is not None else 0
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.consume_queue_table.get((topic, queue_id))
-        return cq.min_offset if cq is not None else 0
-
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """First queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
-        cq = self.consume_queue_table.get((topic, queue_id))
-        if cq is None:
-            return 0
-        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
-
-    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
-        """Store time of one queue entry's message; -1 when absent."""
-        cq = self.consume_queue_table.get((topic, queue_id))
-        found = cq.entry(offset) if cq is not None and offset >= cq.min_offset else None
-        return -1 if found is None else self.commit_log.store_timestamp_at(found[0])
-
-    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        """Store time of the oldest message still in the queue; -1 when none."""
-        return self.get_message_store_timestamp(
-            topic, queue_id, self.get_min_offset_in_queue(topic, queue_id)
-        )
-
-    def queue_entry(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
-        """(commit log offset, size, tags code) of a queue entry, for the broker's own scans."""
-        cq = self.consume_queue_table.get((topic, queue_id))
-        return cq.entry(offset) if cq is not None else None
-
-    # -- reading the commit log -----------------------------------------------------------------
-
-    def get_message_raw(self, commit_offset: int, size: int | None = None) -> memoryview | None:
-        """The stored bytes of the message at ``commit_offset`` (size read from it when omitted)."""
-        if size is None:
-            head = self.commit_log.read(commit_offset, BLANK_ENTRY_SIZE)
-            if head is None:
-                return None
-            size = stored.total_size(head)
-            if size <= 0:
-                return None
-        return self.commit_log.read(commit_offset, size)
-
-    def look_message_by_offset(self, commit_offset: int, size: int | None = None) -> MessageExt | None:
-        """Decode the message at a commit log offset; None when absent or not a message."""
-        return self._parse_at(commit_offset, size, _decode_unchecked)
-
-    def peek_message_by_offset(self, commit_offset: int,
-                               size: int | None = None) -> stored.StoredPeek | None:
-        """Every field of the message at a commit log offset but its body (its bytes neither
-        copied nor touched); None when absent or not a message."""
-        return self._parse_at(commit_offset, size, stored.peek)
-
-    def _parse_at(self, commit_offset: int, size: int | None,
-                  parse: Callable[[memoryview], _Parsed]) -> _Parsed | None:
-        raw = self.get_message_raw(commit_offset, size)
-        if raw is None:
-            return None
-        try:
-            return parse(raw)
-        except RemoteProtocolError:
-            return None
-
-    def get_commit_log_data(self, offset: int) -> memoryview | None:
-        """Bytes from ``offset`` to the end of its segment's written part (replication)."""
-        return self.commit_log.read_to_end(offset)
-
-    def max_physical_offset(self) -> int:
-        return self.commit_log.max_offset
-
-    def min_physical_offset(self) -> int:
-        return self.commit_log.min_offset
-
-    def flushed_physical_offset(self) -> int:
-        return self.commit_log.flushed_offset
-
     def release_cold_pages(self) -> None:
         """Unmap the process's view of cold file pages (commit log, consume queues, index): they
         stay in the page cache, but no longer count in the broker's resident size, which then
@@ -612,96 +485,6 @@ class MessageStore:
             self.dispatcher.wakeup()
             time.sleep(0.001)
         return True
-
-    # -- keys -----------------------------------------------------------------------------------
-
-    def query_message_raw(
-        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62
-    ) -> QueryMessageResult:
-        """Stored messages of ``topic`` whose KEYS or UNIQ_KEY is ``key`` (newest first), at most
-        ``max_num``. The index answers by hash, so other keys' entries may come first: candidates
-        are asked for again, twice as many each time (up to QUERY_CANDIDATES_MAX), until
-        ``max_num`` of them really carry ``key`` or the index has no more."""
-        if self.index is None:
-            return QueryMessageResult([], 0, 0)
-        wanted = max_num
-        while True:
-            found = self.index.query_offsets(topic, key, wanted, begin_ms, end_ms)
-            buffers: list[memoryview | bytes] = []
-            for phy in found.phy_offsets:
-                msg = self.look_message_by_offset(phy)
-                if msg is None or msg.topic != topic or (key not in msg.keys and msg.uniq_key != key):
-                    continue  # hash collision or data gone
-                raw = self.get_message_raw(phy, msg.store_size)
-                if raw is not None and len(buffers) < max_num:
-                    buffers.append(raw)
-            if (len(buffers) >= max_num or len(found.phy_offsets) < wanted
-                    or wanted >= QUERY_CANDIDATES_MAX):
-                return QueryMessageResult(
-                    buffers, found.index_last_update_timestamp, found.index_last_update_phy_offset
-                )
-            wanted = min(wanted * 2, QUERY_CANDIDATES_MAX)
-
-    def query_message(
-        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62
-    ) -> list[MessageExt]:
-        """Decoded form of ``query_message_raw``."""
-        result = self.query_message_raw(topic, key, max_num, begin_ms, end_ms)
-        return [decode_stored_message(raw, check_crc=False) for raw in result.buffers]
-
-    # -- a slave's copy (store/replica_append.py) ------------------------------------------------
-
-    @property
-    def replica(self) -> bool:
-        """True for a slave's store: puts are refused, ``append_replicated`` takes the master's
-        bytes at the master's offsets."""
-        return self._replica
-
-    def set_replica(self, replica: bool) -> None:
-        """Make this store a slave's copy, or a master's store again (a role change)."""
-        with self.commit_log.put_lock:
-            self._replica = replica
-            self._writable = self._running and not replica
-
-    def append_replicated(self, offset: int, data: bytes) -> ReplicaAppendResult:
-        """One frame of the master's stream, checked whole and stored at ``offset`` (see
-        replica_append.py); the caller runs ``wake`` afterwards, which dispatches it."""
-        if not self._running or not self._replica:
-            return ReplicaAppendResult(ReplicaAppendStatus.NOT_ACCEPTED, self.max_physical_offset(),
-                                       "the store is stopped" if not self._running
-                                       else "the store is not a replica")
-        return self.commit_log.append_replicated(offset, data)
-
-    def replication_frame(self, offset: int, batch_max: int) -> tuple[bytes, int] | None:
-        """What a master streams from ``offset``: (whole entries up to ``batch_max`` bytes, the
-        offset the stream goes on from), or None when nothing is stored there yet."""
-        data = self.commit_log.read_to_end(offset)
-        if data is None:
-            return None
-        with data:
-            size = self.config.mapped_file_size_commitlog
-            length, advance = frame_extent(data, offset % size, size, batch_max)
-            return bytes(data[:length]), offset + advance
-
-    def replica_tail(self) -> ReplicaTail | None:
-        """The last message and what follows it, for a slave to compare with its master's log
-        before taking anything (None when the log holds no message in its last segment)."""
-        end = self.commit_log.max_offset
-        if end <= self.commit_log.min_offset:
-            return None
-        size = self.config.mapped_file_size_commitlog
-        start = (end - 1) - (end - 1) % size
-        hint = start  # a queue's last entry in the last segment is a closer message boundary
-        for cq in self._consume_queues():
-            if start < cq.max_phy_end <= end:
-                found = cq.entry(cq.max_offset - 1)
-                if found is not None and start <= found[0] < end:
-                    hint = max(hint, found[0])
-        return replica_tail(self.commit_log.read, hint, end)
-
-    def truncate_replica(self, offset: int) -> TruncateReport:
-        """Cut this running replica's log back to ``offset`` (replica_truncate.py)."""
-        return truncate_running_replica(self, offset)
 
     # -- administration -------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from orbitmq.config import StoreConfig
 from orbitmq.protocol.native import NATIVE
@@ -12,10 +13,8 @@ from orbitmq.store.consume_queue import (
     CQ_ENTRY_UNSIGNED_SIZE,
     ConsumeQueue,
 )
+from orbitmq.store.message_filter import MessageFilter
 from orbitmq.store.status import GetMessageResult, GetMessageStatus
-
-if TYPE_CHECKING:
-    from orbitmq.store.message_store import MessageFilter
 
 __all__ = ["read_queue"]
 
@@ -54,6 +53,29 @@ def read_queue(
     ``message_count`` still counts messages."""
     if cq is None:
         return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    outside = _outside_the_queue(cq, offset)
+    if outside is not None:
+        return outside
+    min_offset, max_offset = cq.min_offset, cq.max_offset
+    entries = cq.entries_from(offset, max(FILTER_ENTRIES_MIN, max_msg_nums))
+    if entries is None:
+        return GetMessageResult(
+            GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_index(offset), min_offset, max_offset
+        )
+    result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+    count_max, bytes_max = _transfer_limits(config, max_msg_nums, bulk)
+    if (runs and message_filter is None and _RUNS_IN_C
+            and _read_runs_in_c(result, entries, commit_log, count_max, bytes_max,
+                                max_physical_end)):
+        return result
+    _read_one_by_one(result, entries, commit_log, message_filter, count_max, bytes_max,
+                     max_physical_end, runs)
+    return result
+
+
+def _outside_the_queue(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
+    """The answer when ``offset`` is not a stored entry of ``cq`` (an empty queue, below its
+    minimum, at or past its end), RocketMQ's statuses and corrected offsets; None when it is."""
     min_offset, max_offset = cq.min_offset, cq.max_offset
     if max_offset == 0:
         return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
@@ -68,23 +90,25 @@ def read_queue(
         return GetMessageResult(
             GetMessageStatus.OFFSET_OVERFLOW_BADLY, corrected, min_offset, max_offset
         )
-    entries = cq.entries_from(offset, max(FILTER_ENTRIES_MIN, max_msg_nums))
-    if entries is None:
-        return GetMessageResult(
-            GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_index(offset), min_offset, max_offset
-        )
-    result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-    buffers = result.buffers
+    return None
+
+
+def _transfer_limits(config: StoreConfig, max_msg_nums: int, bulk: bool) -> tuple[int, int]:
+    """(messages, bytes) one read may return: the bulk pull's bounds for a ``bulk`` read, the
+    ``max_transfer_*_on_message_in_memory`` bounds otherwise."""
     if bulk:
-        count_max = min(max_msg_nums, config.bulk_pull_count_max)
-        bytes_max = config.bulk_pull_bytes_max
-    else:
-        count_max = min(max_msg_nums, config.max_transfer_count_on_message_in_memory)
-        bytes_max = config.max_transfer_bytes_on_message_in_memory
-    if (runs and message_filter is None and _RUNS_IN_C
-            and _read_runs_in_c(result, entries, commit_log, count_max, bytes_max,
-                                max_physical_end)):
-        return result
+        return min(max_msg_nums, config.bulk_pull_count_max), config.bulk_pull_bytes_max
+    return (min(max_msg_nums, config.max_transfer_count_on_message_in_memory),
+            config.max_transfer_bytes_on_message_in_memory)
+
+
+def _read_one_by_one(result: GetMessageResult, entries: Any, commit_log: CommitLog,
+                     message_filter: MessageFilter | None, count_max: int, bytes_max: int,
+                     max_physical_end: int | None, runs: bool) -> None:
+    """``result`` filled by reading ``entries`` message by message: filtered when a
+    ``message_filter`` is given, stopped before the first message ending past
+    ``max_physical_end``, and with ``runs`` joining back-to-back messages into one buffer."""
+    buffers = result.buffers
     read = commit_log.read
     total = scanned = count = 0
     skip_below = -1  # commit log offsets in a segment found deleted
@@ -109,16 +133,12 @@ def read_queue(
             raw = read(phy, size)
             if raw is not None and not message_filter.match_message(raw):
                 continue
-        if phy == run_end and runs:  # back to back with buffers[-1]: one slice for both
-            run_start = phy - len(buffers[-1])
-            joined = read(run_start, phy + size - run_start)
-            if joined is not None:
-                buffers[-1] = joined
-                run_end += size
-                count += 1
-                total += size
-                last = phy
-                continue
+        if phy == run_end and runs and _join_run(buffers, read, phy, size):
+            run_end += size
+            count += 1
+            total += size
+            last = phy
+            continue
         if message_filter is None:
             raw = read(phy, size)
         if raw is None:
@@ -130,7 +150,7 @@ def read_queue(
         count += 1
         total += size
         last = phy
-    result.next_begin_offset = offset + scanned
+    result.next_begin_offset += scanned
     result.last_commit_offset = last
     result.message_count = count
     result.total_size = total
@@ -140,7 +160,18 @@ def read_queue(
         result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
     elif scanned == 0 and result.held_back_end >= 0:
         result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-    return result
+
+
+def _join_run(buffers: list[memoryview | bytes],
+              read: Callable[[int, int], memoryview | None], phy: int, size: int) -> bool:
+    """The message at ``phy`` joined to ``buffers[-1]``, which ends right there: one slice for
+    both; False, ``buffers`` untouched, when the joined slice cannot be read."""
+    run_start = phy - len(buffers[-1])
+    joined = read(run_start, phy + size - run_start)
+    if joined is None:
+        return False
+    buffers[-1] = joined
+    return True
 
 
 def _run_slices(commit_log: CommitLog, runs: list[tuple[int, int]]) -> list[memoryview | bytes] | None:

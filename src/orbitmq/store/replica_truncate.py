@@ -7,7 +7,7 @@ under the dispatcher's lock (no dispatch round runs) and the commit log's put lo
 appended), in that order (the order delete_topics takes them):
 
 1. dispatch everything appended so far, so that queues and index cover the whole log;
-2. find the last entry boundary at or below the offset (truncate.entry_boundary_at_or_below);
+2. find the last entry boundary at or below the offset (log_cut.entry_boundary_at_or_below);
 3. cut the commit log there; every consume queue keeps only its entries below the cut; the index
    forgets entries at or past it; the dispatch position and each queue's next offset follow;
 4. write the checkpoint, so that a crash right after restarts from the cut state.
@@ -19,31 +19,33 @@ let go), as with retention.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from orbitmq.errors import StoreError
+from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.dispatch import DispatchService
+from orbitmq.store.log_cut import TruncateReport, entry_boundary_at_or_below
 from orbitmq.store.recovery import _entry_checker
-from orbitmq.store.truncate import TruncateReport, entry_boundary_at_or_below
-
-if TYPE_CHECKING:
-    from orbitmq.store.message_store import MessageStore
 
 __all__ = ["truncate_running_replica"]
 
 log = logging.getLogger(__name__)
 
 
-def truncate_running_replica(store: MessageStore, offset: int) -> TruncateReport:
-    """Cut ``store`` (running, in replica mode) at ``offset`` (see the module docstring).
-
-    Raises:
-        StoreError: the store is not a running replica, or the offset is negative.
-    """
-    if not store.running or not store.replica:
-        raise StoreError("only a running replica's log is cut while it runs")
-    if offset < 0:
-        raise StoreError(f"cannot cut a commit log at {offset}")
-    dispatcher, clog = store.dispatcher, store.commit_log
+def truncate_running_replica(
+    commit_log: CommitLog,
+    dispatcher: DispatchService,
+    consume_queue_table: dict[tuple[str, int], ConsumeQueue],
+    truncate_index_after: Callable[[int], object] | None,
+    checkpoint: Callable[[], object],
+    store_path: str,
+    offset: int,
+) -> TruncateReport:
+    """Cut a running replica's log at ``offset`` (see the module docstring): the store's parts
+    (``truncate_index_after``: the index's, None without an index; ``checkpoint``: the consume
+    queues' flush and checkpoint). The store checks that it is a running replica and that the
+    offset is not negative (MessageStore.truncate_replica)."""
+    clog = commit_log
     with dispatcher.lock:
         end = clog.max_offset
         if dispatcher.reput_offset < end:
@@ -55,14 +57,14 @@ def truncate_running_replica(store: MessageStore, offset: int) -> TruncateReport
             if cut >= old_end:
                 return TruncateReport(offset, old_end, old_end, old_end, 0)
             clog.mfq.truncate(cut)
-            for cq in list(store.consume_queue_table.values()):
+            for cq in list(consume_queue_table.values()):
                 cq.recover(cut, _entry_checker(clog, cq))
-            if store.index is not None:
-                store.index.truncate_after(cut)
+            if truncate_index_after is not None:
+                truncate_index_after(cut)
             dispatcher.reput_offset = min(dispatcher.reput_offset, cut)
             clog.topic_queue_table = {key: cq.max_offset
-                                      for key, cq in store.consume_queue_table.items()}
-    store.flush_consume_queue.flush_and_checkpoint()
+                                      for key, cq in consume_queue_table.items()}
+    checkpoint()
     log.warning("replica commit log cut path=%s from=%d to=%d messages_dropped=%d",
-                store.config.store_path, old_end, cut, dropped)
+                store_path, old_end, cut, dropped)
     return TruncateReport(offset, cut, old_end, clog.max_offset, dropped)

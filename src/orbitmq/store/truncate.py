@@ -16,71 +16,17 @@ with epochs). The steps, under the store's directory lock (the broker must be st
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 
 from orbitmq.config import StoreConfig
 from orbitmq.errors import ClientError
-from orbitmq.protocol import stored
-from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
-from orbitmq.store.mapped_file_queue import MappedFileQueue
+from orbitmq.store.log_cut import TruncateReport, entry_boundary_at_or_below
+from orbitmq.store.message_store import MessageStore  # its start runs recovery
 
 __all__ = ["TruncateReport", "truncate_store", "entry_boundary_at_or_below"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class TruncateReport:
-    """``asked``: the offset given; ``cut``: the boundary the log was cut at (``asked`` or the
-    start of the entry holding it); ``old_end`` / ``new_end``: where the log ended before and
-    after; ``messages_dropped``: whole messages removed."""
-
-    asked: int
-    cut: int
-    old_end: int
-    new_end: int
-    messages_dropped: int
-
-
-def entry_boundary_at_or_below(mfq: MappedFileQueue, offset: int) -> tuple[int, int]:
-    """(the last entry boundary <= ``offset``, messages from there to the log's end), walking
-    the entries of the segment holding ``offset`` from its start."""
-    end = mfq.max_offset
-    if offset >= end:
-        return end, 0
-    mf = mfq.find(offset)
-    if mf is None:  # below the oldest segment: everything goes
-        return mfq.min_offset, _count_messages(mfq, mfq.min_offset, end)
-    at = mf.file_from_offset
-    while True:
-        head = mf.view[at - mf.file_from_offset: at - mf.file_from_offset + BLANK_ENTRY_SIZE]
-        size = stored.total_size(head)
-        if size <= 0 or at + size > offset or stored.is_blank_entry(head):
-            break
-        at += size
-    return at, _count_messages(mfq, at, end)
-
-
-def _count_messages(mfq: MappedFileQueue, start: int, end: int) -> int:
-    count = 0
-    at = start
-    while at < end:
-        mf = mfq.find(at)
-        if mf is None:
-            break
-        pos = at - mf.file_from_offset
-        head = mf.view[pos:pos + BLANK_ENTRY_SIZE]
-        size = stored.total_size(head)
-        if stored.is_blank_entry(head):
-            at = mf.file_from_offset + mf.file_size
-            continue
-        if size <= 0:
-            break
-        count += 1
-        at += size
-    return count
 
 
 def truncate_store(config: StoreConfig, offset: int) -> TruncateReport:
@@ -92,8 +38,6 @@ def truncate_store(config: StoreConfig, offset: int) -> TruncateReport:
         StoreError: the store's files are unusable.
         ClientError: a negative offset, or no store at the path.
     """
-    from orbitmq.store.message_store import MessageStore  # its start runs recovery
-
     if offset < 0:
         raise ClientError(f"offset must not be negative, got {offset}")
     if not os.path.isdir(os.path.join(config.store_path, "commitlog")):

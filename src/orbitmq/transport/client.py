@@ -123,11 +123,6 @@ class RemotingClient:
         conn = await self.connection(addr)
         conn.invoke_oneway(cmd)
 
-    def close_connection(self, addr: str) -> None:
-        conn = self._conns.pop(addr, None)
-        if conn is not None:
-            conn.close()
-
     async def close(self) -> None:
         self._closed = True
         conns = list(self._conns.values())

@@ -46,7 +46,7 @@ LIMIT_NAMES = (
 
 
 class LimitSettings(Protocol):
-    """The fields of a server config that name its limits (config.py's _limit_settings)."""
+    """The fields of a server config that name its limits (config/shared.py's limit_settings)."""
 
     @property
     def frame_buffer_budget_mb(self) -> int: ...

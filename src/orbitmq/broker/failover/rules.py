@@ -146,9 +146,6 @@ class SetState:
                    frozenset(members), check_history(history),
                    _int_field(obj, "trimmed", 0, EPOCH_MAX) if "trimmed" in obj else 0)
 
-    def start_of(self, epoch: int) -> int:
-        return next(s for e, s in self.history if e == epoch)
-
     def with_in_sync(self, in_sync: Iterable[int]) -> SetState:
         return dataclasses.replace(self, in_sync=frozenset(in_sync))
 

@@ -118,12 +118,6 @@ class PopState:
         qs = gt.queues.get(queue_id) if gt is not None else None
         return qs.inflight.get(offset) if qs is not None else None
 
-    def iter_inflight(self) -> Iterator[tuple[Key, int, int, Inflight]]:
-        for key, gt in self.groups.items():
-            for qid, qs in gt.queues.items():
-                for offset, entry in qs.inflight.items():
-                    yield key, qid, offset, entry
-
     def earliest_deadline(self, group: str, topic: str) -> int | None:
         """The soonest a message of (group, topic) may turn visible again (heap top, possibly
         stale: a wake-up too early only means another look)."""

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 
 from orbitmq.broker.pop.inflight import Change, Inflight
 from orbitmq.errors import StoreError
+from orbitmq.files import replace_file
 from orbitmq.store.file_mode import file_mode_in, make_dirs
 
 __all__ = ["PopLog", "encode_change", "decode_line"]
@@ -161,20 +162,8 @@ class PopLog:
     def compact(self, snapshot: Iterable[Change]) -> None:
         """Rewrite the log from the state (call with nothing pending)."""
         self.flush()
-        tmp = self.path + ".tmp"
         data = "".join(encode_change(c) for c in snapshot).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, file_mode_in(self.directory))
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_file(self.path, data, file_mode_in(self.directory))
         old, self._fd = self._fd, os.open(self.path, os.O_RDWR)
         os.close(old)
         os.lseek(self._fd, 0, os.SEEK_END)

@@ -518,9 +518,5 @@ class PopService:
         return False
 
     # -- introspection --------------------------------------------------------------------------
-    def inflight_of(self, group: str) -> int:
-        return sum(len(qs.inflight) for (g, _), gt in self.state.groups.items() if g == group
-                   for qs in gt.queues.values())
-
     def changes(self) -> list[Change]:
         return list(self.state.snapshot())

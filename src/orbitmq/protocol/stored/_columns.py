@@ -60,11 +60,11 @@ class StoredColumns(NamedTuple):
     key_data: bytearray
 
 
-def _bytes(values: array) -> bytearray:
+def _bytes(values: array[int]) -> bytearray:
     return bytearray(values.tobytes())
 
 
-def _offsets(want: bool) -> array:
+def _offsets(want: bool) -> array[int]:
     return array("i", [0] if want else [])
 
 
@@ -75,7 +75,7 @@ def _us(ms: int) -> int:
     return us
 
 
-def _grow(data: bytearray, value: bytes, offsets: array) -> None:
+def _grow(data: bytearray, value: bytes, offsets: array[int]) -> None:
     if len(data) + len(value) > COLUMNS_DATA_MAX:
         raise OverflowError(_TOO_MUCH)
     data += value

@@ -78,7 +78,8 @@ crc32: Any = NATIVE.crc32 if NATIVE is not None else zlib.crc32
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:
     """BODYCRC: CRC-32 of the body with the sign bit cleared, as RocketMQ's UtilAll.crc32."""
-    return crc32(body) & _CRC_MASK
+    crc: int = crc32(body)
+    return crc & _CRC_MASK
 
 
 @functools.lru_cache(maxsize=1024)
@@ -217,7 +218,8 @@ def verify(buf: Any, pos: int = 0, *, end: int | None = None,
 
 def is_blank_entry(buf: Any, pos: int = 0) -> bool:
     """Whether the entry at ``pos`` is a segment's end marker (BLANK_ENTRY_SIZE bytes needed)."""
-    return _PREFIX.unpack_from(buf, pos)[1] == BLANK_MAGIC_CODE
+    magic: int = _PREFIX.unpack_from(buf, pos)[1]
+    return magic == BLANK_MAGIC_CODE
 
 
 def is_zero_entry(buf: Any, pos: int = 0) -> bool:
@@ -233,11 +235,13 @@ def write_blank_entry(buf: Any, pos: int, size: int) -> None:
 def total_size(buf: Any, pos: int = 0) -> int:
     """TOTALSIZE of the entry at ``pos`` (a message's size or a blank entry's), unchecked; the
     buffer needs BLANK_ENTRY_SIZE bytes there."""
-    return _I32.unpack_from(buf, pos + TOTALSIZE_AT)[0]
+    size: int = _I32.unpack_from(buf, pos + TOTALSIZE_AT)[0]
+    return size
 
 
 def store_timestamp(buf: Any, pos: int = 0) -> int:
     """STORETIMESTAMP of the message at ``pos``, unchecked; the buffer needs
     POSITION_FIELDS_END bytes there."""
     (sys_flag,) = _I32.unpack_from(buf, pos + SYSFLAG_AT)
-    return _I64.unpack_from(buf, pos + _store_ts_at(sys_flag))[0]
+    timestamp: int = _I64.unpack_from(buf, pos + _store_ts_at(sys_flag))[0]
+    return timestamp
