@@ -38,38 +38,38 @@ _LAZY = {
     "Message": "orbitmq.protocol.message",
     "MessageExt": "orbitmq.protocol.message",
     "MessageQueue": "orbitmq.protocol.bodies",
-    "Producer": "orbitmq.client.producer",
-    "AsyncProducer": "orbitmq.client.producer",
-    "PullConsumer": "orbitmq.client.pull_consumer",
-    "AsyncPullConsumer": "orbitmq.client.pull_consumer",
-    "Admin": "orbitmq.client.admin",
-    "AsyncAdmin": "orbitmq.client.admin",
+    "Producer": "orbitmq.client.producer.producer",
+    "AsyncProducer": "orbitmq.client.producer.producer",
+    "PullConsumer": "orbitmq.client.consumer.pull_consumer",
+    "AsyncPullConsumer": "orbitmq.client.consumer.pull_consumer",
+    "Admin": "orbitmq.client.admin.client",
+    "AsyncAdmin": "orbitmq.client.admin.client",
     "SendResult": "orbitmq.client.results",
     "SendStatus": "orbitmq.client.results",
     "PullResult": "orbitmq.client.results",
     "PullStatus": "orbitmq.client.results",
     "RawPullResult": "orbitmq.client.results",
-    "HalfMessageRef": "orbitmq.client.transaction_end",
-    "MessageSelector": "orbitmq.client.message_selector",
-    "select_by_hash": "orbitmq.client.selectors",
-    "select_random": "orbitmq.client.selectors",
-    "PushConsumer": "orbitmq.client.push_consumer",
-    "AsyncPushConsumer": "orbitmq.client.push_consumer",
-    "ConsumeResult": "orbitmq.client.consume_types",
-    "ConsumeFrom": "orbitmq.client.consume_types",
-    "ConsumeContext": "orbitmq.client.consume_types",
-    "MessageModel": "orbitmq.client.consume_types",
-    "AllocateAveragely": "orbitmq.client.rebalance",
-    "AllocateAveragelyByCircle": "orbitmq.client.rebalance",
-    "AllocateByConfig": "orbitmq.client.rebalance",
-    "AllocateByMachineRoom": "orbitmq.client.rebalance",
-    "AllocateConsistentHash": "orbitmq.client.rebalance",
-    "TransactionProducer": "orbitmq.client.transaction_producer",
-    "AsyncTransactionProducer": "orbitmq.client.transaction_producer",
-    "TransactionListener": "orbitmq.client.transaction_producer",
-    "LocalTransactionState": "orbitmq.client.transaction_producer",
-    "TransactionSendResult": "orbitmq.client.transaction_producer",
-    "TransactionBatch": "orbitmq.client.transaction_producer",
+    "HalfMessageRef": "orbitmq.client.producer.transaction_end",
+    "MessageSelector": "orbitmq.client.consumer.message_selector",
+    "select_by_hash": "orbitmq.client.producer.selectors",
+    "select_random": "orbitmq.client.producer.selectors",
+    "PushConsumer": "orbitmq.client.consumer.push_consumer",
+    "AsyncPushConsumer": "orbitmq.client.consumer.push_consumer",
+    "ConsumeResult": "orbitmq.client.consumer.consume_types",
+    "ConsumeFrom": "orbitmq.client.consumer.consume_types",
+    "ConsumeContext": "orbitmq.client.consumer.consume_types",
+    "MessageModel": "orbitmq.client.consumer.consume_types",
+    "AllocateAveragely": "orbitmq.client.consumer.rebalance",
+    "AllocateAveragelyByCircle": "orbitmq.client.consumer.rebalance",
+    "AllocateByConfig": "orbitmq.client.consumer.rebalance",
+    "AllocateByMachineRoom": "orbitmq.client.consumer.rebalance",
+    "AllocateConsistentHash": "orbitmq.client.consumer.rebalance",
+    "TransactionProducer": "orbitmq.client.producer.transaction_producer",
+    "AsyncTransactionProducer": "orbitmq.client.producer.transaction_producer",
+    "TransactionListener": "orbitmq.client.producer.transaction_producer",
+    "LocalTransactionState": "orbitmq.client.producer.transaction_producer",
+    "TransactionSendResult": "orbitmq.client.producer.transaction_producer",
+    "TransactionBatch": "orbitmq.client.producer.transaction_producer",
     "Credentials": "orbitmq.security.signature",
     "ClientTls": "orbitmq.security.tls",
 }
@@ -92,38 +92,48 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ loads them
-    from orbitmq.client.admin import Admin as Admin
-    from orbitmq.client.admin import AsyncAdmin as AsyncAdmin
-    from orbitmq.client.consume_types import ConsumeContext as ConsumeContext
-    from orbitmq.client.consume_types import ConsumeFrom as ConsumeFrom
-    from orbitmq.client.consume_types import ConsumeResult as ConsumeResult
-    from orbitmq.client.consume_types import MessageModel as MessageModel
-    from orbitmq.client.message_selector import MessageSelector as MessageSelector
-    from orbitmq.client.producer import AsyncProducer as AsyncProducer
-    from orbitmq.client.producer import Producer as Producer
-    from orbitmq.client.pull_consumer import AsyncPullConsumer as AsyncPullConsumer
-    from orbitmq.client.pull_consumer import PullConsumer as PullConsumer
-    from orbitmq.client.push_consumer import AsyncPushConsumer as AsyncPushConsumer
-    from orbitmq.client.push_consumer import PushConsumer as PushConsumer
-    from orbitmq.client.rebalance import AllocateAveragely as AllocateAveragely
-    from orbitmq.client.rebalance import AllocateAveragelyByCircle as AllocateAveragelyByCircle
-    from orbitmq.client.rebalance import AllocateByConfig as AllocateByConfig
-    from orbitmq.client.rebalance import AllocateByMachineRoom as AllocateByMachineRoom
-    from orbitmq.client.rebalance import AllocateConsistentHash as AllocateConsistentHash
+    from orbitmq.client.admin.client import Admin as Admin
+    from orbitmq.client.admin.client import AsyncAdmin as AsyncAdmin
+    from orbitmq.client.consumer.consume_types import ConsumeContext as ConsumeContext
+    from orbitmq.client.consumer.consume_types import ConsumeFrom as ConsumeFrom
+    from orbitmq.client.consumer.consume_types import ConsumeResult as ConsumeResult
+    from orbitmq.client.consumer.consume_types import MessageModel as MessageModel
+    from orbitmq.client.consumer.message_selector import MessageSelector as MessageSelector
+    from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer as AsyncPullConsumer
+    from orbitmq.client.consumer.pull_consumer import PullConsumer as PullConsumer
+    from orbitmq.client.consumer.push_consumer import AsyncPushConsumer as AsyncPushConsumer
+    from orbitmq.client.consumer.push_consumer import PushConsumer as PushConsumer
+    from orbitmq.client.consumer.rebalance import AllocateAveragely as AllocateAveragely
+    from orbitmq.client.consumer.rebalance import (
+        AllocateAveragelyByCircle as AllocateAveragelyByCircle,
+    )
+    from orbitmq.client.consumer.rebalance import AllocateByConfig as AllocateByConfig
+    from orbitmq.client.consumer.rebalance import AllocateByMachineRoom as AllocateByMachineRoom
+    from orbitmq.client.consumer.rebalance import AllocateConsistentHash as AllocateConsistentHash
+    from orbitmq.client.producer.producer import AsyncProducer as AsyncProducer
+    from orbitmq.client.producer.producer import Producer as Producer
+    from orbitmq.client.producer.selectors import select_by_hash as select_by_hash
+    from orbitmq.client.producer.selectors import select_random as select_random
+    from orbitmq.client.producer.transaction_producer import (
+        AsyncTransactionProducer as AsyncTransactionProducer,
+    )
+    from orbitmq.client.producer.transaction_producer import (
+        LocalTransactionState as LocalTransactionState,
+    )
+    from orbitmq.client.producer.transaction_producer import TransactionBatch as TransactionBatch
+    from orbitmq.client.producer.transaction_producer import (
+        TransactionListener as TransactionListener,
+    )
+    from orbitmq.client.producer.transaction_producer import (
+        TransactionProducer as TransactionProducer,
+    )
+    from orbitmq.client.producer.transaction_producer import (
+        TransactionSendResult as TransactionSendResult,
+    )
     from orbitmq.client.results import PullResult as PullResult
     from orbitmq.client.results import PullStatus as PullStatus
     from orbitmq.client.results import SendResult as SendResult
     from orbitmq.client.results import SendStatus as SendStatus
-    from orbitmq.client.selectors import select_by_hash as select_by_hash
-    from orbitmq.client.selectors import select_random as select_random
-    from orbitmq.client.transaction_producer import (
-        AsyncTransactionProducer as AsyncTransactionProducer,
-    )
-    from orbitmq.client.transaction_producer import LocalTransactionState as LocalTransactionState
-    from orbitmq.client.transaction_producer import TransactionBatch as TransactionBatch
-    from orbitmq.client.transaction_producer import TransactionListener as TransactionListener
-    from orbitmq.client.transaction_producer import TransactionProducer as TransactionProducer
-    from orbitmq.client.transaction_producer import TransactionSendResult as TransactionSendResult
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message
     from orbitmq.protocol.message import MessageExt as MessageExt

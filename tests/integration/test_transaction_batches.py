@@ -29,8 +29,8 @@ from transaction_support import (
 
 from orbitmq.broker.transaction.batch import committed_batch
 from orbitmq.client import PushConsumer
-from orbitmq.client.consume_types import ConsumeResult
-from orbitmq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from orbitmq.client.consumer.consume_types import ConsumeResult
+from orbitmq.client.producer.transaction_producer import LocalTransactionState, TransactionProducer
 from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode

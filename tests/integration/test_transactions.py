@@ -37,8 +37,8 @@ from transaction_support import (
 
 from orbitmq.cli.main import cli
 from orbitmq.client import PushConsumer, SendStatus
-from orbitmq.client.consume_types import ConsumeResult
-from orbitmq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from orbitmq.client.consumer.consume_types import ConsumeResult
+from orbitmq.client.producer.transaction_producer import LocalTransactionState, TransactionProducer
 from orbitmq.errors import BrokerError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.headers import EndTransactionRequestHeader

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     UNLIMITED_RECONSUME_TIMES,
     ConsumeContext,
     ConsumeFrom,
@@ -19,9 +19,9 @@ from orbitmq.client.consume_types import (
     PushConsumerConfig,
     restore_retry_topic,
 )
-from orbitmq.client.offset_store import LocalOffsetStore
-from orbitmq.client.pull_service import build_push_pull_request
-from orbitmq.client.push_consumer import AsyncPushConsumer, build_subscription
+from orbitmq.client.consumer.offset_store import LocalOffsetStore
+from orbitmq.client.consumer.pull_service import build_push_pull_request
+from orbitmq.client.consumer.push_consumer import AsyncPushConsumer, build_subscription
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag

@@ -112,7 +112,7 @@ Emit = Callable[[Any, Any], None]  # (MessageQueue, MessageExt) -> None; raises 
 
 def _tag_selector(text: str) -> Any:
     """``--expression``: tags, parsed now; SQL given as tags is refused with a pointer to --sql."""
-    from orbitmq.client.message_selector import MessageSelector
+    from orbitmq.client.consumer.message_selector import MessageSelector
     from orbitmq.errors import ExpressionError
     from orbitmq.protocol.expressions import sql_like_tag_expression
 
@@ -128,7 +128,7 @@ def _tag_selector(text: str) -> Any:
 
 def _sql_selector(text: str) -> Any:
     """``--sql``: an SQL92 condition, parsed now (a bad one fails before anything is sent)."""
-    from orbitmq.client.message_selector import MessageSelector
+    from orbitmq.client.consumer.message_selector import MessageSelector
     from orbitmq.errors import ExpressionError
 
     try:

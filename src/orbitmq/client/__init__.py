@@ -7,20 +7,24 @@ Every blocking class has an asyncio twin with the same methods as coroutines; ev
 context manager that starts on enter and shuts down on exit.
 """
 
-from orbitmq.client.admin import Admin, AsyncAdmin
-from orbitmq.client.admin_models import (
+from orbitmq.client.admin.client import Admin, AsyncAdmin
+from orbitmq.client.admin.models import (
     ConsumerConnection,
     ConsumerConnectionInfo,
     GroupStatus,
     QueueConsumeStatus,
     TopicQueueStatus,
 )
-from orbitmq.client.consume_types import ConsumeContext, ConsumeFrom, ConsumeResult, MessageModel
-from orbitmq.client.message_selector import MessageSelector
-from orbitmq.client.producer import AsyncProducer, Producer
-from orbitmq.client.pull_consumer import AsyncPullConsumer, PullConsumer
-from orbitmq.client.push_consumer import AsyncPushConsumer, PushConsumer
-from orbitmq.client.rebalance import (
+from orbitmq.client.consumer.consume_types import (
+    ConsumeContext,
+    ConsumeFrom,
+    ConsumeResult,
+    MessageModel,
+)
+from orbitmq.client.consumer.message_selector import MessageSelector
+from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer, PullConsumer
+from orbitmq.client.consumer.push_consumer import AsyncPushConsumer, PushConsumer
+from orbitmq.client.consumer.rebalance import (
     AllocateAveragely,
     AllocateAveragelyByCircle,
     AllocateByConfig,
@@ -28,9 +32,10 @@ from orbitmq.client.rebalance import (
     AllocateConsistentHash,
     AllocateStrategy,
 )
+from orbitmq.client.producer.producer import AsyncProducer, Producer
+from orbitmq.client.producer.selectors import MessageQueueSelector, select_by_hash, select_random
+from orbitmq.client.producer.transaction_end import HalfMessageRef
 from orbitmq.client.results import PullResult, PullStatus, RawPullResult, SendResult, SendStatus
-from orbitmq.client.selectors import MessageQueueSelector, select_by_hash, select_random
-from orbitmq.client.transaction_end import HalfMessageRef
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
 

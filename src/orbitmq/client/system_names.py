@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from orbitmq.client.dead_letters import RESEND_GROUP_PREFIX
-from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
+from orbitmq.client.admin.dead_letters import RESEND_GROUP_PREFIX
+from orbitmq.client.admin.groups import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
 
 __all__ = [
     "SYSTEM_TOPICS",

@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import logging
 
-from orbitmq.client.admin import AsyncAdmin
+from orbitmq.client.admin.client import AsyncAdmin
 from orbitmq.client.route import MASTER_ID
 from orbitmq.config import ConsoleConfig
 from orbitmq.console.security import SessionTable

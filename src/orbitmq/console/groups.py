@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from orbitmq.client.admin_models import ConsumerConnectionInfo, GroupStatus
+from orbitmq.client.admin.models import ConsumerConnectionInfo, GroupStatus
 from orbitmq.client.system_names import is_system_group, topic_kind
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.console import forms

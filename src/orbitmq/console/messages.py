@@ -9,8 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
-from orbitmq.client import browse
-from orbitmq.client.admin import AsyncAdmin
+from orbitmq.client.admin import browse
+from orbitmq.client.admin.client import AsyncAdmin
 from orbitmq.client.validation import check_topic
 from orbitmq.console import forms
 from orbitmq.console.render import BodyView, body_view, page

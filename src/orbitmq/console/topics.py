@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from orbitmq.client import browse
-from orbitmq.client.admin import AsyncAdmin
+from orbitmq.client.admin import browse
+from orbitmq.client.admin.client import AsyncAdmin
 from orbitmq.client.system_names import SYSTEM_TOPICS, topic_kind
 from orbitmq.client.validation import check_topic
 from orbitmq.config import QUEUE_NUMS_MAX

@@ -35,10 +35,10 @@ import time
 import uuid
 from typing import Any
 
-from orbitmq.client.producer import Producer
-from orbitmq.client.selectors import select_by_hash
-from orbitmq.client.transaction_producer import TransactionProducer
-from orbitmq.client.transaction_state import (
+from orbitmq.client.producer.producer import Producer
+from orbitmq.client.producer.selectors import select_by_hash
+from orbitmq.client.producer.transaction_producer import TransactionProducer
+from orbitmq.client.producer.transaction_state import (
     LocalTransactionState,
     TransactionListener,
     transaction_id,

@@ -30,11 +30,11 @@ from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
-    from orbitmq.client.producer import AsyncProducer
-    from orbitmq.client.pull_consumer import AsyncPullConsumer
-    from orbitmq.client.transaction_producer import AsyncTransactionProducer
-    from orbitmq.client.transaction_state import TransactionListener
+    from orbitmq.client.admin.client import AsyncAdmin
+    from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer
+    from orbitmq.client.producer.producer import AsyncProducer
+    from orbitmq.client.producer.transaction_producer import AsyncTransactionProducer
+    from orbitmq.client.producer.transaction_state import TransactionListener
 
 __all__ = ["Session", "executor_session", "close_executor_sessions", "IDLE_CLOSE_S"]
 
@@ -93,14 +93,14 @@ class Session:
             return client
 
     async def admin(self) -> AsyncAdmin:
-        from orbitmq.client.admin import AsyncAdmin
+        from orbitmq.client.admin.client import AsyncAdmin
 
         admin: AsyncAdmin = await self._client("admin", "", lambda: AsyncAdmin(
             self.namesrv, credentials=self.credentials, tls=self.tls))
         return admin
 
     async def puller(self, group: str) -> AsyncPullConsumer:
-        from orbitmq.client.pull_consumer import AsyncPullConsumer
+        from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer
 
         puller: AsyncPullConsumer = await self._client("pull", group, lambda: AsyncPullConsumer(
             group, self.namesrv, persist_consumer_offset_interval=3600.0,
@@ -108,7 +108,7 @@ class Session:
         return puller
 
     async def producer(self, group: str, send_timeout_s: float = 10.0) -> AsyncProducer:
-        from orbitmq.client.producer import AsyncProducer
+        from orbitmq.client.producer.producer import AsyncProducer
 
         producer: AsyncProducer = await self._client("produce", group, lambda: AsyncProducer(
             group, self.namesrv, send_timeout=send_timeout_s, credentials=self.credentials,
@@ -119,7 +119,7 @@ class Session:
                           send_timeout_s: float = 10.0) -> AsyncTransactionProducer:
         """The transactional producer of ``group`` (created with ``listener`` on first use; later
         calls get the same producer whatever they pass)."""
-        from orbitmq.client.transaction_producer import AsyncTransactionProducer
+        from orbitmq.client.producer.transaction_producer import AsyncTransactionProducer
 
         producer: AsyncTransactionProducer = await self._client(
             "tx", group, lambda: AsyncTransactionProducer(

@@ -30,15 +30,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     PushConsumerConfig,
     cancel_and_wait,
     restore_retry_topic,
 )
+from orbitmq.client.consumer.offset_store import OffsetStore, RemoteOffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
+from orbitmq.client.consumer.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.instance import ClientInstance
-from orbitmq.client.offset_store import OffsetStore, RemoteOffsetStore
-from orbitmq.client.process_queue import ProcessQueue
-from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.client.route import MASTER_ID
 from orbitmq.errors import ConnectionClosedError, TimeoutError
@@ -81,7 +81,7 @@ def build_push_pull_request(
 ) -> RemotingCommand:
     """PULL_MESSAGE with long polling and the subscription; COMMIT_OFFSET when
     ``commit_offset`` > 0 (a clustering consumer's acknowledged progress). Built by
-    :func:`orbitmq.client.pull_codec.build_pull_request`, as every pull of the SDK."""
+    :func:`orbitmq.client.consumer.pull_codec.build_pull_request`, as every pull of the SDK."""
     return build_pull_request(group, mq, offset, cfg.pull_batch_size, sub, cfg.pull_suspend_time,
                               commit_offset=commit_offset)
 

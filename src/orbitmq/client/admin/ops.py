@@ -2,10 +2,10 @@
 connections, group offsets and raw queue reads: what RocketMQ's mqadmin, dashboard and exporter
 ask a cluster, and what the ``orbitmq`` CLI's operations commands print.
 
-:class:`OpsAdminMixin` adds the coroutines to :class:`~orbitmq.client.admin.AsyncAdmin` and
-:class:`BlockingOpsAdminMixin` their blocking twins to :class:`~orbitmq.client.admin.Admin`.
+:class:`OpsAdminMixin` adds the coroutines to :class:`~orbitmq.client.admin.client.AsyncAdmin` and
+:class:`BlockingOpsAdminMixin` their blocking twins to :class:`~orbitmq.client.admin.client.Admin`.
 Calls that take ``broker`` accept a broker name (its master is asked) or a ``host:port``.
-Answers are parsed in :mod:`orbitmq.client.ops_models`.
+Answers are parsed in :mod:`orbitmq.client.admin.ops_models`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from orbitmq.client.group_admin import read_queue
-from orbitmq.client.instance import check_response
-from orbitmq.client.ops_models import (
+from orbitmq.client.admin.groups import read_queue
+from orbitmq.client.admin.ops_models import (
     BrokerConsumeStats,
     BrokerStatsData,
     ClusterBroker,
@@ -31,7 +30,8 @@ from orbitmq.client.ops_models import (
     parse_kv_table,
     parse_time_spans,
 )
-from orbitmq.client.replication_admin import BrokerMember, HAStatus, member_rows, parse_ha_status
+from orbitmq.client.admin.replication import BrokerMember, HAStatus, member_rows, parse_ha_status
+from orbitmq.client.instance import check_response
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError
 from orbitmq.protocol.admin_headers import (
@@ -57,7 +57,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.properties_text import format_properties_text, parse_properties_text
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.admin.client import AsyncAdmin
     from orbitmq.client.instance import ClientInstance
     from orbitmq.protocol.bodies import ClusterInfo, TopicRouteData
 

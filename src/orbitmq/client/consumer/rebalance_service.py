@@ -34,17 +34,17 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     ConsumeFrom,
     PushConsumerConfig,
     cancel_and_wait,
     retry_topic,
 )
+from orbitmq.client.consumer.offset_store import OffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
+from orbitmq.client.consumer.pull_service import PullService
+from orbitmq.client.consumer.rebalance import AllocateStrategy
 from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.offset_store import OffsetStore
-from orbitmq.client.process_queue import ProcessQueue
-from orbitmq.client.pull_service import PullService
-from orbitmq.client.rebalance import AllocateStrategy
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.protocol.bodies import (
     ConsumerListBody,

@@ -29,9 +29,9 @@ from typing import Any, Self
 import orjson
 
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.consume_concurrently import ConcurrentConsumeService
-from orbitmq.client.consume_orderly import OrderlyConsumeService
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_concurrently import ConcurrentConsumeService
+from orbitmq.client.consumer.consume_orderly import OrderlyConsumeService
+from orbitmq.client.consumer.consume_types import (
     ConsumeFrom,
     ConsumeResult,
     Listener,
@@ -40,13 +40,13 @@ from orbitmq.client.consume_types import (
     cancel_and_wait,
     retry_topic,
 )
+from orbitmq.client.consumer.message_selector import ExpressionLike, selector_of
+from orbitmq.client.consumer.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from orbitmq.client.consumer.pull_service import PullService
+from orbitmq.client.consumer.rebalance import AllocateAveragely, AllocateStrategy
+from orbitmq.client.consumer.rebalance_service import RebalanceService
+from orbitmq.client.consumer.running_info import build_running_info
 from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.message_selector import ExpressionLike, selector_of
-from orbitmq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from orbitmq.client.pull_service import PullService
-from orbitmq.client.rebalance import AllocateAveragely, AllocateStrategy
-from orbitmq.client.rebalance_service import RebalanceService
-from orbitmq.client.running_info import build_running_info
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.bodies import (
@@ -414,7 +414,7 @@ class AsyncPushConsumer:
         return sorted(mq for mq in table if topic is None or mq.topic == topic)
 
     def running_info(self) -> dict[str, Any]:
-        """What GET_CONSUMER_RUNNING_INFO answers (see :mod:`orbitmq.client.running_info`)."""
+        """What GET_CONSUMER_RUNNING_INFO answers (see :mod:`orbitmq.client.consumer.running_info`)."""
         if self._rebalance is None or self._offsets is None or self._consume is None:
             raise ClientError("consumer is not started")
         status: dict[str, Any] = {"pulledTotal": self._pull.pulled_messages if self._pull else 0}

@@ -138,7 +138,7 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], timeout: float =
 
 @dataclasses.dataclass(frozen=True)
 class PushConsumerConfig:
-    """Every setting of a push consumer (see :class:`orbitmq.client.push_consumer.AsyncPushConsumer`
+    """Every setting of a push consumer (see :class:`orbitmq.client.consumer.push_consumer.AsyncPushConsumer`
     for what each one means); units last."""
 
     group: str

@@ -1,7 +1,7 @@
 """Reading a cluster without changing it: messages by store time, and every consumer group's
 committed offsets of a topic.
 
-What a console or a monitoring script needs beside :class:`~orbitmq.client.admin.AsyncAdmin`'s
+What a console or a monitoring script needs beside :class:`~orbitmq.client.admin.client.AsyncAdmin`'s
 calls (which this module uses for routes, queue reads and offsets by time). Each function takes a
 started AsyncAdmin; none commits an offset or stores anything:
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from orbitmq.client import group_admin
-from orbitmq.client.ops_admin import QUEUE_READ_MAX
+from orbitmq.client.admin import groups
+from orbitmq.client.admin.ops import QUEUE_READ_MAX
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_topic
 from orbitmq.errors import ClientError, RemoteProtocolError
@@ -26,7 +26,7 @@ from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.message import MessageExt
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.admin.client import AsyncAdmin
 
 __all__ = ["messages_between", "committed_offsets", "consumed_by"]
 
@@ -41,7 +41,7 @@ async def _queue_between(admin: AsyncAdmin, mq: MessageQueue, begin_ms: int, end
     offset = await admin.queue_offset_at(mq, begin_ms)
     out: list[MessageExt] = []
     while len(out) < limit:
-        batch = await admin.queue_messages(mq, offset, group_admin.PULL_BATCH)
+        batch = await admin.queue_messages(mq, offset, groups.PULL_BATCH)
         if not batch:
             break
         for msg in batch:

@@ -38,9 +38,9 @@ import asyncio
 import time
 from typing import Any
 
-from orbitmq.client.consume_types import PushConsumerConfig
-from orbitmq.client.offset_store import OffsetStore
-from orbitmq.client.process_queue import ProcessQueue
+from orbitmq.client.consumer.consume_types import PushConsumerConfig
+from orbitmq.client.consumer.offset_store import OffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
 
 __all__ = ["build_running_info"]

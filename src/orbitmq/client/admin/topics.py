@@ -1,6 +1,6 @@
 """The admin client's topic creation and update, by cluster or by broker address.
 
-:meth:`AsyncAdmin.create_topic <orbitmq.client.admin.AsyncAdmin.create_topic>` creates a topic
+:meth:`AsyncAdmin.create_topic <orbitmq.client.admin.client.AsyncAdmin.create_topic>` creates a topic
 on every master of a cluster; RocketMQ's tools can also target chosen brokers (``mqadmin
 updateTopic -b``), which ``orbitmq topic create --broker-addr`` offers through
 :meth:`AsyncAdmin.create_topic_on_brokers`. Both check the settings here, once, and send the same
@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from orbitmq.client import browse
+from orbitmq.client.admin import browse
 from orbitmq.client.validation import check_topic
 from orbitmq.errors import (
     AccessDeniedError,
@@ -46,7 +46,7 @@ from orbitmq.protocol.headers import (
 )
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.admin.client import AsyncAdmin
 
 __all__ = ["QUEUE_NUMS_MAX", "topic_settings", "create_on", "create_new",
            "create_topic_on_brokers", "update_topic", "hidden_messages"]

@@ -1,6 +1,6 @@
 """The admin client's consumer group operations: settings, dead letters, queue holders.
 
-:class:`~orbitmq.client.admin.AsyncAdmin` delegates ``update_group``, ``dead_letters`` and
+:class:`~orbitmq.client.admin.client.AsyncAdmin` delegates ``update_group``, ``dead_letters`` and
 ``queue_holders`` to the coroutines here; the helpers below them are pure.
 
 - Subscription group settings travel as Java's SubscriptionGroupConfig JSON. An update sends the
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from orbitmq.client.consumer.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.instance import check_response
-from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullStatus
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_group
@@ -34,7 +34,7 @@ from orbitmq.protocol.headers import GetConsumerRunningInfoRequestHeader
 from orbitmq.protocol.message import MessageExt, PropertyKey
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.admin.client import AsyncAdmin
 
 __all__ = [
     "update_group",

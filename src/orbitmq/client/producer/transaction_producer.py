@@ -27,19 +27,18 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar, cast
 
-from orbitmq.client import transaction_end
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.column_send import check_chunk_limits, check_send_topic, send_in_chunks
-from orbitmq.client.producer import AsyncProducer, Producer
-from orbitmq.client.results import SendResult, SendStatus
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer import transaction_end
+from orbitmq.client.producer.column_send import check_chunk_limits, check_send_topic, send_in_chunks
+from orbitmq.client.producer.producer import AsyncProducer, Producer
+from orbitmq.client.producer.send_codec import (
     EncodedMessage,
     PreparedMessage,
     build_send_request,
     parse_send_response,
     prepare_message,
 )
-from orbitmq.client.transaction_batch import (
+from orbitmq.client.producer.transaction_batch import (
     PreparedBatch,
     build_send_batch_request,
     encode_batch_messages,
@@ -49,8 +48,8 @@ from orbitmq.client.transaction_batch import (
     prepare_transaction_columns,
     read_batch_check,
 )
-from orbitmq.client.transaction_end import HalfReceipt
-from orbitmq.client.transaction_state import (
+from orbitmq.client.producer.transaction_end import HalfReceipt
+from orbitmq.client.producer.transaction_state import (
     LocalTransactionState,
     TransactionBatch,
     TransactionListener,
@@ -60,6 +59,7 @@ from orbitmq.client.transaction_state import (
     coerce_state,
     transaction_id,
 )
+from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.client.validation import DEFAULT_TOPIC, check_message
 from orbitmq.errors import (
     BrokerError,
@@ -367,7 +367,7 @@ class AsyncTransactionProducer(AsyncProducer):
 
         ``result`` is the SendResult of :meth:`send_half` (``tracker.send_result``), the
         TransactionSendResult of :meth:`send_in_transaction`, or the
-        :class:`~orbitmq.client.transaction_end.HalfMessageRef` read from either: a transaction
+        :class:`~orbitmq.client.producer.transaction_end.HalfMessageRef` read from either: a transaction
         left UNKNOWN can be decided later, by any producer of this group (in another process
         too), from its receipt.
         Ending a transaction again with the same verdict answers success and delivers nothing

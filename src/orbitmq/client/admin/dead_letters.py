@@ -31,7 +31,7 @@ import dataclasses
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from orbitmq.client.group_admin import (
+from orbitmq.client.admin.groups import (
     DLQ_TOPIC_PREFIX,
     RETRY_TOPIC_PREFIX,
     original_topic,
@@ -52,7 +52,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.protocol.message import Message, MessageExt, PropertyKey
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
+    from orbitmq.client.admin.client import AsyncAdmin
 
 __all__ = [
     "DeadLetter",
@@ -244,7 +244,7 @@ async def resend_report(admin: AsyncAdmin, group: str, *, msg_id: str | None = N
         ClientError: ``msg_id`` names no dead letter of the group.
         OrbitMQError: the broker could not be read; what was sent before is marked.
     """
-    from orbitmq.client.producer import AsyncProducer
+    from orbitmq.client.producer.producer import AsyncProducer
 
     every = msg_id is None
     entries, marks = await _entries(admin, group, max_messages, unresent_only=every and not force)

@@ -3,7 +3,7 @@
 Topic and group management spans every broker of a cluster (a topic is created on each master,
 deleted from each master and from every name server), so these calls fan out concurrently and
 report per broker. The shapes of the admin answers (topic stats, consume stats, connections) are
-parsed in :mod:`orbitmq.client.admin_models`.
+parsed in :mod:`orbitmq.client.admin.models`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import time
 from collections.abc import Sequence
 from typing import Any, Self
 
-from orbitmq.client import dead_letters, group_admin, topic_admin
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.admin_models import (
+from orbitmq.client.admin import dead_letters, groups, topics
+from orbitmq.client.admin.auth import AuthAdminMixin, BlockingAuthAdminMixin
+from orbitmq.client.admin.dead_letters import DeadLetter, ResendReport, Resent
+from orbitmq.client.admin.models import (
     ConsumerConnection,
     ConsumerConnectionInfo,
     GroupStatus,
@@ -27,12 +29,10 @@ from orbitmq.client.admin_models import (
     parse_subscription_groups,
     parse_topic_stats,
 )
-from orbitmq.client.auth_admin import AuthAdminMixin, BlockingAuthAdminMixin
-from orbitmq.client.dead_letters import DeadLetter, ResendReport, Resent
+from orbitmq.client.admin.ops import BlockingOpsAdminMixin, OpsAdminMixin
+from orbitmq.client.admin.transactions import PendingTransactions, parse_pending_transactions
 from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.ops_admin import BlockingOpsAdminMixin, OpsAdminMixin
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
-from orbitmq.client.transaction_models import PendingTransactions, parse_pending_transactions
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError, TopicNotFoundError
 from orbitmq.protocol.bodies import (
@@ -77,7 +77,7 @@ _NO_MESSAGE_AT_OFFSET = "can not find message by the offset"
 
 class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     """Cluster administration (asyncio); the operations calls come from OpsAdminMixin, the
-    user and ACL calls from AuthAdminMixin (client/auth_admin.py).
+    user and ACL calls from AuthAdminMixin (client/admin/auth.py).
 
     Args: ``namesrv`` addresses, ``timeout`` per request, ``credentials`` every request is signed
     with (:class:`orbitmq.Credentials`; None: unsigned), ``tls`` for every connection
@@ -191,26 +191,26 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
             TopicExistsError: a master has the topic already (and not ``exist_ok``).
             BrokerError: a broker refused (the others may have it already: run again).
         """
-        header = topic_admin.topic_settings(topic, read_queue_nums=read_queue_nums,
+        header = topics.topic_settings(topic, read_queue_nums=read_queue_nums,
                                             write_queue_nums=write_queue_nums, perm=perm,
                                             order=order, attributes=attributes)
         masters = await self._write_masters(cluster)
         if not masters:
             raise ClientError("no master broker to create the topic on")
-        await topic_admin.create_new(self, masters, header, exist_ok=exist_ok)
+        await topics.create_new(self, masters, header, exist_ok=exist_ok)
         return sorted(masters)
 
     async def update_topic(self, topic: str, **options: Any) -> list[str]:
         """Change settings of an existing topic, keeping what is not given; lowering the read
         queue count below queues that hold unconsumed messages is refused unless
-        ``force=True``. See :func:`orbitmq.client.topic_admin.update_topic` for the options."""
-        return await topic_admin.update_topic(self, topic, **options)
+        ``force=True``. See :func:`orbitmq.client.admin.topics.update_topic` for the options."""
+        return await topics.update_topic(self, topic, **options)
 
     async def create_topic_on_brokers(self, broker_addrs: Sequence[str], topic: str,
                                       **settings: Any) -> list[str]:
         """Create or update ``topic`` on the brokers at ``broker_addrs``, with the settings of
-        :meth:`create_topic`; see :func:`orbitmq.client.topic_admin.create_topic_on_brokers`."""
-        return await topic_admin.create_topic_on_brokers(self, broker_addrs, topic, **settings)
+        :meth:`create_topic`; see :func:`orbitmq.client.admin.topics.create_topic_on_brokers`."""
+        return await topics.create_topic_on_brokers(self, broker_addrs, topic, **settings)
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from the masters of ``cluster`` (or those of its route) and from every
@@ -300,13 +300,13 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     async def list_groups(self) -> list[str]:
         """Consumer groups known to any master: subscription groups and groups with offsets."""
         masters = await self._masters(None)
-        groups: set[str] = set()
+        found: set[str] = set()
         for addr in masters.values():
             subs = await self._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-            groups.update(parse_subscription_groups(subs.body))
+            found.update(parse_subscription_groups(subs.body))
             offsets = await self._broker(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-            groups.update(parse_offset_groups(offsets.body))
-        return sorted(groups)
+            found.update(parse_offset_groups(offsets.body))
+        return sorted(found)
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move the group's committed offsets of ``topic`` to the first message stored at or after
@@ -352,16 +352,16 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         ``consume_broadcast_enable``, ``retry_queue_nums``) on every master of ``cluster`` (None:
         of the only cluster; refused when there are several), creating the group when needed;
         other settings keep their values. Returns the broker names."""
-        return await group_admin.update_group(self, group, settings, cluster=cluster)
+        return await groups.update_group(self, group, settings, cluster=cluster)
 
     async def dead_letters(self, group: str, max_messages: int = 1000) -> list[MessageExt]:
         """The group's dead letters (``%DLQ%{group}``), oldest first; read, never consumed."""
-        return await group_admin.dead_letters(self, group, max_messages)
+        return await groups.dead_letters(self, group, max_messages)
 
     async def dead_letter_entries(self, group: str, max_messages: int = 1000, *,
                                   unresent_only: bool = False) -> list[DeadLetter]:
         """The group's dead letters with their DLQ queue and whether they were resent already
-        (see :mod:`orbitmq.client.dead_letters`); oldest first."""
+        (see :mod:`orbitmq.client.admin.dead_letters`); oldest first."""
         return await dead_letters.dead_letter_entries(self, group, max_messages,
                                                       unresent_only=unresent_only)
 
@@ -388,7 +388,7 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     async def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         """Which client of the group holds each queue (GET_CONSUMER_RUNNING_INFO through the
         brokers); best effort, queues of clients that do not answer are missing."""
-        return await group_admin.queue_holders(self, group)
+        return await groups.queue_holders(self, group)
 
     # -- messages ----------------------------------------------------------------------------
     async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
