@@ -33,43 +33,43 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> module that exports it
 _LAZY = {
     "Message": "orbitmq.protocol.message",
     "MessageExt": "orbitmq.protocol.message",
     "MessageQueue": "orbitmq.protocol.bodies",
-    "Producer": "orbitmq.client.producer.producer",
-    "AsyncProducer": "orbitmq.client.producer.producer",
-    "PullConsumer": "orbitmq.client.consumer.pull_consumer",
-    "AsyncPullConsumer": "orbitmq.client.consumer.pull_consumer",
-    "Admin": "orbitmq.client.admin.client",
-    "AsyncAdmin": "orbitmq.client.admin.client",
-    "SendResult": "orbitmq.client.results",
-    "SendStatus": "orbitmq.client.results",
-    "PullResult": "orbitmq.client.results",
-    "PullStatus": "orbitmq.client.results",
-    "RawPullResult": "orbitmq.client.results",
-    "HalfMessageRef": "orbitmq.client.producer.transaction_end",
-    "MessageSelector": "orbitmq.client.consumer.message_selector",
-    "select_by_hash": "orbitmq.client.producer.selectors",
-    "select_random": "orbitmq.client.producer.selectors",
-    "PushConsumer": "orbitmq.client.consumer.push_consumer",
-    "AsyncPushConsumer": "orbitmq.client.consumer.push_consumer",
-    "ConsumeResult": "orbitmq.client.consumer.consume_types",
-    "ConsumeFrom": "orbitmq.client.consumer.consume_types",
-    "ConsumeContext": "orbitmq.client.consumer.consume_types",
-    "MessageModel": "orbitmq.client.consumer.consume_types",
-    "AllocateAveragely": "orbitmq.client.consumer.rebalance",
-    "AllocateAveragelyByCircle": "orbitmq.client.consumer.rebalance",
-    "AllocateByConfig": "orbitmq.client.consumer.rebalance",
-    "AllocateByMachineRoom": "orbitmq.client.consumer.rebalance",
-    "AllocateConsistentHash": "orbitmq.client.consumer.rebalance",
-    "TransactionProducer": "orbitmq.client.producer.transaction_producer",
-    "AsyncTransactionProducer": "orbitmq.client.producer.transaction_producer",
-    "TransactionListener": "orbitmq.client.producer.transaction_producer",
-    "LocalTransactionState": "orbitmq.client.producer.transaction_producer",
-    "TransactionSendResult": "orbitmq.client.producer.transaction_producer",
-    "TransactionBatch": "orbitmq.client.producer.transaction_producer",
+    "Producer": "orbitmq.client",
+    "AsyncProducer": "orbitmq.client",
+    "PullConsumer": "orbitmq.client",
+    "AsyncPullConsumer": "orbitmq.client",
+    "Admin": "orbitmq.client",
+    "AsyncAdmin": "orbitmq.client",
+    "SendResult": "orbitmq.client",
+    "SendStatus": "orbitmq.client",
+    "PullResult": "orbitmq.client",
+    "PullStatus": "orbitmq.client",
+    "RawPullResult": "orbitmq.client",
+    "HalfMessageRef": "orbitmq.client",
+    "MessageSelector": "orbitmq.client",
+    "select_by_hash": "orbitmq.client",
+    "select_random": "orbitmq.client",
+    "PushConsumer": "orbitmq.client",
+    "AsyncPushConsumer": "orbitmq.client",
+    "ConsumeResult": "orbitmq.client",
+    "ConsumeFrom": "orbitmq.client",
+    "ConsumeContext": "orbitmq.client",
+    "MessageModel": "orbitmq.client",
+    "AllocateAveragely": "orbitmq.client",
+    "AllocateAveragelyByCircle": "orbitmq.client",
+    "AllocateByConfig": "orbitmq.client",
+    "AllocateByMachineRoom": "orbitmq.client",
+    "AllocateConsistentHash": "orbitmq.client",
+    "TransactionProducer": "orbitmq.client",
+    "AsyncTransactionProducer": "orbitmq.client",
+    "TransactionListener": "orbitmq.client",
+    "LocalTransactionState": "orbitmq.client",
+    "TransactionSendResult": "orbitmq.client",
+    "TransactionBatch": "orbitmq.client",
     "Credentials": "orbitmq.security.signature",
     "ClientTls": "orbitmq.security.tls",
 }
@@ -92,48 +92,48 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ loads them
-    from orbitmq.client.admin.client import Admin as Admin
-    from orbitmq.client.admin.client import AsyncAdmin as AsyncAdmin
-    from orbitmq.client.consumer.consume_types import ConsumeContext as ConsumeContext
-    from orbitmq.client.consumer.consume_types import ConsumeFrom as ConsumeFrom
-    from orbitmq.client.consumer.consume_types import ConsumeResult as ConsumeResult
-    from orbitmq.client.consumer.consume_types import MessageModel as MessageModel
-    from orbitmq.client.consumer.message_selector import MessageSelector as MessageSelector
-    from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer as AsyncPullConsumer
-    from orbitmq.client.consumer.pull_consumer import PullConsumer as PullConsumer
-    from orbitmq.client.consumer.push_consumer import AsyncPushConsumer as AsyncPushConsumer
-    from orbitmq.client.consumer.push_consumer import PushConsumer as PushConsumer
-    from orbitmq.client.consumer.rebalance import AllocateAveragely as AllocateAveragely
-    from orbitmq.client.consumer.rebalance import (
+    from orbitmq.client import Admin as Admin
+    from orbitmq.client import AllocateAveragely as AllocateAveragely
+    from orbitmq.client import (
         AllocateAveragelyByCircle as AllocateAveragelyByCircle,
     )
-    from orbitmq.client.consumer.rebalance import AllocateByConfig as AllocateByConfig
-    from orbitmq.client.consumer.rebalance import AllocateByMachineRoom as AllocateByMachineRoom
-    from orbitmq.client.consumer.rebalance import AllocateConsistentHash as AllocateConsistentHash
-    from orbitmq.client.producer.producer import AsyncProducer as AsyncProducer
-    from orbitmq.client.producer.producer import Producer as Producer
-    from orbitmq.client.producer.selectors import select_by_hash as select_by_hash
-    from orbitmq.client.producer.selectors import select_random as select_random
-    from orbitmq.client.producer.transaction_producer import (
+    from orbitmq.client import AllocateByConfig as AllocateByConfig
+    from orbitmq.client import AllocateByMachineRoom as AllocateByMachineRoom
+    from orbitmq.client import AllocateConsistentHash as AllocateConsistentHash
+    from orbitmq.client import AsyncAdmin as AsyncAdmin
+    from orbitmq.client import AsyncProducer as AsyncProducer
+    from orbitmq.client import AsyncPullConsumer as AsyncPullConsumer
+    from orbitmq.client import AsyncPushConsumer as AsyncPushConsumer
+    from orbitmq.client import (
         AsyncTransactionProducer as AsyncTransactionProducer,
     )
-    from orbitmq.client.producer.transaction_producer import (
+    from orbitmq.client import ConsumeContext as ConsumeContext
+    from orbitmq.client import ConsumeFrom as ConsumeFrom
+    from orbitmq.client import ConsumeResult as ConsumeResult
+    from orbitmq.client import (
         LocalTransactionState as LocalTransactionState,
     )
-    from orbitmq.client.producer.transaction_producer import TransactionBatch as TransactionBatch
-    from orbitmq.client.producer.transaction_producer import (
+    from orbitmq.client import MessageModel as MessageModel
+    from orbitmq.client import MessageSelector as MessageSelector
+    from orbitmq.client import Producer as Producer
+    from orbitmq.client import PullConsumer as PullConsumer
+    from orbitmq.client import PullResult as PullResult
+    from orbitmq.client import PullStatus as PullStatus
+    from orbitmq.client import PushConsumer as PushConsumer
+    from orbitmq.client import SendResult as SendResult
+    from orbitmq.client import SendStatus as SendStatus
+    from orbitmq.client import TransactionBatch as TransactionBatch
+    from orbitmq.client import (
         TransactionListener as TransactionListener,
     )
-    from orbitmq.client.producer.transaction_producer import (
+    from orbitmq.client import (
         TransactionProducer as TransactionProducer,
     )
-    from orbitmq.client.producer.transaction_producer import (
+    from orbitmq.client import (
         TransactionSendResult as TransactionSendResult,
     )
-    from orbitmq.client.results import PullResult as PullResult
-    from orbitmq.client.results import PullStatus as PullStatus
-    from orbitmq.client.results import SendResult as SendResult
-    from orbitmq.client.results import SendStatus as SendStatus
+    from orbitmq.client import select_by_hash as select_by_hash
+    from orbitmq.client import select_random as select_random
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message
     from orbitmq.protocol.message import MessageExt as MessageExt

@@ -31,7 +31,7 @@ from orbitmq.cli.common import (
     table,
 )
 from orbitmq.cli.consume_cmd import message_json
-from orbitmq.client.admin.groups import original_topic
+from orbitmq.client import original_topic
 
 __all__ = ["dlq_group"]
 

@@ -11,8 +11,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from orbitmq.client.admin.groups import DLQ_TOPIC_PREFIX, original_topic
-from orbitmq.client.validation import check_group
+from orbitmq.client import DLQ_TOPIC_PREFIX, check_group, original_topic
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of, state
