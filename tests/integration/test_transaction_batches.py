@@ -240,8 +240,8 @@ def test_consumer_failing_after_a_batch_commit_gets_each_message_until_it_succee
     attempts: dict[bytes, int] = {}
     done = threading.Event()
     lock = threading.Lock()
-    consumer = PushConsumer(unique("coupon-batch"), env.ns, rebalance_interval=0.5,
-                            pull_suspend_time=1.0, await_termination=2.0)
+    consumer = PushConsumer(unique("coupon-batch"), env.ns, rebalance_interval_ms=500,
+                            pull_suspend_time_ms=1000, await_termination_ms=2000)
 
     @consumer.subscribe(topic)
     def grant(messages: list[MessageExt], context: object) -> ConsumeResult:

@@ -206,8 +206,8 @@ def test_consumer_failing_after_commit_gets_the_message_until_it_succeeds(env: E
     topic = env.create_topic(unique("TxRetry"))
     attempts: list[tuple[str, int]] = []
     granted = threading.Event()
-    consumer = PushConsumer(unique("coupon-service"), env.ns, rebalance_interval=0.5,
-                            pull_suspend_time=1.0, await_termination=2.0)
+    consumer = PushConsumer(unique("coupon-service"), env.ns, rebalance_interval_ms=500,
+                            pull_suspend_time_ms=1000, await_termination_ms=2000)
 
     @consumer.subscribe(topic)
     def grant_coupon(messages: list[MessageExt], context: object) -> ConsumeResult:

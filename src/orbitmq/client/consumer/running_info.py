@@ -75,7 +75,7 @@ def build_running_info(
         "consumeConcurrentlyMaxSpan": config.consume_concurrently_max_span,
         "maxReconsumeTimes": config.effective_max_reconsume_times,
         "suspendCurrentQueueTimeMillis": config.suspend_current_queue_time_ms,
-        "persistConsumerOffsetInterval": int(config.persist_consumer_offset_interval * 1000),
+        "persistConsumerOffsetInterval": config.persist_consumer_offset_interval_ms,
         "allocateStrategy": strategy_name,
         "startTimestamp": started_ms,
         "rebalanceRounds": rounds,
