@@ -95,8 +95,8 @@ async def committed_offsets(core: AdminCore, topic: str) -> dict[str, dict[Messa
     check_topic(topic)
     _route, masters = await core.route_masters(topic)
     names = sorted(masters)
-    answers = await asyncio.gather(*(core.broker_call(masters[n], RequestCode.GET_ALL_CONSUMER_OFFSET)
-                                     for n in names))
+    answers = await asyncio.gather(*(
+        core.broker_call(masters[n], RequestCode.GET_ALL_CONSUMER_OFFSET) for n in names))
     merged: dict[str, dict[MessageQueue, int]] = {}
     for name, resp in zip(names, answers, strict=True):
         for group, queues in _parse_offsets(bytes(resp.body or b""), topic, name).items():

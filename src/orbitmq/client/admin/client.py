@@ -108,7 +108,8 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
 
     async def list_topics(self) -> list[str]:
         """Every topic a name server has a route for (system topics included)."""
-        resp = check_response(await self._core.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        resp = check_response(
+            await self._core.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         return sorted(TopicList.from_json(resp.body).topic_list)
 
     async def topic_route(self, topic: str) -> TopicRouteData:
@@ -175,7 +176,7 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
             except BrokerError:
                 masters = await self._core.masters(None)
         await asyncio.gather(*(self._core.broker_call(addr, RequestCode.DELETE_TOPIC_IN_BROKER,
-                                            DeleteTopicRequestHeader(topic))
+                                                      DeleteTopicRequestHeader(topic))
                                for addr in masters.values()))
         header = DeleteTopicFromNamesrvRequestHeader(topic, cluster)
         for ns in self._core.instance.namesrv_addrs:
@@ -193,11 +194,12 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         """Per queue of the group's topics (or of ``topic``): broker offset, committed consumer
         offset and lag, from every master broker."""
         check_group(group)
-        masters = (await self._core.route_masters(topic))[1] if topic else await self._core.masters(None)
+        masters = ((await self._core.route_masters(topic))[1] if topic
+                   else await self._core.masters(None))
         header = GetConsumeStatsRequestHeader(group, topic)
         answers = await asyncio.gather(
             *(self._core.broker_call(addr, RequestCode.GET_CONSUME_STATS, header,
-                           ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE,
+                                     ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE,
                                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST))
               for addr in masters.values()))
         queues: list[QueueConsumeStatus] = []
@@ -239,7 +241,8 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         async def reset(mq: MessageQueue) -> tuple[MessageQueue, int]:
             addr = masters[mq.broker_name]
             search = SearchOffsetByTimestampRequestHeader(topic, mq.queue_id, timestamp_ms)
-            resp = await self._core.broker_call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search)
+            resp = await self._core.broker_call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                                search)
             offset = SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
             update = UpdateConsumerOffsetRequestHeader(group, topic, mq.queue_id, offset)
             await self._core.broker_call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, update)
@@ -252,8 +255,9 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         """The group's committed offset of one queue (-1 when none)."""
         _route, masters = await self._core.route_masters(mq.topic)
         header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
-        resp = await self._core.broker_call(masters[mq.broker_name], RequestCode.QUERY_CONSUMER_OFFSET,
-                                  header, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        resp = await self._core.broker_call(
+            masters[mq.broker_name], RequestCode.QUERY_CONSUMER_OFFSET, header,
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return -1
         return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
@@ -262,7 +266,7 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         """One past the newest message of one queue."""
         _route, masters = await self._core.route_masters(mq.topic)
         resp = await self._core.broker_call(masters[mq.broker_name], RequestCode.GET_MAX_OFFSET,
-                                  GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
+                                            GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
         return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def update_group(self, group: str, *, cluster: str | None = None,
@@ -324,7 +328,7 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
             _host, _port, offset = decode_offset_msg_id(msg_id)
             try:
                 resp = await self._core.broker_call(addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                                          ViewMessageRequestHeader(offset, topic))
+                                                    ViewMessageRequestHeader(offset, topic))
             except BrokerError as e:
                 if not (e.code == ResponseCode.QUERY_NOT_FOUND or e.code == ResponseCode.SYSTEM_ERROR
                         and e.remark.startswith(_NO_MESSAGE_AT_OFFSET)):
@@ -367,7 +371,7 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end)
         answers = await asyncio.gather(*(
             self._core.broker_call(addr, RequestCode.QUERY_MESSAGE, header,
-                         ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+                                   ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
             for addr in masters.values()))
         found: dict[str, MessageExt] = {}
         for resp in answers:

@@ -4,7 +4,7 @@
 and answers the questions each area asks before it sends anything: which masters a cluster has,
 which brokers serve a topic, what address a broker name stands for. The per-area modules
 (topics, groups, queues, browsing, dead letters, operations, users and ACLs) take an AdminCore;
-:class:`~orbitmq.client.admin.client.AsyncAdmin` holds one and delegates to them. Nothing here
+:class:`~orbitmq.client.AsyncAdmin` holds one and delegates to them. Nothing here
 imports an area module, so the areas and the client that assembles them form no circle.
 
 Package-public: the SDK's own admin modules use it; applications use ``orbitmq.client.AsyncAdmin``.

@@ -1,7 +1,7 @@
 """The admin client's consumer group operations: settings, dead letters, connections, queue
 holders.
 
-:class:`~orbitmq.client.admin.client.AsyncAdmin` delegates ``update_group``, ``dead_letters``,
+:class:`~orbitmq.client.AsyncAdmin` delegates ``update_group``, ``dead_letters``,
 ``consumer_connections`` and ``queue_holders`` to the coroutines here (each takes the admin's
 :class:`~orbitmq.client.admin.core.AdminCore`); the helpers above them are pure.
 
@@ -212,7 +212,8 @@ async def _held_by(core: AdminCore, masters: list[str], group: str,
           ResponseCode.NOT_SUPPORTED)
     for addr in masters:  # the client answers through any broker it is connected to
         try:
-            resp = await core.broker_call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, ok=ok)
+            resp = await core.broker_call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header,
+                                          ok=ok)
         except (OrbitMQError, OSError):
             continue
         if resp.code == ResponseCode.SUCCESS and resp.body:

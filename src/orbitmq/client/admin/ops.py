@@ -2,8 +2,8 @@
 connections, group offsets and raw queue reads: what RocketMQ's mqadmin, dashboard and exporter
 ask a cluster, and what the ``orbitmq`` CLI's operations commands print.
 
-:class:`OpsAdminMixin` adds the coroutines to :class:`~orbitmq.client.admin.client.AsyncAdmin` and
-:class:`BlockingOpsAdminMixin` their blocking twins to :class:`~orbitmq.client.admin.client.Admin`.
+:class:`OpsAdminMixin` adds the coroutines to :class:`~orbitmq.client.AsyncAdmin` and
+:class:`BlockingOpsAdminMixin` their blocking twins to :class:`~orbitmq.client.Admin`.
 Calls that take ``broker`` accept a broker name (its master is asked) or a ``host:port``.
 Answers are parsed in :mod:`orbitmq.client.admin.ops_models`.
 """
@@ -101,13 +101,15 @@ class OpsAdminMixin:
     async def broker_runtime_info(self, broker: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: RocketMQ's runtime keys (``putTps``...), values as text."""
         addr = await self.broker_address(broker)
-        return parse_kv_table((await self._core.broker_call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return parse_kv_table(resp.body)
 
     async def broker_ha_status(self, broker: str) -> HAStatus:
         """GET_BROKER_HA_STATUS (RocketMQ 5): a master's slaves and how far each one is behind;
         on a slave, its side of the connection."""
         addr = await self.broker_address(broker)
-        return parse_ha_status((await self._core.broker_call(addr, RequestCode.GET_BROKER_HA_STATUS)).body)
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_HA_STATUS)
+        return parse_ha_status(resp.body)
 
     async def broker_members(self, cluster: str | None = None) -> list[BrokerMember]:
         """Every broker of ``cluster`` (all when None) with its role and, for a slave, its
@@ -137,7 +139,8 @@ class OpsAdminMixin:
     async def broker_config(self, broker: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every setting under RocketMQ's name, as text."""
         addr = await self.broker_address(broker)
-        return parse_properties_text((await self._core.broker_call(addr, RequestCode.GET_BROKER_CONFIG)).body)
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_CONFIG)
+        return parse_properties_text(resp.body)
 
     async def update_broker_config(self, broker: str,
                                    settings: Mapping[str, object]) -> None:
@@ -203,7 +206,8 @@ class OpsAdminMixin:
         last: BrokerError | None = None
         for addr in (await self._core.masters(None)).values():
             try:
-                resp = await self._core.broker_call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
+                resp = await self._core.broker_call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                                    header)
             except BrokerError as e:
                 last = e
                 continue
@@ -276,8 +280,9 @@ class OpsAdminMixin:
         check_group(group)
         masters = await self._core.write_masters(cluster)
         header = DeleteSubscriptionGroupRequestHeader(group, remove_offset)
-        await asyncio.gather(*(self._core.broker_call(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
-                               for a in masters.values()))
+        await asyncio.gather(*(
+            self._core.broker_call(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+            for a in masters.values()))
         return sorted(masters)
 
     # -- queues ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The admin client's topic creation and update, by cluster or by broker address.
 
-:meth:`AsyncAdmin.create_topic <orbitmq.client.admin.client.AsyncAdmin.create_topic>` creates a topic
+:meth:`AsyncAdmin.create_topic <orbitmq.client.AsyncAdmin.create_topic>` creates a topic
 on every master of a cluster; RocketMQ's tools can also target chosen brokers (``mqadmin
 updateTopic -b``), which ``orbitmq topic create --broker-addr`` offers through
 :meth:`AsyncAdmin.create_topic_on_brokers`. Both check the settings here, once, and send the same

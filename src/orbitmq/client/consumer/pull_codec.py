@@ -1,6 +1,6 @@
 """PULL_MESSAGE requests and answers, built and read in one place (pure functions, like send_codec).
 
-Every pull of the SDK goes through here: :class:`~orbitmq.client.consumer.pull_consumer.AsyncPullConsumer`
+Every pull of the SDK goes through here: :class:`~orbitmq.client.AsyncPullConsumer`
 (``pull`` and ``pull_raw``), the push consumer's long-polling loops
 (:mod:`orbitmq.client.consumer.pull_service`) and the admin's queue reads (dead letters). Spark's source
 pulls with ``pull_raw``. So the flags, the subscription that travels with every request and the

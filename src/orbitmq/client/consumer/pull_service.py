@@ -160,7 +160,8 @@ class PullService:
             return NOT_LOCKED_DELAY_S  # the lock renewal or the next rebalance locks it
         sub = self.subscriptions.get(mq.topic)
         if sub is None:
-            return cfg.pull_delay_on_exception_ms / 1000  # unsubscribed: the rebalance drops the queue
+            # unsubscribed: the rebalance drops the queue
+            return cfg.pull_delay_on_exception_ms / 1000
         addr, broker_id = await self.instance.find_read_address(mq.broker_name, mq.topic,
                                                                 req.broker_id)
         commit = self.offsets.read(mq) if cfg.clustering and broker_id == MASTER_ID else -1

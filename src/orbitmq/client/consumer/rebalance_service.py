@@ -132,7 +132,8 @@ class RebalanceService:
         if self._relock_task is not None:
             await cancel_and_wait([self._relock_task])
         if self._releasing:  # orderly hand-overs finishing (each waits for at most one batch)
-            await asyncio.wait(list(self._releasing.values()), timeout=self.config.await_termination_ms / 1000)
+            await asyncio.wait(list(self._releasing.values()),
+                               timeout=self.config.await_termination_ms / 1000)
 
     # -- one round -------------------------------------------------------------------------------
     async def rebalance(self) -> None:

@@ -370,7 +370,7 @@ class AsyncTransactionProducer(AsyncProducer):
 
         ``result`` is the SendResult of :meth:`send_half` (``tracker.send_result``), the
         TransactionSendResult of :meth:`send_in_transaction`, or the
-        :class:`~orbitmq.client.producer.transaction_end.HalfMessageRef` read from either: a transaction
+        :class:`~orbitmq.client.HalfMessageRef` read from either: a transaction
         left UNKNOWN can be decided later, by any producer of this group (in another process
         too), from its receipt.
         Ending a transaction again with the same verdict answers success and delivers nothing
