@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import systems as sysmod  # noqa: E402  (bench/ is not a package)
 
 from orbitmq import Admin, Message  # noqa: E402
-from orbitmq.client.send_codec import build_send_request, prepare_batch  # noqa: E402
+from orbitmq.client.producer.send_codec import build_send_request, prepare_batch  # noqa: E402
 from orbitmq.protocol.bodies import MessageQueue  # noqa: E402
 from orbitmq.protocol.command import decode_command, encode  # noqa: E402
 from orbitmq.testing.certs import make_test_certs  # noqa: E402

@@ -88,7 +88,7 @@ def run(namesrv: str, users_db: Database, points_db: Database) -> None:
         return result
 
     consumer = PushConsumer("points-service", namesrv=namesrv, consume_from=ConsumeFrom.FIRST,
-                            rebalance_interval=1.0)
+                            rebalance_interval_ms=1000)
     consumer.subscribe(user_service.TOPIC, "registered", listener)
     with OutboxRelay(users_db, namesrv=namesrv, config=RelayConfig(poll_interval=0.1)) as relay, \
             consumer:

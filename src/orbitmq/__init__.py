@@ -33,43 +33,43 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> module that exports it
 _LAZY = {
     "Message": "orbitmq.protocol.message",
     "MessageExt": "orbitmq.protocol.message",
     "MessageQueue": "orbitmq.protocol.bodies",
-    "Producer": "orbitmq.client.producer",
-    "AsyncProducer": "orbitmq.client.producer",
-    "PullConsumer": "orbitmq.client.pull_consumer",
-    "AsyncPullConsumer": "orbitmq.client.pull_consumer",
-    "Admin": "orbitmq.client.admin",
-    "AsyncAdmin": "orbitmq.client.admin",
-    "SendResult": "orbitmq.client.results",
-    "SendStatus": "orbitmq.client.results",
-    "PullResult": "orbitmq.client.results",
-    "PullStatus": "orbitmq.client.results",
-    "RawPullResult": "orbitmq.client.results",
-    "HalfMessageRef": "orbitmq.client.transaction_end",
-    "MessageSelector": "orbitmq.client.message_selector",
-    "select_by_hash": "orbitmq.client.selectors",
-    "select_random": "orbitmq.client.selectors",
-    "PushConsumer": "orbitmq.client.push_consumer",
-    "AsyncPushConsumer": "orbitmq.client.push_consumer",
-    "ConsumeResult": "orbitmq.client.consume_types",
-    "ConsumeFrom": "orbitmq.client.consume_types",
-    "ConsumeContext": "orbitmq.client.consume_types",
-    "MessageModel": "orbitmq.client.consume_types",
-    "AllocateAveragely": "orbitmq.client.rebalance",
-    "AllocateAveragelyByCircle": "orbitmq.client.rebalance",
-    "AllocateByConfig": "orbitmq.client.rebalance",
-    "AllocateByMachineRoom": "orbitmq.client.rebalance",
-    "AllocateConsistentHash": "orbitmq.client.rebalance",
-    "TransactionProducer": "orbitmq.client.transaction_producer",
-    "AsyncTransactionProducer": "orbitmq.client.transaction_producer",
-    "TransactionListener": "orbitmq.client.transaction_producer",
-    "LocalTransactionState": "orbitmq.client.transaction_producer",
-    "TransactionSendResult": "orbitmq.client.transaction_producer",
-    "TransactionBatch": "orbitmq.client.transaction_producer",
+    "Producer": "orbitmq.client",
+    "AsyncProducer": "orbitmq.client",
+    "PullConsumer": "orbitmq.client",
+    "AsyncPullConsumer": "orbitmq.client",
+    "Admin": "orbitmq.client",
+    "AsyncAdmin": "orbitmq.client",
+    "SendResult": "orbitmq.client",
+    "SendStatus": "orbitmq.client",
+    "PullResult": "orbitmq.client",
+    "PullStatus": "orbitmq.client",
+    "RawPullResult": "orbitmq.client",
+    "HalfMessageRef": "orbitmq.client",
+    "MessageSelector": "orbitmq.client",
+    "select_by_hash": "orbitmq.client",
+    "select_random": "orbitmq.client",
+    "PushConsumer": "orbitmq.client",
+    "AsyncPushConsumer": "orbitmq.client",
+    "ConsumeResult": "orbitmq.client",
+    "ConsumeFrom": "orbitmq.client",
+    "ConsumeContext": "orbitmq.client",
+    "MessageModel": "orbitmq.client",
+    "AllocateAveragely": "orbitmq.client",
+    "AllocateAveragelyByCircle": "orbitmq.client",
+    "AllocateByConfig": "orbitmq.client",
+    "AllocateByMachineRoom": "orbitmq.client",
+    "AllocateConsistentHash": "orbitmq.client",
+    "TransactionProducer": "orbitmq.client",
+    "AsyncTransactionProducer": "orbitmq.client",
+    "TransactionListener": "orbitmq.client",
+    "LocalTransactionState": "orbitmq.client",
+    "TransactionSendResult": "orbitmq.client",
+    "TransactionBatch": "orbitmq.client",
     "Credentials": "orbitmq.security.signature",
     "ClientTls": "orbitmq.security.tls",
 }
@@ -92,38 +92,48 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ loads them
-    from orbitmq.client.admin import Admin as Admin
-    from orbitmq.client.admin import AsyncAdmin as AsyncAdmin
-    from orbitmq.client.consume_types import ConsumeContext as ConsumeContext
-    from orbitmq.client.consume_types import ConsumeFrom as ConsumeFrom
-    from orbitmq.client.consume_types import ConsumeResult as ConsumeResult
-    from orbitmq.client.consume_types import MessageModel as MessageModel
-    from orbitmq.client.message_selector import MessageSelector as MessageSelector
-    from orbitmq.client.producer import AsyncProducer as AsyncProducer
-    from orbitmq.client.producer import Producer as Producer
-    from orbitmq.client.pull_consumer import AsyncPullConsumer as AsyncPullConsumer
-    from orbitmq.client.pull_consumer import PullConsumer as PullConsumer
-    from orbitmq.client.push_consumer import AsyncPushConsumer as AsyncPushConsumer
-    from orbitmq.client.push_consumer import PushConsumer as PushConsumer
-    from orbitmq.client.rebalance import AllocateAveragely as AllocateAveragely
-    from orbitmq.client.rebalance import AllocateAveragelyByCircle as AllocateAveragelyByCircle
-    from orbitmq.client.rebalance import AllocateByConfig as AllocateByConfig
-    from orbitmq.client.rebalance import AllocateByMachineRoom as AllocateByMachineRoom
-    from orbitmq.client.rebalance import AllocateConsistentHash as AllocateConsistentHash
-    from orbitmq.client.results import PullResult as PullResult
-    from orbitmq.client.results import PullStatus as PullStatus
-    from orbitmq.client.results import SendResult as SendResult
-    from orbitmq.client.results import SendStatus as SendStatus
-    from orbitmq.client.selectors import select_by_hash as select_by_hash
-    from orbitmq.client.selectors import select_random as select_random
-    from orbitmq.client.transaction_producer import (
+    from orbitmq.client import Admin as Admin
+    from orbitmq.client import AllocateAveragely as AllocateAveragely
+    from orbitmq.client import (
+        AllocateAveragelyByCircle as AllocateAveragelyByCircle,
+    )
+    from orbitmq.client import AllocateByConfig as AllocateByConfig
+    from orbitmq.client import AllocateByMachineRoom as AllocateByMachineRoom
+    from orbitmq.client import AllocateConsistentHash as AllocateConsistentHash
+    from orbitmq.client import AsyncAdmin as AsyncAdmin
+    from orbitmq.client import AsyncProducer as AsyncProducer
+    from orbitmq.client import AsyncPullConsumer as AsyncPullConsumer
+    from orbitmq.client import AsyncPushConsumer as AsyncPushConsumer
+    from orbitmq.client import (
         AsyncTransactionProducer as AsyncTransactionProducer,
     )
-    from orbitmq.client.transaction_producer import LocalTransactionState as LocalTransactionState
-    from orbitmq.client.transaction_producer import TransactionBatch as TransactionBatch
-    from orbitmq.client.transaction_producer import TransactionListener as TransactionListener
-    from orbitmq.client.transaction_producer import TransactionProducer as TransactionProducer
-    from orbitmq.client.transaction_producer import TransactionSendResult as TransactionSendResult
+    from orbitmq.client import ConsumeContext as ConsumeContext
+    from orbitmq.client import ConsumeFrom as ConsumeFrom
+    from orbitmq.client import ConsumeResult as ConsumeResult
+    from orbitmq.client import (
+        LocalTransactionState as LocalTransactionState,
+    )
+    from orbitmq.client import MessageModel as MessageModel
+    from orbitmq.client import MessageSelector as MessageSelector
+    from orbitmq.client import Producer as Producer
+    from orbitmq.client import PullConsumer as PullConsumer
+    from orbitmq.client import PullResult as PullResult
+    from orbitmq.client import PullStatus as PullStatus
+    from orbitmq.client import PushConsumer as PushConsumer
+    from orbitmq.client import SendResult as SendResult
+    from orbitmq.client import SendStatus as SendStatus
+    from orbitmq.client import TransactionBatch as TransactionBatch
+    from orbitmq.client import (
+        TransactionListener as TransactionListener,
+    )
+    from orbitmq.client import (
+        TransactionProducer as TransactionProducer,
+    )
+    from orbitmq.client import (
+        TransactionSendResult as TransactionSendResult,
+    )
+    from orbitmq.client import select_by_hash as select_by_hash
+    from orbitmq.client import select_random as select_random
     from orbitmq.protocol.bodies import MessageQueue as MessageQueue
     from orbitmq.protocol.message import Message as Message
     from orbitmq.protocol.message import MessageExt as MessageExt

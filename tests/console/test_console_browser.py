@@ -22,7 +22,7 @@ def _consume_one(namesrv: str, group: str, topic: str, *, fail: bool = False) ->
     got: list[Any] = []
     done = threading.Event()
     options: dict[str, Any] = {"consume_from": ConsumeFrom.FIRST,
-                               "persist_consumer_offset_interval": 0.2}
+                               "persist_consumer_offset_interval_ms": 200}
     if fail:
         options["max_reconsume_times"] = 0
     consumer = orbitmq.PushConsumer(group, namesrv=namesrv, **options)

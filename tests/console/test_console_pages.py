@@ -84,7 +84,7 @@ def consuming(namesrv: str, group: str, topic: str) -> Iterator[None]:
     topic too, as every push consumer does."""
     done = threading.Event()
     consumer = orbitmq.PushConsumer(group, namesrv=namesrv, consume_from=ConsumeFrom.FIRST,
-                                    persist_consumer_offset_interval=0.2)
+                                    persist_consumer_offset_interval_ms=200)
 
     @consumer.subscribe(topic)
     def on_message(messages: list[Any], context: Any) -> ConsumeResult:

@@ -149,8 +149,9 @@ def start_consumer(namesrv: str, topic: str, seed: int, history: History) -> Pus
 
     consumer = PushConsumer(f"soak-g{seed}", namesrv=namesrv, consume_from=ConsumeFrom.FIRST,
                             poll_name_server_interval=1.0, heartbeat_broker_interval=1.0,
-                            persist_consumer_offset_interval=PERSIST_S, pull_suspend_time=2.0,
-                            pull_timeout=10.0, pull_delay_on_exception=0.5,
+                            persist_consumer_offset_interval_ms=round(PERSIST_S * 1000),
+                            pull_suspend_time_ms=2000, pull_timeout_ms=10_000,
+                            pull_delay_on_exception_ms=500,
                             consume_thread_nums=2)
     consumer.subscribe(topic, "*")(on_message)
     consumer.start()

@@ -284,9 +284,10 @@ def test_a_push_consumer_group_fails_over_to_the_slave_and_back(tmp_path: Path) 
             return ConsumeResult.SUCCESS
 
         consumer = PushConsumer(group, namesrv=ns, consume_from=ConsumeFrom.FIRST,
-                                poll_name_server_interval=1.0, persist_consumer_offset_interval=0.5,
-                                pull_suspend_time=2.0, pull_timeout=10.0,
-                                pull_delay_on_exception=0.5, consume_thread_nums=1)
+                                poll_name_server_interval=1.0,
+                                persist_consumer_offset_interval_ms=500,
+                                pull_suspend_time_ms=2000, pull_timeout_ms=10_000,
+                                pull_delay_on_exception_ms=500, consume_thread_nums=1)
         consumer.subscribe(topic, "*")(on_message)
         consumer.start()
         try:

@@ -26,7 +26,7 @@ from orbitmq.client import (
     PullStatus,
     RawPullResult,
 )
-from orbitmq.client.transaction_producer import (
+from orbitmq.client.producer.transaction_producer import (
     AsyncTransactionProducer,
     LocalTransactionState,
     TransactionListener,

@@ -12,8 +12,11 @@ import pyarrow as pa
 import pytest
 
 from orbitmq.client import Admin, AsyncProducer, AsyncPullConsumer
-from orbitmq.client.transaction_producer import AsyncTransactionProducer, LocalTransactionState
-from orbitmq.client.transaction_state import TransactionListener
+from orbitmq.client.producer.transaction_producer import (
+    AsyncTransactionProducer,
+    LocalTransactionState,
+)
+from orbitmq.client.producer.transaction_state import TransactionListener
 from orbitmq.config import TEST_MIN_STORE
 from orbitmq.errors import ClientError
 from orbitmq.protocol.column_batch import BufferColumn, MessageColumns

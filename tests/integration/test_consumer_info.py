@@ -15,7 +15,7 @@ import orjson
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
-from orbitmq.client.group_admin import running_info_queues
+from orbitmq.client.admin.groups import running_info_queues
 from orbitmq.protocol.bodies import ConsumerData, HeartbeatData, MessageModel, SubscriptionData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand

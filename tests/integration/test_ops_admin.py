@@ -15,7 +15,7 @@ import pytest
 
 from orbitmq import Message, Producer, PullConsumer
 from orbitmq.client import Admin
-from orbitmq.client.ops_models import first_rate
+from orbitmq.client.admin.ops_models import first_rate
 from orbitmq.errors import BrokerError, ClientError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand

@@ -27,7 +27,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.testing import EmbeddedCluster
 
 KEYS, STEPS = 20, 200
-FAST = {"rebalance_interval": 2.0, "persist_consumer_offset_interval": 1.0}
+FAST = {"rebalance_interval_ms": 2000, "persist_consumer_offset_interval_ms": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,8 @@ def test_every_key_is_consumed_in_order_across_a_killed_member(cluster: Embedded
                                                                 tmp_path: Path) -> None:
     topic, group = "orderly-kill", "orderly-kill-group"
     create_topic(cluster, topic, 4)
-    options = ["--orderly", "--sleep-ms", "1", "--option", "rebalance_interval=2.0",
-               "--option", "persist_consumer_offset_interval=1.0"]
+    options = ["--orderly", "--sleep-ms", "1", "--option", "rebalance_interval_ms=2000",
+               "--option", "persist_consumer_offset_interval_ms=1000"]
     children = [ChildConsumer(cluster.namesrv, group, topic, tmp_path / f"o{i}.log", *options)
                 for i in range(3)]
     producer = threading.Thread(target=send_steps, args=(cluster.namesrv, topic), daemon=True)

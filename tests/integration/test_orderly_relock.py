@@ -28,8 +28,8 @@ from orbitmq.testing import EmbeddedCluster
 
 TOPIC, GROUP, QUEUES = "orderly-restart", "orderly-restart-group", 4
 RELOCK_BOUND_S = 15.0  # far below the 60 s renewal: only the re-lock can meet it
-COMMON = {"orderly": True, "lock_renew_interval": 60.0, "lock_max_live_time": 90.0,
-          "persist_consumer_offset_interval": 0.5}
+COMMON = {"orderly": True, "lock_renew_interval_ms": 60_000, "lock_max_live_time_ms": 90_000,
+          "persist_consumer_offset_interval_ms": 500}
 
 
 @pytest.fixture
@@ -98,9 +98,9 @@ def restart_broker(cluster: EmbeddedCluster) -> None:
 def test_members_lock_again_quickly_and_never_share_a_queue(cluster: EmbeddedCluster) -> None:
     journal = Journal()
     a = PushConsumer(GROUP, namesrv=cluster.namesrv, heartbeat_broker_interval=0.5,
-                     rebalance_interval=1.0, **COMMON)
+                     rebalance_interval_ms=1000, **COMMON)
     b = PushConsumer(GROUP, namesrv=cluster.namesrv, heartbeat_broker_interval=30.0,
-                     rebalance_interval=30.0, **COMMON)
+                     rebalance_interval_ms=30_000, **COMMON)
     a.subscribe(TOPIC, "*", journal.listener("A"))
     b.subscribe(TOPIC, "*", journal.listener("B"))
     sampled_overlap: list[tuple[set[int], set[int]]] = []

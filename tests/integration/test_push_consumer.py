@@ -37,7 +37,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.testing import EmbeddedCluster
 from orbitmq.transport.loop import run
 
-FAST = {"rebalance_interval": 2.0, "persist_consumer_offset_interval": 1.0}
+FAST = {"rebalance_interval_ms": 2000, "persist_consumer_offset_interval_ms": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_killed_consumer_queues_move_and_every_message_is_consumed(
     topic, group, total = "kill-topic", "kill-group", 20_000
     create_topic(cluster, topic, 8)
     span, batch = 200, 32
-    options = ["--option", "rebalance_interval=2.0", "--option", "persist_consumer_offset_interval=1.0",
+    options = ["--option", "rebalance_interval_ms=2000", "--option", "persist_consumer_offset_interval_ms=1000",
                "--option", "pull_threshold_for_queue=100", "--option", f"pull_batch_size={batch}",
                "--option", f"consume_concurrently_max_span={span}", "--sleep-ms", "0.2"]
     children = [ChildConsumer(cluster.namesrv, group, topic, tmp_path / f"c{i}.log", *options)

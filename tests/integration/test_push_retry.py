@@ -65,7 +65,7 @@ def consumer(cluster: EmbeddedCluster, group: str, topic: str, deliveries: Deliv
         if topic not in admin.list_topics():
             admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
     c = orbitmq.PushConsumer(group, namesrv=cluster.namesrv, consume_from="first",
-                             persist_consumer_offset_interval=0.2)
+                             persist_consumer_offset_interval_ms=200)
 
     @c.subscribe(topic)
     def on_messages(messages: list[Any], context: Any) -> orbitmq.ConsumeResult:

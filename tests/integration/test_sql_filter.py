@@ -35,7 +35,7 @@ from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from orbitmq.protocol.message import MessageExt
 from orbitmq.testing import EmbeddedCluster
 
-FAST = {"rebalance_interval": 2.0, "persist_consumer_offset_interval": 1.0}
+FAST = {"rebalance_interval_ms": 2000, "persist_consumer_offset_interval_ms": 1000}
 COUNT = 20
 
 

@@ -11,7 +11,7 @@ import pytest
 from transaction_support import Env, Recorder, unique, wait_until
 
 from orbitmq.client import Producer
-from orbitmq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from orbitmq.client.producer.transaction_producer import LocalTransactionState, TransactionProducer
 from orbitmq.errors import TopicNotFoundError
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode

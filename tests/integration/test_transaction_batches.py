@@ -29,8 +29,8 @@ from transaction_support import (
 
 from orbitmq.broker.transaction.batch import committed_batch
 from orbitmq.client import PushConsumer
-from orbitmq.client.consume_types import ConsumeResult
-from orbitmq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from orbitmq.client.consumer.consume_types import ConsumeResult
+from orbitmq.client.producer.transaction_producer import LocalTransactionState, TransactionProducer
 from orbitmq.errors import BrokerError, ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode
@@ -240,8 +240,8 @@ def test_consumer_failing_after_a_batch_commit_gets_each_message_until_it_succee
     attempts: dict[bytes, int] = {}
     done = threading.Event()
     lock = threading.Lock()
-    consumer = PushConsumer(unique("coupon-batch"), env.ns, rebalance_interval=0.5,
-                            pull_suspend_time=1.0, await_termination=2.0)
+    consumer = PushConsumer(unique("coupon-batch"), env.ns, rebalance_interval_ms=500,
+                            pull_suspend_time_ms=1000, await_termination_ms=2000)
 
     @consumer.subscribe(topic)
     def grant(messages: list[MessageExt], context: object) -> ConsumeResult:

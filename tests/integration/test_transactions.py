@@ -37,8 +37,8 @@ from transaction_support import (
 
 from orbitmq.cli.main import cli
 from orbitmq.client import PushConsumer, SendStatus
-from orbitmq.client.consume_types import ConsumeResult
-from orbitmq.client.transaction_producer import LocalTransactionState, TransactionProducer
+from orbitmq.client.consumer.consume_types import ConsumeResult
+from orbitmq.client.producer.transaction_producer import LocalTransactionState, TransactionProducer
 from orbitmq.errors import BrokerError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.headers import EndTransactionRequestHeader
@@ -206,8 +206,8 @@ def test_consumer_failing_after_commit_gets_the_message_until_it_succeeds(env: E
     topic = env.create_topic(unique("TxRetry"))
     attempts: list[tuple[str, int]] = []
     granted = threading.Event()
-    consumer = PushConsumer(unique("coupon-service"), env.ns, rebalance_interval=0.5,
-                            pull_suspend_time=1.0, await_termination=2.0)
+    consumer = PushConsumer(unique("coupon-service"), env.ns, rebalance_interval_ms=500,
+                            pull_suspend_time_ms=1000, await_termination_ms=2000)
 
     @consumer.subscribe(topic)
     def grant_coupon(messages: list[MessageExt], context: object) -> ConsumeResult:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.client import Admin, PullConsumer
-from orbitmq.client.transaction_models import PendingTransaction
-from orbitmq.client.transaction_producer import (
+from orbitmq.client.admin.transactions import PendingTransaction
+from orbitmq.client.producer.transaction_producer import (
     AsyncTransactionProducer,
     LocalTransactionState,
     TransactionBatch,

@@ -48,7 +48,7 @@ def run_relay(args: argparse.Namespace) -> None:
 def run_consumer(args: argparse.Namespace) -> None:
     log = ConsumeLog(args.db, processing_timeout=args.lease)
     consumer = PushConsumer(args.group, namesrv=args.namesrv, consume_from=ConsumeFrom.FIRST,
-                            rebalance_interval=1.0, persist_consumer_offset_interval=0.5)
+                            rebalance_interval_ms=1000, persist_consumer_offset_interval_ms=500)
     consumer.subscribe(args.topic, "*", idempotent(log)(credit))
     consumer.start()
     print("READY", flush=True)

@@ -95,7 +95,7 @@ def test_parked_message_retried_from_the_cli(db_url, cluster):
         tx.execute("INSERT INTO orders (id) VALUES (?)", (msg.keys[0],))
 
     consumer = PushConsumer(group, namesrv=cluster.namesrv, consume_from=ConsumeFrom.FIRST,
-                            rebalance_interval=1.0)
+                            rebalance_interval_ms=1000)
     consumer.subscribe(topic, "*", handler)
     with consumer:
         with Producer("park-producer", namesrv=cluster.namesrv) as producer:

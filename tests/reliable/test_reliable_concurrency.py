@@ -47,7 +47,7 @@ def test_four_relays_three_consumers_ten_thousand_messages(pg_url, cluster):
                 [(topic, f"m{i}", f"k{i % KEYS}", b"+1") for i in range(ROWS)])
     logs = [ConsumeLog(pg_url) for _ in range(3)]
     consumers = [PushConsumer(group, namesrv=cluster.namesrv, consume_from=ConsumeFrom.FIRST,
-                              rebalance_interval=1.0, consume_thread_nums=8) for _ in range(3)]
+                              rebalance_interval_ms=1000, consume_thread_nums=8) for _ in range(3)]
     for consumer, log in zip(consumers, logs, strict=True):
         consumer.subscribe(topic, "*", idempotent(log)(_credit))
         consumer.start()

@@ -27,8 +27,8 @@ from orbitmq.reliable import (
 )
 
 CHILD = Path(__file__).with_name("reliable_children.py")
-FAST_CONSUMER = {"consume_from": ConsumeFrom.FIRST, "rebalance_interval": 1.0,
-                 "persist_consumer_offset_interval": 0.5}
+FAST_CONSUMER = {"consume_from": ConsumeFrom.FIRST, "rebalance_interval_ms": 1000,
+                 "persist_consumer_offset_interval_ms": 500}
 
 
 class Child:

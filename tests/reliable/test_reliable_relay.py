@@ -12,7 +12,7 @@ from collections import defaultdict
 from reliable_support import create_topic, outbox_ids, read_topic, wait_until
 
 from orbitmq import Message, MessageExt
-from orbitmq.client.transaction_state import LocalTransactionState
+from orbitmq.client.producer.transaction_state import LocalTransactionState
 from orbitmq.config import TEST_MIN_STORE
 from orbitmq.reliable import (
     AsyncOutboxRelay,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rmq5_support import Cluster, Rmq5Driver, unique, wait_until
 
-from orbitmq.client.topic_admin import topic_settings
+from orbitmq.client.admin.topics import topic_settings
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security import AuthRequestCode, Credentials

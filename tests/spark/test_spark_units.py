@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from orbitmq.client.pull_codec import parse_raw_pull_response
+from orbitmq.client.consumer.pull_codec import parse_raw_pull_response
 from orbitmq.client.results import RawPullResult
 from orbitmq.errors import (
     ClientError,
@@ -410,7 +410,7 @@ def test_sink_columns_encode_as_the_sinks_messages_would():
         StructType,
     )
 
-    from orbitmq.client.send_codec import prepare_batch
+    from orbitmq.client.producer.send_codec import prepare_batch
     from orbitmq.protocol.column_batch import encode_columns
     from orbitmq.spark.sink_rows import plan_columns, to_columns, to_messages
 

@@ -11,7 +11,7 @@ from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, St
 from spark_support import consume_all, new_topic, produce
 
 from orbitmq import Admin, Message, Producer
-from orbitmq.client.transaction_state import LocalTransactionState
+from orbitmq.client.producer.transaction_state import LocalTransactionState
 from orbitmq.protocol.message import MessageExt
 from orbitmq.spark import commit_log as cl
 from orbitmq.spark.clients import Session, executor_session

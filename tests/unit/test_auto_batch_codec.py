@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbitmq.client.results import SendResult, SendStatus
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer.send_codec import (
     _wire_properties,
     encode_message,
     encoded_size,
@@ -18,6 +17,7 @@ from orbitmq.client.send_codec import (
     prepare_single,
     split_batch_result,
 )
+from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.errors import ClientError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import orbitmq
-from orbitmq.client.admin_models import (
+from orbitmq.client.admin.models import (
     QueueConsumeStatus,
     parse_consume_stats,
     parse_consumer_connection,
@@ -114,6 +114,6 @@ def test_check_response_marks_retriable_codes():
 def test_public_names_load_lazily_from_the_package():
     for name in orbitmq.__all__:
         assert getattr(orbitmq, name) is not None
-    assert orbitmq.Producer.__module__ == "orbitmq.client.producer"
+    assert orbitmq.Producer.__module__ == "orbitmq.client.producer.producer"
     with pytest.raises(AttributeError):
         orbitmq.NoSuchThing  # noqa: B018

@@ -6,18 +6,18 @@ import zlib
 
 import pytest
 
-from orbitmq.client.pull_codec import (
+from orbitmq.client.consumer.pull_codec import (
     build_pull_request,
     parse_pull_response,
     parse_raw_pull_response,
 )
-from orbitmq.client.results import PullStatus, SendStatus
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer.send_codec import (
     build_send_request,
     parse_send_response,
     prepare_batch,
     prepare_message,
 )
+from orbitmq.client.results import PullStatus, SendStatus
 from orbitmq.client.validation import check_group, check_message, check_topic
 from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
 from orbitmq.protocol.batch import decode_batch

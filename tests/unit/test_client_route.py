@@ -6,12 +6,12 @@ import collections
 
 import pytest
 
+from orbitmq.client.producer.selectors import key_hash, select_by_hash, select_random
 from orbitmq.client.route import (
     derive_route_from_default,
     publish_info_from_route,
     subscribe_queues_from_route,
 )
-from orbitmq.client.selectors import key_hash, select_by_hash, select_random
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
 from orbitmq.protocol.message import Message, java_string_hash

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from orbitmq.client.column_send import message_columns
-from orbitmq.client.send_codec import prepare_batch
+from orbitmq.client.producer.column_send import message_columns
+from orbitmq.client.producer.send_codec import prepare_batch
 from orbitmq.errors import ClientError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.column_batch import (

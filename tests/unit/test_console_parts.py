@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from orbitmq.client.browse import _parse_offsets, consumed_by
+from orbitmq.client.admin.browse import _parse_offsets, consumed_by
 from orbitmq.config import ConfigError, ConsoleConfig
 from orbitmq.console import forms
 from orbitmq.console.groups import is_internal_group, reset_topics

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from orbitmq.broker.schedule_service import apply_delay, delay_level_of
-from orbitmq.client.group_admin import (
+from orbitmq.client.admin.groups import (
     original_topic,
     resend_properties,
     running_info_queues,

@@ -9,9 +9,9 @@ from orbitmq import ExpressionError, MessageSelector
 from orbitmq.broker import message_filter
 from orbitmq.broker.client_manager import _with_codes
 from orbitmq.broker.message_filter import SqlFilter, TagFilter, build_filter, stored_properties
-from orbitmq.client import pull_service, push_consumer
-from orbitmq.client.pull_codec import build_pull_request
-from orbitmq.client.push_consumer import build_subscription
+from orbitmq.client.consumer import pull_service, push_consumer
+from orbitmq.client.consumer.pull_codec import build_pull_request
+from orbitmq.client.consumer.push_consumer import build_subscription
 from orbitmq.protocol.bodies import ExpressionType, MessageQueue, SubscriptionData
 from orbitmq.protocol.expressions import (
     compile_expression,

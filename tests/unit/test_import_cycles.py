@@ -120,8 +120,6 @@ def cycles_by_package() -> dict[str, list[list[str]]]:
 # Circles other branches of the Rooms step open (the client's admin modules, two in the CLI,
 # the broker importing the gRPC front): these marks go once they are merged.
 _OPENED_ELSEWHERE = {
-    "orbitmq.client": "the client's admin circle is opened by the client's reorganisation",
-    "orbitmq.cli": "the CLI's two circles are opened with the client's reorganisation",
     "orbitmq": "broker/controller.py imports the gRPC front, which imports the broker package: "
                "the front is mounted outside the broker by the broker's reorganisation",
 }

@@ -8,7 +8,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbitmq.client.process_queue import FlowControl, ProcessQueue
+from orbitmq.client.consumer.process_queue import FlowControl, ProcessQueue
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import MessageExt
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     UNLIMITED_RECONSUME_TIMES,
     ConsumeContext,
     ConsumeFrom,
@@ -19,9 +19,9 @@ from orbitmq.client.consume_types import (
     PushConsumerConfig,
     restore_retry_topic,
 )
-from orbitmq.client.offset_store import LocalOffsetStore
-from orbitmq.client.pull_service import build_push_pull_request
-from orbitmq.client.push_consumer import AsyncPushConsumer, build_subscription
+from orbitmq.client.consumer.offset_store import LocalOffsetStore
+from orbitmq.client.consumer.pull_service import build_push_pull_request
+from orbitmq.client.consumer.push_consumer import AsyncPushConsumer, build_subscription
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
@@ -37,8 +37,8 @@ def test_config_defaults_follow_rocketmq() -> None:
     assert cfg.consume_message_batch_max_size == 1
     assert (cfg.pull_threshold_for_queue, cfg.pull_threshold_size_for_queue_mib,
             cfg.consume_concurrently_max_span) == (1000, 100, 2000)
-    assert cfg.persist_consumer_offset_interval == 5.0 and cfg.rebalance_interval == 10.0
-    assert cfg.pull_suspend_time == 15.0 and cfg.pull_timeout == 30.0
+    assert cfg.persist_consumer_offset_interval_ms == 5000 and cfg.rebalance_interval_ms == 10_000
+    assert cfg.pull_suspend_time_ms == 15_000 and cfg.pull_timeout_ms == 30_000
     assert cfg.effective_max_reconsume_times == 16
     assert PushConsumerConfig("g", orderly=True).effective_max_reconsume_times == UNLIMITED_RECONSUME_TIMES
     assert PushConsumerConfig("g", orderly=True, max_reconsume_times=3).effective_max_reconsume_times == 3
@@ -47,10 +47,36 @@ def test_config_defaults_follow_rocketmq() -> None:
 
 @pytest.mark.parametrize("bad", [{"pull_batch_size": 0}, {"pull_batch_size": 2000},
                                  {"consume_thread_nums": 0}, {"max_reconsume_times": -2},
-                                 {"pull_timeout": 10.0}])
+                                 {"pull_timeout_ms": 10_000}])
 def test_bad_settings_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ClientError):
         PushConsumerConfig("g", **bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("old, new", [
+    ("persist_consumer_offset_interval", "persist_consumer_offset_interval_ms"),
+    ("rebalance_interval", "rebalance_interval_ms"), ("lock_renew_interval", "lock_renew_interval_ms"),
+    ("lock_max_live_time", "lock_max_live_time_ms"), ("pull_suspend_time", "pull_suspend_time_ms"),
+    ("pull_timeout", "pull_timeout_ms"), ("pull_delay_on_exception", "pull_delay_on_exception_ms"),
+    ("await_termination", "await_termination_ms")])
+def test_the_times_in_seconds_are_deprecated_aliases(old: str, new: str) -> None:
+    """Issue 37: every time named with its unit (ms, as RocketMQ's options); the old names in
+    seconds still work as a keyword and as an attribute, with a DeprecationWarning."""
+    seconds = 40.0 if old == "pull_timeout" else 0.25  # the pull timeout exceeds the suspend
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated; use '{new}'"):
+        cfg = PushConsumerConfig("g", **{old: seconds})  # type: ignore[arg-type]
+    assert getattr(cfg, new) == round(seconds * 1000)
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated"):
+        assert getattr(cfg, old) == seconds
+    with pytest.warns(DeprecationWarning, match=f"'{old}' is deprecated"):
+        consumer = AsyncPushConsumer("g", "127.0.0.1:9876", **{old: seconds})
+    assert getattr(consumer.config, new) == round(seconds * 1000)
+
+
+def test_an_option_and_its_deprecated_name_together_are_refused() -> None:
+    with pytest.raises(ClientError, match="not both"):
+        AsyncPushConsumer("g", "127.0.0.1:9876", rebalance_interval=1.0,
+                          rebalance_interval_ms=1000)
 
 
 def test_consumer_options_by_name_and_unknown_options() -> None:

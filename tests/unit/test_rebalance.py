@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orbitmq.client.rebalance import (
+from orbitmq.client.consumer.rebalance import (
     AllocateAveragely,
     AllocateAveragelyByCircle,
     AllocateByConfig,

@@ -28,7 +28,7 @@ def _imports(path: Path) -> list[tuple[str, list[str], int]]:
 
 def _wire_imports(package: str) -> list[str]:
     found = []
-    for path in sorted((SRC / package).glob("*.py")):
+    for path in sorted((SRC / package).rglob("*.py")):
         for module, names, line in _imports(path):
             if module == "orbitmq.protocol" and (
                     not names or any(n.endswith("Header") or n in WIRE_NAMES for n in names)):
@@ -52,23 +52,23 @@ def test_the_scan_sees_a_wire_import_through_the_package(tmp_path):
 
 def test_pull_requests_are_built_in_one_place():
     """Every PULL_MESSAGE of the SDK (pull consumer, push consumer, admin reads, raw pulls, and
-    so Spark's source) comes from orbitmq.client.pull_codec."""
+    so Spark's source) comes from orbitmq.client.consumer.pull_codec."""
     builders = sorted(
         str(path.relative_to(SRC))
         for package in ("client", "spark", "cli", "reliable")
-        for path in (SRC / package).glob("*.py")
+        for path in (SRC / package).rglob("*.py")
         if "PullMessageRequestHeader(" in path.read_text()
         or "RequestCode.PULL_MESSAGE" in path.read_text())
-    assert builders == ["client/pull_codec.py"]
+    assert builders == ["client/consumer/pull_codec.py"]
 
 
 def test_end_transaction_requests_are_built_in_one_place():
     """After a local transaction, in a check's answer, and by a receipt (Spark's commit): the
-    same builder, orbitmq.client.transaction_end."""
+    same builder, orbitmq.client.producer.transaction_end."""
     builders = sorted(
         str(path.relative_to(SRC))
         for package in ("client", "spark", "cli", "reliable")
-        for path in (SRC / package).glob("*.py")
+        for path in (SRC / package).rglob("*.py")
         if "EndTransactionRequestHeader(" in path.read_text()
         or "RequestCode.END_TRANSACTION" in path.read_text())
-    assert builders == ["client/transaction_end.py"]
+    assert builders == ["client/producer/transaction_end.py"]

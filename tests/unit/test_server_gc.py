@@ -1,4 +1,4 @@
-"""The server commands freeze what starting made (cli/servers.py ``_serve``): the collector's full
+"""The server commands freeze what starting made (cli/serving.py ``serve``): the collector's full
 collections then scan only what serving makes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import textwrap
 
 SERVE = textwrap.dedent("""
     import asyncio, gc, os, signal
-    from orbitmq.cli.servers import _serve
+    from orbitmq.cli.serving import serve
 
     class Started:  # stands in for a server: what it made while starting
         async def start(self):
@@ -26,7 +26,7 @@ SERVE = textwrap.dedent("""
         async def stop(self):
             pass
 
-    asyncio.run(_serve(Started(), StopAtOnce()))
+    asyncio.run(serve(Started(), StopAtOnce()))
 """)
 
 

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from orbitmq.client.results import SendStatus
-from orbitmq.client.send_codec import encode_message
-from orbitmq.client.transaction_batch import (
+from orbitmq.client.producer.send_codec import encode_message
+from orbitmq.client.producer.transaction_batch import (
     build_send_batch_request,
     encode_batch_messages,
     parse_send_batch_response,
     prepare_transaction_batch,
     read_batch_check,
 )
-from orbitmq.client.transaction_end import HalfMessageRef, end_request
-from orbitmq.client.transaction_state import LocalTransactionState
+from orbitmq.client.producer.transaction_end import HalfMessageRef, end_request
+from orbitmq.client.producer.transaction_state import LocalTransactionState
+from orbitmq.client.results import SendStatus
 from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
 from orbitmq.protocol.batch import decode_batch
 from orbitmq.protocol.bodies import MessageQueue

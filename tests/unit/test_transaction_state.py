@@ -8,8 +8,7 @@ import pytest
 from orbitmq.broker.context import BrokerHost
 from orbitmq.broker.transaction.half_store import HalfStore, check_times_of, origin_of
 from orbitmq.broker.transaction.state import TRANSITIONS, HalfState, ResolutionTable
-from orbitmq.client.results import SendResult, SendStatus
-from orbitmq.client.transaction_state import (
+from orbitmq.client.producer.transaction_state import (
     PHASE_TRANSITIONS,
     LocalTransactionState,
     TransactionPhase,
@@ -17,6 +16,7 @@ from orbitmq.client.transaction_state import (
     coerce_state,
     transaction_id,
 )
+from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey

@@ -2,7 +2,7 @@
 list``: users and their access rules (RocketMQ 5's ACL 2.0; mqadmin's createUser, createAcl...).
 
 A change goes to every master broker and to every name server that keeps users (the SDK's
-:mod:`orbitmq.client.auth_admin`), or with ``--broker`` to one broker; reads ask one server.
+:mod:`orbitmq.client.admin.auth`), or with ``--broker`` to one broker; reads ask one server.
 These commands need a Super user's credentials (``--access-key``/``--secret-key`` or
 ORBITMQ_ACCESS_KEY/ORBITMQ_SECRET_KEY) once the servers have authentication on.
 

@@ -61,7 +61,7 @@ def console_cmd(config_path: str | None, **params: Any) -> None:
     It listens on 127.0.0.1 unless told otherwise; on any other address it refuses to start
     without a token (ORBITMQ_CONSOLE_TOKEN, or --console-token), which it then asks for.
     """
-    from orbitmq.cli.servers import _run
+    from orbitmq.cli.serving import run_servers
     from orbitmq.console import ConsoleServer
 
-    _run(ConsoleServer(console_config(params, toml_path=config_path)))
+    run_servers(ConsoleServer(console_config(params, toml_path=config_path)))

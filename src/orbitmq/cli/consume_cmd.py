@@ -112,7 +112,7 @@ Emit = Callable[[Any, Any], None]  # (MessageQueue, MessageExt) -> None; raises 
 
 def _tag_selector(text: str) -> Any:
     """``--expression``: tags, parsed now; SQL given as tags is refused with a pointer to --sql."""
-    from orbitmq.client.message_selector import MessageSelector
+    from orbitmq.client import MessageSelector
     from orbitmq.errors import ExpressionError
     from orbitmq.protocol.expressions import sql_like_tag_expression
 
@@ -128,7 +128,7 @@ def _tag_selector(text: str) -> Any:
 
 def _sql_selector(text: str) -> Any:
     """``--sql``: an SQL92 condition, parsed now (a bad one fails before anything is sent)."""
-    from orbitmq.client.message_selector import MessageSelector
+    from orbitmq.client import MessageSelector
     from orbitmq.errors import ExpressionError
 
     try:
@@ -414,7 +414,7 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
     --timeout, 0. A filter the broker refuses
     (an SQL92 one on a broker without enable_property_filter) fails at once and commits nothing.
     """
-    from orbitmq.client.loop import run
+    from orbitmq.client import run
 
     if expression is not None and sql is not None:
         raise click.UsageError("give --expression (tags) or --sql, not both")

@@ -9,7 +9,7 @@ the same message id and under their original topic; no other group of that topic
 
 A resent dead letter stays in the DLQ (RocketMQ never deletes a message), and the broker remembers
 it was resent (a resend mark per DLQ queue, kept as the offsets of the reserved group
-``%RESENT%{group}``; see orbitmq.client.dead_letters): ``resend --all`` sends only what no earlier
+``%RESENT%{group}``; see orbitmq.client.admin.dead_letters): ``resend --all`` sends only what no earlier
 resend sent, so running it twice sends nothing twice; ``--force`` sends again on purpose.
 """
 
@@ -31,7 +31,7 @@ from orbitmq.cli.common import (
     table,
 )
 from orbitmq.cli.consume_cmd import message_json
-from orbitmq.client.group_admin import original_topic
+from orbitmq.client import original_topic
 
 __all__ = ["dlq_group"]
 

@@ -45,7 +45,7 @@ def group_group() -> None:
 def list_cmd(namesrv: str, show_all: bool, fmt: str) -> None:
     """List the consumer groups the brokers know (subscription groups and groups with offsets):
     the applications' groups, or with --all the brokers' and tools' own groups too."""
-    from orbitmq.client.system_names import is_system_group
+    from orbitmq.client import is_system_group
 
     with _admin(namesrv) as admin:
         every = admin.list_groups()

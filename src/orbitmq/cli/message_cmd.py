@@ -19,7 +19,7 @@ from orbitmq.cli.common import (
 )
 from orbitmq.cli.consume_cmd import message_json
 
-__all__ = ["message_group", "describe_message"]
+__all__ = ["message_group", "describe_message", "query_by_offset"]
 
 ADMIN_TIMEOUT_S = 5.0
 INTERNAL_PROPERTIES = frozenset({"TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", "MIN_OFFSET",
@@ -54,6 +54,23 @@ def describe_message(msg: Any) -> str:
     ]
     width = max(len(name) for name, _ in lines) + 1
     return "\n".join(f"{(name + ':').ljust(width)} {value}" for name, value in lines)
+
+
+def query_by_offset(namesrv: str, topic: str, broker: str | None, queue_id: int | None,
+                    offset: int, fmt: str) -> None:
+    """``orbitmq message query --offset``: one message by queue and offset."""
+    from orbitmq.protocol.bodies import MessageQueue
+
+    if broker is None or queue_id is None:
+        raise BadValue("--offset needs --broker and --queue")
+    with _admin(namesrv) as admin:
+        addr = admin.broker_address(broker)
+        name = next((b.broker_name for b in admin.cluster_brokers() if b.addr == addr), broker)
+        msg = admin.message_at(MessageQueue(topic, name, queue_id), offset)
+    if fmt == "json":
+        echo_json(message_json(msg, name))
+    else:
+        click.echo(describe_message(msg))
 
 
 @click.group("message")
@@ -98,8 +115,6 @@ def query_cmd(namesrv: str, topic: str, key: str | None, max_num: int, offset: i
     if (key is None) == (offset is None):
         raise BadValue("give --key or --offset (with --broker and --queue)")
     if offset is not None:
-        from orbitmq.cli.ops_subcommands import query_by_offset
-
         query_by_offset(namesrv, topic, broker, queue_id, offset, fmt)
         return
     assert key is not None

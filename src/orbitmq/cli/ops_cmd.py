@@ -37,7 +37,7 @@ def cluster_group() -> None:
 
 
 def _broker_row(admin: Any, m: Any) -> dict[str, Any]:
-    from orbitmq.client.ops_models import first_rate
+    from orbitmq.client import first_rate
 
     row: dict[str, Any] = m.as_dict()
     row["broker"] = row.pop("broker_name")
@@ -157,7 +157,7 @@ def consumer_group() -> None:
 def _held_queues(info: dict[str, Any]) -> list[str]:
     import orjson
 
-    from orbitmq.client.group_admin import running_info_queues
+    from orbitmq.client import running_info_queues
 
     return [f"{mq.topic}:{mq.broker_name}:{mq.queue_id}"
             for mq in running_info_queues(orjson.dumps(info))]

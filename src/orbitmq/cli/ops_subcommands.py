@@ -32,7 +32,7 @@ from orbitmq.cli.common import (
 
 __all__ = ["group_connection_cmd", "group_config_cmd", "group_delete_cmd", "group_clone_offset_cmd",
            "group_time_span_cmd", "topic_cluster_list_cmd", "topic_consumer_groups_cmd",
-           "topic_queue_entries_cmd", "message_print_cmd", "query_by_offset", "PRINT_LIMIT_MAX"]
+           "topic_queue_entries_cmd", "message_print_cmd", "PRINT_LIMIT_MAX"]
 
 ADMIN_TIMEOUT_S = 5.0
 PRINT_LIMIT_MAX = 10_000
@@ -231,26 +231,6 @@ def topic_queue_entries_cmd(namesrv: str, topic: str, broker: str, queue_id: int
     click.echo(table(("INDEX", "COMMIT_LOG_OFFSET", "SIZE", "TAGS_CODE"),
                      [(str(e.index), str(e.physic_offset), str(e.physic_size), str(e.tags_code))
                       for e in view.entries]))
-
-
-# -- message ----------------------------------------------------------------------------------
-def query_by_offset(namesrv: str, topic: str, broker: str | None, queue_id: int | None,
-                    offset: int, fmt: str) -> None:
-    """``orbitmq message query --offset``: one message by queue and offset."""
-    from orbitmq.cli.consume_cmd import message_json
-    from orbitmq.cli.message_cmd import describe_message
-    from orbitmq.protocol.bodies import MessageQueue
-
-    if broker is None or queue_id is None:
-        raise BadValue("--offset needs --broker and --queue")
-    with _admin(namesrv) as admin:
-        addr = admin.broker_address(broker)
-        name = next((b.broker_name for b in admin.cluster_brokers() if b.addr == addr), broker)
-        msg = admin.message_at(MessageQueue(topic, name, queue_id), offset)
-    if fmt == "json":
-        echo_json(message_json(msg, name))
-    else:
-        click.echo(describe_message(msg))
 
 
 def _start(admin: Any, mq: Any, offset: int | None, begin: int | Position | None) -> int:

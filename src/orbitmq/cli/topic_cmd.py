@@ -192,7 +192,7 @@ def list_cmd(namesrv: str, show_all: bool, fmt: str) -> None:
     """List the topics the name server has a route for: the applications' topics, or every
     topic with --all (RocketMQ's system topics such as TBW102 and RMQ_SYS_*, and each group's
     retry and dead letter topics)."""
-    from orbitmq.client.system_names import is_system_topic
+    from orbitmq.client import is_system_topic
 
     with _admin(namesrv) as admin:
         topics = admin.list_topics()

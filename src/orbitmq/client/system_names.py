@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from orbitmq.client.dead_letters import RESEND_GROUP_PREFIX
+from orbitmq.client.admin.dead_letters import RESEND_GROUP_PREFIX
 from orbitmq.protocol import topics
 from orbitmq.protocol.topics import (
     DLQ_GROUP_TOPIC_PREFIX,

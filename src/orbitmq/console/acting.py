@@ -24,8 +24,7 @@ import contextlib
 import dataclasses
 import logging
 
-from orbitmq.client.admin import AsyncAdmin
-from orbitmq.client.route import MASTER_ID
+from orbitmq.client import MASTER_ID, AsyncAdmin
 from orbitmq.config import ConsoleConfig
 from orbitmq.console.security import SessionTable
 from orbitmq.errors import AccessDeniedError, ClientError, RemoteProtocolError

@@ -1,5 +1,5 @@
 """Dead letters: the groups that have some, one group's dead letters (each saying whether it was
-resent), and the resend form, with the SDK's rules (:mod:`orbitmq.client.dead_letters`): a dead
+resent), and the resend form, with the SDK's rules (:mod:`orbitmq.client.admin.dead_letters`): a dead
 letter goes back to its own group only (the group's retry topic), and one resent before is
 skipped unless ``force`` is ticked. The page after a resend shows what happened, counted: sent,
 skipped as resent before, skipped for having no original topic, not reached."""
@@ -11,8 +11,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from orbitmq.client.group_admin import DLQ_TOPIC_PREFIX, original_topic
-from orbitmq.client.validation import check_group
+from orbitmq.client import DLQ_TOPIC_PREFIX, check_group, original_topic
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of, state

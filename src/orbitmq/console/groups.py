@@ -9,9 +9,14 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from orbitmq.client.admin_models import ConsumerConnectionInfo, GroupStatus
-from orbitmq.client.system_names import is_system_group, topic_kind
-from orbitmq.client.validation import check_group, check_topic
+from orbitmq.client import (
+    ConsumerConnectionInfo,
+    GroupStatus,
+    check_group,
+    check_topic,
+    is_system_group,
+    topic_kind,
+)
 from orbitmq.console import forms
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of

@@ -9,9 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from orbitmq.client import browse
-from orbitmq.client.admin import AsyncAdmin
-from orbitmq.client.validation import check_topic
+from orbitmq.client import AsyncAdmin, check_topic, consumed_by
 from orbitmq.console import forms
 from orbitmq.console.render import BodyView, body_view, page
 from orbitmq.console.state import ConsoleState, admin_of, state
@@ -69,8 +67,8 @@ async def _search(st: ConsoleState, admin: AsyncAdmin, by: str, q: Any) -> list[
     begin = forms.utc_ms(q, "begin", default=end - DAY_MS)
     assert begin is not None
     queue_id = forms.integer(q, "queue_id", 0, QUEUE_ID_MAX, default=-1)
-    return await browse.messages_between(admin, topic, begin, end, rows_max,
-                                         queue_id=None if queue_id < 0 else queue_id)
+    return await admin.messages_between(topic, begin, end, rows_max,
+                                        queue_id=None if queue_id < 0 else queue_id)
 
 
 @routes.get("/messages")
@@ -99,13 +97,13 @@ async def message_view(request: web.Request) -> web.StreamResponse:
     consumed_refused = None
     if broker is not None:
         try:
-            offsets = await browse.committed_offsets(admin, msg.topic)
+            offsets = await admin.committed_offsets(msg.topic)
         except ClientError:
             offsets = {}  # a topic deleted since: its message stays readable by id
         except AccessDeniedError as e:  # the user may read the message, not every group's offsets
             offsets, consumed_refused = {}, e.remark
-        consumed = browse.consumed_by(offsets, MessageQueue(msg.topic, broker, msg.queue_id),
-                                      msg.queue_offset)
+        consumed = consumed_by(offsets, MessageQueue(msg.topic, broker, msg.queue_id),
+                               msg.queue_offset)
     shown_as, shown = body_view(bytes(msg.body), view)
     return page(request, "message.html", title=f"Message {msg.msg_id}", msg=msg, broker=broker,
                 consumed=consumed, consumed_refused=consumed_refused, view=shown_as, requested=view, body=shown, msg_id=msg_id,

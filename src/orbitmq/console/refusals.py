@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from orbitmq.client.response_names import response_name
+from orbitmq.client import response_name
 from orbitmq.errors import AccessDeniedError, BrokerError
 
 __all__ = ["Refusal", "refusal_of", "WORDS", "HTTP_STATUS"]

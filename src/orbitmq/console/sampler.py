@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from orbitmq.client.admin import AsyncAdmin
+from orbitmq.client import AsyncAdmin
 from orbitmq.errors import OrbitMQError
 
 __all__ = ["Sample", "BrokerIdentity", "RuntimeSampler", "series", "first_rate", "disk_use",

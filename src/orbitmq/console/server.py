@@ -2,8 +2,8 @@
 stop like the name server's and the broker's, so that ``orbitmq standalone`` runs all three in one
 loop and ``orbitmq console`` runs it alone.
 
-Everything it shows or changes goes through the SDK (:class:`~orbitmq.client.admin.AsyncAdmin`,
-:mod:`orbitmq.client.browse`, a producer for dead letter resends): it never touches a broker's
+Everything it shows or changes goes through the SDK (:class:`~orbitmq.client.AsyncAdmin`, its
+browsing calls included, and a producer for dead letter resends): it never touches a broker's
 store or speaks the wire protocol itself (an import-linter contract holds it to that). With
 ``console_access_key`` its own client signs as that user, and people log in as users of the
 cluster whose own clients sign their pages' requests (:mod:`orbitmq.console.acting`).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from orbitmq.client.admin import AsyncAdmin
+from orbitmq.client import AsyncAdmin
 from orbitmq.config import ConsoleConfig
 from orbitmq.console import (
     cluster,

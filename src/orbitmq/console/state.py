@@ -8,7 +8,7 @@ import dataclasses
 import jinja2
 from aiohttp import web
 
-from orbitmq.client.admin import AsyncAdmin
+from orbitmq.client import AsyncAdmin
 from orbitmq.config import ConsoleConfig
 from orbitmq.console.acting import UserSession, UserSessions
 from orbitmq.console.sampler import RuntimeSampler

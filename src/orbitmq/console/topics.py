@@ -12,10 +12,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from orbitmq.client import browse
-from orbitmq.client.admin import AsyncAdmin
-from orbitmq.client.system_names import SYSTEM_TOPICS, topic_kind
-from orbitmq.client.validation import check_topic
+from orbitmq.client import SYSTEM_TOPICS, AsyncAdmin, check_topic, topic_kind
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
 from orbitmq.console.render import page
@@ -131,7 +128,7 @@ async def _offsets(admin: AsyncAdmin, topic: str) -> tuple[
     """Every group's committed offsets of ``topic``, or none and the cluster's refusal (a user
     may read a topic without being allowed every group's offsets)."""
     try:
-        return await browse.committed_offsets(admin, topic), None
+        return await admin.committed_offsets(topic), None
     except AccessDeniedError as e:
         return {}, e.remark
 

@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orbitmq.client.consume_types import retry_topic
-from orbitmq.client.group_admin import RETRY_BOOKKEEPING
+from orbitmq.client import RETRY_BOOKKEEPING, retry_topic
 from orbitmq.errors import ClientError
 from orbitmq.protocol.message import KEY_SEPARATOR, Message, MessageExt, PropertyKey
 from orbitmq.reliable.db import Database, SqlHandle, adapt

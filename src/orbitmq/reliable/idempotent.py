@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from orbitmq.client.consume_types import ConsumeContext, ConsumeResult
+from orbitmq.client import ConsumeContext, ConsumeResult
 from orbitmq.protocol.message import MessageExt
 from orbitmq.reliable.consume_log import Claim, ClaimResult, ConsumeLog, ConsumeStatus, KeyFunction
 from orbitmq.reliable.db import SqlHandle

@@ -35,12 +35,12 @@ import time
 import uuid
 from typing import Any
 
-from orbitmq.client.producer import Producer
-from orbitmq.client.selectors import select_by_hash
-from orbitmq.client.transaction_producer import TransactionProducer
-from orbitmq.client.transaction_state import (
+from orbitmq.client import (
     LocalTransactionState,
+    Producer,
     TransactionListener,
+    TransactionProducer,
+    select_by_hash,
     transaction_id,
 )
 from orbitmq.errors import ClientError

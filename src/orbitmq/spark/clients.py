@@ -24,17 +24,19 @@ import time
 from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orbitmq.client.loop import new_event_loop
+from orbitmq.client import new_event_loop
 from orbitmq.errors import ClientError
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
-    from orbitmq.client.producer import AsyncProducer
-    from orbitmq.client.pull_consumer import AsyncPullConsumer
-    from orbitmq.client.transaction_producer import AsyncTransactionProducer
-    from orbitmq.client.transaction_state import TransactionListener
+    from orbitmq.client import (
+        AsyncAdmin,
+        AsyncProducer,
+        AsyncPullConsumer,
+        AsyncTransactionProducer,
+        TransactionListener,
+    )
 
 __all__ = ["Session", "executor_session", "close_executor_sessions", "IDLE_CLOSE_S"]
 
@@ -93,14 +95,14 @@ class Session:
             return client
 
     async def admin(self) -> AsyncAdmin:
-        from orbitmq.client.admin import AsyncAdmin
+        from orbitmq.client import AsyncAdmin
 
         admin: AsyncAdmin = await self._client("admin", "", lambda: AsyncAdmin(
             self.namesrv, credentials=self.credentials, tls=self.tls))
         return admin
 
     async def puller(self, group: str) -> AsyncPullConsumer:
-        from orbitmq.client.pull_consumer import AsyncPullConsumer
+        from orbitmq.client import AsyncPullConsumer
 
         puller: AsyncPullConsumer = await self._client("pull", group, lambda: AsyncPullConsumer(
             group, self.namesrv, persist_consumer_offset_interval=3600.0,
@@ -108,7 +110,7 @@ class Session:
         return puller
 
     async def producer(self, group: str, send_timeout_s: float = 10.0) -> AsyncProducer:
-        from orbitmq.client.producer import AsyncProducer
+        from orbitmq.client import AsyncProducer
 
         producer: AsyncProducer = await self._client("produce", group, lambda: AsyncProducer(
             group, self.namesrv, send_timeout=send_timeout_s, credentials=self.credentials,
@@ -119,7 +121,7 @@ class Session:
                           send_timeout_s: float = 10.0) -> AsyncTransactionProducer:
         """The transactional producer of ``group`` (created with ``listener`` on first use; later
         calls get the same producer whatever they pass)."""
-        from orbitmq.client.transaction_producer import AsyncTransactionProducer
+        from orbitmq.client import AsyncTransactionProducer
 
         producer: AsyncTransactionProducer = await self._client(
             "tx", group, lambda: AsyncTransactionProducer(

@@ -24,8 +24,8 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 
-from orbitmq.client.transaction_end import HalfMessageRef
-from orbitmq.client.transaction_state import (
+from orbitmq.client import (
+    HalfMessageRef,
     LocalTransactionState,
     TransactionBatch,
     TransactionListener,

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from orbitmq.client.results import PullStatus, RawPullResult
+from orbitmq.client import PullStatus, RawPullResult
 from orbitmq.errors import ClientError, RemoteProtocolError, SparkDataLossError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.spark.clients import Session, executor_session

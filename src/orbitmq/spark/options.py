@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from orbitmq.client.message_selector import MessageSelector
+from orbitmq.client import MessageSelector
 from orbitmq.errors import ExpressionError, SparkOptionError
 from orbitmq.protocol.expressions import parse_tags
 from orbitmq.security.signature import Credentials

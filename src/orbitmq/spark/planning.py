@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import re
 
-from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS
+from orbitmq.client import NOT_ALLOWED_SEND_TOPICS
 from orbitmq.errors import TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX

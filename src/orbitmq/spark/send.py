@@ -32,9 +32,7 @@ import asyncio
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 
-from orbitmq.client.results import SendStatus
-from orbitmq.client.selectors import select_by_hash
-from orbitmq.client.transaction_end import HalfMessageRef
+from orbitmq.client import HalfMessageRef, SendStatus, select_by_hash
 from orbitmq.errors import SparkError, TopicNotFoundError
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import Message, PropertyKey

@@ -101,7 +101,7 @@ def _topic_name(test_name: str) -> str:
 @pytest.fixture
 def orbitmq_topic(orbitmq_cluster: EmbeddedCluster, request: pytest.FixtureRequest) -> str:
     """A new topic of TOPIC_QUEUES queues on ``orbitmq_cluster``, named after the test."""
-    from orbitmq.client.admin import Admin
+    from orbitmq.client import Admin
     from orbitmq.errors import TopicNotFoundError
 
     topic = _topic_name(request.node.name)

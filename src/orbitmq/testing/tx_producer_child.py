@@ -26,7 +26,7 @@ import sqlite3
 import sys
 import threading
 
-from orbitmq.client.transaction_producer import (
+from orbitmq.client import (
     LocalTransactionState,
     TransactionBatch,
     TransactionListener,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from orbitmq.client.admin_models import QueueConsumeStatus, _int, _obj, _queue, _queue_entries
+from orbitmq.client.admin.models import QueueConsumeStatus, _int, _obj, _queue, _queue_entries
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.bodies import MessageQueue
 

@@ -25,15 +25,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     ConsumeContext,
     ConsumeResult,
     ListenerRunner,
     PushConsumerConfig,
     cancel_and_wait,
 )
-from orbitmq.client.offset_store import OffsetStore
-from orbitmq.client.process_queue import ProcessQueue
+from orbitmq.client.consumer.offset_store import OffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import MessageExt, PropertyKey
 

@@ -29,9 +29,10 @@ from typing import Any, Self
 import orjson
 
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.consume_concurrently import ConcurrentConsumeService
-from orbitmq.client.consume_orderly import OrderlyConsumeService
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_concurrently import ConcurrentConsumeService
+from orbitmq.client.consumer.consume_orderly import OrderlyConsumeService
+from orbitmq.client.consumer.consume_types import (
+    PUSH_RENAMES,
     ConsumeFrom,
     ConsumeResult,
     Listener,
@@ -40,13 +41,14 @@ from orbitmq.client.consume_types import (
     cancel_and_wait,
     retry_topic,
 )
+from orbitmq.client.consumer.message_selector import ExpressionLike, selector_of
+from orbitmq.client.consumer.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from orbitmq.client.consumer.pull_service import PullService
+from orbitmq.client.consumer.rebalance import AllocateAveragely, AllocateStrategy
+from orbitmq.client.consumer.rebalance_service import RebalanceService
+from orbitmq.client.consumer.running_info import build_running_info
 from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.message_selector import ExpressionLike, selector_of
-from orbitmq.client.offset_store import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from orbitmq.client.pull_service import PullService
-from orbitmq.client.rebalance import AllocateAveragely, AllocateStrategy
-from orbitmq.client.rebalance_service import RebalanceService
-from orbitmq.client.running_info import build_running_info
+from orbitmq.client.renamed import renamed_options
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.bodies import (
@@ -130,15 +132,18 @@ class AsyncPushConsumer:
         suspend_current_queue_time_ms: orderly: pause after a failed batch.
         offset_store_dir, instance_name: broadcasting offsets live in
             ``{offset_store_dir}/{instance_name}/{group}/offsets.json``.
-        persist_consumer_offset_interval: seconds between offset commits.
-        rebalance_interval: seconds between rebalances (also on membership changes).
+        persist_consumer_offset_interval_ms: milliseconds between offset commits.
+        rebalance_interval_ms: milliseconds between rebalances (also on membership changes).
         poll_name_server_interval, heartbeat_broker_interval: as for the producer.
         credentials: what every request is signed with (:class:`orbitmq.Credentials`; None:
             unsigned).
         tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
             False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
-        tuning: further PushConsumerConfig fields (lock_renew_interval, lock_max_live_time,
-            pull_suspend_time, pull_timeout, pull_delay_on_exception, await_termination).
+        tuning: further PushConsumerConfig fields (lock_renew_interval_ms,
+            lock_max_live_time_ms, pull_suspend_time_ms, pull_timeout_ms,
+            pull_delay_on_exception_ms, await_termination_ms). The times' names without their
+            unit (``rebalance_interval=10.0``, in seconds) still work, with a
+            DeprecationWarning.
     """
 
     def __init__(
@@ -162,7 +167,8 @@ class AsyncPushConsumer:
                 check_group(group), orderly=orderly,
                 message_model=_enum_member(MessageModel, message_model),
                 consume_from=_enum_member(ConsumeFrom, consume_from),
-                consume_timestamp_ms=_timestamp_ms(consume_timestamp), **tuning)
+                consume_timestamp_ms=_timestamp_ms(consume_timestamp),
+                **renamed_options(tuning, PUSH_RENAMES, "PushConsumer"))
         except TypeError as e:
             raise ClientError(f"bad push consumer option: {e}") from None
         self.group = self.config.group
@@ -278,9 +284,10 @@ class AsyncPushConsumer:
             await self.shutdown()
             raise
         await self._instance.send_heartbeat_to_all()
-        self._instance.schedule_periodic(cfg.persist_consumer_offset_interval, self.persist_offsets)
+        self._instance.schedule_periodic(cfg.persist_consumer_offset_interval_ms / 1000,
+                                         self.persist_offsets)
         if cfg.orderly and cfg.clustering:
-            self._instance.schedule_periodic(cfg.lock_renew_interval, self._renew_locks)
+            self._instance.schedule_periodic(cfg.lock_renew_interval_ms / 1000, self._renew_locks)
         self._rebalance.start()
         log.info("push consumer started group=%s client=%s model=%s orderly=%s", self.group,
                  self.client_id, cfg.message_model.name, cfg.orderly)
@@ -325,7 +332,7 @@ class AsyncPushConsumer:
             self._rebalance.kick = self._consume.kick
 
     async def shutdown(self) -> None:
-        """Stop pulling, let running listener calls finish (up to ``await_termination`` s),
+        """Stop pulling, let running listener calls finish (up to ``await_termination_ms``),
         commit offsets, unlock orderly queues, leave the group and close the connections."""
         if not self._started:
             await self._instance.shutdown()
@@ -334,7 +341,7 @@ class AsyncPushConsumer:
         assert self._rebalance and self._pull and self._consume and self._runner
         await self._rebalance.stop()
         await self._pull.shutdown()
-        await self._consume.shutdown(self.config.await_termination)
+        await self._consume.shutdown(self.config.await_termination_ms / 1000)
         await self.persist_offsets()
         if self.config.orderly and self.config.clustering:
             await self._rebalance.unlock_all()
@@ -414,7 +421,7 @@ class AsyncPushConsumer:
         return sorted(mq for mq in table if topic is None or mq.topic == topic)
 
     def running_info(self) -> dict[str, Any]:
-        """What GET_CONSUMER_RUNNING_INFO answers (see :mod:`orbitmq.client.running_info`)."""
+        """What GET_CONSUMER_RUNNING_INFO answers (see :mod:`orbitmq.client.consumer.running_info`)."""
         if self._rebalance is None or self._offsets is None or self._consume is None:
             raise ClientError("consumer is not started")
         status: dict[str, Any] = {"pulledTotal": self._pull.pulled_messages if self._pull else 0}

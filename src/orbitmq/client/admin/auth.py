@@ -44,7 +44,7 @@ from orbitmq.security.model import (
 )
 
 if TYPE_CHECKING:
-    from orbitmq.client.instance import ClientInstance
+    from orbitmq.client.admin.core import AdminCore
 
 __all__ = ["AuthAdminMixin", "BlockingAuthAdminMixin", "build_acl", "FILTER_MAX_CHARS"]
 
@@ -135,26 +135,22 @@ def _json(resp: RemotingCommand) -> object:
 class AuthAdminMixin:
     """User and ACL coroutines of AsyncAdmin (see the module docstring)."""
 
-    if TYPE_CHECKING:  # what the mixin uses of AsyncAdmin
-        timeout: float
-        _instance: ClientInstance
-
-        async def _masters(self, cluster: str | None) -> dict[str, str]: ...
-        async def broker_address(self, broker: str) -> str: ...
+    if TYPE_CHECKING:  # what the mixin uses of AsyncAdmin: its core
+        _core: AdminCore
 
     # -- plumbing ------------------------------------------------------------------------------
     async def _auth_call(self, addr: str, code: int, header: Header,
                          body: bytes | None = None) -> RemotingCommand:
         cmd = RemotingCommand.request(code, header, body or b"")
-        return await self._instance.remoting.invoke(addr, cmd, self.timeout)
+        return await self._core.invoke(addr, cmd)
 
     async def _auth_targets(self, broker: str | None, cluster: str | None) -> tuple[
             list[str], list[str]]:
         """(broker addresses, name server addresses) a change or a read goes to."""
         if broker is not None:
-            return [await self.broker_address(broker)], []
-        masters = await self._masters(cluster)
-        return [masters[name] for name in sorted(masters)], list(self._instance.namesrv_addrs)
+            return [await self._core.broker_address(broker)], []
+        masters = await self._core.masters(cluster)
+        return [masters[name] for name in sorted(masters)], list(self._core.instance.namesrv_addrs)
 
     async def _auth_write(self, code: int, header: Header, body: bytes | None,
                           broker: str | None, cluster: str | None) -> list[str]:

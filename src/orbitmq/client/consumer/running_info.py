@@ -38,9 +38,9 @@ import asyncio
 import time
 from typing import Any
 
-from orbitmq.client.consume_types import PushConsumerConfig
-from orbitmq.client.offset_store import OffsetStore
-from orbitmq.client.process_queue import ProcessQueue
+from orbitmq.client.consumer.consume_types import PushConsumerConfig
+from orbitmq.client.consumer.offset_store import OffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
 
 __all__ = ["build_running_info"]
@@ -75,7 +75,7 @@ def build_running_info(
         "consumeConcurrentlyMaxSpan": config.consume_concurrently_max_span,
         "maxReconsumeTimes": config.effective_max_reconsume_times,
         "suspendCurrentQueueTimeMillis": config.suspend_current_queue_time_ms,
-        "persistConsumerOffsetInterval": int(config.persist_consumer_offset_interval * 1000),
+        "persistConsumerOffsetInterval": config.persist_consumer_offset_interval_ms,
         "allocateStrategy": strategy_name,
         "startTimestamp": started_ms,
         "rebalanceRounds": rounds,

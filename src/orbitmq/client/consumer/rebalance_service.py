@@ -1,7 +1,7 @@
 """The push consumer's rebalance: which queues this member holds, and taking them up or letting
 them go cleanly.
 
-A round runs at start, every ``rebalance_interval`` seconds (10 s), when a broker sends
+A round runs at start, every ``rebalance_interval_ms`` (10 s), when a broker sends
 NOTIFY_CONSUMER_IDS_CHANGED, and one second after an orderly queue could not be locked. Per
 subscribed topic it takes the topic's readable queues from its route and, in clustering mode, the
 group's client ids from one broker of the topic (GET_CONSUMER_LIST_BY_GROUP), sorts both and lets
@@ -34,17 +34,17 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     ConsumeFrom,
     PushConsumerConfig,
     cancel_and_wait,
     retry_topic,
 )
+from orbitmq.client.consumer.offset_store import OffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
+from orbitmq.client.consumer.pull_service import PullService
+from orbitmq.client.consumer.rebalance import AllocateStrategy
 from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.offset_store import OffsetStore
-from orbitmq.client.process_queue import ProcessQueue
-from orbitmq.client.pull_service import PullService
-from orbitmq.client.rebalance import AllocateStrategy
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.protocol.bodies import (
     ConsumerListBody,
@@ -116,9 +116,10 @@ class RebalanceService:
                 await self.rebalance()
             except Exception:
                 log.exception("rebalance failed group=%s", self.config.group)
-            wait = LOCK_RETRY_DELAY_S if self._retry_soon else self.config.rebalance_interval
+            interval = self.config.rebalance_interval_ms / 1000
+            wait = LOCK_RETRY_DELAY_S if self._retry_soon else interval
             try:
-                async with asyncio.timeout(min(wait, self.config.rebalance_interval)):
+                async with asyncio.timeout(min(wait, interval)):
                     await self._wake.wait()
             except TimeoutError:
                 pass
@@ -131,7 +132,8 @@ class RebalanceService:
         if self._relock_task is not None:
             await cancel_and_wait([self._relock_task])
         if self._releasing:  # orderly hand-overs finishing (each waits for at most one batch)
-            await asyncio.wait(list(self._releasing.values()), timeout=self.config.await_termination)
+            await asyncio.wait(list(self._releasing.values()),
+                               timeout=self.config.await_termination_ms / 1000)
 
     # -- one round -------------------------------------------------------------------------------
     async def rebalance(self) -> None:
@@ -320,7 +322,7 @@ class RebalanceService:
         return out
 
     async def lock_all(self) -> None:
-        """Renew the locks of every held queue (every ``lock_renew_interval``); a queue whose
+        """Renew the locks of every held queue (every ``lock_renew_interval_ms``); a queue whose
         renewal failed stops being pulled and consumed until the re-lock task locks it again."""
         lost = False
         for broker_name, mqs in self._by_broker().items():

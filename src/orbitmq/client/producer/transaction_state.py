@@ -57,7 +57,7 @@ class TransactionListener:
     """What a transactional producer calls. Subclass it and override both methods.
 
     Return :class:`LocalTransactionState`; ``None`` or an exception counts as UNKNOWN (the broker
-    then checks back later). With :class:`~orbitmq.client.transaction_producer.AsyncTransactionProducer`
+    then checks back later). With :class:`~orbitmq.client.AsyncTransactionProducer`
     either method may be a coroutine function.
     """
 

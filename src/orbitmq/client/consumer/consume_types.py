@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from orbitmq.client.renamed import Renamed, deprecated_aliases
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 from orbitmq.protocol.message import MessageExt, PropertyKey
@@ -39,6 +40,7 @@ __all__ = [
     "Listener",
     "PushConsumerConfig",
     "ListenerRunner",
+    "PUSH_RENAMES",
     "RETRY_GROUP_TOPIC_PREFIX",
     "retry_topic",
     "restore_retry_topic",
@@ -136,10 +138,27 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], timeout: float =
         await asyncio.wait(pending, timeout=timeout)
 
 
+# The push consumer's timing settings in milliseconds, as RocketMQ's DefaultMQPushConsumer names
+# them (persistConsumerOffsetInterval, suspendCurrentQueueTimeMillis, brokerSuspendMaxTimeMillis,
+# ...): their names without a unit, in seconds, are deprecated aliases.
+PUSH_RENAMES = {r.old: r for r in (
+    Renamed("persist_consumer_offset_interval", "persist_consumer_offset_interval_ms"),
+    Renamed("rebalance_interval", "rebalance_interval_ms"),
+    Renamed("lock_renew_interval", "lock_renew_interval_ms"),
+    Renamed("lock_max_live_time", "lock_max_live_time_ms"),
+    Renamed("pull_suspend_time", "pull_suspend_time_ms"),
+    Renamed("pull_timeout", "pull_timeout_ms"),
+    Renamed("pull_delay_on_exception", "pull_delay_on_exception_ms"),
+    Renamed("await_termination", "await_termination_ms"),
+)}
+
+
+@deprecated_aliases(*PUSH_RENAMES.values())
 @dataclasses.dataclass(frozen=True)
 class PushConsumerConfig:
-    """Every setting of a push consumer (see :class:`orbitmq.client.push_consumer.AsyncPushConsumer`
-    for what each one means); units last."""
+    """Every setting of a push consumer (see :class:`orbitmq.client.AsyncPushConsumer` for what
+    each one means); units last, every time in milliseconds. The names of the times in seconds
+    (``rebalance_interval``, ...) still work, deprecated: see :data:`PUSH_RENAMES`."""
 
     group: str
     orderly: bool = False
@@ -156,14 +175,14 @@ class PushConsumerConfig:
     suspend_current_queue_time_ms: int = 1000
     offset_store_dir: str = "~/.orbitmq/offsets"
     instance_name: str = "DEFAULT"
-    persist_consumer_offset_interval: float = 5.0
-    rebalance_interval: float = 10.0
-    lock_renew_interval: float = 20.0
-    lock_max_live_time: float = 30.0
-    pull_suspend_time: float = 15.0
-    pull_timeout: float = 30.0
-    pull_delay_on_exception: float = 3.0
-    await_termination: float = 10.0
+    persist_consumer_offset_interval_ms: int = 5000
+    rebalance_interval_ms: int = 10_000
+    lock_renew_interval_ms: int = 20_000
+    lock_max_live_time_ms: int = 30_000
+    pull_suspend_time_ms: int = 15_000
+    pull_timeout_ms: int = 30_000
+    pull_delay_on_exception_ms: int = 3000
+    await_termination_ms: int = 10_000
 
     def __post_init__(self) -> None:
         positive = {
@@ -172,9 +191,9 @@ class PushConsumerConfig:
             "pull_threshold_for_queue": self.pull_threshold_for_queue,
             "pull_threshold_size_for_queue_mib": self.pull_threshold_size_for_queue_mib,
             "consume_concurrently_max_span": self.consume_concurrently_max_span,
-            "persist_consumer_offset_interval": self.persist_consumer_offset_interval,
-            "rebalance_interval": self.rebalance_interval,
-            "pull_suspend_time": self.pull_suspend_time,
+            "persist_consumer_offset_interval_ms": self.persist_consumer_offset_interval_ms,
+            "rebalance_interval_ms": self.rebalance_interval_ms,
+            "pull_suspend_time_ms": self.pull_suspend_time_ms,
         }
         for name, value in positive.items():
             if value <= 0:
@@ -183,9 +202,9 @@ class PushConsumerConfig:
             raise ClientError(f"pull_batch_size must be within 1..1024, got {self.pull_batch_size}")
         if self.max_reconsume_times < -1:
             raise ClientError("max_reconsume_times must be -1 (mode default) or >= 0")
-        if self.pull_timeout <= self.pull_suspend_time:
-            raise ClientError("pull_timeout must exceed pull_suspend_time (the broker holds the "
-                              "request that long)")
+        if self.pull_timeout_ms <= self.pull_suspend_time_ms:
+            raise ClientError("pull_timeout_ms must exceed pull_suspend_time_ms (the broker holds "
+                              "the request that long)")
 
     @property
     def clustering(self) -> bool:

@@ -1,6 +1,6 @@
 """The admin client's topic creation and update, by cluster or by broker address.
 
-:meth:`AsyncAdmin.create_topic <orbitmq.client.admin.AsyncAdmin.create_topic>` creates a topic
+:meth:`AsyncAdmin.create_topic <orbitmq.client.AsyncAdmin.create_topic>` creates a topic
 on every master of a cluster; RocketMQ's tools can also target chosen brokers (``mqadmin
 updateTopic -b``), which ``orbitmq topic create --broker-addr`` offers through
 :meth:`AsyncAdmin.create_topic_on_brokers`. Both check the settings here, once, and send the same
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from orbitmq.client import browse
+from orbitmq.client.admin import browse
+from orbitmq.client.admin.core import AdminCore
+from orbitmq.client.admin.models import TopicQueueStatus, parse_topic_stats
 from orbitmq.client.validation import check_topic
 from orbitmq.errors import (
     AccessDeniedError,
@@ -45,11 +46,8 @@ from orbitmq.protocol.headers import (
     GetTopicStatsInfoRequestHeader,
 )
 
-if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
-
 __all__ = ["QUEUE_NUMS_MAX", "topic_settings", "create_on", "create_new",
-           "create_topic_on_brokers", "update_topic", "hidden_messages"]
+           "create_topic_on_brokers", "update_topic", "hidden_messages", "topic_status"]
 
 QUEUE_NUMS_MAX = 1024  # RocketMQ's tools refuse more queues per broker
 
@@ -69,18 +67,18 @@ def topic_settings(topic: str, *, read_queue_nums: int, write_queue_nums: int, p
                                     attributes=attributes or None)
 
 
-async def create_on(admin: AsyncAdmin, addrs: Sequence[str],
+async def create_on(core: AdminCore, addrs: Sequence[str],
                     header: CreateTopicRequestHeader) -> None:
     """Send UPDATE_AND_CREATE_TOPIC to every broker of ``addrs`` concurrently.
 
     Raises:
         BrokerError: a broker refused (the others may have the topic already: run again).
     """
-    await asyncio.gather(*(admin._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+    await asyncio.gather(*(core.broker_call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
                            for addr in addrs))
 
 
-async def existing_on(admin: AsyncAdmin, topic: str, targets: Mapping[str, str]) -> list[str]:
+async def existing_on(core: AdminCore, topic: str, targets: Mapping[str, str]) -> list[str]:
     """The keys of ``targets`` (label -> broker address) whose broker has ``topic``, sorted.
 
     Each broker is asked (GET_TOPIC_STATS_INFO: the name servers learn of a topic only after
@@ -91,8 +89,8 @@ async def existing_on(admin: AsyncAdmin, topic: str, targets: Mapping[str, str])
 
     async def has(addr: str) -> bool | None:
         try:
-            resp = await admin._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, header,
-                                       ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+            resp = await core.broker_call(addr, RequestCode.GET_TOPIC_STATS_INFO, header,
+                                          ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
         except AccessDeniedError:
             return None
         return resp.code == ResponseCode.SUCCESS
@@ -102,7 +100,7 @@ async def existing_on(admin: AsyncAdmin, topic: str, targets: Mapping[str, str])
     routed: set[str] = set()
     if None in answers:
         try:
-            route = await admin.topic_route(topic)
+            route = await core.topic_route(topic)
         except TopicNotFoundError:
             route = None
         if route is not None:
@@ -113,7 +111,7 @@ async def existing_on(admin: AsyncAdmin, topic: str, targets: Mapping[str, str])
                   if found or (found is None and targets[k] in routed))
 
 
-async def create_new(admin: AsyncAdmin, targets: Mapping[str, str],
+async def create_new(core: AdminCore, targets: Mapping[str, str],
                      header: CreateTopicRequestHeader, *, exist_ok: bool) -> None:
     """Create the topic of ``header`` on every broker of ``targets`` (label -> address).
 
@@ -123,10 +121,10 @@ async def create_new(admin: AsyncAdmin, targets: Mapping[str, str],
         BrokerError: a broker refused.
     """
     if not exist_ok:
-        found = await existing_on(admin, header.topic, targets)
+        found = await existing_on(core, header.topic, targets)
         if found:
             raise TopicExistsError(header.topic, found)
-    await create_on(admin, list(targets.values()), header)
+    await create_on(core, list(targets.values()), header)
 
 
 def _checked_addrs(broker_addrs: Sequence[str]) -> list[str]:
@@ -143,7 +141,7 @@ def _checked_addrs(broker_addrs: Sequence[str]) -> list[str]:
 
 
 async def create_topic_on_brokers(
-    admin: AsyncAdmin,
+    core: AdminCore,
     broker_addrs: Sequence[str],
     topic: str,
     *,
@@ -169,11 +167,11 @@ async def create_topic_on_brokers(
     header = topic_settings(topic, read_queue_nums=read_queue_nums,
                             write_queue_nums=write_queue_nums, perm=perm, order=order,
                             attributes=attributes)
-    await create_new(admin, {a: a for a in addrs}, header, exist_ok=exist_ok)
+    await create_new(core, {a: a for a in addrs}, header, exist_ok=exist_ok)
     return addrs
 
 
-async def _targets(admin: AsyncAdmin, cluster: str | None, broker_addrs: Sequence[str] | None,
+async def _targets(core: AdminCore, cluster: str | None, broker_addrs: Sequence[str] | None,
                    route_masters: Mapping[str, str], names_of: Mapping[str, str]
                    ) -> list[tuple[str, str, str | None]]:
     """(label, address, broker name when known) of the brokers an update acts on."""
@@ -181,25 +179,25 @@ async def _targets(admin: AsyncAdmin, cluster: str | None, broker_addrs: Sequenc
         raise ClientError("give a cluster or broker addresses, not both")
     if broker_addrs:
         return [(a, a, names_of.get(a)) for a in _checked_addrs(broker_addrs)]
-    masters = await admin._masters(cluster) if cluster is not None else route_masters
+    masters = await core.masters(cluster) if cluster is not None else route_masters
     if not masters:
         raise ClientError("no master broker to update the topic on")
     return [(name, masters[name], name) for name in sorted(masters)]
 
 
-async def _queue_offsets(admin: AsyncAdmin, addr: str, mq: MessageQueue) -> tuple[int, int]:
+async def _queue_offsets(core: AdminCore, addr: str, mq: MessageQueue) -> tuple[int, int]:
     """(min, max) offsets of one queue, asked of the broker at ``addr`` whatever the topic's
     current write queue count (GET_TOPIC_STATS_INFO lists only the writable queues)."""
     lo, hi = await asyncio.gather(
-        admin._broker(addr, RequestCode.GET_MIN_OFFSET,
-                      GetMinOffsetRequestHeader(mq.topic, mq.queue_id)),
-        admin._broker(addr, RequestCode.GET_MAX_OFFSET,
-                      GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)))
+        core.broker_call(addr, RequestCode.GET_MIN_OFFSET,
+                         GetMinOffsetRequestHeader(mq.topic, mq.queue_id)),
+        core.broker_call(addr, RequestCode.GET_MAX_OFFSET,
+                         GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)))
     return (GetMinOffsetResponseHeader.from_ext_fields(lo.ext_fields).offset,
             GetMaxOffsetResponseHeader.from_ext_fields(hi.ext_fields).offset)
 
 
-async def hidden_messages(admin: AsyncAdmin, topic: str,
+async def hidden_messages(core: AdminCore, topic: str,
                           shrinks: Sequence[tuple[str, str, int, int]]
                           ) -> list[tuple[str, int, int]]:
     """(broker name, queue id, unconsumed messages) of each queue that lowering the read queue
@@ -210,8 +208,8 @@ async def hidden_messages(admin: AsyncAdmin, topic: str,
     if not queues:
         return []
     offsets, ends = await asyncio.gather(
-        browse.committed_offsets(admin, topic),
-        asyncio.gather(*(_queue_offsets(admin, addr, mq) for mq, addr in queues)))
+        browse.committed_offsets(core, topic),
+        asyncio.gather(*(_queue_offsets(core, addr, mq) for mq, addr in queues)))
     out = []
     for (mq, _addr), (lo, hi) in zip(queues, ends, strict=True):
         slowest = min((g.get(mq, lo) for g in offsets.values()), default=lo)
@@ -222,7 +220,7 @@ async def hidden_messages(admin: AsyncAdmin, topic: str,
 
 
 async def update_topic(
-    admin: AsyncAdmin,
+    core: AdminCore,
     topic: str,
     *,
     cluster: str | None = None,
@@ -247,7 +245,7 @@ async def update_topic(
         QueuesNotDrainedError: the shrink above; nothing was changed.
         ClientError: bad settings or targets. BrokerError: a broker refused.
     """
-    route = await admin.topic_route(topic)
+    route = await core.topic_route(topic)
     current = {q.broker_name: q for q in route.queue_datas}
     if not current:
         raise ClientError(f"topic {topic} has no queues on any broker")
@@ -255,7 +253,7 @@ async def update_topic(
     names_of = {a: bd.broker_name for bd in route.broker_datas for a in bd.broker_addrs.values()}
     route_masters = {bd.broker_name: bd.broker_addrs[0] for bd in route.broker_datas
                      if 0 in bd.broker_addrs and bd.broker_name in current}
-    targets = await _targets(admin, cluster, broker_addrs, route_masters, names_of)
+    targets = await _targets(core, cluster, broker_addrs, route_masters, names_of)
     ordered = bool(route.order_topic_conf) if order is None else order
     plans: list[tuple[str, str, QueueData | None, CreateTopicRequestHeader]] = []
     for label, addr, name in targets:
@@ -269,13 +267,13 @@ async def update_topic(
             perm=base.perm & int(Perm.READ | Perm.WRITE) if perm is None else perm,
             order=ordered, attributes=attributes)))
     if not force:
-        await _check_shrink(admin, topic, plans)
-    await asyncio.gather(*(admin._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+        await _check_shrink(core, topic, plans)
+    await asyncio.gather(*(core.broker_call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
                            for _label, addr, _cur, header in plans))
     return sorted(label for label, *_rest in plans)
 
 
-async def _check_shrink(admin: AsyncAdmin, topic: str,
+async def _check_shrink(core: AdminCore, topic: str,
                         plans: Sequence[tuple[str, str, QueueData | None,
                                               CreateTopicRequestHeader]]) -> None:
     shrinks = [(cur.broker_name, addr, h.read_queue_nums, cur.read_queue_nums)
@@ -289,9 +287,22 @@ async def _check_shrink(admin: AsyncAdmin, topic: str,
                 f"{h.read_queue_nums} read queues would be fewer than the {h.write_queue_nums} "
                 f"write queues of {topic} on {cur.broker_name}: producers would send to queues "
                 f"{h.read_queue_nums}..{h.write_queue_nums - 1}, which no consumer reads"))
-    hidden = await hidden_messages(admin, topic, shrinks)
+    hidden = await hidden_messages(core, topic, shrinks)
     if hidden:
         listed = ", ".join(f"{b} queue {q}: {n}" for b, q, n in hidden)
         raise QueuesNotDrainedError(topic, hidden, (
             f"lowering the read queues of {topic} would hide "
             f"{sum(n for *_bq, n in hidden)} unconsumed message(s) ({listed})"))
+
+
+async def topic_status(core: AdminCore, topic: str) -> list[TopicQueueStatus]:
+    """Per queue: min and max offsets and the store time of the last message."""
+    _route, masters = await core.route_masters(topic)
+    answers = await asyncio.gather(*(
+        core.broker_call(addr, RequestCode.GET_TOPIC_STATS_INFO,
+                         GetTopicStatsInfoRequestHeader(topic))
+        for addr in masters.values()))
+    out: list[TopicQueueStatus] = []
+    for resp in answers:
+        out.extend(parse_topic_stats(resp.body))
+    return sorted(out, key=lambda s: s.queue)

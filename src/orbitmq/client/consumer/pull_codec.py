@@ -1,8 +1,8 @@
 """PULL_MESSAGE requests and answers, built and read in one place (pure functions, like send_codec).
 
-Every pull of the SDK goes through here: :class:`~orbitmq.client.pull_consumer.AsyncPullConsumer`
+Every pull of the SDK goes through here: :class:`~orbitmq.client.AsyncPullConsumer`
 (``pull`` and ``pull_raw``), the push consumer's long-polling loops
-(:mod:`orbitmq.client.pull_service`) and the admin's queue reads (dead letters). Spark's source
+(:mod:`orbitmq.client.consumer.pull_service`) and the admin's queue reads (dead letters). Spark's source
 pulls with ``pull_raw``. So the flags, the subscription that travels with every request and the
 reading of the answer's header cannot drift apart between them.
 
@@ -14,8 +14,8 @@ it (back-to-back stored messages), for callers that decode in bulk with
 
 from __future__ import annotations
 
+from orbitmq.client.consumer.message_selector import ExpressionLike, selector_of
 from orbitmq.client.instance import check_response
-from orbitmq.client.message_selector import ExpressionLike, selector_of
 from orbitmq.client.results import PullResult, PullStatus, RawPullResult
 from orbitmq.protocol.bodies import MessageQueue, SubscriptionData
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode

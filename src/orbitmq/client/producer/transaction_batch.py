@@ -12,21 +12,21 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 
-from orbitmq.client.column_send import message_columns
 from orbitmq.client.instance import RETRIABLE_CODES
-from orbitmq.client.results import SendStatus
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer.column_send import message_columns
+from orbitmq.client.producer.send_codec import (
     EncodedMessage,
     check_batch,
     encode_message,
     encoded_size,
     prepare_encoded_batch,
 )
-from orbitmq.client.transaction_state import (
+from orbitmq.client.producer.transaction_state import (
     LocalTransactionState,
     TransactionBatch,
     TransactionSendResult,
 )
+from orbitmq.client.results import SendStatus
 from orbitmq.client.validation import check_message
 from orbitmq.errors import ClientError, RemoteProtocolError, broker_error
 from orbitmq.protocol.batch import decode_batch

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from orbitmq.client.send_codec import BATCH_PROPERTIES, PreparedMessage
+from orbitmq.client.producer.send_codec import BATCH_PROPERTIES, PreparedMessage
 from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS, check_topic
 from orbitmq.errors import ClientError
 from orbitmq.protocol.column_batch import (

@@ -2,21 +2,20 @@
 connections, group offsets and raw queue reads: what RocketMQ's mqadmin, dashboard and exporter
 ask a cluster, and what the ``orbitmq`` CLI's operations commands print.
 
-:class:`OpsAdminMixin` adds the coroutines to :class:`~orbitmq.client.admin.AsyncAdmin` and
-:class:`BlockingOpsAdminMixin` their blocking twins to :class:`~orbitmq.client.admin.Admin`.
+:class:`OpsAdminMixin` adds the coroutines to :class:`~orbitmq.client.AsyncAdmin` and
+:class:`BlockingOpsAdminMixin` their blocking twins to :class:`~orbitmq.client.Admin`.
 Calls that take ``broker`` accept a broker name (its master is asked) or a ``host:port``.
-Answers are parsed in :mod:`orbitmq.client.ops_models`.
+Answers are parsed in :mod:`orbitmq.client.admin.ops_models`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from orbitmq.client.group_admin import read_queue
-from orbitmq.client.instance import check_response
-from orbitmq.client.ops_models import (
+from orbitmq.client.admin import queues
+from orbitmq.client.admin.ops_models import (
     BrokerConsumeStats,
     BrokerStatsData,
     ClusterBroker,
@@ -31,7 +30,8 @@ from orbitmq.client.ops_models import (
     parse_kv_table,
     parse_time_spans,
 )
-from orbitmq.client.replication_admin import BrokerMember, HAStatus, member_rows, parse_ha_status
+from orbitmq.client.admin.replication import BrokerMember, HAStatus, member_rows, parse_ha_status
+from orbitmq.client.instance import check_response
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError
 from orbitmq.protocol.admin_headers import (
@@ -44,26 +44,21 @@ from orbitmq.protocol.admin_headers import (
 )
 from orbitmq.protocol.bodies import MessageQueue, TopicList, loads_lenient
 from orbitmq.protocol.codes import RequestCode, ResponseCode
-from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
-    SearchOffsetByTimestampRequestHeader,
-    SearchOffsetByTimestampResponseHeader,
 )
 from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.properties_text import format_properties_text, parse_properties_text
 
 if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
-    from orbitmq.client.instance import ClientInstance
-    from orbitmq.protocol.bodies import ClusterInfo, TopicRouteData
+    from orbitmq.client.admin.core import AdminCore
 
 __all__ = ["OpsAdminMixin", "BlockingOpsAdminMixin", "QUEUE_READ_MAX"]
 
-QUEUE_READ_MAX = 10_000  # messages one queue_messages call returns at most
+QUEUE_READ_MAX = queues.QUEUE_READ_MAX  # messages one queue_messages call returns at most
 
 
 def _text(value: object) -> str:
@@ -75,56 +70,21 @@ def _text(value: object) -> str:
 class OpsAdminMixin:
     """Operations coroutines of AsyncAdmin (see the module docstring)."""
 
-    if TYPE_CHECKING:  # what the mixin uses of AsyncAdmin
-        timeout: float
-        _instance: ClientInstance
+    if TYPE_CHECKING:  # what the mixin uses of AsyncAdmin: its core
+        _core: AdminCore
 
-        async def _masters(self, cluster: str | None) -> dict[str, str]: ...
-        async def _route_masters(self, topic: str) -> tuple[TopicRouteData, dict[str, str]]: ...
-        async def cluster_info(self) -> ClusterInfo: ...
-
-    # -- plumbing ----------------------------------------------------------------------------
     async def broker_address(self, broker: str) -> str:
         """``broker`` as an address: a broker name's master, or ``host:port`` as given.
 
         Raises:
             ClientError: a name no name server knows, or a broker without a master.
         """
-        if ":" in broker:
-            return broker
-        masters = await self._masters(None)
-        if broker not in masters:
-            raise ClientError(f"no broker named {broker!r} with a master; known: {sorted(masters)}")
-        return masters[broker]
-
-    async def _write_masters(self, cluster: str | None) -> dict[str, str]:
-        """Broker name -> master address of the brokers a change acts on: the masters of
-        ``cluster``; with None, those of the only cluster the name servers know. With several
-        clusters and none named the change is refused, naming them (mqadmin needs -c or -b):
-        a topic or group change meant for one cluster must not land on every cluster.
-
-        Raises:
-            ClientError: several clusters and no ``cluster``, or an unknown ``cluster``.
-        """
-        if cluster is None:
-            clusters = sorted((await self.cluster_info()).cluster_addr_table)
-            if len(clusters) > 1:
-                raise ClientError(f"the name servers know {len(clusters)} clusters "
-                                  f"({', '.join(clusters)}): name the one to change "
-                                  f"(cluster=..., CLI --cluster)")
-        return await self._masters(cluster)
-
-    async def _request(self, addr: str, code: int, header: Any = None,
-                       body: bytes = b"", ok: tuple[int, ...] = (ResponseCode.SUCCESS,)
-                       ) -> RemotingCommand:
-        fields = header.to_ext_fields() if header is not None else None
-        cmd = RemotingCommand.request(code, fields, body)
-        return check_response(await self._instance.remoting.invoke(addr, cmd, self.timeout), ok)
+        return await self._core.broker_address(broker)
 
     # -- cluster and brokers -----------------------------------------------------------------
     async def cluster_brokers(self, cluster: str | None = None) -> list[ClusterBroker]:
         """Every broker address of ``cluster`` (of all clusters when None), sorted."""
-        info = await self.cluster_info()
+        info = await self._core.cluster_info()
         if cluster is not None and cluster not in info.cluster_addr_table:
             raise ClientError(f"no cluster named {cluster!r}; known: "
                               f"{sorted(info.cluster_addr_table)}")
@@ -141,13 +101,15 @@ class OpsAdminMixin:
     async def broker_runtime_info(self, broker: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: RocketMQ's runtime keys (``putTps``...), values as text."""
         addr = await self.broker_address(broker)
-        return parse_kv_table((await self._request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return parse_kv_table(resp.body)
 
     async def broker_ha_status(self, broker: str) -> HAStatus:
         """GET_BROKER_HA_STATUS (RocketMQ 5): a master's slaves and how far each one is behind;
         on a slave, its side of the connection."""
         addr = await self.broker_address(broker)
-        return parse_ha_status((await self._request(addr, RequestCode.GET_BROKER_HA_STATUS)).body)
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_HA_STATUS)
+        return parse_ha_status(resp.body)
 
     async def broker_members(self, cluster: str | None = None) -> list[BrokerMember]:
         """Every broker of ``cluster`` (all when None) with its role and, for a slave, its
@@ -177,7 +139,8 @@ class OpsAdminMixin:
     async def broker_config(self, broker: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every setting under RocketMQ's name, as text."""
         addr = await self.broker_address(broker)
-        return parse_properties_text((await self._request(addr, RequestCode.GET_BROKER_CONFIG)).body)
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_CONFIG)
+        return parse_properties_text(resp.body)
 
     async def update_broker_config(self, broker: str,
                                    settings: Mapping[str, object]) -> None:
@@ -192,38 +155,37 @@ class OpsAdminMixin:
             raise ClientError("no setting to change")
         addr = await self.broker_address(broker)
         body = format_properties_text({k: _text(v) for k, v in settings.items()})
-        await self._request(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        await self._core.broker_call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
 
     async def broker_stats(self, broker: str, stats_name: str,
                            stats_key: str) -> BrokerStatsData:
         """VIEW_BROKER_STATS_DATA: one counter (``TOPIC_PUT_NUMS`` of a topic,
         ``GROUP_GET_NUMS`` of ``topic@group``...) over the last minute, hour and day."""
         addr = await self.broker_address(broker)
-        resp = await self._request(addr, RequestCode.VIEW_BROKER_STATS_DATA,
-                                   ViewBrokerStatsDataRequestHeader(stats_name, stats_key))
+        resp = await self._core.broker_call(addr, RequestCode.VIEW_BROKER_STATS_DATA,
+                                            ViewBrokerStatsDataRequestHeader(stats_name, stats_key))
         return parse_broker_stats(resp.body)
 
     async def broker_consume_stats(self, broker: str, *,
                                    order_only: bool = False) -> BrokerConsumeStats:
         """GET_BROKER_CONSUME_STATS: every group's progress on every topic of one broker."""
         addr = await self.broker_address(broker)
-        resp = await self._request(addr, RequestCode.GET_BROKER_CONSUME_STATS,
-                                   GetConsumeStatsInBrokerHeader(order_only))
+        resp = await self._core.broker_call(addr, RequestCode.GET_BROKER_CONSUME_STATS,
+                                            GetConsumeStatsInBrokerHeader(order_only))
         return parse_broker_consume_stats(resp.body)
 
     async def topics_by_cluster(self, cluster: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (a name server): topics with queues in ``cluster``."""
-        fields = GetTopicsByClusterRequestHeader(cluster).to_ext_fields()
-        resp = check_response(await self._instance.invoke_namesrv(
-            RemotingCommand.request(RequestCode.GET_TOPICS_BY_CLUSTER, fields)))
+        resp = check_response(await self._core.namesrv_call(
+            RequestCode.GET_TOPICS_BY_CLUSTER, GetTopicsByClusterRequestHeader(cluster)))
         return sorted(TopicList.from_json(resp.body).topic_list)
 
     # -- clients and groups ------------------------------------------------------------------
     async def producer_connections(self, group: str) -> list[Connection]:
         """GET_PRODUCER_CONNECTION_LIST on every master, merged: the group's live producers."""
-        masters = await self._masters(None)
+        masters = await self._core.masters(None)
         header = GetProducerConnectionListRequestHeader(group)
-        answers = await asyncio.gather(*(self._request(
+        answers = await asyncio.gather(*(self._core.broker_call(
             a, RequestCode.GET_PRODUCER_CONNECTION_LIST, header,
             ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR)) for a in masters.values()))
         merged = {(c.client_id, c.client_addr): c for r in answers
@@ -242,9 +204,10 @@ class OpsAdminMixin:
         check_group(group)
         header = GetConsumerRunningInfoRequestHeader(group, client_id, jstack)
         last: BrokerError | None = None
-        for addr in (await self._masters(None)).values():
+        for addr in (await self._core.masters(None)).values():
             try:
-                resp = await self._request(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
+                resp = await self._core.broker_call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                                    header)
             except BrokerError as e:
                 last = e
                 continue
@@ -256,8 +219,8 @@ class OpsAdminMixin:
     async def topic_consumer_groups(self, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO on the topic's masters: groups subscribing to it or with
         offsets on it."""
-        _route, masters = await self._route_masters(check_topic(topic))
-        answers = await asyncio.gather(*(self._request(
+        _route, masters = await self._core.route_masters(check_topic(topic))
+        answers = await asyncio.gather(*(self._core.broker_call(
             a, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, QueryTopicConsumeByWhoRequestHeader(topic))
             for a in masters.values()))
         return sorted({g for r in answers for g in parse_group_list(r.body)})
@@ -265,9 +228,9 @@ class OpsAdminMixin:
     async def consume_time_span(self, topic: str, group: str) -> list[QueueTimeSpan]:
         """QUERY_CONSUME_TIME_SPAN on the topic's masters: per queue, the store times of its
         oldest, newest and last consumed message."""
-        _route, masters = await self._route_masters(check_topic(topic))
+        _route, masters = await self._core.route_masters(check_topic(topic))
         header = QueryConsumeTimeSpanRequestHeader(topic, check_group(group))
-        answers = await asyncio.gather(*(self._request(
+        answers = await asyncio.gather(*(self._core.broker_call(
             a, RequestCode.QUERY_CONSUME_TIME_SPAN, header) for a in masters.values()))
         return sorted((s for r in answers for s in parse_time_spans(r.body)),
                       key=lambda s: s.queue)
@@ -282,10 +245,10 @@ class OpsAdminMixin:
         """
         check_group(src_group)
         check_group(dest_group)
-        masters = await self._masters(None)
+        masters = await self._core.masters(None)
         header = CloneGroupOffsetRequestHeader(src_group, dest_group, topic, offline)
         names = list(masters)
-        answers = await asyncio.gather(*(self._request(
+        answers = await asyncio.gather(*(self._core.broker_call(
             masters[n], RequestCode.CLONE_GROUP_OFFSET, header,
             ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)) for n in names))
         cloned = sorted(n for n, r in zip(names, answers, strict=True)
@@ -299,10 +262,10 @@ class OpsAdminMixin:
         """The group's SubscriptionGroupConfig on each master that has it (broker name ->
         RocketMQ's fields: ``retryMaxTimes``, ``consumeEnable``...)."""
         check_group(group)
-        masters = await self._masters(None)
+        masters = await self._core.masters(None)
         out: dict[str, dict[str, Any]] = {}
         for name, addr in sorted(masters.items()):
-            resp = await self._request(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            resp = await self._core.broker_call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
             data = loads_lenient(bytes(resp.body)) if resp.body else {}
             table = data.get("subscriptionGroupTable") if isinstance(data, dict) else None
             if isinstance(table, dict) and isinstance(table.get(group), dict):
@@ -315,10 +278,11 @@ class OpsAdminMixin:
         refused when there are several): the group's settings and, with ``remove_offset``, its
         committed offsets. Returns the broker names."""
         check_group(group)
-        masters = await self._write_masters(cluster)
+        masters = await self._core.write_masters(cluster)
         header = DeleteSubscriptionGroupRequestHeader(group, remove_offset)
-        await asyncio.gather(*(self._request(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
-                               for a in masters.values()))
+        await asyncio.gather(*(
+            self._core.broker_call(a, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+            for a in masters.values()))
         return sorted(masters)
 
     # -- queues ------------------------------------------------------------------------------
@@ -328,7 +292,7 @@ class OpsAdminMixin:
         """QUERY_CONSUME_QUEUE: ``count`` raw entries of one queue from ``index``."""
         addr = await self.broker_address(broker)
         header = QueryConsumeQueueRequestHeader(check_topic(topic), queue_id, index, count, group)
-        resp = await self._request(addr, RequestCode.QUERY_CONSUME_QUEUE, header)
+        resp = await self._core.broker_call(addr, RequestCode.QUERY_CONSUME_QUEUE, header)
         name = broker if ":" not in broker else await self._broker_name_of(addr)
         return parse_consume_queue(MessageQueue(topic, name, queue_id), index, resp.body,
                                    resp.remark)
@@ -343,19 +307,12 @@ class OpsAdminMixin:
                              limit: int = 32) -> list[MessageExt]:
         """Up to ``limit`` (at most QUEUE_READ_MAX) messages of one queue from offset ``start``,
         read without committing any offset."""
-        if not 1 <= limit <= QUEUE_READ_MAX:
-            raise ClientError(f"limit must be within 1..{QUEUE_READ_MAX}")
-        addr = await self.broker_address(mq.broker_name)
-        return [m for m in await read_queue(cast("AsyncAdmin", self), addr, mq, limit, start=start)
-                if m.queue_offset >= start]
+        return await queues.queue_messages(self._core, mq, start, limit)
 
     async def queue_offset_at(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of one queue stored at or after
         ``timestamp_ms`` (its max offset when none is)."""
-        addr = await self.broker_address(mq.broker_name)
-        header = SearchOffsetByTimestampRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
-        resp = await self._request(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
-        return SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
+        return await queues.queue_offset_at(self._core, mq, timestamp_ms)
 
     async def message_at(self, mq: MessageQueue, offset: int) -> MessageExt:
         """The message at ``offset`` of one queue (mqadmin's queryMsgByOffset).

@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from orbitmq.client.group_admin import (
+from orbitmq.client.admin.core import AdminCore
+from orbitmq.client.admin.groups import (
     DLQ_TOPIC_PREFIX,
     RETRY_TOPIC_PREFIX,
     original_topic,
-    read_queue,
     resend_properties,
 )
+from orbitmq.client.admin.queues import read_queue
+from orbitmq.client.admin.topics import topic_status
 from orbitmq.client.results import SendResult
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import GROUP_LENGTH_MAX, check_group
@@ -50,9 +52,6 @@ from orbitmq.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from orbitmq.protocol.message import Message, MessageExt, PropertyKey
-
-if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
 
 __all__ = [
     "DeadLetter",
@@ -149,27 +148,27 @@ def _matches(msg: MessageExt, msg_id: str) -> bool:
 
 
 # -- marks ----------------------------------------------------------------------------------------
-async def _mark(admin: AsyncAdmin, addr: str, group: str, mq: MessageQueue) -> int:
+async def _mark(core: AdminCore, addr: str, group: str, mq: MessageQueue) -> int:
     """The resend mark of one DLQ queue (0 when nothing was ever resent)."""
     header = QueryConsumerOffsetRequestHeader(resend_group(group), mq.topic, mq.queue_id)
-    resp = await admin._broker(addr, RequestCode.QUERY_CONSUMER_OFFSET, header,
-                               ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+    resp = await core.broker_call(addr, RequestCode.QUERY_CONSUMER_OFFSET, header,
+                                  ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return 0  # never resent, and the queue's first messages are gone: all that is left is new
     return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
 
-async def _set_mark(admin: AsyncAdmin, addr: str, group: str, mq: MessageQueue,
+async def _set_mark(core: AdminCore, addr: str, group: str, mq: MessageQueue,
                     offset: int) -> None:
     header = UpdateConsumerOffsetRequestHeader(resend_group(group), mq.topic, mq.queue_id, offset)
-    await admin._broker(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+    await core.broker_call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
 
 
-async def _dlq_queues(admin: AsyncAdmin, group: str) -> list[tuple[MessageQueue, str]]:
+async def _dlq_queues(core: AdminCore, group: str) -> list[tuple[MessageQueue, str]]:
     """(DLQ queue, its master's address), in queue order; [] when the group has no DLQ."""
     topic = DLQ_TOPIC_PREFIX + check_group(group)
     try:
-        route, masters = await admin._route_masters(topic)
+        route, masters = await core.route_masters(topic)
     except OrbitMQError as e:
         if getattr(e, "code", None) == ResponseCode.TOPIC_NOT_EXIST:
             return []
@@ -179,26 +178,26 @@ async def _dlq_queues(admin: AsyncAdmin, group: str) -> list[tuple[MessageQueue,
 
 
 # -- reading --------------------------------------------------------------------------------------
-async def _entries(admin: AsyncAdmin, group: str, max_messages: int, unresent_only: bool
+async def _entries(core: AdminCore, group: str, max_messages: int, unresent_only: bool
                    ) -> tuple[list[DeadLetter], dict[MessageQueue, tuple[str, int]]]:
     found: list[DeadLetter] = []
     marks: dict[MessageQueue, tuple[str, int]] = {}
-    for mq, addr in await _dlq_queues(admin, group):
-        mark = await _mark(admin, addr, group, mq)
+    for mq, addr in await _dlq_queues(core, group):
+        mark = await _mark(core, addr, group, mq)
         marks[mq] = (addr, mark)
         if len(found) >= max_messages:
             continue
         start = mark if unresent_only else 0
-        for msg in await read_queue(admin, addr, mq, max_messages - len(found), start=start):
+        for msg in await read_queue(core, addr, mq, max_messages - len(found), start=start):
             found.append(DeadLetter(mq, msg, msg.queue_offset < mark))
     return found, marks
 
 
-async def dead_letter_entries(admin: AsyncAdmin, group: str, max_messages: int = 1000, *,
+async def dead_letter_entries(core: AdminCore, group: str, max_messages: int = 1000, *,
                               unresent_only: bool = False) -> list[DeadLetter]:
     """The dead letters of ``group`` (up to ``max_messages``), oldest first, each saying whether
     it was resent; only those not resent yet with ``unresent_only``."""
-    found, _ = await _entries(admin, group, max_messages, unresent_only)
+    found, _ = await _entries(core, group, max_messages, unresent_only)
     return sorted(found, key=lambda d: (d.message.store_timestamp, d.message.commit_log_offset))
 
 
@@ -216,17 +215,17 @@ def _message_of(msg: MessageExt, retry: str, original: str) -> Message:
                                           flag=msg.flag)
 
 
-async def resend_dead_letters(admin: AsyncAdmin, group: str, *, msg_id: str | None = None,
+async def resend_dead_letters(core: AdminCore, group: str, *, msg_id: str | None = None,
                               force: bool = False, max_messages: int = 1000,
                               producer_group: str = RESEND_PRODUCER_GROUP) -> list[Resent]:
     """Send ``group``'s dead letters back to the group's retry topic (see the module docstring):
     :func:`resend_report`'s items (it also counts what was passed over)."""
-    report = await resend_report(admin, group, msg_id=msg_id, force=force,
+    report = await resend_report(core, group, msg_id=msg_id, force=force,
                                  max_messages=max_messages, producer_group=producer_group)
     return report.items
 
 
-async def resend_report(admin: AsyncAdmin, group: str, *, msg_id: str | None = None,
+async def resend_report(core: AdminCore, group: str, *, msg_id: str | None = None,
                         force: bool = False, max_messages: int = 1000,
                         producer_group: str = RESEND_PRODUCER_GROUP) -> ResendReport:
     """Send ``group``'s dead letters back to ``%RETRY%{group}``, each once (module docstring).
@@ -244,41 +243,41 @@ async def resend_report(admin: AsyncAdmin, group: str, *, msg_id: str | None = N
         ClientError: ``msg_id`` names no dead letter of the group.
         OrbitMQError: the broker could not be read; what was sent before is marked.
     """
-    from orbitmq.client.producer import AsyncProducer
+    from orbitmq.client.producer.producer import AsyncProducer
 
     every = msg_id is None
-    entries, marks = await _entries(admin, group, max_messages, unresent_only=every and not force)
+    entries, marks = await _entries(core, group, max_messages, unresent_only=every and not force)
     if msg_id is not None:
         entries = [d for d in entries if _matches(d.message, msg_id)]
         if not entries:
             raise ClientError(f"no dead letter {msg_id} for group {group}")
     entries.sort(key=lambda d: (d.queue, d.message.queue_offset))
-    before, left = (await _passed_over(admin, group, marks, len(entries), force)) if every \
+    before, left = (await _passed_over(core, group, marks, len(entries), force)) if every \
         else (0, 0)
     retry = RETRY_TOPIC_PREFIX + group
     moved: dict[MessageQueue, int] = {}
     out: list[Resent] = []
     try:
-        async with AsyncProducer(producer_group, admin._instance.namesrv_addrs,
-                                 credentials=admin._instance.credentials,
-                                 tls=admin._instance.tls) as producer:
+        async with AsyncProducer(producer_group, core.instance.namesrv_addrs,
+                                 credentials=core.instance.credentials,
+                                 tls=core.instance.tls) as producer:
             for dead in entries:
                 out.append(await _resend_one(producer, dead, retry, force, marks, moved))
     finally:
         for mq, offset in moved.items():
             addr, _ = marks[mq]
-            await _set_mark(admin, addr, group, mq, offset)
+            await _set_mark(core, addr, group, mq, offset)
     return ResendReport(out, before, left)
 
 
-async def _passed_over(admin: AsyncAdmin, group: str, marks: dict[MessageQueue, tuple[str, int]],
+async def _passed_over(core: AdminCore, group: str, marks: dict[MessageQueue, tuple[str, int]],
                        read: int, force: bool) -> tuple[int, int]:
     """(dead letters below the marks still in the DLQ, not read without ``force``; those to send
     that were not read: past ``max_messages``), from the DLQ queues' offsets."""
     if not marks:
         return 0, 0
     bounds = {s.queue: (s.min_offset, s.max_offset)
-              for s in await admin.topic_status(DLQ_TOPIC_PREFIX + group)}
+              for s in await topic_status(core, DLQ_TOPIC_PREFIX + group)}
     before = to_send = 0
     for mq, (_addr, mark) in marks.items():
         low, high = bounds.get(mq, (0, 0))

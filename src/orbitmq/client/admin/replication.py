@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from orbitmq.client.admin_models import _int, _obj
+from orbitmq.client.admin.models import _int, _obj
 from orbitmq.errors import RemoteProtocolError
 
 __all__ = ["SlaveLinkStatus", "HAStatus", "parse_ha_status", "BrokerMember", "member_rows"]

@@ -1,7 +1,7 @@
 """The push consumer's pulling: one long-polling loop per assigned queue.
 
 Each loop asks the queue's broker for the next ``pull_batch_size`` messages; when there are none,
-the broker holds the request up to ``pull_suspend_time`` (15 s) and answers as soon as one
+the broker holds the request up to ``pull_suspend_time_ms`` (15 s) and answers as soon as one
 arrives, so an idle consumer costs one request per queue every 15 s and a busy one gets messages
 with no polling delay. Every pull of a clustering consumer carries the queue's current offset
 (the COMMIT_OFFSET flag), so the broker learns progress between the periodic commits for free.
@@ -30,15 +30,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_types import (
     PushConsumerConfig,
     cancel_and_wait,
     restore_retry_topic,
 )
+from orbitmq.client.consumer.offset_store import OffsetStore, RemoteOffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
+from orbitmq.client.consumer.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.instance import ClientInstance
-from orbitmq.client.offset_store import OffsetStore, RemoteOffsetStore
-from orbitmq.client.process_queue import ProcessQueue
-from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
 from orbitmq.client.results import PullResult, PullStatus
 from orbitmq.client.route import MASTER_ID
 from orbitmq.errors import ConnectionClosedError, TimeoutError
@@ -81,9 +81,9 @@ def build_push_pull_request(
 ) -> RemotingCommand:
     """PULL_MESSAGE with long polling and the subscription; COMMIT_OFFSET when
     ``commit_offset`` > 0 (a clustering consumer's acknowledged progress). Built by
-    :func:`orbitmq.client.pull_codec.build_pull_request`, as every pull of the SDK."""
-    return build_pull_request(group, mq, offset, cfg.pull_batch_size, sub, cfg.pull_suspend_time,
-                              commit_offset=commit_offset)
+    :func:`orbitmq.client.consumer.pull_codec.build_pull_request`, as every pull of the SDK."""
+    return build_pull_request(group, mq, offset, cfg.pull_batch_size, sub,
+                              cfg.pull_suspend_time_ms / 1000, commit_offset=commit_offset)
 
 
 class PullService:
@@ -136,7 +136,7 @@ class PullService:
             except Exception as e:  # a broker down or refusing: try again a little later
                 log.warning("pull failed group=%s queue=%s offset=%d: %r", self.config.group,
                             req.mq, req.next_offset, e)
-                delay = self.config.pull_delay_on_exception
+                delay = self.config.pull_delay_on_exception_ms / 1000
             if delay > 0:
                 await asyncio.sleep(delay)
 
@@ -160,14 +160,15 @@ class PullService:
             return NOT_LOCKED_DELAY_S  # the lock renewal or the next rebalance locks it
         sub = self.subscriptions.get(mq.topic)
         if sub is None:
-            return cfg.pull_delay_on_exception  # unsubscribed: the rebalance drops the queue
+            # unsubscribed: the rebalance drops the queue
+            return cfg.pull_delay_on_exception_ms / 1000
         addr, broker_id = await self.instance.find_read_address(mq.broker_name, mq.topic,
                                                                 req.broker_id)
         commit = self.offsets.read(mq) if cfg.clustering and broker_id == MASTER_ID else -1
         cmd = build_push_pull_request(cfg.group, mq, req.next_offset, sub, cfg, commit)
         pq.last_pull_time = loop.time()
         try:
-            resp = await self.instance.remoting.invoke(addr, cmd, cfg.pull_timeout)
+            resp = await self.instance.remoting.invoke(addr, cmd, cfg.pull_timeout_ms / 1000)
         except (ConnectionClosedError, TimeoutError):
             self.instance.broker_failed(addr)  # the next pull tries another broker of the set
             req.broker_id = MASTER_ID

@@ -7,7 +7,7 @@ to ``retry_times_when_send_failed`` times on a queue of another broker, all with
 brokers, which then create it. Every message gets a UNIQ_KEY, its ``msg_id`` for consumers.
 
 With ``auto_batch=True``, concurrent plain sends to one topic are collected by a
-:class:`~orbitmq.client.accumulator.SendAccumulator` and leave as one SEND_BATCH_MESSAGE (RocketMQ
+:class:`~orbitmq.client.producer.accumulator.SendAccumulator` and leave as one SEND_BATCH_MESSAGE (RocketMQ
 5's ``setAutoBatch``), each caller still getting its own SendResult.
 """
 
@@ -21,19 +21,17 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.accumulator import SendAccumulator
-from orbitmq.client.column_send import (
+from orbitmq.client.instance import ClientInstance
+from orbitmq.client.producer.accumulator import SendAccumulator
+from orbitmq.client.producer.column_send import (
     check_chunk_limits,
     check_send_topic,
     message_columns,
     prepare_columns,
     send_in_chunks,
 )
-from orbitmq.client.instance import ClientInstance
-from orbitmq.client.results import SendResult
-from orbitmq.client.route import TopicPublishInfo, publish_info_from_route
-from orbitmq.client.selectors import MessageQueueSelector
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer.selectors import MessageQueueSelector
+from orbitmq.client.producer.send_codec import (
     PreparedMessage,
     build_send_request,
     check_batch,
@@ -42,6 +40,8 @@ from orbitmq.client.send_codec import (
     prepare_batch,
     prepare_message,
 )
+from orbitmq.client.results import SendResult
+from orbitmq.client.route import TopicPublishInfo, publish_info_from_route
 from orbitmq.client.validation import body_size, check_group, check_message
 from orbitmq.errors import (
     BrokerError,

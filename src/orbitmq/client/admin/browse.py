@@ -1,9 +1,10 @@
 """Reading a cluster without changing it: messages by store time, and every consumer group's
 committed offsets of a topic.
 
-What a console or a monitoring script needs beside :class:`~orbitmq.client.admin.AsyncAdmin`'s
-calls (which this module uses for routes, queue reads and offsets by time). Each function takes a
-started AsyncAdmin; none commits an offset or stores anything:
+What a console or a monitoring script needs beside the other admin calls; :class:`AsyncAdmin
+<orbitmq.client.AsyncAdmin>` offers them as ``messages_between`` and ``committed_offsets``. Each
+coroutine here takes a started :class:`~orbitmq.client.admin.core.AdminCore`; none commits an
+offset or stores anything:
 
 - :func:`messages_between`: the messages of a topic stored within a time range, oldest first.
 - :func:`committed_offsets`: GET_ALL_CONSUMER_OFFSET (43) of the topic's brokers, group -> queue ->
@@ -14,19 +15,15 @@ started AsyncAdmin; none commits an offset or stores anything:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
-from orbitmq.client import group_admin
-from orbitmq.client.ops_admin import QUEUE_READ_MAX
+from orbitmq.client.admin.core import AdminCore
+from orbitmq.client.admin.queues import PULL_BATCH, QUEUE_READ_MAX, queue_messages, queue_offset_at
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_topic
 from orbitmq.errors import ClientError, RemoteProtocolError
 from orbitmq.protocol.bodies import MessageQueue, loads_lenient
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.message import MessageExt
-
-if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
 
 __all__ = ["messages_between", "committed_offsets", "consumed_by"]
 
@@ -36,12 +33,12 @@ def _limit(limit: int) -> int:
     return limit
 
 
-async def _queue_between(admin: AsyncAdmin, mq: MessageQueue, begin_ms: int, end_ms: int,
+async def _queue_between(core: AdminCore, mq: MessageQueue, begin_ms: int, end_ms: int,
                          limit: int) -> list[MessageExt]:
-    offset = await admin.queue_offset_at(mq, begin_ms)
+    offset = await queue_offset_at(core, mq, begin_ms)
     out: list[MessageExt] = []
     while len(out) < limit:
-        batch = await admin.queue_messages(mq, offset, group_admin.PULL_BATCH)
+        batch = await queue_messages(core, mq, offset, PULL_BATCH)
         if not batch:
             break
         for msg in batch:
@@ -53,7 +50,7 @@ async def _queue_between(admin: AsyncAdmin, mq: MessageQueue, begin_ms: int, end
     return out[:limit]
 
 
-async def messages_between(admin: AsyncAdmin, topic: str, begin_ms: int, end_ms: int,
+async def messages_between(core: AdminCore, topic: str, begin_ms: int, end_ms: int,
                            limit: int, *, queue_id: int | None = None) -> list[MessageExt]:
     """Messages of ``topic`` (of one queue id when given) stored from ``begin_ms`` to ``end_ms``
     (both included), oldest first; at most ``limit``, the oldest kept when more are found."""
@@ -61,11 +58,11 @@ async def messages_between(admin: AsyncAdmin, topic: str, begin_ms: int, end_ms:
     if end_ms < begin_ms:
         raise ClientError(f"the range ends ({end_ms}) before it begins ({begin_ms})")
     limit = _limit(limit)
-    route, masters = await admin._route_masters(topic)
+    route, masters = await core.route_masters(topic)
     queues = [mq for mq in subscribe_queues_from_route(topic, route)
               if mq.broker_name in masters and (queue_id is None or mq.queue_id == queue_id)]
     found = await asyncio.gather(*(
-        _queue_between(admin, mq, begin_ms, end_ms, limit)
+        _queue_between(core, mq, begin_ms, end_ms, limit)
         for mq in queues))
     merged = sorted((m for batch in found for m in batch),
                     key=lambda m: (m.store_timestamp, m.commit_log_offset))
@@ -92,14 +89,14 @@ def _parse_offsets(body: bytes, topic: str, broker_name: str) -> dict[str, dict[
     return out
 
 
-async def committed_offsets(admin: AsyncAdmin, topic: str) -> dict[str, dict[MessageQueue, int]]:
+async def committed_offsets(core: AdminCore, topic: str) -> dict[str, dict[MessageQueue, int]]:
     """Group -> queue -> committed offset, for every group that committed one on ``topic``, over
     the masters of the topic's route."""
     check_topic(topic)
-    _route, masters = await admin._route_masters(topic)
+    _route, masters = await core.route_masters(topic)
     names = sorted(masters)
-    answers = await asyncio.gather(*(admin._broker(masters[n], RequestCode.GET_ALL_CONSUMER_OFFSET)
-                                     for n in names))
+    answers = await asyncio.gather(*(
+        core.broker_call(masters[n], RequestCode.GET_ALL_CONSUMER_OFFSET) for n in names))
     merged: dict[str, dict[MessageQueue, int]] = {}
     for name, resp in zip(names, answers, strict=True):
         for group, queues in _parse_offsets(bytes(resp.body or b""), topic, name).items():

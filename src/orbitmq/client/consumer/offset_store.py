@@ -2,7 +2,7 @@
 (broadcasting, where every member has its own progress).
 
 Both keep an in-memory table (the next offset to consume per queue) that consumption updates as
-messages are acknowledged, and persist it every ``persist_consumer_offset_interval`` seconds and
+messages are acknowledged, and persist it every ``persist_consumer_offset_interval_ms`` and
 at shutdown. ``read_from_store`` answers -1 when the store has no offset of the group for a queue:
 the consumer then applies its ``consume_from``.
 

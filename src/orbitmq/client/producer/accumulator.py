@@ -22,8 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from orbitmq.client.results import SendResult
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer.send_codec import (
     EncodedMessage,
     PreparedMessage,
     encoded_size,
@@ -31,6 +30,7 @@ from orbitmq.client.send_codec import (
     prepare_single,
     split_batch_result,
 )
+from orbitmq.client.results import SendResult
 from orbitmq.errors import ClientError
 
 __all__ = ["SendAccumulator"]

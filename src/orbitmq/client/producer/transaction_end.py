@@ -7,7 +7,7 @@ A transaction is ended three ways, all through this module:
 - in answer to a broker's check: oneway, on the connection the check came on, marked
   ``fromTransactionCheck``;
 - by the half message's receipt (:meth:`AsyncTransactionProducer.end_transaction
-  <orbitmq.client.transaction_producer.AsyncTransactionProducer.end_transaction>`): two-way, so
+  <orbitmq.client.AsyncTransactionProducer.end_transaction>`): two-way, so
   that the caller learns the broker's answer, tried again on transient refusals and lost
   connections. This is how a transaction decided later, or in another process, is ended: the
   receipt (a :class:`~orbitmq.client.results.SendResult`) holds everything END_TRANSACTION
@@ -25,8 +25,8 @@ import dataclasses
 import logging
 
 from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.producer.transaction_state import LocalTransactionState, TransactionSendResult
 from orbitmq.client.results import SendResult
-from orbitmq.client.transaction_state import LocalTransactionState, TransactionSendResult
 from orbitmq.errors import (
     BrokerError,
     ClientError,

@@ -1,7 +1,9 @@
-"""The admin client's consumer group operations: settings, dead letters, queue holders.
+"""The admin client's consumer group operations: settings, dead letters, connections, queue
+holders.
 
-:class:`~orbitmq.client.admin.AsyncAdmin` delegates ``update_group``, ``dead_letters`` and
-``queue_holders`` to the coroutines here; the helpers below them are pure.
+:class:`~orbitmq.client.AsyncAdmin` delegates ``update_group``, ``dead_letters``,
+``consumer_connections`` and ``queue_holders`` to the coroutines here (each takes the admin's
+:class:`~orbitmq.client.admin.core.AdminCore`); the helpers above them are pure.
 
 - Subscription group settings travel as Java's SubscriptionGroupConfig JSON. An update sends the
   group's whole config, so :func:`updated_group_config` starts from what the broker has (or
@@ -17,20 +19,29 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from orbitmq.client.admin.core import AdminCore
+from orbitmq.client.admin.models import (
+    ConsumerConnection,
+    ConsumerConnectionInfo,
+    parse_consumer_connection,
+)
+from orbitmq.client.admin.queues import read_queue
 from orbitmq.client.instance import check_response
-from orbitmq.client.pull_codec import build_pull_request, parse_pull_response
-from orbitmq.client.results import PullStatus
 from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_group
 from orbitmq.errors import BrokerError, ClientError, OrbitMQError, RemoteProtocolError
-from orbitmq.protocol.bodies import MessageQueue, loads_lenient
+from orbitmq.protocol.bodies import ConsumerListBody, MessageQueue, loads_lenient
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import GetConsumerRunningInfoRequestHeader
+from orbitmq.protocol.headers import (
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.protocol.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -38,13 +49,11 @@ from orbitmq.protocol.topics import (
     TOOLS_CONSUMER_GROUP,
 )
 
-if TYPE_CHECKING:
-    from orbitmq.client.admin import AsyncAdmin
-
 __all__ = [
     "update_group",
     "dead_letters",
     "queue_holders",
+    "consumer_connections",
     "GROUP_SETTINGS",
     "TOOLS_CONSUMER_GROUP",
     "RETRY_TOPIC_PREFIX",
@@ -54,7 +63,6 @@ __all__ = [
     "resend_properties",
     "original_topic",
     "running_info_queues",
-    "read_queue",
 ]
 
 RETRY_TOPIC_PREFIX = RETRY_GROUP_TOPIC_PREFIX
@@ -168,50 +176,28 @@ def running_info_queues(body: bytes | memoryview) -> list[MessageQueue]:
     return sorted(set(found))
 
 
-# -- operations (over AsyncAdmin's connections) -------------------------------------------------
-PULL_BATCH = 32
-PULLS_PER_QUEUE_MAX = 10_000  # a bound on one queue's read: 320,000 dead letters
-
-
-async def update_group(admin: AsyncAdmin, group: str, changes: dict[str, Any], *,
+# -- operations (over the admin core's connections) ----------------------------------------
+async def update_group(core: AdminCore, group: str, changes: dict[str, Any], *,
                        cluster: str | None = None) -> list[str]:
     """Apply ``changes`` (GROUP_SETTINGS names) to ``group`` on every master of ``cluster`` (the
     only cluster when None; several are refused); the broker names."""
     check_group(group)
-    masters = await admin._write_masters(cluster)
+    masters = await core.write_masters(cluster)
     if not masters:
         raise ClientError("no master broker to update the group on")
     for addr in masters.values():
-        current = await admin._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        current = await core.broker_call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         body = updated_group_config(current.body, group, changes)
         cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
-        check_response(await admin._instance.remoting.invoke(addr, cmd, admin.timeout))
+        check_response(await core.invoke(addr, cmd))
     return sorted(masters)
 
 
-async def read_queue(admin: AsyncAdmin, addr: str, mq: MessageQueue, limit: int, *,
-                     start: int = 0) -> list[MessageExt]:
-    """Up to ``limit`` messages of one queue from offset ``start`` (its first when 0), without
-    committing any offset."""
-    offset = start
-    out: list[MessageExt] = []
-    for _ in range(PULLS_PER_QUEUE_MAX):
-        cmd = build_pull_request(TOOLS_CONSUMER_GROUP, mq, offset, PULL_BATCH, "*", None)
-        result = parse_pull_response(
-            await admin._instance.remoting.invoke(addr, cmd, admin.timeout), None)
-        out.extend(result.messages)
-        nxt = result.next_begin_offset
-        if result.status is PullStatus.NO_NEW_MSG or nxt <= offset or len(out) >= limit:
-            break
-        offset = nxt
-    return out[:limit]
-
-
-async def dead_letters(admin: AsyncAdmin, group: str, max_messages: int) -> list[MessageExt]:
+async def dead_letters(core: AdminCore, group: str, max_messages: int) -> list[MessageExt]:
     """The messages of ``%DLQ%{group}`` on every broker, oldest first ([] when it has none)."""
     topic = DLQ_TOPIC_PREFIX + check_group(group)
     try:
-        route, masters = await admin._route_masters(topic)
+        route, masters = await core.route_masters(topic)
     except BrokerError as e:
         if e.code == ResponseCode.TOPIC_NOT_EXIST:
             return []
@@ -220,18 +206,19 @@ async def dead_letters(admin: AsyncAdmin, group: str, max_messages: int) -> list
     for mq in sorted(subscribe_queues_from_route(topic, route)):
         addr = masters.get(mq.broker_name)
         if addr is not None and len(out) < max_messages:
-            out.extend(await read_queue(admin, addr, mq, max_messages - len(out)))
+            out.extend(await read_queue(core, addr, mq, max_messages - len(out)))
     return sorted(out, key=lambda m: (m.store_timestamp, m.commit_log_offset))
 
 
-async def _held_by(admin: AsyncAdmin, masters: list[str], group: str,
+async def _held_by(core: AdminCore, masters: list[str], group: str,
                    client_id: str) -> list[MessageQueue]:
     header = GetConsumerRunningInfoRequestHeader(group, client_id, False)
     ok = (ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.SYSTEM_ERROR,
           ResponseCode.NOT_SUPPORTED)
     for addr in masters:  # the client answers through any broker it is connected to
         try:
-            resp = await admin._broker(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, ok=ok)
+            resp = await core.broker_call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header,
+                                          ok=ok)
         except (OrbitMQError, OSError):
             continue
         if resp.code == ResponseCode.SUCCESS and resp.body:
@@ -239,18 +226,52 @@ async def _held_by(admin: AsyncAdmin, masters: list[str], group: str,
     return []
 
 
-async def queue_holders(admin: AsyncAdmin, group: str) -> dict[MessageQueue, str]:
+async def queue_holders(core: AdminCore, group: str) -> dict[MessageQueue, str]:
     """Queue -> id of the client of ``group`` that holds it, as the clients report it; best
     effort: a client that does not answer is left out."""
     try:
-        info = await admin.consumer_connections(group)
-        masters = list((await admin._masters(None)).values())
+        info = await consumer_connections(core, group)
+        masters = list((await core.masters(None)).values())
     except (OrbitMQError, OSError):
         return {}
     ids = [c.client_id for c in info.connections]
-    held = await asyncio.gather(*(_held_by(admin, masters, group, i) for i in ids))
+    held = await asyncio.gather(*(_held_by(core, masters, group, i) for i in ids))
     holders: dict[MessageQueue, str] = {}
     for client_id, queues in zip(ids, held, strict=True):
         for mq in queues:
             holders.setdefault(mq, client_id)
     return holders
+
+
+async def consumer_connections(core: AdminCore, group: str) -> ConsumerConnectionInfo:
+    """The group's live clients and subscriptions, merged over every master broker.
+
+    A broker without GET_CONSUMER_CONNECTION_LIST is asked GET_CONSUMER_LIST_BY_GROUP
+    instead, which gives the client ids only.
+    """
+    check_group(group)
+    masters = await core.masters(None)
+    answers = await asyncio.gather(*(_connections_of(core, addr, group)
+                                     for addr in masters.values()))
+    merged = ConsumerConnectionInfo(group)
+    for info in answers:
+        merged = merged.merge(info)
+    return merged
+
+
+async def _connections_of(core: AdminCore, addr: str, group: str) -> ConsumerConnectionInfo:
+    resp = await core.broker_call(
+        addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+        GetConsumerConnectionListRequestHeader(group),
+        ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.NOT_SUPPORTED))
+    if resp.code == ResponseCode.SUCCESS and resp.body:
+        return parse_consumer_connection(group, resp.body)
+    if resp.code != ResponseCode.NOT_SUPPORTED:
+        return ConsumerConnectionInfo(group)
+    resp = await core.broker_call(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                  GetConsumerListByGroupRequestHeader(group),
+                                  ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        return ConsumerConnectionInfo(group)  # RocketMQ answers SYSTEM_ERROR for no consumer
+    ids = ConsumerListBody.from_json(resp.body).consumer_id_list
+    return ConsumerConnectionInfo(group, tuple(ConsumerConnection(i) for i in sorted(ids)))

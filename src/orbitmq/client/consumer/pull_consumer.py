@@ -6,7 +6,7 @@ messages (decompressing bodies), re-checking tags on the client (the broker filt
 so a colliding tag can slip through), and a local offset table persisted to the brokers every
 ``persist_consumer_offset_interval`` seconds, on ``persist_offsets()`` and at shutdown.
 
-A pull takes a TAG expression (a str) or a :class:`~orbitmq.client.message_selector.
+A pull takes a TAG expression (a str) or a :class:`~orbitmq.client.consumer.message_selector.
 MessageSelector` (tags or SQL92), parsed before the request is sent: a bad expression raises
 ExpressionError and nothing moves.
 """
@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.message_selector import ExpressionLike, MessageSelector, selector_of
-from orbitmq.client.pull_codec import (
+from orbitmq.client.consumer.message_selector import ExpressionLike, MessageSelector, selector_of
+from orbitmq.client.consumer.pull_codec import (
     BULK_PULL_NUMS_MAX,
     PULL_BATCH_SIZE_MAX,
     build_pull_request,
     parse_pull_response,
     parse_raw_pull_response,
 )
+from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.results import PullResult, RawPullResult
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
 from orbitmq.client.validation import check_group, check_topic

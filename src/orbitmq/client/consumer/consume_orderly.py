@@ -4,7 +4,7 @@ A queue has at most one consume task, and its listener calls run under the Proce
 consume lock (dropping the queue waits for that lock, so a running batch finishes, its offset is
 stored and persisted, and only then is the broker lock released to the next owner). In clustering
 mode a queue is consumed only while this client holds its broker lock (LOCK_BATCH_MQ, renewed
-every ``lock_renew_interval``; counted as lost ``lock_max_live_time`` after the last renewal), so
+every ``lock_renew_interval_ms``; counted as lost ``lock_max_live_time_ms`` after the last renewal), so
 two members never consume one queue at once.
 
 A batch that fails (SUSPEND_CURRENT_QUEUE_A_MOMENT, RECONSUME_LATER, an exception) is put back
@@ -22,16 +22,16 @@ import asyncio
 import logging
 import time
 
-from orbitmq.client.consume_concurrently import ConsumeStats, SendBack
-from orbitmq.client.consume_types import (
+from orbitmq.client.consumer.consume_concurrently import ConsumeStats, SendBack
+from orbitmq.client.consumer.consume_types import (
     ConsumeContext,
     ConsumeResult,
     ListenerRunner,
     PushConsumerConfig,
     cancel_and_wait,
 )
-from orbitmq.client.offset_store import OffsetStore
-from orbitmq.client.process_queue import ProcessQueue
+from orbitmq.client.consumer.offset_store import OffsetStore
+from orbitmq.client.consumer.process_queue import ProcessQueue
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import MessageExt, PropertyKey
 
@@ -80,7 +80,7 @@ class OrderlyConsumeService:
         if not self.config.clustering:
             return True
         now = asyncio.get_running_loop().time()
-        return pq.locked and not pq.lock_expired(now, self.config.lock_max_live_time)
+        return pq.locked and not pq.lock_expired(now, self.config.lock_max_live_time_ms / 1000)
 
     async def _run(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         try:

@@ -27,19 +27,18 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar, cast
 
-from orbitmq.client import transaction_end
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.column_send import check_chunk_limits, check_send_topic, send_in_chunks
-from orbitmq.client.producer import AsyncProducer, Producer
-from orbitmq.client.results import SendResult, SendStatus
-from orbitmq.client.send_codec import (
+from orbitmq.client.producer import transaction_end
+from orbitmq.client.producer.column_send import check_chunk_limits, check_send_topic, send_in_chunks
+from orbitmq.client.producer.producer import AsyncProducer, Producer
+from orbitmq.client.producer.send_codec import (
     EncodedMessage,
     PreparedMessage,
     build_send_request,
     parse_send_response,
     prepare_message,
 )
-from orbitmq.client.transaction_batch import (
+from orbitmq.client.producer.transaction_batch import (
     PreparedBatch,
     build_send_batch_request,
     encode_batch_messages,
@@ -47,10 +46,14 @@ from orbitmq.client.transaction_batch import (
     prepare_messages_half,
     prepare_transaction_batch,
     prepare_transaction_columns,
-    read_batch_check,
 )
-from orbitmq.client.transaction_end import HalfReceipt
-from orbitmq.client.transaction_state import (
+from orbitmq.client.producer.transaction_checks import (
+    CHECK_REQUEST_HOLD_MAX,
+    CheckAnswers,
+    call_listener,
+)
+from orbitmq.client.producer.transaction_end import HalfReceipt
+from orbitmq.client.producer.transaction_state import (
     LocalTransactionState,
     TransactionBatch,
     TransactionListener,
@@ -60,24 +63,20 @@ from orbitmq.client.transaction_state import (
     coerce_state,
     transaction_id,
 )
+from orbitmq.client.results import SendResult, SendStatus
 from orbitmq.client.validation import DEFAULT_TOPIC, check_message
 from orbitmq.errors import (
     BrokerError,
     ClientError,
     ConnectionClosedError,
     OrbitMQError,
-    RemoteProtocolError,
     TimeoutError,
 )
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.extension_headers import CheckTransactionBatchStateRequestHeader
-from orbitmq.protocol.headers import CheckTransactionStateRequestHeader
-from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
-from orbitmq.protocol.stored import decode_stored_message
-from orbitmq.transport.connection import RemotingConnection
+from orbitmq.protocol.message import Message, MessageSysFlag, PropertyKey
 
 __all__ = [
     "AsyncTransactionProducer",
@@ -95,7 +94,6 @@ R = TypeVar("R")
 TX_COLUMNS_ROWS_MAX = 4096  # send_columns_half: rows of one transaction batch
 TX_COLUMNS_BYTES_MAX = 1024 * 1024  # and its target size
 TX_COLUMNS_IN_FLIGHT_MAX = 4
-CHECK_REQUEST_HOLD_MAX = 2000  # RocketMQ's checkRequestHoldMax: checks waiting for an answer
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)
 
 
@@ -130,17 +128,24 @@ class AsyncTransactionProducer(AsyncProducer):
     ) -> None:
         if listener is None:
             raise ClientError("a TransactionProducer needs a TransactionListener")
-        if check_request_hold_max < 1:
-            raise ClientError("check_request_hold_max must be >= 1")
         super().__init__(group, namesrv, **options)
-        self.listener = listener
-        self.check_request_hold_max = check_request_hold_max
-        self._check_executor = check_executor
+        self._checks = CheckAnswers(self.group, listener, executor=check_executor,
+                                    hold_max=check_request_hold_max)
         self._topics = [DEFAULT_TOPIC, *topics]
-        self._checks: set[asyncio.Task[None]] = set()
-        self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
+        self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE,
+                                                self._checks.on_check)
         self._instance.register_request_handler(OrbitMQRequestCode.CHECK_TRANSACTION_BATCH_STATE,
-                                                self._on_check_batch)
+                                                self._checks.on_check_batch)
+
+    @property
+    def listener(self) -> TransactionListener:
+        """Runs the local transactions and answers the brokers' checks."""
+        return self._checks.listener
+
+    @property
+    def check_request_hold_max(self) -> int:
+        """Checks answered at once at most."""
+        return self._checks.hold_max
 
     async def start(self) -> Self:
         """Start, learn the brokers of ``topics`` (and TBW102) and heartbeat them at once."""
@@ -154,9 +159,7 @@ class AsyncTransactionProducer(AsyncProducer):
         return self
 
     async def shutdown(self) -> None:
-        for task in list(self._checks):
-            task.cancel()
-        await asyncio.gather(*self._checks, return_exceptions=True)
+        await self._checks.close()
         await super().shutdown()
 
     # -- sending ---------------------------------------------------------------------------------
@@ -171,8 +174,8 @@ class AsyncTransactionProducer(AsyncProducer):
         """
         tx = await self.send_half(msg, timeout=timeout)
         if tx.runs_local:
-            state, error = await self._call_listener(
-                self.listener.execute_local_transaction, tx.message, arg, off_loop=False)
+            state, error = await call_listener(
+                self.listener.execute_local_transaction, tx.message, arg)
             tx.local_done(state, error)
         else:
             tx.local_done(LocalTransactionState.ROLLBACK, None)
@@ -338,8 +341,8 @@ class AsyncTransactionProducer(AsyncProducer):
         if sent.status is SendStatus.OK:
             batch = TransactionBatch(sent.transaction_id, topic, _with_ids(messages, ids),
                                      dict(properties or {}))
-            state, error = await self._call_listener(
-                self.listener.execute_local_transaction_batch, batch, arg, off_loop=False)
+            state, error = await call_listener(
+                self.listener.execute_local_transaction_batch, batch, arg)
         await self._end_oneway(sent, state, error)
         return dataclasses.replace(sent, local_state=state)
 
@@ -367,7 +370,7 @@ class AsyncTransactionProducer(AsyncProducer):
 
         ``result`` is the SendResult of :meth:`send_half` (``tracker.send_result``), the
         TransactionSendResult of :meth:`send_in_transaction`, or the
-        :class:`~orbitmq.client.transaction_end.HalfMessageRef` read from either: a transaction
+        :class:`~orbitmq.client.HalfMessageRef` read from either: a transaction
         left UNKNOWN can be decided later, by any producer of this group (in another process
         too), from its receipt.
         Ending a transaction again with the same verdict answers success and delivers nothing
@@ -419,96 +422,6 @@ class AsyncTransactionProducer(AsyncProducer):
     async def _send_end_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         """Hands END_TRANSACTION to the connection (a seam for tests that lose it)."""
         await self._instance.remoting.invoke_oneway(addr, cmd)
-
-    # -- checks from brokers ---------------------------------------------------------------------
-    def _on_check_batch(self, cmd: RemotingCommand, conn: RemotingConnection) -> None:
-        """CHECK_TRANSACTION_BATCH_STATE: answered later by a task, with END_TRANSACTION_BATCH."""
-        try:
-            header, batch, group = read_batch_check(cmd)
-        except RemoteProtocolError as e:
-            log.warning("malformed transaction batch check from %s: %s", conn.peer, e)
-            return None
-        if group and group != self.group:
-            log.warning("transaction batch check for group %s reached producer of %s", group,
-                        self.group)
-            return None
-        if len(self._checks) >= self.check_request_hold_max:
-            log.warning("transaction batch check dropped tx=%s: %d checks under way",
-                        batch.transaction_id, len(self._checks))
-            return None
-        task = asyncio.ensure_future(self._answer_batch_check(header, batch, conn))
-        self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
-        return None
-
-    async def _answer_batch_check(self, h: CheckTransactionBatchStateRequestHeader,
-                                  batch: TransactionBatch, conn: RemotingConnection) -> None:
-        state, error = await self._call_listener(self.listener.check_local_transaction_batch,
-                                                 batch, off_loop=True)
-        log.info("transaction batch check answered %s tx=%s from=%s", state.name,
-                 batch.transaction_id, conn.peer)
-        cmd = transaction_end.build_end_transaction_batch_request(
-            self.group, state, commit_log_offset=h.commit_log_offset,
-            half_queue_offset=h.tran_state_table_offset, transaction_id=h.transaction_id,
-            from_check=True,
-            remark=None if error is None else f"checkLocalTransaction exception: {error!r}")
-        try:
-            conn.invoke_oneway(cmd)
-        except ConnectionClosedError:
-            log.info("broker connection closed before a check answer tx=%s", batch.transaction_id)
-
-    def _on_check(self, cmd: RemotingCommand, conn: RemotingConnection) -> None:
-        """CHECK_TRANSACTION_STATE: answered later by a task, with END_TRANSACTION on ``conn``."""
-        try:
-            header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
-            msg = decode_stored_message(cmd.body, check_crc=False, decompress=True)
-        except RemoteProtocolError as e:
-            log.warning("malformed transaction check from %s: %s", conn.peer, e)
-            return None
-        group = msg.properties.get(PropertyKey.PGROUP)
-        if group and group != self.group:
-            log.warning("transaction check for group %s reached producer of %s", group, self.group)
-            return None
-        if len(self._checks) >= self.check_request_hold_max:
-            log.warning("transaction check dropped msg=%s: %d checks under way", msg.msg_id,
-                        len(self._checks))
-            return None
-        task = asyncio.ensure_future(self._answer_check(header, msg, conn))
-        self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
-        return None
-
-    async def _answer_check(self, h: CheckTransactionStateRequestHeader, msg: MessageExt,
-                            conn: RemotingConnection) -> None:
-        state, error = await self._call_listener(self.listener.check_local_transaction, msg,
-                                                 off_loop=True)
-        log.info("transaction check answered %s msg=%s from=%s", state.name, msg.msg_id, conn.peer)
-        remark = None if error is None else f"checkLocalTransaction exception: {error!r}"
-        cmd = transaction_end.build_end_transaction_request(
-            self.group, state, commit_log_offset=h.commit_log_offset,
-            half_queue_offset=h.tran_state_table_offset, msg_id=h.msg_id or msg.msg_id,
-            transaction_id=h.transaction_id or msg.uniq_key, from_check=True, remark=remark)
-        try:
-            conn.invoke_oneway(cmd)
-        except ConnectionClosedError:
-            log.info("broker connection closed before a check answer msg=%s", msg.msg_id)
-
-    async def _call_listener(self, method: Callable[..., Any], *args: Any,
-                             off_loop: bool) -> tuple[LocalTransactionState, BaseException | None]:
-        """The listener's verdict; an exception or anything but a LocalTransactionState is UNKNOWN."""
-        try:
-            if off_loop and self._check_executor is not None:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._check_executor, method, *args)
-            else:
-                result = method(*args)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as e:
-            log.warning("transaction listener %s failed: %r", getattr(method, "__name__", method), e)
-            return LocalTransactionState.UNKNOWN, e
-        return coerce_state(result), None
-
 
 class TransactionProducer(Producer):
     """Sends transactional messages (blocking); also every send of :class:`Producer`.

@@ -3,7 +3,7 @@
 Topic and group management spans every broker of a cluster (a topic is created on each master,
 deleted from each master and from every name server), so these calls fan out concurrently and
 report per broker. The shapes of the admin answers (topic stats, consume stats, connections) are
-parsed in :mod:`orbitmq.client.admin_models`.
+parsed in :mod:`orbitmq.client.admin.models`.
 """
 
 from __future__ import annotations
@@ -13,31 +13,28 @@ import time
 from collections.abc import Sequence
 from typing import Any, Self
 
-from orbitmq.client import dead_letters, group_admin, topic_admin
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.admin_models import (
-    ConsumerConnection,
+from orbitmq.client.admin import browse, dead_letters, groups, topics
+from orbitmq.client.admin.auth import AuthAdminMixin, BlockingAuthAdminMixin
+from orbitmq.client.admin.core import AdminCore
+from orbitmq.client.admin.dead_letters import DeadLetter, ResendReport, Resent
+from orbitmq.client.admin.models import (
     ConsumerConnectionInfo,
     GroupStatus,
     QueueConsumeStatus,
     TopicQueueStatus,
     parse_consume_stats,
-    parse_consumer_connection,
     parse_offset_groups,
     parse_subscription_groups,
-    parse_topic_stats,
 )
-from orbitmq.client.auth_admin import AuthAdminMixin, BlockingAuthAdminMixin
-from orbitmq.client.dead_letters import DeadLetter, ResendReport, Resent
-from orbitmq.client.instance import ClientInstance, check_response
-from orbitmq.client.ops_admin import BlockingOpsAdminMixin, OpsAdminMixin
-from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
-from orbitmq.client.transaction_models import PendingTransactions, parse_pending_transactions
+from orbitmq.client.admin.ops import BlockingOpsAdminMixin, OpsAdminMixin
+from orbitmq.client.admin.transactions import PendingTransactions, parse_pending_transactions
+from orbitmq.client.instance import check_response
+from orbitmq.client.route import subscribe_queues_from_route
 from orbitmq.client.validation import check_group, check_topic
-from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError, TopicNotFoundError
+from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
 from orbitmq.protocol.bodies import (
     ClusterInfo,
-    ConsumerListBody,
     MessageQueue,
     TopicList,
     TopicRouteData,
@@ -47,12 +44,9 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
-    GetConsumerConnectionListRequestHeader,
-    GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
-    GetTopicStatsInfoRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     QueryMessageRequestHeader,
@@ -77,7 +71,7 @@ _NO_MESSAGE_AT_OFFSET = "can not find message by the offset"
 
 class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     """Cluster administration (asyncio); the operations calls come from OpsAdminMixin, the
-    user and ACL calls from AuthAdminMixin (client/auth_admin.py).
+    user and ACL calls from AuthAdminMixin (client/admin/auth.py).
 
     Args: ``namesrv`` addresses, ``timeout`` per request, ``credentials`` every request is signed
     with (:class:`orbitmq.Credentials`; None: unsigned), ``tls`` for every connection
@@ -87,16 +81,19 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     def __init__(self, namesrv: str | Sequence[str] | None = None, *, timeout: float = 5.0,
                  credentials: Credentials | None = None,
                  tls: ClientTls | bool | None = None) -> None:
-        self.timeout = timeout
-        self._instance = ClientInstance(namesrv, rpc_timeout=timeout, credentials=credentials,
-                                        tls=tls)
+        self._core = AdminCore(namesrv, timeout=timeout, credentials=credentials, tls=tls)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each request may take."""
+        return self._core.timeout
 
     async def start(self) -> Self:
-        await self._instance.start()
+        await self._core.start()
         return self
 
     async def shutdown(self) -> None:
-        await self._instance.shutdown()
+        await self._core.shutdown()
 
     async def __aenter__(self) -> Self:
         return await self.start()
@@ -104,65 +101,20 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.shutdown()
 
-    # -- plumbing ----------------------------------------------------------------------------
-    async def _ns(self, code: int, header: Any = None) -> RemotingCommand:
-        fields = header.to_ext_fields() if header is not None else None
-        return await self._instance.invoke_namesrv(RemotingCommand.request(code, fields))
-
-    async def _broker(self, addr: str, code: int, header: Any = None, *,
-                      ok: Sequence[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
-        fields = header.to_ext_fields() if header is not None else None
-        resp = await self._instance.remoting.invoke(addr, RemotingCommand.request(code, fields),
-                                                    self.timeout)
-        return check_response(resp, ok)
-
-    async def _masters(self, cluster: str | None) -> dict[str, str]:
-        """Broker name -> master address, of one cluster or of all."""
-        info = await self.cluster_info()
-        if cluster is not None and cluster not in info.cluster_addr_table:
-            raise ClientError(f"no cluster named {cluster!r}; known: "
-                              f"{sorted(info.cluster_addr_table)}")
-        names = (info.cluster_addr_table[cluster] if cluster is not None
-                 else list(info.broker_addr_table))
-        masters = {}
-        for name in names:
-            bd = info.broker_addr_table.get(name)
-            if bd is not None and MASTER_ID in bd.broker_addrs:
-                masters[name] = bd.broker_addrs[MASTER_ID]
-        return masters
-
-    async def _route_masters(self, topic: str) -> tuple[TopicRouteData, dict[str, str]]:
-        route = await self.topic_route(topic)
-        masters = {bd.broker_name: bd.broker_addrs[MASTER_ID]
-                   for bd in route.broker_datas if MASTER_ID in bd.broker_addrs}
-        return route, masters
-
-    async def _route_readers(self, topic: str) -> tuple[TopicRouteData, dict[str, str]]:
-        """Broker name -> the broker to read from: the master, else the slave of the lowest id
-        (a slave holds the master's messages at the same offsets; reads go on while its
-        master is gone, as RocketMQ's clients do)."""
-        route = await self.topic_route(topic)
-        readers = {bd.broker_name: bd.broker_addrs[min(bd.broker_addrs)]
-                   for bd in route.broker_datas if bd.broker_addrs}
-        return route, readers
-
     # -- cluster and topics ------------------------------------------------------------------
     async def cluster_info(self) -> ClusterInfo:
         """Brokers by name and broker names by cluster, as a name server knows them."""
-        resp = check_response(await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO))
-        return ClusterInfo.from_json(resp.body)
+        return await self._core.cluster_info()
 
     async def list_topics(self) -> list[str]:
         """Every topic a name server has a route for (system topics included)."""
-        resp = check_response(await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        resp = check_response(
+            await self._core.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         return sorted(TopicList.from_json(resp.body).topic_list)
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         """The topic's route. Raises BrokerError(TOPIC_NOT_EXIST) when there is none."""
-        route = await self._instance.fetch_route(check_topic(topic))
-        if route is None:
-            raise TopicNotFoundError(f"no route for topic {topic!r}")
-        return route
+        return await self._core.topic_route(topic)
 
     async def create_topic(
         self,
@@ -191,70 +143,63 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
             TopicExistsError: a master has the topic already (and not ``exist_ok``).
             BrokerError: a broker refused (the others may have it already: run again).
         """
-        header = topic_admin.topic_settings(topic, read_queue_nums=read_queue_nums,
+        header = topics.topic_settings(topic, read_queue_nums=read_queue_nums,
                                             write_queue_nums=write_queue_nums, perm=perm,
                                             order=order, attributes=attributes)
-        masters = await self._write_masters(cluster)
+        masters = await self._core.write_masters(cluster)
         if not masters:
             raise ClientError("no master broker to create the topic on")
-        await topic_admin.create_new(self, masters, header, exist_ok=exist_ok)
+        await topics.create_new(self._core, masters, header, exist_ok=exist_ok)
         return sorted(masters)
 
     async def update_topic(self, topic: str, **options: Any) -> list[str]:
         """Change settings of an existing topic, keeping what is not given; lowering the read
         queue count below queues that hold unconsumed messages is refused unless
-        ``force=True``. See :func:`orbitmq.client.topic_admin.update_topic` for the options."""
-        return await topic_admin.update_topic(self, topic, **options)
+        ``force=True``. See :func:`orbitmq.client.admin.topics.update_topic` for the options."""
+        return await topics.update_topic(self._core, topic, **options)
 
     async def create_topic_on_brokers(self, broker_addrs: Sequence[str], topic: str,
                                       **settings: Any) -> list[str]:
         """Create or update ``topic`` on the brokers at ``broker_addrs``, with the settings of
-        :meth:`create_topic`; see :func:`orbitmq.client.topic_admin.create_topic_on_brokers`."""
-        return await topic_admin.create_topic_on_brokers(self, broker_addrs, topic, **settings)
+        :meth:`create_topic`; see :func:`orbitmq.client.admin.topics.create_topic_on_brokers`."""
+        return await topics.create_topic_on_brokers(self._core, broker_addrs, topic, **settings)
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from the masters of ``cluster`` (or those of its route) and from every
         name server. Returns the broker names it was deleted from."""
         check_topic(topic)
         if cluster is not None:
-            masters = await self._masters(cluster)
+            masters = await self._core.masters(cluster)
         else:
             try:
-                masters = (await self._route_masters(topic))[1]
+                masters = (await self._core.route_masters(topic))[1]
             except BrokerError:
-                masters = await self._masters(None)
-        await asyncio.gather(*(self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER,
-                                            DeleteTopicRequestHeader(topic))
+                masters = await self._core.masters(None)
+        await asyncio.gather(*(self._core.broker_call(addr, RequestCode.DELETE_TOPIC_IN_BROKER,
+                                                      DeleteTopicRequestHeader(topic))
                                for addr in masters.values()))
         header = DeleteTopicFromNamesrvRequestHeader(topic, cluster)
-        for ns in self._instance.namesrv_addrs:
+        for ns in self._core.instance.namesrv_addrs:
             cmd = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV,
                                           header.to_ext_fields())
-            check_response(await self._instance.remoting.invoke(ns, cmd, self.timeout))
+            check_response(await self._core.invoke(ns, cmd))
         return sorted(masters)
 
     async def topic_status(self, topic: str) -> list[TopicQueueStatus]:
         """Per queue: min and max offsets and the store time of the last message."""
-        _route, masters = await self._route_masters(topic)
-        answers = await asyncio.gather(*(
-            self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO,
-                         GetTopicStatsInfoRequestHeader(topic))
-            for addr in masters.values()))
-        out: list[TopicQueueStatus] = []
-        for resp in answers:
-            out.extend(parse_topic_stats(resp.body))
-        return sorted(out, key=lambda s: s.queue)
+        return await topics.topic_status(self._core, topic)
 
     # -- groups ------------------------------------------------------------------------------
     async def group_status(self, group: str, topic: str | None = None) -> GroupStatus:
         """Per queue of the group's topics (or of ``topic``): broker offset, committed consumer
         offset and lag, from every master broker."""
         check_group(group)
-        masters = (await self._route_masters(topic))[1] if topic else await self._masters(None)
+        masters = ((await self._core.route_masters(topic))[1] if topic
+                   else await self._core.masters(None))
         header = GetConsumeStatsRequestHeader(group, topic)
         answers = await asyncio.gather(
-            *(self._broker(addr, RequestCode.GET_CONSUME_STATS, header,
-                           ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE,
+            *(self._core.broker_call(addr, RequestCode.GET_CONSUME_STATS, header,
+                                     ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE,
                                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST))
               for addr in masters.values()))
         queues: list[QueueConsumeStatus] = []
@@ -271,42 +216,18 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         A broker without GET_CONSUMER_CONNECTION_LIST is asked GET_CONSUMER_LIST_BY_GROUP
         instead, which gives the client ids only.
         """
-        check_group(group)
-        masters = await self._masters(None)
-        answers = await asyncio.gather(*(self._connections_of(addr, group)
-                                         for addr in masters.values()))
-        merged = ConsumerConnectionInfo(group)
-        for info in answers:
-            merged = merged.merge(info)
-        return merged
-
-    async def _connections_of(self, addr: str, group: str) -> ConsumerConnectionInfo:
-        resp = await self._broker(
-            addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-            GetConsumerConnectionListRequestHeader(group),
-            ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.NOT_SUPPORTED))
-        if resp.code == ResponseCode.SUCCESS and resp.body:
-            return parse_consumer_connection(group, resp.body)
-        if resp.code != ResponseCode.NOT_SUPPORTED:
-            return ConsumerConnectionInfo(group)
-        resp = await self._broker(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                  GetConsumerListByGroupRequestHeader(group),
-                                  ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
-        if resp.code != ResponseCode.SUCCESS or not resp.body:
-            return ConsumerConnectionInfo(group)  # RocketMQ answers SYSTEM_ERROR for no consumer
-        ids = ConsumerListBody.from_json(resp.body).consumer_id_list
-        return ConsumerConnectionInfo(group, tuple(ConsumerConnection(i) for i in sorted(ids)))
+        return await groups.consumer_connections(self._core, group)
 
     async def list_groups(self) -> list[str]:
         """Consumer groups known to any master: subscription groups and groups with offsets."""
-        masters = await self._masters(None)
-        groups: set[str] = set()
+        masters = await self._core.masters(None)
+        found: set[str] = set()
         for addr in masters.values():
-            subs = await self._broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-            groups.update(parse_subscription_groups(subs.body))
-            offsets = await self._broker(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-            groups.update(parse_offset_groups(offsets.body))
-        return sorted(groups)
+            subs = await self._core.broker_call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            found.update(parse_subscription_groups(subs.body))
+            offsets = await self._core.broker_call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+            found.update(parse_offset_groups(offsets.body))
+        return sorted(found)
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move the group's committed offsets of ``topic`` to the first message stored at or after
@@ -315,15 +236,16 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         Consumers running meanwhile may commit over it: stop them first.
         """
         check_group(group)
-        route, masters = await self._route_masters(topic)
+        route, masters = await self._core.route_masters(topic)
 
         async def reset(mq: MessageQueue) -> tuple[MessageQueue, int]:
             addr = masters[mq.broker_name]
             search = SearchOffsetByTimestampRequestHeader(topic, mq.queue_id, timestamp_ms)
-            resp = await self._broker(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search)
+            resp = await self._core.broker_call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                                search)
             offset = SearchOffsetByTimestampResponseHeader.from_ext_fields(resp.ext_fields).offset
             update = UpdateConsumerOffsetRequestHeader(group, topic, mq.queue_id, offset)
-            await self._broker(addr, RequestCode.UPDATE_CONSUMER_OFFSET, update)
+            await self._core.broker_call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, update)
             return mq, offset
 
         queues = [mq for mq in subscribe_queues_from_route(topic, route) if mq.broker_name in masters]
@@ -331,19 +253,20 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
 
     async def consumer_offset(self, group: str, mq: MessageQueue) -> int:
         """The group's committed offset of one queue (-1 when none)."""
-        _route, masters = await self._route_masters(mq.topic)
+        _route, masters = await self._core.route_masters(mq.topic)
         header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
-        resp = await self._broker(masters[mq.broker_name], RequestCode.QUERY_CONSUMER_OFFSET,
-                                  header, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        resp = await self._core.broker_call(
+            masters[mq.broker_name], RequestCode.QUERY_CONSUMER_OFFSET, header,
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return -1
         return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """One past the newest message of one queue."""
-        _route, masters = await self._route_masters(mq.topic)
-        resp = await self._broker(masters[mq.broker_name], RequestCode.GET_MAX_OFFSET,
-                                  GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
+        _route, masters = await self._core.route_masters(mq.topic)
+        resp = await self._core.broker_call(masters[mq.broker_name], RequestCode.GET_MAX_OFFSET,
+                                            GetMaxOffsetRequestHeader(mq.topic, mq.queue_id))
         return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def update_group(self, group: str, *, cluster: str | None = None,
@@ -352,17 +275,17 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         ``consume_broadcast_enable``, ``retry_queue_nums``) on every master of ``cluster`` (None:
         of the only cluster; refused when there are several), creating the group when needed;
         other settings keep their values. Returns the broker names."""
-        return await group_admin.update_group(self, group, settings, cluster=cluster)
+        return await groups.update_group(self._core, group, settings, cluster=cluster)
 
     async def dead_letters(self, group: str, max_messages: int = 1000) -> list[MessageExt]:
         """The group's dead letters (``%DLQ%{group}``), oldest first; read, never consumed."""
-        return await group_admin.dead_letters(self, group, max_messages)
+        return await groups.dead_letters(self._core, group, max_messages)
 
     async def dead_letter_entries(self, group: str, max_messages: int = 1000, *,
                                   unresent_only: bool = False) -> list[DeadLetter]:
         """The group's dead letters with their DLQ queue and whether they were resent already
-        (see :mod:`orbitmq.client.dead_letters`); oldest first."""
-        return await dead_letters.dead_letter_entries(self, group, max_messages,
+        (see :mod:`orbitmq.client.admin.dead_letters`); oldest first."""
+        return await dead_letters.dead_letter_entries(self._core, group, max_messages,
                                                       unresent_only=unresent_only)
 
     async def resend_dead_letters(self, group: str, *, msg_id: str | None = None,
@@ -375,20 +298,20 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         Raises:
             ClientError: ``msg_id`` names no dead letter of the group.
         """
-        return await dead_letters.resend_dead_letters(self, group, msg_id=msg_id, force=force,
+        return await dead_letters.resend_dead_letters(self._core, group, msg_id=msg_id, force=force,
                                                       max_messages=max_messages)
 
     async def resend_report(self, group: str, *, msg_id: str | None = None, force: bool = False,
                             max_messages: int = 1000) -> ResendReport:
         """:meth:`resend_dead_letters` with the counts of what was passed over (resent before)
         and not reached (past ``max_messages``)."""
-        return await dead_letters.resend_report(self, group, msg_id=msg_id, force=force,
+        return await dead_letters.resend_report(self._core, group, msg_id=msg_id, force=force,
                                                 max_messages=max_messages)
 
     async def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         """Which client of the group holds each queue (GET_CONSUMER_RUNNING_INFO through the
         brokers); best effort, queues of clients that do not answer are missing."""
-        return await group_admin.queue_holders(self, group)
+        return await groups.queue_holders(self._core, group)
 
     # -- messages ----------------------------------------------------------------------------
     async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
@@ -404,8 +327,8 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         if addr is not None:
             _host, _port, offset = decode_offset_msg_id(msg_id)
             try:
-                resp = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                                          ViewMessageRequestHeader(offset, topic))
+                resp = await self._core.broker_call(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                                    ViewMessageRequestHeader(offset, topic))
             except BrokerError as e:
                 if not (e.code == ResponseCode.QUERY_NOT_FOUND or e.code == ResponseCode.SYSTEM_ERROR
                         and e.remark.startswith(_NO_MESSAGE_AT_OFFSET)):
@@ -443,12 +366,12 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS (or UNIQ_KEY) include ``key``, from every broker of the
         topic (its master, or a slave while the master is gone), oldest first."""
-        _route, masters = await self._route_readers(topic)
+        _route, masters = await self._core.route_readers(topic)
         end = int(time.time() * 1000) + 1 if end_ms is None else end_ms
         header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end)
         answers = await asyncio.gather(*(
-            self._broker(addr, RequestCode.QUERY_MESSAGE, header,
-                         ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            self._core.broker_call(addr, RequestCode.QUERY_MESSAGE, header,
+                                   ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
             for addr in masters.values()))
         found: dict[str, MessageExt] = {}
         for resp in answers:
@@ -460,16 +383,30 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
                     found.setdefault(msg.offset_msg_id, msg)
         return sorted(found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset))
 
+    async def messages_between(self, topic: str, begin_ms: int, end_ms: int, limit: int, *,
+                               queue_id: int | None = None) -> list[MessageExt]:
+        """Messages of ``topic`` (of one queue id when given) stored from ``begin_ms`` to
+        ``end_ms`` (both included), oldest first; at most ``limit`` (1..10,000), the oldest kept
+        when more are found. Read without committing any offset."""
+        return await browse.messages_between(self._core, topic, begin_ms, end_ms, limit,
+                                             queue_id=queue_id)
+
+    async def committed_offsets(self, topic: str) -> dict[str, dict[MessageQueue, int]]:
+        """Group -> queue -> committed offset (the next message the group will consume), for
+        every group that committed one on ``topic``, over the masters of the topic's route; see
+        :func:`orbitmq.client.consumed_by`."""
+        return await browse.committed_offsets(self._core, topic)
+
     # -- transactions --------------------------------------------------------------------------
     async def list_transactions(self, limit: int = 1000) -> PendingTransactions:
         """Unresolved transactions (half messages neither committed, rolled back nor discarded)
         of every master broker, oldest first (OrbitMQ's LIST_PENDING_TRANSACTIONS)."""
-        masters = await self._masters(None)
+        masters = await self._core.masters(None)
 
         async def ask(addr: str) -> RemotingCommand:
             cmd = RemotingCommand.request(OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS,
                                           {"limit": str(limit)})
-            return check_response(await self._instance.remoting.invoke(addr, cmd, self.timeout))
+            return check_response(await self._core.invoke(addr, cmd))
 
         answers = [parse_pending_transactions(r.body)
                    for r in await asyncio.gather(*(ask(a) for a in masters.values()))]
@@ -561,6 +498,14 @@ class Admin(BlockingOpsAdminMixin, BlockingAuthAdminMixin, BlockingClient[AsyncA
 
     def queue_holders(self, group: str) -> dict[MessageQueue, str]:
         return self._call(self._client.queue_holders(group))
+
+    def messages_between(self, topic: str, begin_ms: int, end_ms: int, limit: int, *,
+                         queue_id: int | None = None) -> list[MessageExt]:
+        return self._call(self._client.messages_between(topic, begin_ms, end_ms, limit,
+                                                        queue_id=queue_id))
+
+    def committed_offsets(self, topic: str) -> dict[str, dict[MessageQueue, int]]:
+        return self._call(self._client.committed_offsets(topic))
 
     def list_transactions(self, limit: int = 1000) -> PendingTransactions:
         return self._call(self._client.list_transactions(limit))
