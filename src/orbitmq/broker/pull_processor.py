@@ -138,7 +138,9 @@ def check_subscription(expression: str | None, expression_type: str | None,
 class PullProcessor:
     """The pull handler and the long-poll service that holds its empty answers."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext,
+                 pop_group_active: Callable[[str], bool] = lambda group: False) -> None:
+        """``pop_group_active(group)``: whether 5.x clients consume ``group`` by POP now."""
         self.ctx = ctx
         self.store = ctx.store
         cfg = ctx.config
@@ -150,7 +152,7 @@ class PullProcessor:
         self._tasks: set[asyncio.Future[None]] = set()
         self.memory_bytes = physical_memory_bytes()
         # Whether 5.x clients consume a group by POP now (broker/pop): one model at a time.
-        self.pop_group_active: Callable[[str], bool] = lambda group: False
+        self.pop_group_active = pop_group_active
 
     async def stop(self) -> None:
         """Forget held pulls and pulls waiting for the dispatch (the server closes their

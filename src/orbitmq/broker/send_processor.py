@@ -102,11 +102,15 @@ class SendProcessor:
         ctx: the broker's context (tables, store, durable-save seam).
         to_half: the transaction service's hook for a transactional send: its half message.
         send_back: retry topics' DLQ rule (``route_retry_send``).
+        park_timer: the timer service's hook for TIMER_* properties (None: no timers).
+        fast_failure: SYSTEM_BUSY for sends that waited too long (None: off).
     """
 
     def __init__(self, ctx: BrokerContext,
                  to_half: Callable[[MessageInner, str], MessageInner],
-                 send_back: SendBackProcessor) -> None:
+                 send_back: SendBackProcessor, *,
+                 park_timer: Callable[[MessageInner], bool] | None = None,
+                 fast_failure: BrokerFastFailure | None = None) -> None:
         self.ctx = ctx
         self.config = ctx.config
         self.host = ctx.host
@@ -120,9 +124,9 @@ class SendProcessor:
         self.delay_level_count = len(ctx.store.delay_levels_ms)
         self._round_robin = itertools.count()
         # The timer service's hook (TIMER_* properties); raises BrokerError for a bad time.
-        self.park_timer: Callable[[MessageInner], bool] | None = None
+        self.park_timer = park_timer
         # SYSTEM_BUSY for a send that waited too long in the broker (broker/fast_failure.py).
-        self.fast_failure: BrokerFastFailure | None = None
+        self.fast_failure = fast_failure
 
     # -- handlers -------------------------------------------------------------------------------
     def send_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:

@@ -133,10 +133,14 @@ class PopService:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Replay the log (StoreError when it cannot be read)."""
+        """Replay the log (StoreError when it cannot be read: the log is closed again)."""
         replay = PopState()
-        for change in self.log.open():
-            replay.apply(change)
+        try:
+            for change in self.log.open():
+                replay.apply(change)
+        except BaseException:
+            self.log.close()
+            raise
         replay.rebuild_heaps()
         self.state.groups, self.state.inflight_count = replay.groups, replay.inflight_count
         self.state.next_gen = replay.next_gen

@@ -144,9 +144,14 @@ class TimerService:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Open the files and recover them (StoreError when they cannot be used)."""
+        """Open the files and recover them (StoreError when they cannot be used: the files
+        are closed again)."""
         self.files.open()
-        self.files.recover()
+        try:
+            self.files.recover()
+        except BaseException:
+            self.files.close()
+            raise
         if self.files.checkpoint.fired_through < 0:  # a new wheel: nothing before now to fire
             self.files.checkpoint.fired_through = self.store.clock() // self.precision_ms - 1
         if self.ctx.topics.get(TIMER_TOPIC) is None:
