@@ -19,15 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.admin_processor import AdminProcessor
-from orbitmq.broker.broker_config_processor import BrokerConfigProcessor, permitted_wrapper
-from orbitmq.broker.broker_stats import BrokerStats
-from orbitmq.broker.client_manager import ClientManager
-from orbitmq.broker.client_processor import ClientProcessor
 from orbitmq.broker.config_file import TableFile, config_path, save_all
-from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
-from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
@@ -36,24 +28,35 @@ from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.fronts import FrontParts
-from orbitmq.broker.handlers import Processors, auth_handler_table, handler_table
-from orbitmq.broker.observability import BrokerObservability
+from orbitmq.broker.observability.broker_stats import BrokerStats
+from orbitmq.broker.observability.service import BrokerObservability
 from orbitmq.broker.pop.pop_service import PopService
-from orbitmq.broker.pull_processor import PullProcessor
-from orbitmq.broker.query_processor import QueryProcessor
-from orbitmq.broker.queue_lock_manager import QueueLockManager
+from orbitmq.broker.processor.admin_processor import AdminProcessor
+from orbitmq.broker.processor.broker_config_processor import (
+    BrokerConfigProcessor,
+    permitted_wrapper,
+)
+from orbitmq.broker.processor.client_processor import ClientProcessor
+from orbitmq.broker.processor.consume_admin_processor import ConsumeAdminProcessor
+from orbitmq.broker.processor.consumer_info_processor import ConsumerInfoProcessor
+from orbitmq.broker.processor.handlers import Processors, auth_handler_table, handler_table
+from orbitmq.broker.processor.pull_processor import PullProcessor
+from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.send_back_processor import SendBackProcessor
+from orbitmq.broker.processor.send_processor import SendProcessor
+from orbitmq.broker.processor.stats_processor import StatsProcessor
 from orbitmq.broker.register_service import RegisterService
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.runtime_config import load_overlay
 from orbitmq.broker.schedule_service import ScheduleService
-from orbitmq.broker.send_back_processor import SendBackProcessor
-from orbitmq.broker.send_processor import SendProcessor
 from orbitmq.broker.services import Front, Service, ServiceList
-from orbitmq.broker.stats_processor import StatsProcessor
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.tables.client_manager import ClientManager
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.queue_lock_manager import QueueLockManager
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.broker.timer.timer_service import TimerService
-from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
     TransactionBatchProcessor,

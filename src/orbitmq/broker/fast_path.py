@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.fast_failure import BrokerFastFailure
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPICS,

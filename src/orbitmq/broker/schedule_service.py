@@ -32,7 +32,7 @@ import orjson
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC
+from orbitmq.broker.tables.topic_config_manager import SCHEDULE_TOPIC
 from orbitmq.errors import StoreError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode

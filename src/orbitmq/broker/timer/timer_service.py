@@ -36,8 +36,8 @@ import time
 from collections.abc import Iterator
 
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.tables.topic_config_manager import TIMER_TOPIC
 from orbitmq.broker.timer.wheel_files import TimerRecord, WheelFiles
-from orbitmq.broker.topic_config_manager import TIMER_TOPIC
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey

@@ -22,8 +22,8 @@ import logging
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
-from orbitmq.broker.send_processor import ROUTE_PUBLISH_WAIT_S
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.processor.send_processor import ROUTE_PUBLISH_WAIT_S
+from orbitmq.broker.tables.topic_config_manager import (
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,

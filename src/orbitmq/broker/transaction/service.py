@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,

@@ -46,7 +46,7 @@ from orbitmq.transport.connection import HandlerResult, RemotingConnection
 from orbitmq.transport.server import Handler
 
 if TYPE_CHECKING:
-    from orbitmq.broker.client_manager import ClientManager
+    from orbitmq.broker.tables.client_manager import ClientManager
 
 __all__ = ["QueueLockManager", "LockEntry"]
 

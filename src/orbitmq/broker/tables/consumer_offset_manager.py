@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
-from orbitmq.broker.subscription_group_manager import validate_group
-from orbitmq.broker.topic_config_manager import validate_topic
+from orbitmq.broker.tables.subscription_group_manager import validate_group
+from orbitmq.broker.tables.topic_config_manager import validate_topic
 from orbitmq.errors import StoreError
 from orbitmq.protocol._lenient import I32_MAX, I64_MAX
 from orbitmq.protocol.codes import ResponseCode

@@ -58,8 +58,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.long_poll_service import HeldPull, LongPollService
 from orbitmq.broker.message_filter import PullFilter, build_filter
+from orbitmq.broker.processor.long_poll_service import HeldPull, LongPollService
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.errors import BrokerError, ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm, TopicConfig

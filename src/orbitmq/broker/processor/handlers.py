@@ -19,21 +19,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from orbitmq.broker.admin_processor import AdminProcessor
-from orbitmq.broker.broker_config_processor import BrokerConfigProcessor
-from orbitmq.broker.client_processor import ClientProcessor
-from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
-from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
-from orbitmq.broker.pull_processor import PullProcessor
-from orbitmq.broker.query_processor import QueryProcessor
-from orbitmq.broker.queue_lock_manager import QueueLockManager
+from orbitmq.broker.processor.admin_processor import AdminProcessor
+from orbitmq.broker.processor.broker_config_processor import BrokerConfigProcessor
+from orbitmq.broker.processor.client_processor import ClientProcessor
+from orbitmq.broker.processor.consume_admin_processor import ConsumeAdminProcessor
+from orbitmq.broker.processor.consumer_info_processor import ConsumerInfoProcessor
+from orbitmq.broker.processor.pull_processor import PullProcessor
+from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.send_back_processor import SendBackProcessor
+from orbitmq.broker.processor.send_processor import SendProcessor
+from orbitmq.broker.processor.stats_processor import StatsProcessor
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.schedule_service import ScheduleService
-from orbitmq.broker.send_back_processor import SendBackProcessor
-from orbitmq.broker.send_processor import SendProcessor
-from orbitmq.broker.stats_processor import StatsProcessor
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.queue_lock_manager import QueueLockManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
     TransactionBatchProcessor,

@@ -42,7 +42,7 @@ from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.message_types import remoting_refusal
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.schedule_service import apply_delay
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TRANS_HALF_TOPIC,
@@ -63,7 +63,7 @@ from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 
 if TYPE_CHECKING:
-    from orbitmq.broker.send_back_processor import SendBackProcessor
+    from orbitmq.broker.processor.send_back_processor import SendBackProcessor
 
 __all__ = ["SendProcessor", "parse_properties"]
 
