@@ -1,15 +1,19 @@
 """BrokerController: the broker's lifecycle; it builds the parts and wires them once.
 
-``start`` opens the store (recovering it if the last run crashed), loads the topic, offset and
-subscription group tables, starts the remoting server on ``listen_host:listen_port`` (port 0 picks
-a free one), registers with every name server and logs ``orbitmq broker ready on HOST:PORT``.
-``stop`` does the reverse: unregister, stop serving, persist the tables, shut the store down.
+``start`` runs one ordered list of services (services.py; the order and why in
+:meth:`BrokerController._service_order`): it opens the store (recovering it if the last run
+crashed), loads the topic, offset and subscription group tables, starts the remoting server on
+``listen_host:listen_port`` (port 0 picks a free one), registers with every name server and logs
+``orbitmq broker ready on HOST:PORT``. ``stop`` stops the list in reverse: unregister, stop
+serving, persist the tables, shut the store down.
 
-The controller is the only module that knows every part. Processors and services get a
-:class:`~orbitmq.broker.context.BrokerContext` (store, tables, config, the durable-save seam,
-read-your-writes, a few hooks), never the controller; handlers.py is the one table of request
-codes; durable_save.py is where every message is saved; docs/architecture.md walks a send and a
-pull through them.
+The controller is the only module that knows every part, and wires them through their
+constructors. Processors and services get a :class:`~orbitmq.broker.context.BrokerContext`
+(store, tables, config, the durable-save seam, read-your-writes, a few hooks), never the
+controller; processor/handlers.py is the one table of request codes; durable_save.py is where
+every message is saved; docs/architecture.md walks a send and a pull through them. Fronts other
+than remoting (the gRPC endpoint) are mounted from outside (:meth:`BrokerController.mount`, by
+orbitmq/assembly.py): the broker never imports them.
 """
 
 from __future__ import annotations
@@ -40,8 +44,11 @@ from orbitmq.broker.processor.client_processor import ClientProcessor
 from orbitmq.broker.processor.consume_admin_processor import ConsumeAdminProcessor
 from orbitmq.broker.processor.consumer_info_processor import ConsumerInfoProcessor
 from orbitmq.broker.processor.handlers import Processors, auth_handler_table, handler_table
+from orbitmq.broker.processor.lock_processor import LockProcessor
+from orbitmq.broker.processor.offset_processor import OffsetProcessor
 from orbitmq.broker.processor.pull_processor import PullProcessor
 from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.replica_processor import ReplicaProcessor
 from orbitmq.broker.processor.send_back_processor import SendBackProcessor
 from orbitmq.broker.processor.send_processor import SendProcessor
 from orbitmq.broker.processor.stats_processor import StatsProcessor
@@ -63,6 +70,7 @@ from orbitmq.broker.transaction import (
     TransactionCheckService,
     TransactionService,
 )
+from orbitmq.broker.transaction.pending_processor import PendingTransactionsProcessor
 from orbitmq.config import BrokerConfig, BrokerRole
 from orbitmq.errors import ClientError
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
@@ -90,7 +98,7 @@ class BrokerController:
         config: the settings it runs with.
         ctx: what processors and services see of the broker (see context.py).
         store / topics / offsets / sub_groups / clients / saver: the parts ``ctx`` holds.
-        processors: the request processors; handlers.py maps request codes onto them.
+        processors: the request processors; processor/handlers.py maps request codes onto them.
         services: the parts that start and stop, in order (services.py).
         fronts: the fronts mounted from outside (:meth:`mount`: the gRPC endpoint).
         pull / schedule / transactions / locks: the parts tests and tools look into.
@@ -192,17 +200,16 @@ class BrokerController:
             clients=self.client_processor,
             query=QueryProcessor(ctx),
             admin=AdminProcessor(ctx),
-            offsets=self.offsets,
+            offsets=OffsetProcessor(ctx),
             send_back=send_back,
-            locks=self.locks,
+            locks=LockProcessor(self.locks, self.clients),
             consumer_info=ConsumerInfoProcessor(self.clients),
-            transactions=self.transactions,
+            pending_transactions=PendingTransactionsProcessor(self.transactions),
             end_transaction=self.end_transaction,
             stats=StatsProcessor(ctx, held_pulls, self.replication.runtime_info),
             consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
-            schedule=self.schedule,
-            replication=self.replication,
+            replica=ReplicaProcessor(self.schedule, self.replication),
             transaction_batches=TransactionBatchProcessor(ctx, self.transactions),
         )
         for code, handler in handler_table(self.processors, self.dispatched.after,
