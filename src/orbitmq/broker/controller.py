@@ -239,7 +239,8 @@ class BrokerController:
         """Every part that starts and stops, in start order (stopped in reverse; see
         services.py). Why this order:
 
-        - the store first and last; the tables it holds saved just before it shuts down, after
+        - the store first and last: opened as the first load (its lock taken and its file modes
+          set before any table is read), the tables saved just before it shuts down, after
           everything that changes them stopped;
         - replication before the remoting server and after it: a SYNC_MASTER send in flight at
           stop still gets its slaves during the server's grace;
@@ -253,7 +254,8 @@ class BrokerController:
         ff = self.fast_failure
         fp = self.fast_path
         services = [
-            Service("store", start=self._open_store, stop=self.store.shutdown),
+            # Opened as a load: before any table or file is read (the store's lock and modes).
+            Service("store", load=self._open_store, stop=self.store.shutdown),
             Service("tables", load=self._load_tables, stop=self._save_tables_at_stop),
             Service("durable save", start=self.saver.start, stop=self.saver.stop),
             Service("dispatch wait", start=self.dispatched.start, stop=self.dispatched.stop),
