@@ -4,10 +4,14 @@ reverse; masters-only services follow the role; a failed start stops what starte
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from pathlib import Path
 
 import pytest
 
+from orbitmq.broker.controller import BrokerController
 from orbitmq.broker.services import Service, ServiceList
+from orbitmq.config import TEST_MIN_STORE, BrokerConfig
 
 
 def _services(log: list[str], *, fail_start: str = "") -> list[Service]:
@@ -72,3 +76,27 @@ def test_a_front_goes_before_the_named_service() -> None:
     services = ServiceList(_services([]))
     services.insert_before("c", Service("front"))
     assert services.names == ["a", "b", "m", "front", "c"]
+
+
+@pytest.mark.parametrize("controller_mode", [False, True])
+def test_the_brokers_order(tmp_path: Path, controller_mode: bool) -> None:
+    """The controller's list keeps the orders its docstring gives reasons for."""
+    store = dataclasses.replace(TEST_MIN_STORE, store_path=str(tmp_path))
+    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=-1, store=store,
+                                           enable_controller_mode=controller_mode,
+                                           broker_id=1 if controller_mode else 0,
+                                           controller_addr="etcd://127.0.0.1:1" if controller_mode else ""))
+    names = broker.services.names
+    at = names.index
+    assert names[0] == "store" and names[-1] == "periodic"
+    assert at("tables") < at("durable save") < at("remoting server")
+    # a SYNC_MASTER send in flight at stop still gets its slaves: replication stops later
+    assert at("replication") < at("remoting server close")
+    # failover publishes the address the server listens on, and stops after the server closed
+    if controller_mode:
+        assert at("remoting server") < at("failover") < at("remoting server close")
+    else:
+        assert "failover" not in names
+    assert at("remoting server close") < at("pull") < at("transactions") < at("registration")
+    masters = [s.name for s in broker.services._services if s.masters_only]
+    assert masters == ["transactions", "transaction checks", "delay levels", "timers", "pop"]
