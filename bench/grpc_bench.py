@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests" / "rmq5"))  # the official client's driver
 from rmq5_support import Cluster, Rmq5Driver, rmq5_venv_problem, unique  # noqa: E402
 
 import orbitmq  # noqa: E402
+from orbitmq.assembly import build_broker  # noqa: E402
 from orbitmq.broker.controller import BrokerController  # noqa: E402
 from orbitmq.broker.pop.inflight import PopState  # noqa: E402
 from orbitmq.config import BrokerConfig, StoreConfig  # noqa: E402
@@ -112,7 +113,7 @@ def timers(count: int, work: Path) -> dict[str, Any]:
     store = StoreConfig(store_path=str(work / "timer-store"), mapped_file_size_commitlog=256 << 20)
     config = BrokerConfig(listen_port=0, grpc_listen_port=-1, namesrv_addr="127.0.0.1:1", store=store)
     loop = LoopThread("timer-bench")
-    broker = BrokerController(config)
+    broker = build_broker(config)
     loop.call(broker.start(), 60)
     try:
         broker.store.release_cold_pages()

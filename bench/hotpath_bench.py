@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orbitmq.broker import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.config import BrokerConfig, FlushDiskType, MetricsExporterType, StoreConfig
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -176,7 +176,7 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
     results: dict[str, float] = {}
     ser = SerializeType(args.ser)
     try:
-        broker = BrokerController(broker_config(base, args.flush, args.metrics))
+        broker = build_broker(broker_config(base, args.flush, args.metrics))
         loop.run_until_complete(broker.start())
         conn = loop.run_until_complete(attach(broker.server))
         topic = "hotpath"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.config import FlushDiskType
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand

@@ -18,6 +18,7 @@ import pytest
 from google.protobuf import duration_pb2, timestamp_pb2
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.assembly import grpc_endpoint
 from orbitmq.config import BrokerRole
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
@@ -39,8 +40,8 @@ def harness(tmp_path: Path) -> Iterator[BrokerHarness]:
 
 @pytest.fixture
 def stub(harness: BrokerHarness) -> Iterator[Any]:
-    assert harness.broker.grpc is not None
-    with grpc.insecure_channel(f"127.0.0.1:{harness.broker.grpc.port}") as channel:
+    assert grpc_endpoint(harness.broker) is not None
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_endpoint(harness.broker).port}") as channel:
         yield spb_grpc.MessagingServiceStub(channel)
 
 
@@ -64,7 +65,7 @@ def test_route_names_the_grpc_endpoint_and_the_topic_types(harness: BrokerHarnes
     r = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=META, timeout=10)
     assert r.status.code == pb.OK and len(r.message_queues) == 2
     q = r.message_queues[0]
-    assert q.broker.endpoints.addresses[0].port == harness.broker.grpc.port
+    assert q.broker.endpoints.addresses[0].port == grpc_endpoint(harness.broker).port
     assert list(q.accept_message_types) == [pb.FIFO] and q.permission == pb.READ_WRITE
     missing = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")),
                               metadata=META, timeout=10)
@@ -209,7 +210,7 @@ def test_print_stack_and_verify_commands_get_the_clients_answers(harness: Broker
     requests.put(spb.TelemetryCommand(settings=pb.Settings(
         client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="StackT")]))))
     assert next(responses).settings.publishing.max_body_size > 0
-    endpoint = harness.broker.grpc
+    endpoint = grpc_endpoint(harness.broker)
     answers: list[Any] = []
     asker = threading.Thread(target=lambda: answers.append(
         harness.call(endpoint.print_stack("test-client@1"))))
@@ -258,8 +259,8 @@ def test_a_slave_refuses_5x_sends_and_receives(tmp_path: Path) -> None:
                                     ha_master_address="127.0.0.1:1"))
     try:
         topic = _topic(h, "OnSlave")
-        assert h.broker.grpc is not None
-        with grpc.insecure_channel(f"127.0.0.1:{h.broker.grpc.port}") as channel:
+        assert grpc_endpoint(h.broker) is not None
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_endpoint(h.broker).port}") as channel:
             stub = spb_grpc.MessagingServiceStub(channel)
             sent = _send(stub, _message(topic))
             assert sent.status.code == pb.FORBIDDEN and "slave" in sent.status.message, sent

@@ -18,6 +18,7 @@ import pytest
 from google.protobuf import duration_pb2
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.assembly import grpc_endpoint
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
@@ -62,8 +63,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHarness]
 
 @pytest.fixture(scope="module")
 def stub(harness: BrokerHarness) -> Iterator[Any]:
-    assert harness.broker.grpc is not None
-    with grpc.insecure_channel(f"127.0.0.1:{harness.broker.grpc.port}") as channel:
+    assert grpc_endpoint(harness.broker) is not None
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_endpoint(harness.broker).port}") as channel:
         yield spb_grpc.MessagingServiceStub(channel)
 
 

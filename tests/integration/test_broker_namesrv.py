@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
-from orbitmq.broker import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.config import BrokerRole, NamesrvConfig
 from orbitmq.errors import BrokerError
 from orbitmq.namesrv import NameServer
@@ -122,7 +122,7 @@ def test_a_second_broker_with_the_same_name_and_id_is_refused(tmp_path: Path,
     h, ns = c.h, c.namesrvs[0]
     try:
         _wait_route(h, ns, "TBW102")
-        second = BrokerController(broker_config(tmp_path / "b", namesrv_addr=ns.address))
+        second = build_broker(broker_config(tmp_path / "b", namesrv_addr=ns.address))
         with pytest.raises(BrokerError) as refused:
             h.call(second.start())
         assert refused.value.code == ResponseCode.ILLEGAL_OPERATION
@@ -133,7 +133,7 @@ def test_a_second_broker_with_the_same_name_and_id_is_refused(tmp_path: Path,
         route = TopicRouteData.from_json(_wait_route(h, ns, "TBW102").body)
         assert route.broker_datas[0].broker_addrs == {0: h.addr}
         # another id of the same name (a slave) is another identity
-        slave = BrokerController(broker_config(tmp_path / "s", namesrv_addr=ns.address, broker_id=1,
+        slave = build_broker(broker_config(tmp_path / "s", namesrv_addr=ns.address, broker_id=1,
                                                broker_role=BrokerRole.SLAVE))
         h.call(slave.start())
         h.call(slave.stop())

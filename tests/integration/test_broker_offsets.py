@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
-from orbitmq.broker import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.errors import StoreError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.transport import LoopThread
@@ -82,7 +82,7 @@ def test_corrupt_offset_file_stops_the_start(tmp_path: Path) -> None:
     (tmp_path / "config").mkdir(parents=True)
     (tmp_path / "config" / "consumerOffset.json").write_text("{not json")
     loop = LoopThread()
-    broker = BrokerController(broker_config(tmp_path))
+    broker = build_broker(broker_config(tmp_path))
     try:
         with pytest.raises(StoreError, match="consumerOffset.json"):
             loop.call(broker.start(), 30)

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
-from orbitmq.broker.pull_processor import pull_response_code
-from orbitmq.broker.topic_config_manager import validate_topic
+from orbitmq.broker.processor.pull_processor import pull_response_code
+from orbitmq.broker.tables.topic_config_manager import validate_topic
 from orbitmq.config import FlushDiskType
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.message import PropertyKey

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from orbitmq.broker import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.config import TEST_MIN_STORE, BrokerConfig
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -51,7 +51,7 @@ class BrokerHarness:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.loop = LoopThread("broker-test")
-        self.broker = BrokerController(config)
+        self.broker = build_broker(config)
         self.client = RemotingClient()
         try:
             self.call(self.broker.start())
@@ -163,7 +163,7 @@ class BrokerHarness:
         """Stop the broker cleanly and start a new one on the same store directory."""
         self.call(self.client.close())
         self.call(self.broker.stop())
-        self.broker = BrokerController(self.config)
+        self.broker = build_broker(self.config)
         self.client = RemotingClient()
         self.call(self.broker.start())
 

@@ -17,6 +17,7 @@ import pytest
 from test_broker_support import BrokerHarness, broker_config
 from wire_fuzz_support import RawClient, Request
 
+from orbitmq.assembly import grpc_endpoint
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
@@ -103,8 +104,8 @@ def test_remoting_verdicts_outside_the_set_are_refused_and_end_nothing(harness: 
 # -- gRPC -------------------------------------------------------------------------------------
 @pytest.fixture
 def stub(harness: BrokerHarness) -> Iterator[Any]:
-    assert harness.broker.grpc is not None
-    with grpc.insecure_channel(f"127.0.0.1:{harness.broker.grpc.port}") as channel:
+    assert grpc_endpoint(harness.broker) is not None
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_endpoint(harness.broker).port}") as channel:
         yield spb_grpc.MessagingServiceStub(channel)
 
 

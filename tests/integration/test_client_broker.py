@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from orbitmq.assembly import build_broker
 from orbitmq.broker.controller import BrokerController
 from orbitmq.client import (
     Admin,
@@ -72,7 +73,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     loop.call(namesrv.start())
     store = StoreConfig(store_path=str(tmp_path_factory.mktemp("broker")),
                         mapped_file_size_commitlog=32 * MiB)
-    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=0, namesrv_addr=namesrv.address,
+    broker = build_broker(BrokerConfig(listen_port=0, grpc_listen_port=0, namesrv_addr=namesrv.address,
                                            store=store))
     loop.call(broker.start())
     try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from orbitmq.broker.controller import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.client import Admin, Producer, PullConsumer, SendStatus
 from orbitmq.config import BrokerConfig, NamesrvConfig, StoreConfig
 from orbitmq.errors import TimeoutError
@@ -31,12 +31,12 @@ TOPIC = "FailoverTopic"
 
 CHILD_BROKER = """
 import asyncio, sys
-from orbitmq.broker.controller import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.config import BrokerConfig, StoreConfig
 
 async def main():
     name, namesrv, path = sys.argv[1:4]
-    broker = BrokerController(BrokerConfig(
+    broker = build_broker(BrokerConfig(
         broker_name=name, listen_port=0, grpc_listen_port=0, namesrv_addr=namesrv,
         register_broker_interval_ms=200,
         store=StoreConfig(store_path=path, mapped_file_size_commitlog=8 * 1024 * 1024)))
@@ -100,7 +100,7 @@ def test_producer_fails_over_when_a_broker_dies(namesrv, tmp_path, failure):
     but nothing answers; the name server expires it after broker_expire_ms and the producer,
     after one timed-out attempt, keeps away from it."""
     loop, ns = namesrv
-    broker_a = BrokerController(BrokerConfig(broker_name="broker-a", listen_port=0, grpc_listen_port=0,
+    broker_a = build_broker(BrokerConfig(broker_name="broker-a", listen_port=0, grpc_listen_port=0,
                                              namesrv_addr=ns.address,
                                              register_broker_interval_ms=200,
                                              store=store_config(str(tmp_path / "a"))))
@@ -143,7 +143,7 @@ def test_producer_fails_over_when_a_broker_dies(namesrv, tmp_path, failure):
 
 def test_committed_offsets_survive_a_broker_restart(namesrv, tmp_path):
     loop, ns = namesrv
-    broker = BrokerController(BrokerConfig(listen_port=0, ha_listen_port=0, grpc_listen_port=0,
+    broker = build_broker(BrokerConfig(listen_port=0, ha_listen_port=0, grpc_listen_port=0,
                                            namesrv_addr=ns.address,
                                            register_broker_interval_ms=200,
                                            store=store_config(str(tmp_path / "broker"))))
@@ -165,7 +165,7 @@ def test_committed_offsets_survive_a_broker_restart(namesrv, tmp_path):
             consumer.persist_offsets()
 
             loop.call(broker.stop())
-            broker = BrokerController(BrokerConfig(
+            broker = build_broker(BrokerConfig(
                 listen_port=port, ha_listen_port=0, grpc_listen_port=0,  # port + 1 may be taken
                 namesrv_addr=ns.address, register_broker_interval_ms=200,
                 store=store_config(str(tmp_path / "broker"))))

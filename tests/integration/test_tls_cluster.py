@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from orbitmq import Admin, ClientTls, ConsumeResult, Message, Producer, PushConsumer
+from orbitmq.assembly import grpc_endpoint
 from orbitmq.config import NamesrvConfig
 from orbitmq.errors import OrbitMQError
 from orbitmq.security.tls import TlsClientAuth, TlsServerMode
@@ -103,7 +104,7 @@ def test_the_grpc_port_serves_tls_and_requires_a_client_certificate(
     from orbitmq.grpc._generated import service_pb2 as spb
     from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
 
-    where = f"127.0.0.1:{cluster.brokers[0].grpc.port}"
+    where = f"127.0.0.1:{grpc_endpoint(cluster.brokers[0]).port}"
     meta = (("x-mq-client-id", "tls-test"),)
     request = spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))
     ca = certs.ca.read_bytes()
@@ -132,7 +133,7 @@ def test_a_permissive_grpc_port_serves_tls_and_plaintext(certs: TestCerts, tmp_p
     permissive = {**server_fields(certs), "tls_server_mode": TlsServerMode.PERMISSIVE,
                   "tls_server_need_client_auth": TlsClientAuth.OPTIONAL}
     with EmbeddedCluster(tmp_path, **permissive) as found:
-        endpoint = found.brokers[0].grpc
+        endpoint = grpc_endpoint(found.brokers[0])
         where = f"127.0.0.1:{endpoint.port}"
         meta = (("x-mq-client-id", "tls-test"),)
         request = spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic"))

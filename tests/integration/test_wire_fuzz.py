@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 from wire_fuzz_support import RawClient, Request, json_text, mutate, neighbour
 
-from orbitmq.broker import BrokerController
+from orbitmq.assembly import build_broker
 from orbitmq.config import BrokerConfig, NamesrvConfig, StoreConfig
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.namesrv import NameServer
@@ -326,7 +326,7 @@ def _ops_requests(rng: random.Random) -> dict[int, Callable[[], Request]]:
 def served_codes(tmp: Path) -> dict[str, set[int]]:
     """The request codes a broker and a name server register handlers for (nothing started)."""
     store = StoreConfig(store_path=str(tmp / "codes"))
-    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=0, store=store))
+    broker = build_broker(BrokerConfig(listen_port=0, grpc_listen_port=0, store=store))
     namesrv = NameServer(NamesrvConfig(listen_port=0))
     return {"broker": set(broker.server._handlers), "namesrv": set(namesrv.server._handlers)}
 

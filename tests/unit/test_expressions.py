@@ -7,8 +7,8 @@ import pytest
 
 from orbitmq import ExpressionError, MessageSelector
 from orbitmq.broker import message_filter
-from orbitmq.broker.client_manager import _with_codes
 from orbitmq.broker.message_filter import SqlFilter, TagFilter, build_filter, stored_properties
+from orbitmq.broker.tables.client_manager import _with_codes
 from orbitmq.client.consumer import pull_service, push_consumer
 from orbitmq.client.consumer.pull_codec import build_pull_request
 from orbitmq.client.consumer.push_consumer import build_subscription

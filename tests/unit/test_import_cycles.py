@@ -117,19 +117,7 @@ def cycles_by_package() -> dict[str, list[list[str]]]:
     return _cycles_by_package(graph, "orbitmq", set(_packages()))
 
 
-# Circles other branches of the Rooms step open (the client's admin modules, two in the CLI,
-# the broker importing the gRPC front): these marks go once they are merged.
-_OPENED_ELSEWHERE = {
-    "orbitmq": "broker/controller.py imports the gRPC front, which imports the broker package: "
-               "the front is mounted outside the broker by the broker's reorganisation",
-}
-
-
-@pytest.mark.parametrize("package", [
-    pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=_OPENED_ELSEWHERE[p]))
-    if p in _OPENED_ELSEWHERE else p
-    for p in _packages()
-])
+@pytest.mark.parametrize("package", _packages())
 def test_no_import_cycle_in(package: str, cycles_by_package: dict[str, list[list[str]]]) -> None:
     assert cycles_by_package.get(package, []) == []
 

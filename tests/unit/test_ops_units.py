@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orbitmq.broker.broker_config_processor import permitted_wrapper
-from orbitmq.broker.broker_stats import BrokerStats
+from orbitmq.broker.observability.broker_stats import BrokerStats
+from orbitmq.broker.processor.broker_config_processor import permitted_wrapper
+from orbitmq.broker.processor.stats_processor import format_runtime
 from orbitmq.broker.runtime_config import (
     RUNTIME_FIELDS,
     changes_from_properties,
@@ -20,7 +21,6 @@ from orbitmq.broker.runtime_config import (
     resolve_name,
     save_overlay,
 )
-from orbitmq.broker.stats_processor import format_runtime
 from orbitmq.config import BrokerConfig, ConfigError, StoreConfig
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.metrics.buckets import Buckets

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from store_fixtures import config, msg
 
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.config import ConfigError, StoreConfig
 from orbitmq.store import GetMessageStatus, MessageStore
 from orbitmq.store import message_store as message_store_module

@@ -15,14 +15,14 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.broker_stats import BrokerStats
-from orbitmq.broker.client_manager import ClientManager
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.dispatch_wait import DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave
+from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.broker.role import RoleState
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
-from orbitmq.broker.topic_config_manager import TopicConfigManager
+from orbitmq.broker.tables.client_manager import ClientManager
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.config import BrokerConfig
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security.access_table import Permission

@@ -1,15 +1,19 @@
 """BrokerController: the broker's lifecycle; it builds the parts and wires them once.
 
-``start`` opens the store (recovering it if the last run crashed), loads the topic, offset and
-subscription group tables, starts the remoting server on ``listen_host:listen_port`` (port 0 picks
-a free one), registers with every name server and logs ``orbitmq broker ready on HOST:PORT``.
-``stop`` does the reverse: unregister, stop serving, persist the tables, shut the store down.
+``start`` runs one ordered list of services (services.py; the order and why in
+:meth:`BrokerController._service_order`): it opens the store (recovering it if the last run
+crashed), loads the topic, offset and subscription group tables, starts the remoting server on
+``listen_host:listen_port`` (port 0 picks a free one), registers with every name server and logs
+``orbitmq broker ready on HOST:PORT``. ``stop`` stops the list in reverse: unregister, stop
+serving, persist the tables, shut the store down.
 
-The controller is the only module that knows every part. Processors and services get a
-:class:`~orbitmq.broker.context.BrokerContext` (store, tables, config, the durable-save seam,
-read-your-writes, a few hooks), never the controller; handlers.py is the one table of request
-codes; durable_save.py is where every message is saved; docs/architecture.md walks a send and a
-pull through them.
+The controller is the only module that knows every part, and wires them through their
+constructors. Processors and services get a :class:`~orbitmq.broker.context.BrokerContext`
+(store, tables, config, the durable-save seam, read-your-writes, a few hooks), never the
+controller; processor/handlers.py is the one table of request codes; durable_save.py is where
+every message is saved; docs/architecture.md walks a send and a pull through them. Fronts other
+than remoting (the gRPC endpoint) are mounted from outside (:meth:`BrokerController.mount`, by
+orbitmq/assembly.py): the broker never imports them.
 """
 
 from __future__ import annotations
@@ -19,15 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.admin_processor import AdminProcessor
-from orbitmq.broker.broker_config_processor import BrokerConfigProcessor, permitted_wrapper
-from orbitmq.broker.broker_stats import BrokerStats
-from orbitmq.broker.client_manager import ClientManager
-from orbitmq.broker.client_processor import ClientProcessor
 from orbitmq.broker.config_file import TableFile, config_path, save_all
-from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
-from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
@@ -35,33 +31,48 @@ from orbitmq.broker.failover import FailoverService
 from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
-from orbitmq.broker.handlers import Processors, auth_handler_table, handler_table
-from orbitmq.broker.observability import BrokerObservability
+from orbitmq.broker.fronts import FrontParts
+from orbitmq.broker.observability.broker_stats import BrokerStats
+from orbitmq.broker.observability.service import BrokerObservability
 from orbitmq.broker.pop.pop_service import PopService
-from orbitmq.broker.pull_processor import PullProcessor
-from orbitmq.broker.query_processor import QueryProcessor
-from orbitmq.broker.queue_lock_manager import QueueLockManager
+from orbitmq.broker.processor.admin_processor import AdminProcessor
+from orbitmq.broker.processor.broker_config_processor import (
+    BrokerConfigProcessor,
+    permitted_wrapper,
+)
+from orbitmq.broker.processor.client_processor import ClientProcessor
+from orbitmq.broker.processor.consume_admin_processor import ConsumeAdminProcessor
+from orbitmq.broker.processor.consumer_info_processor import ConsumerInfoProcessor
+from orbitmq.broker.processor.handlers import Processors, auth_handler_table, handler_table
+from orbitmq.broker.processor.lock_processor import LockProcessor
+from orbitmq.broker.processor.offset_processor import OffsetProcessor
+from orbitmq.broker.processor.pull_processor import PullProcessor
+from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.replica_processor import ReplicaProcessor
+from orbitmq.broker.processor.send_back_processor import SendBackProcessor
+from orbitmq.broker.processor.send_processor import SendProcessor
+from orbitmq.broker.processor.stats_processor import StatsProcessor
 from orbitmq.broker.register_service import RegisterService
 from orbitmq.broker.replication import ReplicationService
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.runtime_config import load_overlay
 from orbitmq.broker.schedule_service import ScheduleService
-from orbitmq.broker.send_back_processor import SendBackProcessor
-from orbitmq.broker.send_processor import SendProcessor
-from orbitmq.broker.stats_processor import StatsProcessor
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.services import Front, Service, ServiceList
+from orbitmq.broker.tables.client_manager import ClientManager
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.queue_lock_manager import QueueLockManager
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupManager
+from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.broker.timer.timer_service import TimerService
-from orbitmq.broker.topic_config_manager import TopicConfigManager
 from orbitmq.broker.transaction import (
     EndTransactionProcessor,
     TransactionBatchProcessor,
     TransactionCheckService,
     TransactionService,
 )
+from orbitmq.broker.transaction.pending_processor import PendingTransactionsProcessor
 from orbitmq.config import BrokerConfig, BrokerRole
 from orbitmq.errors import ClientError
-from orbitmq.grpc.endpoint import GrpcEndpoint
-from orbitmq.grpc.produce import Producing
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.security.tls import ClientTls, ServerTls
@@ -87,7 +98,9 @@ class BrokerController:
         config: the settings it runs with.
         ctx: what processors and services see of the broker (see context.py).
         store / topics / offsets / sub_groups / clients / saver: the parts ``ctx`` holds.
-        processors: the request processors; handlers.py maps request codes onto them.
+        processors: the request processors; processor/handlers.py maps request codes onto them.
+        services: the parts that start and stop, in order (services.py).
+        fronts: the fronts mounted from outside (:meth:`mount`: the gRPC endpoint).
         pull / schedule / transactions / locks: the parts tests and tools look into.
         server: the RemotingServer.
     """
@@ -164,42 +177,39 @@ class BrokerController:
         self.saver.on_appended(self.replication.pump)
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
         self.tx_checker = TransactionCheckService(self.transactions)
-        self.pull = PullProcessor(ctx)
-        held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
-        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
-        self.client_processor = ClientProcessor(ctx)
-        send_back = SendBackProcessor(ctx)  # retries and dead letters
         self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
+        self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
+        held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
         if self.failover is not None:  # consumers waiting on the confirm offset
             self.failover.on_confirm(self.pull.long_poll.confirmed)
             self.failover.on_confirm(lambda end: self.pop.wake_all())
-        end_transaction = EndTransactionProcessor(self.transactions)
-        send = SendProcessor(ctx, self.transactions.to_half, send_back)
-        send.park_timer = self.timer.park
+        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
+        self.client_processor = ClientProcessor(ctx)
+        send_back = SendBackProcessor(ctx)  # retries and dead letters
+        self.end_transaction = EndTransactionProcessor(self.transactions)
         # SYSTEM_BUSY for sends that waited too long in the broker (broker/fast_failure.py).
         self.fast_failure = (BrokerFastFailure(
             config.wait_time_mills_in_send_queue, config.os_page_cache_busy_time_out_mills,
             self.server.limit_counters) if config.broker_fast_failure_enable else None)
-        send.fast_failure = self.fast_failure
-        self.pull.pop_group_active = self.pop.group_active  # one consumption model per group
+        send = SendProcessor(ctx, self.transactions.to_half, send_back,
+                             park_timer=self.timer.park, fast_failure=self.fast_failure)
         self.processors = Processors(
             send=send,
             pull=self.pull,
             clients=self.client_processor,
             query=QueryProcessor(ctx),
             admin=AdminProcessor(ctx),
-            offsets=self.offsets,
+            offsets=OffsetProcessor(ctx),
             send_back=send_back,
-            locks=self.locks,
+            locks=LockProcessor(self.locks, self.clients),
             consumer_info=ConsumerInfoProcessor(self.clients),
-            transactions=self.transactions,
-            end_transaction=end_transaction,
+            pending_transactions=PendingTransactionsProcessor(self.transactions),
+            end_transaction=self.end_transaction,
             stats=StatsProcessor(ctx, held_pulls, self.replication.runtime_info),
             consume_admin=ConsumeAdminProcessor(ctx, lambda: int(time.time() * 1000)),
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
-            schedule=self.schedule,
-            replication=self.replication,
+            replica=ReplicaProcessor(self.schedule, self.replication),
             transaction_batches=TransactionBatchProcessor(ctx, self.transactions),
         )
         for code, handler in handler_table(self.processors, self.dispatched.after,
@@ -209,23 +219,94 @@ class BrokerController:
             self.server.register(code, handler)
         # None: off by config, or no C speedups; with authentication on, it checks signatures
         # and rules itself and declines the rest to the guard (broker/fast_path.py).
-        self.fast_path = FastPath.create(ctx, self.server.note_answered, self.access)
+        self.fast_path = FastPath.create(ctx, self.server.note_answered, self.access,
+                                         self.fast_failure)
         if self.fast_path is not None:
-            self.fast_path.fast_failure = self.fast_failure
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)
-        # The RocketMQ 5 endpoint (orbitmq.grpc): over the same context and services.
-        self.grpc: GrpcEndpoint | None = None
-        if config.grpc_listen_port >= 0:
-            self.grpc = GrpcEndpoint(ctx, self.pop, Producing(ctx, self.timer,
-                                                              self.transactions.to_half,
-                                                              end_transaction), self.access.guard)
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication,
             audit=self.access.guard.audit, limits=self.server)
+        self._client_scans: list[Callable[[], object]] = [self.client_processor.scan_expired]
+        self.fronts: dict[str, Front] = {}  # mounted from outside (mount)
         self._tasks: list[asyncio.Task[None]] = []
+        self._announcing = False  # topic changes go to the name servers (once the core runs)
+        self.services = ServiceList(self._service_order())
         self._started = False
+
+    def _service_order(self) -> list[Service]:
+        """Every part that starts and stops, in start order (stopped in reverse; see
+        services.py). Why this order:
+
+        - the store first and last: opened as the first load (its lock taken and its file modes
+          set before any table is read), the tables saved just before it shuts down, after
+          everything that changes them stopped;
+        - replication before the remoting server and after it: a SYNC_MASTER send in flight at
+          stop still gets its slaves during the server's grace;
+        - the server opens before failover (which publishes the broker's address, known once
+          the server listens) and closes before failover stops (a master stops taking sends
+          before it gives its lease up);
+        - from the server's opening to the first front, no await: every part that answers
+          requests (held pulls, transactions rebuilt) is running before the first request;
+        - fronts (the gRPC endpoint, :meth:`mount`), metrics and the name servers last.
+        """
+        ff = self.fast_failure
+        fp = self.fast_path
+        services = [
+            # Opened as a load: before any table or file is read (the store's lock and modes).
+            Service("store", load=self._open_store, stop=self.store.shutdown),
+            Service("tables", load=self._load_tables, stop=self._save_tables_at_stop),
+            Service("durable save", start=self.saver.start, stop=self.saver.stop),
+            Service("dispatch wait", start=self.dispatched.start, stop=self.dispatched.stop),
+            Service("remoting client", stop=self.remoting_client.close),
+            Service("replication", start=self.replication.start, stop=self.replication.stop),
+            Service("remoting server", start=self._open_server),
+            Service("failover", start=self.failover.start, stop=self.failover.stop)
+            if self.failover is not None else None,
+            Service("fast failure", start=ff.start, stop=ff.stop) if ff is not None else None,
+            # SYNC_MASTER sends in flight still get their slaves: replication stops after this.
+            Service("remoting server close", stop=lambda: self.server.stop(grace=2.0)),
+            Service("pull", start=self._start_pulls, stop=self.pull.stop),
+            Service("fast path", start=fp.start) if fp is not None else None,  # store host known
+            # A slave neither ends transactions nor delivers delays, timers or POP revivals.
+            Service("transactions", start=self.transactions.start, stop=self.transactions.stop,
+                    masters_only=True),  # rebuilt before any request: no await since the server
+            Service("transaction checks", start=self.tx_checker.start, stop=self.tx_checker.stop,
+                    masters_only=True),
+            Service("delay levels", start=self.schedule.start, stop=self.schedule.stop,
+                    masters_only=True),
+            Service("timers", load=self.timer.load, start=self.timer.start, stop=self.timer.stop,
+                    pause=self.timer.pause, masters_only=True),
+            Service("pop", load=self.pop.load, start=self.pop.start, stop=self.pop.stop,
+                    pause=self.pop.pause, masters_only=True),
+            Service("route updates", start=self._announce, stop=self._quiet),
+            Service("observability", start=self.observability.start,
+                    stop=self.observability.stop),  # OSError: the metrics port is taken
+            # BrokerError: a name server refused this broker.
+            Service("registration", start=self.registrar.start, stop=self.registrar.stop),
+            Service("periodic", start=self._start_periodic, stop=self._stop_periodic),
+        ]
+        return [s for s in services if s is not None]
+
+    def mount(self, name: str, front: Front, *,
+              scan_clients: Callable[[], object] | None = None) -> None:
+        """Run ``front`` (another front over this broker, e.g. the gRPC endpoint, which the
+        server assembly builds from :meth:`front_parts`) with the broker, as the service
+        ``name``: started after the broker's own parts, before metrics and registration, and
+        stopped before them. ``scan_clients``: called at each scan for expired clients.
+        Before :meth:`start` only."""
+        self.services.insert_before("observability", Service(name, start=front.start,
+                                                             stop=front.stop))
+        self.fronts[name] = front
+        if scan_clients is not None:
+            self._client_scans.append(scan_clients)
+
+    def front_parts(self) -> FrontParts:
+        """What another front serves from: the context and the services it shares."""
+        return FrontParts(ctx=self.ctx, pop=self.pop, timer=self.timer,
+                          to_half=self.transactions.to_half,
+                          end_transaction=self.end_transaction, guard=self.access.guard)
 
     @staticmethod
     def auth_registry_for(config: BrokerConfig) -> AuthRegistry:
@@ -245,63 +326,57 @@ class BrokerController:
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Open the store, load tables, serve, register. Raises StoreError / OSError, or
-        BrokerError when a name server refuses the registration, on failure (after closing what
-        was opened)."""
+        """Open the store, load tables, serve, register: the services in order (services.py).
+        Raises StoreError / OSError, or BrokerError when a name server refuses the
+        registration, on failure (after stopping what was started)."""
         if self._started:
             raise ClientError("broker already started")
         check_exposure(self.config, self.config.listen_host, "the broker")
-        self.replication.prepare_store()  # a slave's store takes its master's bytes only
-        self.store.start()
-        try:
-            self.topics.load()
-            self.offsets.load()
-            self.sub_groups.load()
-            self.schedule.load()
-            self.timer.load()
-            self.pop.load()
-            self.saver.start()
-            self.dispatched.start()
-            self.pull.long_poll.start()
-            self.store.add_arrival_listener(self.pull.long_poll.on_arrival)
-            if self.fast_failure is not None:
-                self.fast_failure.start()
-            await self.server.start()
-        except BaseException:
-            if self.fast_failure is not None:
-                self.fast_failure.stop()
-            await self.pull.long_poll.stop()
-            self.dispatched.stop()
-            self.saver.stop()
-            self.timer.files.close()
-            self.pop.log.close()
-            self.store.shutdown()
-            raise
-        self.host.listening_on(self.server.port)
-        if self.fast_path is not None:
-            self.fast_path.start()  # the store host is known now
-        if self.role.accepts_writes:  # a slave neither ends transactions nor delivers delays
-            self.transactions.start()  # no await since the server started: rebuilt before any request
-            self.tx_checker.start()
-            self.schedule.start()
-            self.timer.start()
-            self.pop.start()
         self._started = True
         try:
-            await self.replication.start()  # OSError: the HA port is taken
-            if self.failover is not None:
-                self.failover.start()
-            if self.grpc is not None:
-                await self.grpc.start()  # OSError: the gRPC port is taken
-            await self.observability.start()  # OSError: the metrics port is taken
+            await self.services.start(master=self.role.accepts_writes)
         except BaseException:
-            await self.stop()
+            self._started = False
             raise
-        try:
-            await self.registrar.start()  # BrokerError: a name server refused this broker
-        except BaseException:
-            await self.stop()
-            raise
+        cfg = self.config
+        if cfg.listen_host in ("0.0.0.0", "::", "") and not cfg.broker_ip:
+            log.warning("listening on all interfaces without broker_ip: advertising %s", self.address)
+        log.info("orbitmq broker ready on %s", self.address)
+
+    async def stop(self) -> None:
+        """Stop the services in reverse: unregister, stop serving, persist tables, shut the
+        store down (idempotent)."""
+        if not self._started:
+            return
+        self._started = False
+        await self.services.stop()
+        log.info("orbitmq broker stopped on %s", self.address)
+
+    def _open_store(self) -> None:
+        self.replication.prepare_store()  # a slave's store takes its master's bytes only
+        self.store.start()
+
+    def _load_tables(self) -> None:
+        self.topics.load()
+        self.offsets.load()
+        self.sub_groups.load()
+        self.schedule.load()
+
+    async def _open_server(self) -> None:
+        await self.server.start()
+        self.host.listening_on(self.server.port)
+
+    def _start_pulls(self) -> None:
+        self.pull.long_poll.start()
+        self.store.add_arrival_listener(self.pull.long_poll.on_arrival)
+
+    def _announce(self) -> None:
+        self._announcing = True
+
+    def _quiet(self) -> None:
+        self._announcing = False
+
+    def _start_periodic(self) -> None:
         cfg = self.config
         self._tasks = [
             asyncio.create_task(self._every(cfg.flush_consumer_offset_interval_ms, self._persist_tables)),
@@ -309,44 +384,12 @@ class BrokerController:
                 min(CLIENT_SCAN_INTERVAL_MAX_MS, max(cfg.client_channel_expire_ms // 4, 50)),
                 self._scan_clients)),
         ]
-        if cfg.listen_host in ("0.0.0.0", "::", "") and not cfg.broker_ip:
-            log.warning("listening on all interfaces without broker_ip: advertising %s", self.address)
-        log.info("orbitmq broker ready on %s", self.address)
 
-    async def stop(self) -> None:
-        """Unregister, stop serving, persist tables, shut the store down (idempotent)."""
-        if not self._started:
-            return
-        self._started = False
+    async def _stop_periodic(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        await self.observability.stop()
-        await self.tx_checker.stop()
-        if self.role.accepts_writes:
-            self.transactions.stop()
-        await self.registrar.stop()
-        if self.grpc is not None:
-            await self.grpc.stop()
-        await self.pull.stop()
-        await self.schedule.stop()
-        await self.timer.stop()
-        await self.pop.stop()
-        await self.server.stop(grace=2.0)  # SYNC_MASTER sends in flight still get their slaves
-        if self.fast_failure is not None:
-            self.fast_failure.stop()
-        if self.failover is not None:
-            await self.failover.stop()  # a master's lease is revoked: another is elected at once
-        await self.replication.stop()
-        await self.remoting_client.close()
-        self.dispatched.stop()
-        self.saver.stop()
-        try:
-            await self._save_tables_at_stop()
-        finally:
-            self.store.shutdown()
-        log.info("orbitmq broker stopped on %s", self.address)
 
     def _tables(self) -> list[TableFile]:
         return [self.offsets.file, self.topics.file, self.sub_groups.file, self.schedule.file]
@@ -389,18 +432,10 @@ class BrokerController:
         self.role.change(role, broker_id)
         self._apply_durability()
         await self.replication.apply_role()
-        if was_master and not self.role.accepts_writes:
-            await self.tx_checker.stop()
-            await self.schedule.stop()
-            await self.timer.pause()
-            await self.pop.pause()
-            self.transactions.stop()
-        elif not was_master and self.role.accepts_writes:
-            self.transactions.start()
-            self.tx_checker.start()
-            self.schedule.start()
-            self.timer.start()  # from its checkpoint: timers a master fired may fire again
-            self.pop.start()
+        if was_master != self.role.accepts_writes:
+            # The masters-only services: started in order, or paused in reverse (a timer
+            # restarts from its checkpoint: timers a master fired may fire again).
+            await self.services.apply_role(master=self.role.accepts_writes)
         self.registrar.request()
 
     # -- read-your-writes -----------------------------------------------------------------------
@@ -426,9 +461,8 @@ class BrokerController:
         await asyncio.to_thread(save_all, self._tables())
 
     def _scan_clients(self) -> None:
-        self.client_processor.scan_expired()
-        if self.grpc is not None:
-            self.grpc.expire_clients()
+        for scan in self._client_scans:
+            scan()
 
     def _read_bound(self) -> int | None:
         """Controller mode: the confirm offset consumers are served up to (FailoverService)."""
@@ -437,7 +471,7 @@ class BrokerController:
     def _topics_changed(self) -> None:
         if self.fast_path is not None:
             self.fast_path.topics_changed()
-        if self._started:
+        if self._announcing:
             self.registrar.request()
 
     def _connection_closed(self, conn: RemotingConnection) -> None:

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.fast_failure import BrokerFastFailure
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPICS,
@@ -240,7 +240,8 @@ class FastPath:
     """
 
     def __init__(self, ctx: BrokerContext, native: Any, timings: Timings | None = None,
-                 access: ServerAccess | None = None) -> None:
+                 access: ServerAccess | None = None,
+                 fast_failure: BrokerFastFailure | None = None) -> None:
         self.ctx = ctx
         # With authentication on: the registry the users come from, the guard that teaches the
         # allowed pairs (module docstring); their copy in C from start().
@@ -253,7 +254,7 @@ class FastPath:
         self._saver = ctx.saver
         self._stats = ctx.stats
         self._suspended: dict[str, str] = {}  # who turned it off -> why
-        self.fast_failure: BrokerFastFailure | None = None  # set by the controller
+        self.fast_failure = fast_failure
         self._config = ctx.config  # live: UPDATE_BROKER_CONFIG changes broker_permission in place
         self._role_changed(ctx.role.role, ctx.role.broker_id)
         ctx.role.on_change(self._role_changed)
@@ -270,13 +271,14 @@ class FastPath:
 
     @classmethod
     def create(cls, ctx: BrokerContext, timings: Timings | None = None,
-               access: ServerAccess | None = None) -> FastPath | None:
+               access: ServerAccess | None = None,
+               fast_failure: BrokerFastFailure | None = None) -> FastPath | None:
         """The fast path, or None when it is off (config) or the C speedups are not there.
         ``access``: the broker's access control; with its authentication on, the fast path
         checks signatures and rules itself (module docstring)."""
         if not ctx.config.native_fast_path_enable or NATIVE is None:
             return None
-        return cls(ctx, NATIVE, timings, access)
+        return cls(ctx, NATIVE, timings, access, fast_failure)
 
     # -- the switch -----------------------------------------------------------------------------
     @property

@@ -32,15 +32,12 @@ import orjson
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC
+from orbitmq.broker.tables.topic_config_manager import SCHEDULE_TOPIC
 from orbitmq.errors import StoreError
 from orbitmq.protocol.bodies import TopicConfig
-from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, transaction_type
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
-from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["ScheduleService", "apply_delay", "delay_level_of", "load_delay_offsets",
@@ -156,7 +153,7 @@ class ScheduleService:
         self._writing: asyncio.Future[bool] | None = None
         # A failed write is logged and left dirty: the next delivery, the broker's periodic
         # round or stop() tries again.
-        self.file = TableFile(self.path, self._encode, "delay offsets")
+        self.file = TableFile(self.path, self.encode, "delay offsets")
         self.delivered = 0  # messages re-stored since start (for tests and runtime info)
 
     @property
@@ -208,12 +205,9 @@ class ScheduleService:
         self.file.save()
         return True
 
-    def get_all_delay_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """GET_ALL_DELAY_OFFSET (45): the delay offsets as delayOffset.json holds them."""
-        return cmd.response(ResponseCode.SUCCESS, body=self._encode())
-
-    def _encode(self) -> bytes:
-        """The table's JSON; runs on the saving thread, so it works on a copy (atomic for a
+    def encode(self) -> bytes:
+        """The table's JSON, as delayOffset.json holds it (and GET_ALL_DELAY_OFFSET answers);
+        runs on the saving thread, so it works on a copy (atomic for a
         dict of ints) of what the loop keeps changing."""
         offsets = self.offsets.copy()
         return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(offsets.items())}})

@@ -57,11 +57,11 @@ def broker_cmd(config_path: str | None, print_config: bool, **params: Any) -> No
     if print_config:
         click.echo(config_as_toml(cfg))
         return
-    from orbitmq.broker.controller import BrokerController
+    from orbitmq.assembly import build_broker
 
     if not cfg.namesrv_addr:
         raise click.UsageError("--namesrv HOST:PORT is required (several: separated by ';')")
-    run_servers(BrokerController(cfg))
+    run_servers(build_broker(cfg))
 
 
 @click.command("standalone")
@@ -95,6 +95,7 @@ def standalone_cmd(
     if print_config:
         click.echo(config_as_toml(dataclasses.replace(cfg, listen_port=b_port)))
         return
+    from orbitmq.assembly import build_broker
     from orbitmq.broker.controller import BrokerController
     from orbitmq.namesrv import NameServer
     from orbitmq.store.store_lock import check_store_free
@@ -120,7 +121,7 @@ def standalone_cmd(
             self.controller: BrokerController | None = None
 
         async def start(self) -> None:
-            self.controller = BrokerController(
+            self.controller = build_broker(
                 dataclasses.replace(cfg, listen_port=b_port, namesrv_addr=ns.address),
                 auth_registry=auth)
             await self.controller.start()

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from orbitmq.broker.client_manager import ClientManager
+from orbitmq.broker.tables.client_manager import ClientManager
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc.convert import GRPC_PRODUCER_GROUP_PREFIX, to_wire_message

@@ -75,10 +75,10 @@ class EmbeddedCluster:
 
     def start_broker(self, index: int, config: BrokerConfig | None = None) -> Any:
         """Start (or restart, keeping its store) broker number ``index``."""
-        from orbitmq.broker.controller import BrokerController
+        from orbitmq.assembly import build_broker
 
         assert self._loop is not None, "start() the cluster first"
-        controller = BrokerController(config or self.broker_config(index))
+        controller = build_broker(config or self.broker_config(index))
         self._loop.call(controller.start(), 30)
         if index < len(self.brokers):
             self.brokers[index] = controller

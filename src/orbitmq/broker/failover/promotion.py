@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from orbitmq.broker.topic_config_manager import TopicConfigManager
+from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.store.message_store import MessageStore

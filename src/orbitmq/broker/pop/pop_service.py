@@ -44,9 +44,9 @@ from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.message_filter import PullFilter
 from orbitmq.broker.pop.inflight import Change, Handed, Inflight, PopState, QueueState
 from orbitmq.broker.pop.pop_log import PopLog
-from orbitmq.broker.send_back_processor import DLQ_QUEUE_NUMS
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from orbitmq.broker.topic_config_manager import DLQ_GROUP_TOPIC_PREFIX
+from orbitmq.broker.processor.send_back_processor import DLQ_QUEUE_NUMS
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
+from orbitmq.broker.tables.topic_config_manager import DLQ_GROUP_TOPIC_PREFIX
 from orbitmq.config import FlushDiskType
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.bodies import Perm
@@ -133,10 +133,14 @@ class PopService:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Replay the log (StoreError when it cannot be read)."""
+        """Replay the log (StoreError when it cannot be read: the log is closed again)."""
         replay = PopState()
-        for change in self.log.open():
-            replay.apply(change)
+        try:
+            for change in self.log.open():
+                replay.apply(change)
+        except BaseException:
+            self.log.close()
+            raise
         replay.rebuild_heaps()
         self.state.groups, self.state.inflight_count = replay.groups, replay.inflight_count
         self.state.next_gen = replay.next_gen

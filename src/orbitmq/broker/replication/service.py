@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import orjson
-
 from orbitmq.broker.durable_save import DurabilityCondition
 from orbitmq.broker.replication.ha_auth import HAAuth
 from orbitmq.broker.replication.master import HAServer
@@ -29,12 +27,9 @@ from orbitmq.broker.replication.slave import HAClient
 from orbitmq.broker.replication.slave_sync import Invoke, SlaveSynchronize
 from orbitmq.broker.role import RoleState
 from orbitmq.config import BrokerConfig
-from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security.audit import AuditLog
 from orbitmq.security.signature import Credentials
 from orbitmq.store.message_store import MessageStore
-from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["ReplicationService", "lag_ms"]
@@ -280,7 +275,3 @@ class ReplicationService:
         for extra in self.extra_info:
             info.update(extra())
         return info
-
-    def get_broker_ha_status(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """GET_BROKER_HA_STATUS (907, RocketMQ 5): :meth:`ha_status` as JSON."""
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.ha_status()))

@@ -18,13 +18,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager, parse_offset_table
 from orbitmq.broker.schedule_service import ScheduleService, load_delay_offsets
-from orbitmq.broker.subscription_group_manager import (
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager, parse_offset_table
+from orbitmq.broker.tables.subscription_group_manager import (
     SubscriptionGroupManager,
     SubscriptionGroupWrapper,
 )
-from orbitmq.broker.topic_config_manager import TopicConfigManager
+from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.errors import OrbitMQError, RemoteProtocolError
 from orbitmq.protocol.bodies import TopicConfigSerializeWrapper, loads_lenient
 from orbitmq.protocol.codes import RequestCode, ResponseCode

@@ -36,8 +36,8 @@ import time
 from collections.abc import Iterator
 
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.tables.topic_config_manager import TIMER_TOPIC
 from orbitmq.broker.timer.wheel_files import TimerRecord, WheelFiles
-from orbitmq.broker.topic_config_manager import TIMER_TOPIC
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
@@ -144,9 +144,14 @@ class TimerService:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Open the files and recover them (StoreError when they cannot be used)."""
+        """Open the files and recover them (StoreError when they cannot be used: the files
+        are closed again)."""
         self.files.open()
-        self.files.recover()
+        try:
+            self.files.recover()
+        except BaseException:
+            self.files.close()
+            raise
         if self.files.checkpoint.fired_through < 0:  # a new wheel: nothing before now to fire
             self.files.checkpoint.fired_through = self.store.clock() // self.precision_ms - 1
         if self.ctx.topics.get(TIMER_TOPIC) is None:

@@ -22,8 +22,8 @@ import logging
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
-from orbitmq.broker.send_processor import ROUTE_PUBLISH_WAIT_S
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.processor.send_processor import ROUTE_PUBLISH_WAIT_S
+from orbitmq.broker.tables.topic_config_manager import (
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -56,11 +56,6 @@ log = logging.getLogger(__name__)
 _PERM_WRITE = int(Perm.WRITE)
 
 
-class _Refused(Exception):
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        self.code = code
-        self.remark = remark
-
 
 class TransactionBatchProcessor:
     """The two batch handlers over the TransactionService (which settles and checks batches as
@@ -79,9 +74,7 @@ class TransactionBatchProcessor:
         try:
             queue_id = self._check(h, len(body))
             half = self._half(h, body, queue_id, _born_host(conn))
-        except _Refused as r:
-            return cmd.response(r.code, r.remark)
-        except BrokerError as e:  # reject_transaction_message; topics_max reached by a creation
+        except BrokerError as e:  # a check; reject_transaction_message; topics_max by a creation
             return cmd.response(e.code, e.remark)
         result = self.ctx.saver.append([half])
         self.ctx.stats.on_send(h.topic, result.append, [half])
@@ -106,38 +99,38 @@ class TransactionBatchProcessor:
         nums = h.default_topic_queue_nums or self.ctx.config.default_topic_queue_nums
         tc = self.ctx.topics.create_in_send(h.topic, DEFAULT_TOPIC, nums, 0)
         if tc is None:
-            raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first "
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first "
                            "please! (this broker does not auto-create topics)")
         return tc
 
     def _check(self, h: SendTransactionBatchRequestHeader, body_size: int) -> int:
         """The queue the batch goes to (its topic created when missing and the broker
-        auto-creates topics); _Refused when it may not go."""
+        auto-creates topics); BrokerError when it may not go."""
         config = self.ctx.config
         if not config.broker_permission & _PERM_WRITE:
-            raise _Refused(ResponseCode.NO_PERMISSION,
+            raise BrokerError(ResponseCode.NO_PERMISSION,
                            f"the broker[{config.broker_name}] sending message is forbidden")
         if body_size > config.store.max_message_size:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"transaction batch body of {body_size} "
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"transaction batch body of {body_size} "
                            f"bytes exceeds the limit {config.store.max_message_size}")
         if h.properties is not None and len(h.properties) >= PROPERTIES_SIZE_MAX:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch properties size "
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"batch properties size "
                            f"{len(h.properties)} exceeds the limit {PROPERTIES_SIZE_MAX}")
         topic = h.topic
         problem = validate_topic(topic)
         if problem is not None:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, problem)
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, problem)
         if topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(
                 (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
-            raise _Refused(ResponseCode.NO_PERMISSION,
+            raise BrokerError(ResponseCode.NO_PERMISSION,
                            f"sending a transaction batch to topic[{topic}] is forbidden")
         tc = self.ctx.topics.get(topic)
         if tc is None:
             tc = self._create_topic(h)
         if not tc.perm & _PERM_WRITE:
-            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if tc.write_queue_nums <= 0:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
         if 0 <= h.queue_id < tc.write_queue_nums:
             return h.queue_id
         return next(self._round_robin) % tc.write_queue_nums
@@ -145,31 +138,31 @@ class TransactionBatchProcessor:
     def _half(self, h: SendTransactionBatchRequestHeader, body: bytes, queue_id: int,
               born_host: tuple[str, int]) -> MessageInner:
         """The batch's half message, after checking that its commit will store (see the module
-        docstring). Raises _Refused, or BrokerError when transactions are refused."""
+        docstring). Raises BrokerError (a check failed, or transactions are refused)."""
         try:
             props = parse_properties(h.properties)
         except RemoteProtocolError as e:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch properties: {e}") from None
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"batch properties: {e}") from None
         if not props.get(PropertyKey.UNIQ_KEY):
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                            "a transaction batch needs its transaction id as UNIQ_KEY")
         if PropertyKey.DELAY in props:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a transaction batch cannot be delayed")
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "a transaction batch cannot be delayed")
         store, host = self.ctx.store, self.ctx.host.store_host
         try:  # what the commit's encode_wire_batch will check, nothing encoded now
             checked = check_wire_batch(h.topic, queue_id, body, 0, h.born_timestamp, born_host,
                                        host, 0, store.config.max_message_size, store.max_blob_size)
         except RemoteProtocolError as e:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"malformed transaction batch: {e}") from None
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"malformed transaction batch: {e}") from None
         if checked is None:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                            "a transaction batch may not hold delayed or transaction messages")
         count, without_uniq = checked
         if count != h.count:
-            raise _Refused(ResponseCode.INVALID_PARAMETER, f"SendTransactionBatchRequestHeader."
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, f"SendTransactionBatchRequestHeader."
                            f"count: {h.count}, but the body holds {count} messages")
         if without_uniq:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                            "every message of a transaction batch needs a UNIQ_KEY")
         msg = MessageInner(h.topic, queue_id, body, props, 0, 0, h.born_timestamp, born_host,
                            host, 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from orbitmq.broker.topic_config_manager import TRANS_HALF_TOPIC
+from orbitmq.broker.tables.topic_config_manager import TRANS_HALF_TOPIC
 from orbitmq.broker.transaction.batch import is_batch
 from orbitmq.broker.transaction.ending import Answer, Ending, commit_answer, end_transaction
 from orbitmq.broker.transaction.service import TransactionService

@@ -1,10 +1,10 @@
 """TransactionService: the broker's transactional messages (RocketMQ's TransactionalMessageService).
 
 It owns the half/op message layout (half_store.py) and the state of every transaction
-(state.py), saves through the broker's durable-save seam, and answers the OrbitMQ-only
-LIST_PENDING_TRANSACTIONS admin request. The END_TRANSACTION handler
-(end_transaction_processor.py) and the check service (check_service.py) work over it; the
-controller builds them with it.
+(state.py), saves through the broker's durable-save seam. The END_TRANSACTION handler
+(end_transaction_processor.py), the OrbitMQ-only LIST_PENDING_TRANSACTIONS admin request
+(pending_processor.py) and the check service (check_service.py) work over it; the controller
+builds them with it.
 
 Nothing lives only in memory: at start the outcomes are read back from the op queue, the check
 progress from the consumer offset of the system group ``CID_SYS_RMQ_TRANS`` on the half queue, and
@@ -18,12 +18,9 @@ nothing is delivered twice.
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-import orjson
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -37,25 +34,21 @@ from orbitmq.broker.transaction.batch import (
 from orbitmq.broker.transaction.half_store import (
     HALF_QUEUE_ID,
     HalfStore,
-    check_times_of,
     origin_of,
 )
 from orbitmq.broker.transaction.state import HalfState, ResolutionTable
 from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.message import MessageExt
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
-from orbitmq.transport.connection import RemotingConnection
 
-__all__ = ["TransactionService", "CHECK_GROUP", "PENDING_SCAN_MAX", "LIST_LIMIT_DEFAULT"]
+__all__ = ["TransactionService", "CHECK_GROUP", "PENDING_SCAN_MAX"]
 
 log = logging.getLogger(__name__)
 
 CHECK_GROUP = "CID_SYS_RMQ_TRANS"  # RocketMQ's system group for the half and op queues
 PENDING_SCAN_MAX = 200_000  # half queue entries one floor refresh or listing reads at most
-LIST_LIMIT_DEFAULT = 1000
 
 
 class TransactionService:
@@ -235,41 +228,3 @@ class TransactionService:
             self.table.raise_floor(floor)
 
     # -- admin ----------------------------------------------------------------------------------
-    def list_pending(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """LIST_PENDING_TRANSACTIONS (OrbitMQ): unresolved transactions, oldest first."""
-        raw = cmd.ext_fields.get("limit", "").strip()
-        if raw and not (raw.isascii() and raw.isdigit() and 0 < int(raw) < 2**31):
-            return cmd.response(ResponseCode.INVALID_PARAMETER,
-                                f"limit {raw[:40]!r} is not a positive int32")
-        limit = int(raw) if raw else LIST_LIMIT_DEFAULT
-        latest, partial = self.pending_copies(self.half.half_bounds()[1])
-        now = self.store.clock()
-        items = [_describe(origin, half, now) for origin, half in sorted(latest.items())]
-        body = {
-            "brokerName": self.config.broker_name,
-            "brokerAddr": self.ctx.host.address,
-            "transactions": items[:limit],
-            "truncated": partial or len(items) > limit,
-        }
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
-
-
-def _describe(origin: int, half: MessageExt, now_ms: int) -> dict[str, Any]:
-    props = half.properties
-    return {
-        "topic": props.get(PropertyKey.REAL_TOPIC, ""),
-        "queueId": int(props.get(PropertyKey.REAL_QID, "0") or 0),
-        "msgId": half.msg_id,
-        "transactionId": half.uniq_key or "",
-        "offsetMsgId": half.offset_msg_id,
-        "producerGroup": props.get(PropertyKey.PGROUP, ""),
-        "tags": half.tags or "",
-        "keys": " ".join(half.keys),
-        "bornTimestamp": half.born_timestamp,
-        "ageMs": max(0, now_ms - min(half.born_timestamp, half.store_timestamp)),
-        "checkTimes": check_times_of(half),
-        "originOffset": origin,
-        "halfOffset": half.queue_offset,
-        "commitLogOffset": half.commit_log_offset,
-        "messages": batch_size(half),
-    }

@@ -1,4 +1,5 @@
-"""Queue locks of orderly consumption: LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42).
+"""Queue locks of orderly consumption (their requests, LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ
+(42): processor/lock_processor.py).
 
 An orderly consumer consumes a queue only while it holds the broker's lock on it, so that two
 members of a group never consume one queue at the same time, even while a rebalance moves it.
@@ -27,28 +28,18 @@ Locks live in memory only: after a broker restart every queue is free, as in Roc
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orbitmq.protocol.bodies import (
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    MessageModel,
-    MessageQueue,
-    UnlockBatchRequestBody,
-)
-from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import RemotingCommand
-from orbitmq.transport.connection import HandlerResult, RemotingConnection
-from orbitmq.transport.server import Handler
+from orbitmq.protocol.bodies import MessageModel, MessageQueue
+from orbitmq.transport.connection import RemotingConnection
 
 if TYPE_CHECKING:
-    from orbitmq.broker.client_manager import ClientManager
+    from orbitmq.broker.tables.client_manager import ClientManager
 
-__all__ = ["QueueLockManager", "LockEntry"]
+__all__ = ["QueueLockManager", "LockEntry", "LOCK_BATCH_QUEUES_MAX"]
 
 log = logging.getLogger(__name__)
 
@@ -153,56 +144,14 @@ class QueueLockManager:
                 log.info("queue locks released group=%s client=%s count=%d (left the group)",
                          group, client_id, released)
 
-    def releasing(self, handler: Handler, clients: ClientManager) -> Handler:
-        """``handler`` (UNREGISTER_CLIENT), followed by the release of the locks of every client
-        it took out of a group."""
-
-        def run(cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
-            members = self.members_on(conn, clients)
-            result = handler(cmd, conn)
-            if inspect.isawaitable(result):
-                return finish(result, members)
-            self.release_departed(members, clients)
-            return result
-
-        async def finish(pending: Awaitable[RemotingCommand | None],
-                         members: list[tuple[str, str]]) -> RemotingCommand | None:
-            answer = await pending
-            self.release_departed(members, clients)
-            return answer
-
-        return run
-
-    # -- handlers -------------------------------------------------------------------------------
-    def lock_batch_mq(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        if not cmd.body:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "LOCK_BATCH_MQ without a body")
-        body = LockBatchRequestBody.from_json(cmd.body)
-        refused = self._refuse(body.consumer_group, body.client_id, body.mq_set)
-        if refused is not None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, refused)
-        if self._broadcasting(body.consumer_group):
-            held = list(body.mq_set)
-        else:
-            held = self.try_lock(body.consumer_group, body.mq_set, body.client_id)
-        return cmd.response(ResponseCode.SUCCESS, body=LockBatchResponseBody(held).to_json())
-
-    def unlock_batch_mq(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        if not cmd.body:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "UNLOCK_BATCH_MQ without a body")
-        body = UnlockBatchRequestBody.from_json(cmd.body)
-        refused = self._refuse(body.consumer_group, body.client_id, body.mq_set)
-        if refused is not None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, refused)
-        self.unlock(body.consumer_group, body.mq_set, body.client_id)
-        return cmd.response(ResponseCode.SUCCESS)
-
-    def _broadcasting(self, group: str) -> bool:
+    def broadcasting(self, group: str) -> bool:
+        """Whether ``group``'s members consume in BROADCASTING mode (locks are not exclusive)."""
         info = self.clients.consumers.get(group) if self.clients is not None else None
         return info is not None and info.message_model is MessageModel.BROADCASTING
 
     @staticmethod
-    def _refuse(group: str, client_id: str, queues: list[MessageQueue]) -> str | None:
+    def refusal(group: str, client_id: str, queues: list[MessageQueue]) -> str | None:
+        """Why a lock or unlock request cannot be served (None: it can)."""
         if not group or not client_id:
             return "consumerGroup and clientId are required"
         if len(queues) > LOCK_BATCH_QUEUES_MAX:

@@ -46,7 +46,7 @@ from orbitmq.protocol.headers import (
 from orbitmq.transport.connection import RemotingConnection
 
 if TYPE_CHECKING:
-    from orbitmq.broker.client_manager import ClientChannelInfo, ClientManager
+    from orbitmq.broker.tables.client_manager import ClientChannelInfo, ClientManager
 
 __all__ = ["ConsumerInfoProcessor", "RUNNING_INFO_TIMEOUT_S"]
 

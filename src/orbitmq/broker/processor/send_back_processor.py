@@ -38,8 +38,11 @@ import random
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.schedule_service import apply_delay
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from orbitmq.broker.topic_config_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
+from orbitmq.broker.tables.topic_config_manager import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+)
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode

@@ -47,10 +47,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from orbitmq.broker.broker_stats import FIFO, NORMAL, BrokerStats
-from orbitmq.broker.client_manager import ClientManager
-from orbitmq.broker.consumer_offset_manager import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.observability.broker_stats import FIFO, NORMAL, BrokerStats
+from orbitmq.broker.tables.client_manager import ClientManager
+from orbitmq.broker.tables.consumer_offset_manager import (
+    TOPIC_GROUP_SEPARATOR,
+    ConsumerOffsetManager,
+)
+from orbitmq.broker.tables.topic_config_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPICS,

@@ -43,10 +43,10 @@ from typing import Any
 
 import orjson
 
-from orbitmq.broker.admin_processor import VERSION_DESC, message_queue_key
-from orbitmq.broker.broker_stats import STATS_NAMES, BrokerStats
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.observability.broker_stats import STATS_NAMES, BrokerStats
+from orbitmq.broker.processor.admin_processor import VERSION_DESC, message_queue_key
+from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.protocol.admin_headers import (
     GetConsumeStatsInBrokerHeader,
     ViewBrokerStatsDataRequestHeader,

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.subscription_group_manager import validate_group
+from orbitmq.broker.tables.subscription_group_manager import validate_group
 from orbitmq.protocol.admin_headers import (
     QUERY_CONSUME_QUEUE_COUNT_MAX,
     CloneGroupOffsetRequestHeader,

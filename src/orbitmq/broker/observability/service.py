@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from orbitmq.broker.broker_stats import BrokerStats
+from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.config import BrokerConfig, MetricsExporterType
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.security.tls import ServerTls
@@ -61,7 +61,7 @@ class BrokerObservability:
         self._task = asyncio.get_running_loop().create_task(self._ticks())
         if self.rpc is None:
             return
-        from orbitmq.broker.metrics_collector import BrokerMetricsCollector
+        from orbitmq.broker.observability.metrics_collector import BrokerMetricsCollector
         from orbitmq.metrics.exporter import MetricsExporter
 
         cfg = self.config

@@ -8,7 +8,7 @@ sends its first message before its first heartbeat.
 
 CHECK_CLIENT_CONFIG is what a Java consumer (and OrbitMQ's push consumer) sends at start for a
 subscription that is not TAG: it is answered exactly as a pull with that subscription would be
-refused (see :func:`orbitmq.broker.pull_processor.check_subscription`), so the consumer fails at
+refused (see :func:`orbitmq.broker.processor.pull_processor.check_subscription`), so the consumer fails at
 start with the reason instead of retrying pulls that cannot succeed.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.pull_processor import check_subscription
-from orbitmq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
+from orbitmq.broker.processor.pull_processor import check_subscription
+from orbitmq.broker.tables.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.protocol.bodies import CheckClientRequestBody, ConsumerListBody, HeartbeatData
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand

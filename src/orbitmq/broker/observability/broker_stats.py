@@ -5,7 +5,7 @@ call) and :meth:`BrokerStats.on_get` once per answered pull; each call is a few 
 additions on plain objects, so counting costs the hot path nothing measurable. Everything else
 is derived from these counters when somebody asks:
 
-- Prometheus (``broker/metrics_collector.py``) turns them into RocketMQ 5's families at scrape;
+- Prometheus (``broker/observability/metrics_collector.py``) turns them into RocketMQ 5's families at scrape;
 - GET_BROKER_RUNTIME_INFO reads the broker totals and their rates over the last 10 s, 1 min and
   10 min (``putTps``, ``getTransferedTps``...) from one snapshot per second (:meth:`tick`);
 - VIEW_BROKER_STATS_DATA reads one counter's sum, rate and average per request over the last
@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orbitmq.broker.topic_config_manager import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from orbitmq.broker.tables.topic_config_manager import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from orbitmq.metrics.buckets import FLUSH_LATENCY_BOUNDS_MS, MESSAGE_SIZE_BOUNDS_BYTES, Buckets
 
 if TYPE_CHECKING:

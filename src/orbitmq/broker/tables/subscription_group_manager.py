@@ -19,7 +19,7 @@ import threading
 import time
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     QUEUE_NUMS_MAX,
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_MAX_LENGTH,

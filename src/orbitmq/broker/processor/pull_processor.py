@@ -58,10 +58,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.long_poll_service import HeldPull, LongPollService
 from orbitmq.broker.message_filter import PullFilter, build_filter
+from orbitmq.broker.processor.long_poll_service import HeldPull, LongPollService
 from orbitmq.config import QUEUE_NUMS_MAX
-from orbitmq.errors import ConnectionClosedError, ExpressionError
+from orbitmq.errors import BrokerError, ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm, TopicConfig
 from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -107,11 +107,6 @@ def physical_memory_bytes() -> int:
         return 0
 
 
-class _Refused(Exception):
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        self.code = code
-        self.remark = remark
-
 
 def check_subscription(expression: str | None, expression_type: str | None,
                        property_filter_enabled: bool) -> tuple[ResponseCode, str] | None:
@@ -138,7 +133,9 @@ def check_subscription(expression: str | None, expression_type: str | None,
 class PullProcessor:
     """The pull handler and the long-poll service that holds its empty answers."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext,
+                 pop_group_active: Callable[[str], bool] = lambda group: False) -> None:
+        """``pop_group_active(group)``: whether 5.x clients consume ``group`` by POP now."""
         self.ctx = ctx
         self.store = ctx.store
         cfg = ctx.config
@@ -150,7 +147,7 @@ class PullProcessor:
         self._tasks: set[asyncio.Future[None]] = set()
         self.memory_bytes = physical_memory_bytes()
         # Whether 5.x clients consume a group by POP now (broker/pop): one model at a time.
-        self.pop_group_active: Callable[[str], bool] = lambda group: False
+        self.pop_group_active = pop_group_active
 
     async def stop(self) -> None:
         """Forget held pulls and pulls waiting for the dispatch (the server closes their
@@ -166,8 +163,8 @@ class PullProcessor:
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
             message_filter = self._check(h, conn)
-        except _Refused as r:
-            return cmd.response(r.code, r.remark)
+        except BrokerError as e:
+            return cmd.response(e.code, e.remark)
         self._execute(cmd, conn, h, message_filter, allow_suspend=True)
         return None
 
@@ -181,40 +178,40 @@ class PullProcessor:
     def _check(self, h: PullMessageRequestHeader, conn: RemotingConnection) -> PullFilter | None:
         ctx = self.ctx
         if not ctx.config.broker_permission & _PERM_READ:
-            raise _Refused(ResponseCode.NO_PERMISSION,
+            raise BrokerError(ResponseCode.NO_PERMISSION,
                            f"the broker[{ctx.config.broker_name}] pulling message is forbidden")
         group = ctx.sub_groups.find(h.consumer_group)
         if group is None:
-            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            raise BrokerError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                            f"subscription group [{h.consumer_group}] does not exist")
         if not group.consume_enable:
-            raise _Refused(ResponseCode.NO_PERMISSION,
+            raise BrokerError(ResponseCode.NO_PERMISSION,
                            f"subscription group [{h.consumer_group}] has consumption disabled")
         if self.pop_group_active(h.consumer_group):
-            raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
                            "is consumed by 5.x clients (POP) now: a group consumes with one model "
                            "at a time")
         if not group.consume_broadcast_enable:
             members = ctx.clients.consumers.get(h.consumer_group)
             if members is not None and members.message_model is MessageModel.BROADCASTING:
-                raise _Refused(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
+                raise BrokerError(ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] "
                                "may not consume in broadcasting mode")
         tc = ctx.topics.get(h.topic)
         if tc is None and ctx.role.is_slave:
             tc = self._replicated_topic(h.topic)
         if tc is None:
-            raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         if not tc.perm & _PERM_READ:
-            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
         if not 0 <= h.queue_id < tc.read_queue_nums:
-            raise _Refused(ResponseCode.SYSTEM_ERROR,
+            raise BrokerError(ResponseCode.SYSTEM_ERROR,
                            f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                            f"readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]")
         expression, expression_type = self._subscription(h)
         refused = check_subscription(expression, expression_type,
                                      ctx.config.enable_property_filter)
         if refused is not None:
-            raise _Refused(*refused)
+            raise BrokerError(*refused)
         return build_filter(expression, expression_type)
 
     def _replicated_topic(self, topic: str) -> TopicConfig | None:

@@ -19,26 +19,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from orbitmq.broker.admin_processor import AdminProcessor
-from orbitmq.broker.broker_config_processor import BrokerConfigProcessor
-from orbitmq.broker.client_processor import ClientProcessor
-from orbitmq.broker.consume_admin_processor import ConsumeAdminProcessor
-from orbitmq.broker.consumer_info_processor import ConsumerInfoProcessor
-from orbitmq.broker.consumer_offset_manager import ConsumerOffsetManager
-from orbitmq.broker.pull_processor import PullProcessor
-from orbitmq.broker.query_processor import QueryProcessor
-from orbitmq.broker.queue_lock_manager import QueueLockManager
-from orbitmq.broker.replication import ReplicationService
+from orbitmq.broker.processor.admin_processor import AdminProcessor
+from orbitmq.broker.processor.broker_config_processor import BrokerConfigProcessor
+from orbitmq.broker.processor.client_processor import ClientProcessor
+from orbitmq.broker.processor.consume_admin_processor import ConsumeAdminProcessor
+from orbitmq.broker.processor.consumer_info_processor import ConsumerInfoProcessor
+from orbitmq.broker.processor.lock_processor import LockProcessor
+from orbitmq.broker.processor.offset_processor import OffsetProcessor
+from orbitmq.broker.processor.pull_processor import PullProcessor
+from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.replica_processor import ReplicaProcessor
+from orbitmq.broker.processor.send_back_processor import SendBackProcessor
+from orbitmq.broker.processor.send_processor import SendProcessor
+from orbitmq.broker.processor.stats_processor import StatsProcessor
 from orbitmq.broker.role import RoleState
-from orbitmq.broker.schedule_service import ScheduleService
-from orbitmq.broker.send_back_processor import SendBackProcessor
-from orbitmq.broker.send_processor import SendProcessor
-from orbitmq.broker.stats_processor import StatsProcessor
-from orbitmq.broker.transaction import (
-    EndTransactionProcessor,
-    TransactionBatchProcessor,
-    TransactionService,
-)
+from orbitmq.broker.transaction import EndTransactionProcessor, TransactionBatchProcessor
+from orbitmq.broker.transaction.pending_processor import PendingTransactionsProcessor
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.security.access_table import AuthRequestCode
@@ -95,24 +91,24 @@ def masters_only(code: int, handler: Handler, role: RoleState) -> Handler:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Processors:
-    """The broker's request processors (built by the controller from one BrokerContext)."""
+    """The broker's request processors (built by the controller from one BrokerContext); the
+    tables and services they answer for are theirs to reach, never handlers of their own."""
 
     send: SendProcessor
     pull: PullProcessor
     clients: ClientProcessor
     query: QueryProcessor
     admin: AdminProcessor
-    offsets: ConsumerOffsetManager
+    offsets: OffsetProcessor
     send_back: SendBackProcessor
-    locks: QueueLockManager
+    locks: LockProcessor
     consumer_info: ConsumerInfoProcessor
-    transactions: TransactionService
+    pending_transactions: PendingTransactionsProcessor
     end_transaction: EndTransactionProcessor
     stats: StatsProcessor
     consume_admin: ConsumeAdminProcessor
     broker_config: BrokerConfigProcessor
-    schedule: ScheduleService
-    replication: ReplicationService
+    replica: ReplicaProcessor
     transaction_batches: TransactionBatchProcessor
 
 
@@ -154,8 +150,7 @@ def _table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[
         # clients
         RequestCode.HEART_BEAT: p.clients.heart_beat,
         # a client that leaves its group gives up its orderly queue locks at once
-        RequestCode.UNREGISTER_CLIENT: p.locks.releasing(p.clients.unregister_client,
-                                                         p.clients.clients),
+        RequestCode.UNREGISTER_CLIENT: p.locks.releasing(p.clients.unregister_client),
         RequestCode.GET_CONSUMER_LIST_BY_GROUP: p.clients.get_consumer_list_by_group,
         RequestCode.CHECK_CLIENT_CONFIG: p.clients.check_client_config,
         RequestCode.QUERY_CONSUMER_OFFSET: p.offsets.query_consumer_offset,
@@ -181,7 +176,7 @@ def _table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: p.admin.update_subscription_group,
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: p.admin.get_all_subscription_group,
         RequestCode.DELETE_SUBSCRIPTIONGROUP: p.admin.delete_subscription_group,
-        OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: wait(p.transactions.list_pending),
+        OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: wait(p.pending_transactions.list_pending),
         # operations: runtime info, stats, connections, settings
         RequestCode.GET_BROKER_RUNTIME_INFO: p.stats.get_broker_runtime_info,
         RequestCode.VIEW_BROKER_STATS_DATA: p.stats.view_broker_stats_data,
@@ -194,6 +189,6 @@ def _table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[
         RequestCode.GET_BROKER_CONFIG: p.broker_config.get_broker_config,
         RequestCode.UPDATE_BROKER_CONFIG: p.broker_config.update_broker_config,
         # replication: what a slave copies, and the HA status (RocketMQ 5's)
-        RequestCode.GET_ALL_DELAY_OFFSET: p.schedule.get_all_delay_offset,
-        RequestCode.GET_BROKER_HA_STATUS: p.replication.get_broker_ha_status,
+        RequestCode.GET_ALL_DELAY_OFFSET: p.replica.get_all_delay_offset,
+        RequestCode.GET_BROKER_HA_STATUS: p.replica.get_broker_ha_status,
     }

@@ -42,7 +42,7 @@ from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.message_types import remoting_refusal
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.schedule_service import apply_delay
-from orbitmq.broker.topic_config_manager import (
+from orbitmq.broker.tables.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TRANS_HALF_TOPIC,
@@ -63,7 +63,7 @@ from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 
 if TYPE_CHECKING:
-    from orbitmq.broker.send_back_processor import SendBackProcessor
+    from orbitmq.broker.processor.send_back_processor import SendBackProcessor
 
 __all__ = ["SendProcessor", "parse_properties"]
 
@@ -78,13 +78,6 @@ _PERM_WRITE = int(Perm.WRITE)
 _PUT_OK = PutMessageStatus.PUT_OK
 ROUTE_PUBLISH_WAIT_S = 1.0  # the longest a topic-creating send waits for its route to be registered
 
-
-class _Refused(Exception):
-    """A check failed: answered with ``code`` and ``remark`` (an expected outcome, not a bug)."""
-
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        self.code = code
-        self.remark = remark
 
 
 def _mentions_timer(body: bytes | bytearray | memoryview) -> bool:
@@ -102,11 +95,15 @@ class SendProcessor:
         ctx: the broker's context (tables, store, durable-save seam).
         to_half: the transaction service's hook for a transactional send: its half message.
         send_back: retry topics' DLQ rule (``route_retry_send``).
+        park_timer: the timer service's hook for TIMER_* properties (None: no timers).
+        fast_failure: SYSTEM_BUSY for sends that waited too long (None: off).
     """
 
     def __init__(self, ctx: BrokerContext,
                  to_half: Callable[[MessageInner, str], MessageInner],
-                 send_back: SendBackProcessor) -> None:
+                 send_back: SendBackProcessor, *,
+                 park_timer: Callable[[MessageInner], bool] | None = None,
+                 fast_failure: BrokerFastFailure | None = None) -> None:
         self.ctx = ctx
         self.config = ctx.config
         self.host = ctx.host
@@ -120,9 +117,9 @@ class SendProcessor:
         self.delay_level_count = len(ctx.store.delay_levels_ms)
         self._round_robin = itertools.count()
         # The timer service's hook (TIMER_* properties); raises BrokerError for a bad time.
-        self.park_timer: Callable[[MessageInner], bool] | None = None
+        self.park_timer = park_timer
         # SYSTEM_BUSY for a send that waited too long in the broker (broker/fast_failure.py).
-        self.fast_failure: BrokerFastFailure | None = None
+        self.fast_failure = fast_failure
 
     # -- handlers -------------------------------------------------------------------------------
     def send_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
@@ -143,7 +140,7 @@ class SendProcessor:
         try:
             tc, created = self._check(h, len(cmd.body))
             if tc.attributes and (why := remoting_refusal(tc, h.properties, batch)) is not None:
-                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, why)  # message.type (RocketMQ 5)
+                raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, why)  # message.type (RocketMQ 5)
             queue_id = h.queue_id
             if not 0 <= queue_id < tc.write_queue_nums:
                 queue_id = next(self._round_robin) % tc.write_queue_nums
@@ -156,12 +153,10 @@ class SendProcessor:
                 encoded = self._encoded_single(cmd, conn, h, queue_id)
             if encoded is None:
                 msgs = self._batch(cmd, conn, h, queue_id) if batch else [self._single(cmd, conn, h, queue_id)]
-        except _Refused as r:
-            return cmd.response(r.code, r.remark)
+        except BrokerError as e:  # a check, or the timer service refused a timer's time
+            return cmd.response(e.code, e.remark)
         except RemoteProtocolError as e:  # the stored codec refused the properties or the batch
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        except BrokerError as e:  # a timer message the timer service refused (its time)
-            return cmd.response(e.code, e.remark)
         tx_id = None
         if encoded is not None:
             result = self.saver.append(encoded)
@@ -188,33 +183,33 @@ class SendProcessor:
 
     # -- checks ---------------------------------------------------------------------------------
     def _check(self, h: SendMessageRequestHeader, body_size: int) -> tuple[TopicConfig, bool]:
-        """The topic's config and whether this send created it; _Refused when it may not go."""
+        """The topic's config and whether this send created it; BrokerError when it may not go."""
         if not self.config.broker_permission & _PERM_WRITE:
-            raise _Refused(ResponseCode.NO_PERMISSION,
+            raise BrokerError(ResponseCode.NO_PERMISSION,
                            f"the broker[{self.config.broker_name}] sending message is forbidden")
         if body_size > self.max_message_size:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                            f"message body size {body_size} exceeds the limit {self.max_message_size}")
         if h.properties is not None and len(h.properties) >= PROPERTIES_SIZE_MAX:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                            f"message properties size {len(h.properties)} exceeds the limit {PROPERTIES_SIZE_MAX}")
         topic = h.topic
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise _Refused(ResponseCode.NO_PERMISSION, f"sending message to topic[{topic}] is forbidden")
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"sending message to topic[{topic}] is forbidden")
         tc = self.topics.get(topic)
         created = tc is None
         if tc is None:
             tc = self._create_topic(h)
         if not tc.perm & _PERM_WRITE:
-            raise _Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+            raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if tc.write_queue_nums <= 0:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
         return tc, created
 
     def _create_topic(self, h: SendMessageRequestHeader) -> TopicConfig:
         reason = validate_topic(h.topic)
         if reason is not None:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, reason)
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, reason)
         if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             # A group's retry topic has the group's retry queues (1), not the default topic's.
             group = self.ctx.sub_groups.find(h.topic[len(RETRY_GROUP_TOPIC_PREFIX):])
@@ -222,7 +217,7 @@ class SendProcessor:
                 return self.topics.create_system_topic(h.topic, group.retry_queue_nums)
         tc = self.topics.create_in_send(h.topic, h.default_topic, h.default_topic_queue_nums, 0)
         if tc is None:
-            raise _Refused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         return tc
 
     # -- building messages ----------------------------------------------------------------------
@@ -281,18 +276,18 @@ class SendProcessor:
         try:
             entries = decode_batch(cmd.body)
         except RemoteProtocolError as e:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {e}") from None
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {e}") from None
         if not entries:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
         born_host, store_host = self._born_host(conn), self.host.store_host
         if h.sys_flag & _PREPARED:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transaction messages")
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transaction messages")
         sys_flag = h.sys_flag & _USER_SYS_FLAGS
         msgs = []
         for flag, body, props in entries:
             if PropertyKey.DELAY in props or props.get(PropertyKey.TRAN_MSG) == "true" or \
                     any(name.startswith("TIMER_") for name in props):
-                raise _Refused(ResponseCode.MESSAGE_ILLEGAL,
+                raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                                "a batch may not hold delayed, timer or transaction messages")
             msgs.append(MessageInner(h.topic, queue_id, body, props, flag, sys_flag, h.born_timestamp,
                                      born_host, store_host, h.reconsume_times))

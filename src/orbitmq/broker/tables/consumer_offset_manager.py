@@ -1,4 +1,4 @@
-"""Committed consumer offsets of clustering consumer groups, and their two request handlers.
+"""Committed consumer offsets of clustering consumer groups (their requests: processor/offset_processor.py).
 
 The table is keyed like RocketMQ's, ``topic@group`` -> queue id -> next offset to consume, and
 persisted as ``STORE/config/consumerOffset.json`` (``{"offsetTable": {"topic@group": {"0": 12}}}``;
@@ -20,17 +20,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from orbitmq.broker.config_file import TableFile, config_path, read_json
-from orbitmq.broker.subscription_group_manager import validate_group
-from orbitmq.broker.topic_config_manager import validate_topic
 from orbitmq.errors import StoreError
 from orbitmq.protocol._lenient import I32_MAX, I64_MAX
-from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import (
-    QueryConsumerOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
-)
-from orbitmq.transport.connection import RemotingConnection
 
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageStore
@@ -43,7 +34,7 @@ TOPIC_GROUP_SEPARATOR = "@"
 
 
 class ConsumerOffsetManager:
-    """``topic@group`` -> {queue id: offset}, persisted; the QUERY/UPDATE_CONSUMER_OFFSET handlers."""
+    """``topic@group`` -> {queue id: offset}, persisted."""
 
     def __init__(self, store_path: str, store: MessageStore) -> None:
         self.path = config_path(store_path, "consumerOffset.json")
@@ -151,32 +142,6 @@ class ConsumerOffsetManager:
         write failed (logged; tried again at the next call). Safe from a worker thread: it
         encodes a snapshot."""
         return self.file.save(force=force)
-
-    # -- handlers -------------------------------------------------------------------------------
-    def query_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """QUERY_CONSUMER_OFFSET (14). Without a committed offset, a queue whose first message
-        is still stored answers 0 (a new group reads it from the start, as RocketMQ); otherwise
-        QUERY_NOT_FOUND and the client applies its ConsumeFromWhere."""
-        h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.query(h.consumer_group, h.topic, h.queue_id)
-        if offset < 0 and self.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0:
-            offset = 0
-        if offset < 0:
-            return cmd.response(
-                ResponseCode.QUERY_NOT_FOUND,
-                f"no committed offset for group {h.consumer_group} in {h.topic}:{h.queue_id}",
-            )
-        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
-
-    def update_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """UPDATE_CONSUMER_OFFSET (15); the C++ client sends it without the oneway bit and does
-        not wait, so it is answered like any request."""
-        h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        reason = validate_topic(h.topic) or validate_group(h.consumer_group)
-        if reason is not None:
-            return cmd.response(ResponseCode.INVALID_PARAMETER, f"offset not committed: {reason}")
-        self.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        return cmd.response(ResponseCode.SUCCESS)
 
 
 def parse_offset_table(data: Any) -> dict[str, dict[int, int]]:

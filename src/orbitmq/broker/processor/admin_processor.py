@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from orbitmq.broker.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
+from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
+from orbitmq.broker.tables.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode
