@@ -3,7 +3,7 @@ the store and the tools take them from there, under the names they exported befo
 
 from __future__ import annotations
 
-from orbitmq.broker import topic_config_manager as broker_topics
+from orbitmq.broker.tables import topic_config_manager as broker_topics
 from orbitmq.client import system_names, validation
 from orbitmq.client.admin import groups as group_admin
 from orbitmq.protocol import topics
