@@ -21,8 +21,10 @@ install-run: $(RUN_STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
-$(RUN_STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
-		$(wildcard src/orbitmq/protocol/_*.h)
+# The C speedups' sources (hatch_build.py): the module and each room's _native/ folder.
+NATIVE_SOURCES := $(wildcard src/orbitmq/_native/_speedups.c src/orbitmq/*/_native/*.[ch])
+
+$(RUN_STAMP): pyproject.toml constraints.txt hatch_build.py $(NATIVE_SOURCES)
 	@bash scripts/system-deps.sh --run
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -1,4 +1,4 @@
-"""Dispatch planned in C (``dispatch_plan``, ``index_put``: protocol/_dispatch_plan.h) against
+"""Dispatch planned in C (``dispatch_plan``, ``index_put``: store/_native/) against
 dispatch message by message in Python: the same commit log gives the same consume queue files,
 the same index files, the same arrivals and the same queries, byte for byte, over generated
 workloads (topics, queues, tags, KEYS with ASCII and Unicode spaces, delay levels, transaction
@@ -13,9 +13,9 @@ import pytest
 from store_fixtures import Clock, config
 
 from orbitmq.protocol.message import MessageSysFlag
-from orbitmq.protocol.native import NATIVE
 from orbitmq.store import MessageInner, MessageStore
 from orbitmq.store.dispatch import TIMER_TOPIC
+from orbitmq.store.native import NATIVE
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 

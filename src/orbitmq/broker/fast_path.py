@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.fast_failure import BrokerFastFailure
+from orbitmq.broker.native import NATIVE
 from orbitmq.broker.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -81,7 +82,6 @@ from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import decode_command, encode
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import PropertyKey
-from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import pack_host
 from orbitmq.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection

@@ -50,6 +50,7 @@ from typing import Any
 from orbitmq.broker.broker_stats import FIFO, NORMAL, BrokerStats
 from orbitmq.broker.client_manager import ClientManager
 from orbitmq.broker.consumer_offset_manager import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from orbitmq.broker.native import NATIVE
 from orbitmq.broker.topic_config_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -68,7 +69,6 @@ from orbitmq.metrics.families import (
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.protocol.bodies import ConsumeType
 from orbitmq.protocol.codes import LanguageCode
-from orbitmq.protocol.native import NATIVE
 from orbitmq.security.audit import AuditLog
 from orbitmq.store.message_store import MessageStore
 

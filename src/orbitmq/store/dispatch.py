@@ -27,11 +27,11 @@ from typing import Any
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
-from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import StoreSpaceError
+from orbitmq.store.native import NATIVE
 from orbitmq.store.running_flags import RetryGate, stall_remark
 from orbitmq.store.service import ServiceThread
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orbitmq.config import StoreConfig
-from orbitmq.protocol.native import NATIVE
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import (
     BLANK_ENTRY_SIZE_FIELD,
     CQ_ENTRY_UNSIGNED_SIZE,
     ConsumeQueue,
 )
+from orbitmq.store.native import NATIVE
 from orbitmq.store.status import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
