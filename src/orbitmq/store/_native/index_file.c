@@ -84,9 +84,13 @@ PyObject *py_index_put(PyObject *self, PyObject *args)
             begin_ts = ts;
             begin_phy = phy;
         }
-        long long diff = (ts - begin_ts) / 1000;
-        if (ts - begin_ts < 0)
-            diff = 0;
+        /* Seconds since the begin timestamp clamped into 0..INT32_MAX, as put_hash clamps them;
+         * a difference past int64 (a damaged header or store time) is clamped the same way. */
+        long long diff;
+        if (__builtin_sub_overflow((long long)ts, begin_ts, &diff))
+            diff = ts > begin_ts ? INT32_MAX : 0;
+        else
+            diff = diff < 0 ? 0 : diff / 1000;
         if (diff > INT32_MAX)
             diff = INT32_MAX;
         put_i32(b + entry_at + INDEX_ENTRY_HASH_AT, hash);
