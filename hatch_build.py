@@ -29,7 +29,7 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PACKAGE = Path("src/orbitmq")
-MODULE = PACKAGE / "_native" / "_speedups.c"  # the module: each room's part by its entry_points.c
+MODULE = PACKAGE / "_native" / "_speedups.c"  # the module; each room adds its entry_points.c
 ROOMS = ("protocol", "store", "broker")  # their C in <room>/_native/
 
 

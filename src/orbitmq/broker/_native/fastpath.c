@@ -615,7 +615,7 @@ static PyObject *fp_allow_m(FastPathObject *fp, PyObject *const *args, Py_ssize_
     return fp_allow(&fp->auth, args, nargs);
 }
 
-/* auth_check(frame) -> int: the verdict of _fastpath_auth.h on the one frame at the start of
+/* auth_check(frame) -> int: the verdict of fastpath_auth.c on the one frame at the start of
  * ``frame`` (AUTH_OK 0; AUTH_FRAME when it is no whole send frame take() would store: its
  * header's values, a topic of the snapshot...): what take() decides about its signature and
  * rules, nothing stored. For the tests and the fuzzer. */

@@ -34,7 +34,7 @@ static PyObject *py_crc32(PyObject *self, PyObject *arg)
     return PyLong_FromUnsignedLong(crc);
 }
 
-/* -- HMAC-SHA1 (_hmac_sha1.h), for the tests against hashlib -------------------------------- */
+/* -- HMAC-SHA1 (hmac_sha1.c), for the tests against hashlib ---------------------------------- */
 
 /* hmac_sha1(key, data, fips=False) -> bytes: the digest, by the FIPS rounds when ``fips`` is
  * true, else by the rounds sha1_pick chose (SHA-NI where the CPU has it). */

@@ -11,7 +11,7 @@
 #include "protocol/_native/stored_encode.h"
 #include "protocol/_native/stored_twins.h"
 
-/* -- encoding: the twins' Python faces over _stored_encode.h ---------------------------------- */
+/* -- encoding: the twins' Python faces over stored_encode.c ----------------------------------- */
 
 /* The encoder arguments every call shares, as buffers; released by release_parts. */
 typedef struct {
