@@ -71,8 +71,10 @@ lint: install
 FUZZ_SECONDS ?= 300
 FUZZ_ARGS ?=
 
-# The native entry points (the fast path, the stored codec's C twins) under libFuzzer with
-# AddressSanitizer + UndefinedBehaviorSanitizer for FUZZ_SECONDS; prints executions and coverage.
+# The native entry points (the fast path, the stored codec's C twins, the column encoder, the
+# store's dispatch plan and index put: fuzz/speedups_fuzz.c, with fuzz/fuzz_twins.py's checks
+# against the Python twins) under libFuzzer with AddressSanitizer + UndefinedBehaviorSanitizer
+# for FUZZ_SECONDS; prints executions and coverage.
 # `make test` runs 20 s of it (tests/fuzz); FUZZ_CORPUS=DIR keeps the corpus between runs.
 fuzz: install
 	bash scripts/sanitize-speedups.sh --fuzz $(FUZZ_SECONDS) $(FUZZ_ARGS)
