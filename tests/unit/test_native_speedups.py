@@ -158,3 +158,21 @@ def test_the_rooms_load_together_or_not_at_all() -> None:
     assert (NATIVE is None) == (STORE_NATIVE is None) == (BROKER_NATIVE is None)
     if os.environ.get("ORBITMQ_PURE_PYTHON") == "1":
         assert NATIVE is None
+
+
+def test_each_room_imports_its_own_native_loader_only() -> None:
+    """Store code takes its C from orbitmq.store.native, broker code from orbitmq.broker.native:
+    never another room's loader (import-linter forbids the other directions and the extension
+    itself)."""
+    import ast
+
+    found = []
+    for room in ("store", "broker"):
+        others = {f"orbitmq.{r}.native" for r in ROOMS if r != room}
+        for path in sorted((SRC / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom):  # from orbitmq.x.native / from orbitmq.x
+                    names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+                found += [f"{path.relative_to(SRC)}: {n}" for n in names if n in others]
+    assert found == []
