@@ -21,8 +21,10 @@ install-run: $(RUN_STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
-$(RUN_STAMP): pyproject.toml constraints.txt hatch_build.py src/orbitmq/protocol/_speedups.c \
-		$(wildcard src/orbitmq/protocol/_*.h)
+# The C speedups' sources (hatch_build.py): the module and each room's _native/ folder.
+NATIVE_SOURCES := $(wildcard src/orbitmq/_native/_speedups.c src/orbitmq/*/_native/*.[ch])
+
+$(RUN_STAMP): pyproject.toml constraints.txt hatch_build.py $(NATIVE_SOURCES)
 	@bash scripts/system-deps.sh --run
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -70,8 +72,10 @@ lint: install
 FUZZ_SECONDS ?= 300
 FUZZ_ARGS ?=
 
-# The native entry points (the fast path, the stored codec's C twins) under libFuzzer with
-# AddressSanitizer + UndefinedBehaviorSanitizer for FUZZ_SECONDS; prints executions and coverage.
+# The native entry points (the fast path, the stored codec's C twins, the column encoder, the
+# store's dispatch plan and index put: fuzz/speedups_fuzz.c, with fuzz/fuzz_twins.py's checks
+# against the Python twins) under libFuzzer with AddressSanitizer + UndefinedBehaviorSanitizer
+# for FUZZ_SECONDS; prints executions and coverage.
 # `make test` runs 20 s of it (tests/fuzz); FUZZ_CORPUS=DIR keeps the corpus between runs.
 fuzz: install
 	bash scripts/sanitize-speedups.sh --fuzz $(FUZZ_SECONDS) $(FUZZ_ARGS)

@@ -1,8 +1,9 @@
 /*
- * speedups_fuzz.c: a libFuzzer target over the native entry points of orbitmq.protocol._speedups,
- * called as Python calls them (an embedded interpreter imports the module built with
- * -fsanitize=fuzzer-no-link,address,undefined), so that their Python-object glue (buffers,
- * reference counts, the queue-offset dict) is fuzzed with the byte parsing.
+ * speedups_fuzz.c: a libFuzzer target over the native entry points of orbitmq._native._speedups
+ * (each room's part: .protocol, .store, .broker), called as Python calls them (an embedded
+ * interpreter imports the module built with -fsanitize=fuzzer-no-link,address,undefined), so
+ * that their Python-object glue (buffers, reference counts, the queue-offset dict) is fuzzed
+ * with the byte parsing.
  *
  * The first input byte picks the entry point (its low four bits), the rest is its untrusted input:
  *   0..3  FastPath.take() over the bytes as a connection's buffer, as broker/fast_path.py calls it
@@ -15,11 +16,18 @@
  *   7     java_string_hash / index_key_hash of the bytes as text
  *   8..11 take() as 0..3 on a fast path with authentication and authorization on (users root,
  *         Super; alice, Normal, her pair with FastPlain allowed; bob, disabled), so that signed
- *         frames reach the signature check (_fastpath_auth.h)
+ *         frames reach the signature check (broker/_native/fastpath_auth.c)
  *   12    auth_check() of the bytes as one frame on that fast path, then allow() of the bytes'
  *         halves as a user and a topic, and set_users() again (the pairs emptied)
  *   13    hmac_sha1(key = the first byte's worth of bytes, data = the rest): the SHA-NI rounds
  *         and the FIPS rounds must give the same digest
+ *   14    the store (fuzz/fuzz_twins.py's store): dispatch_plan over the bytes as a commit log
+ *         range, against the Python read and IndexService's hashes; index_put of its planned
+ *         entries and of the bytes' into an index file made of the bytes, against put_hash
+ *   15    the columns (fuzz_twins.columns): stored_columns over the bytes as a pull body, against
+ *         stored_columns_py; encode_batch_columns over columns made of the bytes (Arrow offsets
+ *         that point anywhere), against encode_batch_columns_py
+ * A disagreement with a Python twin (14, 15) aborts as a sanitizer finding does.
  * Built and run by scripts/sanitize-speedups.sh --fuzz (make fuzz). Refusals are expected
  * outcomes (RemoteProtocolError, ValueError...); anything a sanitizer reports is a bug.
  */
@@ -32,8 +40,8 @@
 #define SEGMENT_SIZE (256 * 1024)
 #define BLANK_ROOM 8
 
-static PyObject *speedups, *fast_path, *signed_path, *users, *segment, *queue_table, *born,
-    *topic_part, *store_host;
+static PyObject *protocol, *store, *twins, *fast_path, *signed_path, *users, *segment,
+    *queue_table, *born, *topic_part, *store_host;
 static long long seg_pos;
 
 static void die(const char *what)
@@ -46,10 +54,16 @@ static void die(const char *what)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     Py_InitializeEx(0);
-    speedups = PyImport_ImportModule("orbitmq.protocol._speedups");
+    PyObject *speedups = PyImport_ImportModule("orbitmq._native._speedups");
     if (speedups == NULL)
-        die("cannot import orbitmq.protocol._speedups (PYTHONPATH?)");
-    PyObject *cls = PyObject_GetAttrString(speedups, "FastPath");
+        die("cannot import orbitmq._native._speedups (PYTHONPATH?)");
+    protocol = PyObject_GetAttrString(speedups, "protocol");
+    store = PyObject_GetAttrString(speedups, "store");
+    PyObject *broker = PyObject_GetAttrString(speedups, "broker");
+    twins = PyImport_ImportModule("fuzz_twins");  /* fuzz/fuzz_twins.py */
+    if (protocol == NULL || store == NULL || broker == NULL || twins == NULL)
+        die("the rooms' modules, or fuzz/fuzz_twins.py (PYTHONPATH?)");
+    PyObject *cls = PyObject_GetAttrString(broker, "FastPath");
     store_host = PyBytes_FromStringAndSize("\x7f\x00\x00\x01\x00\x00\x2a\x9f", 8);
     born = PyBytes_FromStringAndSize("\x0a\x01\x02\x03\x00\x00\x9c\x40", 8);
     topic_part = PyBytes_FromStringAndSize("\x09" "FastPlain", 10);
@@ -172,8 +186,8 @@ static void fuzz_hmac(const uint8_t *data, size_t size)
                                               (Py_ssize_t)key_len);
     PyObject *text = PyBytes_FromStringAndSize((const char *)data + (size ? 1 : 0) + key_len,
                                                (Py_ssize_t)(size - (size ? 1 : 0) - key_len));
-    PyObject *fast = PyObject_CallMethod(speedups, "hmac_sha1", "OOi", key, text, 0);
-    PyObject *fips = PyObject_CallMethod(speedups, "hmac_sha1", "OOi", key, text, 1);
+    PyObject *fast = PyObject_CallMethod(protocol, "hmac_sha1", "OOi", key, text, 0);
+    PyObject *fips = PyObject_CallMethod(protocol, "hmac_sha1", "OOi", key, text, 1);
     if (fast == NULL || fips == NULL || PyObject_RichCompareBool(fast, fips, Py_EQ) != 1)
         die("hmac_sha1: the two block functions differ");
     Py_DECREF(key);
@@ -194,31 +208,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         die("bytes");
     switch (which) {
     case 4:
-        call_quietly(PyObject_CallMethod(speedups, "encode_wire_single", "OOiOiiLOOi", bytes,
+        call_quietly(PyObject_CallMethod(protocol, "encode_wire_single", "OOiOiiLOOi", bytes,
                                          bytes, 0, topic_part, 1, 0, 1LL, born, store_host, 0));
         break;
     case 5:
-        call_quietly(PyObject_CallMethod(speedups, "encode_wire_batch", "OOiiLOOinn", bytes,
+        call_quietly(PyObject_CallMethod(protocol, "encode_wire_batch", "OOiiLOOinn", bytes,
                                          topic_part, 0, 0, 1LL, born, store_host, 0,
                                          (Py_ssize_t)4096, (Py_ssize_t)65536));
-        call_quietly(PyObject_CallMethod(speedups, "check_wire_batch", "OOiiLOOinn", bytes,
+        call_quietly(PyObject_CallMethod(protocol, "check_wire_batch", "OOiiLOOinn", bytes,
                                          topic_part, 0, 0, 1LL, born, store_host, 0,
                                          (Py_ssize_t)4096, (Py_ssize_t)65536));
         break;
     case 6:
-        call_quietly(PyObject_CallMethod(speedups, "scan_stored", "Onnn", bytes, (Py_ssize_t)0,
+        call_quietly(PyObject_CallMethod(protocol, "scan_stored", "Onnn", bytes, (Py_ssize_t)0,
                                          (Py_ssize_t)size, (Py_ssize_t)64));
-        call_quietly(PyObject_CallMethod(speedups, "queue_runs", "OnLL", bytes, (Py_ssize_t)64,
+        call_quietly(PyObject_CallMethod(store, "queue_runs", "OnLL", bytes, (Py_ssize_t)64,
                                          1LL << 20, -1LL));
-        call_quietly(PyObject_CallMethod(speedups, "queue_runs", "OnLL", bytes, (Py_ssize_t)8,
+        call_quietly(PyObject_CallMethod(store, "queue_runs", "OnLL", bytes, (Py_ssize_t)8,
                                          4096LL, (long long)size * 64));
         break;
     case 7: {
         PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");
         if (text == NULL)
             die("text");
-        call_quietly(PyObject_CallMethod(speedups, "java_string_hash", "O", text));
-        call_quietly(PyObject_CallMethod(speedups, "index_key_hash", "OO", text, text));
+        call_quietly(PyObject_CallMethod(protocol, "java_string_hash", "O", text));
+        call_quietly(PyObject_CallMethod(store, "index_key_hash", "OO", text, text));
         Py_DECREF(text);
         break;
     }
@@ -231,6 +245,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 13:
         fuzz_hmac(data, size);
         break;
+    case 14:
+    case 15: {
+        PyObject *r = PyObject_CallMethod(twins, which == 14 ? "store" : "columns", "O", bytes);
+        if (r == NULL)
+            die(which == 14 ? "fuzz_twins.store: the store's C and Python disagree (or raised)"
+                            : "fuzz_twins.columns: the columns' C and Python disagree (or raised)");
+        Py_DECREF(r);
+        break;
+    }
     default:
         fuzz_take(fast_path, data, size);
     }

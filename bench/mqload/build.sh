@@ -2,7 +2,9 @@
 # Builds mqload (bench/mqload/*.c) into bench/mqload/build/mqload with the system's C compiler.
 # Each peer's part goes in where its client library is installed (pkg-config): hiredis (Redis),
 # libnats (NATS JetStream), librabbitmq (RabbitMQ); `make bench-peers` installs all three. The
-# OrbitMQ part needs nothing but the compiler. Prints the binary's path and the peers built in.
+# OrbitMQ part needs nothing but the compiler (and the broker's HMAC-SHA1,
+# src/orbitmq/protocol/_native/hmac_sha1.c, to sign as a client does). Prints the binary's path
+# and the peers built in.
 #   bench/mqload/build.sh [OUTPUT]        CC and CFLAGS are honoured.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,6 +25,7 @@ fi
 # shellcheck disable=SC2086
 "$CC" -O2 -pthread -Wall -Wextra -Wno-unused-function -Wno-unused-parameter ${CFLAGS:-} \
   "${defs[@]}" "$HERE"/mqload.c "$HERE"/rocketmq.c "$HERE"/redis.c "$HERE"/nats.c \
-  "$HERE"/rabbit.c -o "$OUT.$$.tmp" "${libs[@]}"
+  "$HERE"/rabbit.c -I"$HERE"/../../src/orbitmq \
+  "$HERE"/../../src/orbitmq/protocol/_native/hmac_sha1.c -o "$OUT.$$.tmp" "${libs[@]}"
 mv "$OUT.$$.tmp" "$OUT"
 echo "mqload built: $OUT (rocketmq${with:+ ${with[*]}})"

@@ -5,8 +5,8 @@
  * carrying K messages in RocketMQ's batch encoding; a UNIQ_KEY property per message; queue ids
  * round-robin over -queues (sent as the default queue count, so that an auto-created topic gets
  * that many). With -ak/-sk each request carries AccessKey and a Signature: Base64 HMAC-SHA1 (the
- * broker's own src/orbitmq/protocol/_hmac_sha1.h) of the extFields' values sorted by key, then
- * the body. A message counts when its request is answered with code 0.
+ * broker's own src/orbitmq/protocol/_native/hmac_sha1.c) of the extFields' values sorted by key,
+ * then the body. A message counts when its request is answered with code 0.
  * sub: PULL_MESSAGE (11) from offset 0 on every queue of -q (one pull in flight per queue, all on
  * one connection, -b messages at most, long polling 1 s), following nextBeginOffset, until -n
  * messages arrived; each stored message is counted by its TOTALSIZE, its MAGICCODE checked. No
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/orbitmq/protocol/_hmac_sha1.h"
+#include "../../src/orbitmq/protocol/_native/hmac_sha1.h"
 
 #define CODE_PULL 11
 #define CODE_SEND_V2 310

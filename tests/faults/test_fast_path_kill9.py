@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from orbitmq.broker.native import NATIVE
 from orbitmq.client import PullConsumer, PullStatus
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
-from orbitmq.protocol.native import NATIVE
 from orbitmq.testing import standalone_process
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")

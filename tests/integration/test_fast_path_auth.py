@@ -20,10 +20,10 @@ from test_broker_support import BrokerHarness, broker_config
 
 import orbitmq
 from orbitmq.broker.controller import BrokerController
+from orbitmq.broker.native import NATIVE
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
-from orbitmq.protocol.native import NATIVE
 from orbitmq.security.model import Acl, Action, PolicyEntry, Resource, User, UserType
 from orbitmq.security.signature import Credentials, sign_fields
 from orbitmq.transport import RemotingClient

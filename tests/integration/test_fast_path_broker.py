@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.broker.native import NATIVE
 from orbitmq.config import BrokerRole, FlushDiskType
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
-from orbitmq.protocol.native import NATIVE
 from orbitmq.store import PutMessageStatus, flush
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")

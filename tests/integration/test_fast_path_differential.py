@@ -33,10 +33,10 @@ from fast_path_streams import (
 )
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.broker.native import NATIVE
 from orbitmq.config import FlushDiskType
 from orbitmq.protocol import stored
 from orbitmq.protocol.bodies import Perm, TopicConfig
-from orbitmq.protocol.native import NATIVE
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 

@@ -1,4 +1,4 @@
-"""Dispatch planned in C (``dispatch_plan``, ``index_put``: protocol/_dispatch_plan.h) against
+"""Dispatch planned in C (``dispatch_plan``, ``index_put``: store/_native/) against
 dispatch message by message in Python: the same commit log gives the same consume queue files,
 the same index files, the same arrivals and the same queries, byte for byte, over generated
 workloads (topics, queues, tags, KEYS with ASCII and Unicode spaces, delay levels, transaction
@@ -13,9 +13,9 @@ import pytest
 from store_fixtures import Clock, config
 
 from orbitmq.protocol.message import MessageSysFlag
-from orbitmq.protocol.native import NATIVE
 from orbitmq.store import MessageInner, MessageStore
 from orbitmq.store.dispatch import TIMER_TOPIC
+from orbitmq.store.native import NATIVE
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
@@ -107,3 +107,26 @@ def test_a_re_dispatch_after_recovery_indexes_nothing_twice(tmp_path: Path) -> N
         assert after == before and before[0] == [120]
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize(("begin_ts", "ts"), [(-(1 << 63) + 5, 1 << 62), ((1 << 62), -(1 << 63) + 1),
+                                               (0, (1 << 63) - 1), (1767000000000, 1766999999000)])
+def test_index_put_clamps_a_time_difference_past_int64_as_put_hash_does(
+        tmp_path: Path, begin_ts: int, ts: int) -> None:
+    """Store times come from the commit log (a damaged one may hold anything): index_put's
+    seconds since the file's first entry are put_hash's, 0..INT32_MAX, even where the
+    difference overflows an int64 (it wrapped in C, and UBSan calls that undefined; found by
+    the fuzzer's index_put target)."""
+    from orbitmq.store.index_file import PLANNED_ENTRY, IndexFile
+
+    in_c, in_python = (IndexFile(str(tmp_path / name), 4, 8) for name in ("c", "python"))
+    try:
+        for f in (in_c, in_python):
+            assert f.put_hash(1, 0, begin_ts)  # the first entry sets the begin timestamp
+        assert in_c.put_planned(PLANNED_ENTRY.pack(2, 10, ts), 0) == 1
+        assert in_python.put_hash(2, 10, ts)
+        assert in_c._entry(2) == in_python._entry(2)
+        assert bytes(in_c._mm) == bytes(in_python._mm)
+    finally:
+        in_c.close()
+        in_python.close()

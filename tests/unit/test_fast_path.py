@@ -1,4 +1,4 @@
-"""FastPath.take (protocol/_fastpath.h) called directly: what it takes, what it declines and why,
+"""FastPath.take (broker/_native/fastpath.c) called directly: what it takes, what it declines and why,
 where it stops, and that what it stores is what the stored codec stores. No sockets: a bytearray
 stands for the commit log segment, a dict for the queue-offset table, as in CommitLog.
 
@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from orbitmq.broker.fast_path import INERT_PROPERTIES, plain_topic
+from orbitmq.broker.native import NATIVE
 from orbitmq.protocol import stored
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand, SerializeType, decode_command, encode
-from orbitmq.protocol.native import NATIVE
+from orbitmq.protocol.native import NATIVE as PROTOCOL_NATIVE
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
@@ -225,7 +226,7 @@ def test_positions_outside_their_buffers_are_refused() -> None:
 def test_crc_is_zlibs() -> None:
     import zlib
 
-    assert NATIVE is not None and NATIVE.CRC32_FROM_ZLIB == 1
+    assert PROTOCOL_NATIVE is not None and PROTOCOL_NATIVE.CRC32_FROM_ZLIB == 1
     for body in (b"", b"a", bytes(range(256)) * 40):
         blob = stored.encode_wire_single("T", 0, body, None, 0, 0, 0, ("1.2.3.4", 1),
                                          ("1.2.3.4", 2), 0)

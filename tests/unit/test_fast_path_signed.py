@@ -1,4 +1,4 @@
-"""The native fast path's check of signed sends (protocol/_fastpath_auth.h, _hmac_sha1.h)
+"""The native fast path's check of signed sends (broker/_native/fastpath_auth.c, hmac_sha1.c)
 against the Python guard (security/guard.py), no sockets: the C HMAC-SHA1 against hashlib, then
 the same frames to ``FastPath.auth_check`` and to ``AccessGuard.check``. A frame the C check
 passes is one the guard admits; the C check refuses exactly what the guard refuses for the
@@ -26,9 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orbitmq.broker.fast_path import INERT_PROPERTIES, NativeAccess, user_snapshot
+from orbitmq.broker.native import NATIVE
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand, SerializeType, decode_command, encode
-from orbitmq.protocol.native import NATIVE
+from orbitmq.protocol.native import NATIVE as PROTOCOL_NATIVE
 from orbitmq.security.admin_handlers import AuthAdminHandlers
 from orbitmq.security.audit import AuditLog
 from orbitmq.security.guard import AccessGuard, AccessSettings
@@ -131,20 +132,20 @@ def reframe(frame: bytes, **ext: str | None) -> bytes:
 
 @pytest.mark.parametrize("fips", [False, True])
 def test_hmac_sha1_is_hashlibs_for_every_padding_boundary_and_key_length(fips: bool) -> None:
-    assert NATIVE is not None
+    assert PROTOCOL_NATIVE is not None
     for n in (*range(0, 140), 1000, 4096, 65536 + 7):
         data = os.urandom(n)
         for key in (b"", b"k", os.urandom(63), os.urandom(64), os.urandom(65), os.urandom(200)):
-            assert NATIVE.hmac_sha1(key, data, fips) == hmac.new(key, data, hashlib.sha1).digest()
+            assert PROTOCOL_NATIVE.hmac_sha1(key, data, fips) == hmac.new(key, data, hashlib.sha1).digest()
 
 
 def test_the_sha_extensions_are_used_where_the_cpu_has_them() -> None:
-    assert NATIVE is not None
+    assert PROTOCOL_NATIVE is not None
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.exists():
         pytest.skip("no /proc/cpuinfo")
     flags = cpuinfo.read_text()
-    assert (" sha_ni" in flags and " sse4_1" in flags) == NATIVE.SHA1_NI
+    assert (" sha_ni" in flags and " sse4_1" in flags) == PROTOCOL_NATIVE.SHA1_NI
 
 
 # -- what the C check passes and why it declines -------------------------------------------------

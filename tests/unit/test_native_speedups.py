@@ -1,5 +1,6 @@
-"""The C speedups (orbitmq.protocol._speedups): built here, and Java's hashes equal to their
-Python twins. The stored codec's C twins are compared in test_stored_twins.py."""
+"""The C speedups (orbitmq._native._speedups, each room's part loaded by
+orbitmq.<room>.native): built here, each room's part what its native.pyi says, and Java's hashes
+equal to their Python twins. The stored codec's C twins are compared in test_stored_twins.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from orbitmq.protocol.java_hash import java_string_hash_py
 from orbitmq.protocol.native import NATIVE
 from orbitmq.store.index_file import build_key, index_key_hash
+from orbitmq.store.native import NATIVE as STORE_NATIVE
 
 needs_native = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
@@ -48,7 +50,7 @@ def test_the_speedups_are_built_here() -> None:
                            or not _compiler_runs()):
         pytest.skip("installed without the C speedups: no C compiler that runs, or "
                     "ORBITMQ_NO_NATIVE_BUILD=1")
-    assert NATIVE is not None, "orbitmq.protocol._speedups did not build; see hatch_build.py"
+    assert NATIVE is not None, "orbitmq._native._speedups did not build; see hatch_build.py"
 
 
 # -- Java's String.hashCode ----------------------------------------------------------------------
@@ -73,7 +75,8 @@ def test_java_string_hash_known_values() -> None:
 @needs_native
 @given(st.text(max_size=40), st.text(max_size=40))
 def test_index_key_hash_matches_the_joined_key(topic: str, key: str) -> None:
-    assert NATIVE.index_key_hash(topic, key) == index_key_hash(build_key(topic, key))
+    assert STORE_NATIVE is not None
+    assert STORE_NATIVE.index_key_hash(topic, key) == index_key_hash(build_key(topic, key))
 
 
 # -- the body CRC ----------------------------------------------------------------------------------
@@ -99,3 +102,77 @@ def test_crc32_is_zlibs_around_the_lane_sizes(n: int) -> None:
     data = bytes((i * 131 + 7) & 0xFF for i in range(n))
     assert NATIVE.crc32(data) == zlib.crc32(data)
     assert NATIVE.crc32(b"\xff" * n) == zlib.crc32(b"\xff" * n)
+
+
+# -- each room's part, and its stub ----------------------------------------------------------------
+
+ROOMS = {"protocol": "ProtocolNative", "store": "StoreNative", "broker": "BrokerNative"}
+SRC = Path(__file__).resolve().parents[2] / "src" / "orbitmq"
+
+
+def _stub_names(room: str) -> set[str]:
+    """The members the room's native.pyi declares on its NATIVE's type."""
+    import ast
+
+    tree = ast.parse((SRC / room / "native.pyi").read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == ROOMS[room]]
+    names = set()
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+@needs_native
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_each_rooms_native_is_what_its_stub_says(room: str) -> None:
+    """orbitmq.<room>.native.NATIVE holds that room's C entry points, exactly the ones its
+    native.pyi types: a stub that falls behind the C fails here."""
+    import importlib
+
+    native = importlib.import_module(f"orbitmq.{room}.native").NATIVE
+    assert native is not None
+    assert native.__name__ == f"orbitmq._native._speedups.{room}"
+    public = {n for n in dir(native) if not n.startswith("_")}
+    assert public == _stub_names(room)
+
+
+@needs_native
+def test_the_rooms_share_no_entry_point() -> None:
+    """No room reaches another's C through its own loader: the protocol exports no store or
+    broker work (dispatch_plan, index_put, FastPath...)."""
+    names = {room: _stub_names(room) for room in ROOMS}
+    assert not names["protocol"] & (names["store"] | names["broker"])
+    assert not names["store"] & names["broker"]
+    assert {"dispatch_plan", "queue_runs", "index_put", "index_key_hash"} <= names["store"]
+    assert "FastPath" in names["broker"]
+
+
+def test_the_rooms_load_together_or_not_at_all() -> None:
+    """One extension: with it every room's NATIVE is there, without it (not built, or
+    ORBITMQ_PURE_PYTHON=1) none is."""
+    from orbitmq.broker.native import NATIVE as BROKER_NATIVE
+
+    assert (NATIVE is None) == (STORE_NATIVE is None) == (BROKER_NATIVE is None)
+    if os.environ.get("ORBITMQ_PURE_PYTHON") == "1":
+        assert NATIVE is None
+
+
+def test_each_room_imports_its_own_native_loader_only() -> None:
+    """Store code takes its C from orbitmq.store.native, broker code from orbitmq.broker.native:
+    never another room's loader (import-linter forbids the other directions and the extension
+    itself)."""
+    import ast
+
+    found = []
+    for room in ("store", "broker"):
+        others = {f"orbitmq.{r}.native" for r in ROOMS if r != room}
+        for path in sorted((SRC / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom):  # from orbitmq.x.native / from orbitmq.x
+                    names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+                found += [f"{path.relative_to(SRC)}: {n}" for n in names if n in others]
+    assert found == []

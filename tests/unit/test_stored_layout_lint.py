@@ -1,5 +1,8 @@
 """The stored message layout is known in one place: the ``protocol/stored`` package (and its C
-twin, ``_speedups.c`` with ``_stored_rules.h``).
+twin, ``protocol/_native/``: ``stored_rules.h`` names the offsets). The store's own layouts (a
+consume queue entry, the IndexFile's header, slots and entries, a planned index entry) are named
+once per language too: ``store/consume_queue.py`` and ``store/index_file.py`` in Python,
+``store/_native/store_layout.h`` in C, and the last test holds the two to each other.
 
 A grep over ``src/``: the layout's magic codes, header struct formats, field offset names and the
 arithmetic that computes field positions by hand (``pos + 36``, ``sys_flag & 48``) appear only in
@@ -11,11 +14,18 @@ by matching nothing.
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "orbitmq"
 CODEC = set((SRC / "protocol" / "stored").glob("*.py"))
-C_TWIN = [SRC / "protocol" / "_speedups.c", SRC / "protocol" / "_stored_rules.h"]
+NATIVE = SRC / "protocol" / "_native"
+# The stored codec's C twin, and the C of the rooms that read stored messages through it. (Not
+# stored_encode.c: its CRC lanes step a pointer by 16 and 48 bytes.)
+C_TWIN = [NATIVE / "stored_rules.h", NATIVE / "stored_rules.c", NATIVE / "stored_twins.c",
+          NATIVE / "stored_columns.c", *sorted((SRC / "store" / "_native").glob("*.c")),
+          *sorted((SRC / "broker" / "_native").glob("*.c"))]
+STORE_LAYOUT_H = SRC / "store" / "_native" / "store_layout.h"
 PROPERTIES = SRC / "protocol" / "properties.py"
 
 # pattern -> what it finds
@@ -91,3 +101,50 @@ def test_the_c_twin_names_the_same_offsets() -> None:
         assert f"{name} = {value}" in codec
     assert not re.search(r"\b[mpw]\s*\+\s*(12|16|20|28|36|40|48)\b", c_source), \
         "a field access by number in the C twin"
+
+
+def _c_defines(path: Path) -> dict[str, int]:
+    return {name: int(value, 0) for name, value in
+            re.findall(r"^#define (\w+) (0x[0-9A-Fa-f]+|\d+)\b", path.read_text(), re.M)}
+
+
+def _offsets(fmt: struct.Struct) -> list[int]:
+    """Where each field of a big-endian struct format starts."""
+    codes = fmt.format.lstrip("<>!=@")
+    return [struct.calcsize(">" + codes[:i]) for i in range(len(codes))]
+
+
+def test_the_store_layouts_are_named_the_same_in_c_and_python() -> None:
+    """store_layout.h, the one C header of the consume queue entry and the IndexFile layout, says
+    what consume_queue.py and index_file.py say: sizes, and each field's offset from the struct
+    formats the Python code packs with. The C code reads and writes these files by those names
+    only (test_the_c_twin_names_the_same_offsets' scan covers store/_native)."""
+    from orbitmq.store import consume_queue, index_file
+
+    c = _c_defines(STORE_LAYOUT_H)
+    assert c["CQ_ENTRY_SIZE"] == consume_queue.CQ_ENTRY_SIZE == consume_queue.CQ_ENTRY.size
+    assert [c["CQ_PHY_AT"], c["CQ_SIZE_AT"], c["CQ_TAGS_CODE_AT"]] == _offsets(consume_queue.CQ_ENTRY)
+    assert c["CQ_BLANK_SIZE"] == consume_queue.BLANK_ENTRY_SIZE_FIELD
+
+    header = index_file._HEADER
+    assert c["INDEX_HEADER_SIZE"] == index_file.HEADER_SIZE == header.size
+    assert [c["INDEX_BEGIN_TS_AT"], c["INDEX_END_TS_AT"], c["INDEX_BEGIN_PHY_AT"],
+            c["INDEX_END_PHY_AT"], c["INDEX_SLOT_COUNT_AT"], c["INDEX_COUNT_AT"]] == _offsets(header)
+    assert c["INDEX_SLOT_SIZE"] == index_file.HASH_SLOT_SIZE == index_file._SLOT.size
+    entry = index_file._ENTRY
+    assert c["INDEX_ENTRY_SIZE"] == index_file.INDEX_ENTRY_SIZE == entry.size
+    assert [c["INDEX_ENTRY_HASH_AT"], c["INDEX_ENTRY_PHY_AT"], c["INDEX_ENTRY_TIME_DIFF_AT"],
+            c["INDEX_ENTRY_PREV_AT"]] == _offsets(entry)
+    planned = index_file.PLANNED_ENTRY
+    assert c["PLANNED_ENTRY_SIZE"] == planned.size
+    assert [c["PLANNED_HASH_AT"], c["PLANNED_PHY_AT"], c["PLANNED_STORE_TS_AT"]] == _offsets(planned)
+
+
+def test_the_store_c_writes_its_files_by_name_only() -> None:
+    """No bare offset into a queue entry, an index header, slot or entry in store/_native: every
+    one is a store_layout.h name (a put_/get_ at a pointer plus a number is one by hand)."""
+    for path in sorted((SRC / "store" / "_native").glob("*.c")):
+        text = path.read_text()
+        assert not re.search(r"\b(put|get)_i(16|32|64)\([^;]*\+\s*\d+\s*[,)]", text), path
+        assert not re.search(r"\b(put|get)_i(16|32|64)\(\s*[a-z_]+\s*[,)]", text), \
+            f"{path.name}: a field at offset 0 without its name"

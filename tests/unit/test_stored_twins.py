@@ -1,4 +1,4 @@
-"""The stored codec's C twins (_speedups.c) against its Python twins (stored.*_py).
+"""The stored codec's C twins (protocol/_native/stored_twins.c) against its Python twins (stored.*_py).
 
 For the same input both must give the same bytes, the same None and the same refusal (exception
 type and message); inputs are generated valid, malformed, mangled and truncated. The Python

@@ -1,7 +1,7 @@
 """The native fast path of plain sends: per socket read, one C call stores and answers them.
 
 When bytes arrive on a broker connection, :class:`FastPath` (the connection's fast reader, see
-transport/connection.py) hands them to ``FastPath.take`` of the C speedups (protocol/_fastpath.h)
+transport/connection.py) hands them to ``FastPath.take`` of the C speedups (broker/_native/fastpath.c)
 under the commit log's put lock (``MessageStore.put_in_place``). The C code takes, in order, every
 whole frame it can handle entirely, and stops at the first it cannot; the transport then decodes
 that frame and dispatches it to the Python handlers, and asks the fast path again for the rest.
@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.fast_failure import BrokerFastFailure
+from orbitmq.broker.native import NATIVE
 from orbitmq.broker.tables.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -81,7 +82,6 @@ from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import decode_command, encode
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import PropertyKey
-from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import pack_host
 from orbitmq.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection

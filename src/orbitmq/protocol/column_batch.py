@@ -11,7 +11,7 @@ One call takes rows from ``start`` until ``rows_max`` rows or ``bytes_max`` byte
 row), so a caller cuts a large column set into requests without sizing rows itself. Every row is
 checked as ``check_message`` and ``encode_properties`` would check it, with errors naming the row.
 
-The C twin (``encode_batch_columns`` in ``_column_batch.h``) takes the same arguments and gives
+The C twin (``encode_batch_columns`` in ``protocol/_native/column_batch.c``) takes the same arguments and gives
 the same bytes and the same refusals; :func:`encode_batch_columns` picks it unless
 ``ORBITMQ_PURE_PYTHON=1`` or no compiler built it. tests/unit/test_column_batch.py compares the
 two with each other and with ``protocol.batch.encode_batch``.

@@ -1,26 +1,18 @@
-"""The optional C speedups, or None.
+"""The protocol's C twins (``protocol/_native/``), or None.
 
-``orbitmq.protocol._speedups`` is compiled at install time when a C compiler is present (see
-hatch_build.py). Every user keeps a Python path, so OrbitMQ behaves the same without it;
-``ORBITMQ_PURE_PYTHON=1`` turns it off (tests run both and compare).
+The stored codec's hot functions (``protocol/stored``), the column encoder
+(``protocol/column_batch.py``), Java's String.hashCode (``protocol/java_hash.py``), zlib's CRC-32
+and HMAC-SHA1, as ``orbitmq._native._speedups.protocol``: same arguments, same results and the
+same refusals as their Python twins. Types in native.pyi. None without the C extension or with
+``ORBITMQ_PURE_PYTHON=1`` (see orbitmq._native).
 """
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
+
+from orbitmq._native import room
 
 __all__ = ["NATIVE"]
 
-
-def _load() -> ModuleType | None:
-    if os.environ.get("ORBITMQ_PURE_PYTHON") == "1":
-        return None
-    try:
-        import orbitmq.protocol._speedups as _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-NATIVE: ModuleType | None = _load()
+NATIVE: ModuleType | None = room("protocol")

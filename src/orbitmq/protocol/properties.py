@@ -18,7 +18,8 @@ silently; OrbitMQ refuses it instead, since its writers (Java, C++, ours) never 
 
 A well-formed blob is canonical: encoding its parsed dict gives it back byte for byte (plus the
 final separator when it lacked one), which is what lets the store copy wire properties as they
-came. The C twin of this rule is ``props_check`` in ``_speedups.c``; both give the same reasons.
+came. The C twin of this rule is ``props_check`` in ``_native/stored_rules.c``; both give the
+same reasons.
 """
 
 from __future__ import annotations

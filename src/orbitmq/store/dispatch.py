@@ -8,7 +8,7 @@ held pulls without one call per message; then progress listeners hear the new ``
 ("everything below it is in the queues and the index"), so a reader that must see an
 acknowledged send (read-your-writes) waits for that signal instead of polling.
 
-With the C speedups a round is planned in C (``dispatch_plan``, protocol/_dispatch_plan.h):
+With the C speedups a round is planned in C (``dispatch_plan``, store/_native/dispatch_plan.c):
 each queue's new entries come as one run written with one copy (ConsumeQueue.put_run), the
 index entries as one planned list (IndexService.put_planned), arrivals per run; a delay level's
 messages and keys only Python splits still go message by message. Without them (or with
@@ -27,12 +27,12 @@ from typing import Any
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
-from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.stored import SCAN_BAD, SCAN_BLANK, ScanRecord
 from orbitmq.protocol.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import StoreSpaceError
+from orbitmq.store.native import NATIVE
 from orbitmq.store.running_flags import RetryGate, stall_remark
 from orbitmq.store.service import ServiceThread
 

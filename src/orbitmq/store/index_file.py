@@ -48,9 +48,9 @@ from datetime import UTC, datetime
 
 from orbitmq.errors import ClientError, StoreError
 from orbitmq.protocol.java_hash import java_string_hash
-from orbitmq.protocol.native import NATIVE
 from orbitmq.store.file_mode import file_mode_in
 from orbitmq.store.file_ops import allocate_range
+from orbitmq.store.native import NATIVE
 
 __all__ = [
     "PLANNED_ENTRY",

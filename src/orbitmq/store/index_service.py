@@ -167,7 +167,7 @@ class IndexService:
                 raise StoreSpaceError(f"index of {self._dir}", e) from e
 
     def put_planned(self, items: list[Any]) -> None:
-        """``build_index`` for a dispatch round planned in C (protocol/_dispatch_plan.h), in
+        """``build_index`` for a dispatch round planned in C (store/_native/dispatch_plan.c), in
         order: bytes of planned entries (key hash, phy offset, store time, hashed and
         deduplicated per message as build_index does), or a message whose keys Python splits
         ``(topic, keys, uniq key, phy offset, store time)`` as UTF-8 bytes.

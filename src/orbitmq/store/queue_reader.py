@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from orbitmq.config import StoreConfig
-from orbitmq.protocol.native import NATIVE
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import (
     BLANK_ENTRY_SIZE_FIELD,
@@ -14,6 +13,7 @@ from orbitmq.store.consume_queue import (
     ConsumeQueue,
 )
 from orbitmq.store.message_filter import MessageFilter
+from orbitmq.store.native import NATIVE
 from orbitmq.store.status import GetMessageResult, GetMessageStatus
 
 __all__ = ["read_queue"]

@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from orbitmq.broker.native import NATIVE
 from orbitmq.broker.observability.broker_stats import FIFO, NORMAL, BrokerStats
 from orbitmq.broker.tables.client_manager import ClientManager
 from orbitmq.broker.tables.consumer_offset_manager import (
@@ -71,7 +72,6 @@ from orbitmq.metrics.families import (
 from orbitmq.metrics.rpc import RpcLatency
 from orbitmq.protocol.bodies import ConsumeType
 from orbitmq.protocol.codes import LanguageCode
-from orbitmq.protocol.native import NATIVE
 from orbitmq.protocol.topics import SYSTEM_GROUP_PREFIX as RMQ_SYSTEM_GROUP_PREFIX
 from orbitmq.protocol.topics import SYSTEM_TOPIC_PREFIXES
 from orbitmq.security.audit import AuditLog

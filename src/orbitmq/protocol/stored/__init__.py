@@ -38,7 +38,7 @@ no NUL, not ``.`` or ``..``) and the properties rule. Readers of the body (recov
 check its CRC too; dispatch and the filters do not read it.
 
 The hot functions (``encode_wire_single``, ``encode_wire_batch``, ``check_wire_batch``,
-``patch_positions``, ``scan``, ``stored_columns``) have a C twin in ``_speedups.c`` that takes the same arguments and gives the same bytes and the
+``patch_positions``, ``scan``, ``stored_columns``) have a C twin in ``protocol/_native/`` that takes the same arguments and gives the same bytes and the
 same refusals (tests/unit/test_stored_twins.py); ``*_py`` are the Python ones, and the module picks
 the C twin unless it is missing or ``ORBITMQ_PURE_PYTHON=1``.
 """

@@ -1,6 +1,6 @@
 """Stored form out of messages, send properties and batch bodies, and the append's position
 fields. Part of the stored codec (see the package docstring); ``*_py`` are the Python twins of the
-C functions in ``_speedups.c``.
+C functions in ``protocol/_native/``.
 """
 
 from __future__ import annotations

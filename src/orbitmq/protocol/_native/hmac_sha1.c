@@ -1,38 +1,8 @@
 /*
- * _hmac_sha1.h: SHA-1 (FIPS 180-4, section 6.1) and HMAC-SHA1 (RFC 2104), for the native fast
- * path's check of a signed send (_fastpath_auth.h) and for bench/mqload/rocketmq.c, which signs as a
- * client does. Plain C: no Python object, no allocation.
- *
- * A key is turned once into its two hashing states (the key XOR ipad and XOR opad blocks
- * already absorbed), so a check costs the message's blocks plus two: the broker keeps those
- * states per user, never the secret itself, and wipes them when it drops them.
- *
- * Two block functions: the FIPS rounds, and on x86-64 CPUs with the SHA extensions the same
- * rounds in SHA-NI instructions (about 3x faster: a 64 KiB batch is the body a signed batch send
- * hashes). sha1_pick() chooses once, and only when the instructions agree with the FIPS rounds
- * on a probe; the tests compare both with hashlib.
+ * hmac_sha1.c: SHA-1 and HMAC-SHA1 (see hmac_sha1.h). Plain C, no Python: bench/mqload builds it
+ * too.
  */
-#ifndef ORBITMQ_HMAC_SHA1_H
-#define ORBITMQ_HMAC_SHA1_H
-
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#define SHA1_BLOCK 64
-#define SHA1_DIGEST 20
-#define SHA1_BASE64 28  /* Base64 of a digest: 27 characters and one '=' */
-
-typedef struct {
-    uint32_t h[5];
-    uint64_t total;  /* bytes absorbed */
-    unsigned char buf[SHA1_BLOCK];
-    size_t used;
-} Sha1;
-
-typedef struct {
-    Sha1 inner, outer;  /* IV after (key ^ ipad), IV after (key ^ opad) */
-} HmacKey;
+#include "protocol/_native/hmac_sha1.h"
 
 static inline uint32_t sha1_rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
 
@@ -137,7 +107,7 @@ static void sha1_blocks_ni(uint32_t h[5], const unsigned char *p, size_t blocks)
 static int sha1_ni_present(void) { return 0; }
 #endif
 
-static int sha1_ni_ok;  /* sha1_pick: the SHA-NI rounds are used */
+int sha1_ni_ok;  /* sha1_pick: the SHA-NI rounds are used */
 
 static inline void sha1_blocks(uint32_t h[5], const unsigned char *p, size_t blocks)
 {
@@ -158,7 +128,7 @@ static void sha1_init(Sha1 *s)
     s->used = 0;
 }
 
-static void sha1_update(Sha1 *s, const unsigned char *p, size_t n)
+void sha1_update(Sha1 *s, const unsigned char *p, size_t n)
 {
     s->total += n;
     if (s->used) {
@@ -192,7 +162,7 @@ static void sha1_final(Sha1 *s, unsigned char out[SHA1_DIGEST])
     for (int i = 0; i < 8; i++)
         pad[pad_len + i] = (unsigned char)(bits >> (56 - 8 * i));
     uint64_t total = s->total;
-    sha1_update(s, pad, pad_len + 8);
+   sha1_update(s, pad, pad_len + 8);
     s->total = total;
     for (int i = 0; i < 5; i++) {
         out[4 * i] = (unsigned char)(s->h[i] >> 24);
@@ -203,7 +173,7 @@ static void sha1_final(Sha1 *s, unsigned char out[SHA1_DIGEST])
 }
 
 /* Overwrites ``n`` bytes at ``p`` in a way the compiler keeps (key material being dropped). */
-static void secure_wipe(void *p, size_t n)
+void secure_wipe(void *p, size_t n)
 {
     volatile unsigned char *v = p;
     while (n--)
@@ -211,45 +181,45 @@ static void secure_wipe(void *p, size_t n)
 }
 
 /* RFC 2104 section 2: a key longer than a block is hashed first, then padded with zeros. */
-static void hmac_sha1_key(HmacKey *k, const unsigned char *key, size_t key_len)
+void hmac_sha1_key(HmacKey *k, const unsigned char *key, size_t key_len)
 {
     unsigned char block[SHA1_BLOCK], pad[SHA1_BLOCK];
     memset(block, 0, sizeof block);
     if (key_len > SHA1_BLOCK) {
         Sha1 s;
         sha1_init(&s);
-        sha1_update(&s, key, key_len);
+       sha1_update(&s, key, key_len);
         sha1_final(&s, block);
-        secure_wipe(&s, sizeof s);
+       secure_wipe(&s, sizeof s);
     } else {
         memcpy(block, key, key_len);
     }
     for (int i = 0; i < SHA1_BLOCK; i++)
         pad[i] = block[i] ^ 0x36;
     sha1_init(&k->inner);
-    sha1_update(&k->inner, pad, SHA1_BLOCK);
+   sha1_update(&k->inner, pad, SHA1_BLOCK);
     for (int i = 0; i < SHA1_BLOCK; i++)
         pad[i] = block[i] ^ 0x5C;
     sha1_init(&k->outer);
-    sha1_update(&k->outer, pad, SHA1_BLOCK);
-    secure_wipe(block, sizeof block);
-    secure_wipe(pad, sizeof pad);
+   sha1_update(&k->outer, pad, SHA1_BLOCK);
+   secure_wipe(block, sizeof block);
+   secure_wipe(pad, sizeof pad);
 }
 
 /* The hashing state an HMAC under ``k`` starts from: then sha1_update the text, hmac_sha1_end. */
-static inline void hmac_sha1_begin(const HmacKey *k, Sha1 *s) { *s = k->inner; }
+void hmac_sha1_begin(const HmacKey *k, Sha1 *s) { *s = k->inner; }
 
-static void hmac_sha1_end(const HmacKey *k, Sha1 *s, unsigned char out[SHA1_DIGEST])
+void hmac_sha1_end(const HmacKey *k, Sha1 *s, unsigned char out[SHA1_DIGEST])
 {
     unsigned char inner[SHA1_DIGEST];
     sha1_final(s, inner);
     *s = k->outer;
-    sha1_update(s, inner, SHA1_DIGEST);
+   sha1_update(s, inner, SHA1_DIGEST);
     sha1_final(s, out);
 }
 
 /* RFC 4648 Base64 of a digest, as Java's Base64 encoder writes it. */
-static void base64_digest(const unsigned char d[SHA1_DIGEST], char out[SHA1_BASE64])
+void base64_digest(const unsigned char d[SHA1_DIGEST], char out[SHA1_BASE64])
 {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -269,7 +239,7 @@ static void base64_digest(const unsigned char d[SHA1_DIGEST], char out[SHA1_BASE
 }
 
 /* 1 when the ``n`` bytes are equal; its time depends on ``n`` only. */
-static int equal_in_constant_time(const unsigned char *a, const unsigned char *b, size_t n)
+int equal_in_constant_time(const unsigned char *a, const unsigned char *b, size_t n)
 {
     unsigned char diff = 0;
     for (size_t i = 0; i < n; i++)
@@ -279,7 +249,7 @@ static int equal_in_constant_time(const unsigned char *a, const unsigned char *b
 
 /* Uses the SHA-NI rounds when the CPU has them and they agree with the FIPS rounds on a probe
  * of several lengths (the padding's block boundaries among them). */
-static void sha1_pick(void)
+void sha1_pick(void)
 {
     sha1_ni_ok = 0;
     if (!SHA1_NI_BUILT || !sha1_ni_present())
@@ -290,11 +260,11 @@ static void sha1_pick(void)
     for (size_t n = 0; n <= sizeof probe; n += 11) {
         Sha1 s;
         sha1_init(&s);
-        sha1_update(&s, probe, n);
+       sha1_update(&s, probe, n);
         sha1_final(&s, fips);
         sha1_ni_ok = 1;
         sha1_init(&s);
-        sha1_update(&s, probe, n);
+       sha1_update(&s, probe, n);
         sha1_final(&s, ni);
         sha1_ni_ok = 0;
         if (memcmp(fips, ni, SHA1_DIGEST) != 0)
@@ -303,4 +273,3 @@ static void sha1_pick(void)
     sha1_ni_ok = 1;
 }
 
-#endif

@@ -1,23 +1,11 @@
 /*
- * _fastpath_answer.h: the answer to a send the fast path stored, for _fastpath.h (its only
- * includer). Byte for byte what the Python path writes for the same send
- * (SendProcessor._response -> RemotingCommand.response -> protocol.command.encode_header): a frame
- * with no body whose header is, in the request's serialize type,
- *
- *   JSON:   {"code":0,"language":"PYTHON","version":V,"opaque":O,"flag":1,
- *            "extFields":{"msgId":"…","queueId":"Q","queueOffset":"N"}}
- *   binary: code 0, language PYTHON, version, opaque, flag 1, no remark, the same three fields
- *
- * msgId is the offset message id of each stored message (store host in hex, then the commit log
- * offset in 16 hex digits), comma-joined for a batch; queueOffset is the first message's.
- * tests/unit/test_fast_path_differential.py compares them with the Python path's.
+ * fastpath_answer.c: the answer to a send the fast path stored (see fastpath_answer.h).
  */
-#ifndef ORBITMQ_FASTPATH_ANSWER_H
-#define ORBITMQ_FASTPATH_ANSWER_H
+#include <stdio.h>
 
-#define MSG_ID_MAX (2 * HOST_V6_SIZE + 16)
+#include "broker/_native/fastpath_answer.h"
 
-static const char HEX_UPPER[] = "0123456789ABCDEF";
+const char HEX_UPPER[] = "0123456789ABCDEF";
 
 /* The offset message id of the message at ``phy`` into ``w``; returns its length. */
 static Py_ssize_t write_msg_id(const FastPathObject *fp, char *w, int64_t phy)
@@ -92,14 +80,14 @@ static Py_ssize_t binary_answer(char *w, const WireRequest *r, const char *ids,
 }
 
 /* Room for the answer to a send of ``count`` messages; -1 with an exception set. */
-static int reserve_answer(Take *t, Py_ssize_t count)
+int reserve_answer(Take *t, Py_ssize_t count)
 {
     return out_reserve(t, 2 * count * (MSG_ID_MAX + 1) + 256);
 }
 
 /* Appends the answer to a send of ``count`` messages stored at ``m`` to the output (its room
  * reserved by reserve_answer). */
-static void answer_send(const FastPathObject *fp, Take *t, const WireRequest *r,
+void answer_send(const FastPathObject *fp, Take *t, const WireRequest *r,
                         const unsigned char *m, int64_t phy, Py_ssize_t count, int32_t queue_id,
                         int64_t queue_offset)
 {
@@ -119,4 +107,3 @@ static void answer_send(const FastPathObject *fp, Take *t, const WireRequest *r,
     t->out_len += 8 + header_len;
 }
 
-#endif

@@ -1,5 +1,5 @@
 /*
- * _dispatch_plan.h: dispatch's per-message work in C, for _speedups.c (its only includer).
+ * dispatch_plan.c: dispatch's per-message work in C (store/dispatch.py's).
  *
  * dispatch_plan() reads a range of the commit log as scan_stored() does (the same checks:
  * read_stored) and gives store/dispatch.py, per round, what it would have computed message by
@@ -11,47 +11,16 @@
  * a delivery time, which Python reads) and the
  * keys of a message whose KEYS are not ASCII (Python's split knows Unicode's spaces).
  *
- * index_put() is IndexFile.put_hash over many entries: the same writes in the same order
- * (entry, header, slot), stopping where Python must act (a page without blocks, a full file).
+ * The planned index entries go to index_put (index_file.c) in store_layout.h's planned form.
  */
-#ifndef ORBITMQ_DISPATCH_PLAN_H
-#define ORBITMQ_DISPATCH_PLAN_H
+#include "protocol/_native/java_hash.h"
+#include "protocol/_native/stored_rules.h"
+#include "protocol/_native/stored_twins.h"
+#include "store/_native/entry_points.h"
+#include "store/_native/store_layout.h"
 
-#define CQ_ENTRY_SIZE 20
 #define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
 #define TIMER_TOPIC "rmq_sys_wheel_timer"  /* store/dispatch.py's TIMER_TOPIC */
-#define INDEX_HEADER_SIZE 40
-#define INDEX_RECORD 20  /* the planned form: hash i32, phy i64, store time i64 */
-
-/* Java's String.hashCode continued over the UTF-16 units of valid UTF-8. */
-static uint32_t java_hash_utf8(uint32_t h, const unsigned char *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint32_t c = s[i];
-        if (c < 0x80) {
-            i += 1;
-        } else if (c < 0xE0) {
-            c = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
-            i += 2;
-        } else if (c < 0xF0) {
-            c = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-            i += 3;
-        } else {
-            c = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) |
-                ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
-            i += 4;
-        }
-        if (c < 0x10000) {
-            h = h * 31u + c;
-        } else {
-            c -= 0x10000;
-            h = h * 31u + (0xD800 + (c >> 10));
-            h = h * 31u + (0xDC00 + (c & 0x3FF));
-        }
-    }
-    return h;
-}
 
 /* index_file.topic_key_hash: abs(hashCode(topic + "#" + key)), 0 for Integer.MIN_VALUE. */
 static int32_t topic_key_hash_utf8(Span topic, const unsigned char *key, Py_ssize_t key_len)
@@ -179,9 +148,9 @@ static int run_add(Run *r, int64_t phy, int32_t size, int64_t tags_code)
     if (bytes_room(&r->entries, CQ_ENTRY_SIZE) < 0)
         return -1;
     unsigned char *e = r->entries.p + r->entries.len;
-    put_i64(e, phy);
-    put_i32(e + 8, size);
-    put_i64(e + 12, tags_code);
+    put_i64(e + CQ_PHY_AT, phy);
+    put_i32(e + CQ_SIZE_AT, size);
+    put_i64(e + CQ_TAGS_CODE_AT, tags_code);
     r->entries.len += CQ_ENTRY_SIZE;
     r->next++;
     for (Py_ssize_t i = 0; i < r->arrival_len; i += 2)
@@ -259,16 +228,16 @@ static int index_flush_chunk(IndexPlan *ip)
 
 static int index_add(IndexPlan *ip, int32_t hash, int64_t phy, int64_t ts, Py_ssize_t from)
 {
-    for (Py_ssize_t at = from; at < ip->chunk.len; at += INDEX_RECORD)  /* each hash once */
-        if (get_i32(ip->chunk.p + at) == hash)
+    for (Py_ssize_t at = from; at < ip->chunk.len; at += PLANNED_ENTRY_SIZE)  /* each hash once */
+        if (get_i32(ip->chunk.p + at + PLANNED_HASH_AT) == hash)
             return 0;
-    if (bytes_room(&ip->chunk, INDEX_RECORD) < 0)
+    if (bytes_room(&ip->chunk, PLANNED_ENTRY_SIZE) < 0)
         return -1;
     unsigned char *e = ip->chunk.p + ip->chunk.len;
-    put_i32(e, hash);
-    put_i64(e + 4, phy);
-    put_i64(e + 12, ts);
-    ip->chunk.len += INDEX_RECORD;
+    put_i32(e + PLANNED_HASH_AT, hash);
+    put_i64(e + PLANNED_PHY_AT, phy);
+    put_i64(e + PLANNED_STORE_TS_AT, ts);
+    ip->chunk.len += PLANNED_ENTRY_SIZE;
     return 0;
 }
 
@@ -329,7 +298,7 @@ static int is_delivery_time_topic(Span topic)
  * planned entries (bytes of hash i32, phy i64, store time i64) and (topic, keys, uniq, phy, ts)
  * tuples, in order.
  */
-static PyObject *py_dispatch_plan(PyObject *self, PyObject *args)
+PyObject *py_dispatch_plan(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
     Py_ssize_t pos, limit, count_max;
@@ -402,185 +371,3 @@ done:
     PyBuffer_Release(&buf);
     return result;
 }
-
-/* -- index_put: IndexFile.put_hash over planned entries ---------------------------------------- */
-
-enum { PUT_DONE = 0, PUT_FULL, PUT_PAGE, PUT_ENTRIES, PUT_PYTHON };
-
-/*
- * index_put(mm, entries_at, hash_slot_num, index_num, state, pages, entries_allocated_to, page,
- *           planned, start) -> (next, state, need, need_at)
- * state: (index count, begin ts, end ts, begin phy, end phy, slot count). Stops with need
- * PUT_FULL (the file is full), PUT_PAGE (the slot table page holding byte need_at has no blocks
- * yet: IndexFile._ensure_page), PUT_ENTRIES (the entry log below need_at has none:
- * _ensure_entries), PUT_PYTHON (an offset going back: put_hash asserts), or PUT_DONE.
- */
-static PyObject *py_index_put(PyObject *self, PyObject *args)
-{
-    Py_buffer mm, pages, planned;
-    Py_ssize_t entries_at, slots, index_num, allocated_to, page, start;
-    long long n, begin_ts, end_ts, begin_phy, end_phy, slot_count;
-    if (!PyArg_ParseTuple(args, "w*nnn(LLLLLL)y*nny*n", &mm, &entries_at, &slots, &index_num, &n,
-                          &begin_ts, &end_ts, &begin_phy, &end_phy, &slot_count, &pages,
-                          &allocated_to, &page, &planned, &start))
-        return NULL;
-    unsigned char *b = mm.buf;
-    const unsigned char *pg = pages.buf;
-    int need = PUT_DONE;
-    Py_ssize_t need_at = 0, i = start, count = planned.len / INDEX_RECORD;
-    if (slots < 1 || page < 1 || entries_at != INDEX_HEADER_SIZE + slots * 4 || start < 0 ||
-        mm.len < entries_at + index_num * INDEX_RECORD || pages.len * page < entries_at) {
-        PyErr_SetString(PyExc_ValueError, "index_put: geometry does not match the buffers");
-        goto error;
-    }
-    for (; i < count; i++) {
-        const unsigned char *e = (const unsigned char *)planned.buf + i * INDEX_RECORD;
-        int32_t hash = get_i32(e);
-        int64_t phy = get_i64(e + 4), ts = get_i64(e + 12);
-        Py_ssize_t slot_at = INDEX_HEADER_SIZE + (Py_ssize_t)(hash % slots) * 4;
-        Py_ssize_t entry_at = entries_at + (Py_ssize_t)n * INDEX_RECORD;
-        if (n >= index_num) {
-            need = PUT_FULL;
-            break;
-        }
-        if (hash < 0 || (n > 1 && phy < end_phy)) {
-            need = PUT_PYTHON;
-            break;
-        }
-        if (entry_at + INDEX_RECORD > allocated_to) {
-            need = PUT_ENTRIES;
-            need_at = entry_at + INDEX_RECORD;
-            break;
-        }
-        if (!pg[0] || !pg[slot_at / page]) {
-            need = PUT_PAGE;
-            need_at = pg[0] ? slot_at : 0;
-            break;
-        }
-        int64_t head = get_i32(b + slot_at);
-        if (!(0 < head && head < n))
-            head = 0;
-        if (n == 1) {
-            begin_ts = ts;
-            begin_phy = phy;
-        }
-        long long diff = (ts - begin_ts) / 1000;
-        if (ts - begin_ts < 0)
-            diff = 0;
-        if (diff > INT32_MAX)
-            diff = INT32_MAX;
-        put_i32(b + entry_at, hash);
-        put_i64(b + entry_at + 4, phy);
-        put_i32(b + entry_at + 12, (int32_t)diff);
-        put_i32(b + entry_at + 16, (int32_t)head);
-        n++;
-        end_phy = phy;
-        if (ts > end_ts)
-            end_ts = ts;
-        if (head == 0)
-            slot_count++;
-        put_i64(b, begin_ts);  /* the header, then the slot: see index_file.py on torn puts */
-        put_i64(b + 8, end_ts);
-        put_i64(b + 16, begin_phy);
-        put_i64(b + 24, end_phy);
-        put_i32(b + 32, (int32_t)slot_count);
-        put_i32(b + 36, (int32_t)n);
-        put_i32(b + slot_at, (int32_t)(n - 1));
-    }
-    PyBuffer_Release(&mm);
-    PyBuffer_Release(&pages);
-    PyBuffer_Release(&planned);
-    return Py_BuildValue("(n(LLLLLL)in)", i, n, begin_ts, end_ts, begin_phy, end_phy, slot_count,
-                         need, need_at);
-error:
-    PyBuffer_Release(&mm);
-    PyBuffer_Release(&pages);
-    PyBuffer_Release(&planned);
-    return NULL;
-}
-
-
-/* -- reading a queue: its entries as runs of the commit log (store/queue_reader.py) --------- */
-
-#define CQ_BLANK_SIZE 0x7FFFFFFF  /* consume_queue.BLANK_ENTRY_SIZE_FIELD */
-
-/*
- * queue_runs(entries, count_max, bytes_max, max_physical_end) -> (runs, scanned, count, total,
- * last, held_back_end): the walk of queue_reader._walk_native, the unfiltered read of a queue's
- * entries (20 bytes each: physical offset i64, size i32, tags code i64, big-endian), with every
- * message that starts where the one before it ended joined to its run (queue_reader._walk_py
- * is the one-pass Python read, compared with this one). ``runs`` is a list of (commit log
- * offset, length); max_physical_end < 0 means none. The size is read unsigned, so that an entry
- * of negative size is passed over as a blank one (a size of 0x7FFFFFFF or more); an entry with
- * a negative offset, or whose end overflows, raises ValueError: a damaged entry is never sliced.
- */
-static int append_run(PyObject *runs, long long start, long long end)
-{
-    PyObject *run = Py_BuildValue("(LL)", start, end - start);
-    if (run == NULL)
-        return -1;
-    int r = PyList_Append(runs, run);
-    Py_DECREF(run);
-    return r;
-}
-
-static PyObject *py_queue_runs(PyObject *self, PyObject *args)
-{
-    Py_buffer buf;
-    Py_ssize_t count_max;
-    long long bytes_max, max_end;
-    if (!PyArg_ParseTuple(args, "y*nLL", &buf, &count_max, &bytes_max, &max_end))
-        return NULL;
-    PyObject *runs = PyList_New(0), *result = NULL;
-    if (runs == NULL)
-        goto done;
-    const unsigned char *p = buf.buf;
-    Py_ssize_t n = buf.len / CQ_ENTRY_SIZE, scanned = 0, count = 0;
-    long long total = 0, last = -1, held = -1, run_start = -1, run_end = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const unsigned char *e = p + i * CQ_ENTRY_SIZE;
-        long long phy = get_i64(e);
-        uint32_t size = (uint32_t)get_i32(e + 8);  /* a negative size reads as 2^31 or more */
-        if (count && (count >= count_max || total + size > bytes_max))
-            break;
-        if (size >= CQ_BLANK_SIZE) {  /* blank, or damaged: passed over */
-            scanned++;
-            continue;
-        }
-        if (phy < 0) {
-            PyErr_Format(PyExc_ValueError, "queue entry %zd: negative offset %lld", i, phy);
-            goto done;
-        }
-        long long end;
-        if (__builtin_add_overflow(phy, (long long)size, &end)) {
-            PyErr_Format(PyExc_ValueError, "queue entry %zd: offset %lld + size %u overflows",
-                         i, phy, size);
-            goto done;
-        }
-        if (max_end >= 0 && end > max_end) {
-            held = end;
-            break;
-        }
-        scanned++;
-        if (phy == run_end) {
-            run_end = end;
-        } else {
-            if (run_end >= 0 && append_run(runs, run_start, run_end) < 0)
-                goto done;
-            run_start = phy;
-            run_end = end;
-        }
-        count++;
-        total += size;
-        last = phy;
-    }
-    if (run_end >= 0 && append_run(runs, run_start, run_end) < 0)
-        goto done;
-    result = Py_BuildValue("(OnnLLL)", runs, scanned, count, total, last, held);
-done:
-    Py_XDECREF(runs);
-    PyBuffer_Release(&buf);
-    return result;
-}
-
-#endif

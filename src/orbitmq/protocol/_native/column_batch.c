@@ -3,9 +3,12 @@
  * is the Python twin and documents the arguments). Same bytes, same refusals (ClientError with
  * the same message) as encode_batch_columns_py; tests/unit/test_column_batch.py checks it.
  *
- * Included by _speedups.c after _stored_rules.h (utf8_valid). Every offset read from a buffer
- * column is bounds-checked against its buffers before use.
+ * Every offset read from a buffer column is bounds-checked against its buffers before use.
  */
+#include <stdarg.h>
+
+#include "protocol/_native/entry_points.h"
+#include "protocol/_native/stored_rules.h"
 
 #define CB_ENTRY_OVERHEAD 22       /* head (5 x i32) + properties length (i16) */
 #define CB_PROPERTIES_MAX 32767
@@ -562,7 +565,7 @@ static int cb_check(CbArgs *a)
     return 0;
 }
 
-static PyObject *py_encode_batch_columns(PyObject *self, PyObject *args)
+PyObject *py_encode_batch_columns(PyObject *self, PyObject *args)
 {
     PyObject *bodies, *keys, *tags, *props, *flags, *ids;
     CbArgs a;

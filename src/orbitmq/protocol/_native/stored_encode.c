@@ -1,29 +1,16 @@
 /*
- * _stored_encode.h: the one C encoder of the stored message form, for _speedups.c (its only
- * includer): the twins encode_wire_single / encode_wire_batch and the native fast path
- * (_fastpath.h) both write messages through write_stored() after the checks below, so the bytes
- * a message gets do not depend on the road it took. Pure C: nothing here touches a Python
- * object, so the fast path can run it without the GIL and the fuzz harness without Python.
- *
- * The checks are the rules of _stored_rules.h in the order of the Python twins
- * (stored._encode.encode_wire_single_py / encode_wire_batch_py); each returns a problem code and
- * its details, and the twins' Python wrappers turn them into the same RemoteProtocolError
- * messages as before.
+ * stored_encode.c: the stored form's one encoder (see stored_encode.h) and zlib's CRC-32.
  */
-#ifndef ORBITMQ_STORED_ENCODE_H
-#define ORBITMQ_STORED_ENCODE_H
-
 #include <dlfcn.h>
 #include <limits.h>
 
-/* -- CRC-32 (zlib's): libz's own function when it can be loaded, else a table ---------------- */
+#include "protocol/_native/stored_encode.h"
 
-typedef unsigned long (*zlib_crc32_fn)(unsigned long, const unsigned char *, unsigned int);
-static zlib_crc32_fn crc32_zlib;  /* NULL: the table below */
+zlib_crc32_fn crc32_zlib;  /* NULL: the table below */
 static uint32_t crc32_table[8][256];
 
 /* Loads libz's crc32 (the one Python's zlib module wraps); the slice-by-8 table otherwise. */
-static void crc32_init(void)
+void crc32_init(void)
 {
     void *lib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib != NULL)
@@ -60,7 +47,7 @@ static uint32_t crc32_by_table(uint32_t crc, const unsigned char *p, size_t n)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define CRC32_CLMUL_BUILT 1
-static int crc32_clmul_ok;  /* set by crc32_init: the CPU has PCLMULQDQ */
+int crc32_clmul_ok;  /* set by crc32_init: the CPU has PCLMULQDQ */
 
 /* One 128-bit lane folded forward over 2^k bits: lo * k.lo ^ hi * k.hi (carry-less). */
 __attribute__((target("pclmul,sse2")))
@@ -119,12 +106,12 @@ static int crc32_clmul_works(void)
 }
 #else
 #define CRC32_CLMUL_BUILT 0
-static const int crc32_clmul_ok = 0;
+int crc32_clmul_ok = 0;
 static inline uint32_t crc32_clmul(const unsigned char *p, size_t n) { return crc32_by_table(0, p, n); }
 #endif
 
 /* Picks the carry-less path when the CPU has it and it agrees with the table on a probe. */
-static void crc32_pick(void)
+void crc32_pick(void)
 {
 #if CRC32_CLMUL_BUILT
     __builtin_cpu_init();
@@ -136,7 +123,7 @@ static void crc32_pick(void)
 #define CRC32_CLMUL_MIN 64  /* below it the table (or libz) is as fast */
 
 /* zlib.crc32(p[0:n]) */
-static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n)
+uint32_t crc32_of(const unsigned char *p, Py_ssize_t n)
 {
     if (crc32_clmul_ok && n >= CRC32_CLMUL_MIN)
         return crc32_clmul(p, (size_t)n);
@@ -152,20 +139,10 @@ static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n)
     return (uint32_t)crc;
 }
 
-/* -- what every message of one encoder call shares ------------------------------------------ */
-
-typedef struct {
-    const unsigned char *topic, *born, *store;  /* u8 length + topic; packed ip + i32 port */
-    Py_ssize_t topic_len, born_len, store_len;
-    int32_t queue_id, sys_flag, reconsume;
-    int64_t born_ts;
-} StoreContext;
-
-enum { CONTEXT_OK = 0, CONTEXT_BAD_TOPIC, CONTEXT_BAD_HOST };
 
 /* stored._encode._check_context: whether the parts are well formed (no caller should pass bad
  * ones); on success sets the host kind bits of the sysFlag from the hosts. */
-static int context_check(StoreContext *c)
+int context_check(StoreContext *c)
 {
     if (c->topic_len < 2 || c->topic[0] != c->topic_len - 1)
         return CONTEXT_BAD_TOPIC;
@@ -178,7 +155,7 @@ static int context_check(StoreContext *c)
     return CONTEXT_OK;
 }
 
-static Py_ssize_t stored_size(const StoreContext *c, Py_ssize_t body_len, Py_ssize_t props_len)
+Py_ssize_t stored_size(const StoreContext *c, Py_ssize_t body_len, Py_ssize_t props_len)
 {
     return header_size(c->sys_flag) + body_len + c->topic_len + 2 + props_len;
 }
@@ -191,7 +168,7 @@ static int needs_separator(const unsigned char *props, Py_ssize_t n)
 /* One message in stored form at ``w`` (QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP and
  * PREPAREDTRANSACTIONOFFSET zero), its properties followed by a final separator when
  * ``add_separator``; returns its size. ``w`` has room for it (stored_size). */
-static Py_ssize_t write_stored(unsigned char *w, const StoreContext *c, int32_t flag,
+Py_ssize_t write_stored(unsigned char *w, const StoreContext *c, int32_t flag,
                                const unsigned char *body, Py_ssize_t body_len,
                                const unsigned char *props, Py_ssize_t props_len, int add_separator)
 {
@@ -232,7 +209,7 @@ static Py_ssize_t write_stored(unsigned char *w, const StoreContext *c, int32_t 
 
 /* stored.patch_positions for one message at ``m`` (physical offset ``phy``); returns the next
  * queue offset. */
-static int64_t patch_one(unsigned char *m, int64_t phy, int64_t qoff, int64_t now)
+int64_t patch_one(unsigned char *m, int64_t phy, int64_t qoff, int64_t now)
 {
     int32_t sys_flag = get_i32(m + SYSFLAG_AT);
     if (takes_queue_entry(sys_flag)) {
@@ -246,24 +223,9 @@ static int64_t patch_one(unsigned char *m, int64_t phy, int64_t qoff, int64_t no
     return qoff;
 }
 
-/* -- one message from its wire properties (encode_wire_single's checks) ---------------------- */
-
-enum {
-    SINGLE_OK = 0,
-    SINGLE_ROUTED,       /* DELAY or TRAN_MSG: the broker must act on it (the general path) */
-    SINGLE_PROPS_SIZE,   /* detail: the size found */
-    SINGLE_PROPS_RULE,   /* problem and item_no: see props_check */
-};
-
-typedef struct {
-    int status, problem;
-    Py_ssize_t detail, item_no;
-    int add_separator;
-    PropsFound found;
-} SinglePlan;
 
 /* The checks of encode_wire_single_py, in its order. */
-static void single_plan(const unsigned char *p, Py_ssize_t n, SinglePlan *plan)
+void single_plan(const unsigned char *p, Py_ssize_t n, SinglePlan *plan)
 {
     plan->status = SINGLE_OK;
     plan->add_separator = 0;
@@ -288,28 +250,6 @@ static void single_plan(const unsigned char *p, Py_ssize_t n, SinglePlan *plan)
     }
 }
 
-/* -- a batch body (orbitmq/protocol/batch.py; encode_wire_batch's checks) -------------------- */
-
-enum {
-    BATCH_OK = 0,
-    BATCH_ROUTED,           /* an entry holds DELAY or TRAN_MSG */
-    BATCH_ENTRY_TRUNCATED,  /* at pos: detail = bytes left */
-    BATCH_BAD_BODY_LENGTH,  /* at pos: detail = the length */
-    BATCH_BAD_PROPS_LENGTH, /* at pos */
-    BATCH_TOTAL_DISAGREES,  /* at pos: detail = the total */
-    BATCH_PROPS_RULE,       /* at pos: problem and item_no */
-    BATCH_EMPTY,
-    BATCH_BODY_TOO_BIG,     /* at pos: detail = the body length */
-    BATCH_PROPS_SIZE,       /* at pos: detail = the size with its separator */
-    BATCH_BLOB_TOO_BIG,
-};
-
-typedef struct {
-    int status, problem;
-    Py_ssize_t pos, detail, item_no;
-    Py_ssize_t count, out_size;
-    Py_ssize_t without_uniq;  /* entries with no UNIQ_KEY, or an empty one */
-} BatchPlan;
 
 /* protocol.batch.iter_entries' length checks of the entry at ``pos`` (same order). */
 static int entry_problem(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos, Py_ssize_t *detail)
@@ -339,7 +279,7 @@ static int entry_problem(const unsigned char *b, Py_ssize_t end, Py_ssize_t pos,
 /* The checks of encode_wire_batch_py in its order, and the stored size of the batch. With
  * ``check_props`` (may be NULL) every entry's properties must also pass it (the fast path's
  * allow-list: BATCH_ROUTED when one does not). */
-static void batch_plan(const unsigned char *b, Py_ssize_t end, const StoreContext *c,
+void batch_plan(const unsigned char *b, Py_ssize_t end, const StoreContext *c,
                        Py_ssize_t max_message_size, Py_ssize_t max_blob_size,
                        int (*check_props)(const void *, const unsigned char *, Py_ssize_t),
                        const void *check_arg, BatchPlan *plan)
@@ -400,7 +340,7 @@ static void batch_plan(const unsigned char *b, Py_ssize_t end, const StoreContex
 
 /* Pass 3 of a planned batch: every entry in stored form at ``o``, back to back; ``rels`` (may
  * be NULL) gets where each starts. Returns the bytes written (the plan's out_size). */
-static Py_ssize_t batch_write(unsigned char *o, const unsigned char *b, Py_ssize_t end,
+Py_ssize_t batch_write(unsigned char *o, const unsigned char *b, Py_ssize_t end,
                               const StoreContext *c, Py_ssize_t *rels)
 {
     BatchEntry e;
@@ -415,4 +355,3 @@ static Py_ssize_t batch_write(unsigned char *o, const unsigned char *b, Py_ssize
     return at;
 }
 
-#endif

@@ -1,76 +1,12 @@
 /*
- * _fastpath.h: the native fast path of the broker's sends, for _speedups.c (its only includer).
- *
- * FastPath.take() gets a connection's buffered bytes and takes, in order, every complete frame
- * it can handle entirely: SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE with the V2 (a..n)
- * header names, to a topic of the snapshot the broker gave it (set_topics: existing, writable
- * topics that need nothing of the broker), to a queue in range, with only the properties the
- * broker named inert (set at construction) and nothing the stored codec refuses or routes. Each
- * is encoded with the one encoder (_stored_encode.h) straight into the commit log segment given,
- * its positions patched, the queue-offset table (the CommitLog's own dict) advanced, and its
- * answer appended to one output buffer, byte for byte the answer of the Python path
- * (broker/send_processor.py). It stops at the first frame it declines (anything else, a frame
- * that does not fit the segment, a partial frame) and says where: the caller hands that frame to
- * the Python path and calls again, so every frame is handled once, in order, by one of the two.
- *
- * With authentication on (constructed with ``auth``), a send must also pass _fastpath_auth.h's
- * check: signed by an enabled user of the snapshot Python pushes (set_users), and with
- * authorization on, by a Super user or for an allowed (user, topic) pair (allow), checked
- * frame by frame before it is stored. One thread at a time uses a FastPath (the broker's event
- * loop).
- *
- * The caller holds the commit log's put lock and publishes the segment's new write position;
- * broker/fast_path.py is that caller. Every byte of a frame is bounds-checked before it is read.
+ * fastpath.c: FastPath, the native fast path of plain sends (see fastpath.h): the topic snapshot,
+ * the send header's values, one take() over a connection's bytes, the type.
  */
-#ifndef ORBITMQ_FASTPATH_H
-#define ORBITMQ_FASTPATH_H
+#include <stdio.h>
 
-#include "_wire_request.h"
-
-#define CODE_SEND_MESSAGE 10
-#define CODE_SEND_MESSAGE_V2 310
-#define CODE_SEND_BATCH_MESSAGE 320
-#define LANGUAGE_PYTHON 3
-#define USER_SYS_FLAGS 3   /* compressed, multi tags: what a plain send stores */
-#define INERT_NAMES_MAX 32
-#define SIZE_BOUNDS_MAX 32
-#define STOP_PARTIAL 0
-#define STOP_DECLINED 1
-#define STOP_SEGMENT_FULL 2
-
-#include "_fastpath_auth.h"
-
-typedef struct {
-    PyObject *name;  /* the topic as str: the queue-offset table's key */
-    unsigned char part[1 + TOPIC_SIZE_MAX];  /* u8 length + topic, as stored */
-    Py_ssize_t part_len;
-    int32_t write_queue_nums;
-} TopicEntry;
-
-typedef struct {
-    PyObject_HEAD
-    TopicEntry *topics;
-    Py_ssize_t topic_count;
-    Py_ssize_t *slots;  /* open addressing: index + 1 into topics, 0 free */
-    size_t mask;
-    unsigned char store_host[HOST_V6_SIZE];
-    Py_ssize_t store_host_len;
-    char id_prefix[2 * HOST_V6_SIZE];  /* the store host in upper hex: offset message ids */
-    Py_ssize_t id_prefix_len;
-    Py_ssize_t max_message_size, max_blob_size, max_frame_size, gil_release_bytes;
-    Span inert[INERT_NAMES_MAX];
-    int inert_count;
-    Py_ssize_t size_bounds[SIZE_BOUNDS_MAX];
-    int bounds_count;
-    PyObject *inert_names;  /* the tuple the inert spans point into */
-    unsigned char *scratch;
-    Py_ssize_t scratch_cap;
-    unsigned long long handled, declined, segment_full, errors;  /* frames, since creation */
-    AuthState auth;
-    int busy;  /* in take() (which may release the GIL): auth_check waits its turn */
-} FastPathObject;
-
-/* -- the topic snapshot ----------------------------------------------------------------------- */
+#include "broker/_native/fastpath.h"
+#include "broker/_native/fastpath_answer.h"
+#include "protocol/_native/stored_encode.h"
 
 static const TopicEntry *find_topic(const FastPathObject *fp, const unsigned char *t, Py_ssize_t n)
 {
@@ -214,29 +150,7 @@ static int props_inert(const void *arg, const unsigned char *p, Py_ssize_t n)
     return 1;
 }
 
-/* -- one take() call's state ------------------------------------------------------------------ */
-
-typedef struct {
-    const TopicEntry *topic;
-    long long times, msgs, size;
-    long long by_size[SIZE_BOUNDS_MAX + 1];
-} TopicCount;
-
-typedef struct {
-    unsigned char *seg;
-    Py_ssize_t seg_len, seg_pos;
-    int64_t seg_base, now;
-    const unsigned char *born;
-    Py_ssize_t born_len;
-    PyObject *queue_table;
-    char *out;  /* the answers */
-    Py_ssize_t out_len, out_cap;
-    TopicCount *counts;
-    Py_ssize_t count_len, count_cap;
-    Py_ssize_t by_code[3];  /* handled requests: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE */
-} Take;
-
-static int out_reserve(Take *t, Py_ssize_t more)
+int out_reserve(Take *t, Py_ssize_t more)
 {
     if (t->out_len + more <= t->out_cap)
         return 0;
@@ -294,7 +208,6 @@ static void count_send(const FastPathObject *fp, Take *t, const TopicEntry *topi
     c->by_size[b] += msgs;
 }
 
-#include "_fastpath_answer.h"
 
 /* -- one send ---------------------------------------------------------------------------------- */
 
@@ -702,7 +615,7 @@ static PyObject *fp_allow_m(FastPathObject *fp, PyObject *const *args, Py_ssize_
     return fp_allow(&fp->auth, args, nargs);
 }
 
-/* auth_check(frame) -> int: the verdict of _fastpath_auth.h on the one frame at the start of
+/* auth_check(frame) -> int: the verdict of fastpath_auth.c on the one frame at the start of
  * ``frame`` (AUTH_OK 0; AUTH_FRAME when it is no whole send frame take() would store: its
  * header's values, a topic of the snapshot...): what take() decides about its signature and
  * rules, nothing stored. For the tests and the fuzzer. */
@@ -730,7 +643,7 @@ static PyObject *fp_auth_check(FastPathObject *fp, PyObject *frame)
 
 static PyMethodDef fp_methods[] = {
     {"take", (PyCFunction)(void (*)(void))fp_take, METH_FASTCALL,
-     "Every frame it can handle from buf[pos:], stored and answered; see _fastpath.h."},
+     "Every frame it can handle from buf[pos:], stored and answered; see broker/_native/fastpath.h."},
     {"set_topics", (PyCFunction)fp_set_topics, METH_O,
      "The topics it may store to: {topic: write queue nums}, replacing the last snapshot."},
     {"counts", (PyCFunction)fp_counts, METH_NOARGS,
@@ -746,16 +659,15 @@ static PyMethodDef fp_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject FastPathType = {
+PyTypeObject FastPathType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "orbitmq.protocol._speedups.FastPath",
+    .tp_name = "orbitmq._native._speedups.broker.FastPath",
     .tp_basicsize = sizeof(FastPathObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The native fast path of plain sends (see _fastpath.h).",
+    .tp_doc = "The native fast path of plain sends (broker/_native/fastpath.h).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)fp_init,
     .tp_dealloc = (destructor)fp_dealloc,
     .tp_methods = fp_methods,
 };
 
-#endif
