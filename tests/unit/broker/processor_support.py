@@ -29,6 +29,7 @@ from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.properties import encode_properties
 from orbitmq.transport.loop import LoopThread
+from orbitmq.transport.server import INTERNAL_ERROR_REMARK, call_guarded
 
 __all__ = ["Peer", "RunningBroker", "running_broker", "send_request", "json_body"]
 
@@ -110,20 +111,23 @@ class RunningBroker:
 
     def answer(self, handler: Handler, cmd: RemotingCommand,
                peer: Peer | None = None) -> RemotingCommand:
-        """``handler(cmd, peer)`` on the broker's loop, normalised as the server does: an
-        awaitable is awaited; None (the handler wrote its answer itself, e.g. with
-        ``send_parts``) is the last command written to the peer by this call."""
+        """``handler(cmd, peer)`` on the broker's loop, its result taken as the server takes it
+        (``call_guarded``: a BrokerError raised is its code and remark, an awaitable is
+        awaited); None (the handler wrote its answer itself, e.g. with ``send_parts``) is the
+        last command this call wrote to the peer. A handler that failed (the server's
+        SYSTEM_ERROR "internal error" answer) fails the test."""
         conn = self.peer if peer is None else peer
 
         async def go() -> RemotingCommand:
             written = len(conn.sent)
-            result = handler(cmd, conn)
+            result = call_guarded(handler, cmd, conn)  # type: ignore[arg-type]
             if inspect.isawaitable(result):
                 result = await result
             if result is None:
                 assert len(conn.sent) > written, "the handler neither answered nor wrote"
                 result = conn.sent[-1]
             assert isinstance(result, RemotingCommand), result
+            assert not (result.remark or "").startswith(INTERNAL_ERROR_REMARK), result.remark
             return result
         return self.call(go())
 
