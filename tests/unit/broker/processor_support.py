@@ -24,6 +24,13 @@ import orjson
 from orbitmq.assembly import build_broker
 from orbitmq.broker.controller import BrokerController
 from orbitmq.config import TEST_MIN_STORE, BrokerConfig
+from orbitmq.protocol.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    MessageModel,
+    ProducerData,
+    SubscriptionData,
+)
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
@@ -31,7 +38,7 @@ from orbitmq.protocol.properties import encode_properties
 from orbitmq.transport.loop import LoopThread
 from orbitmq.transport.server import INTERNAL_ERROR_REMARK, call_guarded
 
-__all__ = ["Peer", "RunningBroker", "running_broker", "send_request", "json_body"]
+__all__ = ["Peer", "RunningBroker", "running_broker", "send_request", "heartbeat", "json_body"]
 
 T = TypeVar("T")
 _ports = itertools.count(40001)
@@ -171,3 +178,17 @@ def json_body(resp: RemotingCommand) -> Any:
     """The answer's JSON body."""
     return orjson.loads(bytes(resp.body))
 
+
+
+def heartbeat(client_id: str, *, consumers: dict[str, list[str]] | None = None,
+              producers: list[str] | None = None,
+              model: MessageModel = MessageModel.CLUSTERING) -> RemotingCommand:
+    """HEART_BEAT from ``client_id``: consumer groups (group -> subscribed topics, every tag)
+    and producer groups."""
+    data = HeartbeatData(
+        client_id,
+        [ProducerData(g) for g in producers or []],
+        [ConsumerData(g, message_model=model,
+                      subscription_data_set=[SubscriptionData(t) for t in topics])
+         for g, topics in (consumers or {}).items()])
+    return RemotingCommand.request(RequestCode.HEART_BEAT, body=data.to_json())
