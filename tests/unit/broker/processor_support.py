@@ -24,6 +24,7 @@ import orjson
 from orbitmq.assembly import build_broker
 from orbitmq.broker.controller import BrokerController
 from orbitmq.config import TEST_MIN_STORE, BrokerConfig
+from orbitmq.errors import TimeoutError as OrbitMQTimeout
 from orbitmq.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -50,7 +51,8 @@ class Peer:
     ``peer``, ``peer_host``, ``attributes``, ``is_open``, ``last_received``, ``send``,
     ``send_parts``, ``invoke_oneway``, ``invoke``, ``close``): what the broker writes to it is
     kept in ``sent`` (answers written by the handler itself) and ``oneway`` (the broker's own
-    requests: NOTIFY_CONSUMER_IDS_CHANGED...). ``replies`` answers the broker's ``invoke``."""
+    requests: NOTIFY_CONSUMER_IDS_CHANGED...). ``replies`` answers the broker's ``invoke`` (without it, the
+    invoke times out as RemotingConnection.invoke does)."""
 
     def __init__(self, port: int | None = None,
                  replies: Callable[[RemotingCommand], RemotingCommand] | None = None) -> None:
@@ -76,7 +78,7 @@ class Peer:
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         self.invoked.append(cmd)
         if self.replies is None:
-            raise TimeoutError(f"no answer to request code={cmd.code} from {self.peer}")
+            raise OrbitMQTimeout(f"no answer to request code={cmd.code} from {self.peer}")
         return self.replies(cmd)
 
     def close(self) -> None:
