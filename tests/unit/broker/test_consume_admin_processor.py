@@ -10,7 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from processor_support import Peer, RunningBroker, heartbeat, json_body, running_broker, send_request
+from processor_support import (
+    Peer,
+    RunningBroker,
+    heartbeat,
+    json_body,
+    running_broker,
+    send_request,
+)
 
 from orbitmq.protocol.admin_headers import (
     CloneGroupOffsetRequestHeader,
