@@ -11,6 +11,8 @@ server runs them.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import inspect
 import itertools
@@ -35,11 +37,14 @@ from orbitmq.protocol.bodies import (
 from orbitmq.protocol.codes import RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
+from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.properties import encode_properties
+from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.transport.loop import LoopThread
 from orbitmq.transport.server import INTERNAL_ERROR_REMARK, call_guarded
 
-__all__ = ["Peer", "RunningBroker", "running_broker", "send_request", "heartbeat", "json_body"]
+__all__ = ["Peer", "RunningBroker", "running_broker", "send_request", "heartbeat", "json_body",
+           "stored_messages"]
 
 T = TypeVar("T")
 _ports = itertools.count(40001)
@@ -122,9 +127,14 @@ class RunningBroker:
                peer: Peer | None = None) -> RemotingCommand:
         """``handler(cmd, peer)`` on the broker's loop, its result taken as the server takes it
         (``call_guarded``: a BrokerError raised is its code and remark, an awaitable is
-        awaited); None (the handler wrote its answer itself, e.g. with ``send_parts``) is the
-        last command this call wrote to the peer. A handler that failed (the server's
-        SYSTEM_ERROR "internal error" answer) fails the test."""
+        awaited); None (the handler writes its answer itself, e.g. with ``send_parts``, maybe
+        later: a held pull) is the next command written to the peer. A handler that failed
+        (the server's SYSTEM_ERROR "internal error" answer) fails the test."""
+        return self.answer_later(handler, cmd, peer).result(CALL_TIMEOUT_S)
+
+    def answer_later(self, handler: Handler, cmd: RemotingCommand,
+                     peer: Peer | None = None) -> concurrent.futures.Future[RemotingCommand]:
+        """``answer`` without waiting for it: its future (a held pull's answer comes later)."""
         conn = self.peer if peer is None else peer
 
         async def go() -> RemotingCommand:
@@ -133,12 +143,15 @@ class RunningBroker:
             if inspect.isawaitable(result):
                 result = await result
             if result is None:
-                assert len(conn.sent) > written, "the handler neither answered nor wrote"
-                result = conn.sent[-1]
+                deadline = time.monotonic() + CALL_TIMEOUT_S
+                while len(conn.sent) == written:
+                    assert time.monotonic() < deadline, "the handler never answered"
+                    await asyncio.sleep(0.002)
+                result = conn.sent[written]
             assert isinstance(result, RemotingCommand), result
             assert not (result.remark or "").startswith(INTERNAL_ERROR_REMARK), result.remark
             return result
-        return self.call(go())
+        return self.loop.submit(go())
 
     def settle(self) -> None:
         """Wait until every message stored so far is in the consume queues and the index (the
@@ -194,3 +207,13 @@ def heartbeat(client_id: str, *, consumers: dict[str, list[str]] | None = None,
                       subscription_data_set=[SubscriptionData(t) for t in topics])
          for g, topics in (consumers or {}).items()])
     return RemotingCommand.request(RequestCode.HEART_BEAT, body=data.to_json())
+
+
+def stored_messages(raw: bytes | memoryview) -> list[MessageExt]:
+    """The stored messages lying back to back in ``raw`` (a pull's or a query's body)."""
+    data, out, pos = bytes(raw), [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        out.append(decode_stored_message(data[pos:pos + size]))
+        pos += size
+    return out

@@ -9,7 +9,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from processor_support import Handler, RunningBroker, running_broker, send_request
+from processor_support import (
+    Handler,
+    RunningBroker,
+    running_broker,
+    send_request,
+    stored_messages,
+)
 
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
@@ -131,12 +137,7 @@ def _query(broker: RunningBroker, key: str, max_num: int = 32) -> RemotingComman
 
 
 def _bodies(raw: bytes) -> list[bytes]:
-    out, pos = [], 0
-    while pos < len(raw):
-        size = int.from_bytes(raw[pos:pos + 4], "big")
-        out.append(bytes(decode_stored_message(raw[pos:pos + size]).body))
-        pos += size
-    return out
+    return [bytes(m.body) for m in stored_messages(raw)]
 
 
 def test_messages_found_by_key_are_written_to_the_peer(broker: RunningBroker,
