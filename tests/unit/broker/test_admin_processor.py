@@ -89,10 +89,10 @@ def test_an_illegal_topic_name_is_refused_message_illegal(broker: RunningBroker)
                                                       ("write_queue_nums", 1025, "writeQueueNums")])
 def test_queue_counts_out_of_range_are_refused_invalid_parameter(
         broker: RunningBroker, field: str, value: int, name: str) -> None:
-    resp = _create(broker, "AdminRange", **{field: value})
+    resp = _create(broker, f"AdminRange{name}", **{field: value})
     assert resp.code == ResponseCode.INVALID_PARAMETER
     assert resp.remark is not None and resp.remark.startswith(f"{name} {value} is out of range 1..")
-    assert "AdminRange" not in _all_topics(broker).topic_config_table
+    assert f"AdminRange{name}" not in _all_topics(broker).topic_config_table
 
 
 def test_a_deleted_topic_loses_its_config_offsets_and_queues(broker: RunningBroker) -> None:

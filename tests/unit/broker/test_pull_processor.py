@@ -36,10 +36,13 @@ def _topic(broker: RunningBroker, name: str, queues: int = 1, perm: int = 6) -> 
 
 
 def _send(broker: RunningBroker, topic: str, *tags: str) -> None:
+    """Messages with these tags, dispatched: the tests pull from offsets the sends answered
+    (a consumer's offsets come from its pulls, which never run ahead of the dispatch)."""
     for tag in tags:
         resp = broker.answer(broker.processors.send.send_message,
                              send_request(topic, tag.encode(), properties={"TAGS": tag}))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
+    broker.settle()
 
 
 def _pull_cmd(topic: str, offset: int, *, group: str = "PullG", queue_id: int = 0,

@@ -103,16 +103,17 @@ def test_the_earliest_store_time_is_the_first_message_s(broker: RunningBroker,
     assert int(resp.ext_fields["timestamp"]) == sent[0].store_timestamp
 
 
+@pytest.mark.parametrize("which", [0, 1])
 def test_a_message_viewed_by_its_commit_log_offset_is_its_stored_bytes(
-        broker: RunningBroker, sent: list[MessageExt]) -> None:
+        broker: RunningBroker, sent: list[MessageExt], which: int) -> None:
     cmd = RemotingCommand.request(
         RequestCode.VIEW_MESSAGE_BY_ID,
-        ViewMessageRequestHeader(sent[1].commit_log_offset).to_ext_fields())
+        ViewMessageRequestHeader(sent[which].commit_log_offset).to_ext_fields())
     resp = broker.answer(broker.processors.query.view_message_by_id, cmd)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     msg = decode_stored_message(bytes(resp.body))
-    assert (msg.topic, bytes(msg.body), msg.queue_offset) == (TOPIC, b"q1", 1)
-    assert len(resp.body) == sent[1].store_size
+    assert (msg.topic, bytes(msg.body), msg.queue_offset) == (TOPIC, f"q{which}".encode(), which)
+    assert len(resp.body) == sent[which].store_size
 
 
 @pytest.mark.parametrize("where", ["inside", "past_end"])
