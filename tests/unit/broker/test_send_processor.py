@@ -11,7 +11,8 @@ from processor_support import RunningBroker, running_broker, send_request
 from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
-from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.msgid import decode_offset_msg_id
 
 MAX_BODY = 32 * 1024
@@ -167,3 +168,37 @@ def test_a_delayed_message_is_parked_in_the_schedule_topic(broker: RunningBroker
     assert msg.properties[PropertyKey.REAL_TOPIC] == "SendDelayed"
     assert msg.properties[PropertyKey.REAL_QID] == "1"
     assert msg.properties[PropertyKey.DELAY] == "3"
+
+
+def _with_properties_of(size: int) -> RemotingCommand:
+    overhead = len(send_request("SendProps", properties={"big": ""}).ext_fields["i"])
+    cmd = send_request("SendProps", properties={"big": "x" * (size - overhead)})
+    assert len(cmd.ext_fields["i"]) == size
+    return cmd
+
+
+def test_properties_must_leave_room_in_the_stored_length_field(broker: RunningBroker) -> None:
+    # 32767 (the stored i16 length) is refused: the stored form may add a separator byte.
+    _topic(broker, "SendProps")
+    send = broker.processors.send.send_message
+    refused = broker.answer(send, _with_properties_of(32767))
+    assert refused.code == ResponseCode.MESSAGE_ILLEGAL
+    assert refused.remark == "message properties size 32767 exceeds the limit 32767"
+    stored = broker.answer(send, _with_properties_of(32766))
+    assert stored.code == ResponseCode.SUCCESS, stored.remark
+    assert len(_stored(broker, stored.ext_fields["msgId"]).properties["big"]) > 32_700
+
+
+def test_a_transactional_send_is_stored_as_a_half_message(broker: RunningBroker) -> None:
+    _topic(broker, "SendTx")
+    resp = broker.answer(broker.processors.send.send_message, send_request(
+        "SendTx", b"tx", properties={"UNIQ_KEY": "TX-1", "TRAN_MSG": "true", "PGROUP": "PG"},
+        sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert resp.ext_fields["transactionId"] == "TX-1"
+    half = _stored(broker, resp.ext_fields["msgId"])
+    assert half.topic == "RMQ_SYS_TRANS_HALF_TOPIC"
+    assert half.properties[PropertyKey.REAL_TOPIC] == "SendTx"
+    assert bytes(half.body) == b"tx"
+    broker.settle()
+    assert broker.run(lambda: broker.controller.store.get_max_offset_in_queue("SendTx", 0)) == 0
