@@ -135,8 +135,10 @@ def test_delay_survives_a_broker_restart_without_loss_or_duplicate(harness: Brok
     msgs = wait_for(lambda: [m for m in h.pull_all("DelayRestart", 0) if m.body == b"slow"],
                     "the 4 s message after the restart")
     assert msgs[0].store_timestamp - parked.store_timestamp >= LEVEL_MS[4]
-    offsets = json.loads((Path(h.config.store.store_path) / "config" / DELAY_OFFSET_FILE).read_text())
-    assert offsets["offsetTable"] == {"1": 1, "5": 1}
+    # The level's offset is saved once its delivery is durable, so a moment after it is pullable.
+    offsets_file = Path(h.config.store.store_path) / "config" / DELAY_OFFSET_FILE
+    wait_for(lambda: json.loads(offsets_file.read_text())["offsetTable"] == {"1": 1, "5": 1},
+             "both levels' offsets saved")
 
     # A second restart finds both levels done: nothing is delivered twice.
     h.restart()
