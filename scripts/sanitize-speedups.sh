@@ -71,12 +71,12 @@ gcc -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-re
 export PYTHONPATH="$work/src"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 "$PY" -c "import orbitmq._native._speedups as m; from orbitmq.store.native import NATIVE; assert NATIVE is not None; print(m.__file__)"
-"$PY" -m pytest -p no:cacheprovider -q tests/unit/test_stored_twins.py \
-    tests/unit/test_native_speedups.py tests/integration/test_broker_malformed_messages.py \
-    tests/unit/test_store_put_get.py tests/unit/test_store_recovery.py \
+"$PY" -m pytest -p no:cacheprovider -q tests/unit/protocol/test_stored_twins.py \
+    tests/unit/_native/test_native_speedups.py tests/integration/test_broker_malformed_messages.py \
+    tests/unit/store/test_store_put_get.py tests/unit/store/test_store_recovery.py \
     tests/integration/test_broker_send_pull.py tests/integration/test_broker_cpp_frames.py \
     tests/integration/test_store_bulk.py tests/integration/test_fast_path_differential.py \
-    tests/unit/test_fast_path.py tests/unit/test_column_batch.py \
-    tests/unit/test_fast_path_signed.py tests/integration/test_fast_path_auth.py \
-    tests/unit/test_dispatch_plan.py tests/unit/test_stored_columns.py \
-    tests/unit/test_stored_layout_lint.py tests/integration/test_column_send.py "$@"
+    tests/unit/broker/test_fast_path.py tests/unit/protocol/test_column_batch.py \
+    tests/unit/broker/test_fast_path_signed.py tests/integration/test_fast_path_auth.py \
+    tests/unit/store/test_dispatch_plan.py tests/unit/protocol/test_stored_columns.py \
+    tests/unit/store/test_stored_layout_lint.py tests/integration/test_column_send.py "$@"

@@ -16,7 +16,7 @@ offset, long-polls with the suspend flag and commits its offset on shutdown).
 
 The first request frame of each kind is written raw (the whole frame, 4-byte length included) to
 tests/data/cpp_<kind>.bin, and tests/data/golden.json describes what each one must decode to; those
-files are what tests/unit/test_golden_frames.py checks. Old cpp_*.bin files are removed first, so the
+files are what tests/unit/protocol/test_golden_frames.py checks. Old cpp_*.bin files are removed first, so the
 directory always matches golden.json. The client's own log (HOME is a temp dir for the driver) is
 kept when `--keep-log` is given (its path is printed), for reading the client's view of the exchange.
 """

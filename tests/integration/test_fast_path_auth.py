@@ -4,7 +4,7 @@ the topic, are stored by the C code; every refusal (unsigned, unknown user, wron
 the rules do not allow, rules revoked) is the Python guard's answer, audited, with nothing
 stored; signed and unsigned frames mixed on one connection are answered in order; the SDK's
 signing producer goes the fast way. The C check against the guard frame by frame is
-tests/unit/test_fast_path_signed.py.
+tests/unit/broker/test_fast_path_signed.py.
 """
 
 from __future__ import annotations

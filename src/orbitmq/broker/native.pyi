@@ -1,5 +1,5 @@
 # Types of the broker's C fast path (broker/_native/*.c), orbitmq._native._speedups.broker.
-# tests/unit/test_native_speedups.py holds the names here to the module's.
+# tests/unit/_native/test_native_speedups.py holds the names here to the module's.
 from typing import Any, Protocol
 
 class FastPath:

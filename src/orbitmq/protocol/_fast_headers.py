@@ -5,7 +5,7 @@ parser call per field); a broker answering tens of thousands of sends a second p
 one. These functions handle the shape real clients send (every value a str, numbers in decimal)
 and return None for anything else, so that the caller falls back to the generic decoder. That
 keeps one definition of what is accepted and what error is raised: for every input where these
-functions return a header, the generic decoder returns an equal one (tests/unit/test_fast_headers.py
+functions return a header, the generic decoder returns an equal one (tests/unit/protocol/test_fast_headers.py
 checks that on generated inputs and on every range boundary). The ranges of headers.py are checked
 here with plain comparisons; a value out of range declines, and the generic decoder then refuses it
 naming the field.

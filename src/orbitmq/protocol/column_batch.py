@@ -13,7 +13,7 @@ checked as ``check_message`` and ``encode_properties`` would check it, with erro
 
 The C twin (``encode_batch_columns`` in ``protocol/_native/column_batch.c``) takes the same arguments and gives
 the same bytes and the same refusals; :func:`encode_batch_columns` picks it unless
-``ORBITMQ_PURE_PYTHON=1`` or no compiler built it. tests/unit/test_column_batch.py compares the
+``ORBITMQ_PURE_PYTHON=1`` or no compiler built it. tests/unit/protocol/test_column_batch.py compares the
 two with each other and with ``protocol.batch.encode_batch``.
 """
 

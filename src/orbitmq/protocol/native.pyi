@@ -1,6 +1,6 @@
 # Types of the protocol's C twins (protocol/_native/*.c), orbitmq._native._speedups.protocol:
 # the stored codec's *_py functions (same arguments, same results, same refusals), the column
-# encoder, java_hash, zlib's CRC-32 and HMAC-SHA1. tests/unit/test_native_speedups.py holds the
+# encoder, java_hash, zlib's CRC-32 and HMAC-SHA1. tests/unit/_native/test_native_speedups.py holds the
 # names here to the module's.
 from typing import Any, Protocol
 

@@ -13,7 +13,7 @@ each queue's new entries come as one run written with one copy (ConsumeQueue.put
 index entries as one planned list (IndexService.put_planned), arrivals per run; a delay level's
 messages and keys only Python splits still go message by message. Without them (or with
 ORBITMQ_PURE_PYTHON=1) every message goes through ``_dispatch_record``; both give the same
-queue and index files (tests/unit/test_dispatch_plan.py).
+queue and index files (tests/unit/store/test_dispatch_plan.py).
 
 Invariant: ``reput_offset`` only grows (asserted after every round).
 """

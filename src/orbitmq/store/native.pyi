@@ -1,5 +1,5 @@
 # Types of the store's C work (store/_native/*.c), orbitmq._native._speedups.store.
-# tests/unit/test_native_speedups.py holds the names here to the module's.
+# tests/unit/_native/test_native_speedups.py holds the names here to the module's.
 from collections.abc import Callable
 from typing import Any, Protocol
 

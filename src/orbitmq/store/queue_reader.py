@@ -190,7 +190,7 @@ def _read_runs_in_c(result: GetMessageResult, entries: Any, commit_log: CommitLo
     """``result`` filled by an unfiltered read in runs, the entries walked in C
     (``queue_runs``), then a slice a run; False, ``result`` untouched, when an entry is damaged
     or a run is not all there: the read message by message tells what is, and answers the same
-    (tests/unit/test_stored_twins.py)."""
+    (tests/unit/protocol/test_stored_twins.py)."""
     assert NATIVE is not None
     try:
         runs, scanned, count, total, last, held = NATIVE.queue_runs(

@@ -1,7 +1,7 @@
 /*
  * encode_batch_columns: SEND_BATCH_MESSAGE bodies straight from columns (protocol/column_batch.py
  * is the Python twin and documents the arguments). Same bytes, same refusals (ClientError with
- * the same message) as encode_batch_columns_py; tests/unit/test_column_batch.py checks it.
+ * the same message) as encode_batch_columns_py; tests/unit/protocol/test_column_batch.py checks it.
  *
  * Every offset read from a buffer column is bounds-checked against its buffers before use.
  */

@@ -3,7 +3,7 @@
  * (encode_wire_single, encode_wire_batch, check_wire_batch, patch_positions, scan_stored): each
  * takes the same arguments as its Python twin (``*_py`` in the stored package) and gives the same
  * bytes, the same None and the same refusals (RemoteProtocolError with the same message,
- * ValueError, OverflowError); tests/unit/test_stored_twins.py checks it. The encoding is
+ * ValueError, OverflowError); tests/unit/protocol/test_stored_twins.py checks it. The encoding is
  * stored_encode.c's, the rules stored_rules.c's.
  */
 #include "protocol/_native/entry_points.h"

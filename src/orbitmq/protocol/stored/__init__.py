@@ -39,7 +39,7 @@ check its CRC too; dispatch and the filters do not read it.
 
 The hot functions (``encode_wire_single``, ``encode_wire_batch``, ``check_wire_batch``,
 ``patch_positions``, ``scan``, ``stored_columns``) have a C twin in ``protocol/_native/`` that takes the same arguments and gives the same bytes and the
-same refusals (tests/unit/test_stored_twins.py); ``*_py`` are the Python ones, and the module picks
+same refusals (tests/unit/protocol/test_stored_twins.py); ``*_py`` are the Python ones, and the module picks
 the C twin unless it is missing or ``ORBITMQ_PURE_PYTHON=1``.
 """
 

@@ -1,7 +1,7 @@
 """Bulk decode: the messages of a pull body as columns (Arrow-shaped buffers), for bulk readers such
 as Spark's source. Part of the stored codec (see the package docstring); ``stored_columns_py`` is
 the Python twin of the C ``stored_columns`` (the same buffers byte for byte, the same refusals:
-tests/unit/test_stored_columns.py).
+tests/unit/protocol/test_stored_columns.py).
 
 Each column comes as the buffers Arrow builds an array from, in native byte order: fixed-width
 values back to back; variable-width ones as int32 offsets (one more than the values) and the

@@ -3,7 +3,7 @@
  * named once: a consume queue entry (store/consume_queue.py's CQ_ENTRY) and the IndexFile's
  * header, hash slots and entries (store/index_file.py's _HEADER, _SLOT, _ENTRY) with the planned
  * index entry dispatch hands to index_put (index_file.py's PLANNED_ENTRY). Big-endian, RocketMQ's
- * layout. tests/unit/test_stored_layout_lint.py holds every value here to the Python
+ * layout. tests/unit/store/test_stored_layout_lint.py holds every value here to the Python
  * constants (one place per language).
  */
 #ifndef ORBITMQ_STORE_LAYOUT_H

@@ -12,7 +12,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-ADMIN = Path(__file__).resolve().parents[2] / "src" / "orbitmq" / "client" / "admin"
+ADMIN = Path(__file__).resolve().parents[3] / "src" / "orbitmq" / "client" / "admin"
 
 
 def _circles(graph: grimp.ImportGraph, package: str) -> list[tuple[str, str]]:

@@ -107,7 +107,7 @@ def test_crc32_is_zlibs_around_the_lane_sizes(n: int) -> None:
 # -- each room's part, and its stub ----------------------------------------------------------------
 
 ROOMS = {"protocol": "ProtocolNative", "store": "StoreNative", "broker": "BrokerNative"}
-SRC = Path(__file__).resolve().parents[2] / "src" / "orbitmq"
+SRC = Path(__file__).resolve().parents[3] / "src" / "orbitmq"
 
 
 def _stub_names(room: str) -> set[str]:

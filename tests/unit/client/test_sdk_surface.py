@@ -30,7 +30,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.message import RESERVED_PROPERTIES
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 # -- errors ---------------------------------------------------------------------------------------

@@ -345,7 +345,7 @@ def test_the_security_page_shows_the_access_table_as_it_is() -> None:
     names = {int(m): m.name for m in (*RequestCode, *OrbitMQRequestCode)}
     names.update({v: k for k, v in vars(AuthRequestCode).items() if k.isupper()})
     rows = [f"| {c} | {names[c]} | {describe(c)} |" for c in sorted(ACCESS_TABLE)]
-    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "security.md").read_text()
     shown = page.split("<!-- access-table:begin -->")[1].split("<!-- access-table:end -->")[0]
     assert [line for line in shown.strip().splitlines()[2:]] == rows
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "orbitmq"
+SRC = Path(__file__).resolve().parents[3] / "src" / "orbitmq"
 # What the package re-exports that Spark and the CLI must not use (the wire, not data types).
 WIRE_NAMES = {"RemotingCommand", "RequestCode", "ResponseCode", "decode", "encode"}
 

@@ -26,7 +26,7 @@ from orbitmq.protocol.command import RemotingCommand, decode_command, encode
 from orbitmq.protocol.frame import FrameDecoder
 from orbitmq.protocol.properties import parse_properties
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 GOLDEN = json.loads((DATA_DIR / "golden.json").read_text())
 ENTRIES: list[dict[str, Any]] = GOLDEN["frames"]
 BY_NAME = {entry["name"]: entry for entry in ENTRIES}

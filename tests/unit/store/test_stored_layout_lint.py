@@ -17,7 +17,7 @@ import re
 import struct
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "orbitmq"
+SRC = Path(__file__).resolve().parents[3] / "src" / "orbitmq"
 CODEC = set((SRC / "protocol" / "stored").glob("*.py"))
 NATIVE = SRC / "protocol" / "_native"
 # The stored codec's C twin, and the C of the rooms that read stored messages through it. (Not
