@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["EtcdNode", "EtcdCluster", "etcd_binary", "free_port"]
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 60.0  # etcd starts in a second; a loaded machine, an election, take longer
 
 
 def etcd_binary() -> str | None:

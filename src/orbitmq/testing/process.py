@@ -16,7 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
-__all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_disk_ignored"]
+__all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_disk_ignored",
+           "READY_WAIT_S"]
 
 # A test broker shares its disk with everything else on the host, whose use it cannot foresee: at
 # the default ratios it would delete a test's segments (past 0.75 or 0.85 of the disk used) or
@@ -28,6 +29,10 @@ HOST_DISK_IGNORED = ("--disk-max-used-space-ratio", "1.0", "--disk-space-clean-f
                      "--broker-fast-failure-enable", "false")
 
 READY = re.compile(r"orbitmq (\w+) ready on (\S+):(\d+)")
+# The default bound of a server's start (its ready lines): a broker takes 5-7 s to start beside a
+# busy 2-core machine's other work, more while a JVM or a compiler starts next to it. Only a
+# server that does not start waits this long.
+READY_WAIT_S = 60.0
 
 
 class ServerProcess:
@@ -71,7 +76,7 @@ class ServerProcess:
         with self._cond:
             self._cond.notify_all()
 
-    def wait_ready(self, *roles: str, timeout: float = 30.0) -> dict[str, str]:
+    def wait_ready(self, *roles: str, timeout: float = READY_WAIT_S) -> dict[str, str]:
         """Wait until every role in ``roles`` logged its ready line; raise with the output if not."""
         deadline = time.monotonic() + timeout
         with self._cond:
