@@ -16,6 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
+from orbitmq.testing.waits import READY_WAIT_S
+
 __all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_disk_ignored",
            "READY_WAIT_S"]
 
@@ -29,10 +31,6 @@ HOST_DISK_IGNORED = ("--disk-max-used-space-ratio", "1.0", "--disk-space-clean-f
                      "--broker-fast-failure-enable", "false")
 
 READY = re.compile(r"orbitmq (\w+) ready on (\S+):(\d+)")
-# The default bound of a server's start (its ready lines): a broker takes 5-7 s to start beside a
-# busy 2-core machine's other work, more while a JVM or a compiler starts next to it. Only a
-# server that does not start waits this long.
-READY_WAIT_S = 60.0
 
 
 class ServerProcess:
