@@ -24,11 +24,15 @@ pytestmark = pytest.mark.skipif(etcd_binary() is None,
 # One send's bound: a SYNC_MASTER answers once its slaves hold the message, which a loaded 2-core
 # machine can delay past a second; a refusal (the fenced master) is answered at once.
 SEND_TIMEOUT_S = 10.0
+# While etcd is gone the sends probe when the master stops: a fenced master refuses at once, and a
+# shorter bound keeps the producer's close (which waits for a send cut short) short.
+PROBE_TIMEOUT_S = 3.0
 
 
-def _send(producer: Producer, n: int) -> tuple[SendStatus, int | None] | None:
+def _send(producer: Producer, n: int,
+          timeout: float = SEND_TIMEOUT_S) -> tuple[SendStatus, int | None] | None:
     try:
-        result = producer.send(Message("EtcdLoss", b"m%d" % n), timeout=SEND_TIMEOUT_S)
+        result = producer.send(Message("EtcdLoss", b"m%d" % n), timeout=timeout)
     except OrbitMQError:
         return None
     return result.status, result.master_epoch
@@ -96,7 +100,10 @@ def test_losing_one_etcd_member_of_three_changes_nothing(tmp_path: Path) -> None
 
 def test_losing_etcd_entirely_stops_elections_not_the_master_until_its_lease_lapses(
         tmp_path: Path) -> None:
-    ttl_s, margin_s = 4, 1.0
+    # The master stops acknowledging by the fence (its last renewal + ttl - margin, before etcd
+    # died); a SEND_OK is stamped when it reaches this test, which a loaded machine delays: the
+    # margin is that slack (2 s), and the renewals every ttl/3 keep as much before the fence.
+    ttl_s, margin_s = 6, 2.0
     with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, ttl_s=ttl_s,
                                               fence_margin_ms=int(margin_s * 1000)) as brokers:
         first = brokers.wait_master(in_sync=3)
@@ -107,7 +114,8 @@ def test_losing_etcd_entirely_stops_elections_not_the_master_until_its_lease_lap
             answers: list[tuple[float, tuple[SendStatus, int | None] | None]] = []
 
             def stopped() -> bool:
-                answers.append((time.monotonic(), _send(producer, len(answers) + 1)))
+                answers.append((time.monotonic(),
+                                _send(producer, len(answers) + 1, PROBE_TIMEOUT_S)))
                 return answers[-1][1] is None or answers[-1][1][0] is not SendStatus.OK
             wait_for(stopped, "the master stops acknowledging once its lease may lapse",
                      ttl_s + 10)
