@@ -19,9 +19,10 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, encode
 from orbitmq.protocol.frame import FrameDecoder
 from orbitmq.testing.embedded import EmbeddedCluster
+from orbitmq.testing.waits import EVENT_WAIT_S
 
 TOPIC = "BusyTopic"
-WAIT_S = 5.0
+WAIT_S = EVENT_WAIT_S  # the stall's start, an answer
 
 
 def send_frame(opaque: int, properties: str = "") -> bytes:

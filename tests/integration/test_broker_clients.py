@@ -12,6 +12,7 @@ from test_broker_support import DATA_DIR, BrokerHarness, RawConnection, broker_c
 from orbitmq.protocol.bodies import ConsumerData, ConsumerListBody, HeartbeatData, ProducerData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
 
@@ -41,7 +42,7 @@ class Member:
         self.h.call(self.client.close())
 
 
-def _wait(pred, timeout: float = 5.0) -> None:
+def _wait(pred, timeout: float = EVENT_WAIT_S) -> None:
     deadline = time.monotonic() + timeout
     while not pred():
         assert time.monotonic() < deadline, "condition not met in time"

@@ -14,6 +14,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import iter_stored_messages
+from orbitmq.testing.waits import EVENT_WAIT_S
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ def test_push_consumer_frames(h: BrokerHarness, conn: RawConnection) -> None:
     assert [m.body for m in iter_stored_messages(r.body)] == [b"first"]
     # sysFlag 7 at offset 1 with commitOffset 1: held until a TagA message arrives.
     conn.send((DATA_DIR / "cpp_push_pull_commit.bin").read_bytes())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + EVENT_WAIT_S
     while h.on_loop(lambda: h.broker.pull.long_poll.held_count) != 1:
         assert time.monotonic() < deadline, "the pull was not held"
         time.sleep(0.005)

@@ -13,6 +13,7 @@ from orbitmq.errors import ConnectionClosedError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.stored import iter_stored_messages
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport import RemotingClient
 
 # Far below the 60 s recheck period set below (so only the arrival's wake-up can answer in time),
@@ -33,7 +34,7 @@ def _held(h: BrokerHarness) -> int:
     return h.on_loop(lambda: h.broker.pull.long_poll.held_count)
 
 
-def _wait_held(h: BrokerHarness, n: int, timeout: float = 5.0) -> None:
+def _wait_held(h: BrokerHarness, n: int, timeout: float = EVENT_WAIT_S) -> None:
     deadline = time.monotonic() + timeout
     while _held(h) < n:
         assert time.monotonic() < deadline, "pull was not held"
@@ -116,7 +117,7 @@ def test_closed_connection_drops_its_held_pulls(h: BrokerHarness) -> None:
     h.call(other.close())
     with pytest.raises(ConnectionClosedError):  # the caller sees its own connection close
         fut.result(10)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + EVENT_WAIT_S
     while _held(h):
         assert time.monotonic() < deadline
         time.sleep(0.01)

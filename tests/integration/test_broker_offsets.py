@@ -12,6 +12,7 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq.assembly import build_broker
 from orbitmq.errors import StoreError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport import LoopThread
 
 
@@ -52,7 +53,7 @@ def test_offsets_are_flushed_periodically_without_a_stop(tmp_path: Path) -> None
     try:
         _update(h, "periodic", "T", 0, 42)
         path = tmp_path / "config" / "consumerOffset.json"
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + EVENT_WAIT_S
         while not (path.exists() and "T@periodic" in path.read_text()):
             assert time.monotonic() < deadline, "offsets never flushed"
             time.sleep(0.02)

@@ -36,12 +36,14 @@ from orbitmq.namesrv import NameServer
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import Message, MessageExt
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport.loop import LoopThread, run
 
 MiB = 1024 * 1024
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = EVENT_WAIT_S,
+               what: str = "") -> None:
     """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():

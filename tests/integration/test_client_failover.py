@@ -24,6 +24,7 @@ from orbitmq.config import BrokerConfig, NamesrvConfig, StoreConfig
 from orbitmq.errors import TimeoutError
 from orbitmq.namesrv import NameServer
 from orbitmq.protocol.message import Message
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport.loop import LoopThread
 
 MiB = 1024 * 1024
@@ -48,7 +49,8 @@ asyncio.run(main())
 """
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = EVENT_WAIT_S,
+               what: str = "") -> None:
     """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():

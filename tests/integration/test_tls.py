@@ -23,6 +23,7 @@ from orbitmq.security.tls import (
     client_tls_from_env,
 )
 from orbitmq.testing.certs import TestCerts, make_test_certs
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport import RemotingClient, RemotingServer, run
 from orbitmq.transport.tls import HANDSHAKE_TIMEOUT_S, TlsListener
 
@@ -274,7 +275,7 @@ def test_stopping_closes_connections_still_silent_or_in_their_handshake(certs: T
         half.sendall(b"\x16\x03\x01")  # the start of a ClientHello's record, no more
         listener = server._server
         assert isinstance(listener, TlsListener)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + EVENT_WAIT_S
         while len(listener._admitting) < 2:
             assert time.monotonic() < deadline, "the two connections were not accepted"
             await asyncio.sleep(0.01)

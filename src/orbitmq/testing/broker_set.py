@@ -12,12 +12,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from orbitmq.testing.process import ServerProcess, host_disk_ignored
+from orbitmq.testing.process import READY_WAIT_S, ServerProcess, host_disk_ignored
 
 __all__ = ["BrokerSetProcesses", "SEGMENT_SIZE_DEFAULT"]
 
 SEGMENT_SIZE_DEFAULT = 64 * 1024 * 1024  # commit log segments: 1 GiB each would be a lot of disk
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = READY_WAIT_S
 
 
 class BrokerSetProcesses:

@@ -18,9 +18,11 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from orbitmq.testing.waits import READY_WAIT_S
+
 __all__ = ["EtcdNode", "EtcdCluster", "etcd_binary", "free_port"]
 
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = READY_WAIT_S  # etcd starts in a second; a loaded machine, an election, longer
 
 
 def etcd_binary() -> str | None:

@@ -17,11 +17,14 @@ from typing import TypeVar
 
 from orbitmq.broker.failover.rules import MasterRecord, SetState
 from orbitmq.broker.failover.service import key_prefix
-from orbitmq.testing.process import ServerProcess, host_disk_ignored
+from orbitmq.testing.process import READY_WAIT_S, ServerProcess, host_disk_ignored
 
 __all__ = ["FailoverSet", "read_etcd", "wait_for"]
 
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = READY_WAIT_S
+# One read of etcd by the test (not by the brokers): etcd answers in milliseconds, but a loaded
+# machine can hold the test's or etcd's process for seconds.
+READ_TIMEOUT_S = 10.0
 T = TypeVar("T")
 
 
@@ -38,7 +41,7 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float) -> T:
 
 
 def read_etcd(endpoint: str, cluster: str, name: str,
-              timeout: float = 2.0) -> tuple[SetState | None, MasterRecord | None]:
+              timeout: float = READ_TIMEOUT_S) -> tuple[SetState | None, MasterRecord | None]:
     """The broker set's state and master records as one etcd endpoint holds them now."""
     prefix = key_prefix(cluster, name)
     end = prefix[:-1] + bytes([prefix[-1] + 1])

@@ -16,7 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
-__all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_disk_ignored"]
+from orbitmq.testing.waits import READY_WAIT_S
+
+__all__ = ["ServerProcess", "standalone_process", "HOST_DISK_IGNORED", "host_disk_ignored",
+           "READY_WAIT_S"]
 
 # A test broker shares its disk with everything else on the host, whose use it cannot foresee: at
 # the default ratios it would delete a test's segments (past 0.75 or 0.85 of the disk used) or
@@ -71,7 +74,7 @@ class ServerProcess:
         with self._cond:
             self._cond.notify_all()
 
-    def wait_ready(self, *roles: str, timeout: float = 30.0) -> dict[str, str]:
+    def wait_ready(self, *roles: str, timeout: float = READY_WAIT_S) -> dict[str, str]:
         """Wait until every role in ``roles`` logged its ready line; raise with the output if not."""
         deadline = time.monotonic() + timeout
         with self._cond:
