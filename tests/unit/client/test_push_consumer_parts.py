@@ -47,7 +47,11 @@ def test_config_defaults_follow_rocketmq() -> None:
 
 @pytest.mark.parametrize("bad", [{"pull_batch_size": 0}, {"pull_batch_size": 2000},
                                  {"consume_thread_nums": 0}, {"max_reconsume_times": -2},
-                                 {"pull_timeout_ms": 10_000}])
+                                 {"pull_timeout_ms": 10_000}, {"lock_renew_interval_ms": 0},
+                                 {"lock_max_live_time_ms": -1},
+                                 {"pull_delay_on_exception_ms": -1},
+                                 {"await_termination_ms": -5},
+                                 {"suspend_current_queue_time_ms": -1}])
 def test_bad_settings_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ClientError):
         PushConsumerConfig("g", **bad)  # type: ignore[arg-type]

@@ -194,10 +194,20 @@ class PushConsumerConfig:
             "persist_consumer_offset_interval_ms": self.persist_consumer_offset_interval_ms,
             "rebalance_interval_ms": self.rebalance_interval_ms,
             "pull_suspend_time_ms": self.pull_suspend_time_ms,
+            "lock_renew_interval_ms": self.lock_renew_interval_ms,
+            "lock_max_live_time_ms": self.lock_max_live_time_ms,
         }
         for name, value in positive.items():
             if value <= 0:
                 raise ClientError(f"{name} must be positive, got {value}")
+        waits = {
+            "suspend_current_queue_time_ms": self.suspend_current_queue_time_ms,
+            "pull_delay_on_exception_ms": self.pull_delay_on_exception_ms,
+            "await_termination_ms": self.await_termination_ms,
+        }
+        for name, value in waits.items():
+            if value < 0:
+                raise ClientError(f"{name} must be 0 or more, got {value}")
         if not 1 <= self.pull_batch_size <= 1024:
             raise ClientError(f"pull_batch_size must be within 1..1024, got {self.pull_batch_size}")
         if self.max_reconsume_times < -1:
