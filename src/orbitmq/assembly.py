@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orbitmq.broker.controller import BrokerController
+from orbitmq.broker.fronts import GRPC_FRONT
 from orbitmq.config import BrokerConfig
 from orbitmq.security.registry import AuthRegistry
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GRPC", "build_broker", "grpc_endpoint", "mount_grpc"]
 
-GRPC = "grpc"  # the gRPC endpoint's name among the broker's services and fronts
+GRPC = GRPC_FRONT  # the gRPC endpoint's name among the broker's services and fronts
 
 
 def build_broker(config: BrokerConfig, *,

@@ -31,7 +31,7 @@ from orbitmq.broker.failover import FailoverService
 from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
-from orbitmq.broker.fronts import FrontParts
+from orbitmq.broker.fronts import GRPC_FRONT, FrontParts
 from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.broker.observability.service import BrokerObservability
 from orbitmq.broker.pop.pop_service import PopService
@@ -71,7 +71,7 @@ from orbitmq.broker.transaction import (
     TransactionService,
 )
 from orbitmq.broker.transaction.pending_processor import PendingTransactionsProcessor
-from orbitmq.config import BrokerConfig, BrokerRole
+from orbitmq.config import BrokerConfig, BrokerRole, ConfigError
 from orbitmq.errors import ClientError
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
@@ -331,6 +331,11 @@ class BrokerController:
         registration, on failure (after stopping what was started)."""
         if self._started:
             raise ClientError("broker already started")
+        if self.config.grpc_listen_port >= 0 and GRPC_FRONT not in self.fronts:
+            # The broker does not import its gRPC front: never serve without the port asked for.
+            raise ConfigError("grpc_listen_port", (
+                f"grpc_listen_port is {self.config.grpc_listen_port} but no gRPC endpoint is "
+                "mounted: build the broker with orbitmq.assembly.build_broker, or set -1"))
         check_exposure(self.config, self.config.listen_host, "the broker")
         self._started = True
         try:
@@ -424,7 +429,6 @@ class BrokerController:
         """Take another role while running (the seam a failover design uses): durability,
         the replication parts, the delay and transaction services, and the next registration
         follow. A master has broker id 0, a slave above 0 (ConfigError otherwise)."""
-        from orbitmq.config import ConfigError
 
         if (role is BrokerRole.SLAVE) != (broker_id > 0):
             raise ConfigError("broker_role", f"{role.value} with broker_id {broker_id}")

@@ -16,7 +16,9 @@ from orbitmq.broker.transaction.end_transaction_processor import EndTransactionP
 from orbitmq.security.guard import AccessGuard
 from orbitmq.store.message_inner import MessageInner
 
-__all__ = ["FrontParts"]
+__all__ = ["FrontParts", "GRPC_FRONT"]
+
+GRPC_FRONT = "grpc"  # the front ``grpc_listen_port`` asks for, mounted under this name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,3 +35,20 @@ def test_the_assembly_mounts_grpc_only_when_asked(tmp_path: Path) -> None:
     assert grpc_endpoint(on) is not None
     names = on.services.names
     assert names.index("pop") < names.index("grpc") < names.index("observability")
+
+
+def test_a_broker_asked_for_grpc_without_the_endpoint_mounted_refuses_to_start(
+        tmp_path: Path) -> None:
+    """BrokerController on its own cannot open the gRPC port its config asks for: it says so
+    instead of serving without it."""
+    import asyncio
+
+    import pytest
+
+    from orbitmq.broker.controller import BrokerController
+    from orbitmq.config import BrokerConfig, ConfigError
+
+    store = dataclasses.replace(TEST_MIN_STORE, store_path=str(tmp_path))
+    broker = BrokerController(BrokerConfig(listen_port=0, grpc_listen_port=0, store=store))
+    with pytest.raises(ConfigError, match="build_broker"):
+        asyncio.run(broker.start())
