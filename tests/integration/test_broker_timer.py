@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq.assembly import build_broker
 from orbitmq.protocol.codes import ResponseCode
 
 TOPIC = "TimerT"
@@ -81,7 +82,7 @@ def test_a_fire_resumed_after_a_crash_delivers_nothing_twice(harness: BrokerHarn
     data["firing"] = {"tick": record.tick, "head": record.pos + 1, "done": 0}
     data["fired_through"] = record.tick - 1
     check.write_text(json.dumps(data))
-    harness.broker = type(harness.broker)(harness.config)
+    harness.broker = build_broker(harness.config)
     harness.client = type(harness.client)()
     harness.call(harness.broker.start())
     deadline = time.monotonic() + WAIT_S
