@@ -25,8 +25,10 @@ PAIRS = [("orbitmq-async", "nats-js"), ("orbitmq-async", "redis-everysec"),
          ("orbitmq-sync", "rabbit-classic"), ("orbitmq-async", "orbitmq-sink"),
          ("orbitmq-async-prom", "orbitmq-async"), ("orbitmq-auth-on", "orbitmq-auth-off"),
          ("orbitmq-auth-on", "orbitmq-auth-off-signing"),
+         ("orbitmq-auth-on-stateful", "orbitmq-auth-off"),
          ("orbitmq-auth-off-signing", "orbitmq-auth-off")]
 AUTH_ON, AUTH_OFF, AUTH_OFF_SIGNING = "orbitmq-auth-on", "orbitmq-auth-off", "orbitmq-auth-off-signing"
+AUTH_ON_STATEFUL = "orbitmq-auth-on-stateful"
 
 
 def _rate(runs: dict[tuple[str, str], dict[str, Any]], system: str, workload: str) -> float | None:
@@ -100,15 +102,17 @@ def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float])
     # same load tool (bench/mqload), signed on the first.
     # ``why``: the broker's own share, on / off with the same signed load (the rest is what
     # signing costs the load tool, which shares the machine).
-    for workload, label in (("pub p1", "1 producer"), ("pub p4", "4 producers"),
-                            ("batch64", "batch 64")):
-        share = _ratio(r(runs, AUTH_ON, workload), r(runs, AUTH_OFF_SIGNING, workload))
-        out.append(_target(f"auth on / off, ASYNC_FLUSH {label}", _ratio(
-            r(runs, AUTH_ON, workload), r(runs, AUTH_OFF, workload)), 0.85, "x",
-            why="" if share is None else f"the broker's share: on / off with the load signed "
-                                         f"all the same {share:.2f}x"))
-    out.append(_target("auth on / off, one-at-a-time p50", _ratio(
-        _p50(runs, AUTH_ON), _p50(runs, AUTH_OFF)), 1.1, "x", higher=False))
+    # The stateful strategy's rows: the same, with a connection's signature checked once.
+    for on, strategy in ((AUTH_ON, ""), (AUTH_ON_STATEFUL, " (stateful)")):
+        for workload, label in (("pub p1", "1 producer"), ("pub p4", "4 producers"),
+                                ("batch64", "batch 64")):
+            share = _ratio(r(runs, on, workload), r(runs, AUTH_OFF_SIGNING, workload))
+            out.append(_target(f"auth on{strategy} / off, ASYNC_FLUSH {label}", _ratio(
+                r(runs, on, workload), r(runs, AUTH_OFF, workload)), 0.85, "x",
+                why="" if share is None else f"the broker's share: on / off with the load "
+                                             f"signed all the same {share:.2f}x"))
+        out.append(_target(f"auth on{strategy} / off, one-at-a-time p50", _ratio(
+            _p50(runs, on), _p50(runs, AUTH_OFF)), 1.1, "x", higher=False))
     peaks = [float(rec.get("server_peak_rss_mb", 0)) for (s, _), rec in runs.items()
              if s.startswith("orbitmq-") and s != "orbitmq-sink"]
     out.append(_target("broker peak RSS during the run", max(peaks) if peaks else None, 300.0, "MB",

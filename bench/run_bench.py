@@ -8,7 +8,8 @@ project's load tool, mqload (bench/mqload/, C, built on first use by bench/mqloa
 against all of them: workload by workload, the systems taking turns (the order rotates), so that a
 change in the machine's load hits every system alike. OrbitMQ with authentication and
 authorization on (``orbitmq-auth-on``) and the same build with both off (``orbitmq-auth-off``)
-take their turns too, the publish load signed on the first (mqload ``-ak``/``-sk``),
+take their turns too, the publish load signed on the first (mqload ``-ak``/``-sk``), as does
+``orbitmq-auth-on-stateful`` (both on, the stateful authentication strategy),
 with ``orbitmq-auth-off-signing`` (the second's broker, the load signed all the same) to tell what
 signing costs the load tool from what checking costs the broker. Prints one table of msgs/s
 (p50/p99 for the one-at-a-time sends), OrbitMQ's ratio to each peer and the targets
@@ -38,7 +39,7 @@ import systems as sysmod  # noqa: E402
 
 RESULTS = sysmod.ROOT / "bench" / "results"
 ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "orbitmq-auth-on",
-       "orbitmq-auth-off", "redis-everysec", "redis-always", "nats-js", "rabbit-quorum",
+       "orbitmq-auth-on-stateful", "orbitmq-auth-off", "redis-everysec", "redis-always", "nats-js", "rabbit-quorum",
        "rabbit-classic"]
 
 
@@ -169,9 +170,10 @@ def start_systems(wanted: list[str], store_base: str,
         if name in wanted:
             started += makers[name]()
     # Access control on and off: the same build, the same signing load tool.
-    for name in ("orbitmq-auth-on", "orbitmq-auth-off"):
+    for name in ("orbitmq-auth-on", "orbitmq-auth-on-stateful", "orbitmq-auth-off"):
         if name in wanted:
-            started += sysmod.orbitmq_auth(name == "orbitmq-auth-on", store_base)
+            started += sysmod.orbitmq_auth(name != "orbitmq-auth-off", store_base,
+                                           stateful=name == "orbitmq-auth-on-stateful")
     groups = [("redis", [w.split("-", 1)[1] for w in wanted if w.startswith("redis-")]),
               ("nats", ["js"] if "nats-js" in wanted else []),
               ("rabbit", [f"bench-{w.split('-', 1)[1]}" for w in wanted if w.startswith("rabbit-")])]

@@ -173,14 +173,16 @@ AUTH_USER = ("bench", "bench-user-secret-1")
 SIGNED_WORKLOADS = frozenset({"pub p1", "pub p4", "batch64", "sync p1"})
 
 
-def orbitmq_auth(on: bool, store_base: str) -> list[System]:
+def orbitmq_auth(on: bool, store_base: str, stateful: bool = False) -> list[System]:
     """``orbitmq standalone`` (ASYNC_FLUSH) with authentication and authorization on, loaded by
-    mqload signing as :data:`AUTH_USER` (``-ak``/``-sk``); or the same with both off, loaded
+    mqload signing as :data:`AUTH_USER` (``-ak``/``-sk``), under the stateless strategy or
+    (``stateful``, ``orbitmq-auth-on-stateful``) the stateful one; or the same with both off, loaded
     unsigned, and (a second System on the same process, ``orbitmq-auth-off-signing``)
     signed all the same: the broker ignores the signature, so that row shows what signing costs
     the load tool, and on / off-signing what checking costs the broker. Each workload writes a
     topic of its own, auto-created by its first send, as the other OrbitMQ rows' are."""
-    store = tempfile.mkdtemp(prefix=f"orbitmq-bench-auth-{'on' if on else 'off'}-", dir=store_base)
+    name = "orbitmq-auth-on-stateful" if stateful else "orbitmq-auth-on" if on else "orbitmq-auth-off"
+    store = tempfile.mkdtemp(prefix=f"{name}-", dir=store_base)
     args = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
             "--flush-disk-type", "ASYNC_FLUSH"]
@@ -188,6 +190,8 @@ def orbitmq_auth(on: bool, store_base: str) -> list[System]:
         args += ["--authentication-enabled", "true", "--authorization-enabled", "true",
                  "--init-authentication-user",
                  f'{{"username": "{AUTH_ROOT[0]}", "password": "{AUTH_ROOT[1]}"}}']
+        if stateful:
+            args += ["--authentication-strategy", "stateful"]
     proc, addrs = _start_python(args, "broker")
     stop = _stopper(proc, lambda: shutil.rmtree(store, ignore_errors=True))
     signing: list[str] = []
@@ -204,9 +208,12 @@ def orbitmq_auth(on: bool, store_base: str) -> list[System]:
         return ["-addr", addr, "-q", "bench-auth-" + workload.replace(" ", "-"), *signing]
 
     if on:
-        return [System("orbitmq-auth-on", "rocketmq", proc.pid, prepare, stop,
+        strategy = ("; the stateful strategy: a connection's signature checked once" if stateful
+                    else "")
+        return [System(name, "rocketmq", proc.pid, prepare, stop,
                        "after the write to the page cache; every request signed by a Normal user "
-                       "whose rule allows Pub on Topic:bench-*", addrs, SIGNED_WORKLOADS)]
+                       "whose rule allows Pub on Topic:bench-*" + strategy, addrs,
+                       SIGNED_WORKLOADS)]
 
     def prepare_signed(workload: str, run_id: int) -> list[str]:
         return ["-addr", addr, "-q", "bench-auth-signing-" + workload.replace(" ", "-"),

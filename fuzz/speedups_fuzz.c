@@ -14,9 +14,11 @@
  *   6     scan_stored(the bytes, as a commit log segment), and queue_runs(the bytes, as consume
  *         queue entries), unbounded and bounded by a physical end
  *   7     java_string_hash / index_key_hash of the bytes as text
- *   8..11 take() as 0..3 on a fast path with authentication and authorization on (users root,
+ *   8..9  take() as 0..3 on a fast path with authentication and authorization on (users root,
  *         Super; alice, Normal, her pair with FastPlain allowed; bob, disabled), so that signed
  *         frames reach the signature check (broker/_native/fastpath_auth.c)
+ *   10..11 the same under the stateful strategy, with a connection record (security/stateful.py)
+ *         that starts empty (10) or remembering root (11), so that unhashed frames are taken
  *   12    auth_check() of the bytes as one frame on that fast path, then allow() of the bytes'
  *         halves as a user and a topic, and set_users() again (the pairs emptied)
  *   13    hmac_sha1(key = the first byte's worth of bytes, data = the rest): the SHA-NI rounds
@@ -40,8 +42,24 @@
 #define SEGMENT_SIZE (256 * 1024)
 #define BLANK_ROOM 8
 
-static PyObject *protocol, *store, *twins, *fast_path, *signed_path, *users, *segment,
-    *queue_table, *born, *topic_part, *store_host;
+static PyObject *protocol, *store, *twins, *fast_path, *signed_path, *stateful_path, *session,
+    *users, *segment, *queue_table, *born, *topic_part, *store_host;
+
+#define SESSION_SIZE 81  /* security/stateful.py: u64 version, i64 expiry ms, u8 length, name */
+
+/* The connection record for one input: empty, or root's under version 1 until far ahead. */
+static void reset_session(int remember_root)
+{
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(session);
+    memset(p, 0, SESSION_SIZE);
+    if (!remember_root)
+        return;
+    p[0] = 1;  /* version 1, little-endian */
+    for (int i = 0; i < 8; i++)
+        p[8 + i] = (unsigned char)(0x7FFFFFFFFFFFLL >> (8 * i));
+    p[16] = 4;
+    memcpy(p + 17, "root", 4);
+}
 static long long seg_pos;
 
 static void die(const char *what)
@@ -92,6 +110,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         PyObject_CallMethod(signed_path, "set_users", "iO", 1, users) == NULL ||
         PyObject_CallMethod(signed_path, "allow", "iss", 1, "alice", "FastPlain") == NULL)
         die("the signed fast path");
+    PyObject *stateful = Py_BuildValue("(O()i)", Py_True, 60000);
+    stateful_path = stateful == NULL ? NULL : PyObject_CallFunction(
+        cls, "OnnnOOnO", store_host, (Py_ssize_t)6000, (Py_ssize_t)(SEGMENT_SIZE - 8),
+        (Py_ssize_t)(1 << 20), inert, bounds, (Py_ssize_t)4096, stateful);
+    session = PyByteArray_FromStringAndSize(NULL, SESSION_SIZE);
+    if (stateful_path == NULL || session == NULL ||
+        PyObject_CallMethod(stateful_path, "set_topics", "O", topics) == NULL ||
+        PyObject_CallMethod(stateful_path, "set_users", "iO", 1, users) == NULL ||
+        PyObject_CallMethod(stateful_path, "allow", "iss", 1, "alice", "FastPlain") == NULL)
+        die("the stateful fast path");
     segment = PyByteArray_FromStringAndSize(NULL, SEGMENT_SIZE);
     queue_table = PyDict_New();
     if (segment == NULL || queue_table == NULL)
@@ -101,15 +129,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* take() as the broker calls it: again after every declined frame, until no whole frame is left. */
-static void fuzz_take(PyObject *fast_path, const uint8_t *data, size_t size)
+static void fuzz_take(PyObject *fast_path, const uint8_t *data, size_t size, PyObject *record)
 {
     PyObject *buf = PyByteArray_FromStringAndSize((const char *)data, (Py_ssize_t)size);
     if (buf == NULL)
         die("buffer");
     Py_ssize_t pos = 0;
     for (int rounds = 0; rounds < 1000; rounds++) {
-        PyObject *r = PyObject_CallMethod(fast_path, "take", "OnOOLLLO", buf, pos, born, segment,
-                                          seg_pos, 0LL, 1767000000000LL, queue_table);
+        PyObject *r = PyObject_CallMethod(fast_path, "take", "OnOOLLLOO", buf, pos, born, segment,
+                                          seg_pos, 0LL, 1767000000000LL, queue_table, record);
         if (r == NULL)
             die("take raised");  /* it never raises on a peer's bytes */
         Py_ssize_t next = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 0));
@@ -236,8 +264,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         Py_DECREF(text);
         break;
     }
-    case 8: case 9: case 10: case 11:
-        fuzz_take(signed_path, data, size);
+    case 8: case 9:
+        fuzz_take(signed_path, data, size, Py_None);
+        break;
+    case 10: case 11:
+        reset_session(which == 11);
+        fuzz_take(stateful_path, data, size, session);
         break;
     case 12:
         fuzz_auth(bytes, data, size);
@@ -255,7 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     default:
-        fuzz_take(fast_path, data, size);
+        fuzz_take(fast_path, data, size, Py_None);
     }
     Py_DECREF(bytes);
     return 0;

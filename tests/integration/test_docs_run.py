@@ -200,6 +200,9 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/rocketmq5.md", ".venv-rmq5/bin/python scripts/regen_grpc.py"): NotHere("regenerates the gRPC stubs"),
     ("docs/security.md", ".venv/bin/orbitmq standalone --store ./data/secure \\"): Keep(),
     ("docs/security.md", "authentication_enabled = true"): NotHere("a config file"),
+    ("docs/security.md", ".venv/bin/orbitmq standalone --authentication-enabled true --authorization-enabled true \\\n  --authentication-strategy stateful"):
+        Run(_has('authentication_strategy = "stateful"',
+                 "stateful_authentication_cache_expired_second = 60")),
     ("docs/security.md", "export ORBITMQ_NAMESRV_ADDR=127.0.0.1:9886"): Run(_has("orders")),
     ("docs/security.md", "echo 'producer-secret' | .venv/bin/orbitmq user create --username order-service --password -"):
         Run(_has("User:order-service", "User:billing")),

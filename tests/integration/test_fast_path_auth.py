@@ -189,3 +189,54 @@ async def _counts(broker: BrokerController) -> dict[str, int]:
     assert broker.fast_path is not None
     return broker.fast_path.counts()
 
+
+
+def test_stateful_a_connection_is_trusted_after_its_first_signed_request(tmp_path: Path) -> None:
+    """authentication_strategy = stateful over a real socket: once a connection's request of a
+    user passed the check, the connection's later requests of that user are not hashed (a
+    wrong signature passes there, on the C path and on the guard's alike), while a new
+    connection, an unsigned request or a registry change are checked as before."""
+    harness = BrokerHarness(broker_config(tmp_path / "b", **SETTINGS,
+                                          authentication_strategy="stateful"))
+    try:
+        harness.on_loop(lambda: harness.broker.topics.update(TopicConfig(ORDERS, 4, 4)))
+        forged = Credentials(ROOT.access_key, "not-the-secret")
+        refused = exchange(harness, [frame(forged, ORDERS, 1)])
+        assert [a.code for a in refused] == [ResponseCode.NO_PERMISSION]
+        # a topic query is the guard's (Python) path, a send the C path's: both trust it
+        query = encode(RemotingCommand(code=int(RequestCode.GET_MAX_OFFSET), opaque=5,
+                                       ext_fields={"topic": ORDERS, "queueId": "1"}))
+        query_forged = RemotingCommand(code=int(RequestCode.GET_MAX_OFFSET), opaque=6,
+                                       ext_fields={"topic": ORDERS, "queueId": "1"})
+        sign_fields(query_forged.ext_fields, b"", forged)
+        frames = [frame(ROOT, ORDERS, 2), frame(forged, ORDERS, 3), frame(forged, ORDERS, 4),
+                  encode(query_forged), frame(None, ORDERS, 7)]
+        answers = exchange(harness, frames)
+        assert [(a.opaque, a.code) for a in answers] == [
+            (2, ResponseCode.SUCCESS), (3, ResponseCode.SUCCESS), (4, ResponseCode.SUCCESS),
+            (6, ResponseCode.SUCCESS), (7, ResponseCode.NO_PERMISSION)]
+        assert exchange(harness, [query])[0].code == ResponseCode.NO_PERMISSION
+        assert exchange(harness, [frame(forged, ORDERS, 8)])[0].code == ResponseCode.NO_PERMISSION
+        assert stored(harness, ORDERS) == 3
+        assert counts(harness)["handled"] >= 2
+        # a change of the users forgets every connection
+        with socket.create_connection(("127.0.0.1", harness.port), timeout=15) as sock:
+            assert _ask(sock, frame(ROOT, ORDERS, 9)).code == ResponseCode.SUCCESS
+            assert _ask(sock, frame(forged, ORDERS, 10)).code == ResponseCode.SUCCESS
+            harness.on_loop(lambda: harness.broker.access.registry.put_user(
+                User(ALICE.access_key, ALICE.secret_key), create=True))
+            assert _ask(sock, frame(forged, ORDERS, 11)).code == ResponseCode.NO_PERMISSION
+        assert stored(harness, ORDERS) == 5
+    finally:
+        harness.close()
+
+
+def _ask(sock: socket.socket, request: bytes) -> RemotingCommand:
+    """One request on an open connection, and its answer."""
+    sock.sendall(request)
+    buf = bytearray()
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+        chunk = sock.recv(1 << 16)
+        assert chunk, "connection closed"
+        buf += chunk
+    return decode_command(bytes(buf[4:]))

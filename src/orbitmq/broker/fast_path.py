@@ -83,6 +83,7 @@ from orbitmq.protocol.command import decode_command, encode
 from orbitmq.protocol.headers import SendMessageRequestHeader
 from orbitmq.protocol.message import PropertyKey
 from orbitmq.protocol.stored import pack_host
+from orbitmq.security.stateful import session_of
 from orbitmq.store.status import AppendMessageResult, PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 
@@ -199,11 +200,13 @@ class NativeAccess:
         self.users_changed()
 
     @staticmethod
-    def auth_argument(access: ServerAccess) -> tuple[bool, tuple[int, ...]]:
-        """The C FastPath's ``auth``: (authorization, the send codes the whitelist names)."""
+    def auth_argument(access: ServerAccess) -> tuple[bool, tuple[int, ...], int]:
+        """The C FastPath's ``auth``: (authorization, the send codes the whitelist names, the
+        stateful strategy's trust of a connection in ms, 0 when stateless)."""
         settings = access.guard.settings
         return (settings.authorization_enabled,
-                tuple(code for code in _SEND_CODES if code in settings.whitelist))
+                tuple(code for code in _SEND_CODES if code in settings.whitelist),
+                settings.stateful_ms)
 
     def users_changed(self) -> None:
         """Push a new snapshot of the users (the registry calls this on every change, from
@@ -255,6 +258,9 @@ class FastPath:
         self._stats = ctx.stats
         self._suspended: dict[str, str] = {}  # who turned it off -> why
         self.fast_failure = fast_failure
+        # the stateful strategy: each connection's record goes to the C check (it reads and
+        # writes it as the guard does: security/stateful.py)
+        self._stateful = access is not None and access.guard.settings.stateful_ms > 0
         self._config = ctx.config  # live: UPDATE_BROKER_CONFIG changes broker_permission in place
         self._role_changed(ctx.role.role, ctx.role.broker_id)
         ctx.role.on_change(self._role_changed)
@@ -340,11 +346,12 @@ class FastPath:
         if not born:
             return pos
         take = self._native.take
+        session = session_of(conn.attributes) if self._stateful else None
         started = time.perf_counter()
 
         def write(seg: Any, seg_pos: int, base: int, now: int,
                   table: dict[tuple[str, int], int]) -> tuple[int, tuple[Any, ...]]:
-            got = take(buf, pos, born, seg, seg_pos, base, now, table)
+            got = take(buf, pos, born, seg, seg_pos, base, now, table, session)
             return got[1], (got, base, seg_pos, now)
 
         done = self._store.put_in_place(write)

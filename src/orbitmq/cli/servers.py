@@ -160,7 +160,8 @@ def _access_fields(cfg: BrokerConfig) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(NamesrvConfig)}
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
             if f.name in names and (f.name.startswith(("authentication_", "authorization_",
-                                                       "inner_client_", "init_authentication"))
+                                                       "inner_client_", "init_authentication",
+                                                       "stateful_authentication_"))
                                     or f.name in ("audit_allowed", "allow_anonymous"))}
 
 

@@ -33,6 +33,7 @@ from orbitmq.config.shared import (
     tls_server_settings,
 )
 from orbitmq.config.store_config import StoreConfig
+from orbitmq.security.settings import AuthenticationStrategy
 from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 
 __all__ = ["BrokerRole", "BrokerConfig"]
@@ -221,6 +222,10 @@ class BrokerConfig:
     inner_client_authentication_credentials: str = access_settings()[
         "inner_client_authentication_credentials"]
     authentication_whitelist: str = access_settings()["authentication_whitelist"]
+    authentication_strategy: AuthenticationStrategy = access_settings()[
+        "authentication_strategy"]
+    stateful_authentication_cache_expired_second: int = access_settings()[
+        "stateful_authentication_cache_expired_second"]
     audit_allowed: bool = access_settings()["audit_allowed"]
     allow_anonymous: bool = access_settings()["allow_anonymous"]
     tls_server_mode: TlsServerMode = tls_server_settings()["tls_server_mode"]

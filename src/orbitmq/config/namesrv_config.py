@@ -21,6 +21,7 @@ from orbitmq.config.shared import (
     metrics_settings,
     tls_server_settings,
 )
+from orbitmq.security.settings import AuthenticationStrategy
 from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 
 __all__ = ["NamesrvConfig"]
@@ -54,6 +55,10 @@ class NamesrvConfig:
     inner_client_authentication_credentials: str = access_settings()[
         "inner_client_authentication_credentials"]
     authentication_whitelist: str = access_settings()["authentication_whitelist"]
+    authentication_strategy: AuthenticationStrategy = access_settings()[
+        "authentication_strategy"]
+    stateful_authentication_cache_expired_second: int = access_settings()[
+        "stateful_authentication_cache_expired_second"]
     audit_allowed: bool = access_settings()["audit_allowed"]
     allow_anonymous: bool = access_settings()["allow_anonymous"]
     auth_config_path: str = setting(

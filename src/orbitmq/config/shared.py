@@ -18,7 +18,13 @@ from orbitmq.config.fields import (
     PORT_MAX,
     setting,
 )
-from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
+from orbitmq.security.settings import (
+    STATEFUL_EXPIRED_SECOND_MAX,
+    AuthenticationStrategy,
+    parse_init_user,
+    parse_inner_credentials,
+    parse_whitelist,
+)
 from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 
 __all__ = [
@@ -97,6 +103,12 @@ def access_settings() -> dict[str, Any]:
         "authentication_whitelist": setting(
             "", "request codes that need no credentials, separated by commas",
             check=parsed_by(parse_whitelist), allowed="request codes separated by commas"),
+        "authentication_strategy": setting(
+            AuthenticationStrategy.STATELESS, "stateless: check every request's signature; stateful: "
+            "once per connection and user (with TLS)", allowed="stateless or stateful"),
+        "stateful_authentication_cache_expired_second": setting(
+            60, "stateful: seconds a connection stays trusted for a user", 1,
+            STATEFUL_EXPIRED_SECOND_MAX),
         "audit_allowed": setting(False, "log a line for every allowed request too"),
         "allow_anonymous": setting(
             False, "start on an address other than loopback with authentication off "

@@ -15,14 +15,19 @@ entry applies when its resource matches (literal, prefix or any), one of the req
 actions is in its actions (``All`` is every action) and the peer is in one of its source networks
 (any when it names none). A Deny that applies refuses; else an Allow that applies allows; else
 the request is refused (nothing allows it).
+
+Under the stateful strategy (``stateful_ms``; security/stateful.py) a remoting request whose
+connection remembers its user, under the registry's current version and unexpired, is not
+hashed again; everything else about it is checked as under the stateless one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import time
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from orbitmq.errors import AccessDeniedError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode
@@ -44,6 +49,7 @@ from orbitmq.security.signature import (
     grpc_signature_ok,
     remoting_signature_ok,
 )
+from orbitmq.security.stateful import remember, remembers, session_of
 
 __all__ = ["AccessGuard", "AccessSettings", "Principal"]
 
@@ -67,6 +73,7 @@ class AccessSettings:
     authorization_enabled: bool = False
     whitelist: frozenset[int] = frozenset()
     cluster_name: str = ""  # what Cluster resources of this server's requests name
+    stateful_ms: int = 0  # the stateful strategy's trust of a connection, ms; 0: stateless
 
 
 def _ip(host: str) -> IpAddress | None:
@@ -101,11 +108,13 @@ class AccessGuard:
         return self.settings.authentication_enabled
 
     # -- remoting ------------------------------------------------------------------------------
-    def check(self, cmd: RemotingCommand, peer: str) -> RemotingCommand | None:
+    def check(self, cmd: RemotingCommand, peer: str,
+              attributes: dict[str, Any] | None = None) -> RemotingCommand | None:
         """None when ``cmd`` may go on to its handler (``cmd.principal`` set), else the
-        NO_PERMISSION answer to send instead."""
+        NO_PERMISSION answer to send instead. ``attributes``: the connection's, where the
+        stateful strategy keeps what it remembers (none: every request is checked)."""
         try:
-            self.admit(cmd, peer)
+            self.admit(cmd, peer, attributes)
         except AccessDeniedError as e:
             return cmd.response(ResponseCode.NO_PERMISSION, e.remark)
         except RemoteProtocolError as e:  # a resolver found the request malformed
@@ -115,20 +124,22 @@ class AccessGuard:
                                 f"access check failed, the request is malformed: {e}")
         return None
 
-    def admit(self, cmd: RemotingCommand, peer: str) -> Principal | None:
+    def admit(self, cmd: RemotingCommand, peer: str,
+              attributes: dict[str, Any] | None = None) -> Principal | None:
         """The checks of ``check``, raising AccessDeniedError (or RemoteProtocolError from a
         malformed request) instead of answering."""
         if not self.settings.authentication_enabled or cmd.code in self.settings.whitelist:
             return None
         version = self.registry.version
-        principal = self.authenticate_remoting(cmd, peer)
+        principal = self.authenticate_remoting(cmd, peer, attributes)
         cmd.principal = principal
         self.authorize_code(principal, cmd)
         for listener in self._admitted:
             listener(principal, cmd, version)
         return principal
 
-    def authenticate_remoting(self, cmd: RemotingCommand, peer: str) -> Principal:
+    def authenticate_remoting(self, cmd: RemotingCommand, peer: str,
+                              attributes: dict[str, Any] | None = None) -> Principal:
         fields = cmd.ext_fields
         access_key = fields.get(ACCESS_KEY)
         if not access_key:
@@ -138,9 +149,18 @@ class AccessGuard:
         if not fields.get(SIGNATURE):
             self._fail("unsigned", access_key, peer, cmd.code,
                        f"the request of user {access_key} carries no Signature")
+        stateful_ms = self.settings.stateful_ms if attributes is not None else 0
+        if stateful_ms:
+            assert attributes is not None
+            session, version = session_of(attributes), self.registry.version
+            now_ms = int(time.time() * 1000)
+            if remembers(session, access_key, version, now_ms):
+                return Principal(user.username, user.is_super, peer)
         if not remoting_signature_ok(fields, cmd.body, user.password):
             self._fail("bad_signature", access_key, peer, cmd.code,
                        f"the Signature of user {access_key}'s request does not match")
+        if stateful_ms:
+            remember(session, access_key, version, now_ms + stateful_ms)
         return Principal(user.username, user.is_super, peer)
 
     # -- gRPC ----------------------------------------------------------------------------------

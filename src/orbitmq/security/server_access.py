@@ -21,7 +21,12 @@ from orbitmq.security.audit import AuditLog
 from orbitmq.security.guard import AccessGuard, AccessSettings
 from orbitmq.security.model import User, UserType
 from orbitmq.security.registry import AuthRegistry
-from orbitmq.security.settings import parse_init_user, parse_inner_credentials, parse_whitelist
+from orbitmq.security.settings import (
+    AuthenticationStrategy,
+    parse_init_user,
+    parse_inner_credentials,
+    parse_whitelist,
+)
 from orbitmq.security.signature import Credentials
 
 __all__ = ["ServerAccess", "AccessConfig", "build_server_access", "check_exposure", "is_loopback"]
@@ -46,6 +51,12 @@ class AccessConfig(Protocol):
 
     @property
     def authentication_whitelist(self) -> str: ...
+
+    @property
+    def authentication_strategy(self) -> AuthenticationStrategy: ...
+
+    @property
+    def stateful_authentication_cache_expired_second(self) -> int: ...
 
     @property
     def audit_allowed(self) -> bool: ...
@@ -89,8 +100,11 @@ def build_server_access(cfg: AccessConfig, *, cluster_name: str, registry_path: 
     if cfg.authentication_enabled and len(registry) == 0 and inner is None:
         log.warning("authentication is on but there is no user: set init_authentication_user "
                     "(docs/security.md)")
+    stateful = cfg.authentication_strategy == AuthenticationStrategy.STATEFUL
     settings = AccessSettings(cfg.authentication_enabled, cfg.authorization_enabled,
-                              parse_whitelist(cfg.authentication_whitelist), cluster_name)
+                              parse_whitelist(cfg.authentication_whitelist), cluster_name,
+                              cfg.stateful_authentication_cache_expired_second * 1000
+                              if stateful else 0)
     guard = AccessGuard(settings, registry, AuditLog(log_allowed=cfg.audit_allowed))
     return ServerAccess(registry, guard, AuthAdminHandlers(registry), inner)
 

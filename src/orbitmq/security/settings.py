@@ -13,10 +13,21 @@ import json
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.security.model import PASSWORD_MIN_CHARS, check_username
 from orbitmq.security.signature import Credentials
+from orbitmq.security.tls import LowerCaseEnum
 
-__all__ = ["parse_init_user", "parse_inner_credentials", "parse_whitelist", "REQUEST_CODE_MAX"]
+__all__ = ["parse_init_user", "parse_inner_credentials", "parse_whitelist", "REQUEST_CODE_MAX",
+           "AuthenticationStrategy", "STATEFUL_EXPIRED_SECOND_MAX"]
 
 REQUEST_CODE_MAX = 0x7FFF
+STATEFUL_EXPIRED_SECOND_MAX = 86_400
+
+
+class AuthenticationStrategy(LowerCaseEnum):
+    """RocketMQ 5's ``authenticationStrategy``: check every request's signature (stateless), or
+    trust a connection for a user once it authenticated them (stateful; security/stateful.py)."""
+
+    STATELESS = "stateless"
+    STATEFUL = "stateful"
 
 
 def _object(text: str, what: str, keys: tuple[str, str]) -> tuple[str, str]:

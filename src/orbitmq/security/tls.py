@@ -27,6 +27,7 @@ from typing import Any
 from orbitmq.errors import ClientError
 
 __all__ = [
+    "LowerCaseEnum",
     "TlsServerMode",
     "TlsClientAuth",
     "ServerTls",
@@ -54,7 +55,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-class _LowerEnum(enum.StrEnum):
+class LowerCaseEnum(enum.StrEnum):
     """Lowercase values (RocketMQ's spelling) matched in any case: config values are upper-cased
     on the way in."""
 
@@ -67,13 +68,13 @@ class _LowerEnum(enum.StrEnum):
         return None
 
 
-class TlsServerMode(_LowerEnum):
+class TlsServerMode(LowerCaseEnum):
     DISABLED = "disabled"
     PERMISSIVE = "permissive"
     ENFORCING = "enforcing"
 
 
-class TlsClientAuth(_LowerEnum):
+class TlsClientAuth(LowerCaseEnum):
     """Whether a TLS client must show a certificate signed by ``tls_server_trust_cert_path``."""
 
     NONE = "none"

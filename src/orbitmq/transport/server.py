@@ -7,6 +7,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from orbitmq.errors import BrokerError, RemoteProtocolError
 from orbitmq.protocol.codes import ResponseCode, bad_request_code
@@ -27,7 +28,8 @@ INTERNAL_ERROR_REMARK = "internal error"  # how every answer to one of our own b
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
 # The access check of every request (security.AccessGuard.check): None lets the request through
 # to its handler, a command is the refusal sent instead. Given the request and the peer's host.
-Guard = Callable[[RemotingCommand, str], RemotingCommand | None]
+# (request, the peer's host, the connection's attributes) -> None, or the refusal to answer
+Guard = Callable[[RemotingCommand, str, dict[str, Any]], RemotingCommand | None]
 # (request code, response code or None when the handler wrote its answer itself, seconds)
 TimingRecorder = Callable[[int, int | None, float], None]
 _NEVER = 1 << 62  # a sampling countdown that no server lives long enough to run down
@@ -238,7 +240,7 @@ class RemotingServer:
     def dispatch(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
         guard = self._guard
         if guard is not None:
-            refusal = guard(cmd, conn.peer_host)
+            refusal = guard(cmd, conn.peer_host, conn.attributes)
             if refusal is not None:
                 return refusal
         handler = self._handlers.get(cmd.code)

@@ -18,6 +18,7 @@ import hmac
 import os
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from orbitmq.security.model import (
 from orbitmq.security.registry import AuthRegistry
 from orbitmq.security.server_access import ServerAccess
 from orbitmq.security.signature import Credentials, sign_fields
+from orbitmq.security.stateful import SESSION_SIZE, remembers, session_of
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
@@ -419,3 +421,84 @@ def test_take_and_set_users_from_another_thread() -> None:
         thread.join()
     counts = native.counts()
     assert counts["errors"] == 0 and counts["handled"] == taken // (len(stream) // 100)
+
+
+# -- the stateful strategy (security/stateful.py) ------------------------------------------------
+
+STATEFUL_MS = 60_000
+NOW_MS = 1_767_000_000_000
+
+
+def _stateful_native() -> Any:
+    assert NATIVE is not None
+    native = NATIVE.FastPath(STORE, 4096, 1 << 16, 1 << 20, tuple(INERT_PROPERTIES), (1024,),
+                             1 << 30, (True, (), STATEFUL_MS))
+    native.set_topics({"Orders": 4, "Other": 4})
+    native.set_users(1, user_snapshot(_registry(), None))
+    return native
+
+
+def _take_one(native: Any, frame: bytes, session: bytearray | None, now: int = NOW_MS) -> int:
+    """1 when take() stored the one frame, 0 when it declined it to the guard."""
+    by_code = native.take(bytearray(frame), 0, BORN, bytearray(1 << 16), 0, 0, now, {},
+                          session)[5]
+    return sum(by_code)
+
+
+def test_stateful_a_connection_that_signed_once_is_not_hashed_again() -> None:
+    native = _stateful_native()
+    forged = reframe(signed(ROOT), Signature=base64.b64encode(b"\0" * 20).decode())
+    session = bytearray(SESSION_SIZE)
+    assert _take_one(native, forged, session) == 0  # nothing remembered yet: checked, refused
+    assert _take_one(native, signed(ROOT), session) == 1
+    assert remembers(session, ROOT.access_key, 1, NOW_MS)
+    assert _take_one(native, forged, session) == 1  # the connection vouches for root now
+    assert _take_one(native, forged, bytearray(SESSION_SIZE)) == 0  # another connection
+    assert _take_one(native, forged, None) == 0  # none given: stateless
+    assert _take_one(native, forged, session, NOW_MS + STATEFUL_MS) == 0  # expired
+    assert _take_one(native, reframe(forged, Signature=None), session) == 0  # still signed
+    assert _take_one(native, signed(ALICE), session) == 0  # another user: not yet admitted
+
+
+def test_stateful_a_registry_change_forgets_every_connection() -> None:
+    native = _stateful_native()
+    session = bytearray(SESSION_SIZE)
+    assert _take_one(native, signed(ROOT), session) == 1
+    forged = reframe(signed(ROOT), Signature=base64.b64encode(b"\0" * 20).decode())
+    native.set_users(2, user_snapshot(_registry(), None))
+    assert _take_one(native, forged, session) == 0
+    assert _take_one(native, signed(ROOT), session) == 1
+    assert remembers(session, ROOT.access_key, 2, NOW_MS)
+
+
+def test_stateful_the_guard_and_the_c_check_share_the_record() -> None:
+    reg = _registry()
+    guard = AccessGuard(AccessSettings(True, True, stateful_ms=STATEFUL_MS), reg)
+    attributes: dict[str, Any] = {}
+    forged = reframe(signed(ROOT), Signature=base64.b64encode(b"\0" * 20).decode())
+    assert guard.check(decode_command(forged[4:]), PEER, attributes) is not None
+    assert guard.check(decode_command(signed(ROOT)[4:]), PEER, attributes) is None
+    assert guard.check(decode_command(forged[4:]), PEER, attributes) is None
+    assert guard.check(decode_command(forged[4:]), PEER, {}) is not None
+    assert guard.check(decode_command(forged[4:]), PEER) is not None  # no connection: stateless
+    # what the guard remembered, the C check honours (same registry version)
+    native = _stateful_native()
+    native.set_users(reg.version, user_snapshot(reg, None))
+    session = session_of(attributes)
+    assert _take_one(native, forged, session, int(time.time() * 1000)) == 1
+    reg.put_user(User(ROOT.access_key, "a-new-secret-1", UserType.SUPER), create=False)
+    assert guard.check(decode_command(forged[4:]), PEER, attributes) is not None
+    # a stateless guard never remembers
+    stateless = AccessGuard(AccessSettings(True, True), _registry())
+    plain: dict[str, Any] = {}
+    assert stateless.check(decode_command(signed(ROOT)[4:]), PEER, plain) is None
+    assert stateless.check(decode_command(forged[4:]), PEER, plain) is not None
+
+
+def test_stateful_ms_must_not_be_negative() -> None:
+    assert NATIVE is not None
+    with pytest.raises(ValueError, match="stateful_ms"):
+        NATIVE.FastPath(STORE, 4096, 1 << 16, 1 << 20, tuple(INERT_PROPERTIES), (1024,), 1 << 30,
+                        (True, (), -1))
+    with pytest.raises(TypeError, match="session"):
+        _stateful_native().take(bytearray(), 0, BORN, bytearray(16), 0, 0, 1, {}, bytearray(3))

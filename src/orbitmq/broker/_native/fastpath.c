@@ -420,7 +420,7 @@ static int take_frames(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssiz
         int sent = read == FRAME_DECLINED || !send_fields(fp, &r, &f) ? SEND_DECLINED
                                                                        : SEND_HANDLED;
         if (sent == SEND_HANDLED && fp->auth.on) {
-            int verdict = auth_verdict(&fp->auth, &r, r.send[1]);
+            int verdict = auth_verdict(&fp->auth, &r, r.send[1], t->session, t->now);
             if (verdict != AUTH_OK) {
                 fp->auth.declined[verdict]++;
                 sent = SEND_DECLINED;
@@ -436,22 +436,26 @@ static int take_frames(FastPathObject *fp, Take *t, const Py_buffer *in, Py_ssiz
 }
 
 /*
- * take(buf, pos, born_host, segment, seg_pos, seg_base, now, queue_table)
+ * take(buf, pos, born_host, segment, seg_pos, seg_base, now, queue_table[, session])
  *     -> (pos, seg_pos, answers: bytes | None, stop, counts: list | None, by_code)
  * Frames from ``buf[pos:]``; messages into ``segment`` (the last commit log segment, writable,
  * its first byte at commit log offset ``seg_base``) from ``seg_pos``, with store time ``now``.
  * ``stop`` says why it stopped at ``pos``: STOP_PARTIAL (no whole frame left), STOP_DECLINED or
  * STOP_SEGMENT_FULL (the frame there is the Python path's). ``by_code``: the requests handled
- * per request code (10, 310, 320), for the request timings of the metrics.
+ * per request code (10, 310, 320), for the request timings of the metrics. ``session``: the
+ * connection's record under the stateful strategy (a bytearray of AUTH_SESSION_SIZE), or None.
  */
 static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer in, born, seg;
     Py_ssize_t pos;
     long long seg_pos, seg_base, now;
-    if (nargs != 8 || !PyDict_Check(args[7])) {
+    PyObject *session = nargs == 9 ? args[8] : Py_None;
+    if ((nargs != 8 && nargs != 9) || !PyDict_Check(args[7]) ||
+        (session != Py_None && !(PyByteArray_Check(session) &&
+                                 PyByteArray_GET_SIZE(session) == AUTH_SESSION_SIZE))) {
         PyErr_SetString(PyExc_TypeError, "take(buf, pos, born_host, segment, seg_pos, seg_base, "
-                                         "now, queue_table: dict)");
+                                         "now, queue_table: dict[, session: bytearray | None])");
         return NULL;
     }
     pos = PyLong_AsSsize_t(args[1]);
@@ -473,7 +477,8 @@ static PyObject *fp_take(FastPathObject *fp, PyObject *const *args, Py_ssize_t n
     }
     PyObject *result = NULL;
     Take t = {seg.buf, seg.len, (Py_ssize_t)seg_pos, seg_base, now, born.buf, born.len, args[7],
-              NULL, 0, 0, NULL, 0, 0, {0, 0, 0}};
+              NULL, 0, 0, NULL, 0, 0, {0, 0, 0},
+              session != Py_None ? (unsigned char *)PyByteArray_AS_STRING(session) : NULL};
     int stop = STOP_PARTIAL;
     if (pos < 0 || pos > in.len || seg_pos < 0 || seg_pos > seg.len || seg_base < 0) {
         PyErr_SetString(PyExc_ValueError, "take: position outside its buffer");
@@ -507,8 +512,9 @@ done:
 /* FastPath(store_host, max_message_size, max_blob_size, max_frame_size, inert_properties,
  *          size_bounds, gil_release_bytes[, auth])
  * ``auth``: None (the default: no authentication) or (authorization: bool, open_codes: tuple of
- * the send codes the authentication whitelist names). With it every signed send is declined
- * until set_users gives the users; it cannot be turned off later. */
+ * the send codes the authentication whitelist names[, stateful_ms: int, 0 for stateless]). With
+ * it every signed send is declined until set_users gives the users; it cannot be turned off
+ * later. */
 static int fp_init(FastPathObject *fp, PyObject *args, PyObject *kwds)
 {
     Py_buffer host;
@@ -522,18 +528,22 @@ static int fp_init(FastPathObject *fp, PyObject *args, PyObject *kwds)
                           &fp->gil_release_bytes, &auth))
         return -1;
     if (auth != Py_None) {
-        PyObject *codes = PyTuple_Check(auth) && PyTuple_GET_SIZE(auth) == 2
-                        ? PyTuple_GET_ITEM(auth, 1) : NULL;
+        Py_ssize_t parts = PyTuple_Check(auth) ? PyTuple_GET_SIZE(auth) : 0;
+        PyObject *codes = parts == 2 || parts == 3 ? PyTuple_GET_ITEM(auth, 1) : NULL;
         int authorization = codes != NULL ? PyObject_IsTrue(PyTuple_GET_ITEM(auth, 0)) : -1;
-        if (authorization < 0 || !PyTuple_Check(codes)) {
+        long long stateful_ms = parts == 3 ? PyLong_AsLongLong(PyTuple_GET_ITEM(auth, 2)) : 0;
+        if (stateful_ms < 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "FastPath: stateful_ms is 0 or more");
+        if (authorization < 0 || !PyTuple_Check(codes) || PyErr_Occurred()) {
             PyBuffer_Release(&host);
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "FastPath: auth is None or "
-                                                 "(authorization: bool, open_codes: tuple)");
+                PyErr_SetString(PyExc_TypeError, "FastPath: auth is None or (authorization: bool, "
+                                                 "open_codes: tuple[, stateful_ms: int])");
             return -1;
         }
         fp->auth.on = 1;
         fp->auth.authorization = authorization;
+        fp->auth.stateful_ms = stateful_ms;
         fp->auth.open_codes = 0;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(codes); i++) {
             long code = PyLong_Check(PyTuple_GET_ITEM(codes, i))
@@ -635,7 +645,7 @@ static PyObject *fp_auth_check(FastPathObject *fp, PyObject *frame)
         SendFields f;
         if (read_frame(in.buf, in.len, fp->max_frame_size, fp->scratch, &r, &size) == FRAME_READY
             && send_fields(fp, &r, &f))
-            verdict = auth_verdict(&fp->auth, &r, r.send[1]);
+            verdict = auth_verdict(&fp->auth, &r, r.send[1], NULL, 0);
     }
     PyBuffer_Release(&in);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(verdict);

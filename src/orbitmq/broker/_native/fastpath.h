@@ -88,6 +88,7 @@ typedef struct {
     TopicCount *counts;
     Py_ssize_t count_len, count_cap;
     Py_ssize_t by_code[3];  /* handled requests: SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE */
+    unsigned char *session;  /* the connection's stateful record (AUTH_SESSION_SIZE) or NULL */
 } Take;
 
 /* Makes room for ``more`` bytes of answers; -1 with MemoryError set. */

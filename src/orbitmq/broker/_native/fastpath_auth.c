@@ -239,14 +239,54 @@ typedef struct {
     int value_count;
     const unsigned char *body;
     Py_ssize_t body_len;
+    Span user;  /* the AccessKey */
     int check;  /* 1: the signature is to be compared, then ``after`` is the verdict */
     int after;  /* AUTH_OK or AUTH_NOT_ALLOWED: the rules' verdict once the signature holds */
     int ok;     /* sig_job_run: the signature matched */
 } SigJob;
 
+/* -- the stateful strategy's record (security/stateful.py) ------------------------------------ */
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+/* 1 when ``session`` holds user ``name``, under ``version``, unexpired at ``now_ms``. */
+static int session_holds(const unsigned char *session, unsigned long long version,
+                         long long now_ms, Span name)
+{
+    Py_ssize_t len = session[16];
+    return len > 0 && len <= AUTH_SESSION_NAME_MAX && len == name.len &&
+           get_le64(session) == version && now_ms < (long long)get_le64(session + 8) &&
+           memcmp(session + AUTH_SESSION_HEAD, name.p, (size_t)len) == 0;
+}
+
+static void session_remember(unsigned char *session, unsigned long long version,
+                             long long expires_ms, Span name)
+{
+    if (name.len <= 0 || name.len > AUTH_SESSION_NAME_MAX)
+        return;  /* longer than any user name: nothing to remember */
+    put_le64(session, version);
+    put_le64(session + 8, (uint64_t)expires_ms);
+    session[16] = (unsigned char)name.len;
+    memcpy(session + AUTH_SESSION_HEAD, name.p, (size_t)name.len);
+}
+
 /* Everything of the check on request ``r`` (a send to ``topic``, its V2 "b") but the hash:
- * a refusal (no key, unknown user...) as the verdict, or AUTH_OK with ``job`` to run. */
-static int auth_prepare(const AuthState *a, const WireRequest *r, Span topic, SigJob *job)
+ * a refusal (no key, unknown user...) as the verdict, or AUTH_OK with ``job`` to run (none
+ * when the connection's ``session`` already vouches for the user). */
+static int auth_prepare(const AuthState *a, const WireRequest *r, Span topic, SigJob *job,
+                        const unsigned char *session, long long now_ms)
 {
     int bit = r->code == CODE_SEND_MESSAGE ? 1 : r->code == CODE_SEND_MESSAGE_V2 ? 2 : 4;
     job->check = 0;
@@ -287,6 +327,12 @@ static int auth_prepare(const AuthState *a, const WireRequest *r, Span topic, Si
         return AUTH_DISABLED;
     if (signature.p == NULL || signature.len == 0)
         return AUTH_UNSIGNED;
+    if (a->authorization && !user->super &&
+        auth_find_pair(a, access_key.p, access_key.len, topic.p, topic.len) == NULL)
+        job->after = AUTH_NOT_ALLOWED;
+    job->user = access_key;
+    if (session != NULL && session_holds(session, a->version, now_ms, access_key))
+        return AUTH_OK;  /* stateful: this connection proved it is this user */
     if (signature.len != SHA1_BASE64)
         return AUTH_BAD_SIGNATURE;  /* no canonical Base64 of a digest: nothing to hash */
     job->key = &user->key;
@@ -298,9 +344,6 @@ static int auth_prepare(const AuthState *a, const WireRequest *r, Span topic, Si
     job->body = r->body;
     job->body_len = r->body_len;
     job->check = 1;
-    if (a->authorization && !user->super &&
-        auth_find_pair(a, access_key.p, access_key.len, topic.p, topic.len) == NULL)
-        job->after = AUTH_NOT_ALLOWED;
     return AUTH_OK;
 }
 
@@ -322,22 +365,22 @@ static void sig_job_run(SigJob *job)
     secure_wipe(&s, sizeof s);
 }
 
-/* The verdict of a prepared check once run (``prepared``: what auth_prepare returned). */
-static int auth_finish(int prepared, const SigJob *job)
-{
-    if (prepared != AUTH_OK || !job->check)
-        return prepared;
-    return job->ok ? job->after : AUTH_BAD_SIGNATURE;
-}
-
-/* The whole check of one request, in this thread. */
-int auth_verdict(const AuthState *a, const WireRequest *r, Span topic)
+/* The whole check of one request, in this thread; under the stateful strategy, a signature
+ * that holds makes the connection's ``session`` remember its user. */
+int auth_verdict(const AuthState *a, const WireRequest *r, Span topic, unsigned char *session,
+                 long long now_ms)
 {
     SigJob job;
-    int prepared = auth_prepare(a, r, topic, &job);
-    if (prepared == AUTH_OK && job.check)
-        sig_job_run(&job);
-    return auth_finish(prepared, &job);
+    unsigned char *record = a->stateful_ms > 0 ? session : NULL;
+    int prepared = auth_prepare(a, r, topic, &job, record, now_ms);
+    if (prepared != AUTH_OK || !job.check)
+        return prepared != AUTH_OK ? prepared : job.after;
+    sig_job_run(&job);
+    if (!job.ok)
+        return AUTH_BAD_SIGNATURE;
+    if (record != NULL)
+        session_remember(record, a->version, now_ms + a->stateful_ms, job.user);
+    return job.after;
 }
 
 void auth_free(AuthState *a)

@@ -27,6 +27,12 @@
 #include "broker/_native/wire_request.h"
 #include "protocol/_native/hmac_sha1.h"
 
+/* A connection's record under the stateful strategy: security/stateful.py's layout (u64 LE
+ * registry version, i64 LE expiry in epoch ms, u8 name length, the name). */
+#define AUTH_SESSION_HEAD 17
+#define AUTH_SESSION_NAME_MAX 64
+#define AUTH_SESSION_SIZE (AUTH_SESSION_HEAD + AUTH_SESSION_NAME_MAX)
+
 #define ALLOWED_PAIRS_MAX 65536  /* (user, topic) pairs kept; past it the guard keeps deciding */
 #define AUTH_NAME_MAX 65535      /* bytes of a user name or topic in a pair key */
 
@@ -62,6 +68,7 @@ typedef struct {
     int on;             /* authentication: sends must be signed (fixed at construction) */
     int authorization;  /* rules: Normal users need an allowed pair (fixed at construction) */
     unsigned open_codes;  /* the send codes of the whitelist: bit 0 SEND_MESSAGE, 1 V2, 2 batch */
+    long long stateful_ms;  /* the stateful strategy's trust of a connection; 0: stateless */
     unsigned long long version;  /* the registry's version of the snapshot */
     AuthUser *users;
     Py_ssize_t user_count;
@@ -79,7 +86,10 @@ PyObject *fp_set_users(AuthState *a, PyObject *const *args, Py_ssize_t nargs);
 /* allow(version, user, topic) -> bool: a send the guard admitted (see fastpath_auth.c). */
 PyObject *fp_allow(AuthState *a, PyObject *const *args, Py_ssize_t nargs);
 /* The whole check of one request, in this thread: AUTH_OK or the reason it is declined. */
-int auth_verdict(const AuthState *a, const WireRequest *r, Span topic);
+/* ``session``: the connection's record (AUTH_SESSION_SIZE bytes, read and written under the
+ * stateful strategy) or NULL; ``now_ms``: epoch milliseconds. */
+int auth_verdict(const AuthState *a, const WireRequest *r, Span topic, unsigned char *session,
+                 long long now_ms);
 /* Drops the users (their keys wiped) and the pairs. */
 void auth_free(AuthState *a);
 
