@@ -24,7 +24,7 @@ if command -v pkg-config >/dev/null; then
 fi
 # shellcheck disable=SC2086
 "$CC" -O2 -pthread -Wall -Wextra -Wno-unused-function -Wno-unused-parameter ${CFLAGS:-} \
-  "${defs[@]}" "$HERE"/mqload.c "$HERE"/rocketmq.c "$HERE"/redis.c "$HERE"/nats.c \
+  "${defs[@]}" "$HERE"/mqload.c "$HERE"/e2e.c "$HERE"/rocketmq.c "$HERE"/redis.c "$HERE"/nats.c \
   "$HERE"/rabbit.c -I"$HERE"/../../src/orbitmq \
   "$HERE"/../../src/orbitmq/protocol/_native/hmac_sha1.c -o "$OUT.$$.tmp" "${libs[@]}"
 mv "$OUT.$$.tmp" "$OUT"

@@ -1,16 +1,19 @@
 /*
  * mqload's command line, shared helpers and result line.
  *
- *   mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|setup|purge] [-addr HOST:PORT]
+ *   mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|e2e|setup|purge] [-addr HOST:PORT]
  *          [-q TOPIC|QUEUE] [-n N] [-p PRODUCERS] [-w IN_FLIGHT] [-batch K] [-s BYTES]
- *          [-queues Q] [-b FETCH] [-maxsec S] [-ak ACCESS_KEY -sk SECRET_KEY]
+ *          [-queues Q] [-b FETCH] [-rate MSGS_S] [-maxsec S] [-ak ACCESS_KEY -sk SECRET_KEY]
  *
  * pub: -p connections (a thread each) send -n messages of -s bytes between them, at most -w
  * requests unanswered per connection (-w 1: one at a time, for latency); a message counts when
  * the system acknowledged it. sub: one connection reads -n messages, -b at a time. setup/purge
  * (nats, rabbit): create or empty the stream / queue the runs use; built: exit 0 when this
- * build has -sys's client library, 3 when not. Every pub or sub run stops
- * sending after -maxsec and prints one line:
+ * build has -sys's client library, 3 when not. e2e (rocketmq, redis, nats; e2e.c): a waiting
+ * consumer and one producer sending -n messages at -rate a second in one process, the delivery
+ * latency of each message taken on one clock (n, msgs_s and p50_us.. are then the producer's:
+ * messages acknowledged, their rate over the sending time, send to acknowledgement).
+ * Every pub, sub or e2e run stops sending after -maxsec and prints one line:
  *   RESULT sys= mode= p= w= n= secs= msgs_s= MB_s= p50_us= p99_us= p90_us= p999_us= errors= ...
  * and exits 1 when any request was refused.
  */
@@ -30,7 +33,8 @@
 #include <unistd.h>
 
 Options opt = {.sys = "rocketmq", .mode = "pub", .host = "127.0.0.1", .n = 200000, .procs = 1,
-               .window = 1000, .batch = 1, .size = 1024, .queues = 8, .fetch = 32, .maxsec = 40};
+               .window = 1000, .batch = 1, .size = 1024, .queues = 8, .fetch = 32, .maxsec = 40,
+               .rate = 0};
 atomic_long counted, errors;
 double deadline;
 unsigned char *payload;
@@ -131,10 +135,15 @@ int tcp_connect(const char *host, const char *port)
     return fd;
 }
 
-static int cmp_double(const void *a, const void *b)
+int lat_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+double lat_pctl(const double *sorted, long n, double q)
+{
+    return n ? sorted[(long)(q * (double)(n - 1))] : 0;
 }
 
 static void print_result(double secs)
@@ -150,8 +159,8 @@ static void print_result(double secs)
         memcpy(all + at, l->v, sizeof(double) * (size_t)l->len);
         at += l->len;
     }
-    qsort(all, (size_t)total, sizeof(double), cmp_double);
-#define PCTL(q) (total ? all[(long)((q) * (double)(total - 1))] * 1e6 : 0)
+    qsort(all, (size_t)total, sizeof(double), lat_cmp);
+#define PCTL(q) (lat_pctl(all, total, (q)) * 1e6)
     long n = atomic_load(&counted);
     int sub = strcmp(opt.mode, "sub") == 0;
     printf("RESULT sys=%s mode=%s p=%ld w=%ld n=%ld secs=%.2f msgs_s=%.0f MB_s=%.1f p50_us=%.0f "
@@ -161,6 +170,8 @@ static void print_result(double secs)
            PCTL(0.999), atomic_load(&errors));
     if (strcmp(opt.sys, "rocketmq") == 0)
         printf(" batch=%ld queues=%ld ser=json signed=%d", opt.batch, opt.queues, opt.ak != NULL);
+    if (strcmp(opt.mode, "e2e") == 0)
+        e2e_print();
     printf("\n");
     free(all);
 }
@@ -228,6 +239,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "-s")) opt.size = number(k, v, 8, 1 << 22);
         else if (!strcmp(k, "-queues")) opt.queues = number(k, v, 1, 1024);
         else if (!strcmp(k, "-b")) opt.fetch = number(k, v, 1, 65536);
+        else if (!strcmp(k, "-rate")) opt.rate = number(k, v, 1, 10000000);
         else if (!strcmp(k, "-maxsec")) {
             opt.maxsec = atof(v);
             if (!(opt.maxsec > 0 && opt.maxsec <= 3600))
@@ -257,9 +269,22 @@ int main(int argc, char **argv)
         fail("-batch is for -sys rocketmq only");
     if (!strcmp(opt.mode, "built"))
         return built_with(opt.sys) ? 0 : 3;
-    if (strcmp(opt.mode, "pub") && strcmp(opt.mode, "sub") && strcmp(opt.mode, "setup") &&
+    int e2e = !strcmp(opt.mode, "e2e");
+    if (strcmp(opt.mode, "pub") && strcmp(opt.mode, "sub") && !e2e && strcmp(opt.mode, "setup") &&
         strcmp(opt.mode, "purge"))
-        fail("-mode %s: expected pub, sub, setup, purge or built", opt.mode);
+        fail("-mode %s: expected pub, sub, e2e, setup, purge or built", opt.mode);
+    if (e2e && opt.rate == 0)
+        fail("-mode e2e needs -rate MSGS_PER_S");
+    if (opt.rate && !e2e)
+        fail("-rate is for -mode e2e only");
+    if (e2e && !strcmp(opt.sys, "rabbit"))
+        fail("-mode e2e: not for -sys rabbit (rocketmq, redis or nats)");
+    if (e2e && (opt.batch > 1 || opt.ak != NULL || opt.procs > 1))
+        fail("-mode e2e: one producer sending one message a request, unsigned (no -batch, -p, -ak)");
+    if (e2e && opt.size < E2E_STAMP_BYTES)
+        fail("-mode e2e: -s %ld: the send time needs %d bytes", opt.size, E2E_STAMP_BYTES);
+    if (e2e)
+        e2e_init();
     payload = malloc((size_t)opt.size);
     if (payload == NULL)
         die("malloc");
@@ -277,8 +302,8 @@ int main(int argc, char **argv)
         rc = nats_run();
     else
         rc = rabbit_run();
-    if (!strcmp(opt.mode, "pub") || !strcmp(opt.mode, "sub")) {
-        print_result(now_s() - t0);
+    if (!strcmp(opt.mode, "pub") || !strcmp(opt.mode, "sub") || e2e) {
+        print_result(e2e ? e2e_send_secs() : now_s() - t0);
         if (rc == 0 && atomic_load(&errors) > 0)
             rc = 1;
     }

@@ -11,6 +11,13 @@
  * one connection, -b messages at most, long polling 1 s), following nextBeginOffset, until -n
  * messages arrived; each stored message is counted by its TOTALSIZE, its MAGICCODE checked. No
  * offsets are committed (the group reads from 0 every time).
+ * e2e: first one unstamped message to each of -queues queues (it creates the topic), then the
+ * consumer's connection asks each queue's max offset (GET_MAX_OFFSET, 30) and pulls from there as
+ * a push consumer does: PULL_MESSAGE with sysFlag FLAG_SUSPEND (2) and suspendTimeoutMillis
+ * E2E_SUSPEND_MS (the push consumer's brokerSuspendMaxTimeMillis), one held pull per queue, the
+ * next sent as soon as one is answered; each stored message's body is read for its stamp. The
+ * producer, on its own connection, writes the messages due (SEND_MESSAGE_V2, queues round-robin,
+ * at most -w unanswered) and reads answers until the next is due.
  */
 #define _GNU_SOURCE
 #include "mqload.h"
@@ -25,6 +32,7 @@
 #include "../../src/orbitmq/protocol/_native/hmac_sha1.h"
 
 #define CODE_PULL 11
+#define CODE_GET_MAX_OFFSET 30
 #define CODE_SEND_V2 310
 #define CODE_SEND_BATCH 320
 #define CODE_PULL_NOT_FOUND 19
@@ -33,6 +41,9 @@
 #define MAGIC_V1 0xDAA320A7u
 #define MAGIC_V2 0xDAA320ABu
 #define SUSPEND_MS 1000
+#define E2E_SUSPEND_MS 15000
+#define E2E_ANSWER_MAX_S 10.0 /* after the last send, for the answers still missing */
+#define E2E_POLL_NS 100000000LL
 
 static HmacKey key;
 static atomic_long uniq_counter;
@@ -322,13 +333,13 @@ static int publish(void)
 }
 
 /* ------------------------------------------------------------------------------------ sub */
-static void append_pull(Buf *out, long qid, long long offset, long seq)
+static void append_pull(Buf *out, long qid, long long offset, long seq, int suspend_ms)
 {
     char qs[24], off[24], max[24], suspend[24];
     snprintf(qs, sizeof qs, "%ld", qid);
     snprintf(off, sizeof off, "%lld", offset);
     snprintf(max, sizeof max, "%ld", opt.fetch);
-    snprintf(suspend, sizeof suspend, "%d", SUSPEND_MS);
+    snprintf(suspend, sizeof suspend, "%d", suspend_ms);
     const char *keys[] = {"consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums",
                           "sysFlag", "commitOffset", "suspendTimeoutMillis", "subscription",
                           "subVersion", "expressionType"};
@@ -368,7 +379,7 @@ static int subscribe(void)
     long seq = 0, pending = opt.queues;
     for (long q = 0; q < opt.queues; q++) {
         live[q] = 1;
-        append_pull(&out, q, 0, seq++);
+        append_pull(&out, q, 0, seq++, SUSPEND_MS);
     }
     write_all(fd, out.p, out.len);
     while (pending > 0 && atomic_load(&counted) < opt.n && now_s() < deadline) {
@@ -398,7 +409,7 @@ static int subscribe(void)
             if (next >= 0)
                 offsets[q] = next;
             if (atomic_load(&counted) < opt.n && now_s() < deadline)
-                append_pull(&out, q, offsets[q], seq++);
+                append_pull(&out, q, offsets[q], seq++, SUSPEND_MS);
         }
         consume(&in, pos);
         if (out.len)
@@ -412,6 +423,209 @@ static int subscribe(void)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------ e2e */
+/* Hands the body of each stored message in a pull answer to e2e_record (the layout:
+ * src/orbitmq/protocol/stored/__init__.py); returns how many messages there were. */
+static long record_bodies(const unsigned char *b, size_t n)
+{
+    long count = 0;
+    size_t pos = 0;
+    while (n - pos >= 8) {
+        const unsigned char *m = b + pos;
+        uint32_t size = get_u32(m), magic = get_u32(m + 4);
+        if (size < 88 || size > n - pos || (magic != MAGIC_V1 && magic != MAGIC_V2)) {
+            report_error("pull answer: a message of size %u, magic %08X at %zu of %zu", size,
+                         magic, pos, n);
+            break;
+        }
+        uint32_t sys_flag = get_u32(m + 36);
+        size_t at = 36 + 4 + 8 + (sys_flag & 16 ? 20 : 8) + 8 + (sys_flag & 32 ? 20 : 8) + 4 + 8;
+        uint32_t body_len = at + 4 <= size ? get_u32(m + at) : 0;
+        if (at + 4 + (size_t)body_len > size)
+            report_error("pull answer: a body of %u bytes in a message of %u", body_len, size);
+        else
+            e2e_record(m + at + 4, body_len);
+        count++;
+        pos += size;
+    }
+    return count;
+}
+
+/* Writes ``out`` and reads the ``count`` answers it asked for (opaque 0..count-1), each of
+ * which must be code 0; the header field ``field`` of each, by opaque, into ``values``. */
+static void exchange(int fd, Buf *out, long count, const char *field, long long *values)
+{
+    write_all(fd, out->p, out->len);
+    out->len = 0;
+    Buf in = {0};
+    long answered = 0;
+    while (answered < count) {
+        read_more(fd, &in);
+        size_t pos = 0, blen;
+        const char *hdr;
+        const unsigned char *b;
+        uint32_t hlen;
+        while (next_frame(&in, &pos, &hdr, &hlen, &b, &blen)) {
+            long code = json_long(hdr, hlen, "\"code\":", -1);
+            long opaque = json_long(hdr, hlen, "\"opaque\":", -1);
+            if (code != 0)
+                fail("-mode e2e: setting up: code %ld: %.*s", code, (int)(hlen < 300 ? hlen : 300),
+                     hdr);
+            if (values != NULL && opaque >= 0 && opaque < count)
+                values[opaque] = json_long(hdr, hlen, field, -1);
+            answered++;
+        }
+        consume(&in, pos);
+    }
+    free(in.p);
+}
+
+typedef struct {
+    int fd;
+    long long *offsets;
+} E2eConsumer;
+
+static void *e2e_consume(void *arg)
+{
+    E2eConsumer *c = arg;
+    Buf out = {0}, in = {0};
+    long seq = 0;
+    for (long q = 0; q < opt.queues; q++)
+        append_pull(&out, q, c->offsets[q], seq++, E2E_SUSPEND_MS);
+    write_all(c->fd, out.p, out.len);
+    e2e_set_ready();
+    while (e2e_consuming()) {
+        if (!e2e_wait(c->fd, now_ns() + E2E_POLL_NS))
+            continue;
+        read_more(c->fd, &in);
+        size_t pos = 0, blen;
+        const char *hdr;
+        const unsigned char *b;
+        uint32_t hlen;
+        out.len = 0;
+        while (next_frame(&in, &pos, &hdr, &hlen, &b, &blen)) {
+            long code = json_long(hdr, hlen, "\"code\":", -1);
+            long opaque = json_long(hdr, hlen, "\"opaque\":", -1);
+            if (opaque < 0)
+                continue;
+            long q = opaque % opt.queues;
+            if (code == 0) {
+                record_bodies(b, blen);
+            } else if (code != CODE_PULL_NOT_FOUND && code != CODE_PULL_RETRY &&
+                       code != CODE_PULL_MOVED) {
+                report_error("pull of queue %ld: code %ld: %.*s", q, code,
+                             (int)(hlen < 300 ? hlen : 300), hdr);
+                continue; /* that queue is read no more */
+            }
+            long long next = json_long(hdr, hlen, "\"nextBeginOffset\":", -1);
+            if (next >= 0)
+                c->offsets[q] = next;
+            append_pull(&out, q, c->offsets[q], seq++, E2E_SUSPEND_MS);
+        }
+        consume(&in, pos);
+        if (out.len)
+            write_all(c->fd, out.p, out.len);
+    }
+    free(out.p);
+    free(in.p);
+    return NULL;
+}
+
+/* Sends opt.n messages at opt.rate on ``fd``; returns how many were sent. */
+static long e2e_produce(int fd, unsigned prefix)
+{
+    Lat *lat = lat_new();
+    double *sent_at = calloc((size_t)opt.n, sizeof(double));
+    if (sent_at == NULL)
+        die("calloc");
+    Buf out = {0}, body = {0}, in = {0};
+    long sent = 0, answered = 0;
+    e2e_begin();
+    for (;;) {
+        long long t = now_ns();
+        out.len = 0;
+        while (sent < opt.n && sent - answered < opt.window && e2e_due_ns(sent) <= t &&
+               now_s() <= deadline) {
+            e2e_stamp(payload, sent); /* the only thread that reads payload in this mode */
+            append_send(&out, &body, (int)sent, (int)(sent % opt.queues), 1, prefix);
+            sent_at[sent++] = now_s();
+        }
+        if (out.len)
+            write_all(fd, out.p, out.len);
+        int stopped = sent >= opt.n || now_s() > deadline;
+        if (stopped && answered == sent)
+            break;
+        if (stopped && now_s() > deadline + E2E_ANSWER_MAX_S) {
+            report_error("-mode e2e: %ld sends unanswered after %.0f s", sent - answered,
+                         E2E_ANSWER_MAX_S);
+            break;
+        }
+        long long until = stopped || sent - answered >= opt.window ? now_ns() + E2E_POLL_NS
+                                                                   : e2e_due_ns(sent);
+        if (!e2e_wait(fd, until))
+            continue;
+        read_more(fd, &in);
+        size_t pos = 0, blen;
+        const char *hdr;
+        const unsigned char *b;
+        uint32_t hlen;
+        while (next_frame(&in, &pos, &hdr, &hlen, &b, &blen)) {
+            long code = json_long(hdr, hlen, "\"code\":", -1);
+            long opaque = json_long(hdr, hlen, "\"opaque\":", -1);
+            if (opaque < 0 || opaque >= sent)
+                continue;
+            lat_add(lat, now_s() - sent_at[opaque]);
+            if (code == 0)
+                atomic_fetch_add(&counted, 1);
+            else
+                report_error("send: code %ld: %.*s", code, (int)(hlen < 300 ? hlen : 300), hdr);
+            answered++;
+        }
+        consume(&in, pos);
+    }
+    free(out.p);
+    free(body.p);
+    free(in.p);
+    free(sent_at);
+    return sent;
+}
+
+static int end_to_end(void)
+{
+    int pfd = tcp_connect(opt.host, opt.port), cfd = tcp_connect(opt.host, opt.port);
+    unsigned prefix = (unsigned)rand();
+    Buf out = {0}, body = {0};
+    /* One unstamped message a queue: the topic exists, with -queues queues, before any read. */
+    for (long q = 0; q < opt.queues; q++)
+        append_send(&out, &body, (int)q, (int)q, 1, prefix);
+    exchange(pfd, &out, opt.queues, NULL, NULL);
+    long long *offsets = calloc((size_t)opt.queues, sizeof(long long));
+    if (offsets == NULL)
+        die("calloc");
+    for (long q = 0; q < opt.queues; q++) {
+        char qs[24];
+        snprintf(qs, sizeof qs, "%ld", q);
+        const char *keys[] = {"topic", "queueId"};
+        const char *vals[] = {opt.topic, qs};
+        size_t lens[] = {strlen(opt.topic), strlen(qs)};
+        put_frame(&out, CODE_GET_MAX_OFFSET, (int)q, keys, vals, lens, 2, NULL, NULL);
+    }
+    exchange(cfd, &out, opt.queues, "\"offset\":", offsets);
+    E2eConsumer consumer = {cfd, offsets};
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, e2e_consume, &consumer) != 0)
+        die("pthread_create");
+    e2e_await_ready();
+    e2e_produced(e2e_produce(pfd, prefix));
+    pthread_join(thread, NULL);
+    close(pfd);
+    close(cfd);
+    free(offsets);
+    free(out.p);
+    free(body.p);
+    return 0;
+}
+
 int rocketmq_run(void)
 {
     sha1_pick();
@@ -421,6 +635,8 @@ int rocketmq_run(void)
         return publish();
     if (!strcmp(opt.mode, "sub"))
         return subscribe();
+    if (!strcmp(opt.mode, "e2e"))
+        return end_to_end();
     fail("-sys rocketmq: -mode %s is not for it (a topic is created by its first send)", opt.mode);
     return 2;
 }

@@ -1,0 +1,188 @@
+/*
+ * mqload -mode e2e: what every system's end-to-end run shares (the systems' parts are in
+ * rocketmq.c, redis.c and nats.c).
+ *
+ * One process, one clock (CLOCK_MONOTONIC): the consumer is set up first and says it waits
+ * (e2e_set_ready); E2E_SETTLE_MS later the producer starts sending -s byte messages at -rate a
+ * second, message i due at start + i / rate (absolute deadlines: a late wake-up sends what is due
+ * at once and never shifts the later deadlines). Each body begins with a stamp (E2E_STAMP_BYTES):
+ * a magic, this run's id, the message's sequence number and the time of its send in ns, taken just
+ * before the bytes are handed to the system's client. The consumer hands each delivered body to
+ * e2e_record, which takes the delivery time minus the stamped send time; bodies of other runs or
+ * without a stamp (warm-up messages) are ignored, a sequence number seen twice counts as a
+ * duplicate. The consumer stops once it has every message sent, or E2E_DRAIN_S after the producer
+ * finished. The RESULT line adds rate= e2e_n= e2e_lost= e2e_dup= e2e_p50_us= e2e_p90_us=
+ * e2e_p99_us= e2e_p999_us= e2e_max_us= behind_max_us= (how late the producer got against its
+ * schedule: a large value means the load tool, not the system, set the pace).
+ */
+#define _GNU_SOURCE
+#include "mqload.h"
+
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define E2E_MAGIC 0x4D453245u /* "E2EM" in a little-endian dump */
+#define E2E_DRAIN_S 5.0
+#define E2E_READY_MAX_S 15.0
+#define E2E_SETTLE_MS 200
+
+/* The stamp at the start of every body: one process writes and reads it (host byte order). */
+typedef struct {
+    uint32_t magic, run;
+    uint64_t seq;
+    int64_t sent_ns;
+} Stamp;
+_Static_assert(sizeof(Stamp) == E2E_STAMP_BYTES, "the stamp's size");
+
+static struct {
+    uint32_t run;
+    long long start_ns, behind_max_ns;
+    double drain_until, send_secs;
+    long sent;                 /* written by the producer before it sets done */
+    atomic_int ready, done;
+    atomic_long received, dups;
+    unsigned char *seen;       /* a bit per sequence number (the consumer's) */
+    Lat lat;                   /* delivery - send, seconds (the consumer's) */
+} e2e;
+
+long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void e2e_init(void)
+{
+    e2e.run = (uint32_t)now_ns() ^ (uint32_t)getpid() << 16;
+    e2e.seen = calloc((size_t)opt.n / 8 + 1, 1);
+    if (e2e.seen == NULL)
+        die("calloc");
+}
+
+void e2e_set_ready(void)
+{
+    atomic_store(&e2e.ready, 1);
+}
+
+void e2e_await_ready(void)
+{
+    double until = now_s() + E2E_READY_MAX_S;
+    while (!atomic_load(&e2e.ready)) {
+        if (now_s() > until)
+            fail("-mode e2e: the consumer was not ready after %.0f s", E2E_READY_MAX_S);
+        usleep(1000);
+    }
+    usleep(E2E_SETTLE_MS * 1000); /* its first reads reach the server and wait there */
+}
+
+void e2e_begin(void)
+{
+    /* Wake-ups at the deadlines, not up to the default 50 us of timer slack after them. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    e2e.start_ns = now_ns();
+    deadline = now_s() + opt.maxsec;
+}
+
+long long e2e_due_ns(long seq)
+{
+    return e2e.start_ns + (long long)((double)seq * 1e9 / (double)opt.rate);
+}
+
+void e2e_stamp(unsigned char *body, long seq)
+{
+    Stamp s = {E2E_MAGIC, e2e.run, (uint64_t)seq, now_ns()};
+    long long behind = s.sent_ns - e2e_due_ns(seq);
+    if (behind > e2e.behind_max_ns)
+        e2e.behind_max_ns = behind;
+    memcpy(body, &s, sizeof s);
+}
+
+/* This run's stamp at the start of ``body``: 0 when there is none (a warm-up, another run). */
+static int stamp_of(const void *body, size_t len, Stamp *s)
+{
+    if (len < sizeof *s)
+        return 0;
+    memcpy(s, body, sizeof *s);
+    return s->magic == E2E_MAGIC && s->run == e2e.run && s->seq < (uint64_t)opt.n;
+}
+
+int e2e_sent_ns(const void *body, size_t len, long long *sent_ns)
+{
+    Stamp s;
+    if (!stamp_of(body, len, &s))
+        return 0;
+    *sent_ns = s.sent_ns;
+    return 1;
+}
+
+int e2e_record(const void *body, size_t len)
+{
+    long long at = now_ns();
+    Stamp s;
+    if (!stamp_of(body, len, &s))
+        return 0;
+    unsigned char bit = (unsigned char)(1u << (s.seq % 8));
+    if (e2e.seen[s.seq / 8] & bit) {
+        atomic_fetch_add(&e2e.dups, 1);
+        return 1;
+    }
+    e2e.seen[s.seq / 8] |= bit;
+    lat_add(&e2e.lat, (double)(at - s.sent_ns) / 1e9);
+    atomic_fetch_add(&e2e.received, 1);
+    return 1;
+}
+
+void e2e_produced(long sent)
+{
+    e2e.sent = sent;
+    e2e.send_secs = (double)(now_ns() - e2e.start_ns) / 1e9;
+    e2e.drain_until = now_s() + E2E_DRAIN_S;
+    atomic_store(&e2e.done, 1);
+}
+
+int e2e_consuming(void)
+{
+    if (!atomic_load(&e2e.done))
+        return 1;
+    return atomic_load(&e2e.received) < e2e.sent && now_s() < e2e.drain_until;
+}
+
+int e2e_wait(int fd, long long until_ns)
+{
+    if (fd < 0) {
+        struct timespec ts = {until_ns / 1000000000LL, until_ns % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+        }
+        return 0;
+    }
+    long long left = until_ns - now_ns();
+    if (left < 0)
+        left = 0;
+    struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return ppoll(&p, 1, &ts, NULL) > 0;
+}
+
+double e2e_send_secs(void)
+{
+    return e2e.send_secs > 0 ? e2e.send_secs : 1e-9;
+}
+
+void e2e_print(void)
+{
+    long n = e2e.lat.len, received = atomic_load(&e2e.received);
+    qsort(e2e.lat.v, (size_t)n, sizeof(double), lat_cmp);
+    printf(" rate=%ld e2e_n=%ld e2e_lost=%ld e2e_dup=%ld e2e_p50_us=%.0f e2e_p90_us=%.0f "
+           "e2e_p99_us=%.0f e2e_p999_us=%.0f e2e_max_us=%.0f behind_max_us=%.0f",
+           opt.rate, received, e2e.sent - received, atomic_load(&e2e.dups),
+           lat_pctl(e2e.lat.v, n, 0.5) * 1e6, lat_pctl(e2e.lat.v, n, 0.9) * 1e6,
+           lat_pctl(e2e.lat.v, n, 0.99) * 1e6, lat_pctl(e2e.lat.v, n, 0.999) * 1e6,
+           lat_pctl(e2e.lat.v, n, 1.0) * 1e6, (double)e2e.behind_max_ns / 1e3);
+}
