@@ -5,6 +5,11 @@
  * (the send time rides in the payload's first bytes, so that the ack handler can tell the
  * latency); -w 1: one synchronous publish at a time. A message counts on its PubAck.
  * sub: a pull consumer (durable benchc) fetching -b at a time, each message acked.
+ * e2e: the consumer, on its own connection, a push subscription (js_Subscribe, an ephemeral
+ * consumer delivering only what arrives after it is created, each message acked by the library
+ * once the callback returns, as a push consumer does) to bench.e2e; the producer, on a
+ * connection that writes each publish at once (natsOptions_SetSendAsap), asynchronous
+ * publishes to bench.e2e, at most -w unacknowledged, each sent when due.
  * setup: (re)creates the stream; purge: empties it and drops the consumer.
  */
 #include "mqload.h"
@@ -14,11 +19,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STREAM "BENCH"
 #define SUBJECT "bench.load"
 #define DURABLE "benchc"
 #define FETCH_WAIT_MS 500
+#define E2E_SUBJECT "bench.e2e"
+#define E2E_ACKS_MAX_MS 30000
 
 typedef struct {
     long count;
@@ -31,13 +39,25 @@ static void check(natsStatus s, const char *what)
         fail("nats %s: %s (%s)", what, natsStatus_GetText(s), nats_GetLastError(NULL));
 }
 
-static natsConnection *connect_nats(void)
+/* A connection; ``asap``: each publish written at once, not left to the flusher thread. */
+static natsConnection *connect_with(int asap)
 {
     char url[300];
     snprintf(url, sizeof url, "nats://%s:%s", opt.host, opt.port);
+    natsOptions *o;
+    check(natsOptions_Create(&o), "options");
+    check(natsOptions_SetURL(o, url), "url");
+    if (asap)
+        check(natsOptions_SetSendAsap(o, true), "send asap");
     natsConnection *nc;
-    check(natsConnection_ConnectTo(&nc, url), "connect");
+    check(natsConnection_Connect(&nc, o), "connect");
+    natsOptions_Destroy(o);
     return nc;
+}
+
+static natsConnection *connect_nats(void)
+{
+    return connect_with(0);
 }
 
 static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
@@ -163,10 +183,97 @@ static int admin(jsCtx *js)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------ e2e */
+static void on_delivery(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    (void)nc, (void)sub, (void)closure;
+    e2e_record(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg));
+    natsMsg_Destroy(msg);
+}
+
+static void on_e2e_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
+{
+    Lat *lat = closure;
+    long long sent_ns;
+    (void)js;
+    if (pa != NULL) {
+        if (e2e_sent_ns(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), &sent_ns))
+            lat_add(lat, (double)(now_ns() - sent_ns) / 1e9);
+        atomic_fetch_add(&counted, 1);
+    } else {
+        report_error("publish: %s", pae && pae->ErrText ? pae->ErrText : "no PubAck");
+    }
+    natsMsg_Destroy(msg);
+}
+
+/* Publishes opt.n messages at opt.rate; returns how many were sent. */
+static long e2e_produce(void)
+{
+    natsConnection *nc = connect_with(1);
+    jsCtx *js;
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.PublishAsync.MaxPending = opt.window;
+    o.PublishAsync.AckHandler = on_e2e_ack;
+    o.PublishAsync.AckHandlerClosure = lat_new();
+    o.PublishAsync.StallWait = 30000;
+    check(natsConnection_JetStream(&js, nc, &o), "jetstream");
+    long sent = 0;
+    e2e_begin();
+    while (sent < opt.n && now_s() <= deadline) {
+        e2e_wait(-1, e2e_due_ns(sent));
+        long long t = now_ns();
+        while (sent < opt.n && e2e_due_ns(sent) <= t && now_s() <= deadline) {
+            e2e_stamp(payload, sent++);
+            natsMsg *m;
+            check(natsMsg_Create(&m, E2E_SUBJECT, NULL, (const char *)payload, (int)opt.size),
+                  "message");
+            natsStatus s = js_PublishMsgAsync(js, &m, NULL);
+            if (s != NATS_OK)
+                report_error("publish: %s", natsStatus_GetText(s));
+            natsMsg_Destroy(m);
+        }
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = E2E_ACKS_MAX_MS;
+    check(js_PublishAsyncComplete(js, &po), "waiting for the acks");
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return sent;
+}
+
+static int end_to_end(void)
+{
+    natsConnection *nc = connect_nats();
+    jsCtx *js;
+    check(natsConnection_JetStream(&js, nc, NULL), "jetstream");
+    natsSubscription *sub;
+    jsErrCode jerr = 0;
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = STREAM;
+    so.Config.DeliverPolicy = js_DeliverNew;
+    check(js_Subscribe(&sub, js, E2E_SUBJECT, on_delivery, NULL, NULL, &so, &jerr),
+          "push subscribe");
+    e2e_set_ready(); /* the consumer exists on the server, its deliveries come to this callback */
+    e2e_await_ready();
+    e2e_produced(e2e_produce());
+    while (e2e_consuming())
+        usleep(10000);
+    natsSubscription_Unsubscribe(sub); /* the ephemeral consumer goes with it */
+    natsSubscription_Destroy(sub);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return 0;
+}
+
 int nats_run(void)
 {
     if (!strcmp(opt.mode, "pub"))
         return publish();
+    if (!strcmp(opt.mode, "e2e"))
+        return end_to_end();
     natsConnection *nc = connect_nats();
     jsCtx *js;
     check(natsConnection_JetStream(&js, nc, NULL), "jetstream");
