@@ -17,7 +17,12 @@ WORKLOAD_LABELS = {
     "pub p4": "publish, 4 producers, w1000 (msgs/s)",
     "batch64": "batch send 64 x 1 KiB, w16 (msgs/s)",
     "sync p1": "one at a time, p50/p99 (us)",
+    "e2e 1k": "end to end, 1,000 msgs/s, p50/p99 (us)",
+    "e2e 50%": "end to end, 50% of pub p1, p50/p99 (us)",
 }
+E2E_WORKLOADS = ("e2e 1k", "e2e 50%")
+E2E_PEER = "nats-js"  # the end-to-end targets' reference: NATS JetStream's push consumer
+E2E_HALF_P99_MAX_MS = 5.0
 # (OrbitMQ system, peer) pairs whose ratio the table shows: like acknowledgement semantics; and
 # the same broker with its Prometheus endpoint on and scraped, next to it off (what metrics cost).
 PAIRS = [("orbitmq-async", "nats-js"), ("orbitmq-async", "redis-everysec"),
@@ -43,6 +48,17 @@ def _lat(runs: dict[tuple[str, str], dict[str, Any]], system: str) -> tuple[floa
     if rec is None or "p50_us" not in rec:
         return None
     return float(rec["p50_us"]), float(rec["p99_us"])
+
+
+def _e2e(runs: dict[tuple[str, str], dict[str, Any]], system: str,
+         workload: str) -> dict[str, float] | None:
+    """An e2e run's delivery latencies (us: p50, p99, p999, max), rate, deliveries and losses;
+    None when it did not run or reported none."""
+    rec = runs.get((system, workload))
+    if rec is None or "e2e_p50_us" not in rec or int(rec.get("e2e_n", 0)) == 0:
+        return None
+    return {k: float(rec[f"e2e_{k}"]) for k in ("p50_us", "p99_us", "p999_us", "max_us", "n", "lost")
+            } | {"rate": float(rec["rate"]), "behind_max_us": float(rec.get("behind_max_us", 0))}
 
 
 def _target(name: str, value: float | None, goal: float, unit: str, higher: bool = True,
@@ -113,10 +129,34 @@ def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float])
                                              f"signed all the same {share:.2f}x"))
         out.append(_target(f"auth on{strategy} / off, one-at-a-time p50", _ratio(
             _p50(runs, on), _p50(runs, AUTH_OFF)), 1.1, "x", higher=False))
+    out += e2e_targets(runs)
     peaks = [float(rec.get("server_peak_rss_mb", 0)) for (s, _), rec in runs.items()
              if s.startswith("orbitmq-") and s != "orbitmq-sink"]
     out.append(_target("broker peak RSS during the run", max(peaks) if peaks else None, 300.0, "MB",
                        higher=False, why="the 10-million-message soak is bench/soak_bench.py"))
+    return out
+
+
+def e2e_targets(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 41's end-to-end targets: at 1,000 msgs/s, p50 <= 1.2x and p99 <= 2x NATS JetStream's
+    push consumer; at half of its own pub p1 rate, OrbitMQ's p99 <= 5 ms."""
+    ours, peer = _e2e(runs, "orbitmq-async", "e2e 1k"), _e2e(runs, E2E_PEER, "e2e 1k")
+    out = []
+    for key, goal, label in (("p50_us", 1.2, "p50"), ("p99_us", 2.0, "p99")):
+        value = _ratio(ours[key], peer[key]) if ours and peer else None
+        why = f"{ours[key]:,.0f} vs {peer[key]:,.0f} us" if ours and peer else ""
+        out.append(_target(f"e2e at 1,000 msgs/s {label} / NATS JetStream push {label}", value,
+                           goal, "x", higher=False, why=why))
+    half = _e2e(runs, "orbitmq-async", "e2e 50%")
+    why = ""
+    if half:
+        why = (f"at {half['rate']:,.0f} msgs/s; p50 {half['p50_us']:,.0f} us, p99.9 "
+               f"{half['p999_us']:,.0f} us; producer behind its schedule by up to "
+               f"{half['behind_max_us'] / 1000:,.1f} ms")
+        if half["lost"]:
+            why += f"; {half['lost']:,.0f} not delivered"
+    out.append(_target("e2e at 50% of the pub p1 rate, orbitmq-async p99", half["p99_us"] / 1000
+                       if half else None, E2E_HALF_P99_MAX_MS, "ms", higher=False, why=why))
     return out
 
 
@@ -128,6 +168,8 @@ def build(results: list[dict[str, Any]], disk: dict[str, float], started: list[A
     for ours, peer in PAIRS:
         if ours in names and peer in names:
             for workload in WORKLOAD_LABELS:
+                if workload in E2E_WORKLOADS:
+                    continue  # a fixed rate: its msgs/s is no comparison
                 value = _ratio(_rate(runs, ours, workload), _rate(runs, peer, workload))
                 if value is not None:
                     ratios.append({"orbitmq": ours, "peer": peer, "workload": workload,
@@ -152,6 +194,9 @@ def _cell(runs: dict[tuple[str, str], dict[str, Any]], system: str, workload: st
         return "-"
     if "msgs_s" not in rec:
         return "FAILED"
+    if workload in E2E_WORKLOADS:
+        e2e = _e2e(runs, system, workload)
+        return "FAILED" if e2e is None else f"{e2e['p50_us']:.0f}/{e2e['p99_us']:.0f}"
     if workload == "sync p1":
         return f"{float(rec['p50_us']):.0f}/{float(rec['p99_us']):.0f}"
     errors = str(rec.get("errors", "0"))
@@ -178,6 +223,7 @@ def render(doc: dict[str, Any]) -> str:
     if around:
         lines.append("page cache around the batch runs: "
                      + ", ".join(f"{v:,.0f} MB/s {k.removesuffix('_mb_s')}" for k, v in around.items()))
+    lines += _render_e2e(runs, names)
     if doc["ratios"]:
         lines.append("\nOrbitMQ / peer (same run):")
         for r in doc["ratios"]:
@@ -194,3 +240,27 @@ def render(doc: dict[str, Any]) -> str:
     for note in doc["meta"]["skipped"]:
         lines.append(f"  skipped {note}")
     return "\n".join(lines)
+
+
+def _render_e2e(runs: dict[tuple[str, str], dict[str, Any]], names: list[str]) -> list[str]:
+    """The end-to-end runs in full: each message's delivery to a waiting consumer minus its send,
+    on one clock, and whether the producer kept its rate."""
+    rows = []
+    for workload in E2E_WORKLOADS:
+        for name in names:
+            rec = runs.get((name, workload))
+            if rec is None:
+                continue
+            e2e = _e2e(runs, name, workload)
+            if e2e is None:
+                why = rec.get("error", "no deliveries").splitlines()[-1:] or ["?"]
+                rows.append(f"  {workload:<8} {name:<15} FAILED: {why[0][:120]}")
+                continue
+            rows.append(f"  {workload:<8} {name:<15} {e2e['rate']:>9,.0f} {e2e['p50_us']:>8,.0f} "
+                        f"{e2e['p99_us']:>8,.0f} {e2e['p999_us']:>8,.0f} {e2e['max_us']:>8,.0f} "
+                        f"{e2e['n']:>9,.0f} {e2e['lost']:>6,.0f} {e2e['behind_max_us'] / 1000:>8,.1f}")
+    if not rows:
+        return []
+    return ["\nend to end (delivery to a waiting consumer - send, one clock; us):",
+            f"  {'workload':<8} {'system':<15} {'msgs/s':>9} {'p50':>8} {'p99':>8} {'p99.9':>8} "
+            f"{'max':>8} {'delivered':>9} {'lost':>6} {'behind ms':>8}", *rows]

@@ -11,8 +11,12 @@ authorization on (``orbitmq-auth-on``) and the same build with both off (``orbit
 take their turns too, the publish load signed on the first (mqload ``-ak``/``-sk``), as does
 ``orbitmq-auth-on-stateful`` (both on, the stateful authentication strategy),
 with ``orbitmq-auth-off-signing`` (the second's broker, the load signed all the same) to tell what
-signing costs the load tool from what checking costs the broker. Prints one table of msgs/s
-(p50/p99 for the one-at-a-time sends), OrbitMQ's ratio to each peer and the targets
+signing costs the load tool from what checking costs the broker. Last, the end-to-end workloads
+(mqload ``-mode e2e``: a consumer already waiting and a producer at a fixed rate in one process,
+each message's delivery time minus its send time) for the systems in :data:`E2E_SYSTEMS`: at
+1,000 msgs/s (``e2e 1k``) and at half the rate that system's ``pub p1`` run reached in this
+sitting (``e2e 50%``). Prints one table of msgs/s (p50/p99 for the one-at-a-time sends and the
+end-to-end runs), OrbitMQ's ratio to each peer and the targets
 (docs/performance.md), and writes the results
 as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
 shared and its speed varies by tens of percent. ``--quick`` (small counts, no idle wait) finishes
@@ -41,6 +45,13 @@ RESULTS = sysmod.ROOT / "bench" / "results"
 ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "orbitmq-auth-on",
        "orbitmq-auth-on-stateful", "orbitmq-auth-off", "redis-everysec", "redis-always", "nats-js", "rabbit-quorum",
        "rabbit-classic"]
+# The end-to-end workloads' systems: OrbitMQ and the peers acknowledging alike (before fsync);
+# mqload has no e2e mode for RabbitMQ.
+E2E_SYSTEMS = frozenset({"orbitmq-async", "redis-everysec", "nats-js"})
+E2E_KINDS = {"rocketmq", "redis", "nats"}
+E2E_1K_RATE = 1_000
+E2E_HALF = 0.5  # of the system's own pub p1 rate in this sitting
+E2E_SLACK_S = 15  # -maxsec past the planned sending time, for a producer that falls behind
 
 
 def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
@@ -48,6 +59,7 @@ def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
     wrote, so it comes right after it."""
     n, n_batch, n_sync = (5_000, 12_800, 400) if quick else (200_000, 640_000, 20_000)
     sec, sync_sec = ("10", "5") if quick else ("40", "15")
+    # ``-rate``, ``-n`` and ``-maxsec`` of the e2e runs: e2e_flags, once the rate is known.
     return [
         ("pub p1", ["-n", str(n), "-p", "1", "-w", "1000", "-maxsec", sec], None),
         ("sub", ["-mode", "sub", "-n", str(n), "-maxsec", sec], None),
@@ -55,7 +67,32 @@ def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
         ("batch64", ["-n", str(n_batch), "-p", "1", "-batch", "64", "-w", "16", "-maxsec", sec],
          {"rocketmq"}),
         ("sync p1", ["-n", str(n_sync), "-p", "1", "-w", "1", "-maxsec", sync_sec], None),
+        ("e2e 1k", ["-mode", "e2e"], E2E_KINDS),
+        ("e2e 50%", ["-mode", "e2e"], E2E_KINDS),
     ]
+
+
+def e2e_seconds(workload: str, quick: bool) -> int:
+    """How long an e2e workload sends: long enough for a p99.9 of 1,000s of deliveries."""
+    if workload == "e2e 1k":
+        return 2 if quick else 20
+    return 1 if quick else 8
+
+
+def e2e_flags(workload: str, system: str, results: list[dict[str, Any]],
+              quick: bool) -> list[str] | str:
+    """mqload's rate, count and time bound for an e2e workload against ``system``; or why it
+    cannot run (``e2e 50%`` needs the system's ``pub p1`` rate of this sitting)."""
+    if workload == "e2e 1k":
+        rate = E2E_1K_RATE
+    else:
+        pub = next((r for r in results if r["system"] == system and r["workload"] == "pub p1"
+                    and "msgs_s" in r), None)
+        if pub is None:
+            return "no pub p1 rate of this system in this sitting to take half of"
+        rate = max(1, int(float(pub["msgs_s"]) * E2E_HALF))
+    secs = e2e_seconds(workload, quick)
+    return ["-rate", str(rate), "-n", str(rate * secs), "-maxsec", str(secs + E2E_SLACK_S)]
 
 
 # ----------------------------------------------------------------------------------- measuring
@@ -219,13 +256,24 @@ def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float,
                 continue  # the sink stores nothing to consume, and its latency is not a broker's
             if system.workloads is not None and workload not in system.workloads:
                 continue  # the signed rows publish only
+            run_flags = flags
+            if workload.startswith("e2e"):
+                if system.name not in E2E_SYSTEMS:
+                    continue
+                extra = e2e_flags(workload, system.name, results, quick)
+                if isinstance(extra, str):
+                    results.append({"system": system.name, "workload": workload, "error": extra})
+                    continue
+                run_flags = flags + extra
             if quiet_max_s > 0:
                 subprocess.run([sys.executable, str(sysmod.PEERS / "quiet.py"), str(quiet_max_s),
                                 "15"], capture_output=True)
-            rec = load_run(system, workload, flags, run_id=turn)
+            rec = load_run(system, workload, run_flags, run_id=turn)
+            lat = (f"e2e p50/p99/p99.9 {rec.get('e2e_p50_us', '-')}/{rec.get('e2e_p99_us', '-')}/"
+                   f"{rec.get('e2e_p999_us', '-')} us" if workload.startswith("e2e")
+                   else f"p50 {rec.get('p50_us', '-')} us")
             print(f"  {system.name:<15} {workload:<8} {rec.get('msgs_s', 'FAILED'):>10} msgs/s"
-                  f"  p50 {rec.get('p50_us', '-')} us  server cpu {rec['server_cpu_pct']}%",
-                  flush=True)
+                  f"  {lat}  server cpu {rec['server_cpu_pct']}%", flush=True)
             results.append(rec)
         if probes:
             around_batch["after_mb_s"] = round(page_cache_rate(probes[1], volume), 1)

@@ -147,6 +147,7 @@ def orbitmq(flush: str, store_base: str, metrics: bool = False) -> System:
     def prepare(workload: str, run_id: int) -> list[str]:
         # A topic per workload (the store is new): sub reads the first messages pub p1 wrote.
         topic = "bench-" + ("pub p1" if workload == "sub" else workload).replace(" ", "-")
+        topic = topic.replace("%", "pct")  # e2e 50%: a topic of letters, digits, - and _
         return ["-addr", addr, "-q", topic]
 
     short = "async" if flush == "ASYNC_FLUSH" else "sync"
