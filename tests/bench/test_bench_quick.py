@@ -1,8 +1,9 @@
 """`make bench`'s quick mode still works: OrbitMQ standalone (both flush modes) under mqload.
 
 Runs bench/run_bench.py --quick against OrbitMQ only (peers may be absent in CI) and checks that
-it printed the comparison table and wrote its JSON. A smoke test of the benchmark's plumbing:
-no figure is asserted (the machine is shared; figures are reported, never tested).
+it printed the comparison table and wrote its JSON, the end-to-end workloads' latencies in it. A
+smoke test of the benchmark's plumbing: no figure is compared with a goal (the machine is shared;
+figures are reported, never tested), only present and positive where they must be.
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ def test_quick_bench_prints_table_and_writes_json(tmp_path: Path) -> None:
     batch = next(t for t in doc["targets"] if t["target"].startswith("batch 64"))
     assert f"goal {min(500_000, 0.7 * page):,.0f} msgs/s" in batch["note"], batch
     assert "page cache around the batch runs:" in proc.stdout
+    # The end-to-end workloads ran against orbitmq-async (not orbitmq-sync: not in E2E_SYSTEMS).
+    e2e = {(r["system"], r["workload"]): r for r in doc["runs"] if r["workload"].startswith("e2e")}
+    assert set(e2e) == {("orbitmq-async", "e2e 1k"), ("orbitmq-async", "e2e 50%")}, e2e
+    for rec in e2e.values():
+        assert rec["rc"] == 0 and rec["mode"] == "e2e", rec
+        assert int(rec["e2e_n"]) > 0 and int(rec["e2e_dup"]) == 0, rec
+        for key in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us"):
+            assert float(rec[key]) > 0, (key, rec)
+    assert e2e[("orbitmq-async", "e2e 1k")]["rate"] == "1000"
+    pub_p1 = next(r for r in doc["runs"] if r["workload"] == "pub p1" and r["system"] == "orbitmq-async")
+    assert int(e2e[("orbitmq-async", "e2e 50%")]["rate"]) == int(float(pub_p1["msgs_s"]) * 0.5)
+    assert "end to end (delivery to a waiting consumer - send, one clock; us):" in proc.stdout
+    half = next(t for t in doc["targets"] if t["target"].startswith("e2e at 50%"))
+    assert half["measured"] is not None and half["measured"] > 0, half
 
 
 def test_batch_goal_follows_the_page_cache_measured_around_the_batch_runs() -> None:

@@ -84,7 +84,12 @@ def test_builds_without_the_peers_client_libraries(tmp_path: Path) -> None:
     (["-p", "0"], "-p 0: expected a whole number in 1..64"),
     (["-n", "ten"], "-n ten: expected a whole number in 1..1099511627776"),
     (["-ak", "user"], "-ak and -sk go together"),
-    (["-mode", "drain"], "-mode drain: expected pub, sub, setup, purge or built"),
+    (["-mode", "drain"], "-mode drain: expected pub, sub, e2e, setup, purge or built"),
+    (["-mode", "e2e"], "-mode e2e needs -rate MSGS_PER_S"),
+    (["-rate", "100"], "-rate is for -mode e2e only"),
+    (["-mode", "e2e", "-rate", "100", "-s", "16"], "-mode e2e: -s 16: the send time needs 24 bytes"),
+    (["-mode", "e2e", "-rate", "100", "-sys", "rabbit"],
+     "-mode e2e: not for -sys rabbit (rocketmq, redis or nats)"),
     (["-sys", "kafka"], "-sys kafka: expected rocketmq, redis, nats or rabbit"),
     (["-addr", "localhost"], "-addr localhost: expected HOST:PORT"),
     (["-sys", "redis", "-batch", "8"], "-batch is for -sys rocketmq only"),
@@ -109,6 +114,26 @@ def test_orbitmq_publish_batch_and_pull_back(mqload: Path, broker: sysmod.System
                          "-maxsec", "20")
     assert rc == 0 and sub["errors"] == "0", text
     assert int(sub["n"]) >= 4280, text
+
+
+def _check_e2e(fields: dict[str, str], sent: int) -> None:
+    """Every message sent delivered once, with latencies (no figure compared with a goal)."""
+    assert fields["mode"] == "e2e" and fields["errors"] == "0", fields
+    assert (fields["n"], fields["e2e_n"], fields["e2e_lost"], fields["e2e_dup"]) == (
+        str(sent), str(sent), "0", "0"), fields
+    p50, p99, p999 = (float(fields[k]) for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us"))
+    assert 0 < p50 <= p99 <= p999 <= float(fields["e2e_max_us"]), fields
+
+
+def test_orbitmq_end_to_end(mqload: Path, broker: sysmod.System) -> None:
+    """A consumer waiting in held pulls gets every message of a producer at a fixed rate, each
+    once; a second run on the same topic starts at the queues' ends, not at their first messages."""
+    addr = ["-addr", broker.addrs["broker"], "-q", "load-e2e", "-mode", "e2e", "-maxsec", "20"]
+    for _ in range(2):
+        rc, fields, text = _run(mqload, *addr, "-rate", "500", "-n", "300")
+        assert rc == 0, text
+        _check_e2e(fields, 300)
+        assert (fields["rate"], fields["queues"]) == ("500", "8"), fields
 
 
 def test_signed_publish_is_admitted_and_unsigned_refused(mqload: Path, tmp_path: Path) -> None:
@@ -141,6 +166,11 @@ def _pub_then_sub(tool: Path, kind: str, *extra: str) -> None:
     rc, sub, text = _run(tool, "-sys", kind, *extra, "-mode", "sub", "-n", "2050", "-b", "100",
                          "-maxsec", "20")
     assert rc == 0 and int(sub["n"]) >= 2050 and sub["errors"] == "0", text
+    if kind != "rabbit":
+        rc, e2e, text = _run(tool, "-sys", kind, *extra, "-mode", "e2e", "-rate", "500", "-n",
+                             "300", "-maxsec", "20")
+        assert rc == 0, text
+        _check_e2e(e2e, 300)
 
 
 def test_redis_stream_and_nats_jetstream() -> None:
