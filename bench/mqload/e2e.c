@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "mqload.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,7 +159,7 @@ int e2e_wait(int fd, long long until_ns)
 {
     if (fd < 0) {
         struct timespec ts = {until_ns / 1000000000LL, until_ns % 1000000000LL};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
         return 0;
     }
