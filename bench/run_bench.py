@@ -1,6 +1,7 @@
 """`make bench`: OrbitMQ next to Redis streams, NATS JetStream and RabbitMQ, one mqload run each.
 
     .venv/bin/python bench/run_bench.py [--quick] [--systems a,b,...] [--json PATH]
+                                        [--e2e-seconds S]
 
 Starts OrbitMQ standalone twice (ASYNC_FLUSH and SYNC_FLUSH), OrbitMQ's bare-transport sink, and
 every installed peer (`make bench-peers` installs them), then runs the same workloads of the
@@ -72,15 +73,18 @@ def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
     ]
 
 
-def e2e_seconds(workload: str, quick: bool) -> int:
-    """How long an e2e workload sends: long enough for a p99.9 of 1,000s of deliveries."""
+def e2e_seconds(workload: str, quick: bool, override: int | None = None) -> int:
+    """How long an e2e workload sends (``override``: --e2e-seconds): long enough for a p99.9 of
+    1,000s of deliveries."""
+    if override is not None:
+        return override
     if workload == "e2e 1k":
         return 2 if quick else 20
     return 1 if quick else 8
 
 
-def e2e_flags(workload: str, system: str, results: list[dict[str, Any]],
-              quick: bool) -> list[str] | str:
+def e2e_flags(workload: str, system: str, results: list[dict[str, Any]], quick: bool,
+              seconds: int | None = None) -> list[str] | str:
     """mqload's rate, count and time bound for an e2e workload against ``system``; or why it
     cannot run (``e2e 50%`` needs the system's ``pub p1`` rate of this sitting)."""
     if workload == "e2e 1k":
@@ -91,7 +95,7 @@ def e2e_flags(workload: str, system: str, results: list[dict[str, Any]],
         if pub is None:
             return "no pub p1 rate of this system in this sitting to take half of"
         rate = max(1, int(float(pub["msgs_s"]) * E2E_HALF))
-    secs = e2e_seconds(workload, quick)
+    secs = e2e_seconds(workload, quick, seconds)
     return ["-rate", str(rate), "-n", str(rate * secs), "-maxsec", str(secs + E2E_SLACK_S)]
 
 
@@ -233,8 +237,8 @@ def start_systems(wanted: list[str], store_base: str,
     return notes
 
 
-def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float,
-            base: str) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float, base: str,
+            e2e_secs: int | None = None) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Every workload against every system; and the page cache's write speed measured right
     before and right after the batch workload, each over as many bytes as one of its runs
     writes: on this machine (a VM guest whose freed memory goes back to the host) writing pages
@@ -260,7 +264,7 @@ def run_all(started: list[sysmod.System], quick: bool, quiet_max_s: float,
             if workload.startswith("e2e"):
                 if system.name not in E2E_SYSTEMS:
                     continue
-                extra = e2e_flags(workload, system.name, results, quick)
+                extra = e2e_flags(workload, system.name, results, quick, e2e_secs)
                 if isinstance(extra, str):
                     results.append({"system": system.name, "workload": workload, "error": extra})
                     continue
@@ -289,12 +293,17 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="result file (default bench/results/bench-<time>.json)")
     ap.add_argument("--quiet-max", type=float, default=None,
                     help="seconds to wait for an idle box before each run (default 10; quick: 0)")
+    ap.add_argument("--e2e-seconds", type=int, default=None,
+                    help="sending time of each end-to-end run (default 20 at 1,000 msgs/s and 8 at "
+                         "50%%; quick: 2 and 1)")
     opts = ap.parse_args()
     sysmod.mqload()  # built now (or SystemExit), not in the middle of a run
     wanted = [s for s in opts.systems.split(",") if s]
     unknown = [s for s in wanted if s not in ALL]
     if unknown:
         raise SystemExit(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(ALL)})")
+    if opts.e2e_seconds is not None and not 1 <= opts.e2e_seconds <= 600:
+        raise SystemExit(f"--e2e-seconds {opts.e2e_seconds}: expected 1..600")
     quiet_max = opts.quiet_max if opts.quiet_max is not None else (0.0 if opts.quick else 10.0)
     base = tempfile.mkdtemp(prefix="orbitmq-bench-")
     started: list[sysmod.System] = []
@@ -304,7 +313,7 @@ def main() -> None:
         if not started:
             raise SystemExit("nothing to benchmark: " + "; ".join(notes))
         print(f"systems: {', '.join(s.name for s in started)}" + (f"  ({'; '.join(notes)})" if notes else ""))
-        results, around_batch = run_all(started, opts.quick, quiet_max, base)
+        results, around_batch = run_all(started, opts.quick, quiet_max, base, opts.e2e_seconds)
         if around_batch:
             rate = max(around_batch.values())
             disk.update({"page_cache_at_batch64_mb_s": around_batch,

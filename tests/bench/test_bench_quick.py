@@ -84,3 +84,28 @@ def test_batch_goal_follows_the_page_cache_measured_around_the_batch_runs() -> N
     around = batch({"page_cache_1k_msgs_s": 3_000_000, "page_cache_at_batch64_1k_msgs_s": 400_000})
     assert around["measured"] == round(300_000 / 280_000, 3) and around["met"], around
     assert "goal 280,000 msgs/s" in str(around["note"])
+
+
+def test_e2e_targets_are_ratios_to_nats_and_the_half_load_p99() -> None:
+    """At 1,000 msgs/s OrbitMQ's p50 and p99 over NATS JetStream's of the same sitting; at 50%
+    load OrbitMQ's own p99 in ms; a target whose runs are missing is n/a, not met or failed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import report
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def e2e(rate: int, p50: int, p99: int) -> dict[str, str]:
+        return {"rate": str(rate), "e2e_n": "1000", "e2e_lost": "0", "e2e_p50_us": str(p50),
+                "e2e_p99_us": str(p99), "e2e_p999_us": str(p99 * 2), "e2e_max_us": str(p99 * 3),
+                "behind_max_us": "100"}
+
+    runs = {("orbitmq-async", "e2e 1k"): e2e(1000, 300, 3000),
+            ("nats-js", "e2e 1k"): e2e(1000, 200, 1000),
+            ("orbitmq-async", "e2e 50%"): e2e(60000, 900, 4000)}
+    p50, p99, half = report.e2e_targets(runs)
+    assert (p50["measured"], p50["met"], p50["goal"]) == (1.5, False, 1.2), p50
+    assert (p99["measured"], p99["met"], p99["goal"]) == (3.0, False, 2.0), p99
+    assert (half["measured"], half["met"], half["unit"]) == (4.0, True, "ms"), half
+    assert "at 60,000 msgs/s" in half["note"]
+    assert [t["met"] for t in report.e2e_targets({})] == [None, None, None]
