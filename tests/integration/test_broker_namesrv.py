@@ -86,9 +86,13 @@ def test_registers_with_every_namesrv_and_auto_created_topics_appear_promptly(tm
             assert (q.read_queue_nums, q.write_queue_nums, q.perm) == (3, 3, 6)
         assert time.monotonic() - started < 2  # not the 60 s registration interval
         h.send_ok("FreshTopic", b"again")  # an existing topic: no registration to wait for
-        # one round at start and one for the new topic (the interval is 60 s), each to every
-        # name server
-        assert h.broker.registrar.registrations == 2 * len(c.namesrvs)
+        # one whole registration at start (the interval is 60 s), then the new topic alone,
+        # each to every name server (issue 38: no whole table per topic)
+        assert h.broker.registrar.registrations == len(c.namesrvs)
+        assert h.broker.registrar.topic_registrations == len(c.namesrvs)
+        for ns in c.namesrvs:
+            assert ns.topic_registration.counts["broker"] == 1
+            assert ns.topic_registration.counts["topic"] == 1
     finally:
         c.close()
 
