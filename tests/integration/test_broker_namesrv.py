@@ -241,3 +241,19 @@ def test_access_control_on_topics_still_register_one_at_a_time(tmp_path: Path) -
             cluster.call(anonymous.close())
         assert ns.routes.topic_route("Hijacked") is None
         assert ns.topic_registration.counts["version_query"] == 1
+
+
+def test_a_namesrv_without_single_topic_registration_gets_the_whole_table(tmp_path: Path) -> None:
+    """A name server from before issue 38 answers REGISTER_TOPIC_IN_NAMESRV NOT_SUPPORTED: the
+    broker sends it the whole table at once, as it did after every change before."""
+    c = _Cluster(tmp_path, n_namesrv=1)
+    h, ns = c.h, c.namesrvs[0]
+    try:
+        _wait_route(h, ns, "TBW102")
+        del ns.server._handlers[RequestCode.REGISTER_TOPIC_IN_NAMESRV]
+        h.send_ok("ForAnOldNamesrv", b"x")
+        _wait_route(h, ns, "ForAnOldNamesrv")
+        assert ns.topic_registration.counts["broker"] == 2
+        assert ns.topic_registration.counts["topic"] == 0
+    finally:
+        c.close()

@@ -306,6 +306,11 @@ class RegisterService:
             except OrbitMQError as e:
                 log.warning("topic registration failed namesrv=%s topic=%s err=%s", namesrv, topic, e)
                 return
+            if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                # A name server from before single-topic registration: the whole table, now,
+                # as brokers of its time did after every change.
+                self._log_refusals(await self._register_round([namesrv]))
+                return
             if resp.code != ResponseCode.SUCCESS:
                 log.warning("topic registration refused namesrv=%s topic=%s code=%d remark=%s",
                             namesrv, topic, resp.code, resp.remark)
