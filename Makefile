@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install install-run system-deps run dist test lint fuzz sanitize bench bench-peers pipeline console-screenshots clean
+.PHONY: install install-run system-deps run dist test lint fuzz sanitize bench bench-scale bench-peers pipeline console-screenshots clean
 
 install: system-deps $(STAMP)
 
@@ -95,7 +95,8 @@ BENCH_ARGS ?=
 # store against the raw disk, disk and broker memory per 1,000 idle queues, Spark, the RocketMQ 5
 # client next to the SDK with 1 M pending timers (bench/grpc_bench.py), and replication (a
 # SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate), publish over TLS
-# against plaintext on one broker (bench/tls_bench.py). Never part of
+# against plaintext on one broker (bench/tls_bench.py), metadata at scale (bench/scale_bench.py,
+# also `make bench-scale`). Never part of
 # `make test`; BENCH_ARGS=--quick for a smoke run. The load tool, bench/mqload (C), is built on
 # first use; without `make bench-peers` only the OrbitMQ rows run.
 bench: install
@@ -107,6 +108,13 @@ bench: install
 	$(PY) bench/grpc_bench.py $(BENCH_ARGS)
 	$(PY) bench/ha_bench.py $(BENCH_ARGS)
 	$(PY) bench/tls_bench.py $(BENCH_ARGS)
+	$(PY) bench/scale_bench.py $(BENCH_ARGS)
+
+# Metadata at scale alone (bench/scale_bench.py): create cost at 100, 10,000 and 100,000 topics,
+# restart after kill -9 at the largest, broker RSS per 1,000 idle and lightly used queues, name
+# server RSS with 100,000 topics on 2 broker sets. Most of an hour; BENCH_ARGS=--quick: < 1 min.
+bench-scale: install
+	$(PY) bench/scale_bench.py $(BENCH_ARGS)
 
 # Redis, RabbitMQ and NATS from Debian (their services stopped: the bench starts its own on
 # 127.0.0.1), the C client libraries the load tool speaks to them with (hiredis, libnats,

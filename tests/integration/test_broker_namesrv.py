@@ -16,7 +16,7 @@ from orbitmq.assembly import build_broker
 from orbitmq.config import BrokerRole, NamesrvConfig
 from orbitmq.errors import BrokerError
 from orbitmq.namesrv import NameServer
-from orbitmq.protocol.bodies import TopicRouteData
+from orbitmq.protocol.bodies import QueueData, TopicRouteData
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.transport import LoopThread, RemotingClient
@@ -86,9 +86,13 @@ def test_registers_with_every_namesrv_and_auto_created_topics_appear_promptly(tm
             assert (q.read_queue_nums, q.write_queue_nums, q.perm) == (3, 3, 6)
         assert time.monotonic() - started < 2  # not the 60 s registration interval
         h.send_ok("FreshTopic", b"again")  # an existing topic: no registration to wait for
-        # one round at start and one for the new topic (the interval is 60 s), each to every
-        # name server
-        assert h.broker.registrar.registrations == 2 * len(c.namesrvs)
+        # one whole registration at start (the interval is 60 s), then the new topic alone,
+        # each to every name server (issue 38: no whole table per topic)
+        assert h.broker.registrar.registrations == len(c.namesrvs)
+        assert h.broker.registrar.topic_registrations == len(c.namesrvs)
+        for ns in c.namesrvs:
+            assert ns.topic_registration.counts["broker"] == 1
+            assert ns.topic_registration.counts["topic"] == 1
     finally:
         c.close()
 
@@ -166,5 +170,90 @@ def test_a_refusal_after_start_is_logged_as_an_error(tmp_path: Path,
         assert any("refused broker broker-a id 0" in r.getMessage() for r in caplog.records
                    if r.levelno == logging.ERROR)
         h.send_ok("StillServing", b"x")
+    finally:
+        c.close()
+
+
+def test_a_namesrv_that_lost_the_broker_gets_the_whole_table_at_once(tmp_path: Path) -> None:
+    """Issue 38: a topic change goes alone, carrying the data version move; a name server
+    that does not hold the base (here: it forgot the broker, as after a restart) refuses the
+    move, and the broker sends it the whole table in the same round, without waiting for the
+    periodic check (60 s here)."""
+    c = _Cluster(tmp_path, n_namesrv=2)
+    h = c.h
+    lost, kept = c.namesrvs
+    try:
+        for ns in c.namesrvs:
+            _wait_route(h, ns, "TBW102")
+        lost.routes.remove_broker_addr(h.addr)
+        assert _route(h, lost, "TBW102").code == ResponseCode.TOPIC_NOT_EXIST
+        h.send_ok("AfterTheLoss", b"x")
+        for ns in c.namesrvs:
+            _wait_route(h, ns, "AfterTheLoss")
+        _wait_route(h, lost, "TBW102")  # the whole table again
+        assert lost.topic_registration.counts["broker"] == 2
+        assert kept.topic_registration.counts["broker"] == 1  # it followed: one topic only
+        assert kept.topic_registration.counts["topic"] == 1
+        # the periodic check finds both current: nothing more is sent
+        assert h.call(h.broker.registrar.check_versions()) == 0
+        assert lost.topic_registration.counts["version_changed"] == 0
+        assert kept.topic_registration.counts["version_query"] == 1
+    finally:
+        c.close()
+
+
+def test_access_control_on_topics_still_register_one_at_a_time(tmp_path: Path) -> None:
+    """With authentication on, the broker's single-topic registrations and version checks
+    are signed with its inner credentials and accepted (anonymous ones are refused: see
+    test_auth_sweep, which sends every code the name server serves)."""
+    from auth_support import ROOT, auth_cluster
+
+    from orbitmq.client import Admin
+
+    with auth_cluster(tmp_path, with_alice=False) as cluster:
+        ns = cluster.namesrv_server
+        broker = cluster.brokers[0]
+        with Admin(cluster.namesrv, credentials=ROOT) as admin:
+            admin.create_topic("SignedTopic", read_queue_nums=2, write_queue_nums=2)
+        deadline = time.monotonic() + 5
+        while (found := ns.routes.topic_route("SignedTopic")) is None:
+            assert time.monotonic() < deadline, "SignedTopic not routed"
+            time.sleep(0.01)
+        assert found[0]["broker-a"].write_queue_nums == 2
+        assert ns.topic_registration.counts["broker"] == 1
+        assert ns.topic_registration.counts["topic"] >= 3  # the cluster's two topics and this
+        assert cluster.call(broker.registrar.check_versions()) == 0
+        assert ns.topic_registration.counts["version_query"] == 1
+        assert ns.topic_registration.counts["version_changed"] == 0
+        # anonymous: refused before any handler runs (nothing counted, nothing recorded)
+        body = TopicRouteData(queue_datas=[QueueData("broker-a", 1, 1, 6)]).to_json()
+        fields = {"brokerName": "broker-a", "brokerAddr": broker.address,
+                  "clusterName": "DefaultCluster", "brokerId": "0"}
+        anonymous = RemotingClient()
+        try:
+            for cmd in (RemotingCommand.request(RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+                                                {"topic": "Hijacked"}, body),
+                        RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, fields,
+                                                b'{"timestamp":0,"counter":0}')):
+                r = cluster.call(anonymous.invoke(cluster.namesrv, cmd, 5))
+                assert r.code == ResponseCode.NO_PERMISSION, (r.code, r.remark)
+        finally:
+            cluster.call(anonymous.close())
+        assert ns.routes.topic_route("Hijacked") is None
+        assert ns.topic_registration.counts["version_query"] == 1
+
+
+def test_a_namesrv_without_single_topic_registration_gets_the_whole_table(tmp_path: Path) -> None:
+    """A name server from before issue 38 answers REGISTER_TOPIC_IN_NAMESRV NOT_SUPPORTED: the
+    broker sends it the whole table at once, as it did after every change before."""
+    c = _Cluster(tmp_path, n_namesrv=1)
+    h, ns = c.h, c.namesrvs[0]
+    try:
+        _wait_route(h, ns, "TBW102")
+        del ns.server._handlers[RequestCode.REGISTER_TOPIC_IN_NAMESRV]
+        h.send_ok("ForAnOldNamesrv", b"x")
+        _wait_route(h, ns, "ForAnOldNamesrv")
+        assert ns.topic_registration.counts["broker"] == 2
+        assert ns.topic_registration.counts["topic"] == 0
     finally:
         c.close()

@@ -49,14 +49,17 @@ from orbitmq.protocol.batch import encode_batch
 from orbitmq.protocol.bodies import (
     CheckClientRequestBody,
     ConsumerData,
+    DataVersion,
     HeartbeatData,
     LockBatchRequestBody,
     MessageQueue,
     ProducerData,
+    QueueData,
     RegisterBrokerBody,
     SubscriptionData,
     TopicConfig,
     TopicConfigSerializeWrapper,
+    TopicRouteData,
 )
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -158,6 +161,16 @@ def _namesrv_requests(ctx: Context) -> dict[int, Callable[[], Request]]:
             "topic": "FuzzFakeTopic"}, b"", "namesrv"),
         RequestCode.GET_TOPICS_BY_CLUSTER: b(RequestCode.GET_TOPICS_BY_CLUSTER, {
             "cluster": "DefaultCluster"}, b"", "namesrv"),
+        RequestCode.REGISTER_TOPIC_IN_NAMESRV: b(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {
+            "topic": "FuzzFakeTopic", **{k: reg_fields[k] for k in (
+                "brokerName", "brokerAddr", "clusterName", "brokerId")},
+            "baseVersionTimestamp": "0", "baseVersionCounter": "0",
+            "versionTimestamp": "1", "versionCounter": "1"},
+            TopicRouteData(queue_datas=[QueueData(reg_fields["brokerName"], 4, 4, 6)]).to_json(),
+            "namesrv"),
+        RequestCode.QUERY_DATA_VERSION: b(RequestCode.QUERY_DATA_VERSION, {
+            k: reg_fields[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")},
+            DataVersion(1, 1).to_json(), "namesrv"),
     }
 
 

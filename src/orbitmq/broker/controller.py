@@ -38,6 +38,7 @@ from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.broker.processor.admin_processor import AdminProcessor
 from orbitmq.broker.processor.broker_config_processor import (
     BrokerConfigProcessor,
+    permitted_topic,
     permitted_wrapper,
 )
 from orbitmq.broker.processor.client_processor import ClientProcessor
@@ -147,6 +148,8 @@ class BrokerController:
         self.registrar = RegisterService(
             config, self.remoting_client, lambda: self.address,
             lambda: permitted_wrapper(self.topics.wrapper(), config),
+            topic_config=lambda topic: permitted_topic(self.topics.get(topic), config),
+            data_version=lambda: self.topics.data_version,
             ha_addr=lambda: self.replication.ha_address(), broker_id=lambda: self.role.broker_id,
             on_answer=None if config.enable_controller_mode else
             lambda master, ha: self.replication.on_registered(master, ha),
@@ -156,7 +159,7 @@ class BrokerController:
             config=config, host=self.host, store=self.store, saver=self.saver,
             dispatched=self.dispatched, topics=self.topics, offsets=self.offsets,
             sub_groups=self.sub_groups, clients=self.clients, stats=self.stats,
-            route_published=self.registrar.registered_after_now, role=self.role,
+            route_published=self.registrar.published_after_now, role=self.role,
             read_bound=self._read_bound if config.enable_controller_mode else None,
             authorize_found=self.access.guard.authorize_found,
         )
@@ -472,11 +475,11 @@ class BrokerController:
         """Controller mode: the confirm offset consumers are served up to (FailoverService)."""
         return self.failover.read_bound() if self.failover is not None else None
 
-    def _topics_changed(self) -> None:
+    def _topics_changed(self, topic: str) -> None:
         if self.fast_path is not None:
             self.fast_path.topics_changed()
         if self._announcing:
-            self.registrar.request()
+            self.registrar.topic_changed(topic)
 
     def _connection_closed(self, conn: RemotingConnection) -> None:
         self.pull.long_poll.connection_closed(conn)

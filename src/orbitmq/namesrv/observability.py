@@ -6,6 +6,9 @@ server belongs to no cluster, so it has no ``cluster`` label. Families:
 - ``rocketmq_rpc_latency`` (ms, histogram, sampled as the broker's);
 - ``orbitmq_namesrv_brokers`` (gauge, label ``cluster``): live broker addresses per cluster;
 - ``orbitmq_namesrv_topics`` (gauge): topics with a route;
+- ``orbitmq_namesrv_registrations_total`` (counter, label ``kind``): registrations received:
+  ``broker`` (whole tables), ``topic`` and ``topic_delete`` (one topic each), ``version_query``
+  and ``version_changed`` (the queries answered "changed", each followed by a whole table);
 - ``rocketmq_authentication_failures_total``, ``rocketmq_authorization_denials_total``
   (counters, label ``reason``): requests access control refused (the audit log's counters).
 
@@ -15,7 +18,7 @@ A name server with ``metrics_exporter_type = PROM`` serves them on its own endpo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orbitmq.config import MetricsExporterType, NamesrvConfig
@@ -32,8 +35,10 @@ class NamesrvObservability:
     """Request timings and route figures of one name server, and its endpoint if configured."""
 
     def __init__(self, config: NamesrvConfig, server: RemotingServer, routes: RouteTable,
-                 audit: AuditLog | None = None) -> None:
+                 audit: AuditLog | None = None,
+                 registrations: Mapping[str, int] | None = None) -> None:
         self.config = config
+        self.registrations = registrations if registrations is not None else {}
         self.server = server
         self.routes = routes
         self.audit = audit
@@ -89,8 +94,15 @@ class NamesrvObservability:
             f.add(gauge, [cluster], len(addrs & live))
         yield gauge
         topics = f.gauge("orbitmq_namesrv_topics", "topics with a route")
-        f.add(topics, [], len(self.routes.topics()))
+        f.add(topics, [], self.routes.topic_count())
         yield topics
+        from orbitmq.namesrv.topic_registration import REGISTRATION_KINDS
+
+        received = f.counter("orbitmq_namesrv_registrations_total",
+                             "registrations received, by kind", ["kind"])
+        for kind in REGISTRATION_KINDS:
+            f.add(received, [kind], self.registrations.get(kind, 0))
+        yield received
         if self.audit is not None:
             yield from access_families(f, self.audit)
         yield from limit_families(f, self.server)

@@ -34,9 +34,11 @@ PERM_WRITE = 2
 PERM_READ = 4
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TopicQueues:
-    """The queues one broker serves for one topic."""
+    """The queues one broker serves for one topic. Immutable and interned by the table: the
+    100,000 topics of a broker mostly share a handful of shapes (8/8 queues, read-write), so
+    a topic costs a reference, not an object (see RouteTable's memory note)."""
 
     read_queue_nums: int
     write_queue_nums: int
@@ -44,12 +46,18 @@ class TopicQueues:
     topic_sys_flag: int = 0
 
 
-@dataclasses.dataclass
+DataVersionKey = tuple[int, int]  # a broker's DataVersion (timestamp, counter)
+
+
+@dataclasses.dataclass(slots=True)
 class BrokerLiveInfo:
     last_update_ms: int
     broker_name: str
     ha_server_addr: str = ""
     master_epoch: int = 0
+    # The DataVersion of the topic table this name server holds from the broker: what its last
+    # REGISTER_BROKER carried, moved on by incremental registrations that start from it.
+    data_version: DataVersionKey | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,11 +74,20 @@ class _Broker:
 
 
 class RouteTable:
-    """Brokers, clusters and topic routes as brokers report them."""
+    """Brokers, clusters and topic routes as brokers report them.
+
+    Memory per topic is what bounds a name server at scale (issue 38: 100,000 topics of 8
+    queues on 2 broker sets): a topic holds its name, a small dict of broker name -> queues,
+    and references to interned TopicQueues (``_shapes``) and interned broker names, nothing
+    per queue. tests/unit/namesrv measures the bytes per topic with tracemalloc.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._topics: dict[str, dict[str, TopicQueues]] = {}  # topic -> broker name -> queues
+        # Every distinct TopicQueues and broker name once (few of either): see the class note.
+        self._shapes: dict[TopicQueues, TopicQueues] = {}
+        self._names: dict[str, str] = {}
         self._brokers: dict[str, _Broker] = {}  # broker name -> cluster and addresses by id
         self._clusters: dict[str, set[str]] = {}  # cluster -> broker names
         self._live: dict[str, BrokerLiveInfo] = {}  # broker address -> last heartbeat
@@ -87,8 +104,10 @@ class RouteTable:
         now_ms: int,
         expire_ms: int | None = None,
         master_epoch: int = 0,
+        data_version: DataVersionKey | None = None,
     ) -> RegisterResult:
-        """Record a broker's registration; a master's topic list replaces what it had before.
+        """Record a broker's registration; a master's topic list replaces what it had before,
+        and ``data_version`` is the version QUERY_DATA_VERSION compares with from now on.
 
         Raises:
             BrokerError: ILLEGAL_OPERATION when another address holds ``broker_name`` and
@@ -115,11 +134,12 @@ class RouteTable:
                 for topic, queues in self._topics.items():
                     if topic not in topics:
                         queues.pop(broker_name, None)
+                name = self._intern_name(broker_name)
                 for topic, tq in topics.items():
-                    self._topics.setdefault(topic, {})[broker_name] = tq
+                    self._topics.setdefault(topic, {})[name] = self._intern(tq)
                 self._drop_empty_topics()
             self._live[broker_addr] = BrokerLiveInfo(now_ms, broker_name, ha_server_addr,
-                                                     master_epoch)
+                                                     master_epoch, data_version)
             if first:
                 log.info("broker registered name=%s addr=%s id=%d", broker_name, broker_addr, broker_id)
             master = broker.addrs.get(0, "") if broker_id != 0 else ""
@@ -192,6 +212,65 @@ class RouteTable:
                 self.remove_broker_addr(addr)
             return dead
 
+    def _intern(self, tq: TopicQueues) -> TopicQueues:
+        return self._shapes.setdefault(tq, tq)
+
+    def _intern_name(self, name: str) -> str:
+        return self._names.setdefault(name, name)
+
+    # -- incremental registration (issue 38) --------------------------------------------------
+    def register_topic(self, topic: str, queues: dict[str, TopicQueues]) -> bool:
+        """One topic's queues on the named brokers (REGISTER_TOPIC_IN_NAMESRV), replacing what
+        those brokers had for it. As RocketMQ's ``registerTopic``: nothing is recorded when a
+        broker name is not registered (False), since a route must name a broker address."""
+        with self._lock:
+            if not queues or any(name not in self._brokers for name in queues):
+                return False
+            held = self._topics.setdefault(topic, {})
+            for name, tq in queues.items():
+                held[self._intern_name(name)] = self._intern(tq)
+            return True
+
+    def unregister_topic(self, topic: str, broker_name: str) -> None:
+        """``broker_name``'s queues of ``topic`` (the topic goes when no broker has any left)."""
+        with self._lock:
+            queues = self._topics.get(topic)
+            if queues is not None:
+                queues.pop(broker_name, None)
+                if not queues:
+                    del self._topics[topic]
+
+    def query_data_version(self, broker_addr: str, broker_name: str, version: DataVersionKey,
+                           now_ms: int) -> bool:
+        """QUERY_DATA_VERSION: True when the table held from the broker at ``broker_addr`` is
+        not ``version`` (or nothing is held: a restarted name server, an expired broker).
+
+        A query is also the broker's heartbeat (RocketMQ's ``updateBrokerInfoUpdateTimestamp``):
+        a broker whose version is current registers nothing else for hours, and must not
+        expire for it."""
+        with self._lock:
+            info = self._live.get(broker_addr)
+            if info is None or info.broker_name != broker_name:
+                return True
+            info.last_update_ms = now_ms
+            return info.data_version != version
+
+    def advance_data_version(self, broker_addr: str, broker_name: str, base: DataVersionKey,
+                             version: DataVersionKey) -> bool:
+        """An incremental registration's version move: taken (True) only when this name server
+        holds ``base`` from the broker, i.e. it saw every change before the ones just sent."""
+        with self._lock:
+            info = self._live.get(broker_addr)
+            if info is None or info.broker_name != broker_name or info.data_version != base:
+                return False
+            info.data_version = version
+            return True
+
+    def is_registered(self, broker_addr: str, broker_name: str) -> bool:
+        with self._lock:
+            info = self._live.get(broker_addr)
+            return info is not None and info.broker_name == broker_name
+
     def _drop_empty_topics(self) -> None:
         for topic in [t for t, q in self._topics.items() if not q]:
             del self._topics[topic]
@@ -215,6 +294,11 @@ class RouteTable:
     def topics(self) -> list[str]:
         with self._lock:
             return sorted(self._topics)
+
+    def topic_count(self) -> int:
+        """How many topics have a route (without sorting 100,000 names for a gauge)."""
+        with self._lock:
+            return len(self._topics)
 
     def delete_topic(self, topic: str) -> None:
         with self._lock:

@@ -2,7 +2,8 @@
 
 A REGISTER_BROKER of a broker name and id that another live address holds is refused with
 ILLEGAL_OPERATION and a remark naming the holder (see route_table); malformed requests are
-answered INVALID_PARAMETER naming the field, by the transport."""
+answered INVALID_PARAMETER naming the field, by the transport. One topic at a time and the
+data version check: topic_registration."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from orbitmq.config import NamesrvConfig
 from orbitmq.namesrv.admin_handlers import NamesrvAdminHandlers
 from orbitmq.namesrv.observability import NamesrvObservability
 from orbitmq.namesrv.route_table import RouteTable, TopicQueues
+from orbitmq.namesrv.topic_registration import TopicRegistrationHandlers
 from orbitmq.protocol.bodies import (
     BrokerData,
     ClusterInfo,
@@ -27,7 +29,6 @@ from orbitmq.protocol.bodies import (
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import (
-    DeleteTopicFromNamesrvRequestHeader,
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
@@ -71,7 +72,9 @@ class NameServer:
         s.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._get_route)
         s.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info)
         s.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._topic_list)
-        s.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
+        self.topic_registration = TopicRegistrationHandlers(self.routes, self._clock,
+                                                            self._note_broker_conn)
+        self.topic_registration.register(s)  # 216, 217 and 322 (incremental registration)
         NamesrvAdminHandlers(self.routes).register(s)
         cfg = self.config
         self.access = build_server_access(
@@ -84,7 +87,8 @@ class NameServer:
                 s.register(code, handler)
         s.on_connection_closed(self._connection_closed)
         self.observability = NamesrvObservability(self.config, s, self.routes,
-                                                  audit=self.access.guard.audit)
+                                                  audit=self.access.guard.audit,
+                                                  registrations=self.topic_registration.counts)
 
     @property
     def address(self) -> str:
@@ -132,7 +136,9 @@ class NameServer:
             now_ms=self._clock(),
             expire_ms=self.config.broker_expire_ms,
             master_epoch=h.master_epoch or 0,
+            data_version=(wrapper.data_version.timestamp, wrapper.data_version.counter),
         )  # BrokerError (ILLEGAL_OPERATION) when another live broker holds this name and id
+        self.topic_registration.counts["broker"] += 1
         self._broker_conns[conn] = h.broker_addr
         resp = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
@@ -177,10 +183,8 @@ class NameServer:
     def _topic_list(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=TopicList(self.routes.topics()).to_json())
 
-    def _delete_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        h = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.routes.delete_topic(h.topic)
-        return cmd.response(ResponseCode.SUCCESS)
+    def _note_broker_conn(self, conn: RemotingConnection, broker_addr: str) -> None:
+        self._broker_conns[conn] = broker_addr
 
     def _connection_closed(self, conn: RemotingConnection) -> None:
         addr = self._broker_conns.pop(conn, None)

@@ -88,7 +88,8 @@ class RequestCode(enum.IntEnum):
     ADJUST_CONSUMER_THREAD_POOL = 213
     WHO_CONSUME_THE_MESSAGE = 214
     DELETE_TOPIC_IN_BROKER = 215
-    DELETE_TOPIC_IN_NAMESRV = 216
+    DELETE_TOPIC_IN_NAMESRV = 216  # one topic (OrbitMQ brokers: one broker's queues of it)
+    REGISTER_TOPIC_IN_NAMESRV = 217  # RocketMQ 5: one topic's route, broker -> name server
     GET_KVLIST_BY_NAMESPACE = 219
     RESET_CONSUMER_CLIENT_OFFSET = 220  # broker -> consumer
     GET_CONSUMER_STATUS_FROM_CLIENT = 221  # broker -> consumer
@@ -115,7 +116,7 @@ class RequestCode(enum.IntEnum):
     GET_NAMESRV_CONFIG = 319
     SEND_BATCH_MESSAGE = 320  # producer -> broker, V2 header names, batch body
     QUERY_CONSUME_QUEUE = 321
-    QUERY_DATA_VERSION = 322
+    QUERY_DATA_VERSION = 322  # broker -> name server: does it hold this DataVersion?
     RESUME_CHECK_HALF_MESSAGE = 323
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325

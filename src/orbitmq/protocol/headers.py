@@ -402,10 +402,20 @@ class UnregisterBrokerRequestHeader(Header):
 
 @dataclasses.dataclass(slots=True)
 class DeleteTopicFromNamesrvRequestHeader(Header):
-    """DELETE_TOPIC_IN_NAMESRV (216)."""
+    """DELETE_TOPIC_IN_NAMESRV (216): RocketMQ's ``topic`` and ``clusterName``. An OrbitMQ broker
+    unregistering one topic of its own adds its identity (``brokerName`` ...: only that broker's
+    queues of the topic go) and, last of a round, the data version move (see
+    registration_headers.RegisterTopicRequestHeader)."""
 
     topic: str
     cluster_name: str | None = None
+    broker_name: str | None = None
+    broker_addr: str | None = None
+    broker_id: U64 | None = None
+    base_version_timestamp: U64 | None = None
+    base_version_counter: U64 | None = None
+    version_timestamp: U64 | None = None
+    version_counter: U64 | None = None
 
 
 # ------------------------------------------------------------------------------- clients

@@ -309,6 +309,8 @@ ACCESS_TABLE: dict[int, Needs] = {
     RequestCode.REGISTER_BROKER: SUPER,
     RequestCode.UNREGISTER_BROKER: SUPER,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: SUPER,
+    RequestCode.REGISTER_TOPIC_IN_NAMESRV: SUPER,  # a broker's topic, one at a time
+    RequestCode.QUERY_DATA_VERSION: SUPER,  # a broker's periodic check (and heartbeat)
     RequestCode.PUT_KV_CONFIG: SUPER,
     RequestCode.DELETE_KV_CONFIG: SUPER,
     RequestCode.UPDATE_NAMESRV_CONFIG: SUPER,

@@ -36,13 +36,13 @@ from orbitmq.broker.runtime_config import (
 from orbitmq.config import BrokerConfig, ConfigError
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.admin_headers import GetBrokerConfigResponseHeader
-from orbitmq.protocol.bodies import Perm, TopicConfigSerializeWrapper
+from orbitmq.protocol.bodies import Perm, TopicConfig, TopicConfigSerializeWrapper
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.properties_text import format_properties_text, parse_properties_text
 from orbitmq.transport.connection import RemotingConnection
 
-__all__ = ["BrokerConfigProcessor", "permitted_wrapper"]
+__all__ = ["BrokerConfigProcessor", "permitted_wrapper", "permitted_topic"]
 
 _RW = int(Perm.READ | Perm.WRITE)
 REGISTER_WAIT_S = 3.0  # the longest a permission change waits for the name servers
@@ -123,6 +123,14 @@ def permitted_wrapper(wrapper: TopicConfigSerializeWrapper,
     table = {name: dataclasses.replace(tc, perm=tc.perm & perm)
              for name, tc in wrapper.topic_config_table.items()}
     return TopicConfigSerializeWrapper(table, wrapper.data_version)
+
+
+def permitted_topic(tc: TopicConfig | None, config: BrokerConfig) -> TopicConfig | None:
+    """One topic as permitted_wrapper registers it (for a single-topic registration)."""
+    perm = config.broker_permission
+    if tc is None or perm & _RW == _RW:
+        return tc
+    return dataclasses.replace(tc, perm=tc.perm & perm)
 
 
 def _differing(live: BrokerConfig, new: BrokerConfig) -> list[str]:

@@ -1,9 +1,9 @@
 """The broker's topic table: which topics it serves, with how many queues and which permissions.
 
 Persisted as ``STORE/config/topics.json`` (Java's TopicConfigSerializeWrapper JSON), rewritten
-atomically on every change; every change bumps the data version and asks the controller to
-re-register with the name servers at once, so that a topic created by a send shows up in routes
-without waiting for the 30 s registration. A failed write is logged and tried again at the next
+atomically on every change; every change bumps the data version and tells the controller which
+topic changed, which registers that topic alone with the name servers at once (issue 38), so
+that a topic created by a send shows up in routes without waiting for the 30 s registration. A failed write is logged and tried again at the next
 periodic round (config_file.TableFile); the change itself stands.
 
 Every change is checked before it is made (:func:`check_topic_config`): a legal name, queue
@@ -115,11 +115,12 @@ class TopicConfigManager:
     Args:
         config: the broker's settings (store path, auto-creation, default queue numbers,
             ``topics_max``).
-        on_change: called after every change (the controller re-registers with name servers).
+        on_change: called with the topic's name after every change of it (the controller
+            registers that topic with the name servers).
         counters: where a refusal past ``topics_max`` is counted (the server's limit counters).
     """
 
-    def __init__(self, config: BrokerConfig, on_change: Callable[[], None] | None = None,
+    def __init__(self, config: BrokerConfig, on_change: Callable[[str], None] | None = None,
                  counters: LimitCounters | None = None) -> None:
         self.config = config
         self._counters = counters if counters is not None else LimitCounters()
@@ -167,12 +168,12 @@ class TopicConfigManager:
     def _bump(self) -> None:
         self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
 
-    def _changed(self) -> None:
+    def _changed(self, topic: str) -> None:
         self._bump()
         self.file.mark_dirty()
         self.file.save()
         if self._on_change is not None:
-            self._on_change()
+            self._on_change(topic)
 
     # -- queries --------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
@@ -201,7 +202,7 @@ class TopicConfigManager:
             self.table[tc.topic_name] = tc
         log.info("topic %s topic=%s queues=%d/%d perm=%d", "updated" if old else "created",
                  tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm)
-        self._changed()
+        self._changed(tc.topic_name)
 
     def _refuse(self, topic: str, held: int) -> None:
         self._counters.hit("topics_max")
@@ -217,7 +218,7 @@ class TopicConfigManager:
         if removed is None:
             return False
         log.info("topic deleted topic=%s", topic)
-        self._changed()
+        self._changed(topic)
         return True
 
     def replace_from_master(self, wrapper: TopicConfigSerializeWrapper) -> bool:

@@ -1,0 +1,300 @@
+"""Metadata at scale (issue 38): create cost, memory per queue, name server memory, restart time.
+
+    .venv/bin/python bench/scale_bench.py [--quick] [--sizes 100,10000,100000]
+                                          [--namesrv-topics N] [--json PATH] [--dir DIR]
+
+Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK over TCP:
+
+1. **Create cost.** Topics of 8 queues created one by one with the SDK's admin client on one
+   standalone broker, each timed. At each size N of ``--sizes`` it reports the mean ms per
+   create of the window of creates just before N (the last 50, or N/2 when smaller) and the
+   ratio of that window to the one at 100 (issue 38's target: the 100,000th <= 2x the 100th).
+2. **Restart after kill -9 at the largest size.** The same broker, holding every topic of
+   section 1 and one message, is killed (SIGKILL) and started again on its store: the time
+   until it logs ready, and until a send and a pull of that message through the SDK succeed.
+3. **Broker memory per 1,000 queues** on a fresh standalone, queues_bench.py's method (VmRSS
+   and its anonymous and file-backed parts from /proc): grown by queues created idle, then by
+   the same queues once each holds a few messages ("lightly used").
+4. **Name server memory** with T topics of 8 queues on 2 broker sets: one ``orbitmq namesrv``,
+   each broker set registering its whole table as a broker does at start (REGISTER_BROKER, its
+   connection kept open as a broker's is); VmRSS and its peak (VmHWM) before and after, per
+   1,000 topics, and the size of a whole registration next to one topic's registration (what
+   incremental registration sends instead, REGISTER_TOPIC_IN_NAMESRV).
+
+``--quick`` (sizes 100 and 500, 800 queues, 10,000 name server topics) runs in under a minute;
+the full run (sizes 100, 10,000, 100,000; 8,000 queues; 100,000 topics) takes most of an hour on
+two cores. Prints a table and writes JSON under bench/results/ (raw runs; docs/performance.md
+holds the current standing). Figures, never asserted: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from queues_bench import _by_id, _rss_mb
+
+from orbitmq.client import Admin, Producer, PullConsumer
+from orbitmq.protocol.bodies import (
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import RegisterBrokerRequestHeader
+from orbitmq.protocol.message import Message
+from orbitmq.testing.process import ServerProcess, standalone_process
+from orbitmq.transport import LoopThread, RemotingClient
+
+RESULTS = Path(__file__).resolve().parent / "results"
+QUEUES_PER_TOPIC = 8
+WINDOW_MAX = 50  # creates per reported window
+IDLE_S = 3.0  # before each RSS reading: flushes and the page release service have run
+FULL_SIZES = (100, 10_000, 100_000)
+QUICK_SIZES = (100, 500)
+STORE_ARGS = ("--mapped-file-size-commitlog", str(64 << 20))  # as queues_bench.py
+
+
+# -- 1. create cost ---------------------------------------------------------------------------
+def create_topics(namesrv: str, count: int, sizes: list[int]) -> list[float]:
+    """Create ``count`` topics one by one; returns each create's milliseconds."""
+    timings: list[float] = []
+    with Admin(namesrv) as admin:
+        for i in range(count):
+            started = time.perf_counter()
+            admin.create_topic(f"Scale{i:06d}", read_queue_nums=QUEUES_PER_TOPIC,
+                               write_queue_nums=QUEUES_PER_TOPIC)
+            timings.append((time.perf_counter() - started) * 1000)
+            if i + 1 in sizes:
+                print(f"  {i + 1:>7,} topics created ({sum(timings) / 1000:,.1f} s)", flush=True)
+    return timings
+
+
+def windows(timings: list[float], sizes: list[int]) -> list[dict[str, Any]]:
+    """Mean and median ms per create of the window ending at each size, and its ratio to the
+    window at the first size (100)."""
+    out: list[dict[str, Any]] = []
+    for n in sizes:
+        width = min(WINDOW_MAX, max(1, n // 2))
+        window = timings[n - width:n]
+        out.append({"n": n, "window": f"{n - width + 1}-{n}",
+                    "mean_ms": round(statistics.fmean(window), 3),
+                    "median_ms": round(statistics.median(window), 3)})
+    base, base_median = out[0]["mean_ms"], out[0]["median_ms"]
+    for row in out:  # the median's ratio too: a window's mean moves with one stall of the host
+        row["ratio_to_first"] = round(row["mean_ms"] / base, 2)
+        row["median_ratio_to_first"] = round(row["median_ms"] / base_median, 2)
+    return out
+
+
+# -- 2. restart after kill -9 -----------------------------------------------------------------
+def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[ServerProcess, dict[str, Any]]:
+    """kill -9 ``proc`` and start it again on ``store``: seconds to ready, and to a send and a
+    pull that succeed (the pull reads the message sent before the kill)."""
+    namesrv = proc.addresses["namesrv"]
+    with Producer("scale-bench", namesrv, retry_times_when_send_failed=0) as producer:
+        before = producer.send(Message(topic, b"before the kill"), _by_id(0))
+    time.sleep(1.0)  # the commit log's asynchronous flush (500 ms) has run
+    proc.kill()
+    started = time.perf_counter()
+    proc = standalone_process(store, *STORE_ARGS)
+    namesrv = proc.wait_ready("namesrv", "broker", timeout=1800)["namesrv"]
+    ready_s = time.perf_counter() - started
+    with Producer("scale-bench", namesrv) as producer:
+        producer.send(Message(topic, b"after the restart"), _by_id(0))
+    with PullConsumer("scale-bench-pull", namesrv) as puller:
+        got = puller.pull(before.queue, offset=before.queue_offset, max_nums=1)
+    served_s = time.perf_counter() - started
+    if not got.messages or got.messages[0].body != b"before the kill":
+        raise SystemExit(f"the message sent before the kill was not pulled back: {got}")
+    return proc, {"ready_s": round(ready_s, 2), "send_and_pull_s": round(served_s, 2)}
+
+
+# -- 3. broker memory per 1,000 queues --------------------------------------------------------
+def queue_memory(root: str, queues: int, messages_per_queue: int) -> dict[str, Any]:
+    store = os.path.join(root, "rss-store")
+    proc = standalone_process(store, *STORE_ARGS)
+    topics = [f"Rss{i:05d}" for i in range(-(-queues // QUEUES_PER_TOPIC))]
+    try:
+        namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
+        pid = proc.proc.pid
+        time.sleep(IDLE_S)
+        empty = _rss_mb(pid)
+        with Admin(namesrv) as admin:
+            for topic in topics:
+                admin.create_topic(topic, read_queue_nums=QUEUES_PER_TOPIC,
+                                   write_queue_nums=QUEUES_PER_TOPIC)
+        time.sleep(IDLE_S)
+        idle = _rss_mb(pid)
+        with Producer("scale-rss", namesrv, retry_times_when_send_failed=0) as producer:
+            for topic in topics:
+                for queue_id in range(QUEUES_PER_TOPIC):
+                    for k in range(messages_per_queue):
+                        producer.send(Message(topic, b"q" * 100, keys=f"{topic}-{queue_id}-{k}"),
+                                      _by_id(queue_id))
+        time.sleep(IDLE_S)
+        used = _rss_mb(pid)
+    finally:
+        proc.stop()
+    made = len(topics) * QUEUES_PER_TOPIC
+    per_k = 1000 / made
+
+    def grown(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        return {k: round((b.get(k, 0.0) - a.get(k, 0.0)) * per_k, 3) for k in a}
+
+    return {"queues": made, "messages_per_queue": messages_per_queue,
+            "rss_mb": {"empty": empty, "idle": idle, "used": used},
+            "idle_per_1k_mb": grown(empty, idle), "used_per_1k_mb": grown(empty, used)}
+
+
+# -- 4. name server memory --------------------------------------------------------------------
+def _status_mb(pid: int, *names: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in names:
+                out[name] = round(int(rest.split()[0]) / 1024, 1)
+    return out
+
+
+def namesrv_memory(topics: int, broker_sets: int = 2) -> dict[str, Any]:
+    proc = ServerProcess(["namesrv", "--port", "0"])
+    loop = LoopThread("scale-bench-namesrv")
+    clients = [RemotingClient() for _ in range(broker_sets)]
+    try:
+        addr = proc.wait_ready("namesrv")["namesrv"]
+        pid = proc.proc.pid
+        time.sleep(1.0)
+        before = _status_mb(pid, "VmRSS", "VmHWM")
+        table = {f"S{i:06d}": TopicConfig(f"S{i:06d}", QUEUES_PER_TOPIC, QUEUES_PER_TOPIC)
+                 for i in range(topics)}
+        body = RegisterBrokerBody(TopicConfigSerializeWrapper(table)).to_json()
+        del table
+        started = time.perf_counter()
+        for n, client in enumerate(clients):
+            name = f"broker-{chr(ord('a') + n)}"
+            header = RegisterBrokerRequestHeader(
+                broker_name=name, broker_addr=f"127.0.0.1:{30911 + n}",
+                cluster_name="ScaleCluster", ha_server_addr="", broker_id=0)
+            cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+            resp = loop.call(client.invoke(addr, cmd, 120), 180)
+            if resp.code != ResponseCode.SUCCESS:
+                raise SystemExit(f"registration of {name} refused: {resp.code} {resp.remark}")
+        register_s = time.perf_counter() - started
+        time.sleep(IDLE_S)
+        after = _status_mb(pid, "VmRSS", "VmHWM")
+        probe = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "S000000"})
+        route = TopicRouteData.from_json(loop.call(clients[0].invoke(addr, probe, 10), 20).body)
+        if len(route.queue_datas) != broker_sets:
+            raise SystemExit(f"route of S000000 names {len(route.queue_datas)} broker sets")
+    finally:
+        for client in clients:
+            loop.call(client.close(), 10)
+        loop.stop()
+        proc.stop()
+    one_topic = TopicRouteData(queue_datas=[QueueData("broker-a", 8, 8, 6)]).to_json()
+    return {"topics": topics, "broker_sets": broker_sets, "rss_mb": {"before": before, "after": after},
+            "rss_per_1k_topics_mb": round((after["VmRSS"] - before["VmRSS"]) * 1000 / topics, 3),
+            "register_s": round(register_s, 2), "whole_registration_bytes": len(body),
+            "one_topic_registration_bytes": len(one_topic)}
+
+
+# -- the run ----------------------------------------------------------------------------------
+def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    store = os.path.join(root, "scale-store")
+    proc = standalone_process(store, *STORE_ARGS)
+    try:
+        namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
+        print(f"1. create cost: topics of {QUEUES_PER_TOPIC} queues, one by one (admin client)",
+              flush=True)
+        started = time.perf_counter()
+        timings = create_topics(namesrv, sizes[-1], sizes)
+        doc["create"] = {"total_s": round(time.perf_counter() - started, 1),
+                         "windows": windows(timings, sizes)}
+        print(f"2. restart after kill -9 with {sizes[-1]:,} topics", flush=True)
+        proc, doc["restart"] = restart_after_kill(proc, store, "Scale000000")
+        doc["restart"]["topics"] = sizes[-1]
+    finally:
+        proc.kill()
+    print(f"3. broker memory: {queues:,} queues idle, then with {messages} messages each", flush=True)
+    doc["queues"] = queue_memory(root, queues, messages)
+    print(f"4. name server memory: {ns_topics:,} topics of {QUEUES_PER_TOPIC} queues on 2 broker "
+          "sets", flush=True)
+    doc["namesrv"] = namesrv_memory(ns_topics)
+    return doc
+
+
+def render(doc: dict[str, Any]) -> str:
+    c, r, q, n = doc["create"], doc["restart"], doc["queues"], doc["namesrv"]
+    lines = ["", f"OrbitMQ metadata at scale (topics of {QUEUES_PER_TOPIC} queues)",
+             f"  create, admin client one by one ({c['total_s']:,.1f} s in all):"]
+    for w in c["windows"]:
+        lines.append(f"    creates {w['window']:>13}: {w['mean_ms']:7.2f} ms mean, "
+                     f"{w['median_ms']:7.2f} ms median; {w['ratio_to_first']:.2f}x the first "
+                     f"(medians {w['median_ratio_to_first']:.2f}x)")
+    lines.append(f"  restart after kill -9 with {r['topics']:,} topics: ready in {r['ready_s']:.2f} s, "
+                 f"a send and a pull served in {r['send_and_pull_s']:.2f} s")
+    for label, key in (("idle", "idle_per_1k_mb"), (f"{q['messages_per_queue']} messages each",
+                                                     "used_per_1k_mb")):
+        g = q[key]
+        lines.append(f"  broker RSS per 1,000 queues, {label:>17}: {g['VmRSS']:+.2f} MB "
+                     f"(anonymous {g.get('RssAnon', 0.0):+.2f}, file {g.get('RssFile', 0.0):+.2f}; "
+                     f"{q['queues']:,} queues)")
+    a, b = n["rss_mb"]["before"], n["rss_mb"]["after"]
+    lines.append(f"  name server, {n['topics']:,} topics on {n['broker_sets']} broker sets: VmRSS "
+                 f"{a['VmRSS']:.1f} -> {b['VmRSS']:.1f} MB (peak {b['VmHWM']:.1f} MB), "
+                 f"{n['rss_per_1k_topics_mb']:.3f} MB per 1,000 topics")
+    lines.append(f"    a whole registration {n['whole_registration_bytes'] / 1e6:,.2f} MB "
+                 f"(registered in {n['register_s']:.2f} s for both); one topic's "
+                 f"{n['one_topic_registration_bytes']} B")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="sizes 100 and 500, 800 queues, 10,000 name server topics (< 1 min)")
+    ap.add_argument("--sizes", default=None,
+                    help="comma-separated topic counts, the first 100 (default 100,10000,100000)")
+    ap.add_argument("--queues", type=int, default=None, help="queues for the RSS section")
+    ap.add_argument("--namesrv-topics", type=int, default=None, help="topics at the name server")
+    ap.add_argument("--json", default=None, help="result file (default bench/results/scale-<time>.json)")
+    ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
+    opts = ap.parse_args()
+    sizes = ([int(s) for s in opts.sizes.split(",")] if opts.sizes
+             else list(QUICK_SIZES if opts.quick else FULL_SIZES))
+    if sizes != sorted(set(sizes)) or sizes[0] < 2:
+        ap.error("--sizes must increase and start at 2 or more")
+    queues = opts.queues or (800 if opts.quick else 8000)
+    messages = 2 if opts.quick else 3
+    ns_topics = opts.namesrv_topics or (10_000 if opts.quick else 100_000)
+    root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
+    try:
+        doc = run(root, sizes, queues, messages, ns_topics)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    doc["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick,
+                   "sizes": sizes, "cpus": os.cpu_count(),
+                   "note": "one sitting on a shared machine: figures, not assertions"}
+    print(render(doc))
+    path = (Path(opts.json) if opts.json
+            else RESULTS / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"\nresults written to {path}")
+
+
+if __name__ == "__main__":
+    main()
