@@ -16,14 +16,14 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from orbitmq.errors import RemoteProtocolError, StoreError
 from orbitmq.files import replace_file
 from orbitmq.protocol.bodies import loads_lenient
 from orbitmq.store.file_mode import file_mode_in, make_dirs
 
-__all__ = ["config_path", "write_atomic", "read_json", "TableFile", "save_all"]
+__all__ = ["config_path", "write_atomic", "read_json", "TableFile", "SavedTable", "save_all"]
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,17 @@ class TableFile:
                   self.what, self.path, self.failures, why, exc_info=exc)
 
 
-def save_all(tables: Sequence[TableFile], *, force: bool = False) -> list[TableFile]:
+class SavedTable(Protocol):
+    """What the controller saves periodically and at stop: a JSON :class:`TableFile`, or a
+    table in the metadata store (tables/metadata_table.py)."""
+
+    what: str
+    path: str
+    failures: int
+
+    def save(self, *, force: bool = False) -> bool: ...
+
+
+def save_all(tables: Sequence[SavedTable], *, force: bool = False) -> list[SavedTable]:
     """Save every table (each failure logged by its TableFile); the ones still unsaved."""
     return [table for table in tables if not table.save(force=force)]

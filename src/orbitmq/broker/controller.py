@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.config_file import TableFile, config_path, save_all
+from orbitmq.broker.config_file import SavedTable, config_path, save_all
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
@@ -60,6 +60,7 @@ from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.services import Front, Service, ServiceList
 from orbitmq.broker.tables.client_manager import ClientManager
 from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.metadata_table import metadata_db_for
 from orbitmq.broker.tables.queue_lock_manager import QueueLockManager
 from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
@@ -118,11 +119,14 @@ class BrokerController:
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         # What each limit refused (transport/limits.py): the server's, the tables' and SYSTEM_BUSY.
         self.limit_counters = LimitCounters()
+        # Topics, groups and offsets, saved change by change (store/metadata_db.py).
+        self.metadata = metadata_db_for(config)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed,
-                                         counters=self.limit_counters)
-        self.offsets = ConsumerOffsetManager(config.store.store_path, self.store)
+                                         counters=self.limit_counters, db=self.metadata)
+        self.offsets = ConsumerOffsetManager(config.store.store_path, self.store, db=self.metadata)
         self.store.unread_floor = self.offsets.unread_floor
-        self.sub_groups = SubscriptionGroupManager(config, counters=self.limit_counters)
+        self.sub_groups = SubscriptionGroupManager(config, counters=self.limit_counters,
+                                                   db=self.metadata)
         self.clients = ClientManager(notify_enabled=config.notify_consumer_ids_changed_enable)
         self.saver = DurableSave(self.store, [])  # its conditions once replication is built
         self.dispatched = DispatchWaiter(self.store)
@@ -362,6 +366,7 @@ class BrokerController:
         self.store.start()
 
     def _load_tables(self) -> None:
+        self.metadata.open()  # StoreError: the metadata store cannot be opened
         self.topics.load()
         self.offsets.load()
         self.sub_groups.load()
@@ -396,21 +401,24 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
-    def _tables(self) -> list[TableFile]:
+    def _tables(self) -> list[SavedTable]:
         return [self.offsets.file, self.topics.file, self.sub_groups.file, self.schedule.file]
 
     async def _save_tables_at_stop(self) -> None:
         """Save every table; one that fails (logged by itself) never keeps the others from being
-        saved, and is tried again a few times before the broker gives up on it."""
+        saved, and is tried again a few times before the broker gives up on it. Then the
+        metadata store is closed."""
         unsaved = save_all(self._tables(), force=True)
         for _ in range(STOP_SAVE_ATTEMPTS_MAX - 1):
             if not unsaved:
-                return
+                break
             await asyncio.sleep(STOP_SAVE_RETRY_S)
             unsaved = save_all(unsaved, force=True)
         if unsaved:
             log.error("stopping with unsaved broker tables: %s",
                       ", ".join(f"{t.what} ({t.path})" for t in unsaved))
+        await asyncio.gather(*self.offsets.pending_rounds(), return_exceptions=True)
+        self.metadata.close()
 
     async def __aenter__(self) -> BrokerController:
         await self.start()
