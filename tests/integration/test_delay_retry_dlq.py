@@ -281,7 +281,7 @@ def test_consume_disabled_group_is_refused_with_no_permission(harness: BrokerHar
     r, _ = h.pull("GateTopic", 0, 0, group="gated")
     assert r.code == ResponseCode.NO_PERMISSION == 16
     assert "consumption disabled" in (r.remark or "")
-    h.restart()  # the setting is persisted in subscriptionGroup.json
+    h.restart()  # the setting is persisted in the metadata store
     r, _ = h.pull("GateTopic", 0, 0, group="gated")
     assert r.code == ResponseCode.NO_PERMISSION
     set_group(h, "gated", consumeEnable=True)
