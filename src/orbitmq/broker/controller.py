@@ -367,10 +367,14 @@ class BrokerController:
 
     def _load_tables(self) -> None:
         self.metadata.open()  # StoreError: the metadata store cannot be opened
-        self.topics.load()
-        self.offsets.load()
-        self.sub_groups.load()
-        self.schedule.load()
+        try:
+            self.topics.load()
+            self.offsets.load()
+            self.sub_groups.load()
+            self.schedule.load()
+        except BaseException:  # StoreError: a table refused; the start stops here
+            self.metadata.close()
+            raise
 
     async def _open_server(self) -> None:
         await self.server.start()

@@ -2,10 +2,10 @@
 
 A manager keeps its table in memory and marks the keys it changed; :meth:`MetadataTable.save`
 writes the rows of the marked keys (their values now, or a delete for a key that is gone) in one
-transaction, so a change costs the same whatever the size of the table. The semantics are the
-JSON files' (config_file.TableFile): a save that fails is logged as an error, its keys stay
-marked for the next round, and it never raises, so one table that cannot be saved never keeps
-another from being saved.
+transaction, so a change costs the same whatever the size of the table. The semantics are those
+the JSON files had: a save that fails is logged as an error, its keys stay marked for the next
+round, and it never raises, so one table that cannot be saved never keeps another from being
+saved.
 
 :func:`migrate_json` imports a table's JSON file written by a broker before the metadata store,
 once: its rows are written, then the file is renamed ``*.json.migrated`` so that the next start
