@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import shutil
+import threading
 from pathlib import Path
 
 from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
@@ -115,6 +116,45 @@ def test_explicit_commits_of_one_loop_round_share_one_transaction(tmp_path: Path
     assert db.transactions - before == 1
     assert {(k, q): v for k, q, v in db.rows(CONSUMER_OFFSETS)} == {
         ("T@g", q): 10 + q for q in range(50)}
+    db.close()
+
+
+def test_commits_that_arrive_while_a_save_runs_share_the_next_save(tmp_path: Path) -> None:
+    """One save at a time (one worker thread, whatever the commit rate): the commits of later
+    rounds wait for the running save and are written together by the next."""
+    config = _config(tmp_path)
+    offsets = ConsumerOffsetManager(config.store.store_path, store=None)  # type: ignore[arg-type]
+    offsets.load()
+    db = offsets.db
+    write = db.write
+    running = [0, 0]  # now, most at once
+    release = threading.Event()
+
+    def slow_write(rows):  # type: ignore[no-untyped-def]
+        running[0] += 1
+        running[1] = max(running)
+        try:
+            release.wait(5)
+            return write(rows)
+        finally:
+            running[0] -= 1
+
+    db.write = slow_write  # type: ignore[method-assign]
+
+    async def rounds() -> list[bool]:
+        first = asyncio.ensure_future(offsets.commit_saved("g", "T", 0, 1))
+        await asyncio.sleep(0.05)  # the first save is running (held by the event)
+        later = [asyncio.ensure_future(offsets.commit_saved("g", "T", q, q)) for q in range(1, 6)]
+        for q in range(6, 10):  # more rounds while it runs
+            await asyncio.sleep(0.01)
+            later.append(asyncio.ensure_future(offsets.commit_saved("g", "T", q, q)))
+        release.set()
+        return list(await asyncio.gather(first, *later))
+
+    before = db.transactions
+    assert asyncio.run(rounds()) == [True] * 10
+    assert running[1] == 1
+    assert db.transactions - before == 2  # the first commit's, then all the others'
     db.close()
 
 

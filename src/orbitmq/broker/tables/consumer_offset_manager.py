@@ -5,8 +5,9 @@ persisted in the metadata store (store/metadata_db.py, kind ``consumer_offsets``
 ``(topic@group, queue id)``), change by change:
 
 - an explicit commit (UPDATE_CONSUMER_OFFSET, :meth:`ConsumerOffsetManager.commit_saved`) is
-  answered after its row is written; the commits of one event-loop round share one transaction,
-  so a burst of commits costs one write, not one each;
+  answered after its row is written; the commits of one event-loop round, and those that arrive
+  while a save runs, share one transaction, so a burst of commits costs a few writes, not one
+  each;
 - offsets carried by pulls, POP and the broker's own progress (:meth:`commit`) are written
   behind, as RocketMQ does: every ``flush_consumer_offset_interval_ms`` and at stop, the rows
   that changed in one transaction.
@@ -62,8 +63,10 @@ class ConsumerOffsetManager:
         self._lock = threading.Lock()  # the persist thread snapshots while the loop commits
         self.db = db if db is not None else MetadataDB(config_path(store_path, METADATA_DB_FILE))
         self.file = MetadataTable(self.db, "consumer offsets", self._rows)
-        self._round: asyncio.Future[bool] | None = None  # the save the current round waits for
-        self._round_tasks: set[asyncio.Future[bool]] = set()  # held: the loop keeps weak refs
+        # Explicit commits waiting for their rows (commit_saved): one save at a time.
+        self._save_waiters: list[asyncio.Future[bool]] = []
+        self._saving: asyncio.Future[bool] | None = None  # held: the loop keeps weak refs
+        self._save_scheduled = False
 
     # -- table ----------------------------------------------------------------------------------
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -83,31 +86,41 @@ class ConsumerOffsetManager:
     async def commit_saved(self, group: str, topic: str, queue_id: int, offset: int) -> bool:
         """:meth:`commit`, then wait until the offset is in the metadata store: True once it
         is, False when the write failed (logged; the offset stays in memory and is written at
-        the next round). Every commit of the same event-loop round waits for the same
-        transaction, written on a worker thread. ValueError as :meth:`commit`."""
+        the next round). ValueError as :meth:`commit`.
+
+        Group commit: one save runs at a time, on a worker thread; the commits that arrive in
+        the same event-loop round, and all those that arrive while a save runs, wait for the
+        next save, which writes them in one transaction. So a burst of commits costs a few
+        transactions, and a slow disk (SYNC_FLUSH fsyncs each one) holds one thread, never
+        the executor's every worker."""
         self.commit(group, topic, queue_id, offset)
-        waiter = self._round
-        if waiter is None:
-            loop = asyncio.get_running_loop()
-            waiter = self._round = loop.create_future()
-            loop.call_soon(self._save_round, waiter)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._save_waiters.append(waiter)
+        if self._saving is None and not self._save_scheduled:
+            self._save_scheduled = True
+            loop.call_soon(self._start_save)  # after the rest of this round's commits
         return await asyncio.shield(waiter)
 
     def pending_rounds(self) -> list[asyncio.Future[bool]]:
-        """The saves of rounds still running (the controller waits for them at stop)."""
-        return list(self._round_tasks)
+        """The save running for explicit commits, if any (the controller waits for it at stop)."""
+        return [] if self._saving is None else [self._saving]
 
-    def _save_round(self, waiter: asyncio.Future[bool]) -> None:
-        """One save for the commits of the round that just ended (a later round starts its
-        own, which waits for this one in MetadataTable.save)."""
-        self._round = None
-        task = asyncio.ensure_future(asyncio.to_thread(self.file.save))
-        self._round_tasks.add(task)
+    def _start_save(self) -> None:
+        """One save for every commit waiting; the next starts when it ends, if any waits."""
+        self._save_scheduled = False
+        if self._saving is not None or not self._save_waiters:
+            return
+        waiters, self._save_waiters = self._save_waiters, []
+        task = self._saving = asyncio.ensure_future(asyncio.to_thread(self.file.save))
 
         def done(t: asyncio.Future[bool]) -> None:
-            self._round_tasks.discard(t)
-            if not waiter.done():
-                waiter.set_result(not t.cancelled() and t.exception() is None and t.result())
+            self._saving = None
+            saved = not t.cancelled() and t.exception() is None and t.result()
+            for w in waiters:
+                if not w.done():
+                    w.set_result(saved)
+            self._start_save()
 
         task.add_done_callback(done)
 
