@@ -226,9 +226,8 @@ class ScheduleService:
         return True
 
     def encode(self) -> bytes:
-        """The table's JSON, as delayOffset.json holds it (and GET_ALL_DELAY_OFFSET answers);
-        runs on the saving thread, so it works on a copy (atomic for a
-        dict of ints) of what the loop keeps changing."""
+        """The table's JSON, as GET_ALL_DELAY_OFFSET answers it (delayOffset.json's shape); works
+        on a copy (atomic for a dict of ints) of what the loop keeps changing."""
         offsets = self.offsets.copy()
         return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(offsets.items())}})
 

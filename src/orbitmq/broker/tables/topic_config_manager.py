@@ -11,7 +11,7 @@ broker is imported at the first start and renamed ``topics.json.migrated``.
 
 Every change is checked before it is made (:func:`check_topic_config`): a legal name, queue
 counts within ``0..QUEUE_NUMS_MAX``, permission and system flags within their defined bits. What
-could not be written to topics.json or registered with a name server is never accepted.
+could not be written to the metadata store or registered with a name server is never accepted.
 
 Auto-creation works as in RocketMQ: with ``auto_create_topic`` the default topic ``TBW102`` exists
 with the INHERIT permission; a send to an unknown topic naming it as ``defaultTopic`` creates the
