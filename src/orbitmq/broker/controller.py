@@ -73,7 +73,7 @@ from orbitmq.broker.transaction import (
 )
 from orbitmq.broker.transaction.pending_processor import PendingTransactionsProcessor
 from orbitmq.config import BrokerConfig, BrokerRole, ConfigError
-from orbitmq.errors import ClientError
+from orbitmq.errors import ClientError, StoreError
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.security.tls import ClientTls, ServerTls
@@ -473,8 +473,16 @@ class BrokerController:
                 log.exception("periodic broker task failed")
 
     async def _persist_tables(self) -> None:
-        """The changed offsets, and any table whose last save failed (saved again here)."""
-        await asyncio.to_thread(save_all, self._tables())
+        """The changed offsets, and any table whose last save failed (saved again here); then
+        the metadata store's log is copied back into its file (its background compaction)."""
+        await asyncio.to_thread(self._save_and_checkpoint)
+
+    def _save_and_checkpoint(self) -> None:
+        save_all(self._tables())
+        try:
+            self.metadata.checkpoint()
+        except StoreError as e:  # the log keeps the pages (and stays bounded: metadata_db.py)
+            log.warning("metadata store checkpoint failed, tried again next round: %s", e)
 
     def _scan_clients(self) -> None:
         for scan in self._client_scans:

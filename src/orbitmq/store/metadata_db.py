@@ -14,8 +14,11 @@ Why SQLite in WAL mode, from the standard library:
   write-ahead log (the broker killed mid-write) is ignored when the database is next opened;
 - WAL appends make each change a small write: the pages a transaction touched (a B-tree leaf
   and its parents: a few KiB) are appended to ``metadata.db-wal``, nothing is rewritten;
-- checkpointing is the background compaction: SQLite copies the log's pages back into the
-  database file every ``WAL_AUTOCHECKPOINT_PAGES`` pages and starts the log over.
+- checkpointing is the background compaction: :meth:`MetadataDB.checkpoint` (the broker's
+  periodic round, on a worker thread, through a connection of its own, so writers go on) copies
+  the log's pages back into the database file, and the next write starts the log over. Should
+  the rounds fall behind, SQLite checkpoints by itself once the log holds
+  ``WAL_AUTOCHECKPOINT_PAGES`` pages: the log's size stays bounded either way.
 
 Durability: ``synchronous=NORMAL`` (the default here, the store's ASYNC_FLUSH) makes a commit a
 write into the log without an fsync: a committed change survives the broker's process dying
@@ -71,8 +74,10 @@ VERSIONS = "versions"  # a table's data version, written in the same transaction
 KINDS = (TOPICS, SUBSCRIPTION_GROUPS, CONSUMER_OFFSETS, DELAY_OFFSETS, VERSIONS)
 
 SCHEMA_VERSION = 1
-# SQLite's default (1,000 pages of 4 KiB): the log is copied back and restarted past ~4 MiB.
-WAL_AUTOCHECKPOINT_PAGES = 1000
+# The log's bound in pages of 4 KiB (~40 MiB) should the periodic checkpoints fall behind: the
+# writer that passes it checkpoints (SQLite's own default, 1,000, would do it every ~4 MiB, in
+# the middle of the writes the broker makes on its event loop).
+WAL_AUTOCHECKPOINT_PAGES = 10_000
 # How long a writer waits for another connection's lock (the export command reading while the
 # broker writes) before the write fails and is retried by its table.
 BUSY_TIMEOUT_MS = 5000
@@ -108,6 +113,8 @@ class MetadataDB:
         self.read_only = read_only
         self._lock = threading.Lock()  # one connection, shared by the loop and saving threads
         self._conn: sqlite3.Connection | None = None
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_conn: sqlite3.Connection | None = None  # checkpoints beside the writes
         # What the writes cost, counted: tests check that a change costs the same at any size.
         self.statements = 0
         self.transactions = 0
@@ -171,14 +178,42 @@ class MetadataDB:
                              f"broker reads version {SCHEMA_VERSION}")
 
     def close(self) -> None:
-        """Close the connection (the last one out checkpoints the log into the database)."""
+        """Close the connections (the last one out checkpoints the log into the database)."""
+        with self._checkpoint_lock:
+            checkpointer, self._checkpoint_conn = self._checkpoint_conn, None
         with self._lock:
             conn, self._conn = self._conn, None
-        if conn is not None:
+        for c in (checkpointer, conn):
+            if c is not None:
+                try:
+                    c.close()
+                except sqlite3.Error:  # closing never loses a committed change
+                    pass
+
+    def checkpoint(self) -> tuple[int, int]:
+        """Copy the log's committed pages back into the database file (a PASSIVE checkpoint:
+        it waits for no one, and writes go on meanwhile through the other connection); the
+        next write then starts the log over. Returns (pages in the log, pages copied).
+
+        Raises:
+            StoreError: the store is closed, or the checkpoint failed (nothing is lost: the
+                pages stay in the log for the next one).
+        """
+        with self._checkpoint_lock:
+            if self._conn is None or self.read_only:
+                raise StoreError(f"metadata store {self.path} is not open for writing")
             try:
-                conn.close()
-            except sqlite3.Error:  # closing never loses a committed change
-                pass
+                if self._checkpoint_conn is None:
+                    self._checkpoint_conn = sqlite3.connect(
+                        self.path, check_same_thread=False, isolation_level=None,
+                        timeout=BUSY_TIMEOUT_MS / 1000)
+                    self._checkpoint_conn.execute(
+                        f"PRAGMA synchronous={'FULL' if self.sync_full else 'NORMAL'}")
+                _busy, log_pages, copied = self._checkpoint_conn.execute(
+                    "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error as e:
+                raise StoreError(f"metadata store {self.path}: checkpoint failed: {e}") from None
+        return int(log_pages), int(copied)
 
     def __enter__(self) -> MetadataDB:
         return self.open()

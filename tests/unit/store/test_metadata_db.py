@@ -150,3 +150,22 @@ def test_export_gives_each_table_in_its_json_files_shape(tmp_path: Path) -> None
         assert list(export_tables(db, ["consumerOffsets"])) == ["consumerOffsets"]
         with pytest.raises(StoreError, match="unknown metadata table"):
             export_tables(db, ["users"])
+
+
+def test_a_checkpoint_beside_the_writer_lets_the_log_start_over(tmp_path: Path) -> None:
+    db = _db(tmp_path)
+    wal = tmp_path / "config" / "metadata.db-wal"
+    for i in range(300):
+        db.write([Row(TOPICS, f"T{i:04d}", 0, "x" * 200)])
+    grown = wal.stat().st_size
+    log_pages, copied = db.checkpoint()
+    assert log_pages > 0 and copied == log_pages  # nothing held it back
+    for i in range(300):  # the log restarts from its beginning: it does not grow further
+        db.write([Row(TOPICS, f"T{i:04d}", 0, "y" * 200)])
+    assert wal.stat().st_size <= grown
+    reader = MetadataDB(db.path, read_only=True).open()
+    assert reader.count(TOPICS) == 300 and next(reader.rows(TOPICS))[2] == "y" * 200
+    reader.close()
+    db.close()
+    with pytest.raises(StoreError, match="not open"):
+        db.checkpoint()
