@@ -42,7 +42,7 @@ from orbitmq.protocol.headers import (
     GetTopicStatsInfoRequestHeader,
 )
 from orbitmq.protocol.topic_attributes import apply_modification
-from orbitmq.store.metadata_db import EXPORT_NAMES, export_tables
+from orbitmq.store.metadata_db import EXPORT_NAMES, MetadataDB, export_tables
 from orbitmq.transport.connection import RemotingConnection
 
 __all__ = ["AdminProcessor", "message_queue_key"]
@@ -159,7 +159,8 @@ class AdminProcessor:
         those named in ``configType`` (RocketMQ's names, ``;`` or ``,`` between them:
         topics, subscriptionGroups, consumerOffsets, delayOffsets), every one when absent.
         The offsets written behind are saved first, so the answer holds every commit made
-        before the request. Read on a worker thread: the loop keeps serving."""
+        before the request. Read on a worker thread through a read-only connection of its
+        own (WAL: the last committed state, without holding up the tables' writes)."""
         wanted = _config_types(cmd.ext_fields.get("configType"))
         if isinstance(wanted, str):
             return cmd.response(ResponseCode.INVALID_PARAMETER, wanted)
@@ -167,7 +168,9 @@ class AdminProcessor:
 
         def export() -> bytes:
             ctx.offsets.persist()  # a failure is logged; the export shows what is stored
-            return orjson.dumps(export_tables(ctx.offsets.db, wanted))
+            # A reader of its own: the tables' writes go on while a large table is read.
+            with MetadataDB(ctx.offsets.db.path, read_only=True) as reader:
+                return orjson.dumps(export_tables(reader, wanted))
 
         try:
             body = await asyncio.to_thread(export)
