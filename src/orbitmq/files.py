@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["replace_file"]
+__all__ = ["replace_file", "fsync_dir"]
 
 
 def replace_file(path: str, data: bytes, mode: int | None) -> None:
@@ -27,6 +27,11 @@ def replace_file(path: str, data: bytes, mode: int | None) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    fsync_dir(directory)
+
+
+def fsync_dir(directory: str) -> None:
+    """Make a rename or a creation in ``directory`` durable."""
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

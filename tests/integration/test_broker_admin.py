@@ -15,6 +15,7 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.headers import CreateTopicRequestHeader
 from orbitmq.protocol.msgid import decode_offset_msg_id
 from orbitmq.protocol.stored import decode_stored_message, iter_stored_messages
+from orbitmq.store.metadata_db import MetadataDB, export_tables
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,8 @@ def test_create_update_delete_topic(h: BrokerHarness) -> None:
     assert h.broker.store.get_max_offset_in_queue("AdminTopic", 4) == 0
     assert h.broker.offsets.query("ag", "AdminTopic", 4) == -1
     assert not (Path(h.config.store.store_path) / "consumequeue" / "AdminTopic").exists()
-    with open(h.broker.topics.path, "rb") as f:
-        assert "AdminTopic" not in json.loads(f.read())["topicConfigTable"]
+    with MetadataDB(h.broker.metadata.path, read_only=True) as db:  # its row deleted
+        assert "AdminTopic" not in export_tables(db, ["topics"])["topics"]["topicConfigTable"]
 
 
 def test_create_topic_refusals(h: BrokerHarness) -> None:

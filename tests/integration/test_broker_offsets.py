@@ -1,8 +1,8 @@
-"""Consumer offsets: query/update semantics, atomic persistence, and survival across restarts."""
+"""Consumer offsets: query/update semantics, persistence in the metadata store, and survival
+across restarts."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq.assembly import build_broker
 from orbitmq.errors import StoreError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.store.metadata_db import MetadataDB, export_tables
 from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.transport import LoopThread
 
@@ -24,6 +25,14 @@ def _query(h: BrokerHarness, group: str, topic: str, qid: int):
 def _update(h: BrokerHarness, group: str, topic: str, qid: int, offset: int):
     return h.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
         "consumerGroup": group, "topic": topic, "queueId": str(qid), "commitOffset": str(offset)})
+
+
+def _stored_offsets(store: Path) -> dict[str, dict[str, int]]:
+    """The offsets in the metadata store, read beside the running broker."""
+    with MetadataDB(str(store / "config" / "metadata.db"), read_only=True) as db:
+        table: dict[str, dict[str, int]] = export_tables(db, ["consumerOffsets"])[
+            "consumerOffsets"]["offsetTable"]
+    return table
 
 
 def test_offsets_survive_a_restart_and_are_written_atomically(tmp_path: Path) -> None:
@@ -40,10 +49,18 @@ def test_offsets_survive_a_restart_and_are_written_atomically(tmp_path: Path) ->
         assert _query(h, "g1", "Offsets", 0).ext_fields["offset"] == "3"
         assert _query(h, "g1", "Offsets", 1).ext_fields["offset"] == "2"
         assert _query(h, "g2", "Offsets", 0).ext_fields["offset"] == "1"
-        path = tmp_path / "config" / "consumerOffset.json"
-        table = json.loads(path.read_text())["offsetTable"]
+        table = _stored_offsets(tmp_path)
         assert table["Offsets@g1"] == {"0": 3, "1": 2}
-        assert not list((tmp_path / "config").glob("*.tmp"))  # temp files renamed away
+        assert not (tmp_path / "config" / "consumerOffset.json").exists()  # no JSON any more
+    finally:
+        h.close()
+
+
+def test_an_answered_offset_commit_is_stored_before_its_answer(tmp_path: Path) -> None:
+    h = BrokerHarness(broker_config(tmp_path, flush_consumer_offset_interval_ms=3_600_000))
+    try:
+        assert _update(h, "answered", "T", 2, 7).code == ResponseCode.SUCCESS
+        assert _stored_offsets(tmp_path)["T@answered"] == {"2": 7}  # no periodic round ran
     finally:
         h.close()
 
@@ -51,10 +68,10 @@ def test_offsets_survive_a_restart_and_are_written_atomically(tmp_path: Path) ->
 def test_offsets_are_flushed_periodically_without_a_stop(tmp_path: Path) -> None:
     h = BrokerHarness(broker_config(tmp_path, flush_consumer_offset_interval_ms=50))
     try:
-        _update(h, "periodic", "T", 0, 42)
-        path = tmp_path / "config" / "consumerOffset.json"
+        # An offset carried by a pull is written behind (RocketMQ's way): the periodic round.
+        h.broker.offsets.commit("periodic", "T", 0, 42)
         deadline = time.monotonic() + EVENT_WAIT_S
-        while not (path.exists() and "T@periodic" in path.read_text()):
+        while _stored_offsets(tmp_path).get("T@periodic") != {"0": 42}:
             assert time.monotonic() < deadline, "offsets never flushed"
             time.sleep(0.02)
     finally:

@@ -8,7 +8,6 @@ checks do not depend on how fast the test itself polls; waits are bounded polls 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,13 +18,13 @@ import pytest
 from click.testing import CliRunner
 from test_broker_support import BrokerHarness, broker_config
 
-from orbitmq.broker.schedule_service import DELAY_OFFSET_FILE
 from orbitmq.cli.main import cli
 from orbitmq.config import BrokerConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from orbitmq.protocol.message import MessageExt
+from orbitmq.store.metadata_db import METADATA_DB_FILE, MetadataDB, export_tables
 
 T = TypeVar("T")
 
@@ -136,9 +135,13 @@ def test_delay_survives_a_broker_restart_without_loss_or_duplicate(harness: Brok
                     "the 4 s message after the restart")
     assert msgs[0].store_timestamp - parked.store_timestamp >= LEVEL_MS[4]
     # The level's offset is saved once its delivery is durable, so a moment after it is pullable.
-    offsets_file = Path(h.config.store.store_path) / "config" / DELAY_OFFSET_FILE
-    wait_for(lambda: json.loads(offsets_file.read_text())["offsetTable"] == {"1": 1, "5": 1},
-             "both levels' offsets saved")
+    db_path = str(Path(h.config.store.store_path) / "config" / METADATA_DB_FILE)
+
+    def stored() -> dict[str, int]:
+        with MetadataDB(db_path, read_only=True) as db:
+            return dict(export_tables(db, ["delayOffsets"])["delayOffsets"]["offsetTable"])
+
+    wait_for(lambda: stored() == {"1": 1, "5": 1}, "both levels' offsets saved")
 
     # A second restart finds both levels done: nothing is delivered twice.
     h.restart()
@@ -281,7 +284,7 @@ def test_consume_disabled_group_is_refused_with_no_permission(harness: BrokerHar
     r, _ = h.pull("GateTopic", 0, 0, group="gated")
     assert r.code == ResponseCode.NO_PERMISSION == 16
     assert "consumption disabled" in (r.remark or "")
-    h.restart()  # the setting is persisted in subscriptionGroup.json
+    h.restart()  # the setting is persisted in the metadata store
     r, _ = h.pull("GateTopic", 0, 0, group="gated")
     assert r.code == ResponseCode.NO_PERMISSION
     set_group(h, "gated", consumeEnable=True)

@@ -224,6 +224,8 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/store.md", "orbitmq broker --page-cache-keep-mb 1024"):
         NotHere("a server setting"),
     ("docs/store.md", "from orbitmq.config import StoreConfig"): NotHere("tests/unit/test_docs_examples.py"),
+    ("docs/store.md", ".venv/bin/orbitmq topic create -t Inventory"):
+        Run(_has('"Inventory": {', '"topicName": "Inventory"')),
     ("docs/testing.md", "import orbitmq"): NotHere("a pytest test: tests/integration/test_pytest_plugin.py"),
     ("docs/testing.md", "# pytest.ini (or [tool.pytest.ini_options] in pyproject.toml)"): NotHere("a config file"),
     ("docs/testing.md", "def test_sql_filters(orbitmq_cluster_factory):"): NotHere("a fragment of a pytest test"),
@@ -284,6 +286,7 @@ class DevServer:
     def localize(self, cmd: str) -> str:
         """A README command as run here: our venv, our addresses, repository files by path."""
         cmd = cmd.replace("127.0.0.1:9876", self.namesrv).replace("127.0.0.1:8081", self.grpc)
+        cmd = cmd.replace("--store ./data/broker-a", f"--store {self.tmp / 'store'}")  # make run's
         for named, real in self.others.items():
             cmd = cmd.replace(named, real)
         cmd = re.sub(r"(?<![\w/.])(examples|bench|scripts)/", f"{ROOT}/\\1/", cmd)

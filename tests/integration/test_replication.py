@@ -33,6 +33,7 @@ from orbitmq.protocol.headers import (
     EndTransactionRequestHeader,
     GetRouteInfoRequestHeader,
 )
+from orbitmq.store.metadata_db import MetadataDB, export_tables
 
 
 @pytest.fixture
@@ -168,6 +169,16 @@ def test_the_slave_copies_the_masters_tables(pair: tuple[BrokerHarness, BrokerHa
              and g.retry_max_times == 3, "groups copied")
     wait_for(lambda: slave.broker.schedule.offsets.get(2) == 5, "delay offsets copied")
     assert slave.broker.topics.get("Copied").read_queue_nums == 3  # type: ignore[union-attr]
+    # The slave keeps its copies in its own metadata store (offsets written behind: saved here).
+    assert slave.broker.offsets.persist()
+    with MetadataDB(slave.broker.metadata.path, read_only=True) as db:
+        stored = export_tables(db)
+    assert stored["topics"]["topicConfigTable"]["Copied"]["readQueueNums"] == 3
+    assert stored["consumerOffsets"]["offsetTable"]["Copied@copied-group"] == {"1": 7}
+    assert stored["subscriptionGroups"]["subscriptionGroupTable"]["copied-group"][
+        "retryMaxTimes"] == 3
+    assert stored["delayOffsets"]["offsetTable"]["2"] == 5
+    assert slave.broker.metadata.path != master.broker.metadata.path
 
 
 def test_the_route_lists_the_master_and_the_slave(

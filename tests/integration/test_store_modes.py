@@ -56,7 +56,7 @@ def test_the_store_is_closed_to_other_users(tmp_path: Path, file_mode: str):
     want_file = int(file_mode, 8)
     want_dir = want_file | (want_file & 0o444) >> 2
     for name in ("commitlog/", "consumequeue/", "index/", "config/", "checkpoint", "lock",
-                 "config/topics.json", "config/consumerOffset.json"):
+                 "config/metadata.db"):
         assert name in found, sorted(found)
     assert any(n.startswith("commitlog/0") for n in found)
     wrong = {name: oct(mode) for name, mode in found.items()

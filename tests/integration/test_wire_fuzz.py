@@ -329,6 +329,8 @@ def _ops_requests(rng: random.Random) -> dict[int, Callable[[], Request]]:
             "srcGroup": SCRATCH_GROUP, "destGroup": f"{SCRATCH_GROUP}{rng.randrange(3)}",
             "offline": "true"}),
         RequestCode.GET_ALL_DELAY_OFFSET: b(RequestCode.GET_ALL_DELAY_OFFSET, {}),
+        RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON: b(RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, {
+            "configType": rng.choice(["topics", "topics;consumerOffsets;", "delayOffsets"])}),
         RequestCode.GET_BROKER_HA_STATUS: b(RequestCode.GET_BROKER_HA_STATUS, {}),
         RequestCode.QUERY_CONSUME_QUEUE: b(RequestCode.QUERY_CONSUME_QUEUE, {
             **group, "topic": KEEP_TOPIC, "queueId": str(rng.randrange(KEEP_QUEUES)),

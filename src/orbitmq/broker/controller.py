@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from orbitmq.broker.config_file import TableFile, config_path, save_all
+from orbitmq.broker.config_file import SavedTable, config_path, save_all
 from orbitmq.broker.context import BrokerContext, BrokerHost, ip_of
 from orbitmq.broker.dispatch_wait import DISPATCH_WAIT_MAX_S, DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave, durability_conditions
@@ -61,6 +61,7 @@ from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.services import Front, Service, ServiceList
 from orbitmq.broker.tables.client_manager import ClientManager
 from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
+from orbitmq.broker.tables.metadata_table import metadata_db_for
 from orbitmq.broker.tables.queue_lock_manager import QueueLockManager
 from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupManager
 from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
@@ -73,7 +74,7 @@ from orbitmq.broker.transaction import (
 )
 from orbitmq.broker.transaction.pending_processor import PendingTransactionsProcessor
 from orbitmq.config import BrokerConfig, BrokerRole, ConfigError
-from orbitmq.errors import ClientError
+from orbitmq.errors import ClientError, StoreError
 from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.security.tls import ClientTls, ServerTls
@@ -119,11 +120,14 @@ class BrokerController:
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         # What each limit refused (transport/limits.py): the server's, the tables' and SYSTEM_BUSY.
         self.limit_counters = LimitCounters()
+        # Topics, groups and offsets, saved change by change (store/metadata_db.py).
+        self.metadata = metadata_db_for(config)
         self.topics = TopicConfigManager(config, on_change=self._topics_changed,
-                                         counters=self.limit_counters)
-        self.offsets = ConsumerOffsetManager(config.store.store_path, self.store)
+                                         counters=self.limit_counters, db=self.metadata)
+        self.offsets = ConsumerOffsetManager(config.store.store_path, self.store, db=self.metadata)
         self.store.unread_floor = self.offsets.unread_floor
-        self.sub_groups = SubscriptionGroupManager(config, counters=self.limit_counters)
+        self.sub_groups = SubscriptionGroupManager(config, counters=self.limit_counters,
+                                                   db=self.metadata)
         self.clients = ClientManager(notify_enabled=config.notify_consumer_ids_changed_enable)
         self.saver = DurableSave(self.store, [])  # its conditions once replication is built
         self.dispatched = DispatchWaiter(self.store)
@@ -365,10 +369,15 @@ class BrokerController:
         self.store.start()
 
     def _load_tables(self) -> None:
-        self.topics.load()
-        self.offsets.load()
-        self.sub_groups.load()
-        self.schedule.load()
+        self.metadata.open()  # StoreError: the metadata store cannot be opened
+        try:
+            self.topics.load()
+            self.offsets.load()
+            self.sub_groups.load()
+            self.schedule.load()
+        except BaseException:  # StoreError: a table refused; the start stops here
+            self.metadata.close()
+            raise
 
     async def _open_server(self) -> None:
         await self.server.start()
@@ -399,21 +408,24 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
-    def _tables(self) -> list[TableFile]:
+    def _tables(self) -> list[SavedTable]:
         return [self.offsets.file, self.topics.file, self.sub_groups.file, self.schedule.file]
 
     async def _save_tables_at_stop(self) -> None:
         """Save every table; one that fails (logged by itself) never keeps the others from being
-        saved, and is tried again a few times before the broker gives up on it."""
+        saved, and is tried again a few times before the broker gives up on it. Then the
+        metadata store is closed."""
         unsaved = save_all(self._tables(), force=True)
         for _ in range(STOP_SAVE_ATTEMPTS_MAX - 1):
             if not unsaved:
-                return
+                break
             await asyncio.sleep(STOP_SAVE_RETRY_S)
             unsaved = save_all(unsaved, force=True)
         if unsaved:
             log.error("stopping with unsaved broker tables: %s",
                       ", ".join(f"{t.what} ({t.path})" for t in unsaved))
+        await asyncio.gather(*self.offsets.pending_rounds(), return_exceptions=True)
+        self.metadata.close()
 
     async def __aenter__(self) -> BrokerController:
         await self.start()
@@ -464,8 +476,16 @@ class BrokerController:
                 log.exception("periodic broker task failed")
 
     async def _persist_tables(self) -> None:
-        """The changed offsets, and any table whose last save failed (saved again here)."""
-        await asyncio.to_thread(save_all, self._tables())
+        """The changed offsets, and any table whose last save failed (saved again here); then
+        the metadata store's log is copied back into its file (its background compaction)."""
+        await asyncio.to_thread(self._save_and_checkpoint)
+
+    def _save_and_checkpoint(self) -> None:
+        save_all(self._tables())
+        try:
+            self.metadata.checkpoint()
+        except StoreError as e:  # the log keeps the pages (and stays bounded: metadata_db.py)
+            log.warning("metadata store checkpoint failed, tried again next round: %s", e)
 
     def _scan_clients(self) -> None:
         for scan in self._client_scans:

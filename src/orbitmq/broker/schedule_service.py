@@ -10,8 +10,10 @@ topic's consume queues the *delivery time* (store time + the level's delay) as i
 order (one delay per level, store times never decrease), so a task reads from its offset, re-stores
 every due message in its real topic and queue (the DELAY property removed; every other property,
 UNIQ_KEY included, kept, and REAL_TOPIC / REAL_QID left as RocketMQ leaves them), then persists
-the new offsets atomically in ``STORE/config/delayOffset.json`` (``{"offsetTable": {"1": 12}}``,
-level -> next queue offset; Java's bare numeric keys are read too). A crash after a delivery and
+the new offsets in the metadata store (store/metadata_db.py, kind ``delay_offsets``: level -> next
+queue offset, one row per level, one transaction per batch). A ``delayOffset.json`` left by an
+older broker (``{"offsetTable": {"1": 12}}``; Java's bare numeric keys are read too) is imported
+at the first start and renamed ``delayOffset.json.migrated``. A crash after a delivery and
 before the persist re-delivers that last batch once: at-least-once, with duplicates bounded by
 one batch of ``DELIVER_BATCH_MAX`` per level. Re-stores go through the durable-save seam, and the
 offsets move only once the seam says the batch is durable (under SYNC_FLUSH: synced up to the
@@ -30,13 +32,15 @@ import math
 
 import orjson
 
-from orbitmq.broker.config_file import TableFile, config_path, read_json
+from orbitmq.broker.config_file import config_path
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.tables.metadata_table import MetadataTable, migrate_json
 from orbitmq.broker.tables.topic_config_manager import SCHEDULE_TOPIC
 from orbitmq.errors import StoreError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey, transaction_type
 from orbitmq.store.message_inner import MessageInner
+from orbitmq.store.metadata_db import DELAY_OFFSETS, Row
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.loop import call_soon_from_any_thread
 
@@ -106,16 +110,6 @@ def _real_message(msg: MessageExt, store_host: tuple[str, int]) -> MessageInner 
     )
 
 
-def _load_offsets(path: str) -> dict[int, int]:
-    data = read_json(path)
-    if data is None:
-        return {}
-    try:
-        return load_delay_offsets(data)
-    except ValueError as e:
-        raise StoreError(f"{path}: {e}") from None
-
-
 def load_delay_offsets(data: object) -> dict[int, int]:
     """``{"offsetTable": {level: offset}}`` (delayOffset.json, GET_ALL_DELAY_OFFSET's body) as
     a table; ValueError naming what is wrong."""
@@ -151,9 +145,9 @@ class ScheduleService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._persist_lock = asyncio.Lock()
         self._writing: asyncio.Future[bool] | None = None
-        # A failed write is logged and left dirty: the next delivery, the broker's periodic
-        # round or stop() tries again.
-        self.file = TableFile(self.path, self.encode, "delay offsets")
+        # A failed write is logged and left marked: the next delivery, the broker's periodic
+        # round or stop() tries again. The broker's metadata store, which its topics use.
+        self.file = MetadataTable(ctx.topics.db, "delay offsets", self._rows)
         self.delivered = 0  # messages re-stored since start (for tests and runtime info)
 
     @property
@@ -162,8 +156,33 @@ class ScheduleService:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
-        """Read delayOffset.json (StoreError when it is unreadable: offsets must not reset)."""
-        self.offsets = _load_offsets(self.path)
+        """Read the offsets from the metadata store, importing delayOffset.json once
+        (StoreError when either is unreadable: offsets must not reset)."""
+        db = self.file.db
+        db.open()
+        offsets: dict[int, int] = {}
+        for key, _sub, value in db.rows(DELAY_OFFSETS):
+            try:
+                level = int(key)
+            except ValueError:
+                level = 0
+            if level < 1 or not isinstance(value, int) or value < 0:
+                raise StoreError(f"{db.path}: delay offset {value!r} of level {key!r} is invalid")
+            offsets[level] = value
+        self.offsets = offsets
+        migrate_json(self.path, self.file, self._import)
+
+    def _import(self, data: object) -> None:
+        try:
+            imported = load_delay_offsets(data)
+        except ValueError as e:
+            raise StoreError(f"{self.path}: {e}") from None
+        self.offsets.update(imported)
+        self.file.mark_many((str(level), 0) for level in imported)
+
+    def _rows(self, keys: list[tuple[str, int]]) -> list[Row]:
+        offsets = self.offsets.copy()  # atomic for a dict of ints; the loop keeps changing it
+        return [Row(DELAY_OFFSETS, key, 0, offsets.get(int(key))) for key, _ in keys]
 
     def start(self) -> None:
         """One task per level; call on the broker's loop once the store has started."""
@@ -200,23 +219,22 @@ class ScheduleService:
         nothing changed. A slave runs no delivery task: it only keeps the table."""
         if offsets == self.offsets:
             return False
+        levels = offsets.keys() | self.offsets.keys()
         self.offsets = dict(offsets)
-        self.file.mark_dirty()
+        self.file.mark_many((str(level), 0) for level in levels)
         self.file.save()
         return True
 
     def encode(self) -> bytes:
-        """The table's JSON, as delayOffset.json holds it (and GET_ALL_DELAY_OFFSET answers);
-        runs on the saving thread, so it works on a copy (atomic for a
-        dict of ints) of what the loop keeps changing."""
+        """The table's JSON, as GET_ALL_DELAY_OFFSET answers it (delayOffset.json's shape); works
+        on a copy (atomic for a dict of ints) of what the loop keeps changing."""
         offsets = self.offsets.copy()
         return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(offsets.items())}})
 
     async def _persist(self) -> None:
         async with self._persist_lock:
-            # Shielded: a stop() cancelling the task must not leave a half-written temp file for
-            # its own final write to collide with; stop() waits for this write instead.
-            self.file.mark_dirty()
+            # Shielded: a stop() cancelling the task waits for this write instead of racing it.
+            self.file.mark_many((str(level), 0) for level in list(self.offsets))  # a few rows
             self._writing = asyncio.ensure_future(asyncio.to_thread(self.file.save))
             await asyncio.shield(self._writing)
 

@@ -1,4 +1,9 @@
-"""``orbitmq store info | truncate``: a stopped broker's store, offline (docs/replication.md).
+"""``orbitmq store info | truncate | export-metadata``: a broker's store, offline (docs/replication.md,
+docs/store.md).
+
+``export-metadata`` prints the metadata store's tables (topics, subscription groups, consumer
+offsets: store/metadata_db.py) as JSON; it reads the database without writing, so it also runs
+beside a running broker (SQLite's WAL lets a reader see the last committed state).
 
 ``truncate`` is the documented way out for a slave whose commit log holds bytes its master does
 not have (promoted by hand, then demoted): the slave refuses to replicate, naming the command,
@@ -9,6 +14,7 @@ own. Both commands take the broker's settings (``--config broker.toml`` and the 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -23,7 +29,7 @@ __all__ = ["store_group"]
 
 @click.group("store")
 def store_group() -> None:
-    """A stopped broker's store: what it holds, and cutting its commit log back."""
+    """A broker's store: what it holds, its metadata as JSON, and cutting its commit log back."""
 
 
 def _config(config_path: str | None, params: dict[str, Any]) -> BrokerConfig:
@@ -94,3 +100,33 @@ def store_truncate_cmd(config_path: str | None, offset: int, yes: bool, fmt: str
     click.echo(f"commit log cut at {report.cut} (asked {report.asked}): it ended at "
                f"{report.old_end}, ends at {report.new_end} now; {report.messages_dropped} "
                "messages dropped")
+
+
+@store_group.command("export-metadata")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), help="TOML file")
+@click.option("--table", "tables", multiple=True,
+              type=click.Choice(["topics", "subscriptionGroups", "consumerOffsets", "delayOffsets"]),
+              help="a table to print (repeatable); every table when none is given")
+@click.option("--indent", type=click.IntRange(min=0, max=8), default=None,
+              help="indent the JSON by this many spaces")
+@config_options(BrokerConfig)
+def store_export_metadata_cmd(config_path: str | None, tables: tuple[str, ...],
+                              indent: int | None, **params: Any) -> None:
+    """Print the broker's metadata store (STORE/config/metadata.db) as JSON: each table in the
+    shape of the JSON file it replaced (topics.json, subscriptionGroup.json,
+    consumerOffset.json, delayOffset.json), as RocketMQ's EXPORT_ROCKSDB_CONFIG_TO_JSON.
+    Safe while the broker runs: the database is only read."""
+    from orbitmq.store.metadata_db import METADATA_DB_FILE, MetadataDB, export_tables
+
+    cfg = _config(config_path, params)
+    path = os.path.join(cfg.store.store_path, "config", METADATA_DB_FILE)
+    if not os.path.exists(path):
+        raise click.ClickException(
+            f"no metadata store at {path}: a broker creates it at its first start (and imports "
+            "the JSON tables of an older broker then)")
+    try:
+        with MetadataDB(path, read_only=True) as db:
+            exported = export_tables(db, tables or None)
+    except OrbitMQError as e:
+        raise click.ClickException(f"cannot read the metadata store: {e}") from None
+    echo_json(exported, indent=indent)

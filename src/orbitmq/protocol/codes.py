@@ -122,6 +122,8 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    # RocketMQ 5.2's name (its metadata in RocksDB): the broker's metadata store as JSON.
+    EXPORT_ROCKSDB_CONFIG_TO_JSON = 355
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5: HARuntimeInfo (replication)
 
 

@@ -301,6 +301,7 @@ ACCESS_TABLE: dict[int, Needs] = {
     RequestCode.GET_ALL_DELAY_OFFSET: _cluster(Action.GET),
     RequestCode.GET_BROKER_HA_STATUS: _cluster(Action.GET),
     RequestCode.UPDATE_BROKER_CONFIG: SUPER,
+    RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON: SUPER,  # every table: offsets of every group
     # name server: reads of routes by any user, writes by Super users (brokers sign as one)
     RequestCode.GET_ROUTEINFO_BY_TOPIC: ANY_USER,
     RequestCode.GET_BROKER_CLUSTER_INFO: ANY_USER,

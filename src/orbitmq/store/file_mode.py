@@ -10,7 +10,8 @@ directory mode when the store starts (an older store's 0755 root too, which then
 0644 files it already holds), every directory made under it takes its parent's mode
 (:func:`make_dirs`), and every file its directory's mode less the execute bits
 (:func:`file_mode_in`): commit log segments, consume queues, index files, the checkpoint, the
-lock, config/*.json and the broker's other tables alike.
+lock, the metadata store (config/metadata.db and its -wal and -shm, which SQLite creates with
+the database file's mode), config/*.json and the broker's other tables alike.
 """
 
 from __future__ import annotations

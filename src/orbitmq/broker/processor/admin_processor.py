@@ -2,7 +2,8 @@
 
 Handled codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
 (21), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207).
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207), EXPORT_ROCKSDB_CONFIG_TO_JSON
+(355: the metadata store's tables as JSON, store/metadata_db.export_tables).
 
 JSON bodies whose Java classes use a MessageQueue as a map key (TopicStatsTable, ConsumeStats)
 cannot be written as Java's fastjson writes them (an object as a key is not JSON). OrbitMQ writes
@@ -21,6 +22,7 @@ stats_processor.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -28,7 +30,7 @@ import orjson
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.broker.tables.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
-from orbitmq.errors import RemoteProtocolError
+from orbitmq.errors import RemoteProtocolError, StoreError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
@@ -40,6 +42,7 @@ from orbitmq.protocol.headers import (
     GetTopicStatsInfoRequestHeader,
 )
 from orbitmq.protocol.topic_attributes import apply_modification
+from orbitmq.store.metadata_db import EXPORT_NAMES, MetadataDB, export_tables
 from orbitmq.transport.connection import RemotingConnection
 
 __all__ = ["AdminProcessor", "message_queue_key"]
@@ -151,6 +154,30 @@ class AdminProcessor:
     def get_all_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=self.ctx.offsets.encode())
 
+    async def export_metadata(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+        """EXPORT_ROCKSDB_CONFIG_TO_JSON (355): the metadata store's tables as JSON (the body),
+        those named in ``configType`` (RocketMQ's names, ``;`` or ``,`` between them:
+        topics, subscriptionGroups, consumerOffsets, delayOffsets), every one when absent.
+        The offsets written behind are saved first, so the answer holds every commit made
+        before the request. Read on a worker thread through a read-only connection of its
+        own (WAL: the last committed state, without holding up the tables' writes)."""
+        wanted = _config_types(cmd.ext_fields.get("configType"))
+        if isinstance(wanted, str):
+            return cmd.response(ResponseCode.INVALID_PARAMETER, wanted)
+        ctx = self.ctx
+
+        def export() -> bytes:
+            ctx.offsets.persist()  # a failure is logged; the export shows what is stored
+            # A reader of its own: the tables' writes go on while a large table is read.
+            with MetadataDB(ctx.offsets.db.path, read_only=True) as reader:
+                return orjson.dumps(export_tables(reader, wanted))
+
+        try:
+            body = await asyncio.to_thread(export)
+        except StoreError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"metadata export failed: {e}")
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
     # -- subscription groups --------------------------------------------------------------------
     def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         if not cmd.body:
@@ -169,3 +196,20 @@ class AdminProcessor:
         if h.remove_offset:
             self.ctx.offsets.remove_group(h.group_name)
         return cmd.response(ResponseCode.SUCCESS)
+
+
+CONFIG_TYPES_MAX = len(EXPORT_NAMES)  # names in one configType
+
+
+def _config_types(value: str | None) -> list[str] | None | str:
+    """The table names of a ``configType`` field; None for every table; a str: why refused."""
+    if value is None or not value.strip():
+        return None
+    names = [n.strip() for n in value.replace(",", ";").split(";") if n.strip()]
+    if len(names) > CONFIG_TYPES_MAX:
+        return f"configType names {len(names)} tables, there are {CONFIG_TYPES_MAX}"
+    unknown = [n for n in names if n not in EXPORT_NAMES]
+    if unknown:
+        return (f"configType {unknown[0]!r} is not one of "
+                f"{', '.join(EXPORT_NAMES)}")
+    return list(dict.fromkeys(names))

@@ -176,6 +176,7 @@ def _table(p: Processors, after_dispatch: Callable[[Handler], Handler]) -> dict[
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: p.admin.update_subscription_group,
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: p.admin.get_all_subscription_group,
         RequestCode.DELETE_SUBSCRIPTIONGROUP: p.admin.delete_subscription_group,
+        RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON: p.admin.export_metadata,
         OrbitMQRequestCode.LIST_PENDING_TRANSACTIONS: wait(p.pending_transactions.list_pending),
         # operations: runtime info, stats, connections, settings
         RequestCode.GET_BROKER_RUNTIME_INFO: p.stats.get_broker_runtime_info,

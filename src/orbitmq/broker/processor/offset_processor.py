@@ -39,12 +39,20 @@ class OffsetProcessor:
             )
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
 
-    def update_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """UPDATE_CONSUMER_OFFSET (15); the C++ client sends it without the oneway bit and does
-        not wait, so it is answered like any request."""
+    async def update_consumer_offset(self, cmd: RemotingCommand,
+                                     conn: RemotingConnection) -> RemotingCommand:
+        """UPDATE_CONSUMER_OFFSET (15), answered once the offset is in the metadata store (the
+        commits of one event-loop round share a transaction): an offset answered as committed
+        survives a kill -9 of the broker. When the write fails (logged), the offset stays in
+        memory, is written at the next round, and the answer is SYSTEM_ERROR. The C++ client
+        sends it without the oneway bit and does not wait, so it is answered like any request."""
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         reason = validate_topic(h.topic) or validate_group(h.consumer_group)
         if reason is not None:
             return cmd.response(ResponseCode.INVALID_PARAMETER, f"offset not committed: {reason}")
-        self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if not await self.offsets.commit_saved(h.consumer_group, h.topic, h.queue_id,
+                                               h.commit_offset):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, (
+                "offset committed in memory but not yet saved (the broker's metadata store "
+                "failed, see its log); it is saved again at the next round"))
         return cmd.response(ResponseCode.SUCCESS)

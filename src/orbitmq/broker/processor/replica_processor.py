@@ -1,5 +1,5 @@
 """What a slave copies and what tools ask of replication: GET_ALL_DELAY_OFFSET (45, the delay
-offsets as delayOffset.json holds them) and GET_BROKER_HA_STATUS (907, RocketMQ 5: the HA
+offsets, in delayOffset.json's shape) and GET_BROKER_HA_STATUS (907, RocketMQ 5: the HA
 status as JSON)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class ReplicaProcessor:
         self.replication = replication
 
     def get_all_delay_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        """GET_ALL_DELAY_OFFSET (45): the delay offsets as delayOffset.json holds them."""
+        """GET_ALL_DELAY_OFFSET (45): the delay offsets, in delayOffset.json's shape."""
         return cmd.response(ResponseCode.SUCCESS, body=self.schedule.encode())
 
     def get_broker_ha_status(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

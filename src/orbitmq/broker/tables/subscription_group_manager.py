@@ -1,9 +1,12 @@
 """Consumer group settings (RocketMQ's SubscriptionGroupConfig table).
 
 Groups are created on first use when ``auto_create_subscription_group`` is on (the default), or by
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. The table is persisted as ``STORE/config/subscriptionGroup.json``
-in Java's shape: ``{"subscriptionGroupTable": {"group": {...}}, "dataVersion": {...}}``; a failed
-write is logged and tried again (config_file.TableFile).
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. The table is persisted in the metadata store
+(store/metadata_db.py, kind ``subscription_groups``: one row per group, its config as Java's
+SubscriptionGroupConfig JSON; the data version in ``versions``), one small transaction per change;
+a failed write is logged and tried again (tables/metadata_table.py). A ``subscriptionGroup.json``
+left by an older broker (``{"subscriptionGroupTable": {"group": {...}}, "dataVersion": {...}}``)
+is imported at the first start and renamed ``subscriptionGroup.json.migrated``.
 
 A group name follows RocketMQ 5's rule for topics and groups (``^[%|a-zA-Z0-9_-]+$``), short enough
 that its retry topic ``%RETRY%{group}`` is a legal topic: the name becomes part of a topic, of a
@@ -18,7 +21,8 @@ import logging
 import threading
 import time
 
-from orbitmq.broker.config_file import TableFile, config_path, read_json
+from orbitmq.broker.config_file import config_path
+from orbitmq.broker.tables.metadata_table import MetadataTable, metadata_db_for, migrate_json
 from orbitmq.broker.tables.topic_config_manager import (
     QUEUE_NUMS_MAX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -31,6 +35,7 @@ from orbitmq.protocol._lenient import U32, U64
 from orbitmq.protocol.bodies import DataVersion, JsonBody
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.rate_limited_log import RateLimitedLog
+from orbitmq.store.metadata_db import SUBSCRIPTION_GROUPS, VERSIONS, MetadataDB, Row
 from orbitmq.transport.limits import LimitCounters
 
 __all__ = [
@@ -83,8 +88,10 @@ class SubscriptionGroupWrapper(JsonBody):
 class SubscriptionGroupManager:
     """Group name -> SubscriptionGroupConfig, auto-created on first sight when allowed."""
 
-    def __init__(self, config: BrokerConfig, counters: LimitCounters | None = None) -> None:
-        """``counters``: where a refusal past ``groups_max`` is counted (the server's)."""
+    def __init__(self, config: BrokerConfig, counters: LimitCounters | None = None,
+                 db: MetadataDB | None = None) -> None:
+        """``counters``: where a refusal past ``groups_max`` is counted (the server's); ``db``:
+        the broker's metadata store (None: the store's own, for a manager built alone)."""
         self.config = config
         self._counters = counters if counters is not None else LimitCounters()
         self._limit_log = RateLimitedLog(log)
@@ -92,18 +99,53 @@ class SubscriptionGroupManager:
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self._lock = threading.Lock()
-        self.file = TableFile(self.path, lambda: self.wrapper().to_json(), "subscription groups")
+        self.db = db if db is not None else metadata_db_for(config)
+        self.file = MetadataTable(self.db, "subscription groups", self._rows)
 
     def load(self) -> None:
-        data = read_json(self.path)
-        if data is None:
-            return
+        """Read the groups from the metadata store, importing subscriptionGroup.json once.
+
+        Raises:
+            StoreError: the store cannot be read, or holds or imports a config it refuses.
+        """
+        self.db.open()
+        for name, _sub, value in self.db.rows(SUBSCRIPTION_GROUPS):
+            try:
+                text = value.decode() if isinstance(value, bytes) else value
+                if not isinstance(text, str):
+                    raise RemoteProtocolError(f"a row holds {type(value).__name__}, not JSON")
+                self.table[name] = SubscriptionGroupConfig.from_json(text)
+            except RemoteProtocolError as e:
+                raise StoreError(f"{self.db.path}: group {name}: {e}") from None
+        for key, _sub, value in self.db.rows(VERSIONS):
+            if key == SUBSCRIPTION_GROUPS and isinstance(value, (str, bytes)):
+                try:
+                    self.data_version = DataVersion.from_json(value)
+                except RemoteProtocolError as e:
+                    raise StoreError(f"{self.db.path}: groups' data version: {e}") from None
+        migrate_json(self.path, self.file, self._import)
+
+    def _import(self, data: object) -> None:
+        """subscriptionGroup.json's content into the table, every group marked to be written."""
         try:
             wrapper = SubscriptionGroupWrapper.from_dict(data)
         except RemoteProtocolError as e:
             raise StoreError(f"{self.path}: {e}") from None
         self.table.update(wrapper.subscription_group_table)
         self.data_version = wrapper.data_version
+        self.file.mark_many((name, 0) for name in wrapper.subscription_group_table)
+
+    def _rows(self, keys: list[tuple[str, int]]) -> list[Row]:
+        """The rows of the changed groups as they are now, and the data version."""
+        with self._lock:
+            rows = []
+            for name, _ in keys:
+                cfg = self.table.get(name)
+                rows.append(Row(SUBSCRIPTION_GROUPS, name, 0,
+                                None if cfg is None else cfg.to_json().decode()))
+            version = self.data_version.to_json().decode()
+        rows.append(Row(VERSIONS, SUBSCRIPTION_GROUPS, 0, version))
+        return rows
 
     def wrapper(self) -> SubscriptionGroupWrapper:
         with self._lock:
@@ -156,7 +198,7 @@ class SubscriptionGroupManager:
                     "raise groups_max)"))
             self.table[cfg.group_name] = cfg
             self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
-        self.file.mark_dirty()
+        self.file.mark(cfg.group_name)
         self.file.save()
 
     def replace_from_master(self, wrapper: SubscriptionGroupWrapper) -> bool:
@@ -169,9 +211,12 @@ class SubscriptionGroupManager:
         table = {name: cfg for name, cfg in wrapper.subscription_group_table.items()
                  if validate_group(name) is None and cfg.group_name == name}
         with self._lock:
+            changed = [name for name in table.keys() | self.table.keys()
+                       if table.get(name) != self.table.get(name)]
             self.table = table
             self.data_version = DataVersion(version.timestamp, version.counter)
-        self.file.mark_dirty()
+        self.file.mark_many((name, 0) for name in changed)
+        self.file.touch()  # the version, even when no row differs
         self.file.save()
         return True
 
@@ -182,6 +227,6 @@ class SubscriptionGroupManager:
                 self.data_version = DataVersion(int(time.time() * 1000),
                                                 self.data_version.counter + 1)
         if removed is not None:
-            self.file.mark_dirty()
+            self.file.mark(group)
             self.file.save()
         return removed is not None

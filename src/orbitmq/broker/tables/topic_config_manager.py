@@ -1,14 +1,18 @@
 """The broker's topic table: which topics it serves, with how many queues and which permissions.
 
-Persisted as ``STORE/config/topics.json`` (Java's TopicConfigSerializeWrapper JSON), rewritten
-atomically on every change; every change bumps the data version and tells the controller which
-topic changed, which registers that topic alone with the name servers at once (issue 38), so
-that a topic created by a send shows up in routes without waiting for the 30 s registration. A failed write is logged and tried again at the next
-periodic round (config_file.TableFile); the change itself stands.
+Persisted in the metadata store (store/metadata_db.py, kind ``topics``: one row per topic, its
+config as Java's TopicConfig JSON, and the data version in ``versions``): a change writes that
+topic's row and the version in one small transaction, before the change is answered, whatever
+the number of topics. Every change bumps the data version and tells the controller which topic
+changed, which registers that topic alone with the name servers at once, so that a topic created
+by a send shows up in routes without waiting for the 30 s registration. A failed write is logged
+and tried again at the next periodic round (tables/metadata_table.py); the change itself stands.
+A ``topics.json`` left by an older broker is imported at the first start and renamed
+``topics.json.migrated``.
 
 Every change is checked before it is made (:func:`check_topic_config`): a legal name, queue
 counts within ``0..QUEUE_NUMS_MAX``, permission and system flags within their defined bits. What
-could not be written to topics.json or registered with a name server is never accepted.
+could not be written to the metadata store or registered with a name server is never accepted.
 
 Auto-creation works as in RocketMQ: with ``auto_create_topic`` the default topic ``TBW102`` exists
 with the INHERIT permission; a send to an unknown topic naming it as ``defaultTopic`` creates the
@@ -24,7 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from orbitmq.broker.config_file import TableFile, config_path, read_json
+from orbitmq.broker.config_file import config_path
+from orbitmq.broker.tables.metadata_table import MetadataTable, metadata_db_for, migrate_json
 from orbitmq.config import QUEUE_NUMS_MAX, BrokerConfig
 from orbitmq.errors import BrokerError, RemoteProtocolError, StoreError
 from orbitmq.protocol._lenient import PERM_MASK, TOPIC_SYS_FLAG_MASK
@@ -43,6 +48,7 @@ from orbitmq.protocol.topics import (
     TRANS_OP_HALF_TOPIC,
 )
 from orbitmq.rate_limited_log import RateLimitedLog
+from orbitmq.store.metadata_db import TOPICS, VERSIONS, MetadataDB, Row
 from orbitmq.transport.limits import LimitCounters
 
 __all__ = [
@@ -118,31 +124,41 @@ class TopicConfigManager:
         on_change: called with the topic's name after every change of it (the controller
             registers that topic with the name servers).
         counters: where a refusal past ``topics_max`` is counted (the server's limit counters).
+        db: the broker's metadata store, shared by its tables (the controller's); None opens
+            the store's own (a manager built alone, in tests and tools).
     """
 
     def __init__(self, config: BrokerConfig, on_change: Callable[[str], None] | None = None,
-                 counters: LimitCounters | None = None) -> None:
+                 counters: LimitCounters | None = None, db: MetadataDB | None = None) -> None:
         self.config = config
         self._counters = counters if counters is not None else LimitCounters()
         self._limit_log = RateLimitedLog(log)
-        self.path = config_path(config.store.store_path, "topics.json")
+        self.path = config_path(config.store.store_path, "topics.json")  # imported once
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self._on_change = on_change
         self._lock = threading.Lock()
-        self.file = TableFile(self.path, lambda: self.wrapper().to_json(), "topics")
+        self.db = db if db is not None else metadata_db_for(config)
+        self.file = MetadataTable(self.db, "topics", self._rows)
 
     # -- persistence ----------------------------------------------------------------------------
     def load(self) -> None:
-        """Read topics.json and make sure the system topics this broker needs exist."""
-        data = read_json(self.path)
-        if data is not None:
+        """Read the topics from the metadata store (importing topics.json once) and make sure
+        the system topics this broker needs exist.
+
+        Raises:
+            StoreError: the store cannot be read, or holds or imports a config it refuses.
+        """
+        self.db.open()
+        for name, _sub, value in self.db.rows(TOPICS):
             try:
-                wrapper = TopicConfigSerializeWrapper.from_dict(data)
+                self.table[name] = TopicConfig.from_json(_text(value))
             except RemoteProtocolError as e:
-                raise StoreError(f"{self.path}: {e}") from None
-            self.table.update(wrapper.topic_config_table)
-            self.data_version = wrapper.data_version
+                raise StoreError(f"{self.db.path}: topic {name}: {e}") from None
+        for key, _sub, value in self.db.rows(VERSIONS):
+            if key == TOPICS:
+                self.data_version = _version(value, self.db.path)
+        migrate_json(self.path, self.file, self._import)
         changed = False
         if self.config.auto_create_topic and DEFAULT_TOPIC not in self.table:
             nums = self.config.default_topic_queue_nums
@@ -150,12 +166,31 @@ class TopicConfigManager:
             changed = True
         if changed:
             self._bump()
+            self.file.mark(DEFAULT_TOPIC)
             self.persist()
-        log.info("topics loaded count=%d path=%s", len(self.table), self.path)
+        log.info("topics loaded count=%d path=%s", len(self.table), self.db.path)
+
+    def _import(self, data: object) -> None:
+        """topics.json's content into the table, every topic marked to be written."""
+        try:
+            wrapper = TopicConfigSerializeWrapper.from_dict(data)
+        except RemoteProtocolError as e:
+            raise StoreError(f"{self.path}: {e}") from None
+        self.table.update(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+        self.file.mark_many((name, 0) for name in wrapper.topic_config_table)
+
+    def _rows(self, keys: list[tuple[str, int]]) -> list[Row]:
+        """The rows of the changed topics as they are now, and the data version."""
+        with self._lock:
+            rows = [Row(TOPICS, name, 0, _config_text(self.table.get(name))) for name, _ in keys]
+            version = self.data_version.to_json().decode()
+        rows.append(Row(VERSIONS, TOPICS, 0, version))
+        return rows
 
     def persist(self, *, force: bool = True) -> bool:
-        """Write the table (by default even unchanged); False when it failed (logged, retried
-        by the next call)."""
+        """Write what changed since the last save; False when it failed (logged, retried by
+        the next call). ``force`` is kept for callers: the store holds everything else."""
         return self.file.save(force=force)
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
@@ -170,7 +205,7 @@ class TopicConfigManager:
 
     def _changed(self, topic: str) -> None:
         self._bump()
-        self.file.mark_dirty()
+        self.file.mark(topic)
         self.file.save()
         if self._on_change is not None:
             self._on_change(topic)
@@ -237,10 +272,13 @@ class TopicConfigManager:
                 continue
             table[name] = tc
         with self._lock:
+            changed = [name for name in table.keys() | self.table.keys()
+                       if table.get(name) != self.table.get(name)]
             self.table = table
             self.data_version = DataVersion(version.timestamp, version.counter)
-        self.file.mark_dirty()
-        self.file.save()
+        self.file.mark_many((name, 0) for name in changed)
+        self.file.touch()  # the version, even when no row differs
+        self.file.save()  # the changed rows only, and the version
         log.info("topics copied from the master count=%d version=%d", len(table), version.counter)
         return True
 
@@ -274,3 +312,23 @@ class TopicConfigManager:
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
         self.update(tc)
         return tc
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if not isinstance(value, str):
+        raise StoreError(f"a metadata row holds {type(value).__name__}, not JSON text")
+    return value
+
+
+def _config_text(tc: TopicConfig | None) -> str | None:
+    return None if tc is None else tc.to_json().decode()
+
+
+def _version(value: object, where: str) -> DataVersion:
+    """A data version row (``{"timestamp": .., "counter": ..}``)."""
+    try:
+        return DataVersion.from_json(_text(value))
+    except RemoteProtocolError as e:
+        raise StoreError(f"{where}: data version: {e}") from None

@@ -1,0 +1,147 @@
+"""The metadata store seen from outside: EXPORT_ROCKSDB_CONFIG_TO_JSON (355) on a running broker
+(a Super user's request when authorization is on), ``orbitmq store export-metadata`` beside a
+running broker and after it stopped, and a broker started on the JSON tables of the tree before
+the metadata store (tests/data/legacy_tables)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+from auth_support import ALICE, ROOT, auth_cluster
+from click.testing import CliRunner
+from test_broker_support import BrokerHarness, broker_config
+
+from orbitmq.broker.controller import BrokerController
+from orbitmq.cli.main import cli
+from orbitmq.protocol.codes import RequestCode, ResponseCode
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import CreateTopicRequestHeader
+from orbitmq.transport import RemotingClient
+
+LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy_tables" / "config"
+
+
+def _create(h: BrokerHarness, topic: str) -> None:
+    fields = CreateTopicRequestHeader(topic, read_queue_nums=2, write_queue_nums=2).to_ext_fields()
+    assert h.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, fields).code == ResponseCode.SUCCESS
+
+
+def _commit(h: BrokerHarness, group: str, topic: str, qid: int, offset: int) -> None:
+    r = h.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": topic, "queueId": str(qid), "commitOffset": str(offset)})
+    assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+def _export_cli(store: Path, *tables: str) -> dict:
+    args = ["store", "export-metadata", "--store", str(store)]
+    for t in tables:
+        args += ["--table", t]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_code_355_and_the_cli_print_the_tables(tmp_path: Path) -> None:
+    h = BrokerHarness(broker_config(tmp_path))
+    try:
+        _create(h, "Exported")
+        _commit(h, "exp-group", "Exported", 1, 17)
+        h.broker.offsets.commit("behind", "Exported", 0, 5)  # written behind: saved by 355 first
+        r = h.invoke(RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        body = orjson.loads(r.body)
+        assert set(body) == {"topics", "subscriptionGroups", "consumerOffsets", "delayOffsets"}
+        assert body["topics"]["topicConfigTable"]["Exported"]["writeQueueNums"] == 2
+        assert body["topics"]["dataVersion"]["counter"] == h.broker.topics.data_version.counter
+        assert body["consumerOffsets"]["offsetTable"]["Exported@exp-group"] == {"1": 17}
+        assert body["consumerOffsets"]["offsetTable"]["Exported@behind"] == {"0": 5}
+        r = h.invoke(RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON,
+                     {"configType": "topics;consumerOffsets"})
+        assert sorted(orjson.loads(r.body)) == ["consumerOffsets", "topics"]
+        r = h.invoke(RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, {"configType": "users"})
+        assert r.code == ResponseCode.INVALID_PARAMETER and "users" in r.remark
+        # The CLI beside the running broker: the same rows.
+        printed = _export_cli(tmp_path, "topics", "consumerOffsets")
+        assert printed["topics"]["topicConfigTable"] == body["topics"]["topicConfigTable"]
+        assert printed["consumerOffsets"] == body["consumerOffsets"]
+    finally:
+        h.close()
+    # After a clean stop (the log checkpointed into the database file): the same again (and
+    # the transaction checker's progress, saved at stop).
+    after = _export_cli(tmp_path)["consumerOffsets"]["offsetTable"]
+    assert {k: v for k, v in after.items() if k.startswith("Exported@")} == \
+        body["consumerOffsets"]["offsetTable"]
+
+
+def test_export_metadata_without_a_store_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["store", "export-metadata", "--store", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "no metadata store" in result.output
+
+
+def test_code_355_is_for_a_super_user_only(tmp_path: Path) -> None:
+    with auth_cluster(tmp_path) as cluster:
+        broker = cluster.brokers[0].address
+
+        async def ask(credentials: object) -> RemotingCommand:
+            client = RemotingClient(credentials=credentials)  # type: ignore[arg-type]
+            try:
+                return await client.invoke(
+                    broker, RemotingCommand.request(RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON), 5.0)
+            finally:
+                await client.close()
+
+        denied = cluster.call(ask(ALICE))
+        assert denied.code == ResponseCode.NO_PERMISSION, (denied.code, denied.remark)
+        allowed = cluster.call(ask(ROOT))
+        assert allowed.code == ResponseCode.SUCCESS, allowed.remark
+        assert "AliceOrders" in orjson.loads(allowed.body)["topics"]["topicConfigTable"]
+        anonymous = cluster.call(ask(None))
+        assert anonymous.code != ResponseCode.SUCCESS
+
+
+def test_a_broker_starts_on_the_tables_of_the_tree_before(tmp_path: Path) -> None:
+    """A real broker on a store whose config/ holds what the broker before the metadata store
+    wrote: every topic, group, consumer offset and delay offset is served after the import, and
+    a restart does not import the renamed files again."""
+    shutil.copytree(LEGACY, tmp_path / "config")
+    legacy = {p.name: json.loads(p.read_text()) for p in LEGACY.glob("*.json")}
+    h = BrokerHarness(broker_config(tmp_path))
+    try:
+        for name, tc in legacy["topics.json"]["topicConfigTable"].items():
+            assert h.broker.topics.get(name).to_dict() == tc, name
+        for name, cfg in legacy["subscriptionGroup.json"]["subscriptionGroupTable"].items():
+            assert h.broker.sub_groups.table[name].to_dict() == cfg, name
+        for key, queues in legacy["consumerOffset.json"]["offsetTable"].items():
+            topic, group = key.split("@")
+            for qid, offset in queues.items():
+                r = h.invoke(RequestCode.QUERY_CONSUMER_OFFSET, {
+                    "consumerGroup": group, "topic": topic, "queueId": qid})
+                assert int(r.ext_fields["offset"]) == offset, (key, qid)
+        assert sorted(p.name for p in (tmp_path / "config").glob("*.migrated")) == [
+            "consumerOffset.json.migrated", "delayOffset.json.migrated",
+            "subscriptionGroup.json.migrated", "topics.json.migrated"]
+        assert h.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Legacy-03"}).code == 0
+        h.restart()
+        assert h.broker.topics.get("Legacy-03") is None  # not imported again
+        assert h.broker.topics.get("Legacy-04") is not None
+    finally:
+        h.close()
+
+
+def test_the_delay_offsets_of_the_tree_before_are_imported(tmp_path: Path) -> None:
+    """Read by the tables' load alone: a running schedule service would clamp them to its
+    (empty) queues at once."""
+    shutil.copytree(LEGACY, tmp_path / "config")
+    want = json.loads((LEGACY / "delayOffset.json").read_text())["offsetTable"]
+    broker = BrokerController(broker_config(tmp_path, grpc_listen_port=-1))
+    broker.metadata.open()
+    try:
+        broker.schedule.load()
+        assert {str(k): v for k, v in broker.schedule.offsets.items()} == want
+        assert (tmp_path / "config" / "delayOffset.json.migrated").exists()
+    finally:
+        broker.metadata.close()
