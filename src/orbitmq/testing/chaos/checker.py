@@ -236,11 +236,10 @@ def check(sends: Iterable[Send], reads: Iterable[Read], promise: Promise, *,
                                  key=_order)
     for (group, _value, queue, offset), n in sorted(seen_in_group.items()):
         if n > 1:
-            where = f"{group}@{queue}:{offset}"
-            verdict.redelivered[where] = n - 1
-    for value, where in sorted(positions.items()):
-        if len(where) > 1:
-            verdict.stored_twice[value] = sorted(f"{q}:{o}" for q, o in where)
+            verdict.redelivered[f"{group}@{queue}:{offset}"] = n - 1
+    for value, places in sorted(positions.items()):
+        if len(places) > 1:
+            verdict.stored_twice[value] = sorted(f"{q}:{o}" for q, o in places)
     for (queue, offset), values in sorted(at_position.items()):
         if len(values) > 1:
             verdict.divergent[f"{queue}:{offset}"] = sorted(values)
