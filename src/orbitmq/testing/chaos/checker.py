@@ -157,6 +157,7 @@ class Verdict:
             "unexpected": len(self.unexpected), "duplicated": self.duplicated,
             "redelivered": sum(self.redelivered.values()),
             "stored_twice": len(self.stored_twice), "recovered": len(self.recovered),
+            "failed_read": len(self.failed_read),
             "divergent": len(self.divergent), "out_of_order": len(self.out_of_order),
         }
 
@@ -168,7 +169,7 @@ class Verdict:
         lines.append("  " + " ".join(f"{k}={v}" for k, v in self.counts().items()))
         for name, values in (("lost", self.lost), ("lost-middle", self.lost_middle),
                              ("unexpected", self.unexpected), ("out-of-order", self.out_of_order),
-                             ("recovered", self.recovered)):
+                             ("recovered", self.recovered), ("failed-but-read", self.failed_read)):
             if values:
                 lines.append(f"  {name}: {_examples(values)}")
         for group, values in sorted(self.missed.items()):
