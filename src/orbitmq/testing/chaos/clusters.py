@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -36,6 +37,10 @@ __all__ = ["ChaosCluster", "ClusterUnavailable", "make_cluster", "CLUSTER_KINDS"
 SEGMENT_SIZE = 16 * 1024 * 1024  # commit log segments: small, the stores are throwaway
 LEASE_TTL_S = 2  # controller mode's lease (as the failover tests): a pause of 3 s outlives it
 CLUSTER_KINDS = ("standalone", "master-slave", "controller")
+# The server log lines a report shows when a cluster failed: errors, and the failover's own
+# account of elections, fences and cuts.
+DIAGNOSTIC = re.compile(r"ERROR|Error:|elected master|steps down|fenced|log cut|in-sync set of")
+DIAGNOSTIC_LINES_MAX = 30  # per server, the last ones
 
 
 class ClusterUnavailable(Exception):
@@ -70,6 +75,20 @@ class ChaosCluster(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Stop every process of the cluster."""
+
+    @abc.abstractmethod
+    def servers(self) -> dict[str, ServerProcess]:
+        """The cluster's OrbitMQ processes now, by name (for the diagnostics)."""
+
+    def diagnostics(self) -> list[str]:
+        """The last DIAGNOSTIC lines of each server: what a report shows when the cluster did
+        not settle, a writer did not come back or a promise was broken."""
+        out = []
+        for name, proc in sorted(self.servers().items()):
+            lines = [line for line in proc.output().splitlines() if DIAGNOSTIC.search(line)]
+            out.append(f"{name}: {len(lines)} lines")
+            out.extend(f"  {line}" for line in lines[-DIAGNOSTIC_LINES_MAX:])
+        return out
 
     def pause(self, pid: int) -> None:
         os.kill(pid, signal.SIGSTOP)
@@ -130,6 +149,9 @@ class StandaloneCluster(ChaosCluster):
     def settle(self) -> None:
         self.proc.wait_ready("namesrv", "broker", timeout=READY_WAIT_S)
 
+    def servers(self) -> dict[str, ServerProcess]:
+        return {"standalone": self.proc}
+
     def close(self) -> None:
         self.resume_all()
         self.proc.stop()
@@ -177,6 +199,9 @@ class MasterSlaveCluster(ChaosCluster):
 
     def settle(self) -> None:
         self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
+
+    def servers(self) -> dict[str, ServerProcess]:
+        return {f"broker {i}": p for i, p in self.set.brokers.items()}
 
     def close(self) -> None:
         self.resume_all()
@@ -304,6 +329,11 @@ class ControllerCluster(ChaosCluster):
         """Until etcd names a master with the whole set in sync again."""
         assert self.brokers is not None
         self.brokers.wait_master(in_sync=len(self.MEMBERS), timeout=READY_WAIT_S)
+
+    def servers(self) -> dict[str, ServerProcess]:
+        if self.brokers is None:
+            return {}
+        return {f"member {m}": p for m, p in self.brokers.brokers.items()}
 
     def close(self) -> None:
         self.resume_all()

@@ -64,6 +64,7 @@ class ClusterReport:
     notes: list[str] = dataclasses.field(default_factory=list)
     error: str | None = None
     skipped: str | None = None
+    diagnostics: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -108,11 +109,19 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
         _load_and_break(cluster, report, seed, duration_s, out)
     except Exception as e:  # the report says what failed; the run goes on to the next cluster
         report.error = f"{type(e).__name__}: {e}"
-        out(f"   ERROR {report.error}\n{traceback.format_exc()}")
+        out(traceback.format_exc())
     finally:
+        if not report.ok:
+            report.diagnostics = cluster.diagnostics()
         cluster.close()
     if report.verdict is not None:
         out("   " + report.verdict.text().replace("\n", "\n   "))
+    if report.error is not None:
+        out(f"   ERROR {report.error}")
+    if report.diagnostics:
+        out("   server log lines (errors, elections, fences, cuts):")
+        for line in report.diagnostics:
+            out(f"     {line}")
     out(f"   figures {json.dumps(report.figures)}")
     return report
 
@@ -163,7 +172,7 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
         live_group_caught_up=caught_up)
     if errors:
         report.error = "writer died: " + "; ".join(errors)
-    elif not recovered:
+    elif not recovered and report.error is None:
         report.error = f"no {AFTER_HEAL_ACKS} sends acknowledged within {EVENT_WAIT_S} s of the heal"
 
 
@@ -180,11 +189,18 @@ def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: O
         time.sleep(fault.hold_s)
         cluster.heal(fault)
         healed = history.now_s()
-        cluster.settle()
-        settled = history.now_s()
-        settles.append(round(settled - healed, 2))
+        try:
+            cluster.settle()
+            settled = f"settled in {history.now_s() - healed:.2f} s"
+            settles.append(round(history.now_s() - healed, 2))
+        except (AssertionError, RuntimeError) as e:
+            # Not settling is a finding, not the end of the run: the history so far is still
+            # drained and judged, and the report names the step.
+            settled = f"DID NOT SETTLE ({e})"
+            if report.error is None:
+                report.error = f"the cluster did not settle after the step at {began:.2f} s: {e}"
         line = (f"{began:7.2f} s  {fault.kind.value:8} {fault.target:12} -> {what}; healed at "
-                f"{healed:.2f} s, settled in {settled - healed:.2f} s")
+                f"{healed:.2f} s, {settled}")
         report.steps.append(line)
         out(f"     ran {line}")
     return settles
