@@ -103,10 +103,13 @@ def test_a_value_stored_at_two_offsets_is_stored_twice() -> None:
 
 
 def test_an_unacknowledged_send_that_was_read_is_recovered() -> None:
-    sends = [acked("w1", 0), Send("w1", 1, U), Send("w1", 2, F), Send("w1", 3, U)]
+    sends = [acked("w1", 0), Send("w1", 1, U), Send("w1", 2, F, detail="BrokerError(14: x)"),
+             Send("w1", 3, U)]
     verdict = check(sends, drain({Q0: ["w1-0", "w1-1", "w1-2"]}), SYNC_MASTER)
     assert verdict.recovered == ["w1-1", "w1-2"]
     assert verdict.failed_read == ["w1-2"]
+    assert dict(verdict.failed_read_details) == {"BrokerError(14: x)": 1}
+    assert "failed-but-read answers" in verdict.text()
     assert verdict.ok  # an unanswered send may be stored; w1-3 never read is not lost either
     assert verdict.counts()["unknown"] == 2 and verdict.counts()["failed"] == 1
 

@@ -66,7 +66,7 @@ def parse_value(value: str) -> tuple[str, int] | None:
 class Send:
     """One send attempt. ``queue`` and ``offset`` are known for an acknowledged send (the answer
     names them); ``key`` is the ordering key on an orderly topic; ``at_s`` when the answer (or the
-    failure) came, in seconds since the run began."""
+    failure) came, in seconds since the run began; ``detail`` what the answer or error said."""
 
     writer: str
     counter: int
@@ -75,6 +75,7 @@ class Send:
     offset: int | None = None
     key: str | None = None
     at_s: float = 0.0
+    detail: str = ""  # the status or error the writer got, for the report
 
     @property
     def value(self) -> str:
@@ -133,6 +134,7 @@ class Verdict:
     stored_twice: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     recovered: list[str] = dataclasses.field(default_factory=list)
     failed_read: list[str] = dataclasses.field(default_factory=list)
+    failed_read_details: Counter[str] = dataclasses.field(default_factory=Counter)
     divergent: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     out_of_order: list[str] = dataclasses.field(default_factory=list)
     violations: list[str] = dataclasses.field(default_factory=list)
@@ -172,6 +174,8 @@ class Verdict:
                              ("recovered", self.recovered), ("failed-but-read", self.failed_read)):
             if values:
                 lines.append(f"  {name}: {_examples(values)}")
+        if self.failed_read_details:
+            lines.append(f"  failed-but-read answers: {dict(self.failed_read_details)}")
         for group, values in sorted(self.missed.items()):
             lines.append(f"  missed by {group}: {_examples(values)}")
         for where, values in sorted(self.divergent.items())[:EXAMPLES_MAX]:
@@ -233,8 +237,9 @@ def check(sends: Iterable[Send], reads: Iterable[Read], promise: Promise, *,
             verdict.missed[group] = sorted(skipped, key=_order)
     unacked_read = [s for s in sends if s.outcome is not Outcome.ACKED and s.value in read_any]
     verdict.recovered = sorted((s.value for s in unacked_read), key=_order)
-    verdict.failed_read = sorted((s.value for s in unacked_read if s.outcome is Outcome.FAILED),
-                                 key=_order)
+    failed_read = [s for s in unacked_read if s.outcome is Outcome.FAILED]
+    verdict.failed_read = sorted((s.value for s in failed_read), key=_order)
+    verdict.failed_read_details = Counter(s.detail for s in failed_read)
     for (group, _value, queue, offset), n in sorted(seen_in_group.items()):
         if n > 1:
             verdict.redelivered[f"{group}@{queue}:{offset}"] = n - 1

@@ -33,7 +33,7 @@ from orbitmq.testing.chaos.checker import Outcome, Read, Send, value_of
 from orbitmq.testing.failover_set import wait_for
 from orbitmq.testing.waits import EVENT_WAIT_S
 
-__all__ = ["History", "Writer", "LiveGroup", "create_topic", "drain", "classify",
+__all__ = ["History", "Writer", "LiveGroup", "create_topic", "drain", "classify", "describe",
            "SENDS_PER_WRITER_MAX", "DRAIN_PULLS_MAX", "QUEUES", "ORDER_KEYS"]
 
 QUEUES = 4  # the topic's read and write queues
@@ -107,6 +107,15 @@ def classify(result: SendResult | None, error: BaseException | None) -> Outcome:
     return Outcome.UNKNOWN
 
 
+def describe(result: SendResult | None, error: BaseException | None) -> str:
+    """A send's answer in a few words: the status, or the error's class, code and remark."""
+    if result is not None:
+        return result.status.name
+    if isinstance(error, BrokerError):
+        return f"{type(error).__name__}({error.code}: {error.remark[:80]})"
+    return f"{type(error).__name__}" if error is not None else ""
+
+
 class Writer(threading.Thread):
     """One producer sending its values until told to stop (or SENDS_PER_WRITER_MAX)."""
 
@@ -148,7 +157,8 @@ class Writer(threading.Thread):
                     queue = queue_name(result.queue.broker_name, result.queue.queue_id)
                     offset = result.queue_offset
                 self.history.add_send(Send(self.writer, counter, outcome, queue=queue,
-                                           offset=offset, key=key, at_s=self.history.now_s()))
+                                           offset=offset, key=key, at_s=self.history.now_s(),
+                                           detail=describe(result, error)))
                 time.sleep(SEND_PAUSE_S if outcome is Outcome.ACKED else FAILED_PAUSE_S)
 
 
