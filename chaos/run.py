@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,6 +22,19 @@ from orbitmq.testing.chaos.clusters import CLUSTER_KINDS
 from orbitmq.testing.chaos.harness import fresh_seed, run
 
 MINUTES_DEFAULT = 3.0
+REPO = Path(__file__).resolve().parents[1]
+COMPAT_PYTHON = Path(os.environ.get("COMPAT_VENV") or REPO / ".venv-compat") / "bin" / "python"
+
+
+def cpp_client() -> tuple[Path | None, str]:
+    """The compat venv's Python when the C++ client is installed there, else None and why not."""
+    if not COMPAT_PYTHON.exists():
+        return None, f"{COMPAT_PYTHON} is missing (bash scripts/compat-venv.sh; make install does it)"
+    probe = subprocess.run([str(COMPAT_PYTHON), "-c", "import rocketmq.client"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0:
+        return None, f"the C++ client does not load: {probe.stderr.strip()[-200:]}"
+    return COMPAT_PYTHON, ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(CLUSTER_KINDS)}")
     parser.add_argument("--root", type=Path, default=None,
                         help="where the stores go (default: a temporary directory, removed)")
+    parser.add_argument("--no-cpp", action="store_true",
+                        help="no writer through the C++ client (.venv-compat) even when installed")
     parser.add_argument("--report", type=Path, default=None,
                         help="also write the results (one row per cluster) as JSON here")
     args = parser.parse_args(argv)
@@ -44,9 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         if kind not in CLUSTER_KINDS:
             parser.error(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")
+    cpp_python, why_not = (None, "--no-cpp") if args.no_cpp else cpp_client()
+    if cpp_python is None:
+        print(f"C++ client writer skipped: {why_not}", flush=True)
     with tempfile.TemporaryDirectory(prefix="orbitmq-chaos-") as tmp:
         root = args.root or Path(tmp)
-        reports = run(kinds, seed, args.minutes, root, out=lambda s: print(s, flush=True))
+        reports = run(kinds, seed, args.minutes, root, out=lambda s: print(s, flush=True),
+                      cpp_python=cpp_python)
     if args.report is not None:
         rows = [{**r.summary(), "schedule": [f.text() for f in r.schedule], "steps": r.steps,
                  "error": r.error} for r in reports]

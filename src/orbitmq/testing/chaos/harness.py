@@ -23,6 +23,7 @@ from orbitmq.testing.chaos.checker import Verdict, check
 from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable, make_cluster
 from orbitmq.testing.chaos.schedule import Fault, make_schedule, sub_seed
 from orbitmq.testing.chaos.workload import (
+    CppWriter,
     History,
     LiveGroup,
     Writer,
@@ -37,6 +38,7 @@ __all__ = ["ClusterReport", "run_cluster", "run", "fresh_seed"]
 
 WRITERS = ("w1", "w2")  # plain writers (the SDK picks queues round robin)
 ORDERED_WRITERS = ("o1",)  # writers by key (select_by_hash): per-key order is checked
+CPP_WRITER = "c1"  # the C++ client's writer, when its venv is there
 FIRST_ACKS = 20  # acknowledged sends before the faults begin (the cluster took load)
 AFTER_HEAL_ACKS = 50  # acknowledged sends after the last heal: the writers came back
 CATCH_UP_WAIT_S = 2 * EVENT_WAIT_S  # the live group reading what the drain found
@@ -88,9 +90,11 @@ class ClusterReport:
         return row
 
 
-def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = print) -> ClusterReport:
+def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = print, *,
+                cpp_python: Path | None = None) -> ClusterReport:
     """The whole run of one cluster; never raises for what the cluster does (an error is in
-    the report), so that one cluster's failure does not hide the others' verdicts."""
+    the report), so that one cluster's failure does not hide the others' verdicts.
+    ``cpp_python``: the compat venv's Python, to add a writer through the C++ client."""
     cluster_seed = sub_seed(seed, kind)
     out(f"== {kind}: seed {seed} (cluster seed {cluster_seed}), {duration_s:.0f} s of faults")
     try:
@@ -106,7 +110,7 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
     for fault in schedule:
         out(f"     {fault.text()}")
     try:
-        _load_and_break(cluster, report, seed, duration_s, out)
+        _load_and_break(cluster, report, seed, duration_s, out, root / kind, cpp_python)
     except Exception as e:  # the report says what failed; the run goes on to the next cluster
         report.error = f"{type(e).__name__}: {e}"
         out(traceback.format_exc())
@@ -127,14 +131,18 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
 
 
 def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, duration_s: float,
-                    out: Out) -> None:
+                    out: Out, root: Path, cpp_python: Path | None) -> None:
     topic = re.sub(r"[^A-Za-z0-9]", "", f"Chaos{cluster.name.title()}{seed}")
     create_topic(cluster.namesrv, topic)
     history = History()
     stop = threading.Event()
-    writers = [Writer(w, cluster.namesrv, topic, history, stop) for w in WRITERS]
+    writers: list[Writer | CppWriter] = [Writer(w, cluster.namesrv, topic, history, stop)
+                                         for w in WRITERS]
     writers += [Writer(w, cluster.namesrv, topic, history, stop, ordered=True)
                 for w in ORDERED_WRITERS]
+    if cpp_python is not None:
+        writers.append(CppWriter(CPP_WRITER, cpp_python, cluster.namesrv, topic, history, stop,
+                                 root / "cpp-home"))
     for w in writers:
         w.start()
     live: LiveGroup | None = None
@@ -207,12 +215,14 @@ def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: O
 
 
 def run(kinds: Sequence[str], seed: int, minutes: float, root: Path,
-        out: Out = print) -> list[ClusterReport]:
-    """Every cluster in ``kinds``, one after the other, sharing ``minutes`` of faults."""
+        out: Out = print, *, cpp_python: Path | None = None) -> list[ClusterReport]:
+    """Every cluster in ``kinds``, one after the other, sharing ``minutes`` of faults; with
+    ``cpp_python`` (the compat venv's Python) a writer through the C++ client joins the SDK's."""
     duration_s = max(minutes * 60.0 / max(len(kinds), 1), 5.0)
     out(f"chaos seed {seed} (CHAOS_SEED={seed} replays the schedule), {minutes:g} min of faults "
-        f"over {', '.join(kinds)}")
-    reports = [run_cluster(kind, root, seed, duration_s, out) for kind in kinds]
+        f"over {', '.join(kinds)}; writers: SDK" + (" + C++ client" if cpp_python else ""))
+    reports = [run_cluster(kind, root, seed, duration_s, out, cpp_python=cpp_python)
+               for kind in kinds]
     out("== results")
     for r in reports:
         out("   " + json.dumps(r.summary()))

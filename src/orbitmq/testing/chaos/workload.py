@@ -11,9 +11,13 @@ Every outcome goes into a :class:`History`, the checker's input.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from orbitmq import (
     Admin,
@@ -33,7 +37,7 @@ from orbitmq.testing.chaos.checker import Outcome, Read, Send, value_of
 from orbitmq.testing.failover_set import wait_for
 from orbitmq.testing.waits import EVENT_WAIT_S
 
-__all__ = ["History", "Writer", "LiveGroup", "create_topic", "drain", "classify", "describe",
+__all__ = ["History", "Writer", "CppWriter", "LiveGroup", "create_topic", "drain", "classify", "describe",
            "SENDS_PER_WRITER_MAX", "DRAIN_PULLS_MAX", "QUEUES", "ORDER_KEYS"]
 
 QUEUES = 4  # the topic's read and write queues
@@ -160,6 +164,64 @@ class Writer(threading.Thread):
                                            offset=offset, key=key, at_s=self.history.now_s(),
                                            detail=describe(result, error)))
                 time.sleep(SEND_PAUSE_S if outcome is Outcome.ACKED else FAILED_PAUSE_S)
+
+
+class CppWriter(threading.Thread):
+    """A writer through the official C++ client: cpp_writer.py in a child process under
+    ``python`` (the compat venv's), its lines turned into sends of the history. Its acknowledged
+    sends carry no queue (the wrapper's result names none), so a loss of one is split as a tail;
+    the client retries a failed send twice inside, which may store one value twice (counted as
+    stored twice, not a violation)."""
+
+    SEND_TIMEOUT_MS = 3000
+    DEADLINE_S = 3600.0  # the child's own watchdog: no hang in C code outlives a run
+
+    def __init__(self, name: str, python: Path, namesrv: str, topic: str, history: History,
+                 stop: threading.Event, home: Path) -> None:
+        super().__init__(name=f"chaos-{name}", daemon=True)
+        self.writer, self.python, self.namesrv, self.topic = name, python, namesrv, topic
+        self.history, self.stop, self.home = history, stop, home
+        self.error: BaseException | None = None
+        self.stop_file = home / f"{name}.stop"
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as e:  # shown by the harness: a writer must not die silently
+            self.error = e
+
+    def _run(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        spec = {"namesrv": self.namesrv, "topic": self.topic, "writer": self.writer,
+                "group": f"chaos-{self.writer}", "sends_max": SENDS_PER_WRITER_MAX,
+                "pause_s": SEND_PAUSE_S, "stop_file": str(self.stop_file),
+                "send_timeout_ms": self.SEND_TIMEOUT_MS, "deadline_s": self.DEADLINE_S}
+        script = Path(__file__).with_name("cpp_writer.py")
+        # HOME: where librocketmq writes its logs (the run's directory, not the user's).
+        proc = subprocess.Popen([str(self.python), str(script)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env={**os.environ, "HOME": str(self.home)})
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(spec))
+        proc.stdin.close()
+        stopper = threading.Thread(target=self._stop_when_told, args=(proc,), daemon=True)
+        stopper.start()
+        for raw in proc.stdout:
+            line = json.loads(raw)
+            status = line.get("s")
+            outcome = (Outcome.ACKED if status == "OK" else Outcome.UNKNOWN)
+            detail = status or f"{line.get('e')}: {line.get('m', '')[:80]}"
+            self.history.add_send(Send(self.writer, int(line["c"]), outcome,
+                                       at_s=self.history.now_s(), detail=detail))
+        proc.wait(EVENT_WAIT_S)
+
+    def _stop_when_told(self, proc: subprocess.Popen[str]) -> None:
+        self.stop.wait()
+        self.stop_file.write_text("stop\n")
+        try:
+            proc.wait(EVENT_WAIT_S)  # a send in flight takes its timeout at most
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 class LiveGroup:
