@@ -13,28 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from orbitmq.testing.chaos.clusters import CLUSTER_KINDS
 from orbitmq.testing.chaos.harness import fresh_seed, run
+from orbitmq.testing.chaos.workload import cpp_client_python
 
 MINUTES_DEFAULT = 3.0
 REPO = Path(__file__).resolve().parents[1]
-COMPAT_PYTHON = Path(os.environ.get("COMPAT_VENV") or REPO / ".venv-compat") / "bin" / "python"
-
-
-def cpp_client() -> tuple[Path | None, str]:
-    """The compat venv's Python when the C++ client is installed there, else None and why not."""
-    if not COMPAT_PYTHON.exists():
-        return None, f"{COMPAT_PYTHON} is missing (bash scripts/compat-venv.sh; make install does it)"
-    probe = subprocess.run([str(COMPAT_PYTHON), "-c", "import rocketmq.client"],
-                           capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        return None, f"the C++ client does not load: {probe.stderr.strip()[-200:]}"
-    return COMPAT_PYTHON, ""
+COMPAT_VENV = Path(os.environ.get("COMPAT_VENV") or REPO / ".venv-compat")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         if kind not in CLUSTER_KINDS:
             parser.error(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")
-    cpp_python, why_not = (None, "--no-cpp") if args.no_cpp else cpp_client()
+    cpp_python, why_not = (None, "--no-cpp") if args.no_cpp else cpp_client_python(COMPAT_VENV)
     if cpp_python is None:
         print(f"C++ client writer skipped: {why_not}", flush=True)
     with tempfile.TemporaryDirectory(prefix="orbitmq-chaos-") as tmp:

@@ -175,7 +175,7 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
                            drained_groups=[DRAIN_GROUP, LIVE_GROUP])
     report.figures.update(
         load_s=round(time.monotonic() - history.started, 1), drained=read,
-        longest_write_gap_s=history.longest_write_gap_s(),
+        longest_write_gap_s=history.longest_write_gap_s(), acked_by_writer=history.acked_by_writer(),
         settle_max_s=max(settle_s, default=0.0), writers_back_after_heal=recovered,
         live_group_caught_up=caught_up)
     if errors:

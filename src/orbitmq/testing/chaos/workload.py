@@ -37,7 +37,7 @@ from orbitmq.testing.chaos.checker import Outcome, Read, Send, value_of
 from orbitmq.testing.failover_set import wait_for
 from orbitmq.testing.waits import EVENT_WAIT_S
 
-__all__ = ["History", "Writer", "CppWriter", "LiveGroup", "create_topic", "drain", "classify", "describe",
+__all__ = ["History", "Writer", "CppWriter", "cpp_client_python", "LiveGroup", "create_topic", "drain", "classify", "describe",
            "SENDS_PER_WRITER_MAX", "DRAIN_PULLS_MAX", "QUEUES", "ORDER_KEYS"]
 
 QUEUES = 4  # the topic's read and write queues
@@ -90,6 +90,14 @@ class History:
     def read_values(self, group: str) -> set[str]:
         with self.lock:
             return {r.value for r in self.reads if r.group == group}
+
+    def acked_by_writer(self) -> dict[str, int]:
+        """SEND_OKs per writer: each client kind took its share of the load."""
+        with self.lock:
+            out: dict[str, int] = {}
+            for s in self.sends:
+                out[s.writer] = out.get(s.writer, 0) + (s.outcome is Outcome.ACKED)
+            return dict(sorted(out.items()))
 
     def longest_write_gap_s(self) -> float:
         """The longest time without a SEND_OK between the first and the last one."""
@@ -166,6 +174,19 @@ class Writer(threading.Thread):
                 time.sleep(SEND_PAUSE_S if outcome is Outcome.ACKED else FAILED_PAUSE_S)
 
 
+def cpp_client_python(venv: Path) -> tuple[Path | None, str]:
+    """The Python of ``venv`` (the compat venv) when the C++ client loads in it, else None and
+    why not (the run prints it and goes on with the SDK's writers)."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return None, f"{python} is missing (bash scripts/compat-venv.sh; make install does it)"
+    probe = subprocess.run([str(python), "-c", "import rocketmq.client"], capture_output=True,
+                           text=True, timeout=EVENT_WAIT_S)
+    if probe.returncode != 0:
+        return None, f"the C++ client does not load: {probe.stderr.strip()[-200:]}"
+    return python, ""
+
+
 class CppWriter(threading.Thread):
     """A writer through the official C++ client: cpp_writer.py in a child process under
     ``python`` (the compat venv's), its lines turned into sends of the history. Its acknowledged
@@ -206,17 +227,23 @@ class CppWriter(threading.Thread):
         proc.stdin.close()
         stopper = threading.Thread(target=self._stop_when_told, args=(proc,), daemon=True)
         stopper.start()
-        for raw in proc.stdout:
-            line = json.loads(raw)
-            status = line.get("s")
-            outcome = (Outcome.ACKED if status == "OK" else Outcome.UNKNOWN)
-            detail = status or f"{line.get('e')}: {line.get('m', '')[:80]}"
-            self.history.add_send(Send(self.writer, int(line["c"]), outcome,
-                                       at_s=self.history.now_s(), detail=detail))
-        proc.wait(EVENT_WAIT_S)
+        with proc.stdout:
+            for raw in proc.stdout:
+                line = json.loads(raw)
+                status = line.get("s")
+                outcome = Outcome.ACKED if status == "OK" else Outcome.UNKNOWN
+                detail = status or f"{line.get('e')}: {line.get('m', '')[:80]}"
+                self.history.add_send(Send(self.writer, int(line["c"]), outcome,
+                                           at_s=self.history.now_s(), detail=detail))
+        stopper.join(EVENT_WAIT_S)
+        rc = proc.wait(EVENT_WAIT_S)
+        if not self.stop.is_set():
+            raise RuntimeError(f"the C++ writer ended before the run did (exit code {rc})")
 
     def _stop_when_told(self, proc: subprocess.Popen[str]) -> None:
-        self.stop.wait()
+        while not self.stop.wait(0.5):
+            if proc.poll() is not None:
+                return  # it ended by itself (its count or its watchdog): _run reports it
         self.stop_file.write_text("stop\n")
         try:
             proc.wait(EVENT_WAIT_S)  # a send in flight takes its timeout at most
