@@ -161,15 +161,19 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
                      "the writers acknowledged again after the last heal", EVENT_WAIT_S)
         except AssertionError:
             recovered = False
+    except BaseException:
+        if live is not None:
+            live.shutdown()
+        raise
     finally:
         stop.set()
         for w in writers:
             w.join(EVENT_WAIT_S)
     errors = [f"{w.writer}: {w.error!r}" for w in writers if w.error is not None]
-    read = drain(cluster.namesrv, topic, DRAIN_GROUP, history)
-    caught_up = live is not None and wait_caught_up(history, LIVE_GROUP, DRAIN_GROUP,
-                                                    CATCH_UP_WAIT_S)
-    if live is not None:
+    try:
+        read = drain(cluster.namesrv, topic, DRAIN_GROUP, history)
+        caught_up = wait_caught_up(history, LIVE_GROUP, DRAIN_GROUP, CATCH_UP_WAIT_S)
+    finally:
         live.shutdown()
     report.verdict = check(history.sends, history.reads, cluster.promise,
                            drained_groups=[DRAIN_GROUP, LIVE_GROUP])
