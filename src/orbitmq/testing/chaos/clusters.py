@@ -226,8 +226,8 @@ class ControllerCluster(ChaosCluster):
             FaultKind.PAUSE: ("master", "etcd"),
         }
         if problem is None:
-            targets[FaultKind.ISOLATE] = ("master",)
-            targets[FaultKind.CUT] = ("master-etcd",)
+            targets[FaultKind.ISOLATE] = ("master", "namesrv")
+            targets[FaultKind.CUT] = ("master-etcd", "clients-master")
         else:
             self.notes.append(f"partitions skipped: {problem}")
         pause_s = (LEASE_TTL_S + 1.0, LEASE_TTL_S + 4.0)  # past the lease: a new master is elected
@@ -297,14 +297,27 @@ class ControllerCluster(ChaosCluster):
                 self.pause(node.proc.pid)
         else:
             assert self.lab is not None
-            ns = f"b{master}"
-            others = ["etcd"] if fault.kind is FaultKind.CUT else [
-                "etcd", *(f"b{m}" for m in self.MEMBERS if m != master)]
+            ns, others = self._links(fault, master)
             for other in others:
                 self.lab.cut(ns, other)
-            return f"member {master} ({ns}) cut from {', '.join(others)}"
+            return f"{ns} cut from {', '.join(others)}" + (
+                f" (member {master})" if ns == f"b{master}" else "")
         return (f"member {member}" if member is not None else "") + (
             " etcd" if "etcd" in fault.target else "")
+
+    def _links(self, fault: Fault, master: int) -> tuple[str, list[str]]:
+        """The namespace a partition cuts and the ones it cuts it from: the master from its
+        peers and etcd (clients still reach it: it must fence itself), the name server from
+        everyone (clients and brokers keep what they know), the master from etcd alone, or the
+        clients (the harness's own namespace) from the master."""
+        peers = [f"b{m}" for m in self.MEMBERS if m != master]
+        if fault.target == "namesrv":
+            return "ns", ["root", "etcd", *(f"b{m}" for m in self.MEMBERS)]
+        if fault.target == "clients-master":
+            return f"b{master}", ["root"]
+        if fault.target == "master-etcd":
+            return f"b{master}", ["etcd"]
+        return f"b{master}", ["etcd", *peers]
 
     def heal(self, fault: Fault) -> None:
         assert self.brokers is not None and self.etcd is not None
