@@ -18,12 +18,12 @@ import tempfile
 from pathlib import Path
 
 from orbitmq.testing.chaos.clusters import CLUSTER_KINDS
-from orbitmq.testing.chaos.harness import fresh_seed, run
-from orbitmq.testing.chaos.workload import cpp_client_python
+from orbitmq.testing.chaos.harness import Clients, find_clients, fresh_seed, run
 
 MINUTES_DEFAULT = 3.0
 REPO = Path(__file__).resolve().parents[1]
 COMPAT_VENV = Path(os.environ.get("COMPAT_VENV") or REPO / ".venv-compat")
+RMQ5_VENV = Path(os.environ.get("RMQ5_VENV") or REPO / ".venv-rmq5")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(CLUSTER_KINDS)}")
     parser.add_argument("--root", type=Path, default=None,
                         help="where the stores go (default: a temporary directory, removed)")
-    parser.add_argument("--no-cpp", action="store_true",
-                        help="no writer through the C++ client (.venv-compat) even when installed")
+    parser.add_argument("--sdk-only", action="store_true",
+                        help="no writers through the official C++ (.venv-compat) and 5.x gRPC "
+                             "(.venv-rmq5) clients, even when installed")
     parser.add_argument("--report", type=Path, default=None,
                         help="also write the results (one row per cluster) as JSON here")
     args = parser.parse_args(argv)
@@ -49,13 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         if kind not in CLUSTER_KINDS:
             parser.error(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")
-    cpp_python, why_not = (None, "--no-cpp") if args.no_cpp else cpp_client_python(COMPAT_VENV)
-    if cpp_python is None:
-        print(f"C++ client writer skipped: {why_not}", flush=True)
+    clients = Clients() if args.sdk_only else find_clients(
+        COMPAT_VENV, RMQ5_VENV, out=lambda s: print(s, flush=True))
     with tempfile.TemporaryDirectory(prefix="orbitmq-chaos-") as tmp:
         root = args.root or Path(tmp)
         reports = run(kinds, seed, args.minutes, root, out=lambda s: print(s, flush=True),
-                      cpp_python=cpp_python)
+                      clients=clients)
     if args.report is not None:
         rows = [{**r.summary(), "schedule": [f.text() for f in r.schedule], "steps": r.steps,
                  "error": r.error} for r in reports]

@@ -55,6 +55,9 @@ class ChaosCluster(abc.ABC):
     menu: FaultMenu
     namesrv: str
     notes: list[str]
+    # A gRPC endpoint that stays where it is across the faults (the 5.x client's one access
+    # point), or None when the cluster has none it can keep.
+    grpc_endpoint: str | None = None
 
     def __init__(self) -> None:
         self._paused: set[int] = set()
@@ -118,12 +121,15 @@ class StandaloneCluster(ChaosCluster):
         super().__init__()
         self.store = str(root / "standalone")
         self.namesrv_port, self.broker_port = free_port(), free_port()
+        self.grpc_port = free_port()
         self.namesrv = f"127.0.0.1:{self.namesrv_port}"
+        self.grpc_endpoint = f"127.0.0.1:{self.grpc_port}"
         self.proc = self._start()
 
     def _start(self) -> ServerProcess:
         proc = standalone_process(self.store, "--namesrv-port", str(self.namesrv_port),
                                   "--broker-port", str(self.broker_port), "--ha-listen-port", "0",
+                                  "--grpc-port", str(self.grpc_port),
                                   "--flush-disk-type", "SYNC_FLUSH",
                                   "--mapped-file-size-commitlog", str(SEGMENT_SIZE))
         try:

@@ -2,12 +2,12 @@
 that bundles librocketmq; ``.venv-compat``, made by scripts/compat-venv.sh).
 
 Run under that venv's Python, never OrbitMQ's: it imports only the stdlib and the wrapper. The
-spec comes as JSON on stdin (``namesrv``, ``topic``, ``writer``, ``group``, ``sends_max``,
+spec comes as JSON on stdin (``address``: the name server, ``topic``, ``writer``, ``group``, ``sends_max``,
 ``pause_s``, ``stop_file``, ``send_timeout_ms``, ``deadline_s``); each send prints one JSON line
 ``{"c": counter, "s": status}`` or ``{"c": counter, "e": error class, "m": text}``, and the
 writer stops when ``stop_file`` exists, after ``sends_max`` sends, or at ``deadline_s`` (then a
 watchdog dumps the threads and exits: a hang in C code cannot outlive the run). The harness
-(workload.CppWriter) turns the lines into the history. Values are ``writer-counter``, as the
+(workload.ClientWriter) turns the lines into the history. Values are ``writer-counter``, as the
 SDK writers' (checker.value_of), in the body and the key.
 """
 
@@ -27,7 +27,7 @@ def main() -> None:
     import rocketmq.client as rmq
 
     producer: Any = rmq.Producer(spec["group"])
-    producer.set_namesrv_addr(spec["namesrv"])
+    producer.set_namesrv_addr(spec["address"])
     producer.set_timeout(int(spec["send_timeout_ms"]))  # its retries cannot be set: 2, inside
     producer.start()
     pause_s = float(spec["pause_s"])

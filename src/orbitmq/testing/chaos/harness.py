@@ -23,10 +23,11 @@ from orbitmq.testing.chaos.checker import Verdict, check
 from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable, make_cluster
 from orbitmq.testing.chaos.schedule import Fault, make_schedule, sub_seed
 from orbitmq.testing.chaos.workload import (
-    CppWriter,
+    ClientWriter,
     History,
     LiveGroup,
     Writer,
+    client_python,
     create_topic,
     drain,
     wait_caught_up,
@@ -34,11 +35,12 @@ from orbitmq.testing.chaos.workload import (
 from orbitmq.testing.failover_set import wait_for
 from orbitmq.testing.waits import EVENT_WAIT_S
 
-__all__ = ["ClusterReport", "run_cluster", "run", "fresh_seed"]
+__all__ = ["Clients", "ClusterReport", "run_cluster", "run", "fresh_seed", "find_clients"]
 
 WRITERS = ("w1", "w2")  # plain writers (the SDK picks queues round robin)
 ORDERED_WRITERS = ("o1",)  # writers by key (select_by_hash): per-key order is checked
 CPP_WRITER = "c1"  # the C++ client's writer, when its venv is there
+RMQ5_WRITER = "g1"  # the 5.x gRPC client's, when its venv is there and the cluster keeps an endpoint
 FIRST_ACKS = 20  # acknowledged sends before the faults begin (the cluster took load)
 AFTER_HEAL_ACKS = 50  # acknowledged sends after the last heal: the writers came back
 CATCH_UP_WAIT_S = 2 * EVENT_WAIT_S  # the live group reading what the drain found
@@ -46,6 +48,25 @@ DRAIN_GROUP = "chaos-drain"
 LIVE_GROUP = "chaos-live"
 
 Out = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Clients:
+    """The Pythons of the official clients' venvs (None: that writer is left out)."""
+
+    cpp: Path | None = None  # .venv-compat: the C++ client 0.4.4
+    rmq5: Path | None = None  # .venv-rmq5: the 5.x gRPC client
+
+
+def find_clients(compat_venv: Path, rmq5_venv: Path, out: Out = print) -> Clients:
+    """The official clients installed in their venvs (each one missing is said and left out)."""
+    # Both packages are named rocketmq: each probe asks for what only its own client has.
+    cpp, why_cpp = client_python(compat_venv, "import rocketmq.client")
+    rmq5, why_rmq5 = client_python(rmq5_venv, "from rocketmq import ClientConfiguration")
+    for name, why in (("C++ client", why_cpp), ("5.x gRPC client", why_rmq5)):
+        if why:
+            out(f"{name} writer skipped: {why}")
+    return Clients(cpp, rmq5)
 
 
 def fresh_seed() -> int:
@@ -91,10 +112,11 @@ class ClusterReport:
 
 
 def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = print, *,
-                cpp_python: Path | None = None) -> ClusterReport:
+                clients: Clients | None = None) -> ClusterReport:
     """The whole run of one cluster; never raises for what the cluster does (an error is in
     the report), so that one cluster's failure does not hide the others' verdicts.
-    ``cpp_python``: the compat venv's Python, to add a writer through the C++ client."""
+    ``clients``: the official clients' Pythons, for their writers beside the SDK's."""
+    clients = clients or Clients()
     cluster_seed = sub_seed(seed, kind)
     out(f"== {kind}: seed {seed} (cluster seed {cluster_seed}), {duration_s:.0f} s of faults")
     try:
@@ -110,7 +132,7 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
     for fault in schedule:
         out(f"     {fault.text()}")
     try:
-        _load_and_break(cluster, report, seed, duration_s, out, root / kind, cpp_python)
+        _load_and_break(cluster, report, seed, duration_s, out, root / kind, clients)
     except Exception as e:  # the report says what failed; the run goes on to the next cluster
         report.error = f"{type(e).__name__}: {e}"
         out(traceback.format_exc())
@@ -131,18 +153,21 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
 
 
 def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, duration_s: float,
-                    out: Out, root: Path, cpp_python: Path | None) -> None:
+                    out: Out, root: Path, clients: Clients) -> None:
     topic = re.sub(r"[^A-Za-z0-9]", "", f"Chaos{cluster.name.title()}{seed}")
     create_topic(cluster.namesrv, topic)
     history = History()
     stop = threading.Event()
-    writers: list[Writer | CppWriter] = [Writer(w, cluster.namesrv, topic, history, stop)
+    writers: list[Writer | ClientWriter] = [Writer(w, cluster.namesrv, topic, history, stop)
                                          for w in WRITERS]
     writers += [Writer(w, cluster.namesrv, topic, history, stop, ordered=True)
                 for w in ORDERED_WRITERS]
-    if cpp_python is not None:
-        writers.append(CppWriter(CPP_WRITER, cpp_python, cluster.namesrv, topic, history, stop,
-                                 root / "cpp-home"))
+    if clients.cpp is not None:
+        writers.append(ClientWriter(CPP_WRITER, "cpp", clients.cpp, cluster.namesrv, topic,
+                                    history, stop, root / "cpp-home"))
+    if clients.rmq5 is not None and cluster.grpc_endpoint is not None:
+        writers.append(ClientWriter(RMQ5_WRITER, "rmq5", clients.rmq5, cluster.grpc_endpoint,
+                                    topic, history, stop, root / "rmq5-home"))
     for w in writers:
         w.start()
     live: LiveGroup | None = None
@@ -219,14 +244,15 @@ def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: O
 
 
 def run(kinds: Sequence[str], seed: int, minutes: float, root: Path,
-        out: Out = print, *, cpp_python: Path | None = None) -> list[ClusterReport]:
+        out: Out = print, *, clients: Clients | None = None) -> list[ClusterReport]:
     """Every cluster in ``kinds``, one after the other, sharing ``minutes`` of faults; with
-    ``cpp_python`` (the compat venv's Python) a writer through the C++ client joins the SDK's."""
+    ``clients`` the official clients write beside the SDK."""
+    clients = clients or Clients()
     duration_s = max(minutes * 60.0 / max(len(kinds), 1), 5.0)
     out(f"chaos seed {seed} (CHAOS_SEED={seed} replays the schedule), {minutes:g} min of faults "
-        f"over {', '.join(kinds)}; writers: SDK" + (" + C++ client" if cpp_python else ""))
-    reports = [run_cluster(kind, root, seed, duration_s, out, cpp_python=cpp_python)
-               for kind in kinds]
+        f"over {', '.join(kinds)}; writers: SDK" + (" + C++ client" if clients.cpp else "")
+        + (" + 5.x gRPC client (where a cluster keeps its endpoint)" if clients.rmq5 else ""))
+    reports = [run_cluster(kind, root, seed, duration_s, out, clients=clients) for kind in kinds]
     out("== results")
     for r in reports:
         out("   " + json.dumps(r.summary()))

@@ -37,7 +37,7 @@ from orbitmq.testing.chaos.checker import Outcome, Read, Send, value_of
 from orbitmq.testing.failover_set import wait_for
 from orbitmq.testing.waits import EVENT_WAIT_S
 
-__all__ = ["History", "Writer", "CppWriter", "cpp_client_python", "LiveGroup", "create_topic", "drain", "classify", "describe",
+__all__ = ["History", "Writer", "ClientWriter", "client_python", "LiveGroup", "create_topic", "drain", "classify", "describe",
            "SENDS_PER_WRITER_MAX", "DRAIN_PULLS_MAX", "QUEUES", "ORDER_KEYS"]
 
 QUEUES = 4  # the topic's read and write queues
@@ -174,33 +174,38 @@ class Writer(threading.Thread):
                 time.sleep(SEND_PAUSE_S if outcome is Outcome.ACKED else FAILED_PAUSE_S)
 
 
-def cpp_client_python(venv: Path) -> tuple[Path | None, str]:
-    """The Python of ``venv`` (the compat venv) when the C++ client loads in it, else None and
-    why not (the run prints it and goes on with the SDK's writers)."""
+def client_python(venv: Path, probe: str) -> tuple[Path | None, str]:
+    """The Python of ``venv`` when ``probe`` (an import of the client) runs in it, else None
+    and why not (the run prints it and goes on without that client's writer)."""
     python = venv / "bin" / "python"
     if not python.exists():
-        return None, f"{python} is missing (bash scripts/compat-venv.sh; make install does it)"
-    probe = subprocess.run([str(python), "-c", "import rocketmq.client"], capture_output=True,
-                           text=True, timeout=EVENT_WAIT_S)
-    if probe.returncode != 0:
-        return None, f"the C++ client does not load: {probe.stderr.strip()[-200:]}"
+        return None, f"{python} is missing (make install makes it)"
+    ran = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                         timeout=EVENT_WAIT_S)
+    if ran.returncode != 0:
+        return None, f"{probe!r} fails in {venv}: {ran.stderr.strip()[-200:]}"
     return python, ""
 
 
-class CppWriter(threading.Thread):
-    """A writer through the official C++ client: cpp_writer.py in a child process under
-    ``python`` (the compat venv's), its lines turned into sends of the history. Its acknowledged
-    sends carry no queue (the wrapper's result names none), so a loss of one is split as a tail;
-    the client retries a failed send twice inside, which may store one value twice (counted as
-    stored twice, not a violation)."""
+class ClientWriter(threading.Thread):
+    """A writer through an official client in its own venv, in a child process: ``cpp`` (the
+    C++ client 0.4.4, cpp_writer.py, given the name server) or ``rmq5`` (the 5.x gRPC client,
+    rmq5_writer.py, given a gRPC endpoint). Their lines become sends of the history. Their
+    acknowledged sends carry no queue (neither answer names one the checker can use), so a loss
+    of one is split as a tail; every error they report counts as unknown. The C++ client retries
+    a failed send twice inside, which may store one value twice (counted as stored twice, not a
+    violation)."""
 
     SEND_TIMEOUT_MS = 3000
     DEADLINE_S = 3600.0  # the child's own watchdog: no hang in C code outlives a run
+    SCRIPTS = {"cpp": "cpp_writer.py", "rmq5": "rmq5_writer.py"}
 
-    def __init__(self, name: str, python: Path, namesrv: str, topic: str, history: History,
-                 stop: threading.Event, home: Path) -> None:
+    def __init__(self, name: str, client: str, python: Path, address: str, topic: str,
+                 history: History, stop: threading.Event, home: Path) -> None:
         super().__init__(name=f"chaos-{name}", daemon=True)
-        self.writer, self.python, self.namesrv, self.topic = name, python, namesrv, topic
+        assert client in self.SCRIPTS, client
+        self.writer, self.client, self.python = name, client, python
+        self.address, self.topic = address, topic
         self.history, self.stop, self.home = history, stop, home
         self.error: BaseException | None = None
         self.stop_file = home / f"{name}.stop"
@@ -213,12 +218,12 @@ class CppWriter(threading.Thread):
 
     def _run(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        spec = {"namesrv": self.namesrv, "topic": self.topic, "writer": self.writer,
+        spec = {"address": self.address, "topic": self.topic, "writer": self.writer,
                 "group": f"chaos-{self.writer}", "sends_max": SENDS_PER_WRITER_MAX,
                 "pause_s": SEND_PAUSE_S, "stop_file": str(self.stop_file),
                 "send_timeout_ms": self.SEND_TIMEOUT_MS, "deadline_s": self.DEADLINE_S}
-        script = Path(__file__).with_name("cpp_writer.py")
-        # HOME: where librocketmq writes its logs (the run's directory, not the user's).
+        script = Path(__file__).with_name(self.SCRIPTS[self.client])
+        # HOME: where the clients write their logs (the run's directory, not the user's).
         proc = subprocess.Popen([str(self.python), str(script)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 env={**os.environ, "HOME": str(self.home)})
@@ -238,7 +243,7 @@ class CppWriter(threading.Thread):
         stopper.join(EVENT_WAIT_S)
         rc = proc.wait(EVENT_WAIT_S)
         if not self.stop.is_set():
-            raise RuntimeError(f"the C++ writer ended before the run did (exit code {rc})")
+            raise RuntimeError(f"the {self.client} writer ended before the run did (exit {rc})")
 
     def _stop_when_told(self, proc: subprocess.Popen[str]) -> None:
         while not self.stop.wait(0.5):
