@@ -4,7 +4,7 @@ faults, heal, drain every queue and group, and judge the history with the checke
 What it prints is the record of the run: the seed (``CHAOS_SEED=N`` replays the schedule), each
 cluster's schedule as planned and each step as it ran (what its roles resolved to, when it
 healed, how long the cluster took to settle), then the verdict with its counts. ``chaos/run.py``
-(``make chaos``) is the command; ``tests/faults/test_chaos.py`` runs a short slice of it.
+(``make chaos``) is the command; ``tests/chaos/test_chaos.py`` runs a short slice of it.
 """
 
 from __future__ import annotations
