@@ -27,7 +27,7 @@ from orbitmq.testing.broker_set import BrokerSetProcesses
 from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise
 from orbitmq.testing.chaos.schedule import Fault, FaultKind, FaultMenu
 from orbitmq.testing.etcd import EtcdCluster, etcd_binary, free_port
-from orbitmq.testing.failover_set import FailoverSet
+from orbitmq.testing.failover_set import FailoverSet, wait_for
 from orbitmq.testing.netns import NetLab, netns_problem
 from orbitmq.testing.process import ServerProcess, standalone_process
 from orbitmq.testing.waits import EVENT_WAIT_S, READY_WAIT_S
@@ -345,9 +345,21 @@ class ControllerCluster(ChaosCluster):
             self.lab.heal()
 
     def settle(self) -> None:
-        """Until etcd names a master with the whole set in sync again."""
-        assert self.brokers is not None
-        self.brokers.wait_master(in_sync=len(self.MEMBERS), timeout=READY_WAIT_S)
+        """Until etcd names a master with the whole set in sync again, and that master is the
+        running process: etcd started again keeps the records of before it died, whose
+        master may be the member killed with it (a new one has another address)."""
+        brokers = self.brokers
+        assert brokers is not None
+
+        def current() -> bool:
+            try:
+                state, master = brokers.read()
+            except OSError:
+                return False
+            return (state is not None and master is not None
+                    and len(state.in_sync) == len(self.MEMBERS)
+                    and brokers.addresses.get(master.member) == master.addr)
+        wait_for(current, "a running master with the whole set in sync", READY_WAIT_S)
 
     def servers(self) -> dict[str, ServerProcess]:
         if self.brokers is None:
