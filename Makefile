@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install install-run system-deps run dist test lint fuzz sanitize bench bench-scale bench-peers pipeline console-screenshots clean
+.PHONY: install install-run system-deps run dist test lint fuzz sanitize bench bench-scale bench-peers pipeline console-screenshots chaos clean
 
 install: system-deps $(STAMP)
 
@@ -65,7 +65,7 @@ test: install
 
 # mypy over every package; strict for orbitmq.protocol and orbitmq.store (pyproject.toml).
 lint: install
-	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff check src tests bench scripts chaos
 	$(VENV)/bin/mypy src/orbitmq
 	$(VENV)/bin/lint-imports
 
@@ -123,6 +123,17 @@ bench-scale: install
 bench-peers: install
 	@bash bench/install_peers.sh
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[bench]"
+
+CHAOS_MINUTES ?= 3
+CHAOS_SEED ?=
+CHAOS_ARGS ?=
+
+# Real servers (standalone, a SYNC_MASTER set, controller mode with etcd) under a seeded schedule
+# of faults (kill -9, SIGSTOP past the lease, partitions in network namespaces when root), every
+# history judged by one checker (docs/chaos.md). CHAOS_MINUTES of faults; CHAOS_SEED=N replays a
+# run's schedule (each run prints its seed). Exits non-zero when a promise is broken.
+chaos: install
+	CHAOS_MINUTES=$(CHAOS_MINUTES) CHAOS_SEED=$(CHAOS_SEED) $(PY) chaos/run.py $(CHAOS_ARGS)
 
 PIPELINE_ARGS ?=
 

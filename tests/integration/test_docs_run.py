@@ -145,6 +145,14 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     # docs/, in the order of their names
     ("docs/architecture.md", " producer / consumer socket"): DIAGRAM,
     ("docs/architecture.md", " socket read -> FastPath (broker/fast_path.py) -> C FastPath.take, under the put lock:"): DIAGRAM,
+    ("docs/chaos.md", "make chaos                                   # 3 minutes of faults over every cluster, a fresh seed"):
+        NotHere("starts its own servers for minutes: tests/chaos/test_chaos.py runs a seeded slice"),
+    ("docs/chaos.md", "from orbitmq.testing.chaos import SYNC_MASTER, Outcome, Read, Send, check"):
+        Run(_lines(["['w1-1'] ['w1-4'] False",
+                    "  verdict: VIOLATED: 1 acknowledged lost (at most 0 allowed; 1 lost-middle)"],
+                   sort=False)),
+    ("docs/chaos.md", "== master-slave: seed 15"): OUTPUT,
+    ("docs/chaos.md", ".venv/bin/pytest -q tests/chaos/test_chaos.py"): NotHere("tests/chaos/test_chaos.py itself"),
     ("docs/cli.md", "orbitmq cluster list                      # brokers, version, in/out TPS, today's totals, disk"):
         Run(_has("deleteWhen", "OrderTopic")),
     ("docs/console.md", "make run                                     # name server, broker and console: http://127.0.0.1:8080"):

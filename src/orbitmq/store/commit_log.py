@@ -244,6 +244,14 @@ class CommitLog:
             self.topic_queue_table.update(updates)
             return ReplicaAppendResult(ReplicaAppendStatus.APPENDED, self._append_end)
 
+    def appends_cut_at(self, offset: int) -> None:
+        """The log was cut back to ``offset`` (a running replica's truncation,
+        replica_truncate.py): the next append may start there. Offsets only grow between two
+        cuts; a cut is the one step back, and the append mark must take it too, or the frame at
+        the cut is refused for ever. Called under ``put_lock``."""
+        assert offset == self.mfq.max_offset, "the mark follows the cut log's end"
+        self._append_end = min(self._append_end, offset)
+
     def _topic_of(self, raw: bytes) -> str:
         topic = self._topics.get(raw)
         if topic is None:

@@ -8,8 +8,9 @@ appended), in that order (the order delete_topics takes them):
 
 1. dispatch everything appended so far, so that queues and index cover the whole log;
 2. find the last entry boundary at or below the offset (log_cut.entry_boundary_at_or_below);
-3. cut the commit log there; every consume queue keeps only its entries below the cut; the index
-   forgets entries at or past it; the dispatch position and each queue's next offset follow;
+3. cut the commit log there (its append mark too: the next frame starts at the cut); every
+   consume queue keeps only its entries below the cut; the index forgets entries at or past it;
+   the dispatch position and each queue's next offset follow;
 4. write the checkpoint, so that a crash right after restarts from the cut state.
 
 Readers holding views of a deleted segment keep them (the mapped file queue unmaps it once they
@@ -57,6 +58,7 @@ def truncate_running_replica(
             if cut >= old_end:
                 return TruncateReport(offset, old_end, old_end, old_end, 0)
             clog.mfq.truncate(cut)
+            clog.appends_cut_at(cut)
             for cq in list(consume_queue_table.values()):
                 cq.recover(cut, _entry_checker(clog, cq))
             if truncate_index_after is not None:

@@ -201,3 +201,29 @@ def test_truncate_cuts_at_an_entry_boundary_and_recovery_drops_queue_entries(
     finally:
         again.shutdown()
     assert truncate_store(cfg, 10**12).messages_dropped == 0  # past the end: nothing to do
+
+
+def test_a_demoted_master_cut_back_takes_its_new_masters_stream_at_the_cut(tmp_path: Path) -> None:
+    """Found by `make chaos` (seed 2026, controller mode: the master paused past its lease):
+    an old master that appended a tail nobody acknowledged, then followed the new master, cut
+    its log back, and refused every frame at the cut ("offsets only grow", its append mark
+    still at the old end): it never rejoined the in-sync set."""
+    old, new = _stores(tmp_path)
+    try:
+        _fill(old, 20, seed=3)
+        cut = old.max_physical_offset()
+        _replicate(old, new)  # the new master holds what the set acknowledged
+        _fill(old, 15, seed=4)  # the old master's tail, never replicated
+        new.set_replica(False)  # elected
+        _fill(new, 10, seed=5)
+        old.set_replica(True)  # steps down and follows
+        report = old.truncate_replica(cut)
+        assert report.cut == cut and report.messages_dropped == 15
+        frames = _replicate(new, old, start=cut)
+        assert frames >= 1
+        assert _log(old) == _log(new)
+        assert old.wait_dispatched(5)
+        assert old.commit_log.topic_queue_table == new.commit_log.topic_queue_table
+    finally:
+        old.shutdown()
+        new.shutdown()

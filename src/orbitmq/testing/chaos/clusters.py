@@ -1,0 +1,400 @@
+"""The clusters a chaos run breaks, as real processes, and the faults each offers (docs/chaos.md).
+
+- ``standalone``: one ``orbitmq standalone`` (name server and broker), SYNC_FLUSH; killed -9 and
+  started again on its store and ports, or paused.
+- ``master-slave``: a name server, a SYNC_MASTER and its SLAVE (testing/broker_set.py); either
+  broker killed -9 and started again on its old address, or paused.
+- ``controller``: etcd, a name server and three SYNC_MASTER members in controller mode
+  (testing/failover_set.py): the master or a slave killed -9, etcd killed, the master and etcd
+  killed together (apache/rocketmq#7689), the master or etcd paused past the lease; and, where
+  this machine can make network namespaces (root, iproute2; testing/netns.py), the master cut
+  from its peers and etcd while clients still reach it, or from etcd alone.
+
+Each cluster builds on the testing helpers the fault tests use; it adds only what to do for
+each fault and how to tell it settled after a heal. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import re
+import signal
+from pathlib import Path
+
+from orbitmq.testing.broker_set import BrokerSetProcesses
+from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise
+from orbitmq.testing.chaos.schedule import Fault, FaultKind, FaultMenu
+from orbitmq.testing.etcd import EtcdCluster, etcd_binary, free_port
+from orbitmq.testing.failover_set import FailoverSet, wait_for
+from orbitmq.testing.netns import NetLab, netns_problem
+from orbitmq.testing.process import ServerProcess, standalone_process
+from orbitmq.testing.waits import EVENT_WAIT_S, READY_WAIT_S
+
+__all__ = ["ChaosCluster", "ClusterUnavailable", "make_cluster", "CLUSTER_KINDS", "LEASE_TTL_S"]
+
+SEGMENT_SIZE = 16 * 1024 * 1024  # commit log segments: small, the stores are throwaway
+LEASE_TTL_S = 2  # controller mode's lease (as the failover tests): a pause of 3 s outlives it
+CLUSTER_KINDS = ("standalone", "master-slave", "controller")
+# The server log lines a report shows when a cluster failed: errors, and the failover's own
+# account of elections, fences and cuts.
+DIAGNOSTIC = re.compile(r"ERROR|Error:|elected master|steps down|fenced|log cut|in-sync set of")
+DIAGNOSTIC_LINES_MAX = 30  # per server, the last ones
+
+
+class ClusterUnavailable(Exception):
+    """This machine cannot run the cluster (no etcd binary...): the run says so and goes on."""
+
+
+class ChaosCluster(abc.ABC):
+    """Servers of one cluster, the faults they offer and the promise their mode makes."""
+
+    name: str
+    promise: Promise
+    menu: FaultMenu
+    namesrv: str
+    notes: list[str]
+    # A gRPC endpoint that stays where it is across the faults (the 5.x client's one access
+    # point), or None when the cluster has none it can keep.
+    grpc_endpoint: str | None = None
+
+    def __init__(self) -> None:
+        self._paused: set[int] = set()
+        self.notes = []
+
+    @abc.abstractmethod
+    def apply(self, fault: Fault) -> str:
+        """Break what ``fault`` says; returns what its roles resolved to (for the report)."""
+
+    @abc.abstractmethod
+    def heal(self, fault: Fault) -> None:
+        """Undo ``fault``: start again what was killed, resume what was paused, heal links."""
+
+    @abc.abstractmethod
+    def settle(self) -> None:
+        """Until the cluster serves again after a heal (bounded; raises when it does not)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop every process of the cluster."""
+
+    @abc.abstractmethod
+    def servers(self) -> dict[str, ServerProcess]:
+        """The cluster's OrbitMQ processes now, by name (for the diagnostics)."""
+
+    def diagnostics(self) -> list[str]:
+        """The last DIAGNOSTIC lines of each server: what a report shows when the cluster did
+        not settle, a writer did not come back or a promise was broken."""
+        out = []
+        for name, proc in sorted(self.servers().items()):
+            lines = [line for line in proc.output().splitlines() if DIAGNOSTIC.search(line)]
+            out.append(f"{name}: {len(lines)} lines")
+            out.extend(f"  {line}" for line in lines[-DIAGNOSTIC_LINES_MAX:])
+        return out
+
+    def pause(self, pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        self._paused.add(pid)
+
+    def resume(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        self._paused.discard(pid)
+
+    def resume_all(self) -> None:
+        """SIGCONT to whatever is still paused (before a close: a stopped process cannot exit
+        on SIGINT)."""
+        for pid in list(self._paused):
+            self.resume(pid)
+
+
+class StandaloneCluster(ChaosCluster):
+    """One ``orbitmq standalone`` with SYNC_FLUSH on fixed free ports (a restart keeps them)."""
+
+    name = "standalone"
+    promise = SYNC_FLUSH
+    menu = FaultMenu(targets={FaultKind.KILL: ("standalone",), FaultKind.PAUSE: ("standalone",)},
+                     holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0)})
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.store = str(root / "standalone")
+        self.namesrv_port, self.broker_port = free_port(), free_port()
+        self.grpc_port = free_port()
+        self.namesrv = f"127.0.0.1:{self.namesrv_port}"
+        self.grpc_endpoint = f"127.0.0.1:{self.grpc_port}"
+        self.proc = self._start()
+
+    def _start(self) -> ServerProcess:
+        proc = standalone_process(self.store, "--namesrv-port", str(self.namesrv_port),
+                                  "--broker-port", str(self.broker_port), "--ha-listen-port", "0",
+                                  "--grpc-port", str(self.grpc_port),
+                                  "--flush-disk-type", "SYNC_FLUSH",
+                                  "--mapped-file-size-commitlog", str(SEGMENT_SIZE))
+        try:
+            proc.wait_ready("namesrv", "broker", timeout=READY_WAIT_S)
+        except BaseException:
+            proc.kill()
+            raise
+        return proc
+
+    def apply(self, fault: Fault) -> str:
+        if fault.kind is FaultKind.KILL:
+            self.proc.kill()
+        else:
+            self.pause(self.proc.proc.pid)
+        return f"pid {self.proc.proc.pid}"
+
+    def heal(self, fault: Fault) -> None:
+        if fault.kind is FaultKind.KILL:
+            self.proc = self._start()
+        else:
+            self.resume(self.proc.proc.pid)
+
+    def settle(self) -> None:
+        self.proc.wait_ready("namesrv", "broker", timeout=READY_WAIT_S)
+
+    def servers(self) -> dict[str, ServerProcess]:
+        return {"standalone": self.proc}
+
+    def close(self) -> None:
+        self.resume_all()
+        self.proc.stop()
+
+
+class MasterSlaveCluster(ChaosCluster):
+    """A name server, a SYNC_MASTER (id 0) and one SLAVE (id 1); a killed broker starts again on
+    its store and address (no automatic promotion: clients read from the slave meanwhile)."""
+
+    name = "master-slave"
+    promise = SYNC_MASTER
+    menu = FaultMenu(targets={FaultKind.KILL: ("master", "slave"),
+                              FaultKind.PAUSE: ("master", "slave")},
+                     holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0)})
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.set = BrokerSetProcesses(root / "master-slave", role="SYNC_MASTER", slaves=1,
+                                      segment_size=SEGMENT_SIZE)
+        try:
+            self.namesrv = self.set.namesrv
+            self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
+        except BaseException:
+            self.set.close()
+            raise
+
+    @staticmethod
+    def _id(fault: Fault) -> int:
+        return 0 if fault.target == "master" else 1
+
+    def apply(self, fault: Fault) -> str:
+        broker_id = self._id(fault)
+        if fault.kind is FaultKind.KILL:
+            self.set.kill(broker_id)
+        else:
+            self.pause(self.set.brokers[broker_id].proc.pid)
+        return f"broker {broker_id} at {self.set.addresses[broker_id]}"
+
+    def heal(self, fault: Fault) -> None:
+        broker_id = self._id(fault)
+        if fault.kind is FaultKind.KILL:
+            self.set.start_broker(broker_id, same_address=True)
+        else:
+            self.resume(self.set.brokers[broker_id].proc.pid)
+
+    def settle(self) -> None:
+        self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
+
+    def servers(self) -> dict[str, ServerProcess]:
+        return {f"broker {i}": p for i, p in self.set.brokers.items()}
+
+    def close(self) -> None:
+        self.resume_all()
+        self.set.close()
+
+
+class ControllerCluster(ChaosCluster):
+    """etcd, a name server and three members in controller mode (SYNC_MASTER), in network
+    namespaces when the machine can make them (then partitions are on the menu too)."""
+
+    name = "controller"
+    promise = SYNC_MASTER
+    MEMBERS = (1, 2, 3)
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        if etcd_binary() is None:
+            raise ClusterUnavailable("etcd is not installed (Debian: apt-get install etcd-server)")
+        problem = netns_problem()
+        targets: dict[FaultKind, tuple[str, ...]] = {
+            FaultKind.KILL: ("master", "slave", "etcd", "master+etcd"),
+            FaultKind.PAUSE: ("master", "etcd"),
+        }
+        if problem is None:
+            targets[FaultKind.ISOLATE] = ("master", "namesrv")
+            targets[FaultKind.CUT] = ("master-etcd", "clients-master")
+        else:
+            self.notes.append(f"partitions skipped: {problem}")
+        pause_s = (LEASE_TTL_S + 1.0, LEASE_TTL_S + 4.0)  # past the lease: a new master is elected
+        self.menu = FaultMenu(targets=targets, holds_s={
+            FaultKind.KILL: (0.5, 4.0), FaultKind.PAUSE: pause_s,
+            FaultKind.ISOLATE: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0),
+            FaultKind.CUT: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0)}, gap_s=(3.0, 6.0))
+        self.lab: NetLab | None = None
+        self.namesrv_process: ServerProcess | None = None
+        self.etcd: EtcdCluster | None = None
+        self.brokers: FailoverSet | None = None
+        self._resolved: dict[Fault, list[int]] = {}
+        try:
+            self._build(root, use_netns=problem is None)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, root: Path, *, use_netns: bool) -> None:
+        if not use_netns:
+            self.etcd = EtcdCluster(1, root=root / "etcd")
+            self.brokers = FailoverSet(root / "controller", self.etcd.endpoints, ttl_s=LEASE_TTL_S)
+        else:
+            self.lab = NetLab(["etcd", "ns", *(f"b{m}" for m in self.MEMBERS)])
+            lab = self.lab
+            (root / "etcd").mkdir(parents=True, exist_ok=True)
+            self.etcd = EtcdCluster(1, hosts=[lab.addr["etcd"]], prefixes=[lab.prefix["etcd"]],
+                                    root=root / "etcd")
+            self.namesrv_process = ServerProcess(
+                ["namesrv", "--listen-host", lab.addr["ns"], "--port", "9876",
+                 "--allow-anonymous", "true"], prefix=lab.prefix["ns"])
+            self.namesrv_process.wait_ready("namesrv", timeout=READY_WAIT_S)
+            self.brokers = FailoverSet(
+                root / "controller", self.etcd.endpoints, ttl_s=LEASE_TTL_S,
+                hosts={m: lab.addr[f"b{m}"] for m in self.MEMBERS},
+                prefixes={m: lab.prefix[f"b{m}"] for m in self.MEMBERS},
+                namesrv=f"{lab.addr['ns']}:9876")
+        self.namesrv = self.brokers.namesrv
+        self.brokers.wait_master(in_sync=len(self.MEMBERS), timeout=READY_WAIT_S)
+
+    def _master(self) -> int:
+        """The member etcd names master now (member 1 while none)."""
+        assert self.brokers is not None
+        try:
+            _, master = self.brokers.read()
+        except OSError:
+            master = None
+        return master.member if master is not None else 1
+
+    def apply(self, fault: Fault) -> str:
+        assert self.brokers is not None and self.etcd is not None
+        master = self._master()
+        slave = next(m for m in self.MEMBERS if m != master)
+        member = {"master": master, "slave": slave, "master+etcd": master}.get(fault.target)
+        self._resolved[fault] = [member] if member is not None else []
+        node = self.etcd.nodes[0]
+        if fault.kind is FaultKind.KILL:
+            if member is not None:
+                self.brokers.kill(member)
+            if "etcd" in fault.target:
+                node.kill()
+        elif fault.kind is FaultKind.PAUSE:
+            if member is not None:
+                self.pause(self.brokers.brokers[member].proc.pid)
+            else:
+                assert node.proc is not None
+                self.pause(node.proc.pid)
+        else:
+            assert self.lab is not None
+            ns, others = self._links(fault, master)
+            for other in others:
+                self.lab.cut(ns, other)
+            return f"{ns} cut from {', '.join(others)}" + (
+                f" (member {master})" if ns == f"b{master}" else "")
+        return (f"member {member}" if member is not None else "") + (
+            " etcd" if "etcd" in fault.target else "")
+
+    def _links(self, fault: Fault, master: int) -> tuple[str, list[str]]:
+        """The namespace a partition cuts and the ones it cuts it from: the master from its
+        peers and etcd (clients still reach it: it must fence itself), the name server from
+        everyone (clients and brokers keep what they know), the master from etcd alone, or the
+        clients (the harness's own namespace) from the master."""
+        peers = [f"b{m}" for m in self.MEMBERS if m != master]
+        if fault.target == "namesrv":
+            return "ns", ["root", "etcd", *(f"b{m}" for m in self.MEMBERS)]
+        if fault.target == "clients-master":
+            return f"b{master}", ["root"]
+        if fault.target == "master-etcd":
+            return f"b{master}", ["etcd"]
+        return f"b{master}", ["etcd", *peers]
+
+    def heal(self, fault: Fault) -> None:
+        assert self.brokers is not None and self.etcd is not None
+        members = self._resolved.pop(fault, [])
+        node = self.etcd.nodes[0]
+        if fault.kind is FaultKind.KILL:
+            if "etcd" in fault.target:
+                node.start(f"{node.name}={node.peer_url}")
+                self.etcd.wait_healthy()
+            for member in members:
+                self.brokers.start_member(member)
+        elif fault.kind is FaultKind.PAUSE:
+            for member in members:
+                self.resume(self.brokers.brokers[member].proc.pid)
+            if not members and node.proc is not None:
+                self.resume(node.proc.pid)
+        else:
+            assert self.lab is not None
+            self.lab.heal()
+
+    def settle(self) -> None:
+        """Until etcd names a master with the whole set in sync again, and that master is the
+        running process: etcd started again keeps the records of before it died, whose
+        master may be the member killed with it (a new one has another address)."""
+        brokers = self.brokers
+        assert brokers is not None
+
+        def current() -> bool:
+            try:
+                state, master = brokers.read()
+            except OSError:
+                return False
+            return (state is not None and master is not None
+                    and len(state.in_sync) == len(self.MEMBERS)
+                    and brokers.addresses.get(master.member) == master.addr)
+        wait_for(current, "a running master with the whole set in sync", READY_WAIT_S)
+
+    def servers(self) -> dict[str, ServerProcess]:
+        if self.brokers is None:
+            return {}
+        return {f"member {m}": p for m, p in self.brokers.brokers.items()}
+
+    def close(self) -> None:
+        self.resume_all()
+        if self.lab is not None:
+            self.lab.heal()
+        # Each part alone: one that fails to stop must not leave the others running.
+        if self.brokers is not None:
+            with contextlib.suppress(Exception):
+                self.brokers.close()
+        if self.namesrv_process is not None:
+            with contextlib.suppress(Exception):
+                self.namesrv_process.stop()
+        if self.etcd is not None:
+            with contextlib.suppress(Exception):
+                self.etcd.close()
+        if self.lab is not None:
+            self.lab.close()
+
+
+def make_cluster(kind: str, root: Path) -> ChaosCluster:
+    """Start the cluster ``kind`` (one of CLUSTER_KINDS) with its stores under ``root``.
+
+    Raises:
+        ClusterUnavailable: this machine cannot run it (the reason says why).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    if kind == "standalone":
+        return StandaloneCluster(root)
+    if kind == "master-slave":
+        return MasterSlaveCluster(root)
+    if kind == "controller":
+        return ControllerCluster(root)
+    raise ValueError(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")

@@ -1,0 +1,261 @@
+"""One chaos run (docs/chaos.md): per cluster, start it, load it, play the seeded schedule of
+faults, heal, drain every queue and group, and judge the history with the checker.
+
+What it prints is the record of the run: the seed (``CHAOS_SEED=N`` replays the schedule), each
+cluster's schedule as planned and each step as it ran (what its roles resolved to, when it
+healed, how long the cluster took to settle), then the verdict with its counts. ``chaos/run.py``
+(``make chaos``) is the command; ``tests/chaos/test_chaos.py`` runs a short slice of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from orbitmq.testing.chaos.checker import Verdict, check
+from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable, make_cluster
+from orbitmq.testing.chaos.schedule import Fault, make_schedule, sub_seed
+from orbitmq.testing.chaos.workload import (
+    ClientWriter,
+    History,
+    LiveGroup,
+    Writer,
+    client_python,
+    create_topic,
+    drain,
+    wait_caught_up,
+)
+from orbitmq.testing.failover_set import wait_for
+from orbitmq.testing.waits import EVENT_WAIT_S
+
+__all__ = ["Clients", "ClusterReport", "run_cluster", "run", "fresh_seed", "find_clients"]
+
+WRITERS = ("w1", "w2")  # plain writers (the SDK picks queues round robin)
+ORDERED_WRITERS = ("o1",)  # writers by key (select_by_hash): per-key order is checked
+CPP_WRITER = "c1"  # the C++ client's writer, when its venv is there
+RMQ5_WRITER = "g1"  # the 5.x gRPC client's, when its venv is there and the cluster keeps an endpoint
+FIRST_ACKS = 20  # acknowledged sends before the faults begin (the cluster took load)
+AFTER_HEAL_ACKS = 50  # acknowledged sends after the last heal: the writers came back
+CATCH_UP_WAIT_S = 2 * EVENT_WAIT_S  # the live group reading what the drain found
+DRAIN_GROUP = "chaos-drain"
+LIVE_GROUP = "chaos-live"
+
+Out = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Clients:
+    """The Pythons of the official clients' venvs (None: that writer is left out)."""
+
+    cpp: Path | None = None  # .venv-compat: the C++ client 0.4.4
+    rmq5: Path | None = None  # .venv-rmq5: the 5.x gRPC client
+
+
+def find_clients(compat_venv: Path, rmq5_venv: Path, out: Out = print) -> Clients:
+    """The official clients installed in their venvs (each one missing is said and left out)."""
+    # Both packages are named rocketmq: each probe asks for what only its own client has.
+    cpp, why_cpp = client_python(compat_venv, "import rocketmq.client")
+    rmq5, why_rmq5 = client_python(rmq5_venv, "from rocketmq import ClientConfiguration")
+    for name, why in (("C++ client", why_cpp), ("5.x gRPC client", why_rmq5)):
+        if why:
+            out(f"{name} writer skipped: {why}")
+    return Clients(cpp, rmq5)
+
+
+def fresh_seed() -> int:
+    return random.SystemRandom().randrange(1, 10**6)
+
+
+@dataclasses.dataclass
+class ClusterReport:
+    """One cluster's part of a run: what was planned, what ran, and the verdict (None when the
+    run did not get that far: ``error`` or ``skipped`` says why)."""
+
+    cluster: str
+    seed: int
+    schedule: list[Fault]
+    steps: list[str] = dataclasses.field(default_factory=list)
+    verdict: Verdict | None = None
+    figures: dict[str, object] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    skipped: str | None = None
+    diagnostics: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is not None or (self.error is None and self.verdict is not None
+                                            and self.verdict.ok)
+
+    def summary(self) -> dict[str, object]:
+        """One row of the results table (docs/chaos.md)."""
+        row: dict[str, object] = {"cluster": self.cluster, "seed": self.seed,
+                                  "faults": len(self.schedule)}
+        if self.skipped:
+            row["skipped"] = self.skipped
+        if self.verdict is not None:
+            counts = self.verdict.counts()
+            row.update(promise=self.verdict.promise.name, **{k: counts[k] for k in (
+                "acknowledged", "unknown", "failed", "lost", "lost_middle", "unexpected",
+                "duplicated", "recovered", "divergent", "out_of_order", "missed")})
+        row.update(self.figures)
+        row["verdict"] = ("skipped" if self.skipped else "error" if self.error
+                          else "OK" if self.ok else "VIOLATED")
+        return row
+
+
+def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = print, *,
+                clients: Clients | None = None) -> ClusterReport:
+    """The whole run of one cluster; never raises for what the cluster does (an error is in
+    the report), so that one cluster's failure does not hide the others' verdicts.
+    ``clients``: the official clients' Pythons, for their writers beside the SDK's."""
+    clients = clients or Clients()
+    cluster_seed = sub_seed(seed, kind)
+    out(f"== {kind}: seed {seed} (cluster seed {cluster_seed}), {duration_s:.0f} s of faults")
+    try:
+        cluster = make_cluster(kind, root / kind)
+    except ClusterUnavailable as e:
+        out(f"   skipped: {e}")
+        return ClusterReport(kind, seed, [], skipped=str(e))
+    schedule = make_schedule(cluster_seed, duration_s, cluster.menu)
+    report = ClusterReport(kind, seed, schedule, notes=list(cluster.notes))
+    for note in cluster.notes:
+        out(f"   note: {note}")
+    out(f"   schedule ({len(schedule)} faults, promise {cluster.promise.name}):")
+    for fault in schedule:
+        out(f"     {fault.text()}")
+    try:
+        _load_and_break(cluster, report, seed, duration_s, out, root / kind, clients)
+    except Exception as e:  # the report says what failed; the run goes on to the next cluster
+        report.error = f"{type(e).__name__}: {e}"
+        out(traceback.format_exc())
+    finally:
+        if not report.ok:
+            report.diagnostics = cluster.diagnostics()
+        cluster.close()
+    if report.verdict is not None:
+        out("   " + report.verdict.text().replace("\n", "\n   "))
+    if report.error is not None:
+        out(f"   ERROR {report.error}")
+    if report.diagnostics:
+        out("   server log lines (errors, elections, fences, cuts):")
+        for line in report.diagnostics:
+            out(f"     {line}")
+    out(f"   figures {json.dumps(report.figures)}")
+    return report
+
+
+def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, duration_s: float,
+                    out: Out, root: Path, clients: Clients) -> None:
+    topic = re.sub(r"[^A-Za-z0-9]", "", f"Chaos{cluster.name.title()}{seed}")
+    create_topic(cluster.namesrv, topic)
+    history = History()
+    stop = threading.Event()
+    writers: list[Writer | ClientWriter] = [Writer(w, cluster.namesrv, topic, history, stop)
+                                         for w in WRITERS]
+    writers += [Writer(w, cluster.namesrv, topic, history, stop, ordered=True)
+                for w in ORDERED_WRITERS]
+    if clients.cpp is not None:
+        writers.append(ClientWriter(CPP_WRITER, "cpp", clients.cpp, cluster.namesrv, topic,
+                                    history, stop, root / "cpp-home"))
+    if clients.rmq5 is not None and cluster.grpc_endpoint is not None:
+        writers.append(ClientWriter(RMQ5_WRITER, "rmq5", clients.rmq5, cluster.grpc_endpoint,
+                                    topic, history, stop, root / "rmq5-home"))
+    for w in writers:
+        w.start()
+    live: LiveGroup | None = None
+    try:
+        wait_for(lambda: history.acked_count() >= FIRST_ACKS, "the first sends acknowledged",
+                 EVENT_WAIT_S)
+        live = LiveGroup(LIVE_GROUP, cluster.namesrv, topic, history)
+        settle_s = _play(cluster, report, history, out)
+        remaining = duration_s - (time.monotonic() - history.started)
+        if remaining > 0:
+            time.sleep(remaining)
+        healed_at = history.now_s()
+        recovered = True
+        try:
+            wait_for(lambda: history.acked_after(healed_at) >= AFTER_HEAL_ACKS,
+                     "the writers acknowledged again after the last heal", EVENT_WAIT_S)
+        except AssertionError:
+            recovered = False
+    except BaseException:
+        if live is not None:
+            live.shutdown()
+        raise
+    finally:
+        stop.set()
+        for w in writers:
+            w.join(EVENT_WAIT_S)
+    errors = [f"{w.writer}: {w.error!r}" for w in writers if w.error is not None]
+    try:
+        read = drain(cluster.namesrv, topic, DRAIN_GROUP, history)
+        caught_up = wait_caught_up(history, LIVE_GROUP, DRAIN_GROUP, CATCH_UP_WAIT_S)
+    finally:
+        live.shutdown()
+    report.verdict = check(history.sends, history.reads, cluster.promise,
+                           drained_groups=[DRAIN_GROUP, LIVE_GROUP])
+    report.figures.update(
+        load_s=round(time.monotonic() - history.started, 1), drained=read,
+        longest_write_gap_s=history.longest_write_gap_s(), acked_by_writer=history.acked_by_writer(),
+        settle_max_s=max(settle_s, default=0.0), writers_back_after_heal=recovered,
+        live_group_caught_up=caught_up)
+    if errors:
+        report.error = "writer died: " + "; ".join(errors)
+    elif not recovered and report.error is None:
+        report.error = f"no {AFTER_HEAL_ACKS} sends acknowledged within {EVENT_WAIT_S} s of the heal"
+
+
+def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: Out) -> list[float]:
+    """Apply each fault at its time (or at once when the last heal ran late), hold, heal, and
+    wait for the cluster to settle; returns each settle time."""
+    settles = []
+    for fault in report.schedule:
+        delay = fault.at_s - history.now_s()
+        if delay > 0:
+            time.sleep(delay)
+        began = history.now_s()
+        what = cluster.apply(fault)
+        time.sleep(fault.hold_s)
+        cluster.heal(fault)
+        healed = history.now_s()
+        try:
+            cluster.settle()
+            settled = f"settled in {history.now_s() - healed:.2f} s"
+            settles.append(round(history.now_s() - healed, 2))
+        except (AssertionError, RuntimeError) as e:
+            # Not settling is a finding, not the end of the run: the history so far is still
+            # drained and judged, and the report names the step.
+            settled = f"DID NOT SETTLE ({e})"
+            if report.error is None:
+                report.error = f"the cluster did not settle after the step at {began:.2f} s: {e}"
+        line = (f"{began:7.2f} s  {fault.kind.value:8} {fault.target:12} -> {what}; healed at "
+                f"{healed:.2f} s, {settled}")
+        report.steps.append(line)
+        out(f"     ran {line}")
+    return settles
+
+
+def run(kinds: Sequence[str], seed: int, minutes: float, root: Path,
+        out: Out = print, *, clients: Clients | None = None) -> list[ClusterReport]:
+    """Every cluster in ``kinds``, one after the other, sharing ``minutes`` of faults; with
+    ``clients`` the official clients write beside the SDK."""
+    clients = clients or Clients()
+    duration_s = max(minutes * 60.0 / max(len(kinds), 1), 5.0)
+    out(f"chaos seed {seed} (CHAOS_SEED={seed} replays the schedule), {minutes:g} min of faults "
+        f"over {', '.join(kinds)}; writers: SDK" + (" + C++ client" if clients.cpp else "")
+        + (" + 5.x gRPC client (where a cluster keeps its endpoint)" if clients.rmq5 else ""))
+    reports = [run_cluster(kind, root, seed, duration_s, out, clients=clients) for kind in kinds]
+    out("== results")
+    for r in reports:
+        out("   " + json.dumps(r.summary()))
+    bad = [r.cluster for r in reports if not r.ok]
+    out(f"== chaos seed {seed}: " + (f"FAILED: {', '.join(bad)}" if bad else "every promise held"))
+    return reports
