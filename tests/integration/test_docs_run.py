@@ -175,7 +175,7 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
         NotHere("starts its own cluster: tests/integration/test_ops_admin.py"),
     ("docs/performance.md", "make bench-peers            # once: redis-server, rabbitmq-server, nats-server and the C client"):
         NotHere("benchmarks, never part of make test"),
-    ("docs/performance.md", "mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|setup|purge|built] [-addr HOST:PORT]"):
+    ("docs/performance.md", "mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|e2e|setup|purge|built] [-addr HOST:PORT]"):
         NotHere("the load tool's usage; tests/bench/test_mqload.py runs it"),
     ("docs/performance.md", "import asyncio"): NotHere("starts its own broker: tests/integration/test_fast_path_broker.py"),
     ("docs/reliable.md", ".venv/bin/python examples/points/demo.py --db sqlite:///points-demo.db"):
