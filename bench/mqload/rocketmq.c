@@ -258,6 +258,36 @@ typedef struct {
     long count;
 } Producer;
 
+/* Reads from ``fd`` and takes the send answers that came: each one's latency from
+ * ``sent_at[opaque]`` and its messages (``msgs_of[opaque]``, 1 each when NULL) counted when it is
+ * SUCCESS, reported otherwise. Returns how many answers were taken. */
+static long read_answers(int fd, Buf *in, long sent, const double *sent_at, const long *msgs_of,
+                         Lat *lat)
+{
+    read_more(fd, in);
+    size_t pos = 0, blen;
+    const char *hdr;
+    const unsigned char *b;
+    uint32_t hlen;
+    long answered = 0;
+    while (next_frame(in, &pos, &hdr, &hlen, &b, &blen)) {
+        long code = json_long(hdr, hlen, "\"code\":", -1);
+        long opaque = json_long(hdr, hlen, "\"opaque\":", -1);
+        if (opaque < 0 || opaque >= sent)
+            continue;
+        long msgs = msgs_of != NULL ? msgs_of[opaque] : 1;
+        lat_add(lat, now_s() - sent_at[opaque]);
+        if (code == 0)
+            atomic_fetch_add(&counted, msgs);
+        else
+            report_error("send of %ld message(s): code %ld: %.*s", msgs, code,
+                         (int)(hlen < 300 ? hlen : 300), hdr);
+        answered++;
+    }
+    consume(in, pos);
+    return answered;
+}
+
 static void *produce(void *arg)
 {
     Producer *pr = arg;
@@ -289,25 +319,7 @@ static void *produce(void *arg)
             write_all(fd, out.p, out.len);
         if (answered == sent)
             continue;
-        read_more(fd, &in);
-        size_t pos = 0, blen;
-        const char *hdr;
-        const unsigned char *b;
-        uint32_t hlen;
-        while (next_frame(&in, &pos, &hdr, &hlen, &b, &blen)) {
-            long code = json_long(hdr, hlen, "\"code\":", -1);
-            long opaque = json_long(hdr, hlen, "\"opaque\":", -1);
-            if (opaque < 0 || opaque >= sent)
-                continue;
-            lat_add(lat, now_s() - sent_at[opaque]);
-            if (code == 0)
-                atomic_fetch_add(&counted, msgs_of[opaque]);
-            else
-                report_error("send of %ld message(s): code %ld: %.*s", msgs_of[opaque], code,
-                             (int)(hlen < 300 ? hlen : 300), hdr);
-            answered++;
-        }
-        consume(&in, pos);
+        answered += read_answers(fd, &in, sent, sent_at, msgs_of, lat);
     }
     close(fd);
     free(out.p);
@@ -564,24 +576,7 @@ static long e2e_produce(int fd, unsigned prefix)
                                                                    : e2e_due_ns(sent);
         if (!e2e_wait(fd, until))
             continue;
-        read_more(fd, &in);
-        size_t pos = 0, blen;
-        const char *hdr;
-        const unsigned char *b;
-        uint32_t hlen;
-        while (next_frame(&in, &pos, &hdr, &hlen, &b, &blen)) {
-            long code = json_long(hdr, hlen, "\"code\":", -1);
-            long opaque = json_long(hdr, hlen, "\"opaque\":", -1);
-            if (opaque < 0 || opaque >= sent)
-                continue;
-            lat_add(lat, now_s() - sent_at[opaque]);
-            if (code == 0)
-                atomic_fetch_add(&counted, 1);
-            else
-                report_error("send: code %ld: %.*s", code, (int)(hlen < 300 ? hlen : 300), hdr);
-            answered++;
-        }
-        consume(&in, pos);
+        answered += read_answers(fd, &in, sent, sent_at, NULL, lat);
     }
     free(out.p);
     free(body.p);
