@@ -98,8 +98,7 @@ class BrokerConfig:
     register_broker_timeout_ms: int = setting(
         6000, "how long a registration waits for a name server's answer", 1, 300_000)
     compressed_register: bool = setting(
-        False, "send the whole-table REGISTER_BROKER body compressed (RocketMQ's zlib layout; "
-        "drops topicSysFlag and order, as RocketMQ's does): for very many topics")
+        False, "send whole-table registrations zlib-compressed, RocketMQ's way (no topicSysFlag)")
     default_query_max_num: int = setting(
         32, "messages a lookup by unique key returns", 1, 10_000)
     max_msgs_num_batch: int = setting(
