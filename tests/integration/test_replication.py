@@ -424,3 +424,22 @@ def test_a_slave_applies_the_masters_metadata_records_as_it_dispatches_them(
     finally:
         slave.close()
         master.close()
+
+
+def test_a_sync_master_without_its_slave_says_a_change_is_not_on_a_slave(
+        tmp_path: Path, ns: Namesrv) -> None:
+    """The change's record waits for the slave as a send does: with none connected the answer
+    is SLAVE_NOT_AVAILABLE, the remark saying the change stands on the master (and it does)."""
+    master = BrokerHarness(master_config(tmp_path, ns))
+    try:
+        topic = CreateTopicRequestHeader("Alone", "TBW102", 1, 1).to_ext_fields()
+        answer = master.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic)
+        assert answer.code == ResponseCode.SLAVE_NOT_AVAILABLE, (answer.code, answer.remark)
+        assert "made on the master" in (answer.remark or "")
+        assert master.broker.topics.get("Alone") is not None
+        offset = master.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "alone", "topic": "Alone", "queueId": "0", "commitOffset": "3"})
+        assert offset.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        assert master.broker.offsets.query("alone", "Alone", 0) == 3
+    finally:
+        master.close()
