@@ -15,6 +15,7 @@ import builtins
 
 __all__ = [
     "OrbitMQError",
+    "MetadataRecordError",
     "ClientError",
     "ExpressionError",
     "TopicExistsError",
@@ -152,6 +153,11 @@ class RemoteProtocolError(OrbitMQError):
 
 class StoreError(OrbitMQError):
     """The message store met a broken invariant or an I/O failure."""
+
+
+class MetadataRecordError(StoreError):
+    """A record of the metadata log (broker/metadata_log.py) that this broker cannot apply: an
+    unknown kind (written by a newer broker) or a field out of range. Never applied in part."""
 
 
 class TimeoutError(OrbitMQError, builtins.TimeoutError):  # noqa: A001 - shadows on purpose

@@ -388,3 +388,58 @@ def test_an_embedded_broker_restarts_on_its_port_when_the_next_port_is_taken(
                 pass  # taken already: the same case
             cluster.start_broker(0, config)
         assert cluster.brokers[0].address.endswith(f":{port}")
+
+
+@pytest.mark.parametrize("role", [BrokerRole.SYNC_MASTER, BrokerRole.ASYNC_MASTER])
+def test_a_slave_applies_the_masters_metadata_records_as_it_dispatches_them(
+        tmp_path: Path, ns: Namesrv, role: BrokerRole) -> None:
+    """With the full copy pushed out (every 10 min), a topic, an offset and a group reach the
+    slave through the metadata log (broker/metadata_log.py): once answered under SYNC_MASTER
+    the record is on the slave; ASYNC_MASTER answers at once and the slave follows."""
+    master = BrokerHarness(master_config(tmp_path, ns, broker_role=role))
+    slave = BrokerHarness(slave_config(tmp_path, ns, slave_sync_interval_ms=600_000))
+    try:
+        wait_for(lambda: connected(master), "the slave connects to its master")
+        time.sleep(0.7)  # the slave's first full copy (0.5 s after its start) is over
+        topic = CreateTopicRequestHeader("Logged", "TBW102", 2, 2).to_ext_fields()
+        assert master.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic).code == \
+            ResponseCode.SUCCESS
+        assert master.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "logged-group", "topic": "Logged", "queueId": "1",
+            "commitOffset": "11"}).code == ResponseCode.SUCCESS
+        group = json.dumps({"groupName": "logged-group", "retryMaxTimes": 5}).encode()
+        assert master.invoke(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, group).code \
+            == ResponseCode.SUCCESS
+        wait_for(lambda: slave.broker.topics.get("Logged") is not None, "topic applied", 10)
+        wait_for(lambda: slave.broker.offsets.query("logged-group", "Logged", 1) == 11,
+                 "offset applied", 10)
+        wait_for(lambda: (g := slave.broker.sub_groups.table.get("logged-group")) is not None
+                 and g.retry_max_times == 5, "group applied", 10)
+        assert slave.broker.topics.data_version == master.broker.topics.data_version
+        assert slave.broker.metadata_log.records_applied == 3
+        assert slave.broker.metadata_log.records_refused == 0
+        assert master.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Logged"}).code == \
+            ResponseCode.SUCCESS
+        wait_for(lambda: slave.broker.topics.get("Logged") is None, "delete applied", 10)
+    finally:
+        slave.close()
+        master.close()
+
+
+def test_a_sync_master_without_its_slave_says_a_change_is_not_on_a_slave(
+        tmp_path: Path, ns: Namesrv) -> None:
+    """The change's record waits for the slave as a send does: with none connected the answer
+    is SLAVE_NOT_AVAILABLE, the remark saying the change stands on the master (and it does)."""
+    master = BrokerHarness(master_config(tmp_path, ns))
+    try:
+        topic = CreateTopicRequestHeader("Alone", "TBW102", 1, 1).to_ext_fields()
+        answer = master.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic)
+        assert answer.code == ResponseCode.SLAVE_NOT_AVAILABLE, (answer.code, answer.remark)
+        assert "made on the master" in (answer.remark or "")
+        assert master.broker.topics.get("Alone") is not None
+        offset = master.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "alone", "topic": "Alone", "queueId": "0", "commitOffset": "3"})
+        assert offset.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        assert master.broker.offsets.query("alone", "Alone", 0) == 3
+    finally:
+        master.close()

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from orbitmq.broker.dispatch_wait import DispatchWaiter
 from orbitmq.broker.durable_save import DurableSave
+from orbitmq.broker.metadata_log import MetadataLog
 from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.tables.client_manager import ClientManager
@@ -93,6 +94,9 @@ class BrokerContext:
             of a half message, the topic of a message read by offset): raises
             AccessDeniedError when the request's user may not (security/guard.py,
             AccessGuard.authorize_found); a no-op with access control off.
+        metadata_log: where a master records a topic, group or committed offset change and
+            waits for it to be durable on its slaves before answering (metadata_log.py); None
+            in a broker built without it (tests).
     """
 
     config: BrokerConfig
@@ -109,3 +113,4 @@ class BrokerContext:
     role: RoleState
     read_bound: Callable[[], int | None] | None = None
     authorize_found: Callable[[RemotingCommand, Permission], None] = _allow_all
+    metadata_log: MetadataLog | None = None

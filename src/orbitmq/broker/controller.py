@@ -32,6 +32,7 @@ from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.fronts import GRPC_FRONT, FrontParts
+from orbitmq.broker.metadata_log import MetadataLog, MetadataTables
 from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.broker.observability.service import BrokerObservability
 from orbitmq.broker.pop.pop_service import PopService
@@ -159,6 +160,12 @@ class BrokerController:
             lambda master, ha: self.replication.on_registered(master, ha),
             master_epoch=lambda: self.role.epoch)
         self.stats = BrokerStats(config.broker_cluster_name)  # the send and pull handlers count
+        # Topic, group and offset changes carried to the slaves by the commit log, so that an
+        # answered change crosses a failover (metadata_log.py).
+        self.metadata_log = MetadataLog(
+            self.store, self.saver, self.role,
+            MetadataTables(self.topics, self.sub_groups, self.offsets), self.metadata,
+            self._metadata_replicated, lambda: self.host.store_host)
         self.ctx = ctx = BrokerContext(
             config=config, host=self.host, store=self.store, saver=self.saver,
             dispatched=self.dispatched, topics=self.topics, offsets=self.offsets,
@@ -166,6 +173,7 @@ class BrokerController:
             route_published=self.registrar.published_after_now, role=self.role,
             read_bound=self._read_bound if config.enable_controller_mode else None,
             authorize_found=self.access.guard.authorize_found,
+            metadata_log=self.metadata_log,
         )
         self.schedule = ScheduleService(ctx)  # delay levels
         self.replication = ReplicationService(
@@ -175,11 +183,12 @@ class BrokerController:
             auth=self.access.registry if config.authentication_enabled else None,
             inner=self.access.inner,
             audit=self.access.guard.audit)
+        self.replication.extra_info.append(self.metadata_log.runtime_info)
         self.failover: FailoverService | None = None  # controller mode (docs/failover.md)
         if config.enable_controller_mode:
             self.failover = FailoverService(
                 config, self.store, self.role, self.replication, self.change_role,
-                lambda: self.address, on_promoted=lambda: adopt_stored_topics(self.store, self.topics))
+                lambda: self.address, on_promoted=self._promoted)
         self._apply_durability()
         self.saver.on_appended(self.replication.pump)
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
@@ -266,6 +275,9 @@ class BrokerController:
             Service("tables", load=self._load_tables, stop=self._save_tables_at_stop),
             Service("durable save", start=self.saver.start, stop=self.saver.stop),
             Service("dispatch wait", start=self.dispatched.start, stop=self.dispatched.stop),
+            # Records a replica holds but has not applied, applied before anything is served.
+            Service("metadata log", load=self.metadata_log.load, start=self.metadata_log.start,
+                    stop=self.metadata_log.stop),
             Service("remoting client", stop=self.remoting_client.close),
             Service("replication", start=self.replication.start, stop=self.replication.stop),
             Service("remoting server", start=self._open_server),
@@ -482,6 +494,7 @@ class BrokerController:
 
     def _save_and_checkpoint(self) -> None:
         save_all(self._tables())
+        self.metadata_log.save_applied()
         try:
             self.metadata.checkpoint()
         except StoreError as e:  # the log keeps the pages (and stays bounded: metadata_db.py)
@@ -490,6 +503,20 @@ class BrokerController:
     def _scan_clients(self) -> None:
         for scan in self._client_scans:
             scan()
+
+    def _metadata_replicated(self) -> bool:
+        """True when this master's metadata changes must reach slaves: controller mode (any
+        member may be elected), a SYNC_MASTER (its slaves are its durability), or an
+        ASYNC_MASTER while a slave is connected."""
+        return (self.config.enable_controller_mode
+                or self.role.role is BrokerRole.SYNC_MASTER
+                or self.replication.progress.connected > 0)
+
+    def _promoted(self) -> None:
+        """Controller mode, elected: the metadata records first (the tables as the old master
+        answered them), then the topics stored without a config (promotion.py)."""
+        self.metadata_log.promoted()
+        adopt_stored_topics(self.store, self.topics)
 
     def _read_bound(self) -> int | None:
         """Controller mode: the confirm offset consumers are served up to (FailoverService)."""

@@ -64,6 +64,7 @@ from orbitmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from orbitmq.protocol.register_body import body_crc32, encode_compressed
 from orbitmq.transport.client import RemotingClient
 
 __all__ = ["RegisterService", "parse_namesrv_addr"]
@@ -333,9 +334,11 @@ class RegisterService:
             return []
         wrapper = self._topics()
         key: VersionKey = (wrapper.data_version.timestamp, wrapper.data_version.counter)
-        body = RegisterBrokerBody(wrapper).to_json()
+        body = (encode_compressed(wrapper) if self.config.compressed_register
+                else RegisterBrokerBody(wrapper).to_json())
         self._master_named = False  # set by an answer that names one
-        results = await asyncio.gather(*(self._register(a, body) for a in namesrvs))
+        fields = self._header_fields(body)  # its CRC once for every name server
+        results = await asyncio.gather(*(self._register(a, body, fields) for a in namesrvs))
         for addr, result in zip(namesrvs, results, strict=True):
             self._synced[addr] = key if result is True else None
         self.registrations += sum(1 for r in results if r is True)
@@ -346,18 +349,21 @@ class RegisterService:
         return BrokerIdentity(cfg.broker_name, self._broker_addr(), cfg.broker_cluster_name,
                               self._broker_id())
 
-    def _header_fields(self) -> dict[str, str]:
+    def _header_fields(self, body: bytes) -> dict[str, str]:
+        """The header of a whole registration; ``bodyCrc32`` as RocketMQ's broker sets it,
+        checked by the name server (protocol/register_body.py)."""
         cfg = self.config
         return RegisterBrokerRequestHeader(
             broker_name=cfg.broker_name, broker_addr=self._broker_addr(),
             cluster_name=cfg.broker_cluster_name, ha_server_addr=self._ha_addr(),
-            broker_id=self._broker_id(), compressed=False,
-            master_epoch=self._master_epoch() or None,
+            broker_id=self._broker_id(), compressed=cfg.compressed_register,
+            body_crc32=body_crc32(body), master_epoch=self._master_epoch() or None,
         ).to_ext_fields()
 
-    async def _register(self, namesrv: str, body: bytes) -> bool | BrokerError:
+    async def _register(self, namesrv: str, body: bytes,
+                        fields: dict[str, str]) -> bool | BrokerError:
         """True when accepted, False when unreachable (logged), the refusal otherwise."""
-        cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, self._header_fields(), body)
+        cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)
         try:
             resp = await self.client.invoke(namesrv, cmd, self.config.register_broker_timeout_ms / 1000)
         except OrbitMQError as e:

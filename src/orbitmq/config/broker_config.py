@@ -97,6 +97,8 @@ class BrokerConfig:
         5000, "how often changed tables (consumer offsets...) are saved", 1, HOUR_MS)
     register_broker_timeout_ms: int = setting(
         6000, "how long a registration waits for a name server's answer", 1, 300_000)
+    compressed_register: bool = setting(
+        False, "send whole-table registrations zlib-compressed, RocketMQ's way (no topicSysFlag)")
     default_query_max_num: int = setting(
         32, "messages a lookup by unique key returns", 1, 10_000)
     max_msgs_num_batch: int = setting(

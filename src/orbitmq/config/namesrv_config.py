@@ -38,6 +38,9 @@ class NamesrvConfig:
         120_000, "a broker silent this long is dropped from the routes", 1, DAY_MS)
     scan_not_active_broker_interval_ms: int = setting(
         5_000, "how often silent brokers are looked for", 1, HOUR_MS)
+    register_body_decompressed_max_bytes: int = setting(
+        64 * 1024 * 1024, "the most a compressed REGISTER_BROKER body may inflate to "
+        "(refused LIMIT_EXCEEDED past it)", 1024, 2**31 - 1)
     metrics_exporter_type: MetricsExporterType = metrics_settings()["metrics_exporter_type"]
     metrics_prom_exporter_host: str = metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = metrics_settings()["metrics_prom_exporter_port"]

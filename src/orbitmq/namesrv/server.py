@@ -3,7 +3,9 @@
 A REGISTER_BROKER of a broker name and id that another live address holds is refused with
 ILLEGAL_OPERATION and a remark naming the holder (see route_table); malformed requests are
 answered INVALID_PARAMETER naming the field, by the transport. One topic at a time and the
-data version check: topic_registration."""
+data version check: topic_registration. A compressed body (RocketMQ's ``compressed`` flag) is
+inflated up to ``register_body_decompressed_max_bytes`` (LIMIT_EXCEEDED past it), and a body whose
+``bodyCrc32`` differs is answered SYSTEM_ERROR "crc32 not match" (protocol/register_body.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from orbitmq.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from orbitmq.protocol.register_body import RegisterBodyTooLarge, body_crc32, decode_compressed
 from orbitmq.security.registry import AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.security.tls import ServerTls
@@ -121,7 +124,16 @@ class NameServer:
     # -- handlers ---------------------------------------------------------------------------
     def _register_broker(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         h = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        wrapper = _parse_register_body(cmd.body)
+        if h.body_crc32 != 0 and body_crc32(cmd.body) != h.body_crc32:  # RocketMQ's check
+            log.warning("REGISTER_BROKER from %s: body crc32 does not match its header's",
+                        h.broker_addr)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        try:
+            wrapper = (decode_compressed(cmd.body, self.config.register_body_decompressed_max_bytes)[0]
+                       if h.compressed and cmd.body else _parse_register_body(cmd.body))
+        except RegisterBodyTooLarge as e:  # a small frame must not inflate without bound
+            log.warning("REGISTER_BROKER from %s refused: %s", h.broker_addr, e)
+            return cmd.response(ResponseCode.LIMIT_EXCEEDED, str(e))
         topics = {
             name: TopicQueues(tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
             for name, tc in wrapper.topic_config_table.items()

@@ -18,6 +18,7 @@ __all__ = [
     "BENCHMARK_TOPIC",
     "TRACE_TOPIC",
     "TIMER_TOPIC",
+    "METADATA_LOG_TOPIC",
     "RETRY_GROUP_TOPIC_PREFIX",
     "DLQ_GROUP_TOPIC_PREFIX",
     "SYSTEM_TOPIC_PREFIXES",
@@ -36,6 +37,10 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 BENCHMARK_TOPIC = "BenchmarkTest"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # message traces
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages (RocketMQ 5) wait here until their time
+# OrbitMQ's own: a master's metadata changes (topics, groups, committed offsets), one record each,
+# carried to its slaves by the replicated commit log (broker/metadata_log.py). It has no topic
+# config, so no route names it; clients can neither send to it nor create, delete or pull it.
+METADATA_LOG_TOPIC = "rmq_sys_orbitmq_metadata_log"
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # + group: the group's retry topic
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # + group: the group's dead letter topic
@@ -52,6 +57,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
     BENCHMARK_TOPIC,
     OFFSET_MOVED_EVENT,
     SELF_TEST_TOPIC,
+    METADATA_LOG_TOPIC,
 })
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # RocketMQ's group for admin reads (no offsets committed)

@@ -14,6 +14,7 @@ import logging
 from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.protocol.bodies import TopicConfig
+from orbitmq.protocol.topics import METADATA_LOG_TOPIC
 from orbitmq.store.message_store import MessageStore
 
 __all__ = ["adopt_stored_topics"]
@@ -25,8 +26,8 @@ def adopt_stored_topics(store: MessageStore, topics: TopicConfigManager) -> list
     """Create a config for each stored topic the table lacks; returns their names."""
     added = []
     for topic in sorted(store.topics()):
-        if topics.get(topic) is not None:
-            continue
+        if topics.get(topic) is not None or topic == METADATA_LOG_TOPIC:
+            continue  # the metadata log is never a client's topic (broker/metadata_log.py)
         ids = store.queue_ids(topic)
         nums = min(max(ids) + 1, QUEUE_NUMS_MAX) if ids else 1
         try:

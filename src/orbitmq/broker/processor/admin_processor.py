@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.metadata_log import RecordKind
 from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.broker.tables.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
 from orbitmq.errors import RemoteProtocolError, StoreError
@@ -43,7 +44,8 @@ from orbitmq.protocol.headers import (
 )
 from orbitmq.protocol.topic_attributes import apply_modification
 from orbitmq.store.metadata_db import EXPORT_NAMES, MetadataDB, export_tables
-from orbitmq.transport.connection import RemotingConnection
+from orbitmq.store.status import PutMessageResult
+from orbitmq.transport.connection import HandlerResult, RemotingConnection
 
 __all__ = ["AdminProcessor", "message_queue_key"]
 
@@ -67,7 +69,7 @@ class AdminProcessor:
         self.store = ctx.store
 
     # -- topics ---------------------------------------------------------------------------------
-    def update_and_create_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+    def update_and_create_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
         h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
         reason = validate_topic(h.topic)
         if reason is not None:
@@ -87,13 +89,16 @@ class AdminProcessor:
                                             h.attributes) or None
         except RemoteProtocolError as e:
             return cmd.response(ResponseCode.INVALID_PARAMETER, str(e))
-        self.ctx.topics.update(TopicConfig(
+        tc = TopicConfig(
             h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
             h.topic_sys_flag, h.order, attributes,
-        ), quota=True)  # BrokerError LIMIT_EXCEEDED for a new topic past topics_max
-        return cmd.response(ResponseCode.SUCCESS)
+        )
+        topics = self.ctx.topics
+        topics.update(tc, quota=True)  # BrokerError LIMIT_EXCEEDED for a new topic past topics_max
+        return self._recorded(cmd, RecordKind.TOPIC_UPDATE, topic=h.topic, config=tc.to_dict(),
+                              version=topics.data_version.to_dict())
 
-    def delete_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+    def delete_topic(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
         """DELETE_TOPIC_IN_BROKER: the topic's config, its consumer offsets and its queues go;
         the CommitLog keeps its bytes until retention, as in RocketMQ."""
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -105,7 +110,8 @@ class AdminProcessor:
         self.ctx.topics.delete(h.topic)
         self.ctx.offsets.remove_topic(h.topic)
         self.store.delete_topics([h.topic])
-        return cmd.response(ResponseCode.SUCCESS)
+        return self._recorded(cmd, RecordKind.TOPIC_DELETE, topic=h.topic,
+                              version=self.ctx.topics.data_version.to_dict())
 
     def get_all_topic_config(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=self.ctx.topics.wrapper().to_json())
@@ -179,23 +185,44 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, body=body)
 
     # -- subscription groups --------------------------------------------------------------------
-    def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+    def update_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
         if not cmd.body:
             return cmd.response(ResponseCode.INVALID_PARAMETER, "subscription group config body missing")
         cfg = SubscriptionGroupConfig.from_json(cmd.body)
         # BrokerError: INVALID_PARAMETER for an illegal group, LIMIT_EXCEEDED past groups_max
-        self.ctx.sub_groups.update(cfg, quota=True)
-        return cmd.response(ResponseCode.SUCCESS)
+        groups = self.ctx.sub_groups
+        groups.update(cfg, quota=True)
+        return self._recorded(cmd, RecordKind.GROUP_UPDATE, group=cfg.group_name,
+                              config=cfg.to_dict(), version=groups.data_version.to_dict())
 
     def get_all_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=self.ctx.sub_groups.wrapper().to_json())
 
-    def delete_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
+    def delete_subscription_group(self, cmd: RemotingCommand, conn: RemotingConnection) -> HandlerResult:
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
         self.ctx.sub_groups.delete(h.group_name)
         if h.remove_offset:
             self.ctx.offsets.remove_group(h.group_name)
-        return cmd.response(ResponseCode.SUCCESS)
+        return self._recorded(cmd, RecordKind.GROUP_DELETE, group=h.group_name,
+                              removeOffset=bool(h.remove_offset),
+                              version=self.ctx.sub_groups.data_version.to_dict())
+
+    # -- the metadata log -----------------------------------------------------------------------
+    def _recorded(self, cmd: RemotingCommand, kind: RecordKind, **fields: Any) -> HandlerResult:
+        """The answer of a change just made: SUCCESS at once when no record is needed (no
+        replication), else once its record is durable on the slaves (metadata_log.py)."""
+        journal = self.ctx.metadata_log
+        appended = journal.append(kind, **fields) if journal is not None else None
+        if appended is None:
+            return cmd.response(ResponseCode.SUCCESS)
+        return self._answer_when_settled(cmd, appended)
+
+    async def _answer_when_settled(self, cmd: RemotingCommand,
+                                   appended: PutMessageResult) -> RemotingCommand:
+        journal = self.ctx.metadata_log
+        assert journal is not None
+        code, remark = await journal.settled(appended)
+        return cmd.response(code, remark)
 
 
 CONFIG_TYPES_MAX = len(EXPORT_NAMES)  # names in one configType

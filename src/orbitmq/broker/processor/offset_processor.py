@@ -4,6 +4,7 @@ offsets, kept by the offset table (tables/consumer_offset_manager.py)."""
 from __future__ import annotations
 
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.metadata_log import RecordKind
 from orbitmq.broker.tables.subscription_group_manager import validate_group
 from orbitmq.broker.tables.topic_config_manager import validate_topic
 from orbitmq.protocol.codes import ResponseCode
@@ -22,6 +23,7 @@ class OffsetProcessor:
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.offsets = ctx.offsets
+        self.metadata_log = ctx.metadata_log
         self.store = ctx.store
 
     def query_consumer_offset(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
@@ -50,9 +52,18 @@ class OffsetProcessor:
         reason = validate_topic(h.topic) or validate_group(h.consumer_group)
         if reason is not None:
             return cmd.response(ResponseCode.INVALID_PARAMETER, f"offset not committed: {reason}")
-        if not await self.offsets.commit_saved(h.consumer_group, h.topic, h.queue_id,
-                                               h.commit_offset):
+        saved = self.offsets.commit_saved(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        # The record in the same loop step as the commit: the log keeps the commits' order.
+        journal = self.metadata_log
+        appended = (journal.append(RecordKind.OFFSET_COMMIT, group=h.consumer_group,
+                                   topic=h.topic, queueId=h.queue_id, offset=h.commit_offset)
+                    if journal is not None else None)
+        if not await saved:
             return cmd.response(ResponseCode.SYSTEM_ERROR, (
                 "offset committed in memory but not yet saved (the broker's metadata store "
                 "failed, see its log); it is saved again at the next round"))
-        return cmd.response(ResponseCode.SUCCESS)
+        if journal is None:
+            return cmd.response(ResponseCode.SUCCESS)
+        # SUCCESS only once the commit is on the slaves a failover may elect (metadata_log.py).
+        code, remark = await journal.settled(appended)
+        return cmd.response(code, remark)

@@ -220,6 +220,32 @@ class SubscriptionGroupManager:
         self.file.save()
         return True
 
+    def apply_from_master(self, name: str, cfg: SubscriptionGroupConfig | None,
+                          version: DataVersion) -> None:
+        """A slave applies one change its master made (broker/metadata_log.py): ``cfg``
+        replaces the group (None removes it) and the table takes the master's data version
+        (the next full copy then finds it equal). Idempotent.
+
+        Raises:
+            BrokerError: INVALID_PARAMETER for a group this broker cannot hold; nothing changes.
+        """
+        reason = validate_group(name)
+        if reason is None and cfg is not None:
+            if cfg.group_name != name:
+                reason = f"config of {cfg.group_name!r} under the name {name!r}"
+            elif cfg.retry_queue_nums > QUEUE_NUMS_MAX:
+                reason = f"retryQueueNums {cfg.retry_queue_nums} exceeds {QUEUE_NUMS_MAX}"
+        if reason is not None:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, f"subscription group refused: {reason}")
+        with self._lock:
+            if cfg is None:
+                self.table.pop(name, None)
+            else:
+                self.table[name] = cfg
+            self.data_version = DataVersion(version.timestamp, version.counter)
+        self.file.mark(name)
+        self.file.save()
+
     def delete(self, group: str) -> bool:
         with self._lock:
             removed = self.table.pop(group, None)

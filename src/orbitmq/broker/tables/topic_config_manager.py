@@ -38,6 +38,7 @@ from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.topics import (
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
+    METADATA_LOG_TOPIC,
     OFFSET_MOVED_EVENT,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
@@ -72,12 +73,12 @@ log = logging.getLogger(__name__)
 
 SYSTEM_TOPICS = frozenset({
     DEFAULT_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, TIMER_TOPIC, METADATA_LOG_TOPIC,
 })
 # Topics only the broker itself writes: a producer sending there would corrupt a service's state.
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     DEFAULT_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
-    TIMER_TOPIC,
+    TIMER_TOPIC, METADATA_LOG_TOPIC,
 })
 
 TOPIC_MAX_LENGTH = 127
@@ -281,6 +282,32 @@ class TopicConfigManager:
         self.file.save()  # the changed rows only, and the version
         log.info("topics copied from the master count=%d version=%d", len(table), version.counter)
         return True
+
+    def apply_from_master(self, name: str, tc: TopicConfig | None, version: DataVersion) -> None:
+        """A slave applies one change its master made (broker/metadata_log.py): ``tc`` replaces
+        the topic (None removes it) and the table takes the master's data version, so that the
+        next full copy (replace_from_master) finds it equal and copies nothing. Applying the
+        same change twice leaves the same table (idempotent).
+
+        Raises:
+            BrokerError: INVALID_PARAMETER when ``tc`` cannot be stored; nothing changes then.
+        """
+        if tc is not None:
+            reason = check_topic_config(tc)
+            if reason is None and tc.topic_name != name:
+                reason = f"config of {tc.topic_name!r} under the name {name!r}"
+            if reason is not None:
+                raise BrokerError(ResponseCode.INVALID_PARAMETER, f"topic config refused: {reason}")
+        with self._lock:
+            if tc is None:
+                self.table.pop(name, None)
+            else:
+                self.table[name] = tc
+            self.data_version = DataVersion(version.timestamp, version.counter)
+        self.file.mark(name)
+        self.file.save()
+        if self._on_change is not None:
+            self._on_change(name)
 
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int
