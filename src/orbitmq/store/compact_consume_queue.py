@@ -235,11 +235,15 @@ class CompactConsumeQueue:
         """Write ``data`` at the written end of the file starting at global offset ``start``
         (created, sparse, when the queue has none yet); the positions move only once all of it
         is written, so a failed write is simply made again."""
+        first = self._from < 0
         try:
-            if self._from < 0:
+            if first:
                 self._create(start)
             self._fds.pwrite(self, self._path, data, self._wrote)
         except OSError as e:
+            if first and self._from >= 0:  # the retry is a first put again (min_offset, blanks)
+                self._fds.evict(self)
+                self._from = -1
             raise StoreSpaceError(f"consume queue {self.topic}/{self.queue_id}", e) from e
         self._wrote += len(data)
         assert self._wrote <= self._bytes_max, "a compact queue's entries fit in bytes_max"

@@ -4,6 +4,7 @@ compact_queue_bytes_max, the descriptor cache's bound, and stores restarted unde
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from orbitmq.store import MessageStore
 from orbitmq.store.compact_consume_queue import CompactConsumeQueue
 from orbitmq.store.consume_queue import BLANK_ENTRY_SIZE_FIELD, CQ_ENTRY, CQ_ENTRY_SIZE
 from orbitmq.store.fd_cache import FdCache
-from orbitmq.store.file_ops import OsFileOps
+from orbitmq.store.file_ops import OsFileOps, StoreSpaceError
 from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 from orbitmq.store.status import GetMessageStatus
 
@@ -220,3 +221,47 @@ def test_compact_needs_the_real_file_system(tmp_path: Path) -> None:
     with pytest.raises(ClientError, match="store_type compact"):
         MessageStore(config(tmp_path, store_type=StoreType.COMPACT),
                      file_ops=NotOs(), run_threads=False)  # type: ignore[arg-type]
+
+
+def test_a_first_put_without_space_is_made_again_as_a_first_put(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    fds = FdCache(4)
+    cq = _queue(tmp_path, fds)
+    real = FdCache.pwrite
+
+    def full(self: FdCache, *args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(FdCache, "pwrite", full)
+    with pytest.raises(StoreSpaceError) as failed:
+        cq.put(500, 10, 0, 7)
+    assert failed.value.no_space
+    assert (cq.max_offset, cq.min_offset) == (0, 0)
+    monkeypatch.setattr(FdCache, "pwrite", real)
+    assert cq.put(500, 10, 0, 7)  # the dispatch's retry
+    assert (cq.min_offset, cq.max_offset, cq.entry(7)) == (7, 8, (500, 10, 0))
+    assert "gap" not in caplog.text
+
+
+def test_a_failed_sync_is_tried_again_with_the_range_written_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cq = _queue(tmp_path, FdCache(4))
+    _fill(cq, 0, 2)
+    real = os.fdatasync
+
+    def eio(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", eio)
+    with pytest.raises(OSError):
+        cq.flush()
+    writes: list[int] = []
+    real_pwrite = os.pwrite
+    monkeypatch.setattr(os, "fdatasync", real)
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, at: writes.append(at) or real_pwrite(fd, data, at))
+    assert cq.flush() == 2 * CQ_ENTRY_SIZE
+    assert writes == [0]  # the unsynced range made dirty again before the sync
+    assert cq.entry(1) == (1100, 100, 1)
+    writes.clear()
+    _fill(cq, 2, 1)
+    assert cq.flush() == 3 * CQ_ENTRY_SIZE and writes == [40]  # the put's alone: synced well
