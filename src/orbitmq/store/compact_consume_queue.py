@@ -436,6 +436,10 @@ class CompactConsumeQueue:
             return
         lo = max(self._min_offset, self._from // CQ_ENTRY_SIZE)
         hi = self.max_offset
+        found = self.entry(lo) if lo < hi else None
+        if found is not None and found[0] >= min_phy_offset and found[1] != BLANK_ENTRY_SIZE_FIELD:
+            self._min_offset = lo  # the common case, one read (at every start, for every queue)
+            return
         while lo < hi:  # commit log offsets grow with queue offsets
             mid = (lo + hi) // 2
             found = self.entry(mid)
