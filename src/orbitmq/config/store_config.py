@@ -59,8 +59,8 @@ class StoreConfig:
         check=cq_entries_problem, allowed=f"a multiple of 20 in 320..{I32_MAX - I32_MAX % 20}")
     store_type: StoreType = setting(
         StoreType.DEFAULT,
-        "consume queue access: default maps every queue's files; compact reads and writes small "
-        "queues with pread/pwrite (many small queues), the same files either way")
+        "consume queues: default maps their files; compact uses pread/pwrite for small ones "
+        "(same files)")
     compact_queue_bytes_max: int = setting(
         4096, "compact: bytes of entries (20 each) a queue holds before its file is mapped",
         CONSUME_QUEUE_ENTRY_SIZE, 64 * MiB)
