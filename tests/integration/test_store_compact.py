@@ -4,7 +4,7 @@ small queues are read and written with pread/pwrite and whose queues switch to m
 woken by a send, a SQL92 filter, POP through the 5.x gRPC front (receive and ack), then kill -9
 and a restart: every acknowledged message is read back at the queue offset its answer named,
 on queues that stayed compact and on queues that went mapped; then a restart under the default
-store type reads the same files."""
+store type reads the same files. And a master and its slave, both compact."""
 
 from __future__ import annotations
 
@@ -17,12 +17,24 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import duration_pb2
+from replication_support import (
+    Namesrv,
+    caught_up,
+    connected,
+    master_config,
+    restart_on_same_ports,
+    slave_config,
+    wait_for,
+)
+from test_broker_support import BrokerHarness
 
 from orbitmq import Admin, Message, MessageSelector, Producer, PullConsumer, PullStatus
+from orbitmq.config import StoreType
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
 from orbitmq.protocol.bodies import MessageQueue
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.testing import standalone_process
 from orbitmq.testing.process import ServerProcess
 
@@ -162,3 +174,32 @@ def test_a_compact_broker_serves_every_read_and_keeps_acknowledged_messages(
         assert _read_all(addresses["namesrv"], TOPIC, 0, counts[0] + 1)[-1] == b"after"
     finally:
         proc.stop()
+
+
+def test_a_slave_with_compact_queues_serves_what_its_master_stored(tmp_path: Path) -> None:
+    """Replication: a slave dispatches the master's bytes into its own queues as the master
+    does, here compact ones (queue 0 stays compact, queue 1 goes mapped past 10 entries), and
+    a compact slave restarted on its store still serves them."""
+    compact = {"store_type": StoreType.COMPACT, "compact_queue_bytes_max": 200}
+    ns = Namesrv()
+    master = BrokerHarness(master_config(tmp_path, ns, store=compact))
+    slave = BrokerHarness(slave_config(tmp_path, ns, store=compact))
+    try:
+        wait_for(lambda: connected(master), "the slave connects to its master")
+        for queue_id, count in ((0, 3), (1, 25)):
+            for i in range(count):
+                assert master.send("Replicated", b"r%d-%d" % (queue_id, i),
+                                   queue_id=queue_id).code == ResponseCode.SUCCESS
+        wait_for(lambda: caught_up(master, slave), "the slave holds the master's bytes")
+        for h in (master, slave):
+            for queue_id, count in ((0, 3), (1, 25)):
+                got = [m.body for m in h.pull_all("Replicated", queue_id)]
+                assert got == [b"r%d-%d" % (queue_id, i) for i in range(count)]
+        table = slave.broker.store.consume_queue_table
+        assert [table[("Replicated", q)].mapped is None for q in (0, 1)] == [True, False]  # type: ignore[union-attr]
+        slave = restart_on_same_ports(slave)
+        assert [m.body for m in slave.pull_all("Replicated", 0)] == [b"r0-%d" % i for i in range(3)]
+    finally:
+        slave.close()
+        master.close()
+        ns.close()
