@@ -222,8 +222,12 @@ class CompactConsumeQueue:
         if at + size - start > self._bytes_max:
             self._to_mapped().put_run(first, entries)
             return
-        if frm >= 0 and at == frm + self._wrote:
-            self._write_at(frm, entries)
+        if frm < 0 or at == frm + self._wrote:  # a new queue's first run, or the next entries
+            if frm < 0:  # blanks before the first entry, as ``put`` writes them
+                self._write_at(start, _BLANK * ((at - start) // CQ_ENTRY_SIZE) + entries)
+                self._min_offset = first
+            else:
+                self._write_at(frm, entries)
             phy, last_size, _ = CQ_ENTRY.unpack_from(entries, size - CQ_ENTRY_SIZE)
             self._max_phy_end = phy + last_size
             return

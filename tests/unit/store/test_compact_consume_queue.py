@@ -265,3 +265,12 @@ def test_a_failed_sync_is_tried_again_with_the_range_written_again(
     writes.clear()
     _fill(cq, 2, 1)
     assert cq.flush() == 3 * CQ_ENTRY_SIZE and writes == [40]  # the put's alone: synced well
+
+
+def test_a_new_queues_first_run_is_one_write_after_its_blanks(tmp_path: Path) -> None:
+    cq = _queue(tmp_path, FdCache(4))
+    cq.put_run(53, CQ_ENTRY.pack(700, 7, 1) + CQ_ENTRY.pack(707, 7, 2))  # its file starts at 50
+    assert (cq.min_offset, cq.max_offset, cq.max_phy_end) == (53, 55, 714)
+    assert [cq.entry(i) for i in (50, 53, 54)] == [
+        (0, BLANK_ENTRY_SIZE_FIELD, 0), (700, 7, 1), (707, 7, 2)]
+    assert cq.mapped is None
