@@ -34,11 +34,10 @@ from orbitmq.store.file_ops import FileOps, StoreSpaceError, file_data_ranges
 from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 from orbitmq.store.mapped_file import segment_name
 
-__all__ = ["CompactConsumeQueue", "COMPACT_QUEUE_BYTES_MAX_DEFAULT"]
+__all__ = ["CompactConsumeQueue"]
 
 log = logging.getLogger(__name__)
 
-COMPACT_QUEUE_BYTES_MAX_DEFAULT = 4096  # one page of entries (204) before a queue maps its file
 _BLANK = CQ_ENTRY.pack(0, BLANK_ENTRY_SIZE_FIELD, 0)
 _PAGE = mmap.PAGESIZE
 
