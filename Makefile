@@ -92,9 +92,9 @@ console-screenshots: install
 BENCH_ARGS ?=
 
 # OrbitMQ next to the installed peers (bench/run_bench.py), the Python clients side by side, the
-# store against the raw disk, disk and broker memory per 1,000 idle queues, Spark, the RocketMQ 5
-# client next to the SDK with 1 M pending timers (bench/grpc_bench.py), and replication (a
-# SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate), publish over TLS
+# store against the raw disk, disk and broker memory per 1,000 idle queues (both store types),
+# Spark, the RocketMQ 5 client next to the SDK with 1 M pending timers (bench/grpc_bench.py), and
+# replication (a SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate), publish over TLS
 # against plaintext on one broker (bench/tls_bench.py), metadata at scale (bench/scale_bench.py,
 # also `make bench-scale`). Never part of
 # `make test`; BENCH_ARGS=--quick for a smoke run. The load tool, bench/mqload (C), is built on
@@ -111,8 +111,9 @@ bench: install
 	$(PY) bench/scale_bench.py $(BENCH_ARGS)
 
 # Metadata at scale alone (bench/scale_bench.py): create cost at 100, 10,000 and 100,000 topics,
-# restart after kill -9 at the largest, broker RSS per 1,000 idle and lightly used queues, name
-# server RSS with 100,000 topics on 2 broker sets. Most of an hour; BENCH_ARGS=--quick: < 1 min.
+# restart after kill -9 at the largest, broker RSS per 1,000 idle and lightly used queues (under
+# both store_type values, default and compact), name server RSS with 100,000 topics on 2 broker
+# sets. Most of an hour; BENCH_ARGS=--quick: < 1 min.
 bench-scale: install
 	$(PY) bench/scale_bench.py $(BENCH_ARGS)
 

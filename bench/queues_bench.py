@@ -1,6 +1,7 @@
 """Disk use and broker memory per 1,000 idle queues.
 
     .venv/bin/python bench/queues_bench.py [--queues N] [--dir DIR] [--quick]
+                                           [--store-type default|compact|both]
 
 Starts ``orbitmq standalone`` (a real child process) on a fresh store with RocketMQ's default
 consume queue file (6,000,000 B) and index (5,000,000 slots, 20,000,000 entries) sizes, and a
@@ -15,6 +16,8 @@ broker idle, and reports:
   and after, and the growth per 1,000 queues; the file-backed part split by the store's files it
   maps (from /proc/PID/smaps): consume queues (per queue), index (per key indexed, not per queue)
   and commit log (the pre-fault window ahead of the writer, a constant).
+Once per consume queue ``store_type`` (default both: ``default`` maps each queue's file,
+``compact`` reads and writes small queues with pread/pwrite; docs/store.md).
 Not a test: never run by pytest.
 """
 
@@ -99,9 +102,13 @@ def _make_queues(namesrv: str, count: int) -> float:
     return time.perf_counter() - started
 
 
-def run(root: str, count: int) -> None:
-    store = os.path.join(root, "store")
-    proc = standalone_process(store, "--mapped-file-size-commitlog", str(64 << 20))
+STORE_TYPES = ("default", "compact")
+
+
+def run(root: str, count: int, store_type: str = "default") -> None:
+    store = os.path.join(root, f"store-{store_type}")
+    proc = standalone_process(store, "--mapped-file-size-commitlog", str(64 << 20),
+                              "--store-type", store_type)
     try:
         namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
         pid = proc.proc.pid
@@ -125,7 +132,8 @@ def run(root: str, count: int) -> None:
     per_k = 1000 / count
     mb = 1e6
     print(f"OrbitMQ store, {count} queues of one 100-byte message each (made in {seconds:.1f} s, "
-          f"{queues_found} queue files {IDLE_S:.0f} s later), default consume queue and index sizes")
+          f"{queues_found} queue files {IDLE_S:.0f} s later), default consume queue and index sizes, "
+          f"store_type {store_type}")
     print(f"  disk beyond the commit log: {disk_after / mb:8.1f} MB "
           f"(before the queues {disk_before / mb:.2f} MB); per 1,000 queues "
           f"{(disk_after - disk_before) / mb * per_k:.1f} MB")
@@ -149,11 +157,15 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=2000, help="queues to create (default 2000)")
     parser.add_argument("--dir", default=None, help="where the store goes (default: a temp dir)")
     parser.add_argument("--quick", action="store_true", help="500 queues")
+    parser.add_argument("--store-type", choices=(*STORE_TYPES, "both"), default="both",
+                        help="consume queue store type(s) to measure (default both)")
     args = parser.parse_args()
     count = 500 if args.quick else args.queues
+    types = STORE_TYPES if args.store_type == "both" else (args.store_type,)
     root = tempfile.mkdtemp(prefix="orbitmq-queues-", dir=args.dir)
     try:
-        run(root, count)
+        for store_type in types:
+            run(root, count, store_type)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -14,7 +14,9 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
    until it logs ready, and until a send and a pull of that message through the SDK succeed.
 3. **Broker memory per 1,000 queues** on a fresh standalone, queues_bench.py's method (VmRSS
    and its anonymous and file-backed parts from /proc): grown by queues created idle, then by
-   the same queues once each holds a few messages ("lightly used").
+   the same queues once each holds a few messages ("lightly used"); once per consume queue
+   ``store_type`` of ``--store-types`` (default both: ``default`` maps each queue's file,
+   ``compact`` reads and writes small queues with pread/pwrite, docs/store.md).
 4. **Name server memory** with T topics of 8 queues on 2 broker sets: one ``orbitmq namesrv``,
    each broker set registering its whole table as a broker does at start (REGISTER_BROKER, its
    connection kept open as a broker's is); VmRSS and its peak (VmHWM) before and after, per
@@ -121,9 +123,13 @@ def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[Ser
 
 
 # -- 3. broker memory per 1,000 queues --------------------------------------------------------
-def queue_memory(root: str, queues: int, messages_per_queue: int) -> dict[str, Any]:
-    store = os.path.join(root, "rss-store")
-    proc = standalone_process(store, *STORE_ARGS)
+STORE_TYPES = ("default", "compact")
+
+
+def queue_memory(root: str, queues: int, messages_per_queue: int,
+                 store_type: str = "default") -> dict[str, Any]:
+    store = os.path.join(root, f"rss-store-{store_type}")
+    proc = standalone_process(store, *STORE_ARGS, "--store-type", store_type)
     topics = [f"Rss{i:05d}" for i in range(-(-queues // QUEUES_PER_TOPIC))]
     try:
         namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
@@ -152,7 +158,7 @@ def queue_memory(root: str, queues: int, messages_per_queue: int) -> dict[str, A
     def grown(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
         return {k: round((b.get(k, 0.0) - a.get(k, 0.0)) * per_k, 3) for k in a}
 
-    return {"queues": made, "messages_per_queue": messages_per_queue,
+    return {"store_type": store_type, "queues": made, "messages_per_queue": messages_per_queue,
             "rss_mb": {"empty": empty, "idle": idle, "used": used},
             "idle_per_1k_mb": grown(empty, idle), "used_per_1k_mb": grown(empty, used)}
 
@@ -211,7 +217,8 @@ def namesrv_memory(topics: int, broker_sets: int = 2) -> dict[str, Any]:
 
 
 # -- the run ----------------------------------------------------------------------------------
-def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int) -> dict[str, Any]:
+def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
+        store_types: tuple[str, ...] = STORE_TYPES) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     store = os.path.join(root, "scale-store")
     proc = standalone_process(store, *STORE_ARGS)
@@ -228,8 +235,11 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int)
         doc["restart"]["topics"] = sizes[-1]
     finally:
         proc.kill()
-    print(f"3. broker memory: {queues:,} queues idle, then with {messages} messages each", flush=True)
-    doc["queues"] = queue_memory(root, queues, messages)
+    doc["queues"] = {}
+    for store_type in store_types:
+        print(f"3. broker memory, store_type {store_type}: {queues:,} queues idle, then with "
+              f"{messages} messages each", flush=True)
+        doc["queues"][store_type] = queue_memory(root, queues, messages, store_type)
     print(f"4. name server memory: {ns_topics:,} topics of {QUEUES_PER_TOPIC} queues on 2 broker "
           "sets", flush=True)
     doc["namesrv"] = namesrv_memory(ns_topics)
@@ -237,7 +247,7 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int)
 
 
 def render(doc: dict[str, Any]) -> str:
-    c, r, q, n = doc["create"], doc["restart"], doc["queues"], doc["namesrv"]
+    c, r, n = doc["create"], doc["restart"], doc["namesrv"]
     lines = ["", f"OrbitMQ metadata at scale (topics of {QUEUES_PER_TOPIC} queues)",
              f"  create, admin client one by one ({c['total_s']:,.1f} s in all):"]
     for w in c["windows"]:
@@ -246,12 +256,13 @@ def render(doc: dict[str, Any]) -> str:
                      f"(medians {w['median_ratio_to_first']:.2f}x)")
     lines.append(f"  restart after kill -9 with {r['topics']:,} topics: ready in {r['ready_s']:.2f} s, "
                  f"a send and a pull served in {r['send_and_pull_s']:.2f} s")
-    for label, key in (("idle", "idle_per_1k_mb"), (f"{q['messages_per_queue']} messages each",
-                                                     "used_per_1k_mb")):
-        g = q[key]
-        lines.append(f"  broker RSS per 1,000 queues, {label:>17}: {g['VmRSS']:+.2f} MB "
-                     f"(anonymous {g.get('RssAnon', 0.0):+.2f}, file {g.get('RssFile', 0.0):+.2f}; "
-                     f"{q['queues']:,} queues)")
+    for store_type, q in doc["queues"].items():
+        for label, key in (("idle", "idle_per_1k_mb"),
+                           (f"{q['messages_per_queue']} messages each", "used_per_1k_mb")):
+            g = q[key]
+            lines.append(f"  broker RSS per 1,000 queues, {store_type:>7} {label:>17}: "
+                         f"{g['VmRSS']:+.2f} MB (anonymous {g.get('RssAnon', 0.0):+.2f}, file "
+                         f"{g.get('RssFile', 0.0):+.2f}; {q['queues']:,} queues)")
     a, b = n["rss_mb"]["before"], n["rss_mb"]["after"]
     lines.append(f"  name server, {n['topics']:,} topics on {n['broker_sets']} broker sets: VmRSS "
                  f"{a['VmRSS']:.1f} -> {b['VmRSS']:.1f} MB (peak {b['VmHWM']:.1f} MB), "
@@ -270,6 +281,8 @@ def main() -> None:
                     help="comma-separated topic counts, the first 100 (default 100,10000,100000)")
     ap.add_argument("--queues", type=int, default=None, help="queues for the RSS section")
     ap.add_argument("--namesrv-topics", type=int, default=None, help="topics at the name server")
+    ap.add_argument("--store-types", default=",".join(STORE_TYPES),
+                    help="consume queue store types of the RSS section (default default,compact)")
     ap.add_argument("--json", default=None, help="result file (default bench/results/scale-<time>.json)")
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
     opts = ap.parse_args()
@@ -280,9 +293,12 @@ def main() -> None:
     queues = opts.queues or (800 if opts.quick else 8000)
     messages = 2 if opts.quick else 3
     ns_topics = opts.namesrv_topics or (10_000 if opts.quick else 100_000)
+    store_types = tuple(opts.store_types.split(","))
+    if not store_types or any(t not in STORE_TYPES for t in store_types):
+        ap.error(f"--store-types takes {', '.join(STORE_TYPES)} separated by commas")
     root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
     try:
-        doc = run(root, sizes, queues, messages, ns_topics)
+        doc = run(root, sizes, queues, messages, ns_topics, store_types)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     doc["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick,

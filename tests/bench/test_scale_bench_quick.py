@@ -34,8 +34,10 @@ def test_quick_scale_bench_prints_every_section_and_writes_json(tmp_path: Path) 
     assert all(w["mean_ms"] > 0 for w in doc["create"]["windows"])
     restart = doc["restart"]
     assert restart["topics"] == 500 and 0 < restart["ready_s"] <= restart["send_and_pull_s"]
-    queues = doc["queues"]
-    assert queues["queues"] == 800 and {"VmRSS", "RssAnon", "RssFile"} <= set(queues["idle_per_1k_mb"])
+    assert set(doc["queues"]) == {"default", "compact"}  # both consume queue store types
+    for store_type, queues in doc["queues"].items():
+        assert queues["store_type"] == store_type and queues["queues"] == 800
+        assert {"VmRSS", "RssAnon", "RssFile"} <= set(queues["idle_per_1k_mb"])
     namesrv = doc["namesrv"]
     assert namesrv["topics"] == 10_000 and namesrv["broker_sets"] == 2
     assert namesrv["rss_mb"]["after"]["VmRSS"] > 0

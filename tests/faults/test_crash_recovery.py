@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orbitmq.config import FlushDiskType, StoreConfig
+from orbitmq.config import FlushDiskType, StoreConfig, StoreType
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import GetMessageStatus, MessageInner, MessageStore, PutMessageStatus
 from orbitmq.testing.store_crash_child import CRASH_TOPIC, crash_config, crash_message
@@ -50,11 +50,13 @@ class ChildOutput:
         assert not self._thread.is_alive(), "child output did not end after the kill"
 
 
-def _run_and_kill(store_dir: str, round_no: int, tmp_path: Path) -> list[Ack]:
+def _run_and_kill(store_dir: str, round_no: int, tmp_path: Path,
+                  store_type: StoreType = StoreType.DEFAULT) -> list[Ack]:
     rng = random.Random(round_no)
     err = open(tmp_path / f"child-{round_no}.err", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orbitmq.testing.store_crash_child", store_dir, str(round_no)],
+        [sys.executable, "-m", "orbitmq.testing.store_crash_child", store_dir, str(round_no),
+         "3", store_type.value],
         stdout=subprocess.PIPE,
         stderr=err,
     )
@@ -108,13 +110,15 @@ def _check_every_message_and_tail(store: MessageStore) -> None:
     assert not any(last.buf[last.wrote_position :]), "bytes left past the recovered end"
 
 
-def test_kill_9_under_sync_flush_keeps_every_acknowledged_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store_type", list(StoreType))
+def test_kill_9_under_sync_flush_keeps_every_acknowledged_message(
+        tmp_path: Path, store_type: StoreType) -> None:
     store_dir = str(tmp_path / "store")
     acked: list[Ack] = []
     truncations = 0
     for round_no in range(ROUNDS):
-        acked += _run_and_kill(store_dir, round_no, tmp_path)
-        with MessageStore(crash_config(store_dir)) as store:
+        acked += _run_and_kill(store_dir, round_no, tmp_path, store_type)
+        with MessageStore(crash_config(store_dir, store_type)) as store:
             report = store.recovery_report
             assert report is not None and not report.last_exit_ok
             truncations += report.truncated_from is not None

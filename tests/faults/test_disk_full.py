@@ -162,10 +162,13 @@ def _alive(proc: ServerProcess) -> None:
     assert proc.proc.poll() is None, f"the broker died (rc={proc.proc.returncode}):\n{proc.output()[-3000:]}"
 
 
-def test_full_disk_refuses_sends_keeps_what_was_acknowledged_and_recovers(small_fs: Path) -> None:
+@pytest.mark.parametrize("store_type", ["default", "compact"])  # queue pages mapped, or pwritten
+def test_full_disk_refuses_sends_keeps_what_was_acknowledged_and_recovers(
+        small_fs: Path, store_type: str) -> None:
     store = small_fs / "store"
+    typed = ("--store-type", store_type)
     # No clean rounds in the first part: the refusals there come from the failing allocations.
-    broker, namesrv = _start(store, "--clean-resource-interval-ms", "600000")
+    broker, namesrv = _start(store, *typed, "--clean-resource-interval-ms", "600000")
     acked: dict[str, list[bytes]] = {TOPIC: [], FRESH: []}
     sender = Sender(namesrv, acked)
     try:
@@ -200,7 +203,7 @@ def test_full_disk_refuses_sends_keeps_what_was_acknowledged_and_recovers(small_
     assert rc == 0, broker.output()[-3000:]
 
     # 3. A clean restart; used space above the warning ratio refuses, then falls again.
-    broker, namesrv = _start(store, "--clean-resource-interval-ms", "100",
+    broker, namesrv = _start(store, *typed, "--clean-resource-interval-ms", "100",
                              "--disk-space-warning-level-ratio", "0.6")
     sender = Sender(namesrv, acked)
     try:
@@ -221,7 +224,7 @@ def test_full_disk_refuses_sends_keeps_what_was_acknowledged_and_recovers(small_
         sender.close()
         broker.kill()  # kill -9: what was acknowledged (SYNC_FLUSH) is on the disk
 
-    broker, namesrv = _start(store)
+    broker, namesrv = _start(store, *typed)
     try:
         _wait_readable(namesrv, acked)
     finally:

@@ -232,6 +232,9 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/store.md", "orbitmq broker --page-cache-keep-mb 1024"):
         NotHere("a server setting"),
     ("docs/store.md", "from orbitmq.config import StoreConfig"): NotHere("tests/unit/test_docs_examples.py"),
+    ("docs/store.md", "# store_type compact: small queues written and read without mapping their files"):
+        NotHere("tests/unit/test_docs_examples.py"),
+    ("docs/store.md", "orbitmq standalone --store-type compact"): NotHere("a server setting"),
     ("docs/store.md", ".venv/bin/orbitmq topic create -t Inventory"):
         Run(_has('"Inventory": {', '"topicName": "Inventory"')),
     ("docs/testing.md", "import orbitmq"): NotHere("a pytest test: tests/integration/test_pytest_plugin.py"),

@@ -19,7 +19,9 @@ def _run(code: str) -> str:
 
 def test_store_doc_examples_run(tmp_path):
     text = (ROOT / "docs" / "store.md").read_text()
-    codec, store = BLOCK.findall(text)
+    codec, compact, store = BLOCK.findall(text)
     assert _run(codec).splitlines() == ["a None", "message property 2 has no name/value separator"]
+    # store_type compact: the queues' files are read and written, none mapped
+    assert _run(compact).splitlines() == ["FOUND 1 queue files mapped: 0"]
     out = _run(store.replace("/tmp/orbit-store", str(tmp_path / "store")))
     assert out.split() == ["PutMessageStatus.PUT_OK", "GetMessageStatus.FOUND", "1", "True"]

@@ -40,10 +40,11 @@ from orbitmq.config.loading import check_toml_keys as check_toml_keys
 from orbitmq.config.loading import load_toml, replace_fields
 from orbitmq.config.namesrv_config import NamesrvConfig
 from orbitmq.config.shared import MetricsExporterType
-from orbitmq.config.store_config import TEST_MIN_STORE, FlushDiskType, StoreConfig
+from orbitmq.config.store_config import TEST_MIN_STORE, FlushDiskType, StoreConfig, StoreType
 
 __all__ = [
     "FlushDiskType",
+    "StoreType",
     "BrokerRole",
     "MetricsExporterType",
     "StoreConfig",

@@ -41,8 +41,12 @@ def _coerce(name: str, value: Any, current: Any) -> Any:
             raise ConfigError(name, f"{name} = {value!r} is refused (expected a table [{name}])")
         return replace_fields(current, **value)
     if isinstance(current, enum.Enum):
+        if isinstance(value, str):  # any case: ASYNC_FLUSH, async_flush; compact, COMPACT
+            for member in type(current):
+                if str(member.value).upper() == value.upper():
+                    return member
         try:
-            return type(current)(value.upper() if isinstance(value, str) else value)
+            return type(current)(value)
         except ValueError:
             allowed = ", ".join(m.value for m in type(current))
             raise ConfigError(name, f"{name} = {value!r} is refused; allowed: {allowed}") from None

@@ -24,12 +24,24 @@ from orbitmq.config.fields import (
     validate,
 )
 
-__all__ = ["FlushDiskType", "StoreConfig", "TEST_MIN_STORE"]
+__all__ = ["FlushDiskType", "StoreType", "StoreConfig", "TEST_MIN_STORE"]
 
 
 class FlushDiskType(enum.StrEnum):
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class StoreType(enum.StrEnum):
+    """How consume queue files are accessed (RocketMQ's ``storeType``); the files are the same.
+
+    DEFAULT maps every queue's files; COMPACT reads and writes a small queue's entries with
+    pread/pwrite (no mapped page a queue: for many small queues) and maps it once it grows past
+    ``compact_queue_bytes_max`` (docs/store.md).
+    """
+
+    DEFAULT = "default"
+    COMPACT = "compact"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +57,15 @@ class StoreConfig:
         300_000 * CONSUME_QUEUE_ENTRY_SIZE, "bytes of one consume queue file, 20 per entry",
         16 * CONSUME_QUEUE_ENTRY_SIZE, I32_MAX - I32_MAX % CONSUME_QUEUE_ENTRY_SIZE,
         check=cq_entries_problem, allowed=f"a multiple of 20 in 320..{I32_MAX - I32_MAX % 20}")
+    store_type: StoreType = setting(
+        StoreType.DEFAULT,
+        "consume queues: default maps their files; compact uses pread/pwrite for small ones "
+        "(same files)")
+    compact_queue_bytes_max: int = setting(
+        4096, "compact: bytes of entries (20 each) a queue holds before its file is mapped",
+        CONSUME_QUEUE_ENTRY_SIZE, 64 * MiB)
+    compact_queue_fds_max: int = setting(
+        256, "compact: most consume queue file descriptors kept open at once", 1, 65_536)
     max_hash_slot_num: int = setting(5_000_000, "hash slots of one index file", 16, 50_000_000)
     max_index_num: int = setting(20_000_000, "entries of one index file", 16, 80_000_000)
     flush_disk_type: FlushDiskType = setting(

@@ -42,6 +42,7 @@ __all__ = [
     "StoreSpaceError",
     "SPACE_ERRNOS",
     "allocate_range",
+    "file_data_ranges",
 ]
 
 SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # the file system (or a quota) is full
@@ -334,6 +335,12 @@ class OsRegion:
         except BufferError:  # a reader still holds a memoryview of it
             return False
         return True
+
+
+def file_data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """Ranges of [start, end) of an open file that may hold data (SEEK_DATA / SEEK_HOLE; the
+    whole range where the file system cannot tell): the rest are holes and read as zeros."""
+    return _data_ranges(fd, start, end)
 
 
 def _data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]]:

@@ -245,6 +245,11 @@ class MappedFile:
             if not self.destroyed or not hold:
                 hold_descriptor(hold)
 
+    def adopt_sync_failed(self, failed: bool) -> None:
+        """Carry over a failed sync of the same file made elsewhere (a consume queue leaving its
+        compact access): the next ``flush`` then marks its range dirty before syncing."""
+        self._sync_failed = self._sync_failed or failed
+
     def reset_positions(self, position: int) -> None:
         """Set both positions (after loading, recovery has found where valid data ends)."""
         self.wrote_position = position

@@ -182,6 +182,11 @@ class MappedFileQueue:
                 self._dir_unsynced = True
                 raise
 
+    def mark_names_unsynced(self) -> None:
+        """Have the next ``sync_names`` sync the directory (a segment created by another
+        writer of the same directory, see MappedConsumeQueue.adopt)."""
+        self._dir_unsynced = True
+
     def truncate(self, offset: int) -> int:
         """Drop everything at or past ``offset``: later segments are deleted, the one holding it is
         cleared from there (both positions set), so appends continue exactly at ``offset``.

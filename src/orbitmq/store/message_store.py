@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from orbitmq.config import FlushDiskType, StoreConfig, parse_delay_levels_ms
+from orbitmq.config import FlushDiskType, StoreConfig, StoreType, parse_delay_levels_ms
 from orbitmq.errors import ClientError, StoreError
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
@@ -37,9 +37,11 @@ from orbitmq.store.commit_log import (
     R,
     encode_messages,
 )
+from orbitmq.store.compact_consume_queue import CompactConsumeQueue
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.epoch_file import EpochFile
+from orbitmq.store.fd_cache import FdCache
 from orbitmq.store.file_mode import parse_file_mode, protect_root
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
@@ -51,6 +53,7 @@ from orbitmq.store.flush import (
 )
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.log_cut import TruncateReport
+from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 from orbitmq.store.message_filter import MessageFilter
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.recovery import RecoveryReport, recover_store
@@ -119,6 +122,13 @@ class MessageStore(StoreReads, ReplicaCopy):
         self._segment_gate = self.put_guard.segment_gate  # read on every put
         self.commit_log = CommitLog(root, config.mapped_file_size_commitlog, self.file_ops, self.clock)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
+        # store_type compact: one descriptor cache for every compact queue (compact_consume_queue)
+        self.queue_fds: FdCache | None = None
+        if config.store_type == StoreType.COMPACT:
+            if not isinstance(self.file_ops, OsFileOps):
+                raise ClientError("store_type compact reads and writes queue files directly: "
+                                  "it needs the real file system (OsFileOps)")
+            self.queue_fds = FdCache(config.compact_queue_fds_max)
         self.index: IndexService | None = None
         if config.message_index_enable:
             self.index = IndexService(
@@ -291,6 +301,8 @@ class MessageStore(StoreReads, ReplicaCopy):
                 self.index.shutdown()
             for cq in self.consume_queue_table.values():
                 cq.close()
+            if self.queue_fds is not None:
+                self.queue_fds.close()
             self.commit_log.close()
             if synced:
                 self.file_ops.remove(self._abort_path)
@@ -538,9 +550,12 @@ class MessageStore(StoreReads, ReplicaCopy):
         return list(self.consume_queue_table.values())
 
     def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
-        return ConsumeQueue(
-            topic, queue_id, self._cq_root, self.config.mapped_file_size_consume_queue, self.file_ops
-        )
+        """A queue of the store's ``store_type`` (the files are the same either way)."""
+        size = self.config.mapped_file_size_consume_queue
+        if self.queue_fds is not None:
+            return CompactConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops,
+                                       self.queue_fds, self.config.compact_queue_bytes_max)
+        return MappedConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops)
 
     def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.consume_queue_table.get((topic, queue_id))

@@ -1,6 +1,6 @@
 """A process that appends to a store under SYNC_FLUSH until it is killed (for kill -9 tests).
 
-    python -m orbitmq.testing.store_crash_child STORE_DIR ROUND [THREADS]
+    python -m orbitmq.testing.store_crash_child STORE_DIR ROUND [THREADS [STORE_TYPE]]
 
 Prints ``ready`` once the store has recovered and started, then one line per acknowledged message:
 ``ack QUEUE_ID QUEUE_OFFSET COMMIT_OFFSET ROUND SEQ``. The content of message (ROUND, SEQ) is
@@ -15,7 +15,7 @@ import random
 import sys
 import threading
 
-from orbitmq.config import FlushDiskType, StoreConfig
+from orbitmq.config import FlushDiskType, StoreConfig, StoreType
 from orbitmq.store import MessageInner, MessageStore, PutMessageStatus
 from orbitmq.testing.store_put import put_durably
 
@@ -26,9 +26,11 @@ QUEUES = 4
 SEQ_MAX = 200_000
 
 
-def crash_config(store_dir: str) -> StoreConfig:
-    """Small segments, so that kills land near segment rolls too."""
+def crash_config(store_dir: str, store_type: StoreType = StoreType.DEFAULT) -> StoreConfig:
+    """Small segments, so that kills land near segment rolls too (and under ``compact``, near
+    a queue's switch to mapped files: a queue is compact for its first file's 200 entries)."""
     return StoreConfig(
+        store_type=store_type,
         store_path=store_dir,
         mapped_file_size_commitlog=64 * 1024,
         mapped_file_size_consume_queue=20 * 200,
@@ -53,8 +55,9 @@ def crash_message(round_no: int, seq: int) -> MessageInner:
 def main(argv: list[str]) -> int:
     store_dir, round_no = argv[0], int(argv[1])
     threads = int(argv[2]) if len(argv) > 2 else 3
+    store_type = StoreType(argv[3]) if len(argv) > 3 else StoreType.DEFAULT
     parent = os.getppid()
-    store = MessageStore(crash_config(store_dir))
+    store = MessageStore(crash_config(store_dir, store_type))
     store.start()
     out = sys.stdout
     out_lock = threading.Lock()

@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from store_fixtures import Clock, CountingFileOps, config, msg
+from store_fixtures import Clock, CountingFileOps, config, mapped_queue, msg
 
 from orbitmq.config import FlushDiskType
 from orbitmq.store import GetMessageStatus, MessageStore, PutMessageStatus
@@ -144,7 +144,7 @@ def test_removed_segments_give_removing_and_found_null(tmp_path: Path) -> None:
         r = store.get_message("g", "W", 0, 0, 4)
         assert r.status is GetMessageStatus.MESSAGE_WAS_REMOVING
         assert r.next_begin_offset > 0
-        cq = store.consume_queue_table[("W", 0)]
+        cq = mapped_queue(store.consume_queue_table[("W", 0)])
         cq.mfq.delete_first_files(lambda mf: True, 1)  # the queue's first segment goes too
         r = store.get_message("g", "W", 0, 0, 4)
         assert (r.status, r.next_begin_offset) == (GetMessageStatus.OFFSET_FOUND_NULL, 50)

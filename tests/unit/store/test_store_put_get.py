@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from store_fixtures import Clock, CountingFileOps, bodies, config, msg
+from store_fixtures import Clock, CountingFileOps, bodies, config, msg, rewrite_entry
 
 from orbitmq.protocol.message import java_string_hash, offset_msg_id
 from orbitmq.protocol.stored import BLANK_MAGIC_CODE, decode_stored_message
@@ -380,12 +380,7 @@ def test_a_queue_entry_of_negative_size_is_passed_over(store: MessageStore) -> N
     a read that has messages, and the next read passes over it to the entries after it."""
     store.put([msg("N", 0, bytes([i]) * 50) for i in range(4)])
     assert store.wait_dispatched()
-    cq = store._find_or_create_cq("N", 0)
-    mf = cq.mfq.files[0]
-    from orbitmq.store.consume_queue import CQ_ENTRY
-
-    phy, _, tags = CQ_ENTRY.unpack_from(mf.buf, 1 * CQ_ENTRY.size)
-    CQ_ENTRY.pack_into(mf.buf, 1 * CQ_ENTRY.size, phy, -1, tags)
+    rewrite_entry(store, "N", 0, 1, size=-1)
     for offset, want, next_offset in ((0, (0,), 1), (1, (2, 3), 4)):
         plain = store.get_message("g", "N", 0, offset, 32)
         assert plain.status is GetMessageStatus.FOUND
@@ -399,13 +394,8 @@ def test_a_damaged_queue_entry_reads_as_message_by_message(store: MessageStore) 
     for a slice: the read in runs answers what the read message by message answers."""
     store.put([msg("D", 0, bytes([i]) * 50) for i in range(6)])
     assert store.wait_dispatched()
-    cq = store._find_or_create_cq("D", 0)
-    mf = cq.mfq.files[0]
-    from orbitmq.store.consume_queue import CQ_ENTRY
-
     for at, phy in ((0, -5), (2, -1), (4, -10_000)):
-        _, size, tags = CQ_ENTRY.unpack_from(mf.buf, at * CQ_ENTRY.size)
-        CQ_ENTRY.pack_into(mf.buf, at * CQ_ENTRY.size, phy, size, tags)
+        rewrite_entry(store, "D", 0, at, phy=phy)
     for offset in range(6):
         plain = store.get_message("g", "D", 0, offset, 32)
         runs = store.get_message("g", "D", 0, offset, 32, runs=True)
