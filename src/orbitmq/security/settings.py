@@ -8,12 +8,12 @@ with a message that never repeats a secret.
 
 from __future__ import annotations
 
+import enum
 import json
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.security.model import PASSWORD_MIN_CHARS, check_username
 from orbitmq.security.signature import Credentials
-from orbitmq.security.tls import LowerCaseEnum
 
 __all__ = ["parse_init_user", "parse_inner_credentials", "parse_whitelist", "REQUEST_CODE_MAX",
            "AuthenticationStrategy", "STATEFUL_EXPIRED_SECOND_MAX"]
@@ -22,7 +22,7 @@ REQUEST_CODE_MAX = 0x7FFF
 STATEFUL_EXPIRED_SECOND_MAX = 86_400
 
 
-class AuthenticationStrategy(LowerCaseEnum):
+class AuthenticationStrategy(enum.StrEnum):
     """RocketMQ 5's ``authenticationStrategy``: check every request's signature (stateless), or
     trust a connection for a user once it authenticated them (stateful; security/stateful.py)."""
 

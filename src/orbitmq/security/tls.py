@@ -27,7 +27,6 @@ from typing import Any
 from orbitmq.errors import ClientError
 
 __all__ = [
-    "LowerCaseEnum",
     "TlsServerMode",
     "TlsClientAuth",
     "ServerTls",
@@ -55,7 +54,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-class LowerCaseEnum(enum.StrEnum):
+class _LowerEnum(enum.StrEnum):
     """Lowercase values (RocketMQ's spelling) matched in any case: config values are upper-cased
     on the way in."""
 
@@ -68,13 +67,13 @@ class LowerCaseEnum(enum.StrEnum):
         return None
 
 
-class TlsServerMode(LowerCaseEnum):
+class TlsServerMode(_LowerEnum):
     DISABLED = "disabled"
     PERMISSIVE = "permissive"
     ENFORCING = "enforcing"
 
 
-class TlsClientAuth(LowerCaseEnum):
+class TlsClientAuth(_LowerEnum):
     """Whether a TLS client must show a certificate signed by ``tls_server_trust_cert_path``."""
 
     NONE = "none"
