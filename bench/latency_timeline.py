@@ -222,8 +222,11 @@ async def serve(opts: argparse.Namespace, rec: Recorder, store_path: str) -> lis
     env = dict(os.environ)
     args = [sys.executable, __file__, "--client", str(port), "-n", str(opts.n),
             "--gap-ms", str(opts.gap_ms)]
+    if opts.pin:  # broker on the first CPU, client on the second: no preemption by the client
+        os.sched_setaffinity(0, {0})
+        args = ["taskset", "-c", "1", *args]
     # one message first: the store's first segment is made on the Python path
-    warm = await asyncio.create_subprocess_exec(*args[:4], "-n", "50", "--gap-ms", "0",
+    warm = await asyncio.create_subprocess_exec(*args[:-4], "-n", "50", "--gap-ms", "0",
                                                 stdout=subprocess.PIPE, env=env)
     out, _ = await warm.communicate()
     rec.events.clear()
@@ -285,6 +288,7 @@ def main() -> None:
     ap.add_argument("--client", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--offset", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--json", default="")
+    ap.add_argument("--pin", action="store_true", help="broker on CPU 0, client on CPU 1")
     opts = ap.parse_args()
     if opts.client:
         client(opts.client, opts.n, opts.gap_ms, opts.offset)

@@ -6,9 +6,8 @@ delivery and the transaction check's re-stored half messages are saved the same 
 1. ``append``: the store facade's one put (``MessageStore.put``); it never waits. The store's
    threads are not woken per put: one ``MessageStore.wake`` per event-loop iteration runs the
    group commit round and the dispatch for every put of that iteration (in the loop's thread, see
-   MessageStore.wake). When the answers wait for a condition (below) the wake runs as soon as the
-   requests read so far are taken; when they do not, one iteration later, after the answers have
-   been written.
+   MessageStore.wake), first thing the next iteration: the answers that wait for nothing have
+   left by then (the transport writes a read's answers at the end of its read callback).
 2. ``answer`` / ``settled``: wait until every *durability condition* holds up to the append's end
    offset, bounded by the conditions' ``wait_max_s``; a condition that fails or times out
    changes the put's status into its ``failure_status`` (FLUSH_DISK_TIMEOUT, ...).
@@ -253,17 +252,17 @@ class DurableSave:
             self._schedule_wake()
 
     def _schedule_wake(self) -> None:
-        """``store.wake`` once for this iteration's puts: at once when answers wait for it (a
-        sync), one iteration later, after the answers are written, when they do not."""
+        """``store.wake`` once for this iteration's puts, first thing the next iteration: the
+        answers that wait for nothing have left by then (the transport writes a read's answers
+        at the end of its callback), and held pulls are answered from that dispatch, in that
+        call (LongPollService.on_arrival), so a message reaches a waiting consumer one loop
+        iteration after its send was read."""
         loop = self._loop
         if loop is None:
             self.store.wake()
             return
         self._wake_scheduled = True
-        if self.conditions:
-            loop.call_soon(self._wake)
-        else:
-            loop.call_soon(loop.call_soon, self._wake)
+        loop.call_soon(self._wake)
 
     def _wake(self) -> None:
         self._wake_scheduled = False
@@ -272,23 +271,21 @@ class DurableSave:
             self.store.wake()
         else:
             # The sync round first: the saves it made durable are answered (their callbacks run
-            # next iteration, their bytes leave the one after) before the dispatch, which waits
-            # its turn. A lone producer's send was answered already (``sync_alone``): its
-            # dispatch runs next iteration, while the producer turns the answer around (~100 us
-            # on loopback), so that it is over before the next send comes. (A timer of 1 ms,
-            # one round for a few sends, went off in the middle of one: 26-64 us more p50.)
-            self.store.wake(dispatch=False)
+            # next iteration and write at once) before the dispatch, which waits its turn. A
+            # lone producer's send was answered already, with its sync, in its read
+            # (``sync_alone``): its dispatch (and the held pulls it answers) runs now, while the
+            # producer turns the answer around (~100 us on loopback). (A timer of 1 ms, one
+            # round for a few sends, went off in the middle of one: 26-64 us more p50.)
             if self._synced_alone and self._appends_before == 1:
-                self._loop.call_soon(self.store.wake)
+                self.store.wake()
             else:
-                self._loop.call_soon(self._dispatch_after_answers)
+                self.store.wake(dispatch=False)
+                # next iteration, behind the answers' callbacks this round queued (each writes
+                # its answers at once: RemotingConnection._fill)
+                self._loop.call_soon(self.store.wake)
         self._synced_alone = False
         for listener in self._appended:
             listener()
-
-    def _dispatch_after_answers(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon(self.store.wake)
 
     # -- waiting --------------------------------------------------------------------------------
     def sync_alone(self, end: int) -> PutMessageStatus | None:

@@ -182,6 +182,8 @@ class RemotingConnection(asyncio.BufferedProtocol):
                 log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
                 self.close()
             return
+        if self._out:  # the read's answers, in one write, in this wake-up (not an iteration on)
+            self._flush_out()
         if self._limits is not None and self._decoder.held_bytes != self._held:
             self._charge()
 
@@ -376,10 +378,14 @@ class RemotingConnection(asyncio.BufferedProtocol):
         if self._transport is None or self._transport.is_closing():
             order.clear()  # nobody to answer
             return
+        wrote = False
         while order and order[0].ready:
             ready = order.popleft().parts
             if ready:
-                self._write(*ready)
+                self._out.extend(ready)
+                wrote = True
+        if wrote:  # (a callback of its own: one write for every answer it released, now)
+            self._flush_out()
 
     def _pause_reading(self) -> None:
         if not self._paused and self._transport is not None:
@@ -419,9 +425,17 @@ class RemotingConnection(asyncio.BufferedProtocol):
         total = sum(len(p) for p in parts)
         self._write(encode_header(cmd, body_length=total), *parts)
 
+    def flush(self) -> None:
+        """Write what waits to be written now rather than at the end of the loop iteration (a
+        held pull answered from the dispatch of its message: no loop iteration in between)."""
+        if self._out:
+            self._flush_out()
+
     def _write(self, *parts: bytes | memoryview) -> None:
         # Everything written while handling one read (and the loop iteration it runs in) leaves in
         # one writelines call: one syscall for a whole pipeline of answers instead of one each.
+        # The answers a read's handlers give at once leave at the end of that read's callback
+        # (buffer_updated); what is written elsewhere leaves at the latest one iteration on.
         self._out.extend(parts)
         if not self._flush_scheduled:
             self._flush_scheduled = True

@@ -1,8 +1,9 @@
 """Long polling: pulls that found nothing wait here until a message arrives or their time is up.
 
 No busy polling. A held pull is woken by:
-- the store's arrival listener (called on the dispatch thread after each round with the queue's
-  new max offset and the tags code of what arrived) -> ``loop.call_soon_threadsafe``; a held pull
+- the store's arrival listener (called after each dispatch round with the queue's new max
+  offset and the tags code of what arrived): answered in that call when the dispatch runs on the
+  loop (the usual case), else handed over with ``loop.call_soon_threadsafe``; a held pull
   whose tag filter rejects that tags code keeps waiting (a SQL92 filter cannot judge a tags code:
   its pull runs again and evaluates the new messages' properties);
 - its own timer at ``suspendTimeoutMillis`` (then the pull runs once more and answers whatever it
@@ -18,7 +19,7 @@ No lost wake-up: ``hold`` registers the request and only then reads the queue's 
 the dispatch thread writes the queue entry before it looks for held requests. Whichever runs second
 sees the other's write.
 
-Everything but ``on_arrival`` runs on the event loop.
+Everything but ``on_arrival`` runs on the event loop (``on_arrival`` too, when the loop dispatches).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from orbitmq.broker.message_filter import PullFilter
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.loop import call_soon_from_any_thread
 
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageStore
@@ -178,13 +178,19 @@ class LongPollService:
 
     # -- waking ---------------------------------------------------------------------------------
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-        """The store's arrival listener (dispatch thread): hand over to the loop only when some
-        pull waits on that queue, so a busy broker without long polls pays one dict lookup."""
+        """The store's arrival listener: only when some pull waits on that queue (a busy broker
+        without long polls pays one dict lookup), the pulls answered right here when the
+        dispatch runs on the loop (MessageStore.wake, the usual case: the message reaches its
+        consumer in the loop iteration it is dispatched in, no hand-over), else (the dispatch
+        thread) handed over to the loop."""
         loop = self._loop
         if loop is None or (topic, queue_id) not in self._held:
             return
+        if asyncio._get_running_loop() is loop:
+            self.notify(topic, queue_id, max_offset, tags_code)
+            return
         try:
-            call_soon_from_any_thread(loop, self.notify, topic, queue_id, max_offset, tags_code)
+            loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
         except RuntimeError:  # the loop closed meanwhile (shutdown)
             pass
 
