@@ -15,12 +15,13 @@ Stages recorded on the broker (per message, the first of each after the client's
     read        the loop's read callback for the producer's bytes (RemotingConnection.buffer_updated)
     fast_in     the native fast path called (FastPath.__call__) ... fast_out: it returned
     sync_in     (SYNC_FLUSH) the lone send's sync (MessageStore.sync_now) ... sync_out
-    ack_write   the send's answer handed to the socket (transport write/writelines)
+    ack_write   the send's answer handed to the socket (transport write/writelines) ...
+                ack_written: that call returned (uvloop writes at once: the loopback's send)
     wake_in     MessageStore.wake (group commit round, dispatch) ... wake_out
     arrival     dispatch tells its arrival listeners (DispatchService._notify)
     notify      the long-poll service wakes the queue's held pulls (LongPollService.notify)
     resume      the held pull runs again (PullProcessor._resume)
-    pull_write  the pull's answer handed to the socket
+    pull_write  the pull's answer handed to the socket ... pull_written: that call returned
     gc          a collection of the cyclic GC in the broker during the message (count, us)
 
 Usage: .venv/bin/python bench/latency_timeline.py [-n 2000] [--flush async|sync] [--gap-ms 1]
@@ -47,8 +48,8 @@ from typing import Any
 TOPIC = "LatTimeline"
 GROUP = "lat-timeline"
 BODY = b"x" * 1024
-STAGES = ["read", "fast_in", "sync_in", "sync_out", "fast_out", "ack_write", "wake_in",
-          "arrival", "notify", "resume", "pull_write", "wake_out"]
+STAGES = ["read", "fast_in", "sync_in", "sync_out", "ack_write", "ack_written", "fast_out",
+          "wake_in", "arrival", "notify", "resume", "pull_write", "pull_written", "wake_out"]
 now_ns = time.perf_counter_ns
 
 
@@ -131,7 +132,7 @@ def client(port: int, n: int, gap_ms: float, offset: int) -> None:
 
 
 # ---------------------------------------------------------------------------------- broker side
-TAGS = [*STAGES, "gc_start", "gc_stop"]
+TAGS = [*STAGES, "gc_start", "gc_stop", "svc_in", "svc_out"]
 
 
 class Recorder:
@@ -141,6 +142,8 @@ class Recorder:
     def __init__(self) -> None:
         self.times = array.array("q")
         self.tags = array.array("b")
+        self.sched_t = array.array("q")  # (time, the loop thread's run delay so far), ns
+        self.sched_v = array.array("q")
         self.gcs: list[tuple[int, float]] = []  # (generation, us) of each collection
         self.gc_started = 0
 
@@ -149,8 +152,16 @@ class Recorder:
         return [(t, TAGS[k]) for t, k in zip(self.times, self.tags, strict=True)]
 
     def clear(self) -> None:
-        del self.times[:], self.tags[:]
+        del self.times[:], self.tags[:], self.sched_t[:], self.sched_v[:]
         self.gcs.clear()
+
+    def sched(self) -> None:
+        """The loop thread's time spent runnable but not running so far (ns, schedstat's second
+        field): its growth across a message is what the machine's other work took from it."""
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            waited = int(f.read().split()[1])
+        self.sched_t.append(now_ns())
+        self.sched_v.append(waited)
 
     def mark(self, tag: str) -> None:
         self.times.append(now_ns())
@@ -174,6 +185,13 @@ class Recorder:
         setattr(cls, name, wrapper)
 
 
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
 def instrument(rec: Recorder) -> None:
     from orbitmq.broker.fast_path import FastPath
     from orbitmq.broker.processor.long_poll_service import LongPollService
@@ -183,6 +201,24 @@ def instrument(rec: Recorder) -> None:
     from orbitmq.transport.connection import RemotingConnection
 
     rec.wrap(RemotingConnection, "buffer_updated", "read")
+    updated = RemotingConnection.buffer_updated
+
+    def updated_sched(self: Any, nbytes: int) -> None:
+        rec.sched()
+        updated(self, nbytes)
+
+    RemotingConnection.buffer_updated = updated_sched  # type: ignore[method-assign]
+    from orbitmq.store.service import ServiceThread
+    for cls in {c for c in _subclasses(ServiceThread)} | {ServiceThread}:
+        if "run_once" in vars(cls):
+            rec.wrap(cls, "run_once", "svc_in", "svc_out")  # a store thread's round (or inline)
+    wake = MessageStore.wake
+
+    def wake_sched(self: Any, *args: Any, **kw: Any) -> None:
+        wake(self, *args, **kw)
+        rec.sched()
+
+    MessageStore.wake = wake_sched  # type: ignore[method-assign]
     rec.wrap(FastPath, "__call__", "fast_in", "fast_out")
     rec.wrap(MessageStore, "sync_now", "sync_in", "sync_out")
     rec.wrap(MessageStore, "wake", "wake_in", "wake_out")
@@ -211,12 +247,16 @@ def instrument(rec: Recorder) -> None:
                 return getattr(transport, attr)
 
             def write(self, data: Any) -> None:
-                rec.mark("pull_write" if id(conn) in consumers else "ack_write")
+                pull = id(conn) in consumers
+                rec.mark("pull_write" if pull else "ack_write")
                 write(data)
+                rec.mark("pull_written" if pull else "ack_written")
 
             def writelines(self, data: Any) -> None:
-                rec.mark("pull_write" if id(conn) in consumers else "ack_write")
+                pull = id(conn) in consumers
+                rec.mark("pull_write" if pull else "ack_write")
                 writelines(data)
+                rec.mark("pull_written" if pull else "ack_written")
 
         self._transport = Spy()
 
@@ -268,7 +308,10 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def analyse(samples: list[Any], events: list[tuple[int, str]]) -> dict[str, Any]:
+def analyse(samples: list[Any], events: list[tuple[int, str]],
+            sched: list[tuple[int, int]]) -> dict[str, Any]:
+    """Per message: the first time of each stage after its send, the GC and store-thread rounds
+    (svc) within it, and the loop thread's run delay from its read to the end of its wake."""
     events.sort()
     rows: list[dict[str, float]] = []
     gcs: list[float] = []
@@ -280,17 +323,27 @@ def analyse(samples: list[Any], events: list[tuple[int, str]]) -> dict[str, Any]
         gc_start = None
         while j < len(events) and events[j][0] < t0:
             j += 1
+        svc_us = 0.0
+        svc_start = None
         while j < len(events) and events[j][0] < end:
             t, tag = events[j]
             if tag == "gc_start":
                 gc_start = t
             elif tag == "gc_stop" and gc_start is not None:
                 gc_us += (t - gc_start) / 1000
+            elif tag == "svc_in":
+                svc_start = t
+            elif tag == "svc_out" and svc_start is not None:
+                if t0 <= svc_start <= dlv:
+                    svc_us += (t - svc_start) / 1000
             elif tag not in first and (tag != "wake_out" or "wake_in" in first):
                 first[tag] = (t - t0) / 1000
             j += 1
         first["ack_client"] = (ack - t0) / 1000
         first["deliver_client"] = (dlv - t0) / 1000
+        waits = [v for t, v in sched if t0 <= t <= dlv]
+        first["run_delay"] = (waits[-1] - waits[0]) / 1000 if len(waits) >= 2 else 0.0
+        first["svc"] = svc_us
         rows.append(first)
         gcs.append(gc_us)
     stages = STAGES + ["ack_client", "deliver_client"]
@@ -300,9 +353,23 @@ def analyse(samples: list[Any], events: list[tuple[int, str]]) -> dict[str, Any]
         if vals:
             table[s] = {"n": len(vals), "p50": _pct(vals, 0.5), "p99": _pct(vals, 0.99),
                         "max": max(vals)}
-    slow = sorted(range(len(rows)), key=lambda i: rows[i]["deliver_client"])[-len(rows) // 100 or -1:]
+    slow = sorted(range(len(rows)), key=lambda i: rows[i]["deliver_client"])[-(len(rows) // 100 or 1):]
+    causes = {"gc": 0, "store thread round": 0, "run delay >= half the excess": 0, "other": 0}
+    median = table["deliver_client"]["p50"]
+    for i in slow:
+        excess = rows[i]["deliver_client"] - median
+        if gcs[i]:
+            causes["gc"] += 1
+        elif rows[i]["svc"] > 0:
+            causes["store thread round"] += 1
+        elif rows[i]["run_delay"] >= excess / 2:
+            causes["run delay >= half the excess"] += 1
+        else:
+            causes["other"] += 1
     return {"stages": table, "gc_messages": sum(1 for g in gcs if g),
-            "gc_us_max": max(gcs, default=0.0),
+            "gc_us_max": max(gcs, default=0.0), "slowest_1pct_causes": causes,
+            "run_delay_p50": _pct([r["run_delay"] for r in rows], 0.5),
+            "run_delay_p99": _pct([r["run_delay"] for r in rows], 0.99),
             "slowest_1pct": [{**rows[i], "gc_us": gcs[i]} for i in slow[-5:]]}
 
 
@@ -325,7 +392,7 @@ def main() -> None:
     instrument(rec)
     with tempfile.TemporaryDirectory() as store_path:
         samples = run(serve(opts, rec, store_path))
-    result = analyse(samples, rec.events)
+    result = analyse(samples, rec.events, list(zip(rec.sched_t, rec.sched_v, strict=True)))
     print(f"{len(samples)} messages, flush {opts.flush}; us after the client's send "
           "(p50 / p99 / max; a stage missing in some messages shows its count)")
     prev = 0.0
@@ -340,6 +407,9 @@ def main() -> None:
         if took:
             print(f"  GC generation {generation}: {len(took)} collections, p50 "
                   f"{took[len(took) // 2]:.0f} us, max {took[-1]:.0f} us")
+    print(f"  loop thread's run delay (runnable, not running) per message: p50 "
+          f"{result['run_delay_p50']:.0f} us, p99 {result['run_delay_p99']:.0f} us")
+    print(f"  the slowest 1% of deliveries met: {result['slowest_1pct_causes']}")
     print("  slowest deliveries:")
     for row in result["slowest_1pct"]:
         print("   ", {k: round(v, 1) for k, v in row.items()})

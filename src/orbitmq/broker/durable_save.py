@@ -206,6 +206,9 @@ class DurableSave:
         self._appends_before = 0  # ... of the last iteration that appended
         self._synced_alone = False  # this iteration's append was made durable by sync_alone
         self._appended: list[Callable[[], None]] = []
+        # Whether consumers wait for what is appended (held pulls): ``appended(answered=True)``
+        # then dispatches at once (set by the controller; None: never).
+        self.dispatch_now: Callable[[], bool] | None = None
         self.set_conditions(conditions)
 
     def set_conditions(self, conditions: Sequence[DurabilityCondition]) -> None:
@@ -244,12 +247,19 @@ class DurableSave:
             self._schedule_wake()
         return result
 
-    def appended(self) -> None:
+    def appended(self, *, answered: bool = False) -> None:
         """Bytes were appended without ``append`` (the native fast path): have the store woken
-        this loop iteration all the same."""
+        this loop iteration all the same. ``answered``: their answers have left already (they
+        waited for nothing); while consumers wait (``dispatch_now``), the dispatch runs right
+        here then, in the read's own callback, and the pulls it wakes are answered in it: a
+        message leaves for its consumer right after its send's answer, no loop iteration in
+        between (the iteration's wake still runs, for any other append and the listeners)."""
         self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
+        if (answered and not self.conditions and self._loop is not None
+                and self.dispatch_now is not None and self.dispatch_now()):
+            self.store.wake()
 
     def _schedule_wake(self) -> None:
         """``store.wake`` once for this iteration's puts, first thing the next iteration: the

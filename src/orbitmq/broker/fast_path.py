@@ -366,9 +366,9 @@ class FastPath:
             self._answer_durable(conn, answers, base + seg_start, base + seg_end, now,
                                  sum(c[1] for c in counts))
         else:
-            saver.appended()
-            if answers is not None:
-                conn.send_ordered(answers)
+            if answers is not None:  # written now: the dispatch that may follow comes after
+                conn.send_ordered_now(answers)
+            saver.appended(answered=True)
         # Counted once answered (a lone send's answer may leave in this call): the loop runs
         # nothing else in between, so no reader of the figures can tell.
         self._stats.on_fast_sends(counts)

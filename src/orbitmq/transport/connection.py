@@ -134,6 +134,9 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
+        # In a read callback (buffer_updated): what is written meanwhile leaves at its end, with
+        # no callback scheduled for it (one write, in the read's own wake-up).
+        self._in_read = False
         self.closed: asyncio.Future[None] | None = None
         self.peer: str = "?"
         self.peer_host: str = "?"  # the peer's address without its port (access rules, limits)
@@ -174,6 +177,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         now = self.last_received = time.monotonic()
+        self._in_read = True
         try:
             if self._decoder.received(nbytes, self._lent, self._take, self._received):
                 self.frame_started = now
@@ -182,8 +186,10 @@ class RemotingConnection(asyncio.BufferedProtocol):
                 log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
                 self.close()
             return
-        if self._out:  # the read's answers, in one write, in this wake-up (not an iteration on)
-            self._flush_out()
+        finally:
+            self._in_read = False
+            if self._out or self._flush_scheduled:
+                self._flush_out()  # the read's answers, in one write, in this wake-up
         if self._limits is not None and self._decoder.held_bytes != self._held:
             self._charge()
 
@@ -439,7 +445,8 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self._out.extend(parts)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_out)
+            if not self._in_read:
+                asyncio.get_running_loop().call_soon(self._flush_out)
 
     def _flush_out(self) -> None:
         self._flush_scheduled = False

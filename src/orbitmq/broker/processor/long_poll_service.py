@@ -91,6 +91,10 @@ class LongPollService:
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
 
+    def holding(self) -> bool:
+        """Whether any pull is held now (one test: a send path asks it per read)."""
+        return bool(self._held)
+
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._recheck_task = self._loop.create_task(self._recheck_loop())
