@@ -311,8 +311,10 @@ def _pct(values: list[float], q: float) -> float:
 def analyse(samples: list[Any], events: list[tuple[int, str]],
             sched: list[tuple[int, int]]) -> dict[str, Any]:
     """Per message: the first time of each stage after its send, the GC and store-thread rounds
-    (svc) within it, and the loop thread's run delay from its read to the end of its wake."""
+    (svc) within it, and the loop thread's run delay (runnable, not running) from the send to
+    the delivery."""
     events.sort()
+    m = 0  # the sched sample before the message's send
     rows: list[dict[str, float]] = []
     gcs: list[float] = []
     j = 0
@@ -341,7 +343,11 @@ def analyse(samples: list[Any], events: list[tuple[int, str]],
             j += 1
         first["ack_client"] = (ack - t0) / 1000
         first["deliver_client"] = (dlv - t0) / 1000
-        waits = [v for t, v in sched if t0 <= t <= dlv]
+        # from the last sample before the send (the loop idle, not runnable: no run delay
+        # accrues until the send's bytes wake it) to the last one before the delivery
+        while m + 1 < len(sched) and sched[m + 1][0] < t0:
+            m += 1
+        waits = [v for t, v in sched[m : m + 64] if t <= dlv]
         first["run_delay"] = (waits[-1] - waits[0]) / 1000 if len(waits) >= 2 else 0.0
         first["svc"] = svc_us
         rows.append(first)

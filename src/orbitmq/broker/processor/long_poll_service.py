@@ -86,6 +86,11 @@ class LongPollService:
         self._by_conn: dict[RemotingConnection, set[HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._recheck_task: asyncio.Task[None] | None = None
+        # The connections whose pulls a dispatch round on the loop answered: written once at
+        # the round's end (one write for all the pulls of a connection, in that call).
+        self._answered: set[RemotingConnection] = set()
+        self._in_round = False
+        self._listening = False
 
     @property
     def held_count(self) -> int:
@@ -98,6 +103,9 @@ class LongPollService:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._recheck_task = self._loop.create_task(self._recheck_loop())
+        if not self._listening:  # the end of each dispatch round: write what it answered
+            self.store.add_dispatch_listener(self._round_done)
+            self._listening = True
 
     async def stop(self) -> None:
         """Forget every held pull (their connections are being closed with the server)."""
@@ -179,6 +187,8 @@ class LongPollService:
             self._resume(held)
         except Exception:
             log.exception("resuming a held pull failed topic=%s queue=%d", *held.key)
+        if self._in_round:
+            self._answered.add(held.conn)
 
     # -- waking ---------------------------------------------------------------------------------
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
@@ -191,7 +201,11 @@ class LongPollService:
         if loop is None or (topic, queue_id) not in self._held:
             return
         if asyncio._get_running_loop() is loop:
-            self.notify(topic, queue_id, max_offset, tags_code)
+            self._in_round = True
+            try:
+                self.notify(topic, queue_id, max_offset, tags_code)
+            finally:
+                self._in_round = False
             return
         try:
             loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
@@ -209,6 +223,15 @@ class LongPollService:
             if held.message_filter is not None and not held.message_filter.match_tags_code(tags_code):
                 continue
             self._wake(held)
+
+    def _round_done(self, offset: int) -> None:
+        """The store's dispatch progress listener: after a round that answered held pulls on
+        the loop, their answers leave now, one write a connection."""
+        if not self._answered or asyncio._get_running_loop() is not self._loop:
+            return
+        answered, self._answered = self._answered, set()
+        for conn in answered:
+            conn.flush()
 
     def confirmed(self, end: int) -> None:
         """The confirm offset rose to ``end`` (controller mode, loop thread): wake the pulls that

@@ -319,9 +319,9 @@ class PullProcessor:
                 pass
 
     def _resume(self, held: HeldPull) -> None:
-        """Run a woken pull again and write its answer now: it is woken from the dispatch of
-        its message (LongPollService.on_arrival), and the answer leaves in that call, not an
-        iteration later."""
+        """Run a woken pull again; woken by the dispatch of its message on the loop
+        (LongPollService.on_arrival), its answer leaves at the end of that dispatch round, in
+        that call, not an iteration later."""
         try:
             self._execute(held.cmd, held.conn, held.header, held.message_filter, allow_suspend=False,
                           resumed=held)
@@ -331,4 +331,3 @@ class PullProcessor:
                 held.conn.send(internal_error_response(held.cmd, e))
             except ConnectionClosedError:
                 pass
-        held.conn.flush()
