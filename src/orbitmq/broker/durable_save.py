@@ -250,10 +250,11 @@ class DurableSave:
     def appended(self, *, answered: bool = False) -> None:
         """Bytes were appended without ``append`` (the native fast path): have the store woken
         this loop iteration all the same. ``answered``: their answers have left already (they
-        waited for nothing); while consumers wait (``dispatch_now``), the dispatch runs right
-        here then, in the read's own callback, and the pulls it wakes are answered in it: a
-        message leaves for its consumer right after its send's answer, no loop iteration in
-        between (the iteration's wake still runs, for any other append and the listeners)."""
+        waited for nothing) and the caller wants them dispatched now (the fast path: a read of
+        one send); while consumers wait (``dispatch_now``), the dispatch runs right here then,
+        in the read's own callback, and the pulls it wakes are answered in it: a message leaves
+        for its consumer right after its send's answer, no loop iteration in between (the
+        iteration's wake still runs, for any other append and the listeners)."""
         self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
