@@ -6,8 +6,9 @@ delivery and the transaction check's re-stored half messages are saved the same 
 1. ``append``: the store facade's one put (``MessageStore.put``); it never waits. The store's
    threads are not woken per put: one ``MessageStore.wake`` per event-loop iteration runs the
    group commit round and the dispatch for every put of that iteration (in the loop's thread, see
-   MessageStore.wake), first thing the next iteration: the answers that wait for nothing have
-   left by then (the transport writes a read's answers at the end of its read callback).
+   MessageStore.wake). When the answers wait for a condition (below) the wake runs as soon as the
+   requests read so far are taken; when they do not, two iterations on (the answers have left
+   with their read), or in the read itself for a lone send while pulls wait (``appended``).
 2. ``answer`` / ``settled``: wait until every *durability condition* holds up to the append's end
    offset, bounded by the conditions' ``wait_max_s``; a condition that fails or times out
    changes the put's status into its ``failure_status`` (FLUSH_DISK_TIMEOUT, ...).
@@ -263,17 +264,21 @@ class DurableSave:
             self.store.wake()
 
     def _schedule_wake(self) -> None:
-        """``store.wake`` once for this iteration's puts, first thing the next iteration: the
-        answers that wait for nothing have left by then (the transport writes a read's answers
-        at the end of its callback), and held pulls are answered from that dispatch, in that
-        call (LongPollService.on_arrival), so a message reaches a waiting consumer one loop
-        iteration after its send was read."""
+        """``store.wake`` once for these puts: at once when answers wait for it (a sync), else
+        two iterations on, so that the reads of the next iteration join the same dispatch round
+        and the pull answers it gives carry more messages each (a loaded broker: with the wake
+        one iteration on, 40,000 msgs/s end to end had a 1.2-1.3x delivery p50 and a 2-3x p99;
+        a lone send is dispatched in its own read instead, see ``appended``). Held pulls are
+        answered in that dispatch (LongPollService.on_arrival)."""
         loop = self._loop
         if loop is None:
             self.store.wake()
             return
         self._wake_scheduled = True
-        loop.call_soon(self._wake)
+        if self.conditions:
+            loop.call_soon(self._wake)
+        else:
+            loop.call_soon(loop.call_soon, self._wake)
 
     def _wake(self) -> None:
         self._wake_scheduled = False
