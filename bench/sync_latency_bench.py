@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sync_latency_bench.py [--tree NAME=SRC_DIR ...] [--redis] [--nats]
         [--flush SYNC_FLUSH|ASYNC_FLUSH] [--rounds 3] [-n 3000] [--strace] [--workload sync|p4]
-        [--warm N] [--fill]
+        [--warm N] [--fill] [--workload e2e --rate 1000 --secs 8]
 
 Starts one ``orbitmq standalone --flush-disk-type SYNC_FLUSH`` per ``--tree`` (each with its own
 ``PYTHONPATH``: a baseline copy of ``src/`` next to the working tree) and, with ``--redis``,
@@ -13,7 +13,9 @@ ticks of the process, all threads) and, with ``--strace``, the server's syscalls
 (``strace -c -f`` attached for the run: the count, not the time, is the figure to read; strace
 slows every syscall). ``--workload p4`` runs ``-p 4 -w 1000`` instead (throughput).
 ``--flush ASYNC_FLUSH`` starts the brokers that way instead, next to NATS JetStream with
-``--nats``: `make bench`'s ASYNC one-at-a-time line.
+``--nats``: `make bench`'s ASYNC one-at-a-time line. ``--workload e2e`` runs mqload's end-to-end
+mode instead (``-mode e2e -rate R`` for ``--secs`` seconds: a message's send to its delivery
+to a long-polling consumer already waiting, p50/p99/p99.9), `make bench`'s ``e2e 1k`` line.
 
 Not a test and not part of ``make bench``: the tool of the SYNC_FLUSH latency section of
 bench/journal/PROFILE.md.
@@ -101,8 +103,9 @@ def _syscalls(text: str) -> dict[str, int]:
     return out
 
 
-def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int) -> dict[str, object]:
-    extra = system.prepare("sync p1", run_id)
+def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int,
+            workload: str = "sync p1") -> dict[str, object]:
+    extra = system.prepare(workload, run_id)
     cmd = [sysmod.mqload(), "-sys", system.kind, *flags, *extra]
     tracer = None
     if strace and system.pid is not None:
@@ -144,7 +147,9 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=3000, help="sends per run")
     ap.add_argument("--maxsec", type=int, default=10)
     ap.add_argument("--strace", action="store_true", help="syscalls per message (strace -c -f)")
-    ap.add_argument("--workload", choices=("sync", "p4"), default="sync")
+    ap.add_argument("--workload", choices=("sync", "p4", "e2e"), default="sync")
+    ap.add_argument("--rate", type=int, default=1000, help="e2e: msgs/s")
+    ap.add_argument("--secs", type=int, default=8, help="e2e: seconds of sending")
     ap.add_argument("--warm", type=int, default=100_000,
                     help="messages published first (w1000) to each OrbitMQ: `make bench` runs the "
                          "one-at-a-time sends after a million others, and the page cache of a "
@@ -177,17 +182,26 @@ def main() -> None:
                                        timeout=600)
         if opts.workload == "sync":
             flags = ["-n", str(opts.n), "-p", "1", "-w", "1", "-maxsec", str(opts.maxsec)]
+        elif opts.workload == "e2e":
+            flags = ["-mode", "e2e", "-rate", str(opts.rate), "-n", str(opts.rate * opts.secs),
+                     "-maxsec", str(opts.secs + run_bench.E2E_SLACK_S)]
         else:
             flags = ["-n", str(opts.n), "-p", "4", "-w", "1000", "-maxsec", str(opts.maxsec)]
+        workload = "e2e 1k" if opts.workload == "e2e" else "sync p1"
         for r in range(opts.rounds):
             order = started[r % len(started):] + started[:r % len(started)]
             print(f"round {r} {disk_sync_latency(base)}", flush=True)
             for system in order:
-                rec = run_one(system, flags, opts.strace, r)
+                rec = run_one(system, flags, opts.strace, r, workload)
                 line = (f"round {r} {system.name:<14} n={rec.get('n')} msgs/s={rec.get('msgs_s')}"
                         f" p50={rec.get('p50_us')} p90={rec.get('p90_us')} p99={rec.get('p99_us')}"
                         f" us  server cpu/msg={rec['cpu_us_msg']} us"
                         f"  disk writes/msg={rec['written_kib_msg']} KiB")
+                if opts.workload == "e2e":
+                    line += (f"\n    e2e p50={rec.get('e2e_p50_us')} p90={rec.get('e2e_p90_us')}"
+                             f" p99={rec.get('e2e_p99_us')} p99.9={rec.get('e2e_p999_us')}"
+                             f" max={rec.get('e2e_max_us')} us lost={rec.get('e2e_lost')}"
+                             f" behind_max={rec.get('behind_max_us')} us")
                 if "syscalls_msg" in rec:
                     line += f"\n    syscalls/msg {rec['syscalls_msg']}"
                 print(line, flush=True)

@@ -197,6 +197,9 @@ class BrokerController:
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
         self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
         held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
+        # A read of plain sends dispatches them in its own callback, once answered, while pulls
+        # wait: the held pulls leave with it (DurableSave.appended).
+        self.saver.dispatch_now = self.pull.long_poll.holding
         if self.failover is not None:  # consumers waiting on the confirm offset
             self.failover.on_confirm(self.pull.long_poll.confirmed)
             self.failover.on_confirm(lambda end: self.pop.wake_all())

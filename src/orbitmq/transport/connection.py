@@ -134,6 +134,9 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
+        # In a read callback (buffer_updated): what is written meanwhile leaves at its end, with
+        # no callback scheduled for it (one write, in the read's own wake-up).
+        self._in_read = False
         self.closed: asyncio.Future[None] | None = None
         self.peer: str = "?"
         self.peer_host: str = "?"  # the peer's address without its port (access rules, limits)
@@ -174,6 +177,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         now = self.last_received = time.monotonic()
+        self._in_read = True
         try:
             if self._decoder.received(nbytes, self._lent, self._take, self._received):
                 self.frame_started = now
@@ -182,6 +186,10 @@ class RemotingConnection(asyncio.BufferedProtocol):
                 log.warning("protocol error from peer=%s: %s; closing", self.peer, e)
                 self.close()
             return
+        finally:
+            self._in_read = False
+            if self._out or self._flush_scheduled:
+                self._flush_out()  # the read's answers, in one write, in this wake-up
         if self._limits is not None and self._decoder.held_bytes != self._held:
             self._charge()
 
@@ -376,10 +384,14 @@ class RemotingConnection(asyncio.BufferedProtocol):
         if self._transport is None or self._transport.is_closing():
             order.clear()  # nobody to answer
             return
+        wrote = False
         while order and order[0].ready:
             ready = order.popleft().parts
             if ready:
-                self._write(*ready)
+                self._out.extend(ready)
+                wrote = True
+        if wrote:  # (a callback of its own: one write for every answer it released, now)
+            self._flush_out()
 
     def _pause_reading(self) -> None:
         if not self._paused and self._transport is not None:
@@ -419,13 +431,22 @@ class RemotingConnection(asyncio.BufferedProtocol):
         total = sum(len(p) for p in parts)
         self._write(encode_header(cmd, body_length=total), *parts)
 
+    def flush(self) -> None:
+        """Write what waits to be written now rather than at the end of the loop iteration (a
+        held pull answered from the dispatch of its message: no loop iteration in between)."""
+        if self._out:
+            self._flush_out()
+
     def _write(self, *parts: bytes | memoryview) -> None:
         # Everything written while handling one read (and the loop iteration it runs in) leaves in
         # one writelines call: one syscall for a whole pipeline of answers instead of one each.
+        # The answers a read's handlers give at once leave at the end of that read's callback
+        # (buffer_updated); what is written elsewhere leaves at the latest one iteration on.
         self._out.extend(parts)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_out)
+            if not self._in_read:
+                asyncio.get_running_loop().call_soon(self._flush_out)
 
     def _flush_out(self) -> None:
         self._flush_scheduled = False

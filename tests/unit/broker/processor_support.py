@@ -54,7 +54,7 @@ CALL_TIMEOUT_S = 15.0
 class Peer:
     """The client's end of one connection, as the processors see it (RemotingConnection's
     ``peer``, ``peer_host``, ``attributes``, ``is_open``, ``last_received``, ``send``,
-    ``send_parts``, ``invoke_oneway``, ``invoke``, ``close``): what the broker writes to it is
+    ``send_parts``, ``invoke_oneway``, ``invoke``, ``flush``, ``close``): what the broker writes to it is
     kept in ``sent`` (answers written by the handler itself) and ``oneway`` (the broker's own
     requests: NOTIFY_CONSUMER_IDS_CHANGED...). ``replies`` answers the broker's ``invoke`` (without it, the
     invoke times out as RemotingConnection.invoke does)."""
@@ -69,6 +69,7 @@ class Peer:
         self.sent: list[RemotingCommand] = []
         self.oneway: list[RemotingCommand] = []
         self.invoked: list[RemotingCommand] = []
+        self.flushes = 0
         self.replies = replies
 
     def send(self, cmd: RemotingCommand) -> None:
@@ -79,6 +80,10 @@ class Peer:
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         self.oneway.append(cmd)
+
+    def flush(self) -> None:
+        """RemotingConnection.flush: what is sent here is kept at once anyway."""
+        self.flushes += 1
 
     async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         self.invoked.append(cmd)

@@ -1,8 +1,9 @@
 """Long polling: pulls that found nothing wait here until a message arrives or their time is up.
 
 No busy polling. A held pull is woken by:
-- the store's arrival listener (called on the dispatch thread after each round with the queue's
-  new max offset and the tags code of what arrived) -> ``loop.call_soon_threadsafe``; a held pull
+- the store's arrival listener (called after each dispatch round with the queue's new max
+  offset and the tags code of what arrived): answered in that call when the dispatch runs on the
+  loop (the usual case), else handed over with ``loop.call_soon_threadsafe``; a held pull
   whose tag filter rejects that tags code keeps waiting (a SQL92 filter cannot judge a tags code:
   its pull runs again and evaluates the new messages' properties);
 - its own timer at ``suspendTimeoutMillis`` (then the pull runs once more and answers whatever it
@@ -18,7 +19,7 @@ No lost wake-up: ``hold`` registers the request and only then reads the queue's 
 the dispatch thread writes the queue entry before it looks for held requests. Whichever runs second
 sees the other's write.
 
-Everything but ``on_arrival`` runs on the event loop.
+Everything but ``on_arrival`` runs on the event loop (``on_arrival`` too, when the loop dispatches).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from orbitmq.broker.message_filter import PullFilter
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.transport.connection import RemotingConnection
-from orbitmq.transport.loop import call_soon_from_any_thread
 
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageStore
@@ -86,14 +86,26 @@ class LongPollService:
         self._by_conn: dict[RemotingConnection, set[HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._recheck_task: asyncio.Task[None] | None = None
+        # The connections whose pulls a dispatch round on the loop answered: written once at
+        # the round's end (one write for all the pulls of a connection, in that call).
+        self._answered: set[RemotingConnection] = set()
+        self._in_round = False
+        self._listening = False
 
     @property
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
 
+    def holding(self) -> bool:
+        """Whether any pull is held now (one test: a send path asks it per read)."""
+        return bool(self._held)
+
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._recheck_task = self._loop.create_task(self._recheck_loop())
+        if not self._listening:  # the end of each dispatch round: write what it answered
+            self.store.add_dispatch_listener(self._round_done)
+            self._listening = True
 
     async def stop(self) -> None:
         """Forget every held pull (their connections are being closed with the server)."""
@@ -175,16 +187,28 @@ class LongPollService:
             self._resume(held)
         except Exception:
             log.exception("resuming a held pull failed topic=%s queue=%d", *held.key)
+        if self._in_round:
+            self._answered.add(held.conn)
 
     # -- waking ---------------------------------------------------------------------------------
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-        """The store's arrival listener (dispatch thread): hand over to the loop only when some
-        pull waits on that queue, so a busy broker without long polls pays one dict lookup."""
+        """The store's arrival listener: only when some pull waits on that queue (a busy broker
+        without long polls pays one dict lookup), the pulls answered right here when the
+        dispatch runs on the loop (MessageStore.wake, the usual case: the message reaches its
+        consumer in the loop iteration it is dispatched in, no hand-over), else (the dispatch
+        thread) handed over to the loop."""
         loop = self._loop
         if loop is None or (topic, queue_id) not in self._held:
             return
+        if asyncio._get_running_loop() is loop:
+            self._in_round = True
+            try:
+                self.notify(topic, queue_id, max_offset, tags_code)
+            finally:
+                self._in_round = False
+            return
         try:
-            call_soon_from_any_thread(loop, self.notify, topic, queue_id, max_offset, tags_code)
+            loop.call_soon_threadsafe(self.notify, topic, queue_id, max_offset, tags_code)
         except RuntimeError:  # the loop closed meanwhile (shutdown)
             pass
 
@@ -199,6 +223,15 @@ class LongPollService:
             if held.message_filter is not None and not held.message_filter.match_tags_code(tags_code):
                 continue
             self._wake(held)
+
+    def _round_done(self, offset: int) -> None:
+        """The store's dispatch progress listener: after a round that answered held pulls on
+        the loop, their answers leave now, one write a connection."""
+        if not self._answered or asyncio._get_running_loop() is not self._loop:
+            return
+        answered, self._answered = self._answered, set()
+        for conn in answered:
+            conn.flush()
 
     def confirmed(self, end: int) -> None:
         """The confirm offset rose to ``end`` (controller mode, loop thread): wake the pulls that

@@ -319,6 +319,9 @@ class PullProcessor:
                 pass
 
     def _resume(self, held: HeldPull) -> None:
+        """Run a woken pull again; woken by the dispatch of its message on the loop
+        (LongPollService.on_arrival), its answer leaves at the end of that dispatch round, in
+        that call, not an iteration later."""
         try:
             self._execute(held.cmd, held.conn, held.header, held.message_filter, allow_suspend=False,
                           resumed=held)
