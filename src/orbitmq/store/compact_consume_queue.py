@@ -27,6 +27,7 @@ from orbitmq.store.consume_queue import (
     BLANK_ENTRY_SIZE_FIELD,
     CQ_ENTRY,
     CQ_ENTRY_SIZE,
+    offset_by_time,
 )
 from orbitmq.store.fd_cache import FdCache
 from orbitmq.store.file_mode import file_mode_in
@@ -467,16 +468,8 @@ class CompactConsumeQueue:
         m = self._mapped
         if m is not None:
             return m.offset_by_time(timestamp_ms, store_timestamp_at)
-        lo, hi = self._min_offset, self.max_offset
-        while lo < hi:
-            mid = (lo + hi) // 2
-            found = self.entry(mid)
-            ts = -1 if found is None else store_timestamp_at(found[0])
-            if ts < timestamp_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return offset_by_time(self._min_offset, self.max_offset, self.entry, timestamp_ms,
+                              store_timestamp_at)
 
     def close(self) -> None:
         m = self._mapped

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["ConsumeQueue", "CQ_ENTRY", "CQ_ENTRY_UNSIGNED_SIZE", "CQ_ENTRY_SIZE",
-           "BLANK_ENTRY_SIZE_FIELD", "ZERO_ENTRY"]
+           "BLANK_ENTRY_SIZE_FIELD", "ZERO_ENTRY", "offset_by_time"]
 
 CQ_ENTRY = struct.Struct(">qiq")
 # The same, the size read unsigned: a damaged entry's negative size reads as 2^31 or more, so
@@ -106,3 +106,20 @@ class ConsumeQueue(Protocol):
 
     def destroy(self) -> None:
         """Delete the queue's files and directory."""
+
+
+def offset_by_time(lo: int, hi: int, entry: Callable[[int], tuple[int, int, int] | None],
+                   timestamp_ms: int, store_timestamp_at: Callable[[int], int]) -> int:
+    """The first queue offset in ``[lo, hi)`` whose message was stored at or after
+    ``timestamp_ms`` (``hi`` when every one is older): a binary search, store times growing
+    with queue offsets; ``entry`` reads an entry, ``store_timestamp_at`` a message's store
+    time by its commit log offset."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        found = entry(mid)
+        ts = -1 if found is None else store_timestamp_at(found[0])
+        if ts < timestamp_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

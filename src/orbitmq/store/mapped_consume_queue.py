@@ -28,6 +28,7 @@ from orbitmq.store.consume_queue import (
     CQ_ENTRY,
     CQ_ENTRY_SIZE,
     ZERO_ENTRY,
+    offset_by_time,
 )
 from orbitmq.store.file_ops import FileOps, StoreSpaceError
 from orbitmq.store.mapped_file import MappedFile
@@ -308,16 +309,8 @@ class MappedConsumeQueue:
     def offset_by_time(self, timestamp_ms: int, store_timestamp_at: Callable[[int], int]) -> int:
         """First queue offset whose message was stored at or after ``timestamp_ms`` (the max
         offset when every message is older)."""
-        lo, hi = self.min_offset, self.max_offset
-        while lo < hi:
-            mid = (lo + hi) // 2
-            found = self.entry(mid)
-            ts = -1 if found is None else store_timestamp_at(found[0])
-            if ts < timestamp_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return offset_by_time(self.min_offset, self.max_offset, self.entry, timestamp_ms,
+                              store_timestamp_at)
 
     def close(self) -> None:
         self.mfq.close()
