@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-stage timeline of one send and of one delivery, in microseconds (issue 41, item 2).
+"""Per-stage timeline of one send and of one delivery, in microseconds.
 
 The broker runs in this process (uvloop, the native fast path, ASYNC_FLUSH or ``--flush sync``)
 with timestamps taken around its stages by wrappers this script installs (nothing in the broker

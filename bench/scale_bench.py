@@ -1,4 +1,4 @@
-"""Metadata at scale (issue 38): create cost, memory per queue, name server memory, restart time.
+"""Metadata at scale: create cost, memory per queue, name server memory, restart time.
 
     .venv/bin/python bench/scale_bench.py [--quick] [--sizes 100,10000,100000]
                                           [--namesrv-topics N] [--json PATH] [--dir DIR]
@@ -8,7 +8,7 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
 1. **Create cost.** Topics of 8 queues created one by one with the SDK's admin client on one
    standalone broker, each timed. At each size N of ``--sizes`` it reports the mean ms per
    create of the window of creates just before N (the last 50, or N/2 when smaller) and the
-   ratio of that window to the one at 100 (issue 38's target: the 100,000th <= 2x the 100th).
+   ratio of that window to the one at 100 (the target: the 100,000th <= 2x the 100th).
 2. **Restart after kill -9 at the largest size.** The same broker, holding every topic of
    section 1 and one message, is killed (SIGKILL) and started again on its store: the time
    until it logs ready, and until a send and a pull of that message through the SDK succeed.

@@ -527,7 +527,7 @@ class BrokerController:
 
     def _topics_changed(self, topic: str) -> None:
         if self.fast_path is not None:
-            self.fast_path.topics_changed()
+            self.fast_path.topic_changed(topic)
         if self._announcing:
             self.registrar.topic_changed(topic)
 

@@ -269,10 +269,13 @@ class FastPath:
                          "epoch and passes its lease fence (the Python path)")
 
     def _role_changed(self, role: BrokerRole, broker_id: int) -> None:
-        """A slave takes no sends: off while the broker is one (a failover may change it)."""
+        """A slave takes no sends: off while the broker is one (a failover may change it). A
+        slave's table follows its master's whole copies, which the snapshot does not: it is
+        taken again when the broker stops being one."""
         if role is BrokerRole.SLAVE:
             self.suspend("role", f"a slave (broker id {broker_id}) takes no sends")
         else:
+            self.topics_changed()
             self.resume("role")
 
     @classmethod
@@ -322,11 +325,20 @@ class FastPath:
                  " but suspended: " + "; ".join(self._suspended.values()))
 
     def topics_changed(self) -> None:
-        """Take a new snapshot of the plain topics (the topic table calls this on every change)."""
+        """Take a new snapshot of the plain topics (at start, and after a whole table changed)."""
         if self._native is not None:
             table = self.ctx.topics.table
             self._native.set_topics({name: tc.write_queue_nums for name, tc in list(table.items())
                                      if plain_topic(tc)})
+
+    def topic_changed(self, topic: str) -> None:
+        """One topic created, changed or deleted (the topic table calls this on every change):
+        the snapshot follows at a cost that does not grow with the table, so that the
+        100,000th create costs what the 100th does."""
+        if self._native is not None:
+            tc = self.ctx.topics.table.get(topic)
+            self._native.put_topic(topic, tc.write_queue_nums if tc is not None and plain_topic(tc)
+                                   else 0)
 
     def counts(self) -> dict[str, int]:
         """Frames handled, declined and left for a segment roll, and with authentication on

@@ -245,3 +245,24 @@ def test_requests_answered_outside_dispatch_are_sampled_as_dispatched_ones() -> 
         server.note_answered(310, 0, count, 0.5)
     assert recorded == [(310, 0, 0.5)] * 6
     assert server._sample_countdown == 2  # the 21st is next
+
+
+def test_put_topic_adds_changes_and_removes_one_topic_as_set_topics_would() -> None:
+    """The incremental snapshot: thousands of adds and removes (the slots grow and entries move
+    back on removal) leave exactly the topics a whole snapshot of the same table would."""
+    fp = fast_path(Orders=4)
+    names = [f"T{i}" for i in range(3000)]
+    for name in names:
+        assert fp.put_topic(name, 2) is True
+    for name in names[::3]:  # removal: the last entry fills the hole, probing chains close
+        assert fp.put_topic(name, 0) is False
+    assert fp.put_topic("T1", 1) is True  # a change in place
+    assert fp.put_topic("a/b", 2) is False and fp.put_topic("", 1) is False  # never stored
+    assert fp.put_topic("Missing", 0) is False
+    for i, name in enumerate(names):
+        kept = i % 3 != 0
+        got = take(fp, send(topic=name, qid=1))[3]
+        want = PARTIAL if kept and name != "T1" else DECLINED
+        assert got == want, (name, got)
+    assert take(fp, send(topic="T1", qid=0))[3] == PARTIAL
+    assert take(fp, send(topic="Orders", qid=3))[3] == PARTIAL

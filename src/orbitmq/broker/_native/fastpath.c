@@ -8,20 +8,6 @@
 #include "broker/_native/fastpath_answer.h"
 #include "protocol/_native/stored_encode.h"
 
-static const TopicEntry *find_topic(const FastPathObject *fp, const unsigned char *t, Py_ssize_t n)
-{
-    if (fp->slots == NULL)
-        return NULL;
-    size_t i = name_hash(t, n) & fp->mask;
-    while (fp->slots[i] != 0) {
-        const TopicEntry *e = &fp->topics[fp->slots[i] - 1];
-        if (e->part_len - 1 == n && memcmp(e->part + 1, t, (size_t)n) == 0)
-            return e;
-        i = (i + 1) & fp->mask;
-    }
-    return NULL;
-}
-
 static void clear_topics(FastPathObject *fp)
 {
     for (Py_ssize_t i = 0; i < fp->topic_count; i++)
@@ -31,6 +17,153 @@ static void clear_topics(FastPathObject *fp)
     fp->topics = NULL;
     fp->slots = NULL;
     fp->topic_count = 0;
+    fp->topic_cap = 0;
+}
+
+/* Whether ``key`` (a str) may name a topic of the snapshot: its UTF-8 in ``*utf8``/``*len``. */
+static int topic_key(PyObject *key, const char **utf8, Py_ssize_t *len)
+{
+    *utf8 = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, len) : NULL;
+    if (*utf8 == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return *len >= 1 && *len <= TOPIC_SIZE_MAX && topic_ok((const unsigned char *)*utf8, *len);
+}
+
+static void fill_entry(TopicEntry *e, PyObject *key, const char *utf8, Py_ssize_t len, long nums)
+{
+    e->name = Py_NewRef(key);
+    e->part[0] = (unsigned char)len;
+    memcpy(e->part + 1, utf8, (size_t)len);
+    e->part_len = len + 1;
+    e->write_queue_nums = (int32_t)nums;
+}
+
+static size_t entry_home(const TopicEntry *e, size_t mask)
+{
+    return name_hash(e->part + 1, e->part_len - 1) & mask;
+}
+
+/* The slot holding the topic, or -1. */
+static Py_ssize_t slot_of(const FastPathObject *fp, const unsigned char *t, Py_ssize_t n)
+{
+    if (fp->slots == NULL)
+        return -1;
+    size_t i = name_hash(t, n) & fp->mask;
+    while (fp->slots[i] != 0) {
+        const TopicEntry *e = &fp->topics[fp->slots[i] - 1];
+        if (e->part_len - 1 == n && memcmp(e->part + 1, t, (size_t)n) == 0)
+            return (Py_ssize_t)i;
+        i = (i + 1) & fp->mask;
+    }
+    return -1;
+}
+
+static const TopicEntry *find_topic(const FastPathObject *fp, const unsigned char *t, Py_ssize_t n)
+{
+    Py_ssize_t at = slot_of(fp, t, n);
+    return at < 0 ? NULL : &fp->topics[fp->slots[at] - 1];
+}
+
+/* Slots for ``cap`` (a power of two) rebuilt from the entries; -1 without memory. */
+static int rehash_slots(FastPathObject *fp, size_t cap)
+{
+    Py_ssize_t *slots = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+    if (slots == NULL)
+        return -1;
+    for (Py_ssize_t k = 0; k < fp->topic_count; k++) {
+        size_t s = entry_home(&fp->topics[k], cap - 1);
+        while (slots[s] != 0)
+            s = (s + 1) & (cap - 1);
+        slots[s] = k + 1;
+    }
+    PyMem_Free(fp->slots);
+    fp->slots = slots;
+    fp->mask = cap - 1;
+    return 0;
+}
+
+/* Empties slot ``i`` of linear probing: the entries after it that would no longer be found from
+ * their home slot move back (no tombstones, so lookups never slow down with deletes). */
+static void free_slot(FastPathObject *fp, size_t i)
+{
+    size_t j = i;
+    fp->slots[i] = 0;
+    for (;;) {
+        j = (j + 1) & fp->mask;
+        if (fp->slots[j] == 0)
+            return;
+        size_t home = entry_home(&fp->topics[fp->slots[j] - 1], fp->mask);
+        /* the entry at j stays when its home lies cyclically in (i, j] */
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            fp->slots[i] = fp->slots[j];
+            fp->slots[j] = 0;
+            i = j;
+        }
+    }
+}
+
+/* put_topic(topic, write_queue_nums): one topic of the snapshot added, changed or (with 0, or a
+ * name or count set_topics would leave out) removed, at a cost that does not grow with the
+ * table: the broker calls it for each topic change instead of taking a new snapshot. */
+static PyObject *fp_put_topic(FastPathObject *fp, PyObject *args)
+{
+    PyObject *key;
+    long nums;
+    if (!PyArg_ParseTuple(args, "Ul", &key, &nums))
+        return NULL;
+    const char *utf8;
+    Py_ssize_t len;
+    int ok = topic_key(key, &utf8, &len);
+    if (!ok) {  /* never in the snapshot, so nothing to remove either */
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t at = slot_of(fp, (const unsigned char *)utf8, len);
+    if (nums < 1 || nums > INT32_MAX) {
+        if (at >= 0) {
+            Py_ssize_t idx = fp->slots[at] - 1, last = fp->topic_count - 1;
+            free_slot(fp, (size_t)at);
+            Py_DECREF(fp->topics[idx].name);
+            if (idx != last) {  /* the last entry fills the hole; its slot follows it */
+                Py_ssize_t moved = slot_of(fp, fp->topics[last].part + 1,
+                                           fp->topics[last].part_len - 1);
+                assert(moved >= 0);
+                fp->topics[idx] = fp->topics[last];
+                fp->slots[moved] = idx + 1;
+            }
+            fp->topic_count = last;
+        }
+        Py_RETURN_FALSE;
+    }
+    if (at >= 0) {
+        fp->topics[fp->slots[at] - 1].write_queue_nums = (int32_t)nums;
+        Py_RETURN_TRUE;
+    }
+    if (fp->topic_count == fp->topic_cap) {
+        Py_ssize_t cap = fp->topic_cap < 8 ? 8 : 2 * fp->topic_cap;
+        TopicEntry *grown = PyMem_Realloc(fp->topics, (size_t)cap * sizeof(TopicEntry));
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        fp->topics = grown;
+        fp->topic_cap = cap;
+    }
+    size_t slot_cap = fp->slots == NULL ? 0 : fp->mask + 1;
+    if (slot_cap < (size_t)(2 * (fp->topic_count + 1) + 2)) {
+        size_t cap = slot_cap < 16 ? 16 : slot_cap;
+        while (cap < (size_t)(2 * (fp->topic_count + 1) + 2))
+            cap <<= 1;
+        if (rehash_slots(fp, cap) < 0)
+            return PyErr_NoMemory();
+    }
+    TopicEntry *e = &fp->topics[fp->topic_count];
+    fill_entry(e, key, utf8, len, nums);
+    size_t s = entry_home(e, fp->mask);
+    while (fp->slots[s] != 0)
+        s = (s + 1) & fp->mask;
+    fp->slots[s] = ++fp->topic_count;
+    Py_RETURN_TRUE;
 }
 
 /* set_topics({topic: write_queue_nums}): the topics the fast path may store to, replacing the
@@ -55,21 +188,15 @@ static PyObject *fp_set_topics(FastPathObject *fp, PyObject *table)
     PyObject *key, *value;
     while (PyDict_Next(table, &i, &key, &value)) {
         Py_ssize_t len;
-        const char *utf8 = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, &len) : NULL;
+        const char *utf8;
         long nums = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
-        if (utf8 == NULL || nums < 1 || nums > INT32_MAX) {
+        if (nums == -1)
             PyErr_Clear();
-            continue;
-        }
-        if (len < 1 || len > TOPIC_SIZE_MAX || !topic_ok((const unsigned char *)utf8, len))
+        if (nums < 1 || nums > INT32_MAX || !topic_key(key, &utf8, &len))
             continue;
         TopicEntry *e = &topics[count];
-        e->name = Py_NewRef(key);
-        e->part[0] = (unsigned char)len;
-        memcpy(e->part + 1, utf8, (size_t)len);
-        e->part_len = len + 1;
-        e->write_queue_nums = (int32_t)nums;
-        size_t s = name_hash((const unsigned char *)utf8, len) & (size_t)(cap - 1);
+        fill_entry(e, key, utf8, len, nums);
+        size_t s = entry_home(e, (size_t)(cap - 1));
         while (slots[s] != 0)
             s = (s + 1) & (size_t)(cap - 1);
         slots[s] = ++count;
@@ -79,6 +206,7 @@ static PyObject *fp_set_topics(FastPathObject *fp, PyObject *table)
     fp->slots = slots;
     fp->mask = (size_t)(cap - 1);
     fp->topic_count = count;
+    fp->topic_cap = n ? n : 1;
     return PyLong_FromSsize_t(count);
 }
 
@@ -654,6 +782,8 @@ static PyObject *fp_auth_check(FastPathObject *fp, PyObject *frame)
 static PyMethodDef fp_methods[] = {
     {"take", (PyCFunction)(void (*)(void))fp_take, METH_FASTCALL,
      "Every frame it can handle from buf[pos:], stored and answered; see broker/_native/fastpath.h."},
+    {"put_topic", (PyCFunction)fp_put_topic, METH_VARARGS,
+     "One topic of the snapshot added, changed or, with 0, removed: put_topic(topic, nums)."},
     {"set_topics", (PyCFunction)fp_set_topics, METH_O,
      "The topics it may store to: {topic: write queue nums}, replacing the last snapshot."},
     {"counts", (PyCFunction)fp_counts, METH_NOARGS,

@@ -46,7 +46,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     TopicEntry *topics;
-    Py_ssize_t topic_count;
+    Py_ssize_t topic_count, topic_cap;
     Py_ssize_t *slots;  /* open addressing: index + 1 into topics, 0 free */
     size_t mask;
     unsigned char store_host[HOST_V6_SIZE];
