@@ -23,6 +23,12 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
    1,000 topics, and the size of a whole registration next to one topic's registration (what
    incremental registration sends instead, REGISTER_TOPIC_IN_NAMESRV).
 
+5. **Restart after kill -9 at a million queues.** A standalone broker (``store_type compact``)
+   with ``--restart-queues`` queues holding a message each, a ``--restart-log-gb`` commit log
+   and offsets committed by 1,000 groups is killed (SIGKILL) and started again: the time until
+   it is ready and until a send and a pull succeed, then 2,000 sampled queues' messages and
+   every committed offset are checked.
+
 ``--quick`` (sizes 100 and 500, 800 queues, 10,000 name server topics) runs in under a minute;
 the full run (sizes 100, 10,000, 100,000; 8,000 queues; 100,000 topics) takes most of an hour on
 two cores. Prints a table and writes JSON under bench/results/ (raw runs; docs/performance.md
@@ -32,8 +38,10 @@ holds the current standing). Figures, never asserted: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import random
 import shutil
 import statistics
 import tempfile
@@ -43,7 +51,7 @@ from typing import Any
 
 from queues_bench import _by_id, _rss_mb
 
-from orbitmq.client import Admin, Producer, PullConsumer
+from orbitmq.client import Admin, AsyncProducer, Producer, PullConsumer
 from orbitmq.protocol.bodies import (
     QueueData,
     RegisterBrokerBody,
@@ -124,6 +132,7 @@ def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[Ser
 
 # -- 3. broker memory per 1,000 queues --------------------------------------------------------
 STORE_TYPES = ("default", "compact")
+SECTIONS = (1, 2, 3, 4, 5)
 
 
 def queue_memory(root: str, queues: int, messages_per_queue: int,
@@ -216,60 +225,193 @@ def namesrv_memory(topics: int, broker_sets: int = 2) -> dict[str, Any]:
             "one_topic_registration_bytes": len(one_topic)}
 
 
-# -- the run ----------------------------------------------------------------------------------
-def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
-        store_types: tuple[str, ...] = STORE_TYPES) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
-    store = os.path.join(root, "scale-store")
-    proc = standalone_process(store, *STORE_ARGS)
+# -- 5. restart at a million queues and a large commit log ------------------------------------
+PAD_BATCH_MESSAGES = 15
+PAD_MESSAGE_BYTES = 256 * 1024  # batches under 4 MiB: the commit log grows at the disk's pace
+SAMPLE_QUEUES = 2000  # queues whose message is pulled back after the restart
+OFFSET_GROUPS = 1000  # groups that commit an offset before the kill
+
+
+async def _fill_queues(namesrv: str, topics: list[str], in_flight_max: int = 512) -> int:
+    """One message in every queue of ``topics``, every send answered; returns how many."""
+    sem = asyncio.Semaphore(in_flight_max)
+    async with AsyncProducer("scale-restart", namesrv) as producer:
+        async def one(topic: str, queue_id: int) -> None:
+            async with sem:
+                await producer.send(Message(topic, f"{topic}:{queue_id}".encode()),
+                                    _by_id(queue_id))
+
+        tasks = [one(t, q) for t in topics for q in range(QUEUES_PER_TOPIC)]
+        for start in range(0, len(tasks), 50_000):
+            await asyncio.gather(*tasks[start:start + 50_000])
+    return len(topics) * QUEUES_PER_TOPIC
+
+
+def _pad_log(namesrv: str, topic: str, log_bytes: int) -> int:
+    """Batches into one queue until the commit log holds about ``log_bytes``."""
+    body = b"p" * PAD_MESSAGE_BYTES
+    sent = 0
+    with Producer("scale-pad", namesrv) as producer:
+        while sent < log_bytes:
+            producer.send_batch([Message(topic, body) for _ in range(PAD_BATCH_MESSAGES)])
+            sent += PAD_BATCH_MESSAGES * PAD_MESSAGE_BYTES
+    return sent
+
+
+def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
+    """``queues`` queues holding a message each (store_type compact, what a broker of that
+    many queues runs) and a commit log of ``log_gb`` GB, offsets committed by OFFSET_GROUPS
+    groups, then kill -9: the seconds until the restarted broker is ready and serves a send and
+    a pull, and a check of SAMPLE_QUEUES queues' messages and every committed offset."""
+    store = os.path.join(root, "million-store")
+    args = ("--store-type", "compact", "--topics-max", str(2 * queues // QUEUES_PER_TOPIC + 100))
+    topics = [f"M{i:07d}" for i in range(-(-queues // QUEUES_PER_TOPIC))]
+    proc = standalone_process(store, *args)
+    doc: dict[str, Any] = {"queues": len(topics) * QUEUES_PER_TOPIC}
     try:
         namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
-        print(f"1. create cost: topics of {QUEUES_PER_TOPIC} queues, one by one (admin client)",
+        started = time.perf_counter()
+        with Admin(namesrv) as admin:
+            for topic in topics:
+                admin.create_topic(topic, read_queue_nums=QUEUES_PER_TOPIC,
+                                   write_queue_nums=QUEUES_PER_TOPIC)
+            admin.create_topic("MPad", read_queue_nums=1, write_queue_nums=1)
+        doc["create_s"] = round(time.perf_counter() - started, 1)
+        print(f"  {len(topics):,} topics created in {doc['create_s']:,.1f} s", flush=True)
+        started = time.perf_counter()
+        asyncio.run(_fill_queues(namesrv, topics))
+        doc["fill_s"] = round(time.perf_counter() - started, 1)
+        print(f"  a message in each of {doc['queues']:,} queues in {doc['fill_s']:,.1f} s",
               flush=True)
         started = time.perf_counter()
-        timings = create_topics(namesrv, sizes[-1], sizes)
-        doc["create"] = {"total_s": round(time.perf_counter() - started, 1),
-                         "windows": windows(timings, sizes)}
-        print(f"2. restart after kill -9 with {sizes[-1]:,} topics", flush=True)
-        proc, doc["restart"] = restart_after_kill(proc, store, "Scale000000")
-        doc["restart"]["topics"] = sizes[-1]
+        doc["padding_bytes"] = _pad_log(namesrv, "MPad", int(log_gb * 1e9))
+        doc["pad_s"] = round(time.perf_counter() - started, 1)
+        committed = {}
+        for g in range(OFFSET_GROUPS):
+            topic = topics[g * 7919 % len(topics)]
+            with PullConsumer(f"scale-group-{g}", namesrv) as consumer:
+                mq = next(m for m in consumer.fetch_queues(topic) if m.queue_id == g % 8)
+                consumer.update_offset(mq, 1)
+                consumer.persist_offsets()
+            committed[f"scale-group-{g}"] = (topic, g % 8)
+        log_bytes = sum(f.stat().st_size for f in Path(store, "commitlog").iterdir())
+        doc["commit_log_gb"] = round(log_bytes / 1e9, 2)
+        print(f"  commit log {doc['commit_log_gb']} GB; {OFFSET_GROUPS} offsets committed; "
+              "kill -9", flush=True)
+        proc.kill()
+        started = time.perf_counter()
+        proc = standalone_process(store, *args)
+        namesrv = proc.wait_ready("namesrv", "broker", timeout=1800)["namesrv"]
+        doc["ready_s"] = round(time.perf_counter() - started, 2)
+        print(proc.output()[-4000:])  # DEBUG
+        probe = topics[len(topics) // 2]
+        with Producer("scale-restart", namesrv) as producer:
+            after = producer.send(Message(probe, b"after the restart"), _by_id(3))
+        with PullConsumer("scale-restart-pull", namesrv) as puller:
+            got = puller.pull(after.queue, offset=0, max_nums=2)
+        doc["send_and_pull_s"] = round(time.perf_counter() - started, 2)
+        if [m.body for m in got.messages] != [f"{probe}:3".encode(), b"after the restart"]:
+            raise SystemExit(f"queue {probe}:3 after the restart: {got}")
+        rng = random.Random(38)
+        missing = 0
+        with PullConsumer("scale-restart-pull", namesrv) as puller:
+            for _ in range(SAMPLE_QUEUES):
+                topic, queue_id = rng.choice(topics), rng.randrange(QUEUES_PER_TOPIC)
+                mq = next(m for m in puller.fetch_queues(topic) if m.queue_id == queue_id)
+                pulled = puller.pull(mq, offset=0, max_nums=1)
+                missing += [m.body for m in pulled.messages] != [f"{topic}:{queue_id}".encode()]
+        lost_offsets = 0
+        for group, (topic, queue_id) in committed.items():
+            with PullConsumer(group, namesrv) as consumer:
+                mq = next(m for m in consumer.fetch_queues(topic) if m.queue_id == queue_id)
+                lost_offsets += consumer.fetch_offset(mq) != 1
+        doc["sampled_queues"], doc["sampled_missing"] = SAMPLE_QUEUES, missing
+        doc["offsets"], doc["offsets_lost"] = len(committed), lost_offsets
+        if missing or lost_offsets:
+            raise SystemExit(f"after the restart: {missing} sampled messages missing, "
+                             f"{lost_offsets} committed offsets lost")
     finally:
         proc.kill()
-    doc["queues"] = {}
-    for store_type in store_types:
-        print(f"3. broker memory, store_type {store_type}: {queues:,} queues idle, then with "
-              f"{messages} messages each", flush=True)
-        doc["queues"][store_type] = queue_memory(root, queues, messages, store_type)
-    print(f"4. name server memory: {ns_topics:,} topics of {QUEUES_PER_TOPIC} queues on 2 broker "
-          "sets", flush=True)
-    doc["namesrv"] = namesrv_memory(ns_topics)
+        shutil.rmtree(store, ignore_errors=True)
+    return doc
+
+
+# -- the run ----------------------------------------------------------------------------------
+def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
+        store_types: tuple[str, ...] = STORE_TYPES, restart_queues: int = 1_000_000,
+        restart_log_gb: float = 10.0, sections: frozenset[int] = frozenset(SECTIONS)) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if sections & {1, 2}:
+        store = os.path.join(root, "scale-store")
+        proc = standalone_process(store, *STORE_ARGS)
+        try:
+            namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
+            print(f"1. create cost: topics of {QUEUES_PER_TOPIC} queues, one by one (admin "
+                  "client)", flush=True)
+            started = time.perf_counter()
+            timings = create_topics(namesrv, sizes[-1], sizes)
+            doc["create"] = {"total_s": round(time.perf_counter() - started, 1),
+                             "windows": windows(timings, sizes)}
+            if 2 in sections:
+                print(f"2. restart after kill -9 with {sizes[-1]:,} topics", flush=True)
+                proc, doc["restart"] = restart_after_kill(proc, store, "Scale000000")
+                doc["restart"]["topics"] = sizes[-1]
+        finally:
+            proc.kill()
+            shutil.rmtree(store, ignore_errors=True)
+    if 3 in sections:
+        doc["queues"] = {}
+        for store_type in store_types:
+            print(f"3. broker memory, store_type {store_type}: {queues:,} queues idle, then with "
+                  f"{messages} messages each", flush=True)
+            doc["queues"][store_type] = queue_memory(root, queues, messages, store_type)
+    if 4 in sections:
+        print(f"4. name server memory: {ns_topics:,} topics of {QUEUES_PER_TOPIC} queues on 2 "
+              "broker sets", flush=True)
+        doc["namesrv"] = namesrv_memory(ns_topics)
+    if 5 in sections:
+        print(f"5. restart after kill -9 with {restart_queues:,} queues holding a message and a "
+              f"{restart_log_gb:g} GB commit log", flush=True)
+        doc["million"] = million_restart(root, restart_queues, restart_log_gb)
     return doc
 
 
 def render(doc: dict[str, Any]) -> str:
-    c, r, n = doc["create"], doc["restart"], doc["namesrv"]
-    lines = ["", f"OrbitMQ metadata at scale (topics of {QUEUES_PER_TOPIC} queues)",
-             f"  create, admin client one by one ({c['total_s']:,.1f} s in all):"]
-    for w in c["windows"]:
-        lines.append(f"    creates {w['window']:>13}: {w['mean_ms']:7.2f} ms mean, "
-                     f"{w['median_ms']:7.2f} ms median; {w['ratio_to_first']:.2f}x the first "
-                     f"(medians {w['median_ratio_to_first']:.2f}x)")
-    lines.append(f"  restart after kill -9 with {r['topics']:,} topics: ready in {r['ready_s']:.2f} s, "
-                 f"a send and a pull served in {r['send_and_pull_s']:.2f} s")
-    for store_type, q in doc["queues"].items():
+    lines = ["", f"OrbitMQ metadata at scale (topics of {QUEUES_PER_TOPIC} queues)"]
+    if "create" in doc:
+        c = doc["create"]
+        lines.append(f"  create, admin client one by one ({c['total_s']:,.1f} s in all):")
+        for w in c["windows"]:
+            lines.append(f"    creates {w['window']:>13}: {w['mean_ms']:7.2f} ms mean, "
+                         f"{w['median_ms']:7.2f} ms median; {w['ratio_to_first']:.2f}x the first "
+                         f"(medians {w['median_ratio_to_first']:.2f}x)")
+    if "restart" in doc:
+        r = doc["restart"]
+        lines.append(f"  restart after kill -9 with {r['topics']:,} topics: ready in "
+                     f"{r['ready_s']:.2f} s, a send and a pull served in {r['send_and_pull_s']:.2f} s")
+    for store_type, q in doc.get("queues", {}).items():
         for label, key in (("idle", "idle_per_1k_mb"),
                            (f"{q['messages_per_queue']} messages each", "used_per_1k_mb")):
             g = q[key]
             lines.append(f"  broker RSS per 1,000 queues, {store_type:>7} {label:>17}: "
                          f"{g['VmRSS']:+.2f} MB (anonymous {g.get('RssAnon', 0.0):+.2f}, file "
                          f"{g.get('RssFile', 0.0):+.2f}; {q['queues']:,} queues)")
-    a, b = n["rss_mb"]["before"], n["rss_mb"]["after"]
-    lines.append(f"  name server, {n['topics']:,} topics on {n['broker_sets']} broker sets: VmRSS "
-                 f"{a['VmRSS']:.1f} -> {b['VmRSS']:.1f} MB (peak {b['VmHWM']:.1f} MB), "
-                 f"{n['rss_per_1k_topics_mb']:.3f} MB per 1,000 topics")
-    lines.append(f"    a whole registration {n['whole_registration_bytes'] / 1e6:,.2f} MB "
-                 f"(registered in {n['register_s']:.2f} s for both); one topic's "
-                 f"{n['one_topic_registration_bytes']} B")
+    if "namesrv" in doc:
+        n = doc["namesrv"]
+        a, b = n["rss_mb"]["before"], n["rss_mb"]["after"]
+        lines.append(f"  name server, {n['topics']:,} topics on {n['broker_sets']} broker sets: "
+                     f"VmRSS {a['VmRSS']:.1f} -> {b['VmRSS']:.1f} MB (peak {b['VmHWM']:.1f} MB), "
+                     f"{n['rss_per_1k_topics_mb']:.3f} MB per 1,000 topics")
+        lines.append(f"    a whole registration {n['whole_registration_bytes'] / 1e6:,.2f} MB "
+                     f"(registered in {n['register_s']:.2f} s for both); one topic's "
+                     f"{n['one_topic_registration_bytes']} B")
+    if "million" in doc:
+        m = doc["million"]
+        lines.append(f"  restart after kill -9 with {m['queues']:,} queues holding a message, a "
+                     f"{m['commit_log_gb']} GB commit log: ready in {m['ready_s']:.2f} s, a send "
+                     f"and a pull served in {m['send_and_pull_s']:.2f} s; {m['sampled_missing']} of "
+                     f"{m['sampled_queues']:,} sampled messages and {m['offsets_lost']} of "
+                     f"{m['offsets']:,} committed offsets missing")
     return "\n".join(lines)
 
 
@@ -284,8 +426,24 @@ def main() -> None:
     ap.add_argument("--store-types", default=",".join(STORE_TYPES),
                     help="consume queue store types of the RSS section (default default,compact)")
     ap.add_argument("--json", default=None, help="result file (default bench/results/scale-<time>.json)")
+    ap.add_argument("--restart-queues", type=int, default=None,
+                    help="queues of the restart section (default 1,000,000; --quick 8,000)")
+    ap.add_argument("--restart-log-gb", type=float, default=None,
+                    help="commit log GB of the restart section (default 10; --quick 0.2)")
+    ap.add_argument("--sections", default=",".join(map(str, SECTIONS)),
+                    help="sections to run, e.g. 1,5 (default all; 2 needs 1)")
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
     opts = ap.parse_args()
+    try:
+        sections = frozenset(int(x) for x in opts.sections.split(","))
+    except ValueError:
+        sections = frozenset({0})
+    if not sections or not sections <= set(SECTIONS) or (2 in sections and 1 not in sections):
+        ap.error("--sections takes numbers 1-5 separated by commas (2 needs 1)")
+    restart_queues = opts.restart_queues or (8000 if opts.quick else 1_000_000)
+    restart_log_gb = opts.restart_log_gb or (0.2 if opts.quick else 10.0)
+    if restart_queues < QUEUES_PER_TOPIC or not 0 < restart_log_gb <= 1000:
+        ap.error("--restart-queues must be 8 or more and --restart-log-gb in (0, 1000]")
     sizes = ([int(s) for s in opts.sizes.split(",")] if opts.sizes
              else list(QUICK_SIZES if opts.quick else FULL_SIZES))
     if sizes != sorted(set(sizes)) or sizes[0] < 2:
@@ -298,7 +456,8 @@ def main() -> None:
         ap.error(f"--store-types takes {', '.join(STORE_TYPES)} separated by commas")
     root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
     try:
-        doc = run(root, sizes, queues, messages, ns_topics, store_types)
+        doc = run(root, sizes, queues, messages, ns_topics, store_types, restart_queues,
+                  restart_log_gb, sections)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     doc["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick,

@@ -526,6 +526,9 @@ class BrokerController:
         return self.failover.read_bound() if self.failover is not None else None
 
     def _topics_changed(self, topic: str) -> None:
+        tc = self.topics.get(topic)
+        if tc is not None:  # its queues that hold nothing yet need no look at the disk
+            self.store.note_new_queues(topic, tc.write_queue_nums)
         if self.fast_path is not None:
             self.fast_path.topic_changed(topic)
         if self._announcing:

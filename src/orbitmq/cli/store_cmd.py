@@ -56,7 +56,7 @@ def store_info_cmd(config_path: str | None, fmt: str, **params: Any) -> None:
         info = {"store": cfg.store.store_path, "min_offset": store.min_physical_offset(),
                 "max_offset": store.max_physical_offset(),
                 "last_message_offset": tail.offset if tail is not None else None,
-                "queues": len(store.consume_queue_table)}
+                "queues": store.queue_count()}
     finally:
         store.shutdown()
     if fmt == "json":

@@ -79,8 +79,11 @@ class CommitLog:
         self.file_size = file_size
         self._clock = clock
         self.put_lock = threading.Lock()
-        # Next queue offset of each (topic, queue id); guarded by put_lock.
+        # Next queue offset of each (topic, queue id) the store has loaded; guarded by put_lock.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
+        # The store's loader of a queue the table lacks: its next offset once loaded, None when
+        # it has none on disk (message_store.py loads queues on first use, not at start).
+        self.queue_loader: Callable[[tuple[str, int]], int | None] = lambda key: None
         self.begin_time_in_lock = 0  # ms when the current append took the lock; 0 when idle
         self._append_end = 0  # where the last append ended (offsets only grow); under put_lock
         self.segment_error: OSError | None = None  # why the last segment creation failed
@@ -155,7 +158,9 @@ class CommitLog:
             phy = mf.file_from_offset + pos
             assert phy >= self._append_end and pos + size <= mf.file_size, "offsets only grow"
             table = self.topic_queue_table
-            first_qoff = table.get(key, 0)
+            first_qoff = table.get(key)
+            if first_qoff is None:
+                first_qoff = self._queue_known(key) or 0  # None: a new queue
             buf = mf.buf
             buf[pos : pos + size] = blob
             qoff = stored.patch_positions(buf, pos, phy, first_qoff, now, rels)
@@ -234,7 +239,7 @@ class CommitLog:
             updates: dict[tuple[str, int], int] = {}
             if problem is None:
                 problem, updates = queue_offset_problem(run.records, self.topic_queue_table,
-                                                        self._topic_of)
+                                                        self._topic_of, self._queue_known)
             if problem is not None:
                 return ReplicaAppendResult(ReplicaAppendStatus.GARBLED, end, problem)
             assert offset >= self._append_end, "offsets only grow"
@@ -251,6 +256,14 @@ class CommitLog:
         the cut is refused for ever. Called under ``put_lock``."""
         assert offset == self.mfq.max_offset, "the mark follows the cut log's end"
         self._append_end = min(self._append_end, offset)
+
+    def _queue_known(self, key: tuple[str, int]) -> int | None:
+        """The next offset of a queue the table lacks, entered in the table once the store has
+        loaded it; None when the store has no such queue. Called under ``put_lock``."""
+        loaded = self.queue_loader(key)
+        if loaded is not None:
+            self.topic_queue_table[key] = loaded
+        return loaded
 
     def _topic_of(self, raw: bytes) -> str:
         topic = self._topics.get(raw)

@@ -336,6 +336,29 @@ class CompactConsumeQueue:
             self._file_ops.sync_dir(self._dir())
             self._names_unsynced = False
 
+    # -- a sync of the whole file system for many queues (fs_sync.py) -----------------------
+
+    def fs_sync_mark(self) -> int | None:
+        """The written end a sync of the file system started now would make durable, or None
+        when there is nothing to sync or the queue syncs itself (switched to mapped, or after a
+        failed sync: its own flush writes the range again first)."""
+        if self._mapped is not None or self._from < 0 or self._sync_failed:
+            return None
+        if self._wrote <= self._flushed and not self._names_unsynced:
+            return None
+        return self._wrote
+
+    def fs_synced(self, mark: int) -> None:
+        """A sync of the file system started after ``fs_sync_mark`` gave ``mark`` succeeded."""
+        if self._mapped is None:
+            self._flushed = max(self._flushed, mark)
+            self._names_unsynced = False
+
+    def fs_sync_failed(self) -> None:
+        """That sync failed: the kernel may have marked the pages clean, so the next own flush
+        writes the unsynced range again."""
+        self._sync_failed = True
+
     def release_cold_pages(self) -> None:
         """Nothing mapped, nothing to release (the mapped access's, once switched)."""
         m = self._mapped

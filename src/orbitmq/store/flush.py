@@ -27,6 +27,7 @@ from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.file_ops import FileOps
+from orbitmq.store.fs_sync import FileSystemSync
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.running_flags import LOG_INTERVAL_S, RetryGate
 from orbitmq.store.service import ServiceThread
@@ -288,8 +289,10 @@ class FlushConsumeQueueService(ServiceThread):
         file_ops: FileOps,
         checkpoint_path: str,
         clock: Callable[[], int],
+        fs_sync: FileSystemSync | None = None,
     ) -> None:
         super().__init__("orbitmq-flush-consumequeue", interval_ms / 1000)
+        self._fs_sync = fs_sync  # store_type compact: many queues synced at once
         self._commit_log = commit_log
         self._consume_queues = consume_queues
         self._dispatched_offset = dispatched_offset
@@ -332,6 +335,8 @@ class FlushConsumeQueueService(ServiceThread):
             # Read first: every message below it already has its queue and index entries written.
             logics = self._dispatched_offset()
             queues = list(self._consume_queues())
+            if self._fs_sync is not None:
+                self._fs_sync.sync(queues)
             for cq in queues:
                 cq.flush()
             for cq in queues:  # new files' names, after the data: the fsyncs share commits

@@ -51,12 +51,13 @@ from orbitmq.store.flush import (
     PageReleaseService,
     SmallFolios,
 )
+from orbitmq.store.fs_sync import FileSystemSync
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.log_cut import TruncateReport
 from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 from orbitmq.store.message_filter import MessageFilter
 from orbitmq.store.message_inner import MessageInner
-from orbitmq.store.recovery import RecoveryReport, recover_store
+from orbitmq.store.recovery import RecoveryReport, entry_checker, recover_store
 from orbitmq.store.replica_copy import ReplicaCopy
 from orbitmq.store.running_flags import Condition, PutGuard, RetryGate, RunningFlags
 from orbitmq.store.service import ServiceThread
@@ -75,6 +76,9 @@ __all__ = ["MessageStore", "MessageFilter", "check_store_free", "EpochFile", "Tr
 log = logging.getLogger(__name__)
 
 
+# Queues not used since the start that each clean service round loads (retention needs every
+# queue; a start loads none of them): about 0.1-0.2 s of the clean thread per round.
+LAZY_LOAD_PER_ROUND_MAX = 2000
 INLINE_DISPATCH_MAX = 1024  # messages ``wake`` dispatches in the caller's thread (~5-10 ms)
 # Commit log bytes appended after which ``wake`` wakes the PageReleaseService early: its
 # interval alone let a broker storing 300 MB/s hold 350 MB of written pages (soak_bench).
@@ -121,14 +125,23 @@ class MessageStore(StoreReads, ReplicaCopy):
         self.put_guard = PutGuard(self.flags)
         self._segment_gate = self.put_guard.segment_gate  # read on every put
         self.commit_log = CommitLog(root, config.mapped_file_size_commitlog, self.file_ops, self.clock)
+        self.commit_log.queue_loader = self._loaded_max_offset
+        # The queues loaded so far: a queue found on disk at start is loaded (and recovered
+        # against ``_queue_cut``) on first use, so that a start costs what the crash left to
+        # redo, not what exists.
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
+        self._on_disk: set[tuple[str, int]] = set()  # found at start, not loaded yet
+        self._queue_cut = 0  # recovery's cut: what a queue loaded later keeps entries below
+        self._load_lock = threading.Lock()  # one loader of a queue at a time
         # store_type compact: one descriptor cache for every compact queue (compact_consume_queue)
         self.queue_fds: FdCache | None = None
+        self.fs_sync: FileSystemSync | None = None  # compact: many queues synced at once
         if config.store_type == StoreType.COMPACT:
             if not isinstance(self.file_ops, OsFileOps):
                 raise ClientError("store_type compact reads and writes queue files directly: "
                                   "it needs the real file system (OsFileOps)")
             self.queue_fds = FdCache(config.compact_queue_fds_max)
+            self.fs_sync = FileSystemSync(self._cq_root)
         self.index: IndexService | None = None
         if config.message_index_enable:
             self.index = IndexService(
@@ -158,7 +171,7 @@ class MessageStore(StoreReads, ReplicaCopy):
         self.flush_consume_queue = FlushConsumeQueueService(
             config.flush_interval_consume_queue_ms, self.commit_log, self._consume_queues,
             lambda: self.dispatcher.reput_offset, self.index.flush if self.index is not None
-            else None, self.file_ops, self._checkpoint_path, self.clock)
+            else None, self.file_ops, self._checkpoint_path, self.clock, self.fs_sync)
         self.page_release = PageReleaseService(self.release_cold_pages)
         self._release_at = 0  # commit log offset past which ``wake`` wakes page_release
         # The lowest commit log offset some reader has still to read (the broker sets it from
@@ -168,7 +181,7 @@ class MessageStore(StoreReads, ReplicaCopy):
         self.page_warm = PageWarmService(self.commit_log, sync_ahead=self.sync_flush,
                                          before_warm=keep_small_folios)
         self.clean_service = CleanService(
-            config, self.commit_log, self._consume_queues,
+            config, self.commit_log, self._queues_for_retention,
             self.index.delete_expired if self.index is not None else None,
             self.file_ops, self.clock, self.flags,
         )
@@ -218,8 +231,13 @@ class MessageStore(StoreReads, ReplicaCopy):
             self.file_ops.makedirs(self.config.store_path)
             self._lock = lock_store(self.file_ops, self.config.store_path)
             try:
+                if self.fs_sync is not None:
+                    self.file_ops.makedirs(self._cq_root)
+                    self.fs_sync.open()
                 self._load_and_recover()
             except BaseException:
+                if self.fs_sync is not None:
+                    self.fs_sync.close()
                 self._release_lock()
                 raise
             self.clean_service.check_disk()
@@ -230,7 +248,7 @@ class MessageStore(StoreReads, ReplicaCopy):
                     service.start()
             log.info(
                 "store started path=%s max_offset=%d queues=%d",
-                self.config.store_path, self.commit_log.max_offset, len(self.consume_queue_table),
+                self.config.store_path, self.commit_log.max_offset, self.queue_count(),
             )
 
     def _release_lock(self) -> None:
@@ -248,16 +266,13 @@ class MessageStore(StoreReads, ReplicaCopy):
             self.index.load(last_exit_ok)
         self.recovery_report = recover_store(
             self.commit_log,
-            list(self.consume_queue_table.values()),
+            self._cut_queues,
             self.index.truncate_after if self.index is not None else None,
             self._redispatch,
             checkpoint,
             last_exit_ok,
         )
         self.dispatcher.reput_offset = self.recovery_report.valid_end
-        min_phy = self.commit_log.min_offset
-        for cq in self.consume_queue_table.values():
-            cq.correct_min_offset(min_phy)
         self.commit_log.topic_queue_table = {
             key: cq.max_offset for key, cq in self.consume_queue_table.items()
         }
@@ -276,14 +291,91 @@ class MessageStore(StoreReads, ReplicaCopy):
             ) from None
 
     def _load_consume_queues(self) -> None:
+        """Find the queues on disk; each is loaded on first use (``_queue``)."""
         fo = self.file_ops
-        for topic in sorted(fo.listdir(self._cq_root)):
-            for qid in sorted(fo.listdir(os.path.join(self._cq_root, topic))):
-                if not qid.isdigit():
-                    continue
-                cq = self._new_cq(topic, int(qid))
+        for topic in fo.listdir(self._cq_root):
+            for qid in fo.listdir(os.path.join(self._cq_root, topic)):
+                if qid.isdigit():
+                    self._on_disk.add((topic, int(qid)))
+
+    def _cut_queues(self, cut: int) -> int:
+        """Recovery's step 3 for the loaded queues (none at start); the rest are cut when
+        loaded. Returns the entries dropped."""
+        self._queue_cut = cut
+        return sum(cq.recover(cut, entry_checker(self.commit_log, cq))
+                   for cq in list(self.consume_queue_table.values()))
+
+    def _queue(self, key: tuple[str, int], *, create: bool = False) -> ConsumeQueue | None:
+        """The queue of ``key``: loaded from disk on first use (recovered against the start's
+        cut and its minimum offset corrected, as the start once did for every queue), made when
+        ``create``; None when there is none. Thread-safe (dispatch, puts and reads call it)."""
+        cq = self.consume_queue_table.get(key)
+        if cq is not None or (not create and key not in self._on_disk):
+            return cq
+        with self._load_lock:
+            cq = self.consume_queue_table.get(key)
+            if cq is not None:
+                return cq
+            if key in self._on_disk:
+                cq = self._new_cq(*key)
                 cq.load()
-                self.consume_queue_table[(topic, int(qid))] = cq
+                dropped = cq.recover(self._queue_cut, entry_checker(self.commit_log, cq))
+                if dropped:
+                    if self.recovery_report is not None:
+                        self.recovery_report.queue_entries_dropped += dropped
+                    log.debug("queue cut on first use topic=%s queue=%d entries_dropped=%d",
+                              key[0], key[1], dropped)
+                cq.correct_min_offset(self.commit_log.min_offset)
+            elif create:
+                cq = self._new_cq(*key)
+            else:
+                return None
+            self.consume_queue_table[key] = cq
+            self._on_disk.discard(key)
+            return cq
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """A queue of the store (loaded on first use), None when it has none of that name."""
+        return self._queue((topic, queue_id))
+
+    def _loaded_max_offset(self, key: tuple[str, int]) -> int | None:
+        """The commit log's question for a queue its offset table lacks (under its put lock)."""
+        cq = self._queue(key)
+        return None if cq is None else cq.max_offset
+
+    def note_new_queues(self, topic: str, count: int) -> None:
+        """The queues ``0..count-1`` of a topic just created or changed: those the store holds
+        no trace of (none loaded, none on disk) enter the offset table at 0, so that their
+        first send needs no question to the store (the native fast path takes only queues the
+        table holds)."""
+        clog = self.commit_log
+        with clog.put_lock, self._load_lock:
+            if self._replica:  # the master's stream says where its queues start
+                return
+            table = clog.topic_queue_table
+            for queue_id in range(count):
+                key = (topic, queue_id)
+                if (key not in table and key not in self.consume_queue_table
+                        and key not in self._on_disk):
+                    table[key] = 0
+
+    def load_queues(self, count_max: int | None = None) -> int:
+        """Load up to ``count_max`` (all with None) of the queues not used since the start;
+        returns how many are left. A running replica's cut and retention need them all."""
+        for key in sorted(self._on_disk)[:count_max]:
+            self._queue(key)
+        return len(self._on_disk)
+
+    def queue_count(self) -> int:
+        """Queues of the store, loaded or not."""
+        return len(self.consume_queue_table) + len(self._on_disk)
+
+    def _queues_for_retention(self) -> list[ConsumeQueue]:
+        """Every queue, for the clean service: each round loads a bounded share of the ones not
+        used since the start, so that their expired files go too, without a start-time cost."""
+        if self._on_disk:
+            self.load_queues(LAZY_LOAD_PER_ROUND_MAX)
+        return self._consume_queues()
 
     def shutdown(self) -> None:
         """Stop services, make everything durable, write the checkpoint, remove the abort file,
@@ -303,6 +395,8 @@ class MessageStore(StoreReads, ReplicaCopy):
                 cq.close()
             if self.queue_fds is not None:
                 self.queue_fds.close()
+            if self.fs_sync is not None:
+                self.fs_sync.close()
             self.commit_log.close()
             if synced:
                 self.file_ops.remove(self._abort_path)
@@ -519,6 +613,10 @@ class MessageStore(StoreReads, ReplicaCopy):
         doomed = set(topics)
         deleted = 0
         with self.dispatcher.lock:
+            with self._load_lock:  # their files go below: none is loaded from now on
+                unloaded = {k for k in self._on_disk if k[0] in doomed}
+                self._on_disk -= unloaded
+                deleted += len(unloaded)
             for key in [k for k in self.consume_queue_table if k[0] in doomed]:
                 cq = self.consume_queue_table.pop(key)
                 cq.destroy()
@@ -538,11 +636,12 @@ class MessageStore(StoreReads, ReplicaCopy):
             self.clean_service.run_once()
 
     def topics(self) -> set[str]:
-        return {topic for topic, _ in self.consume_queue_table}
+        return {t for t, _ in list(self.consume_queue_table)} | {t for t, _ in set(self._on_disk)}
 
     def queue_ids(self, topic: str) -> list[int]:
         """The ids of ``topic``'s consume queues, in order."""
-        return sorted(qid for t, qid in list(self.consume_queue_table) if t == topic)
+        return sorted({qid for t, qid in list(self.consume_queue_table) if t == topic}
+                      | {qid for t, qid in set(self._on_disk) if t == topic})
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -558,8 +657,7 @@ class MessageStore(StoreReads, ReplicaCopy):
         return MappedConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops)
 
     def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self.consume_queue_table.get((topic, queue_id))
-        if cq is None:
-            cq = self.consume_queue_table[(topic, queue_id)] = self._new_cq(topic, queue_id)
+        cq = self._queue((topic, queue_id), create=True)
+        assert cq is not None
         return cq
 

@@ -5,7 +5,9 @@
    field, body CRC and well-formed properties. The first failure (or a zero entry) is the end.
 2. Truncate the commit log there (the rest of that segment is zeroed, later segments deleted).
 3. Consume queues keep only entries that point below ``cut`` (the checkpoint's dispatched offset, or
-   the valid end if lower) and match their message; the index forgets entries past ``cut``.
+   the valid end if lower) and match their message; the index forgets entries past ``cut``. The
+   store does this for a queue when it first loads it, at the re-dispatch of step 4 or later, so
+   the start's cost follows what the crash left, not how many queues exist.
 4. Re-dispatch [cut, valid end) so queues and index cover the log again.
 A clean exit (no abort file) runs the same steps: they then find nothing to cut.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol import stored
@@ -24,7 +26,7 @@ from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.mapped_file_queue import MappedFileQueue
 
-__all__ = ["RecoveryReport", "scan_commit_log", "check_message", "recover_store"]
+__all__ = ["RecoveryReport", "scan_commit_log", "check_message", "entry_checker", "recover_store"]
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,8 @@ class RecoveryReport:
         corrupted_durable_data: the stop lies below the checkpoint's synced offset, i.e. data that
             had been made durable was damaged (not a torn tail): worth an operator's attention.
         messages_checked: messages validated by the scan.
-        queue_entries_dropped: consume queue entries removed.
+        queue_entries_dropped: consume queue entries removed (by the start, then by each
+            queue's first load: the store loads a queue when it is first used).
         redispatch_from: commit log offset re-dispatch started at.
         messages_redispatched: messages given queue/index entries again.
     """
@@ -107,7 +110,7 @@ def scan_commit_log(mfq: MappedFileQueue, start: int) -> tuple[int, str, int]:
         offset = base + file_size
 
 
-def _entry_checker(commit_log: CommitLog, cq: ConsumeQueue) -> Callable[[int, int, int], bool]:
+def entry_checker(commit_log: CommitLog, cq: ConsumeQueue) -> Callable[[int, int, int], bool]:
     """Whether a consume queue entry (index, phy, size) points at its own message."""
     min_phy = commit_log.min_offset
 
@@ -129,13 +132,15 @@ def _entry_checker(commit_log: CommitLog, cq: ConsumeQueue) -> Callable[[int, in
 
 def recover_store(
     commit_log: CommitLog,
-    consume_queues: Iterable[ConsumeQueue],
+    cut_queues: Callable[[int], int],
     index_truncate: Callable[[int], None] | None,
     redispatch: Callable[[int, int], tuple[int, int]],
     checkpoint: StoreCheckpoint | None,
     last_exit_ok: bool,
 ) -> RecoveryReport:
-    """Run the recovery steps of the module docstring on loaded (not yet started) components."""
+    """Run the recovery steps of the module docstring on loaded (not yet started) components.
+    ``cut_queues(cut)`` is step 3 for the consume queues (the store cuts each when it loads it:
+    message_store.py); it returns the entries dropped."""
     report = RecoveryReport(last_exit_ok=last_exit_ok, checkpoint_valid=checkpoint is not None)
     mfq = commit_log.mfq
     loaded_end = mfq.max_offset
@@ -170,8 +175,7 @@ def recover_store(
 
     cut = min(checkpoint.logics_offset, valid_end) if checkpoint is not None else min_phy
     cut = max(cut, min_phy)
-    for cq in consume_queues:
-        report.queue_entries_dropped += cq.recover(cut, _entry_checker(commit_log, cq))
+    report.queue_entries_dropped = cut_queues(cut)
     if index_truncate is not None:
         index_truncate(cut)
     reached, count = redispatch(cut, valid_end)

@@ -64,14 +64,21 @@ def frame_extent(view: memoryview, position: int, file_size: int, batch_max: int
 
 
 def queue_offset_problem(records: list[ScanRecord], table: dict[tuple[str, int], int],
-                         topic_of: Callable[[bytes], str]) -> tuple[str | None, dict[tuple[str, int], int]]:
+                         topic_of: Callable[[bytes], str],
+                         unknown: Callable[[tuple[str, int]], int | None] = lambda key: None,
+                         ) -> tuple[str | None, dict[tuple[str, int], int]]:
     """Whether each message takes the next queue offset of its queue (a queue this log has not
     seen yet starts anywhere: the master's older segments may be gone); returns the problem, or
-    None and the table's new values."""
+    None and the table's new values. ``unknown(key)``: the next offset of a queue the table
+    lacks (the store loads it), None when this log has no such queue."""
     updates: dict[tuple[str, int], int] = {}
     for record in records:
         key = (topic_of(record[5]), record[2])
-        expected = updates.get(key, table.get(key))
+        expected = updates.get(key)
+        if expected is None:
+            expected = table.get(key)
+            if expected is None:
+                expected = unknown(key)
         if expected is not None and record[3] != expected:
             return (f"message at {record[0]} has queue offset {record[3]} in {key[0]}:{key[1]}, "
                     f"{expected} expected"), {}

@@ -38,6 +38,10 @@ class ReplicaCopy:
     _replica: bool
     _writable: bool
 
+    def load_queues(self, count_max: int | None = None) -> int:
+        """Load the queues not used since the start (MessageStore's)."""
+        raise NotImplementedError
+
     @property
     def replica(self) -> bool:
         """True for a slave's store: puts are refused, ``append_replicated`` takes the master's
@@ -49,6 +53,11 @@ class ReplicaCopy:
         with self.commit_log.put_lock:
             self._replica = replica
             self._writable = self._running and not replica
+            if replica:  # a queue of the master's may start anywhere: no guess of 0 stays
+                table = self.commit_log.topic_queue_table
+                for key in [k for k, v in table.items()
+                            if v == 0 and k not in self.consume_queue_table]:
+                    del table[key]
 
     def append_replicated(self, offset: int, data: bytes) -> ReplicaAppendResult:
         """One frame of the master's stream, checked whole and stored at ``offset`` (see
@@ -96,6 +105,7 @@ class ReplicaCopy:
             raise StoreError("only a running replica's log is cut while it runs")
         if offset < 0:
             raise StoreError(f"cannot cut a commit log at {offset}")
+        self.load_queues()  # every queue is cut: one loaded later would keep what the cut drops
         return truncate_running_replica(
             self.commit_log, self.dispatcher, self.consume_queue_table,
             self.index.truncate_after if self.index is not None else None,

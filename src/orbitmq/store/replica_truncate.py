@@ -26,7 +26,7 @@ from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
 from orbitmq.store.dispatch import DispatchService
 from orbitmq.store.log_cut import TruncateReport, entry_boundary_at_or_below
-from orbitmq.store.recovery import _entry_checker
+from orbitmq.store.recovery import entry_checker
 
 __all__ = ["truncate_running_replica"]
 
@@ -60,7 +60,7 @@ def truncate_running_replica(
             clog.mfq.truncate(cut)
             clog.appends_cut_at(cut)
             for cq in list(consume_queue_table.values()):
-                cq.recover(cut, _entry_checker(clog, cq))
+                cq.recover(cut, entry_checker(clog, cq))
             if truncate_index_after is not None:
                 truncate_index_after(cut)
             dispatcher.reput_offset = min(dispatcher.reput_offset, cut)

@@ -39,6 +39,10 @@ class StoreReads:
     consume_queue_table: dict[tuple[str, int], ConsumeQueue]
     index: IndexService | None
 
+    def _queue(self, key: tuple[str, int], *, create: bool = False) -> ConsumeQueue | None:
+        """A queue, loaded on first use (MessageStore's)."""
+        raise NotImplementedError
+
     # -- reading queues -------------------------------------------------------------------------
 
     def get_message(
@@ -58,28 +62,28 @@ class StoreReads:
         ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read), and with
         ``max_physical_end`` to messages that end at or before that commit log offset; with
         ``runs``, back-to-back messages in one buffer (queue_reader.read_queue)."""
-        return read_queue(self.consume_queue_table.get((topic, queue_id)), self.commit_log,
+        return read_queue(self._queue((topic, queue_id)), self.commit_log,
                           offset, max_msg_nums, message_filter, self.config, bulk,
                           max_physical_end, runs)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.consume_queue_table.get((topic, queue_id))
+        cq = self._queue((topic, queue_id))
         return cq.max_offset if cq is not None else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.consume_queue_table.get((topic, queue_id))
+        cq = self._queue((topic, queue_id))
         return cq.min_offset if cq is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """First queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
-        cq = self.consume_queue_table.get((topic, queue_id))
+        cq = self._queue((topic, queue_id))
         if cq is None:
             return 0
         return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of one queue entry's message; -1 when absent."""
-        cq = self.consume_queue_table.get((topic, queue_id))
+        cq = self._queue((topic, queue_id))
         found = cq.entry(offset) if cq is not None and offset >= cq.min_offset else None
         return -1 if found is None else self.commit_log.store_timestamp_at(found[0])
 
@@ -91,7 +95,7 @@ class StoreReads:
 
     def queue_entry(self, topic: str, queue_id: int, offset: int) -> tuple[int, int, int] | None:
         """(commit log offset, size, tags code) of a queue entry, for the broker's own scans."""
-        cq = self.consume_queue_table.get((topic, queue_id))
+        cq = self._queue((topic, queue_id))
         return cq.entry(offset) if cq is not None else None
 
     # -- reading the commit log -----------------------------------------------------------------

@@ -56,11 +56,17 @@ def json_frame(header: str, body: bytes = b"x") -> bytes:
     return struct.pack(">ii", 4 + len(raw) + len(body), len(raw)) + raw + body
 
 
+def known(*topics: str, queues: int = 8) -> dict[tuple[str, int], int]:
+    """A queue-offset table holding every queue of ``topics`` at offset 0: the fast path takes
+    sends to the queues the table holds only (a queue it lacks is new, or not loaded yet)."""
+    return {(t, q): 0 for t in topics for q in range(queues)}
+
+
 def take(fp: Any, data: bytes, seg: bytearray | None = None, seg_pos: int = 0,
          table: dict[tuple[str, int], int] | None = None) -> tuple[Any, ...]:
     seg = bytearray(SEG) if seg is None else seg
     return tuple(fp.take(bytearray(data), 0, BORN, seg, seg_pos, 0, NOW,
-                         {} if table is None else table))
+                         known("Orders", "A", "Ördérs") if table is None else table))
 
 
 def test_takes_a_plain_send_stores_what_the_codec_stores_and_answers_it() -> None:
@@ -157,7 +163,7 @@ def test_json_escapes_and_unknown_members_are_read_as_the_python_decoder_reads_t
 
 
 def test_binary_headers_and_batches_and_oneway() -> None:
-    fp, seg, table = fast_path(), bytearray(SEG), {}
+    fp, seg, table = fast_path(), bytearray(SEG), known("Orders")
     body = encode_batch([(0, b"a" * 10, {"UNIQ_KEY": "1"}), (5, b"", {"TAGS": "t", "KEYS": "x"})])
     frames = [send(1, body=body, code=RequestCode.SEND_BATCH_MESSAGE, ser=SerializeType.ROCKETMQ,
                    props=""),
@@ -259,10 +265,18 @@ def test_put_topic_adds_changes_and_removes_one_topic_as_set_topics_would() -> N
     assert fp.put_topic("T1", 1) is True  # a change in place
     assert fp.put_topic("a/b", 2) is False and fp.put_topic("", 1) is False  # never stored
     assert fp.put_topic("Missing", 0) is False
+    table = known(*names, "Orders")
     for i, name in enumerate(names):
         kept = i % 3 != 0
-        got = take(fp, send(topic=name, qid=1))[3]
+        got = take(fp, send(topic=name, qid=1), table=table)[3]
         want = PARTIAL if kept and name != "T1" else DECLINED
         assert got == want, (name, got)
-    assert take(fp, send(topic="T1", qid=0))[3] == PARTIAL
-    assert take(fp, send(topic="Orders", qid=3))[3] == PARTIAL
+    assert take(fp, send(topic="T1", qid=0), table=table)[3] == PARTIAL
+    assert take(fp, send(topic="Orders", qid=3), table=table)[3] == PARTIAL
+
+
+def test_a_queue_the_table_lacks_is_left_to_the_python_path() -> None:
+    """New, or on disk and not loaded yet: the Python path asks the store for its offset."""
+    fp, table = fast_path(), {("Orders", 1): 3}
+    assert take(fp, send(qid=2), table=table)[3] == DECLINED and table == {("Orders", 1): 3}
+    assert take(fp, send(qid=1), table=table)[3] == PARTIAL and table == {("Orders", 1): 4}

@@ -382,7 +382,7 @@ def test_take_stores_a_reads_signed_frames_up_to_the_first_bad_one(frames: int) 
     good = [signed(ROOT, send_fields(), body) for _ in range(frames)]
     bad = reframe(good[0], e="2")  # a signed field changed
     stream = b"".join(good) + bad + b"".join(good[:2])
-    seg, table = bytearray(1 << 22), {}
+    seg, table = bytearray(1 << 22), {("Orders", 1): 0}  # the queue-offset table holds the queue
     pos, end, answers, stop, _, by_code = native.take(bytearray(stream), 0, BORN, seg, 0, 0, 1,
                                                       table)
     assert (pos, stop, by_code) == (len(good[0]) * frames, 1, (0, frames, 0))
@@ -413,7 +413,7 @@ def test_take_and_set_users_from_another_thread() -> None:
     try:
         taken = 0
         for _ in range(50):
-            pos = native.take(stream, 0, BORN, bytearray(1 << 22), 0, 0, 1, {})[0]
+            pos = native.take(stream, 0, BORN, bytearray(1 << 22), 0, 0, 1, dict(_KNOWN))[0]
             assert pos % len(stream[: len(stream) // 100]) == 0
             taken += pos
     finally:
@@ -438,9 +438,12 @@ def _stateful_native() -> Any:
     return native
 
 
+_KNOWN = {(t, q): 0 for t in ("Orders", "Other") for q in range(8)}  # every queue the tests send to
+
+
 def _take_one(native: Any, frame: bytes, session: bytearray | None, now: int = NOW_MS) -> int:
     """1 when take() stored the one frame, 0 when it declined it to the guard."""
-    by_code = native.take(bytearray(frame), 0, BORN, bytearray(1 << 16), 0, 0, now, {},
+    by_code = native.take(bytearray(frame), 0, BORN, bytearray(1 << 16), 0, 0, now, _KNOWN,
                           session)[5]
     return sum(by_code)
 

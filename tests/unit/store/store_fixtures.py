@@ -51,8 +51,8 @@ def rewrite_entry(store: MessageStore, topic: str, queue_id: int, index: int, *,
                   phy: int | None = None, size: int | None = None) -> None:
     """Damage entry ``index`` of a queue in its file (pwrite: a mapped queue sees it through
     the page cache as a compact one does), keeping the fields not given."""
-    cq = store.consume_queue_table[(topic, queue_id)]
-    found = cq.entry(index)
+    cq = store.consume_queue(topic, queue_id)
+    found = cq.entry(index) if cq is not None else None
     assert found is not None
     file_size = store.config.mapped_file_size_consume_queue
     at = index * CQ_ENTRY_SIZE

@@ -172,4 +172,6 @@ def test_queue_entries_past_the_log_end_are_dropped(tmp_path: Path) -> None:
         assert report is not None and report.valid_end == cut
         assert store.get_max_offset_in_queue("Rec", 0) == 20
         assert _read_queue(store, 0) == payloads[0:60:3]
+        assert report.queue_entries_dropped >= 10  # queue 0's: the others are not loaded yet
+        assert store.load_queues() == 0  # every queue is cut when it is loaded
         assert report.queue_entries_dropped >= 10 * 3 - 2

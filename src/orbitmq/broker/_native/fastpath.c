@@ -394,12 +394,14 @@ static PyObject *queue_key(const SendFields *f)
     return key;
 }
 
-/* The next queue offset of the send's queue (0 when new), -1 with an exception set. */
+/* The next queue offset of the send's queue; -2 for a queue not in the table (new, or not yet
+ * loaded by the store: its first send takes the Python path, which asks the store); -1 with an
+ * exception set. */
 static int64_t queue_offset(Take *t, PyObject *key)
 {
     PyObject *found = PyDict_GetItemWithError(t->queue_table, key);
     if (found == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+        return PyErr_Occurred() ? -1 : -2;
     long long v = PyLong_AsLongLong(found);
     if (v < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_ValueError, "negative queue offset in the table");
@@ -436,6 +438,10 @@ static int store_send(FastPathObject *fp, Take *t, const WireRequest *r, const S
         return SEND_SEGMENT_FULL;  /* the Python path rolls the segment (blank entry and all) */
     PyObject *key = queue_key(f), *next = NULL;
     int64_t first = key != NULL ? queue_offset(t, key) : -1;
+    if (first == -2) {
+        Py_DECREF(key);
+        return SEND_DECLINED;
+    }
     if (first >= 0)  /* every message of a plain send takes a queue offset */
         next = PyLong_FromLongLong(first + count);
     if (next == NULL || reserve_answer(t, count) < 0 || reserve_count(t, f->topic) == NULL) {

@@ -5,7 +5,8 @@
  * FastPath.take() gets a connection's buffered bytes and takes, in order, every complete frame it
  * can handle entirely: SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE with the V2 (a..n)
  * header names, to a topic of the snapshot the broker gave it (set_topics: existing, writable
- * topics that need nothing of the broker), to a queue in range, with only the properties the broker
+ * topics that need nothing of the broker), to a queue in range that the queue-offset table
+ * holds (a queue it does not, new or not yet loaded by the store, is the Python path's), with only the properties the broker
  * named inert (set at construction) and nothing the stored codec refuses or routes. Each is encoded
  * with the one encoder (protocol/_native/stored_encode.c) straight into the commit log segment
  * given, its positions patched, the queue-offset table (the CommitLog's own dict) advanced, and its
