@@ -303,7 +303,6 @@ def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
         proc = standalone_process(store, *args)
         namesrv = proc.wait_ready("namesrv", "broker", timeout=1800)["namesrv"]
         doc["ready_s"] = round(time.perf_counter() - started, 2)
-        print(proc.output()[-4000:])  # DEBUG
         probe = topics[len(topics) // 2]
         with Producer("scale-restart", namesrv) as producer:
             after = producer.send(Message(probe, b"after the restart"), _by_id(3))
