@@ -71,6 +71,14 @@ def read_bodies(body: str | None, file: str | None, lines: bool,
     return (iter([data]) if data else iter(())), where
 
 
+def parse_priority_option(text: str) -> int:
+    """``--priority``: an integer 0..PRIORITY_MAX (ValueError naming the range otherwise)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()) or int(value) > PRIORITY_MAX:
+        raise ValueError(f"{text!r} is not a priority 0..{PRIORITY_MAX} (higher first)")
+    return int(value)
+
+
 def receipt_line(result: Any) -> str:
     """One line for a SendResult: status, ids, queue, offset."""
     mq = result.queue
@@ -102,7 +110,7 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
               callback=value_callback(parse_properties),
               help="a user property; repeat for several")
-@click.option("--priority", type=click.IntRange(0, PRIORITY_MAX), default=None,
+@click.option("--priority", metavar="N", callback=value_callback(parse_priority_option),
               help=f"the message's priority, 0..{PRIORITY_MAX} (higher first), for a topic of "
                    "message.type PRIORITY")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,

@@ -235,6 +235,14 @@ class MessageExt:
         return [k for k in self.properties.get(PropertyKey.KEYS, "").split(KEY_SEPARATOR) if k]
 
     @property
+    def priority(self) -> int | None:
+        """A priority message's priority (0..9, higher first); None for other messages."""
+        raw = self.properties.get(PropertyKey.PRIORITY)
+        if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 3:
+            return None
+        return int(raw)
+
+    @property
     def uniq_key(self) -> str | None:
         """The producer-assigned unique id (UNIQ_KEY), if any."""
         return self.properties.get(PropertyKey.UNIQ_KEY)

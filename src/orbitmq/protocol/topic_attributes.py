@@ -135,7 +135,7 @@ def parse_priority(value: object) -> int:
     """
     if isinstance(value, str):
         text = value.strip()
-        if not text.isdigit() or len(text) > 3:
+        if not (text.isascii() and text.isdigit()) or len(text) > 3:
             raise RemoteProtocolError(f"priority {value[:16]!r} is not an integer 0..{PRIORITY_MAX}")
         number = int(text)
     elif isinstance(value, int) and not isinstance(value, bool):
