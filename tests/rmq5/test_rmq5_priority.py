@@ -83,3 +83,24 @@ def test_priorities_pick_queues_and_bad_ones_are_refused(cluster: Cluster, drive
     # 10 is out of RocketMQ 5.4's 0..9: the broker refuses it, naming the range.
     with pytest.raises(DriverFailed, match="out of range 0..9"):
         driver.call("send", id="p", topic=topic, body="x", priority=10)
+
+
+def test_push_consumer_takes_the_high_priority_message_early(cluster: Cluster, driver: Rmq5Driver) -> None:
+    """The 5.x PushConsumer receives through the same POP path: with a backlog waiting, the
+    high-priority message is among the first it consumes (its first receive batch)."""
+    topic = cluster.topic(unique("PrioPush"), "PRIORITY", queues=10)
+    group = cluster.group(unique("PrioPushG"))
+    driver.call("producer", id="p", endpoint=cluster.endpoint, topics=[topic])
+    driver.call("send_many", timeout=300, id="p", topic=topic, body="low", priority=0, count=2000)
+    driver.call("send", id="p", topic=topic, body="HIGH", priority=9)
+    driver.call("push", id="c", endpoint=cluster.endpoint, group=group, topic=topic)
+    deadline = time.monotonic() + 60
+    while True:
+        seen = driver.call("consumed", id="c")["consumed"]
+        if any(m["body"] == "HIGH" for m in seen):
+            break
+        assert time.monotonic() < deadline, f"HIGH not consumed; {len(seen)} others were"
+        time.sleep(0.1)
+    position = next(i for i, m in enumerate(seen) if m["body"] == "HIGH")
+    assert position < BATCH, position
+    driver.call("close", id="c")
