@@ -84,6 +84,16 @@ def receive(stub: Any, topic: str, group: str, batch: int = 32, invisible_s: int
             if r.HasField("message")]
 
 
+def wait_dispatched(cluster: EmbeddedCluster, topic: str, total: int) -> None:
+    """Until the topic's queues hold ``total`` messages: a send is answered once durable, and
+    its queue entry follows (dispatch); a receive sees only dispatched messages."""
+    deadline = time.monotonic() + WAIT_S
+    with orbitmq.Admin(cluster.namesrv) as admin:
+        while sum(q.max_offset for q in admin.topic_status(topic)) < total:
+            assert time.monotonic() < deadline, admin.topic_status(topic)
+            time.sleep(0.05)
+
+
 def ack(stub: Any, topic: str, group: str, messages: list[pb.Message]) -> None:
     if not messages:
         return
@@ -124,6 +134,7 @@ def test_priority_picks_the_queue_and_comes_back_on_receive(cluster: EmbeddedClu
     msgs.append(wire(topic, b"none", "01BF"))  # NORMAL on a PRIORITY topic: priority 0
     r = send(stub, *msgs)
     assert r.status.code == pb.OK, r
+    wait_dispatched(cluster, topic, len(msgs))
     got = receive(stub, topic, "PrioPlaceG")
     seen = {m.body: (m.system_properties.queue_id, m.system_properties.priority,
                      m.system_properties.message_type) for m in got}
@@ -144,6 +155,7 @@ def test_a_high_priority_message_overtakes_a_backlog_and_keeps_its_place_when_re
                          for i in range(500)])
         assert r.status.code == pb.OK
     assert send(stub, wire(topic, b"HIGH", "01CFFFFF", priority=9)).status.code == pb.OK
+    wait_dispatched(cluster, topic, 2001)
     first = receive(stub, topic, group, batch=32, invisible_s=1)
     assert first[0].body == b"HIGH" and first[0].system_properties.delivery_attempt == 1
     ack(stub, topic, group, first[1:])  # the high one is not acked: it comes back
@@ -211,9 +223,10 @@ def test_push_consumer_takes_higher_priorities_first_and_retries_keep_them(
         cluster: EmbeddedCluster) -> None:
     topic, group = create(cluster, "PrioPushT", queues=4), "prio-push-group"
     with orbitmq.Producer("prio-push-producer", namesrv=cluster.namesrv) as producer:
-        for i in range(0, 300, 50):
+        for _ in range(6):
             producer.send_batch([Message(topic, b"low", priority=0) for _ in range(50)])
         producer.send(Message(topic, b"HIGH", priority=9))
+    wait_dispatched(cluster, topic, 301)
     seen = Seen()
     gate = threading.Event()
     failed_once: set[bytes] = set()

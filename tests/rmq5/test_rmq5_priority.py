@@ -12,7 +12,9 @@ import time
 from typing import Any
 
 import pytest
-from rmq5_support import Cluster, DriverFailed, Rmq5Driver, unique
+from rmq5_support import Cluster, DriverFailed, Rmq5Driver, unique, wait_until
+
+import orbitmq
 
 pytestmark = pytest.mark.rmq5
 
@@ -25,6 +27,14 @@ def receive(driver: Rmq5Driver, cid: str, invisible_s: int) -> list[dict[str, An
     return list(driver.call("receive", id=cid, max=BATCH, invisible_s=invisible_s)["messages"])
 
 
+def dispatched(cluster: Cluster, topic: str, total: int) -> None:
+    """Until the topic's queues hold ``total`` messages (read with OrbitMQ's SDK): a send is
+    answered once durable and its queue entry follows; a receive sees dispatched messages."""
+    with orbitmq.Admin(namesrv=cluster.namesrv) as admin:
+        wait_until(f"{total} messages in {topic}'s queues",
+                   lambda: sum(q.max_offset for q in admin.topic_status(topic)) >= total, every=0.05)
+
+
 def test_high_priority_overtakes_a_backlog_of_ten_thousand(cluster: Cluster, driver: Rmq5Driver) -> None:
     topic = cluster.topic(unique("Prio"), "PRIORITY", queues=10)
     group = cluster.group(unique("PrioG"))
@@ -35,6 +45,7 @@ def test_high_priority_overtakes_a_backlog_of_ten_thousand(cluster: Cluster, dri
                            priority=priority, count=BACKLOG // 2)
         assert done["sent"] == BACKLOG // 2
     high = driver.call("send", id="p", topic=topic, body="HIGH", priority=9)
+    dispatched(cluster, topic, BACKLOG + 1)
     driver.call("simple", id="c", endpoint=cluster.endpoint, group=group, topic=topic, await_s=2)
     batches = [receive(driver, "c", invisible_s=2) for _ in range(2)]
     got = [m for batch in batches for m in batch]
@@ -66,6 +77,7 @@ def test_priorities_pick_queues_and_bad_ones_are_refused(cluster: Cluster, drive
     for p in (0, 2, 3, 9):
         driver.call("send", id="p", topic=topic, body=f"p{p}", priority=p)
     driver.call("send", id="p", topic=topic, body="plain")  # no priority: NORMAL, priority 0
+    dispatched(cluster, topic, 5)
     driver.call("simple", id="c", endpoint=cluster.endpoint, group=unique("PrioQG"), topic=topic,
                 await_s=2)
     got: list[dict[str, Any]] = []
@@ -93,6 +105,7 @@ def test_push_consumer_takes_the_high_priority_message_early(cluster: Cluster, d
     driver.call("producer", id="p", endpoint=cluster.endpoint, topics=[topic])
     driver.call("send_many", timeout=300, id="p", topic=topic, body="low", priority=0, count=2000)
     driver.call("send", id="p", topic=topic, body="HIGH", priority=9)
+    dispatched(cluster, topic, 2001)
     driver.call("push", id="c", endpoint=cluster.endpoint, group=group, topic=topic)
     deadline = time.monotonic() + 60
     while True:
