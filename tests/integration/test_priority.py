@@ -173,6 +173,29 @@ def test_a_high_priority_message_overtakes_a_backlog_and_keeps_its_place_when_re
     ack(stub, topic, group, batch)
 
 
+def test_messages_waiting_their_turn_come_back_when_the_topic_is_no_longer_priority(
+        cluster: EmbeddedCluster, stub: Any) -> None:
+    topic, group = create(cluster, "PrioRetypeT", queues=4), "PrioRetypeG"
+    assert send(stub, *[wire(topic, f"m{i}".encode(), f"01D{i}", priority=2)
+                        for i in range(3)]).status.code == pb.OK
+    wait_dispatched(cluster, topic, 3)
+    assert len(receive(stub, topic, group, batch=3, invisible_s=1)) == 3  # not acked
+    deadline = time.monotonic() + WAIT_S
+    while not (first := receive(stub, topic, group, batch=1, invisible_s=30)):
+        assert time.monotonic() < deadline
+    assert first[0].system_properties.delivery_attempt == 2  # two more wait in queue 2's line
+    ack(stub, topic, group, first)
+    with orbitmq.Admin(cluster.namesrv) as admin:
+        admin.update_topic(topic, attributes="-message.type")
+    rest: list[pb.Message] = []
+    while len(rest) < 2:
+        rest += receive(stub, topic, group, batch=32, invisible_s=30)
+        assert time.monotonic() < deadline, rest
+    assert sorted(m.body for m in rest + first) == [b"m0", b"m1", b"m2"]
+    assert all(m.system_properties.delivery_attempt == 2 for m in rest)
+    ack(stub, topic, group, rest)
+
+
 # -- remoting: the SDK producer, the broker's checks, the push consumer --------------------------
 def test_sdk_sends_land_in_their_priority_queue(cluster: EmbeddedCluster) -> None:
     topic = create(cluster, "PrioSdkT", queues=4)

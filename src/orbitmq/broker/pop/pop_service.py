@@ -41,6 +41,7 @@ grpc_bench.py measures the bytes per message in flight.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import os
@@ -136,6 +137,9 @@ class PopService:
         self._dirty_offsets: set[tuple[str, str, int]] = set()
         self._dead: list[tuple[str, str, int, int]] = []  # past their attempts, for the DLQ
         self._last_receive: dict[str, float] = {}  # group -> monotonic time of its last receive
+        # PRIORITY topics: (group, topic) -> queue -> messages visible again, waiting their turn
+        # (each expired message is looked at once; checked against the state when taken)
+        self._ready: dict[tuple[str, str], dict[int, collections.deque[Handed]]] = {}
         self.active_window_s = cfg.client_channel_expire_ms / 1000
         self.dead_lettered = 0
 
@@ -264,6 +268,10 @@ class PopService:
             self._take_by_priority(group, topic, room, now, invisible_ms, message_filter,
                                    renew_until, owner, out)
             return out
+        if (group, topic) in self._ready:  # no longer a PRIORITY topic: back in line
+            for waiting in self._ready.pop((group, topic)).values():
+                for handed in waiting:
+                    self.state.set_visible(group, topic, handed)
         limit = self.max_attempts(group)
         for handed in list(self.state.take_expired(group, topic, now, room)):
             entry = handed.entry
@@ -290,11 +298,11 @@ class PopService:
                           message_filter: PullFilter | None, renew_until: int, owner: str,
                           out: list[Received]) -> None:
         """A PRIORITY topic's receive (module docstring): per queue from the highest, its
-        messages visible again (in offset order), then its new ones. Every message visible
-        again is looked at (renewed, dead-lettered or kept ready); the ready ones not handed
-        out now stay first in line for the next receive."""
+        messages visible again, then its new ones. Messages turned visible since the last look
+        are renewed, dead-lettered or put in their queue's line (once each); a line keeps what
+        this receive had no room for."""
         limit = self.max_attempts(group)
-        ready: dict[int, list[Handed]] = {}
+        ready = self._ready.setdefault((group, topic), {})
         for handed in list(self.state.take_expired(group, topic, now, self.inflight_max)):
             if self._renewable(handed.entry, now):
                 self.state.reschedule(group, topic, handed.queue_id, handed.offset,
@@ -302,22 +310,27 @@ class PopService:
             elif handed.entry.attempt >= limit:
                 self._to_dead_letters(group, topic, handed)
             else:
-                ready.setdefault(handed.queue_id, []).append(handed)
-        for qid in sorted(set(self._queue_ids(topic)) | set(ready), reverse=True):
-            waiting = sorted(ready.pop(qid, ()), key=lambda h: h.offset)
-            for i, handed in enumerate(waiting):
-                if len(out) >= room:
-                    ready[qid] = waiting[i:]
-                    break
+                ready.setdefault(handed.queue_id, collections.deque()).append(handed)
+        readable = self._queue_ids_set(topic)
+        for qid in sorted(set(readable) | set(ready), reverse=True):
+            waiting = ready.get(qid)
+            while waiting and len(out) < room:
+                handed = waiting.popleft()
+                entry = self.state.get(group, topic, qid, handed.offset)
+                if entry is None or entry.gen != handed.entry.gen:
+                    continue  # acked, or its invisibility changed, since it turned visible
                 got = self._redeliver(group, topic, handed, now + invisible_ms, renew_until, owner)
                 if got is not None:
                     out.append(got)
-            if len(out) < room and qid in self._queue_ids_set(topic):
+            if waiting is not None and not waiting:
+                del ready[qid]
+            if len(out) < room and qid in readable:
                 self._take_new(group, topic, room, now, invisible_ms, message_filter,
                                renew_until, owner, out, fifo=False, only=qid)
-        for rest in ready.values():
-            for handed in rest:
-                self.state.set_visible(group, topic, handed)
+            if len(out) >= room:
+                break
+        if not ready:
+            del self._ready[(group, topic)]
 
     def _queue_ids_set(self, topic: str) -> range:
         tc = self.ctx.topics.get(topic)
