@@ -206,6 +206,15 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/rocketmq5.md", "producer.send(orbitmq.Message(\"Reminders\", b\"pay order 17\", properties={\"TIMER_DELAY_SEC\": \"30\"}))"):
         NotHere("a fragment: README's RocketMQ 5 block is the same, whole"),
     ("docs/rocketmq5.md", ".venv-rmq5/bin/python scripts/regen_grpc.py"): NotHere("regenerates the gRPC stubs"),
+    ("docs/rocketmq5.md", "orbitmq topic create -t Tasks --read-queue-nums 10 --write-queue-nums 10 --attributes +message.type=PRIORITY"):
+        Run(),
+    ("docs/rocketmq5.md", ".venv-rmq5/bin/python examples/rocketmq5_priority.py 127.0.0.1:8081"):
+        Run(_lines(["first: urgent task", "received 101"], sort=False), needs=RMQ5_PY),
+    ("docs/rocketmq5.md", "import sys\n\nfrom rocketmq"):
+        NotHere("examples/rocketmq5_priority.py, run by the block before"),
+    ("docs/rocketmq5.md", "orbitmq send --topic Tasks --priority 9 'urgent task'"): Run(_has(":9 offset=")),
+    ("docs/rocketmq5.md", "import orbitmq\n\nwith orbitmq.Producer(\"task-service\""):
+        Run(_lines(["stored in queue 9"])),
     ("docs/security.md", ".venv/bin/orbitmq standalone --store ./data/secure \\"): Keep(),
     ("docs/security.md", "authentication_enabled = true"): NotHere("a config file"),
     ("docs/security.md", ".venv/bin/orbitmq standalone --authentication-enabled true --authorization-enabled true \\\n  --authentication-strategy stateful"):

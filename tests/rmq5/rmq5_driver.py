@@ -7,7 +7,7 @@ a command ``{"op": ..., ...}`` in, one answer ``{"ok": true, ...}`` (or ``{"ok":
 test gives them, so a test can send, receive, ack and change invisibility step by step, restart
 the broker in between, and ask a push consumer what it consumed so far.
 
-Ops: producer, send, checks, simple, receive, ack, change, push, consumed, close, quit (see each
+Ops: producer, send, send_many, checks, simple, receive, ack, change, push, consumed, close, quit (see each
 function). Message bodies travel as text; received ones come back with their fields.
 """
 
@@ -46,7 +46,8 @@ def describe(m: Any) -> dict[str, Any]:
     return {"id": m.message_id, "topic": m.topic, "body": m.body.decode("utf-8", "replace"),
             "tag": m.tag, "keys": sorted(m.keys), "properties": dict(m.properties),
             "attempt": m.delivery_attempt, "handle": m.receipt_handle, "group": m.message_group,
-            "delivery_ms": m.delivery_timestamp, "corrupted": m.corrupted}
+            "delivery_ms": m.delivery_timestamp, "corrupted": m.corrupted,
+            "priority": m.priority, "type": m.message_type}
 
 
 def config(spec: dict[str, Any]) -> ClientConfiguration:
@@ -88,6 +89,8 @@ def op_send(spec: dict[str, Any]) -> dict[str, Any]:
         msg.message_group = spec["message_group"]
     if spec.get("delivery_s"):
         msg.delivery_timestamp = int(spec["delivery_s"])  # the client sends whole seconds
+    if spec.get("priority") is not None:
+        msg.priority = int(spec["priority"])
     tx_mode = spec.get("transaction")
     if tx_mode:
         tx = producer.begin_transaction()
@@ -100,6 +103,28 @@ def op_send(spec: dict[str, Any]) -> dict[str, Any]:
         receipt = producer.send(msg)
     return {"message_id": receipt.message_id, "offset": receipt.offset,
             "transaction_id": receipt.transaction_id}
+
+
+def op_send_many(spec: dict[str, Any]) -> dict[str, Any]:
+    """``count`` messages (body ``body``, optional ``priority``) with send_async, at most
+    ``window`` in flight; how many were sent and the seconds taken."""
+    producer = clients[spec["id"]]
+    window, pending, sent = int(spec.get("window", 64)), [], 0
+    start = time.perf_counter()
+    for _ in range(int(spec["count"])):
+        msg = Message()
+        msg.topic = spec["topic"]
+        msg.body = spec["body"].encode()
+        if spec.get("priority") is not None:
+            msg.priority = int(spec["priority"])
+        pending.append(producer.send_async(msg))
+        if len(pending) >= window:
+            pending.pop(0).result(60)
+            sent += 1
+    for future in pending:
+        future.result(60)
+        sent += 1
+    return {"sent": sent, "seconds": time.perf_counter() - start}
 
 
 def op_checks(spec: dict[str, Any]) -> dict[str, Any]:

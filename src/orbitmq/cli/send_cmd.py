@@ -25,6 +25,7 @@ from orbitmq.cli.common import (
     parse_properties,
     value_callback,
 )
+from orbitmq.protocol.topic_attributes import PRIORITY_MAX
 
 __all__ = ["send_cmd", "read_lines", "read_bodies", "receipt_line"]
 
@@ -70,6 +71,14 @@ def read_bodies(body: str | None, file: str | None, lines: bool,
     return (iter([data]) if data else iter(())), where
 
 
+def parse_priority_option(text: str) -> int:
+    """``--priority``: an integer 0..PRIORITY_MAX (ValueError naming the range otherwise)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()) or int(value) > PRIORITY_MAX:
+        raise ValueError(f"{text!r} is not a priority 0..{PRIORITY_MAX} (higher first)")
+    return int(value)
+
+
 def receipt_line(result: Any) -> str:
     """One line for a SendResult: status, ids, queue, offset."""
     mq = result.queue
@@ -101,6 +110,9 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
               callback=value_callback(parse_properties),
               help="a user property; repeat for several")
+@click.option("--priority", metavar="N", callback=value_callback(parse_priority_option),
+              help=f"the message's priority, 0..{PRIORITY_MAX} (higher first), for a topic of "
+                   "message.type PRIORITY")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="send each body this many times")
 @click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True, help="producer group")
@@ -119,6 +131,7 @@ def send_cmd(
     tags: str | None,
     keys: str | None,
     properties: dict[str, str] | tuple[()],
+    priority: int | None,
     count: int,
     group: str,
     send_timeout: float,
@@ -132,7 +145,9 @@ def send_cmd(
 
     Prints one line per message: the send status, its message id (what consumers see), the
     broker's offset message id, the queue and the offset in that queue. Property names the
-    system reserves (UNIQ_KEY, TAGS, KEYS, DELAY, ...) are refused.
+    system reserves (UNIQ_KEY, TAGS, KEYS, DELAY, ...) are refused. --priority N sends priority
+    messages (a topic of message.type PRIORITY stores each in its priority's queue; another
+    topic refuses them).
     """
     from orbitmq.client import Producer
     from orbitmq.protocol.message import Message
@@ -141,14 +156,15 @@ def send_cmd(
     key_list = parse_keys(keys)
     bodies, where = read_bodies(body, file, lines, sys.stdin.buffer)
     # Reserved property names are refused before anything connects (Message checks them).
-    Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props))
+    Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props),
+            priority=priority)
     sent = 0
     with Producer(group, namesrv, send_timeout=send_timeout,
                   credentials=cli_credentials(), tls=cli_tls()) as producer:
         for payload in bodies:
             for _ in range(count):
                 msg = Message(topic, payload, tags=tags or None, keys=key_list or None,
-                              properties=dict(props))
+                              properties=dict(props), priority=priority)
                 result = producer.send(msg)
                 sent += 1
                 if fmt == "json":

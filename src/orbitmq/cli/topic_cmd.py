@@ -71,7 +71,7 @@ def _attributes_option(func: Any) -> Any:
     return click.option(
         "--attributes", "-a", metavar="+NAME=VALUE[,-NAME]",
         help="RocketMQ 5 topic attributes, as mqadmin's -a: +message.type=NORMAL|FIFO|DELAY|"
-             "TRANSACTION|MIXED sets the type, -message.type removes it")(func)
+             "TRANSACTION|PRIORITY|MIXED sets the type, -message.type removes it")(func)
 
 
 @topic_group.command("create")

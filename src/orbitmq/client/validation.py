@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from orbitmq.errors import ClientError
-from orbitmq.protocol.message import Message
+from orbitmq.protocol.message import Message, check_priority
 from orbitmq.protocol.topics import DEFAULT_TOPIC, NOT_ALLOWED_SEND_TOPICS
 
 __all__ = [
@@ -77,7 +77,8 @@ def check_message(msg: object, max_message_size: int) -> Message:
 
     Raises:
         ClientError: not a Message, illegal or system topic, empty body, body over
-            ``max_message_size`` bytes, or a negative delay level.
+            ``max_message_size`` bytes, a negative delay level, or a priority out of 0..9 (or
+            with a delay level).
     """
     if not isinstance(msg, Message):
         raise ClientError(f"expected a Message, got {type(msg).__name__}")
@@ -91,4 +92,5 @@ def check_message(msg: object, max_message_size: int) -> Message:
         raise ClientError(f"message body of {size} bytes exceeds the maximum {max_message_size}")
     if msg.delay_level < 0:
         raise ClientError(f"delay level must not be negative, got {msg.delay_level}")
+    check_priority(msg.priority, msg.delay_level)
     return msg

@@ -1,8 +1,8 @@
 """RocketMQ 5 messages to and from the broker's: every wire value range-checked here.
 
 A 5.x message keeps its id as UNIQ_KEY, its tag and keys as TAGS and KEYS, its message group as
-``__SHARDINGKEY``, its delivery time as ``TIMER_DELIVER_MS`` (the broker's timer) and its user
-properties as they are; a 4.x consumer reads it like any message. The other way, a stored message
+``__SHARDINGKEY``, its delivery time as ``TIMER_DELIVER_MS`` (the broker's timer), its priority
+(0..9, RocketMQ 5.4's priority messages) as ``__PRIORITY`` and its user properties as they are; a 4.x consumer reads it like any message. The other way, a stored message
 becomes a 5.x message with its properties split into system fields and user properties, its
 body inflated and its CRC32 digest computed for the client to check.
 """
@@ -19,7 +19,13 @@ from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc.codes import ApiError, Code
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX
-from orbitmq.protocol.topic_attributes import SHARDING_KEY, TopicMessageType
+from orbitmq.protocol.topic_attributes import (
+    PRIORITY_MAX,
+    PRIORITY_PROPERTY,
+    SHARDING_KEY,
+    TopicMessageType,
+    priority_of,
+)
 
 __all__ = ["resource_name", "duration_ms", "timestamp_ms", "to_timestamp", "to_duration",
            "Outgoing", "incoming_properties", "to_wire_message", "message_type_of_wire",
@@ -46,7 +52,7 @@ SYSTEM_PROPERTIES = frozenset({
     PropertyKey.RECONSUME_TIME, PropertyKey.UNIQ_KEY, PropertyKey.MAX_RECONSUME_TIMES,
     PropertyKey.CONSUME_START_TIME, PropertyKey.TRANSACTION_PREPARED_QUEUE_OFFSET,
     PropertyKey.TRANSACTION_CHECK_TIMES, PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS, SHARDING_KEY,
-    _TIMER_DELIVER_MS, "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
+    PRIORITY_PROPERTY, _TIMER_DELIVER_MS, "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
 })
 
 
@@ -80,24 +86,29 @@ def to_duration(ms: int) -> duration_pb2.Duration:
 
 
 def message_type_of_wire(sp: pb.SystemProperties) -> TopicMessageType:
-    """What a 5.x message is, from the type the client declared (checked against its fields)."""
+    """What a 5.x message is, from the type the client declared (checked against its fields:
+    a message group is FIFO's, a delivery time DELAY's and a priority PRIORITY's alone)."""
     declared = sp.message_type
     has_group, has_time = sp.HasField("message_group"), sp.HasField("delivery_timestamp")
+    has_priority = sp.HasField("priority")
     kinds = {pb.NORMAL: TopicMessageType.NORMAL, pb.FIFO: TopicMessageType.FIFO,
-             pb.DELAY: TopicMessageType.DELAY, pb.TRANSACTION: TopicMessageType.TRANSACTION}
+             pb.DELAY: TopicMessageType.DELAY, pb.TRANSACTION: TopicMessageType.TRANSACTION,
+             pb.PRIORITY: TopicMessageType.PRIORITY}
     if declared == pb.MESSAGE_TYPE_UNSPECIFIED:
         kind = (TopicMessageType.FIFO if has_group else
-                TopicMessageType.DELAY if has_time else TopicMessageType.NORMAL)
+                TopicMessageType.DELAY if has_time else
+                TopicMessageType.PRIORITY if has_priority else TopicMessageType.NORMAL)
     elif declared in kinds:
         kind = kinds[declared]
     else:
         raise ApiError(Code.UNSUPPORTED, f"message type {pb.MessageType.Name(declared)} is not "
                                          "supported by OrbitMQ")
     if (kind is TopicMessageType.FIFO) != has_group or (kind is TopicMessageType.DELAY) != has_time \
+            or (kind is TopicMessageType.PRIORITY) != has_priority \
             or (kind is TopicMessageType.TRANSACTION and (has_group or has_time)):
         raise ApiError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                        f"message type {kind.value} does not match its fields (message group: "
-                       f"{has_group}, delivery time: {has_time})")
+                       f"{has_group}, delivery time: {has_time}, priority: {has_priority})")
     return kind
 
 
@@ -105,7 +116,7 @@ class Outgoing:
     """A 5.x message checked and turned into the broker's body and properties."""
 
     __slots__ = ("topic", "body", "properties", "kind", "born_ms", "born_host", "message_id",
-                 "message_group")
+                 "message_group", "priority")
 
     def __init__(self, msg: pb.Message, body_max: int, peer_ip: str) -> None:
         self.topic = resource_name(msg.topic, "topic", Code.ILLEGAL_TOPIC)
@@ -118,6 +129,7 @@ class Outgoing:
                                                     f"is empty, longer than {MESSAGE_ID_MAX} or not alphanumeric")
         self.properties = incoming_properties(msg)
         self.message_group = self.properties.get(SHARDING_KEY)
+        self.priority = sp.priority if sp.HasField("priority") else None  # checked: 0..9
         self.born_ms = (timestamp_ms(sp.born_timestamp, "born time", Code.BAD_REQUEST)
                         if sp.HasField("born_timestamp") else 0)
         self.born_host = _ipv4_or(sp.born_host, peer_ip)
@@ -149,6 +161,11 @@ def incoming_properties(msg: pb.Message) -> dict[str, str]:
             raise ApiError(Code.ILLEGAL_MESSAGE_GROUP, f"message group must be 1..{MESSAGE_GROUP_MAX} "
                                                         "characters")
         props[SHARDING_KEY] = group
+    if sp.HasField("priority"):
+        if not 0 <= sp.priority <= PRIORITY_MAX:
+            raise ApiError(Code.BAD_REQUEST, f"priority {sp.priority} is out of range "
+                                             f"0..{PRIORITY_MAX} (higher first)")
+        props[PRIORITY_PROPERTY] = str(sp.priority)
     if sp.HasField("delivery_timestamp"):
         due = timestamp_ms(sp.delivery_timestamp, "delivery time", Code.ILLEGAL_DELIVERY_TIME)
         props[_TIMER_DELIVER_MS] = str(due)
@@ -195,7 +212,8 @@ def _ipv4_or(host: str, fallback: str) -> str:
 
 
 _WIRE_TYPES = {TopicMessageType.NORMAL: pb.NORMAL, TopicMessageType.FIFO: pb.FIFO,
-               TopicMessageType.DELAY: pb.DELAY, TopicMessageType.TRANSACTION: pb.TRANSACTION}
+               TopicMessageType.DELAY: pb.DELAY, TopicMessageType.TRANSACTION: pb.TRANSACTION,
+               TopicMessageType.PRIORITY: pb.PRIORITY}
 
 
 def to_wire_message(msg: MessageExt, *, body_max: int, handle: str | None = None,
@@ -228,6 +246,8 @@ def to_wire_message(msg: MessageExt, *, body_max: int, handle: str | None = None
     due = props.get(_TIMER_DELIVER_MS, "")
     if due.isdigit() and len(due) <= 18:
         sp.delivery_timestamp.CopyFrom(to_timestamp(int(due)))
+    if PRIORITY_PROPERTY in props:
+        sp.priority = priority_of(props)
     sp.message_type = _WIRE_TYPES.get(_stored_type(props), pb.NORMAL)
     if handle is not None:
         sp.receipt_handle = handle
@@ -249,4 +269,6 @@ def _stored_type(props: dict[str, str]) -> TopicMessageType:
         return TopicMessageType.DELAY
     if props.get(SHARDING_KEY):
         return TopicMessageType.FIFO
+    if PRIORITY_PROPERTY in props:
+        return TopicMessageType.PRIORITY
     return TopicMessageType.NORMAL

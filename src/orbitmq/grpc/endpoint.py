@@ -62,6 +62,7 @@ SEND_ATTEMPTS = 3  # a 5.x producer's send attempts (its retry policy)
 TELEMETRY_ANSWER_WAIT_S = 10.0
 _TYPES = {TopicMessageType.NORMAL: [pb.NORMAL], TopicMessageType.FIFO: [pb.FIFO],
           TopicMessageType.DELAY: [pb.DELAY], TopicMessageType.TRANSACTION: [pb.TRANSACTION],
+          TopicMessageType.PRIORITY: [pb.PRIORITY, pb.NORMAL],  # NORMAL: priority 0
           TopicMessageType.MIXED: [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]}
 
 

@@ -3,8 +3,9 @@
 A 5.x send is checked (convert.py) and against its topic: the topic must exist (TOPIC_NOT_FOUND:
 a 5.x client learns its route first, so nothing is created on send), be writable, and take the
 message's type (``message.type``, as RocketMQ 5's proxy: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE).
-The queue: a FIFO message's by its message group (the same group, the same queue), others in
-turn. A timer message is parked by the timer service, a transactional one becomes a half
+The queue: a FIFO message's by its message group (the same group, the same queue), a PRIORITY
+topic's by the message's priority (queue ``min(priority, queues - 1)``; a message without one has
+priority 0), others in turn. A timer message is parked by the timer service, a transactional one becomes a half
 message (PGROUP ``%GRPC%{topic}``); every message is saved through the durable-save seam and
 answered once durable, with the broker's outcome mapped to an API code.
 
@@ -35,7 +36,7 @@ from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import EndTransactionRequestHeader
 from orbitmq.protocol.message import MessageSysFlag, PropertyKey
-from orbitmq.protocol.topic_attributes import TopicMessageType
+from orbitmq.protocol.topic_attributes import TopicMessageType, priority_queue, topic_message_type
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageStatus
 
@@ -120,6 +121,8 @@ class Producing:
             raise ApiError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, why)
         if out.message_group is not None:
             queue_id = zlib.crc32(out.message_group.encode()) % tc.write_queue_nums
+        elif topic_message_type(tc.attributes) is TopicMessageType.PRIORITY:
+            queue_id = priority_queue(out.priority or 0, tc.write_queue_nums)  # none: 0
         else:
             queue_id = next(self._round_robin) % tc.write_queue_nums
         inner = MessageInner(out.topic, queue_id, out.body, out.properties, 0, 0, out.born_ms,

@@ -18,6 +18,7 @@ from typing import Any
 
 from orbitmq.errors import ClientError
 from orbitmq.protocol.java_hash import java_string_hash
+from orbitmq.protocol.topic_attributes import PRIORITY_MAX, PRIORITY_PROPERTY
 
 __all__ = [
     "MessageSysFlag",
@@ -32,6 +33,7 @@ __all__ = [
     "tags_hash",
     "transaction_type",
     "takes_queue_entry",
+    "check_priority",
 ]
 
 
@@ -97,6 +99,7 @@ class PropertyKey:
     INSTANCE_ID = "INSTANCE_ID"
     CLUSTER = "CLUSTER"
     SHARDING_KEY = "__SHARDINGKEY"
+    PRIORITY = PRIORITY_PROPERTY  # a priority message's priority (topic_attributes)
 
 
 KEY_SEPARATOR = " "  # KEYS holds several keys separated by spaces
@@ -111,11 +114,11 @@ RESERVED_PROPERTIES = frozenset({
     PropertyKey.MAX_OFFSET, PropertyKey.BUYER_ID, PropertyKey.ORIGIN_MESSAGE_ID,
     PropertyKey.TRANSFER_FLAG, PropertyKey.CORRECTION_FLAG, PropertyKey.MQ2_FLAG,
     PropertyKey.RECONSUME_TIME, PropertyKey.UNIQ_KEY, PropertyKey.MAX_RECONSUME_TIMES,
-    PropertyKey.CONSUME_START_TIME,
+    PropertyKey.CONSUME_START_TIME, PropertyKey.PRIORITY,
 })
 _RESERVED_HINTS = {
     PropertyKey.TAGS: "give tags=...", PropertyKey.KEYS: "give keys=...",
-    PropertyKey.DELAY: "give delay_level=...",
+    PropertyKey.DELAY: "give delay_level=...", PropertyKey.PRIORITY: "give priority=...",
 }
 
 
@@ -136,7 +139,12 @@ class Message:
     """A message as a producer builds it (the SDK's type).
 
     ``properties`` are the application's own: a name RESERVED_PROPERTIES holds is refused with a
-    ClientError (tags, keys and the delay level have fields of their own).
+    ClientError (tags, keys, the delay level and the priority have fields of their own).
+
+    ``priority`` (0..9, higher first; None: not a priority message) is for topics of
+    ``message.type`` PRIORITY: the broker stores the message in queue ``min(priority, queues - 1)``
+    and consumers take the higher queues first when a backlog exists. It cannot be combined with
+    a delay level (as RocketMQ 5's clients refuse it).
     """
 
     topic: str
@@ -146,8 +154,10 @@ class Message:
     flag: int = 0
     properties: dict[str, str] = dataclasses.field(default_factory=dict)
     delay_level: int = 0
+    priority: int | None = None
 
     def __post_init__(self) -> None:
+        check_priority(self.priority, self.delay_level)
         reserved = sorted(name for name in self.properties if name in RESERVED_PROPERTIES)
         if reserved:
             name = reserved[0]
@@ -175,7 +185,20 @@ class Message:
             props[PropertyKey.KEYS] = KEY_SEPARATOR.join(keys)
         if self.delay_level > 0:
             props[PropertyKey.DELAY] = str(self.delay_level)
+        if self.priority is not None:
+            props[PropertyKey.PRIORITY] = str(self.priority)
         return props
+
+
+def check_priority(priority: object, delay_level: int = 0) -> None:
+    """Refuse a priority a broker would refuse (ClientError naming it): an integer
+    0..PRIORITY_MAX or None, and not with a delay level."""
+    if priority is None:
+        return
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= PRIORITY_MAX:
+        raise ClientError(f"priority must be an integer 0..{PRIORITY_MAX} (higher first), got {priority!r}")
+    if delay_level:
+        raise ClientError("a message cannot have both a priority and a delay level")
 
 
 @dataclasses.dataclass
@@ -210,6 +233,14 @@ class MessageExt:
     def keys(self) -> list[str]:
         """The KEYS property split into its keys."""
         return [k for k in self.properties.get(PropertyKey.KEYS, "").split(KEY_SEPARATOR) if k]
+
+    @property
+    def priority(self) -> int | None:
+        """A priority message's priority (0..9, higher first); None for other messages."""
+        raw = self.properties.get(PropertyKey.PRIORITY)
+        if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 3:
+            return None
+        return int(raw)
 
     @property
     def uniq_key(self) -> str | None:

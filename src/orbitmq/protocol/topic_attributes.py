@@ -2,17 +2,24 @@
 
 A topic config carries ``attributes``, a map of names to values (JSON ``"attributes":
 {"message.type": "FIFO"}``); the one OrbitMQ knows is ``message.type``: NORMAL (the default when
-absent), FIFO, DELAY, TRANSACTION or MIXED. They are changed as mqadmin's ``-a`` does, with a
+absent), FIFO, DELAY, TRANSACTION, PRIORITY or MIXED. They are changed as mqadmin's ``-a`` does, with a
 modification string: ``+message.type=FIFO`` sets a value, ``-message.type`` removes it, several
 separated by commas.
 
 A message's own type comes from its properties (:func:`message_type_of`): TRAN_MSG=true is
 TRANSACTION; a DELAY level or a timer property (TIMER_DELIVER_MS, TIMER_DELAY_SEC,
-TIMER_DELAY_MS) is DELAY; a message group (``__SHARDINGKEY``) is FIFO; anything else NORMAL.
+TIMER_DELAY_MS) is DELAY; a message group (``__SHARDINGKEY``) is FIFO; a priority
+(:data:`PRIORITY_PROPERTY`) is PRIORITY; anything else NORMAL.
 :func:`type_refusal` is the one rule on whether a topic takes a message: a MIXED topic takes
-every type, other topics their own type only; a remoting (4.x) client cannot mark a FIFO message
-(its orderly sends pick the queue themselves), so under ``lenient`` a FIFO topic also takes
-NORMAL messages.
+every type but PRIORITY, other topics their own type only; a remoting (4.x) client cannot mark a
+FIFO message (its orderly sends pick the queue themselves), so under ``lenient`` a FIFO topic
+also takes NORMAL messages. A PRIORITY topic also takes NORMAL messages (of priority 0, the
+lowest): a priority is what a sender adds to some messages, not a demand on all of them.
+
+Priority messages (RocketMQ 5.4's RIP-80): a priority is an integer 0..:data:`PRIORITY_MAX`, a
+higher number more urgent; :func:`parse_priority` range-checks it where it is parsed and
+:func:`priority_queue` is where a PRIORITY topic stores it, queue ``min(priority, queues - 1)``,
+so that a consumer taking the highest queue first takes the most urgent message first.
 
 Cheap checks for the send paths (a native fast path declines anything unusual):
 :func:`has_timer_property` and :func:`is_plain_type` work on the raw properties text.
@@ -28,12 +35,15 @@ from orbitmq.errors import RemoteProtocolError
 __all__ = [
     "MESSAGE_TYPE_ATTRIBUTE", "SHARDING_KEY", "TIMER_PROPERTIES", "TopicMessageType",
     "apply_modification", "topic_message_type", "message_type_of", "type_refusal",
-    "has_timer_property", "is_plain_type", "ATTRIBUTE_VALUE_MAX",
+    "has_timer_property", "is_plain_type", "ATTRIBUTE_VALUE_MAX", "PRIORITY_PROPERTY",
+    "PRIORITY_MAX", "parse_priority", "priority_queue", "priority_of",
 ]
 
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
 SHARDING_KEY = "__SHARDINGKEY"  # a 5.x message group, as a property
 TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+PRIORITY_PROPERTY = "__PRIORITY"  # a message's priority, as a property (decimal text)
+PRIORITY_MAX = 9  # the highest priority (RocketMQ 5.4: 0..9, a higher number more urgent)
 ATTRIBUTE_VALUE_MAX = 64  # characters of one attribute value
 _ATTRIBUTES_TEXT_MAX = 1024  # characters of one modification string
 _NAME = re.compile(r"^[a-z][a-z0-9.]{0,63}$")
@@ -46,6 +56,7 @@ class TopicMessageType(enum.StrEnum):
     FIFO = "FIFO"
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
+    PRIORITY = "PRIORITY"
     MIXED = "MIXED"
 
 
@@ -111,13 +122,57 @@ def message_type_of(properties: dict[str, str]) -> TopicMessageType:
         return TopicMessageType.DELAY
     if properties.get(SHARDING_KEY):
         return TopicMessageType.FIFO
+    if PRIORITY_PROPERTY in properties:
+        return TopicMessageType.PRIORITY
     return TopicMessageType.NORMAL
+
+
+def parse_priority(value: object) -> int:
+    """A priority from the wire (an int, or the property's decimal text), range-checked.
+
+    Raises:
+        RemoteProtocolError: not an integer 0..PRIORITY_MAX (the message says which).
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()) or len(text) > 3:
+            raise RemoteProtocolError(f"priority {value[:16]!r} is not an integer 0..{PRIORITY_MAX}")
+        number = int(text)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise RemoteProtocolError(f"priority {value!r} is not an integer 0..{PRIORITY_MAX}")
+    if not 0 <= number <= PRIORITY_MAX:
+        raise RemoteProtocolError(f"priority {number} is out of range 0..{PRIORITY_MAX}")
+    return number
+
+
+def priority_queue(priority: int, queue_nums: int) -> int:
+    """The queue of a PRIORITY topic that stores a message of ``priority`` (RocketMQ 5.4's rule:
+    ``min(priority, queues - 1)``; queue 0 when the topic has none to choose from)."""
+    return max(min(priority, queue_nums - 1), 0)
+
+
+def priority_of(properties: dict[str, str]) -> int:
+    """A stored message's priority (0 when it has none or an unreadable one: stored values were
+    checked on the way in)."""
+    raw = properties.get(PRIORITY_PROPERTY)
+    if raw is None:
+        return 0
+    try:
+        return parse_priority(raw)
+    except RemoteProtocolError:
+        return 0
 
 
 def type_refusal(topic: str, topic_type: TopicMessageType, message_type: TopicMessageType,
                  *, lenient: bool) -> str | None:
     """Why ``topic`` refuses a message of ``message_type`` (RocketMQ 5's wording), or None."""
-    if topic_type is TopicMessageType.MIXED or topic_type is message_type:
+    if topic_type is message_type:
+        return None
+    if topic_type is TopicMessageType.MIXED and message_type is not TopicMessageType.PRIORITY:
+        return None
+    if topic_type is TopicMessageType.PRIORITY and message_type is TopicMessageType.NORMAL:
         return None
     if lenient and topic_type is TopicMessageType.FIFO and message_type is TopicMessageType.NORMAL:
         return None

@@ -33,10 +33,14 @@ names = texts.filter(lambda name: name not in RESERVED_PROPERTIES)
 
 @given(tags=st.none() | texts, keys=st.none() | texts | st.lists(texts, max_size=3),
        delay=st.integers(0, 18), props=st.dictionaries(names, texts, max_size=3),
-       body=st.binary(min_size=1, max_size=64), flag=st.integers(-(2**31), 2**31 - 1))
+       body=st.binary(min_size=1, max_size=64), flag=st.integers(-(2**31), 2**31 - 1),
+       priority=st.none() | st.integers(0, 9))
 def test_encode_message_writes_what_the_general_property_encoder_writes(
-        tags, keys, delay, props, body, flag):
-    msg = Message("T", body, tags=tags, keys=keys, flag=flag, properties=props, delay_level=delay)
+        tags, keys, delay, props, body, flag, priority):
+    if priority is not None:
+        delay = 0  # a priority message has no delay level
+    msg = Message("T", body, tags=tags, keys=keys, flag=flag, properties=props, delay_level=delay,
+                  priority=priority)
     try:
         expected = encode_properties(_wire_properties(msg, UNIQ))
     except ClientError:

@@ -11,6 +11,13 @@ arrives in the topic, one turns visible again, or its polling time ends. In cont
 SYNC_MASTER hands out only messages below its confirm offset (``BrokerContext.read_bound``,
 docs/failover.md); waiting receives look again whenever that offset rises (:meth:`wake_all`).
 
+A PRIORITY topic (``message.type`` PRIORITY: queue ``q`` holds priority ``q``, the last queue
+the priorities from it up) is read highest queue first, strictly: a receive takes what is ready
+in the highest queue that has anything, the messages visible again there before its new ones,
+then goes down, so a backlog of low priorities never holds back a higher one, nor a retried
+message lose its priority (it is redelivered from its own queue, its attempts counted). A FIFO
+group reads such a topic's queues highest first too.
+
 A message that was delivered the group's ``retry_max_times + 1`` times and turned visible again
 goes to ``%DLQ%{group}`` (as the 4.x retry path's dead letters: one queue, RETRY_TOPIC and
 ORIGIN_MESSAGE_ID set), through the durable-save seam, and leaves the state once stored.
@@ -34,6 +41,7 @@ grpc_bench.py measures the bytes per message in flight.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import os
@@ -53,6 +61,7 @@ from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.stored import decode_stored_message
+from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageStatus
 from orbitmq.transport.loop import call_soon_from_any_thread
@@ -128,6 +137,9 @@ class PopService:
         self._dirty_offsets: set[tuple[str, str, int]] = set()
         self._dead: list[tuple[str, str, int, int]] = []  # past their attempts, for the DLQ
         self._last_receive: dict[str, float] = {}  # group -> monotonic time of its last receive
+        # PRIORITY topics: (group, topic) -> queue -> messages visible again, waiting their turn
+        # (each expired message is looked at once; checked against the state when taken)
+        self._ready: dict[tuple[str, str], dict[int, collections.deque[Handed]]] = {}
         self.active_window_s = cfg.client_channel_expire_ms / 1000
         self.dead_lettered = 0
 
@@ -252,6 +264,14 @@ class PopService:
             self.state.drop_due_heap_items(group, topic, now)
             self._take_fifo(group, topic, room, now, invisible_ms, message_filter, renew_until, owner, out)
             return out
+        if self._by_priority(topic):
+            self._take_by_priority(group, topic, room, now, invisible_ms, message_filter,
+                                   renew_until, owner, out)
+            return out
+        if (group, topic) in self._ready:  # no longer a PRIORITY topic: back in line
+            for waiting in self._ready.pop((group, topic)).values():
+                for handed in waiting:
+                    self.state.set_visible(group, topic, handed)
         limit = self.max_attempts(group)
         for handed in list(self.state.take_expired(group, topic, now, room)):
             entry = handed.entry
@@ -269,13 +289,63 @@ class PopService:
                            renew_until, owner, out, fifo=False)
         return out
 
+    def _by_priority(self, topic: str) -> bool:
+        tc = self.ctx.topics.get(topic)
+        return tc is not None and bool(tc.attributes) and \
+            topic_message_type(tc.attributes) is TopicMessageType.PRIORITY
+
+    def _take_by_priority(self, group: str, topic: str, room: int, now: int, invisible_ms: int,
+                          message_filter: PullFilter | None, renew_until: int, owner: str,
+                          out: list[Received]) -> None:
+        """A PRIORITY topic's receive (module docstring): per queue from the highest, its
+        messages visible again, then its new ones. Messages turned visible since the last look
+        are renewed, dead-lettered or put in their queue's line (once each); a line keeps what
+        this receive had no room for."""
+        limit = self.max_attempts(group)
+        ready = self._ready.setdefault((group, topic), {})
+        for handed in list(self.state.take_expired(group, topic, now, self.inflight_max)):
+            if self._renewable(handed.entry, now):
+                self.state.reschedule(group, topic, handed.queue_id, handed.offset,
+                                      now + self.invisible_default_ms, new_gen=False)
+            elif handed.entry.attempt >= limit:
+                self._to_dead_letters(group, topic, handed)
+            else:
+                ready.setdefault(handed.queue_id, collections.deque()).append(handed)
+        readable = self._queue_ids_set(topic)
+        for qid in sorted(set(readable) | set(ready), reverse=True):
+            waiting = ready.get(qid)
+            while waiting and len(out) < room:
+                handed = waiting.popleft()
+                entry = self.state.get(group, topic, qid, handed.offset)
+                if entry is None or entry.gen != handed.entry.gen:
+                    continue  # acked, or its invisibility changed, since it turned visible
+                got = self._redeliver(group, topic, handed, now + invisible_ms, renew_until, owner)
+                if got is not None:
+                    out.append(got)
+            if waiting is not None and not waiting:
+                del ready[qid]
+            if len(out) < room and qid in readable:
+                self._take_new(group, topic, room, now, invisible_ms, message_filter,
+                               renew_until, owner, out, fifo=False, only=qid)
+            if len(out) >= room:
+                break
+        if not ready:
+            del self._ready[(group, topic)]
+
+    def _queue_ids_set(self, topic: str) -> range:
+        tc = self.ctx.topics.get(topic)
+        return range(tc.read_queue_nums if tc is not None else 0)
+
     def _renewable(self, entry: Inflight, now: int) -> bool:
         return entry.renew_until_ms > now and bool(entry.owner) and self.client_alive(entry.owner)
 
     def _queue_ids(self, topic: str) -> list[int]:
         tc = self.ctx.topics.get(topic)
         count = tc.read_queue_nums if tc is not None else 0
-        return [qid for qid in range(count)]
+        if tc is not None and tc.attributes and \
+                topic_message_type(tc.attributes) is TopicMessageType.PRIORITY:
+            return list(range(count - 1, -1, -1))  # the highest priority first
+        return list(range(count))
 
     def _start_offset(self, group: str, topic: str, qid: int) -> Callable[[], int]:
         def start() -> int:

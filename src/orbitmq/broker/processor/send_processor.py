@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED, put_answer
 from orbitmq.broker.fast_failure import BrokerFastFailure
-from orbitmq.broker.message_types import remoting_refusal
+from orbitmq.broker.message_types import remoting_priority_queue, remoting_refusal
 from orbitmq.broker.role import RoleState
 from orbitmq.broker.schedule_service import apply_delay
 from orbitmq.broker.tables.topic_config_manager import (
@@ -144,6 +144,9 @@ class SendProcessor:
             queue_id = h.queue_id
             if not 0 <= queue_id < tc.write_queue_nums:
                 queue_id = next(self._round_robin) % tc.write_queue_nums
+            by_priority = remoting_priority_queue(tc, h.properties, cmd.body, batch)
+            if by_priority is not None:
+                queue_id = by_priority  # a PRIORITY topic: the message's priority decides
             if batch:
                 # A batch naming a timer property takes the general path, which refuses it.
                 encoded = None if _mentions_timer(cmd.body) else self._encoded_batch(cmd, conn, h, queue_id)

@@ -5,6 +5,12 @@ listener call (on the consume thread pool, or the loop for coroutine listeners).
 ends, its messages leave the ProcessQueue and the queue's offset moves to the lowest message still
 cached, never past one still being consumed.
 
+Priority messages (a ``__PRIORITY`` property, 0..9; a PRIORITY topic's): batches wait for a
+worker highest priority first (then in the order they came), and a pull's messages are cut into
+batches of one priority each; so when a backlog is cached, a higher-priority message is consumed
+before the lower ones waiting, whether it came from its topic's queue or from the group's retry
+topic (a failed message keeps its priority there). Messages without one have priority 0.
+
 Failed messages (RECONSUME_LATER, an exception, or those after ``context.ack_index``):
 
 - clustering: each goes back to its broker with CONSUMER_SEND_MSG_BACK, which stores it in
@@ -21,6 +27,7 @@ and the queue's new owner starts from there (at-least-once, never a gap).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +43,7 @@ from orbitmq.client.consumer.offset_store import OffsetStore
 from orbitmq.client.consumer.process_queue import ProcessQueue
 from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.topic_attributes import priority_of
 
 __all__ = ["ConcurrentConsumeService", "SendBack", "ConsumeStats"]
 
@@ -83,8 +91,11 @@ class ConcurrentConsumeService:
         self.offsets = offsets
         self.send_back = send_back
         self.stats = ConsumeStats()
-        self._batches: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = (
-            asyncio.Queue())
+        # (-priority, arrival, (queue, its process queue, batch)): the highest priority first
+        self._batches: asyncio.PriorityQueue[
+            tuple[int, int, tuple[MessageQueue, ProcessQueue, list[MessageExt]]]] = (
+            asyncio.PriorityQueue())
+        self._arrival = itertools.count()
         self._workers: list[asyncio.Task[None]] = []
         self._busy = 0
         self._stopped = False
@@ -95,8 +106,17 @@ class ConcurrentConsumeService:
             self._workers = [asyncio.ensure_future(self._work())
                              for _ in range(self.config.consume_thread_nums)]
         size = self.config.consume_message_batch_max_size
-        for i in range(0, len(messages), size):
-            self._batches.put_nowait((mq, pq, messages[i:i + size]))
+        if not any(PropertyKey.PRIORITY in m.properties for m in messages):
+            for i in range(0, len(messages), size):
+                self._batches.put_nowait((0, next(self._arrival), (mq, pq, messages[i:i + size])))
+            return
+        by_priority: dict[int, list[MessageExt]] = {}
+        for m in messages:
+            by_priority.setdefault(priority_of(m.properties), []).append(m)
+        for priority in sorted(by_priority, reverse=True):
+            same = by_priority[priority]
+            for i in range(0, len(same), size):
+                self._batches.put_nowait((-priority, next(self._arrival), (mq, pq, same[i:i + size])))
 
     def _submit_later(self, mq: MessageQueue, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         async def later() -> None:
@@ -110,7 +130,7 @@ class ConcurrentConsumeService:
 
     async def _work(self) -> None:
         while not self._stopped:
-            mq, pq, batch = await self._batches.get()
+            _, _, (mq, pq, batch) = await self._batches.get()
             if pq.dropped or self._stopped:
                 continue
             self._busy += 1

@@ -54,6 +54,8 @@ def message_columns(messages: Sequence[Message]) -> MessageColumns | None:
         return None
     if any(m.properties and not RESERVED_PROPERTIES.isdisjoint(m.properties) for m in messages):
         return None
+    if any(m.priority is not None for m in messages):
+        return None  # a priority is a property the columns do not carry
     keys = [None if not m.keys else m.keys if isinstance(m.keys, str)
             else KEY_SEPARATOR.join(m.keys) for m in messages]
     if any(k == "" for k in keys):

@@ -208,8 +208,8 @@ class AsyncProducer:
         With ``selector``, the queue is ``selector(queues, msg, arg)`` and there is no retry on
         another queue (that would break the order the selector keeps).
 
-        With ``auto_batch``, a send without selector or delay level and with a body of at most
-        ``compress_over`` bytes may share one request (and so one queue and one fate) with
+        With ``auto_batch``, a send without selector, delay level or priority and with a body
+        of at most ``compress_over`` bytes may share one request (and so one queue and one fate) with
         other sends to the same topic; its SendResult is its own all the same.
 
         Raises:
@@ -220,7 +220,7 @@ class AsyncProducer:
         self._check_started()
         check_message(msg, self.max_message_size)
         acc = self._accumulator
-        if (acc is not None and selector is None and msg.delay_level == 0
+        if (acc is not None and selector is None and msg.delay_level == 0 and msg.priority is None
                 and msg.flag in _INT32 and body_size(msg.body) <= self.compress_over):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (self.send_timeout if timeout is None else timeout)

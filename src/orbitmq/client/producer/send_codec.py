@@ -105,7 +105,7 @@ def encode_message(msg: Message, uniq_key: str) -> EncodedMessage:
 
 def _field_properties(msg: Message, uniq_key: str) -> bytes:
     """``encode_properties(_wire_properties(msg, uniq_key))`` for a message without properties
-    of its own (only TAGS, KEYS and DELAY from its fields), written in one go: this runs once
+    of its own (only TAGS, KEYS, DELAY and the priority from its fields), written in one go: this runs once
     per message, and the general path costs twice as much (the unit tests compare the two).
 
     Raises:
@@ -120,6 +120,8 @@ def _field_properties(msg: Message, uniq_key: str) -> bytes:
         head.append(f"{PropertyKey.KEYS}\x01{joined}\x02")
     if msg.delay_level > 0:
         head.append(f"{PropertyKey.DELAY}\x01{msg.delay_level}\x02")
+    if msg.priority is not None:
+        head.append(f"{PropertyKey.PRIORITY}\x01{msg.priority}\x02")
     text = f"{''.join(head)}{PropertyKey.UNIQ_KEY}\x01{uniq_key}\x02{PropertyKey.WAIT}\x01true\x02"
     pairs = len(head) + 2
     if text.count("\x01") != pairs or text.count("\x02") != pairs or "\x00" in text:
@@ -158,7 +160,7 @@ def check_batch(messages: Sequence[Message], what: str = "a batch") -> str:
     """The topic of a batch of messages.
 
     Raises:
-        ClientError: empty, several topics, or a delayed message.
+        ClientError: empty, several topics, a delayed message, or several priorities.
     """
     if not messages:
         raise ClientError("batch is empty")
@@ -168,6 +170,9 @@ def check_batch(messages: Sequence[Message], what: str = "a batch") -> str:
             raise ClientError(f"{what} holds one topic; got {topic!r} and {msg.topic!r}")
         if msg.delay_level > 0:
             raise ClientError(f"delayed messages cannot be sent in {what}")
+        if msg.priority != messages[0].priority:
+            raise ClientError(f"{what} goes to one queue: its messages must share one priority; "
+                              f"got {messages[0].priority} and {msg.priority}")
     return topic
 
 

@@ -184,6 +184,8 @@ def encode_batch_messages(messages: Sequence[Message], ids: Sequence[str],
             raise ClientError(f"a transaction batch holds one topic; got {topic!r} and {msg.topic!r}")
         if msg.delay_level > 0:
             raise ClientError("a transaction batch cannot hold delayed messages")
+        if msg.priority is not None:
+            raise ClientError("a transaction batch cannot hold priority messages")
         out.append(encode_message(msg, msg_id))
     return topic, out
 

@@ -188,6 +188,8 @@ class AsyncTransactionProducer(AsyncProducer):
         check_message(msg, self.max_message_size)
         if msg.delay_level > 0:
             raise ClientError("a transactional message cannot be delayed")
+        if msg.priority is not None:
+            raise ClientError("a transactional message cannot have a priority")
         tx = TransactionTracker()
         props = dict(msg.properties)
         props[PropertyKey.TRAN_MSG] = "true"
