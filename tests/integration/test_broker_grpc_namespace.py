@@ -144,5 +144,5 @@ def test_telemetry_settings_in_a_namespace(harness: BrokerHarness, stub: Any) ->
     assert answer.status.code == pb.OK
     assert (answer.settings.subscription.group.name,
             answer.settings.subscription.group.resource_namespace) == ("TeleG", "shop")
-    assert harness.broker.subscription_groups.get("shop%TeleG") is not None
+    assert harness.broker.pop.ctx.sub_groups.find("shop%TeleG") is not None
     assert refused.status.code == pb.ILLEGAL_CONSUMER_GROUP
