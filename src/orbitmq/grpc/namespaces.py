@@ -21,11 +21,10 @@ any name does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cache
 from typing import Any
-
-import logging
 
 import grpc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -161,7 +160,7 @@ def _refusal(rpc: str, e: ApiError) -> Message:
     return answer
 
 
-class NamespaceInterceptor(aio.ServerInterceptor):  # type: ignore[misc]
+class NamespaceInterceptor(aio.ServerInterceptor):
     """Applies each call's namespace to its request and strips it from its answers."""
 
     async def intercept_service(
