@@ -104,6 +104,8 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="send each body this many times")
 @click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True, help="producer group")
+@click.option("--namespace", default=None, help="the namespace the topic and group live in "
+              "(stored as NAMESPACE%NAME; docs/rocketmq5.md \"Namespaces\")")
 @click.option("--send-timeout", type=click.FloatRange(min=0, min_open=True), default=3.0,
               show_default=True, help="seconds for one send, retries included")
 @click.option("--file", "file", metavar="PATH", help="send the file's bytes as one message "
@@ -121,6 +123,7 @@ def send_cmd(
     properties: dict[str, str] | tuple[()],
     count: int,
     group: str,
+    namespace: str | None,
     send_timeout: float,
     file: str | None,
     lines: bool,
@@ -143,7 +146,7 @@ def send_cmd(
     # Reserved property names are refused before anything connects (Message checks them).
     Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props))
     sent = 0
-    with Producer(group, namesrv, send_timeout=send_timeout,
+    with Producer(group, namesrv, send_timeout=send_timeout, namespace=namespace,
                   credentials=cli_credentials(), tls=cli_tls()) as producer:
         for payload in bodies:
             for _ in range(count):
