@@ -8,10 +8,12 @@ OrbitMQ's SDK (over remoting) reads them.
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
-from rmq5_support import Cluster, Rmq5Driver, unique, wait_until
+from rmq5_support import REPO, RMQ5_PYTHON, Cluster, Rmq5Driver, unique, wait_until
 from test_rmq5_client import dlq_bodies, receive_until
 
 import orbitmq
@@ -77,3 +79,19 @@ def test_a_namespace_push_consumer_and_its_dead_letters(cluster: Cluster, driver
     dead = wait_until("dead letters stored", lambda: len(dlq_bodies(cluster, f"{ns}%{group}")) == 3
                       and dlq_bodies(cluster, f"{ns}%{group}"), timeout=60)
     assert sorted(dead) == [f"job{i}".encode() for i in range(3)]
+
+
+def test_the_docs_namespace_example_runs(cluster: Cluster, tmp_path: Path) -> None:
+    """docs/rocketmq5.md shows examples/rocketmq5_namespaces.py as it is, and it runs."""
+    example = REPO / "examples" / "rocketmq5_namespaces.py"
+    body = example.read_text()
+    assert body[body.index("import sys"):] in (REPO / "docs" / "rocketmq5.md").read_text()
+    for ns in ("shop", "bank"):
+        with orbitmq.Admin(namesrv=cluster.namesrv) as admin:
+            if f"{ns}%Orders" not in admin.list_topics():
+                cluster.topic(f"{ns}%Orders")
+    out = subprocess.run([str(RMQ5_PYTHON), str(example), cluster.endpoint], capture_output=True,
+                         text=True, timeout=120, env={"HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == ["shop received [('Orders', 'shop', 'shop order 1')]",
+                                       "bank received [('Orders', 'bank', 'bank order 1')]"]
