@@ -21,6 +21,7 @@ any name does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cache
@@ -215,6 +216,9 @@ def _unary_stream(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Call
 
 
 def _stream_stream(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """Telemetry: each command put in the call's namespace on its way in; one that cannot be is
+    answered in the stream (its refusal) and never reaches the handler; every answer of the
+    handler (settings, transaction checks, verification commands) goes out in bare names."""
     async def call(requests: AsyncIterator[Message],
                    context: aio.ServicerContext) -> AsyncIterator[Message]:
         try:
@@ -223,25 +227,36 @@ def _stream_stream(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Cal
             yield _refusal(rpc, e)
             return
         seen = [header_ns]  # the namespace the stream's commands last used
+        # (answer, set once it is written: the handler goes on in step, as it would alone)
+        out: asyncio.Queue[tuple[Message, asyncio.Event | None] | None] = asyncio.Queue()
 
         async def commands() -> AsyncIterator[Message]:
             async for command in requests:
                 try:
-                    seen[0] = apply_namespace(command, header_ns) or header_ns
-                except ApiError:
-                    # Left unwrapped: the handler's own checks answer it in the stream (a
-                    # telemetry settings command names what it needs, authorized as given).
-                    _spoil(command)
+                    seen[0] = _entered(command, metadata) or header_ns
+                except ApiError as e:
+                    out.put_nowait((_refusal(rpc, e), None))
+                    continue
                 yield command
 
-        async for answer in behavior(commands(), context):
-            yield strip_namespace(answer, seen[0])
+        async def answers() -> None:
+            try:
+                async for answer in behavior(commands(), context):
+                    written = asyncio.Event()
+                    out.put_nowait((strip_namespace(answer, seen[0]), written))
+                    await written.wait()
+            finally:
+                out.put_nowait(None)
+
+        pump = asyncio.ensure_future(answers())
+        try:
+            while (item := await out.get()) is not None:
+                answer, written = item
+                yield answer
+                if written is not None:
+                    written.set()
+            await pump  # its failure (an abort included), if any, is the call's
+        finally:
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
     return call
-
-
-def _spoil(command: Message) -> None:
-    """Empties every Resource name of a command whose namespace was refused, so that the
-    handler refuses it (an empty name is never valid) rather than act outside the namespace."""
-    for res in _resources(command):
-        res.name = ""
-        res.ClearField("resource_namespace")
