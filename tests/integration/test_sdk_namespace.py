@@ -8,13 +8,23 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from auth_support import ROOT, auth_cluster
 from push_support import wait_until
 
-from orbitmq import Admin, ConsumeResult, Message, Producer, PullConsumer, PushConsumer
+from orbitmq import (
+    Admin,
+    ConsumeResult,
+    Credentials,
+    Message,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 from orbitmq.config import TEST_MIN_STORE
-from orbitmq.errors import ClientError
+from orbitmq.errors import BrokerError, ClientError
 from orbitmq.protocol.message import MessageExt
 from orbitmq.testing import EmbeddedCluster
 
@@ -98,3 +108,27 @@ def test_bad_namespaces_are_refused_by_every_client(cluster: EmbeddedCluster, ba
                  lambda: PullConsumer("G", namesrv=cluster.namesrv, namespace=bad)):
         with pytest.raises(ClientError, match="namespace"):
             make()
+
+
+def test_a_namespace_rule_keeps_a_remoting_user_in_its_namespace(tmp_path: Path) -> None:
+    """Rules name stored names: ``Topic:shop%*`` lets carol's SDK clients in namespace shop send
+    and pull, and refuses the same topic name in namespace bank."""
+    carol = Credentials("carol", "carol-secret-1")
+    with auth_cluster(tmp_path, with_alice=False) as secured:
+        with Admin(secured.namesrv, credentials=ROOT) as admin:
+            for ns in ("shop", "bank"):
+                admin.create_topic(f"{ns}%Orders", read_queue_nums=1, write_queue_nums=1)
+            admin.create_user(carol.access_key, carol.secret_key)
+            admin.create_acl("User:carol", ["Topic:shop%*"], "Pub,Sub")
+            admin.create_acl("User:carol", ["Group:shop%*"], "Sub")
+        with Producer("Checkout", namesrv=secured.namesrv, namespace="shop",
+                      credentials=carol) as producer:
+            assert producer.send(Message("Orders", b"allowed")).queue.topic == "Orders"
+        with PullConsumer("Audit", namesrv=secured.namesrv, namespace="shop",
+                          credentials=carol) as puller:
+            [mq] = puller.fetch_queues("Orders")
+            assert [m.body for m in puller.pull(mq, 0).messages] == [b"allowed"]
+        with Producer("Checkout", namesrv=secured.namesrv, namespace="bank",
+                      credentials=carol) as producer, \
+                pytest.raises(BrokerError, match="carol"):
+            producer.send(Message("Orders", b"refused"))
