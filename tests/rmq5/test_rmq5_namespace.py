@@ -81,6 +81,25 @@ def test_a_namespace_push_consumer_and_its_dead_letters(cluster: Cluster, driver
     assert sorted(dead) == [f"job{i}".encode() for i in range(3)]
 
 
+def test_transactions_in_a_namespace_commit_and_check_back(cluster: Cluster,
+                                                          driver: Rmq5Driver) -> None:
+    """EndTransaction and the broker's check-back (a Telemetry command carrying the message,
+    answered by the producer with an EndTransaction of its own) work in a namespace."""
+    ns, topic = unique("nsT"), unique("Tx")
+    cluster.topic(f"{ns}%{topic}", "TRANSACTION")
+    driver.call("producer", id="p", endpoint=cluster.endpoint, namespace=ns, topics=[topic],
+                check_verdict="commit")
+    driver.call("send", id="p", topic=topic, body="committed", transaction="commit")
+    driver.call("send", id="p", topic=topic, body="rolled-back", transaction="rollback")
+    withheld = driver.call("send", id="p", topic=topic, body="checked", transaction="withhold")
+    driver.call("simple", id="c", endpoint=cluster.endpoint, namespace=ns, group=unique("TxG"),
+                topic=topic, await_s=2)
+    got = receive_until(driver, "c", 2)
+    assert sorted(m["body"] for m in got) == ["checked", "committed"]
+    assert {(m["topic"], m["namespace"]) for m in got} == {(topic, ns)}
+    assert withheld["message_id"] in driver.call("checks", id="p")["checks"]
+
+
 def test_the_docs_namespace_example_runs(cluster: Cluster, tmp_path: Path) -> None:
     """docs/rocketmq5.md shows examples/rocketmq5_namespaces.py as it is, and it runs."""
     example = REPO / "examples" / "rocketmq5_namespaces.py"
