@@ -21,6 +21,7 @@ from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc._generated import service_pb2_grpc as spb_grpc
 from orbitmq.grpc.namespaces import apply_namespace, strip_namespace
 from orbitmq.protocol.bodies import TopicConfig
+from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.namespaces import NAMESPACE_CHARS_MAX
 
 CLIENT = ("x-mq-client-id", "ns-client@1")
@@ -146,3 +147,21 @@ def test_telemetry_settings_in_a_namespace(harness: BrokerHarness, stub: Any) ->
             answer.settings.subscription.group.resource_namespace) == ("TeleG", "shop")
     assert harness.broker.pop.ctx.sub_groups.find("shop%TeleG") is not None
     assert refused.status.code == pb.BAD_REQUEST and "not of" in refused.status.message
+
+
+def test_remoting_takes_wrapped_names_and_leaves_the_ns_ext_fields(harness: BrokerHarness) -> None:
+    """A 4.x client wraps names itself (``shop%Orders``): an ordinary topic to the broker. The
+    ``ns``/``nsd`` extFields a Java client's namespaceV2 adds are accepted and, as RocketMQ's
+    brokers do, not applied."""
+    _topic(harness, "shop%Orders")
+    _topic(harness, "Orders")
+    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
+        for topic in ("shop%Orders", "Orders"):
+            h = harness.send_header(topic)
+            fields = h.to_v2_ext_fields() if code == RequestCode.SEND_MESSAGE_V2 else h.to_ext_fields()
+            fields.update({"ns": "shop", "nsd": "true"})
+            r = harness.invoke(code, fields, topic.encode())
+            assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+    harness.wait_dispatched()
+    assert [bytes(m.body) for m in harness.pull_all("shop%Orders", 0)] == [b"shop%Orders"] * 2
+    assert [bytes(m.body) for m in harness.pull_all("Orders", 0)] == [b"Orders"] * 2
