@@ -164,6 +164,10 @@ def _refusal(rpc: str, e: ApiError) -> Message:
 class NamespaceInterceptor(aio.ServerInterceptor):
     """Applies each call's namespace to its request and strips it from its answers."""
 
+    def __init__(self) -> None:
+        # RPC -> (the servicer's handler, the wrapped one): made once per RPC, not per call
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
     async def intercept_service(
             self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
             details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
@@ -174,39 +178,40 @@ class NamespaceInterceptor(aio.ServerInterceptor):
         rpc = method[len(_SERVICE_PREFIX):]
         if rpc not in _SERVICE.methods_by_name:
             return handler
-        metadata = details.invocation_metadata
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                _unary_unary(rpc, metadata, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                _unary_stream(rpc, metadata, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(
-                _stream_stream(rpc, metadata, handler.stream_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
-        return handler
+        known = self._wrapped.get(rpc)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = _wrap_handler(rpc, handler)
+        self._wrapped[rpc] = (handler, wrapped)
+        return wrapped
 
 
-def _unary_unary(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_handler(rpc: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    kw = {"request_deserializer": handler.request_deserializer,
+          "response_serializer": handler.response_serializer}
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(_unary_unary(rpc, handler.unary_unary), **kw)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(_unary_stream(rpc, handler.unary_stream), **kw)
+    if handler.stream_stream is not None:
+        return grpc.stream_stream_rpc_method_handler(_stream_stream(rpc, handler.stream_stream), **kw)
+    return handler  # MessagingService has no client-streaming RPC
+
+
+def _unary_unary(rpc: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
     async def call(request: Message, context: aio.ServicerContext) -> Message:
         try:
-            ns = _entered(request, metadata)
+            ns = _entered(request, context.invocation_metadata())
         except ApiError as e:
             return _refusal(rpc, e)
         return strip_namespace(await behavior(request, context), ns)
     return call
 
 
-def _unary_stream(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
+def _unary_stream(rpc: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
     async def call(request: Message, context: aio.ServicerContext) -> AsyncIterator[Message]:
         try:
-            ns = _entered(request, metadata)
+            ns = _entered(request, context.invocation_metadata())
         except ApiError as e:
             yield _refusal(rpc, e)
             return
@@ -215,12 +220,13 @@ def _unary_stream(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Call
     return call
 
 
-def _stream_stream(rpc: str, metadata: Any, behavior: Callable[..., Any]) -> Callable[..., Any]:
+def _stream_stream(rpc: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
     """Telemetry: each command put in the call's namespace on its way in; one that cannot be is
     answered in the stream (its refusal) and never reaches the handler; every answer of the
     handler (settings, transaction checks, verification commands) goes out in bare names."""
     async def call(requests: AsyncIterator[Message],
                    context: aio.ServicerContext) -> AsyncIterator[Message]:
+        metadata = context.invocation_metadata()
         try:
             header_ns = call_namespace(metadata)
         except ApiError as e:
