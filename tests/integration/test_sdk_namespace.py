@@ -18,10 +18,13 @@ from orbitmq import (
     Admin,
     ConsumeResult,
     Credentials,
+    LocalTransactionState,
     Message,
     Producer,
     PullConsumer,
     PushConsumer,
+    TransactionListener,
+    TransactionProducer,
 )
 from orbitmq.config import TEST_MIN_STORE
 from orbitmq.errors import BrokerError, ClientError
@@ -132,3 +135,32 @@ def test_a_namespace_rule_keeps_a_remoting_user_in_its_namespace(tmp_path: Path)
                       credentials=carol) as producer, \
                 pytest.raises(BrokerError, match="carol"):
             producer.send(Message("Orders", b"refused"))
+
+
+def test_a_transaction_in_a_namespace_is_checked_back_with_the_bare_topic(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    class Undecided(TransactionListener):
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOWN
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            seen.append(msg.topic)
+            return LocalTransactionState.COMMIT
+
+    with EmbeddedCluster(tmp_path, transaction_timeout_ms=500,
+                         transaction_check_interval_ms=500) as quick:
+        create_topic(quick, "shop%Payments")
+        with TransactionProducer("Pay", namesrv=quick.namesrv, namespace="shop",
+                                 listener=Undecided(), topics=["Payments"]) as producer:
+            producer.send_in_transaction(Message("Payments", b"paid"))
+            wait_until(lambda: seen, 30, "the broker's check-back")
+        assert seen[0] == "Payments"
+        with PullConsumer("Audit", namesrv=quick.namesrv, namespace="shop") as puller:
+            got: list[MessageExt] = []
+
+            def committed() -> bool:  # the check's answer is on its way when the listener returns
+                got[:] = [m for q in puller.fetch_queues("Payments") for m in puller.pull(q, 0).messages]
+                return bool(got)
+            wait_until(committed, 30, "the committed message")
+            assert [(m.topic, m.body) for m in got] == [("Payments", b"paid")]

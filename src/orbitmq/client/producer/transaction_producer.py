@@ -131,7 +131,7 @@ class AsyncTransactionProducer(AsyncProducer):
             raise ClientError("a TransactionProducer needs a TransactionListener")
         super().__init__(group, namesrv, **options)
         self._checks = CheckAnswers(self.group, listener, executor=check_executor,
-                                    hold_max=check_request_hold_max)
+                                    hold_max=check_request_hold_max, namespace=self.namespace)
         self._topics = [DEFAULT_TOPIC, *(wrap(self.namespace, t) for t in topics)]
         self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE,
                                                 self._checks.on_check)
