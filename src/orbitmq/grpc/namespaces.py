@@ -14,7 +14,8 @@ in ``resource_namespace``, so a received message shows the topic the client know
 
 A ``Resource``'s own namespace wins; the metadata fills those that carry none. A namespace that
 cannot be one, two that disagree within a call, or a name that is too long once wrapped answer
-BAD_REQUEST (or the topic's and group's own codes) with the reason, in the RPC's own answer.
+BAD_REQUEST with the reason, in the RPC's own answer (a Telemetry command: in the
+stream, and the command never reaches the handler).
 A call without any namespace passes untouched: ``shop%orders`` written out by a client works as
 any name does.
 """
