@@ -63,7 +63,8 @@ def test_the_topic_list_counts_messages_and_hides_system_topics(
             producer.send(Message("pages-counted", f"m{i}".encode()))
     status, page = get(console.url + "/topics")
     assert status == 200
-    row = re.search(r'href="/topics/pages-counted">pages-counted</a></td><td>normal</td>\s*'
+    row = re.search(r'href="/topics/pages-counted">pages-counted</a></td><td class="namespace"></td>'
+                    r'<td>normal</td>\s*'
                     r'<td class="num">(\d+)</td>\s*<td class="num messages">(\d+)</td>', page)
     assert row is not None, page
     assert int(row.group(2)) == 3 and int(row.group(1)) >= 1
@@ -120,3 +121,24 @@ def test_the_offset_reset_form_defaults_to_the_groups_topic_and_system_groups_hi
     status, groups = get(console.url + "/groups")
     assert status == 200 and "pages-group" in groups and "CID_RMQ_SYS_PAGES" not in groups
     assert "CID_RMQ_SYS_PAGES" in get(console.url + "/groups?all=1")[1]
+
+
+def test_topics_and_groups_by_namespace(cluster: EmbeddedCluster, console: ConsoleServer) -> None:
+    for ns in ("pshop", "pbank"):
+        with orbitmq.Producer("pages-ns", namesrv=cluster.namesrv, namespace=ns) as producer:
+            producer.send(Message("Orders", ns.encode()))
+        with Admin(cluster.namesrv) as admin:
+            admin.update_group(f"{ns}%Billing")
+    status, page = get(console.url + "/topics")
+    assert status == 200
+    assert re.search(r'href="/topics/pshop%25Orders">pshop%Orders</a></td><td class="namespace">'
+                     r'pshop</td>', page), page
+    assert 'href="/topics?namespace=pbank"' in page and 'href="/topics?namespace=pshop"' in page
+    status, page = get(console.url + "/topics?namespace=pshop")
+    assert status == 200 and ">pshop%Orders<" in page and ">pbank%Orders<" not in page
+    assert ">pages-counted<" not in page
+    status, page = get(console.url + "/groups?namespace=pbank")
+    assert status == 200 and ">pbank%Billing<" in page and ">pshop%Billing<" not in page
+    assert '<td class="namespace">pbank</td>' in page
+    status, page = get(console.url + "/groups?namespace=no%25such")
+    assert status == 400 and "namespace" in text_of(page)

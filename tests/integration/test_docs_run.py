@@ -202,6 +202,13 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
         Run(_has("sent order True", "sent reminder True",
                  "\nreceived ['order 17 created', 'pay order 17']\n"), needs=RMQ5_PY),
     ("docs/rocketmq5.md", "import sys"): NotHere("examples/rocketmq5_client.py, run by the block before"),
+    ("docs/rocketmq5.md", "orbitmq topic create -t shop%Orders"):
+        Run(_has("shop received [('Orders', 'shop', 'shop order 1')]",
+                 "bank received [('Orders', 'bank', 'bank order 1')]"), needs=RMQ5_PY),
+    ("docs/rocketmq5.md", "import sys\n\nfrom rocketmq import"):
+        NotHere("examples/rocketmq5_namespaces.py, run by the block before"),
+    ("docs/rocketmq5.md", "from orbitmq import Message, Producer, PullConsumer"):
+        Run(_lines(["sent to Invoices", "pulled Invoices b'invoice 1'"], sort=False)),
     ("docs/rocketmq5.md", "orbitmq topic create -t FifoPayments --attributes +message.type=FIFO"): Run(),
     ("docs/rocketmq5.md", "producer.send(orbitmq.Message(\"Reminders\", b\"pay order 17\", properties={\"TIMER_DELAY_SEC\": \"30\"}))"):
         NotHere("a fragment: README's RocketMQ 5 block is the same, whole"),

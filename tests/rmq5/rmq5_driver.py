@@ -47,13 +47,15 @@ def describe(m: Any) -> dict[str, Any]:
             "tag": m.tag, "keys": sorted(m.keys), "properties": dict(m.properties),
             "attempt": m.delivery_attempt, "handle": m.receipt_handle, "group": m.message_group,
             "delivery_ms": m.delivery_timestamp, "corrupted": m.corrupted,
-            "priority": m.priority, "type": m.message_type}
+            "priority": m.priority, "type": m.message_type, "namespace": m.namespace}
 
 
 def config(spec: dict[str, Any]) -> ClientConfiguration:
-    """The client's configuration; ``ak``/``sk`` in the spec are its credentials (none: empty)."""
+    """The client's configuration; ``ak``/``sk`` in the spec are its credentials (none: empty),
+    ``namespace`` its namespace (none: "")."""
     credentials = Credentials(spec.get("ak", ""), spec.get("sk", ""))
-    return ClientConfiguration(spec["endpoint"], credentials, request_timeout=spec.get("timeout_s", 10))
+    return ClientConfiguration(spec["endpoint"], credentials, namespace=spec.get("namespace", ""),
+                               request_timeout=spec.get("timeout_s", 10))
 
 
 class Checker(TransactionChecker):

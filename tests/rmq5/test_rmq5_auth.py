@@ -142,3 +142,39 @@ def test_a_normal_user_sends_and_receives_where_its_rules_allow_only(
     refused = driver.try_call("send", id=pid, topic=other, body="not allowed")
     assert not refused.get("ok"), refused
     assert "no rule allows user alice" in cluster.output()
+
+
+def test_namespaced_rules_keep_a_user_in_its_namespace(cluster: Cluster, admin: SignedAdmin,
+                                                        driver: Rmq5Driver) -> None:
+    """Rules name the stored ``NS%name``: ``Topic:shop%*`` lets bob into namespace shop and
+    nowhere else, though the other namespace has a topic of the same name."""
+    shop, bank, topic = unique("shop"), unique("bank"), unique("Orders")
+    bob = Credentials(unique("bob"), "bob-secret-1")
+    admin.call(AuthRequestCode.AUTH_CREATE_USER, {"username": bob.access_key}, json.dumps(
+        {"username": bob.access_key, "password": bob.secret_key, "userType": "Normal"}).encode())
+    admin.call(AuthRequestCode.AUTH_CREATE_ACL, {"subject": f"User:{bob.access_key}"}, json.dumps(
+        {"subject": f"User:{bob.access_key}", "policies": [{"policyType": "Custom", "entries": [
+            {"resource": f"Topic:{shop}%*", "actions": ["Pub", "Sub"], "decision": "Allow"},
+            {"resource": f"Group:{shop}%*", "actions": ["Sub"], "decision": "Allow"}]}]}).encode())
+    admin.topic(f"{shop}%{topic}")
+    admin.topic(f"{bank}%{topic}")
+    pid = unique("p")
+    driver.call("producer", id=pid, endpoint=cluster.endpoint, topics=[topic], timeout_s=3,
+                namespace=shop, **creds(bob))
+    sent = driver.call("send", id=pid, topic=topic, body="in shop")
+    cid = unique("c")
+    driver.call("simple", id=cid, endpoint=cluster.endpoint, group="billing", topic=topic,
+                await_s=2, namespace=shop, **creds(bob))
+    got: list[dict[str, Any]] = wait_until(
+        "the message received", lambda: driver.call("receive", id=cid, max=8, invisible_s=10)["messages"],
+        timeout=30, every=0)
+    assert [(m["id"], m["topic"], m["namespace"]) for m in got] == [(sent["message_id"], topic, shop)]
+    driver.call("ack", id=cid, handle=got[0]["handle"])
+    other = unique("p")
+    started = driver.try_call("producer", id=other, endpoint=cluster.endpoint, topics=[topic],
+                              timeout_s=3, namespace=bank, **creds(bob))
+    if started.get("ok"):
+        refused = driver.try_call("send", id=other, topic=topic, body="into bank")
+        assert not refused.get("ok"), refused
+    assert f"no rule allows user {bob.access_key}" in cluster.output()
+    assert f"{bank}%{topic}" in cluster.output()

@@ -34,6 +34,7 @@ from orbitmq.cli.common import (
     silence_stdout,
     value_callback,
 )
+from orbitmq.protocol.namespaces import wrap
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
 
@@ -67,6 +68,7 @@ class ConsumeSettings:
     count_max: int | None = None
     idle_timeout_s: float | None = None
     batch_size: int = 32
+    namespace: str | None = None  # the topic's and group's (client/namespace.py)
 
     @property
     def suspend_s(self) -> float:
@@ -175,8 +177,9 @@ async def _start_offsets(consumer: Any, admin: Any, settings: ConsumeSettings,
     """
     committed_topic = True
     if settings.start is not Position.EARLIEST:
-        status = await admin.group_status(settings.group)
-        committed_topic = any(q.queue.topic == settings.topic for q in status.queues)
+        status = await admin.group_status(wrap(settings.namespace, settings.group))
+        stored = wrap(settings.namespace, settings.topic)
+        committed_topic = any(q.queue.topic == stored for q in status.queues)
 
     async def one(mq: Any) -> tuple[Any, int]:
         if committed_topic:
@@ -371,7 +374,8 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
     """(messages consumed, the signal that stopped the run or None)."""
     from orbitmq.client import AsyncAdmin, AsyncPullConsumer
 
-    consumer = AsyncPullConsumer(settings.group, namesrv, credentials=credentials, tls=tls)
+    consumer = AsyncPullConsumer(settings.group, namesrv, credentials=credentials, tls=tls,
+                                 namespace=settings.namespace)
     admin = AsyncAdmin(namesrv, credentials=credentials, tls=tls)
     async with admin, consumer:
         with _Stopper() as stopper:
@@ -399,11 +403,13 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
               help="stop after this many seconds without a message [default: run until Ctrl-C]")
 @click.option("--batch-size", type=click.IntRange(1, 1024), default=32, show_default=True,
               help="messages per pull request")
+@click.option("--namespace", default=None, help="the namespace the topic and group live in "
+              "(stored as NAMESPACE%NAME; docs/rocketmq5.md \"Namespaces\")")
 @format_option
 @handles_errors
 def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
                 start: int | Position, count: int | None, timeout: float | None, batch_size: int,
-                fmt: str) -> None:
+                namespace: str | None, fmt: str) -> None:
     """Consume a topic with a pull consumer over all its queues, printing one line per message.
 
     Text lines read 'queue=BROKER:QUEUE offset=N msg_id=ID tags=T keys=K1,K2 body=...' (newlines
@@ -419,7 +425,7 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
     if expression is not None and sql is not None:
         raise click.UsageError("give --expression (tags) or --sql, not both")
     selector = sql if sql is not None else expression if expression is not None else "*"
-    settings = ConsumeSettings(topic, group, selector, start, count, timeout, batch_size)
+    settings = ConsumeSettings(topic, group, selector, start, count, timeout, batch_size, namespace)
 
     output_closed = [False]
 

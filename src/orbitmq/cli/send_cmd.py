@@ -116,6 +116,8 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="send each body this many times")
 @click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True, help="producer group")
+@click.option("--namespace", default=None, help="the namespace the topic and group live in "
+              "(stored as NAMESPACE%NAME; docs/rocketmq5.md \"Namespaces\")")
 @click.option("--send-timeout", type=click.FloatRange(min=0, min_open=True), default=3.0,
               show_default=True, help="seconds for one send, retries included")
 @click.option("--file", "file", metavar="PATH", help="send the file's bytes as one message "
@@ -134,6 +136,7 @@ def send_cmd(
     priority: int | None,
     count: int,
     group: str,
+    namespace: str | None,
     send_timeout: float,
     file: str | None,
     lines: bool,
@@ -159,7 +162,7 @@ def send_cmd(
     Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props),
             priority=priority)
     sent = 0
-    with Producer(group, namesrv, send_timeout=send_timeout,
+    with Producer(group, namesrv, send_timeout=send_timeout, namespace=namespace,
                   credentials=cli_credentials(), tls=cli_tls()) as producer:
         for payload in bodies:
             for _ in range(count):

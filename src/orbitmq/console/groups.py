@@ -18,6 +18,7 @@ from orbitmq.client import (
     topic_kind,
 )
 from orbitmq.console import forms
+from orbitmq.console.namespaces import chosen_namespace, in_namespace, namespace_of, namespaces_in
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of
 
@@ -48,18 +49,25 @@ class GroupRow:
     def topics(self) -> list[str]:
         return sorted({q.queue.topic for q in self.status.queues})
 
+    @property
+    def namespace(self) -> str:
+        return namespace_of(self.group)
+
 
 @routes.get("/groups")
 async def group_list(request: web.Request) -> web.StreamResponse:
     admin = admin_of(request)
     show_all = forms.flag(request.query, "all")
-    names = [g for g in await admin.list_groups() if show_all or not is_internal_group(g)]
+    namespace = chosen_namespace(request.query)
+    every = [g for g in await admin.list_groups() if show_all or not is_internal_group(g)]
+    names = [g for g in every if in_namespace(g, namespace)]
     statuses, conns = await asyncio.gather(
         asyncio.gather(*(admin.group_status(g) for g in names)),
         asyncio.gather(*(admin.consumer_connections(g) for g in names)))
     rows = [GroupRow(g, s, len(c.connections)) for g, s, c in zip(names, statuses, conns,
                                                                   strict=True)]
-    return page(request, "groups.html", title="Consumer groups", groups=rows, show_all=show_all)
+    return page(request, "groups.html", title="Consumer groups", groups=rows, show_all=show_all,
+                namespace=namespace, namespaces=namespaces_in(every))
 
 
 @routes.get("/groups/{group}")

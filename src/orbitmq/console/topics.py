@@ -15,6 +15,7 @@ from aiohttp import web
 from orbitmq.client import SYSTEM_TOPICS, AsyncAdmin, check_topic, topic_kind
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.console import forms
+from orbitmq.console.namespaces import chosen_namespace, in_namespace, namespace_of, namespaces_in
 from orbitmq.console.render import page
 from orbitmq.console.state import admin_of
 from orbitmq.errors import AccessDeniedError, OrbitMQError, TopicExistsError, TopicNotFoundError
@@ -43,6 +44,10 @@ class TopicRow:
     queues: int | None
     messages: int | None
 
+    @property
+    def namespace(self) -> str:
+        return namespace_of(self.topic)
+
 
 async def _row(admin: AsyncAdmin, topic: str, kind: str, slots: asyncio.Semaphore) -> TopicRow:
     """The topic's queues and the messages they hold (max offset minus min offset)."""
@@ -68,14 +73,19 @@ class GroupProgress:
 async def topic_list(request: web.Request) -> web.StreamResponse:
     admin = admin_of(request)
     show_all = forms.flag(request.query, "all")
+    namespace = chosen_namespace(request.query)
     names, info = await asyncio.gather(admin.list_topics(), admin.cluster_info())
     reserved = set(info.cluster_addr_table) | set(info.broker_addr_table)
     kinds = [(t, topic_kind(t, reserved)) for t in names]
-    shown = [(t, kind) for t, kind in kinds if show_all or kind == "normal"]
+    shown = [(t, kind) for t, kind in kinds
+             if (show_all or kind == "normal") and in_namespace(t, namespace)]
     slots = asyncio.Semaphore(STATUS_READS_MAX)
     rows = await asyncio.gather(*(_row(admin, t, kind, slots) for t, kind in shown))
     return page(request, "topics.html", title="Topics", topics=rows, show_all=show_all,
-                hidden=len(kinds) - len(shown), perms=PERMS, queue_nums_max=QUEUE_NUMS_MAX)
+                hidden=sum(1 for t, kind in kinds if kind != "normal" and in_namespace(t, namespace)
+                           ) if not show_all else 0,
+                perms=PERMS, queue_nums_max=QUEUE_NUMS_MAX, namespace=namespace,
+                namespaces=namespaces_in(names))
 
 
 async def _save(request: web.Request, topic: str, form: Mapping[str, Any], *,

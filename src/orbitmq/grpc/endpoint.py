@@ -45,6 +45,7 @@ from orbitmq.grpc.codes import INTERNAL_MESSAGE, OK, ApiError, Code, status
 from orbitmq.grpc.consume import RECEIVE_BATCH_MAX, Consuming
 from orbitmq.grpc.convert import resource_name, to_duration
 from orbitmq.grpc.front import GrpcFront
+from orbitmq.grpc.namespaces import NamespaceInterceptor
 from orbitmq.grpc.produce import Producing
 from orbitmq.grpc.tls import server_credentials
 from orbitmq.protocol.bodies import Perm
@@ -109,7 +110,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         """Listen (OSError when the port is taken)."""
         cfg = self.ctx.config
         size = cfg.grpc_message_size_max
-        server = aio.server(options=[("grpc.so_reuseport", 0),
+        server = aio.server(interceptors=[NamespaceInterceptor()], options=[("grpc.so_reuseport", 0),
                                      ("grpc.max_receive_message_length", size),
                                      ("grpc.max_send_message_length", size)])
         spb_grpc.add_MessagingServiceServicer_to_server(self, server)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from orbitmq.client.namespace import unwrap, wrap
 from orbitmq.client.renamed import Renamed, deprecated_aliases
 from orbitmq.errors import ClientError
 from orbitmq.protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
@@ -296,8 +297,10 @@ class ListenerRunner:
     and None answers become failures.
     """
 
-    def __init__(self, listeners: dict[str, Listener], threads: int, failure: ConsumeResult) -> None:
+    def __init__(self, listeners: dict[str, Listener], threads: int, failure: ConsumeResult,
+                 namespace: str | None = None) -> None:
         self._listeners = listeners
+        self._namespace = namespace  # listeners see their topics bare (client/namespace.py)
         self._failure = failure
         self._threads = threads
         self._pool: _ConsumeThreads | None = None
@@ -318,7 +321,11 @@ class ListenerRunner:
 
     async def run(self, messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
         """The listener's answer for ``messages`` (never raises but for cancellation)."""
-        listener = self._listener_for(messages[0].topic)
+        # (wrapped again: an orderly batch retried comes back with the topics shown bare)
+        listener = self._listener_for(wrap(self._namespace, messages[0].topic))
+        if self._namespace:
+            for msg in messages:
+                msg.topic = unwrap(msg.topic, self._namespace)
         try:
             if self._coroutine_function(listener):
                 if self._slots is None:

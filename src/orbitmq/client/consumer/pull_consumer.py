@@ -14,6 +14,7 @@ ExpressionError and nothing moves.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any, Self
@@ -28,6 +29,7 @@ from orbitmq.client.consumer.pull_codec import (
     parse_raw_pull_response,
 )
 from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.namespace import client_namespace, unwrap, unwrap_queue, wrap
 from orbitmq.client.results import PullResult, RawPullResult
 from orbitmq.client.route import MASTER_ID, subscribe_queues_from_route
 from orbitmq.client.validation import check_group, check_topic
@@ -75,6 +77,9 @@ class AsyncPullConsumer:
             unsigned).
         tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
             False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
+        namespace: the namespace the group and every topic live in (RocketMQ's
+            ``NAMESPACE%name``, docs/rocketmq5.md "Namespaces"): queues and messages show bare
+            topics and are taken back as such. None: names are used as given.
     """
 
     def __init__(
@@ -88,8 +93,10 @@ class AsyncPullConsumer:
         heartbeat_broker_interval: float = 30.0,
         credentials: Credentials | None = None,
         tls: ClientTls | bool | None = None,
+        namespace: str | None = None,
     ) -> None:
-        self.group = check_group(group)
+        self.namespace = client_namespace(namespace)
+        self.group = check_group(wrap(self.namespace, group))
         self.pull_timeout = pull_timeout
         self.persist_consumer_offset_interval = persist_consumer_offset_interval
         self._instance = ClientInstance(
@@ -147,6 +154,13 @@ class AsyncPullConsumer:
         if not self._started:
             raise ClientError("consumer is not started; call start() or use `async with`")
 
+    def _q(self, mq: MessageQueue) -> MessageQueue:
+        """``mq`` as stored: its topic in the consumer's namespace."""
+        if not self.namespace:
+            return mq
+        topic = wrap(self.namespace, mq.topic)
+        return mq if topic == mq.topic else dataclasses.replace(mq, topic=topic)
+
     # -- queues and pulls --------------------------------------------------------------------
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, from a fresh route lookup.
@@ -155,12 +169,13 @@ class AsyncPullConsumer:
             TopicNotFoundError: no name server knows the topic.
         """
         self._check_started()
+        topic = wrap(self.namespace, topic)
         check_topic(topic)
         route = await self._instance.update_route(topic)
         if route is None:
             raise TopicNotFoundError(f"no route for topic {topic!r}")
         self._topics.add(topic)
-        return subscribe_queues_from_route(topic, route)
+        return [unwrap_queue(q, self.namespace) for q in subscribe_queues_from_route(topic, route)]
 
     async def pull(
         self,
@@ -188,8 +203,12 @@ class AsyncPullConsumer:
                 broker without ``enable_property_filter``; ``next_begin_offset`` did not move.
         """
         selector = selector_of(expression)
-        resp = await self._pull(mq, offset, max_nums, selector, timeout, suspend)
-        return parse_pull_response(resp, selector.tags)
+        resp = await self._pull(self._q(mq), offset, max_nums, selector, timeout, suspend)
+        result = parse_pull_response(resp, selector.tags)
+        if self.namespace:
+            for msg in result.messages:
+                msg.topic = unwrap(msg.topic, self.namespace)
+        return result
 
     async def pull_raw(
         self,
@@ -217,7 +236,7 @@ class AsyncPullConsumer:
             as :meth:`pull`.
         """
         selector = selector_of(expression)
-        resp = await self._pull(mq, offset, max_nums, selector, timeout, suspend, bulk)
+        resp = await self._pull(self._q(mq), offset, max_nums, selector, timeout, suspend, bulk)
         return parse_raw_pull_response(resp, selector.tags)
 
     async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, selector: MessageSelector,
@@ -260,6 +279,7 @@ class AsyncPullConsumer:
         """The group's committed offset of ``mq``: from the broker (default), or the local
         table's value when ``from_store`` is False and it has one. -1 when there is none."""
         self._check_started()
+        mq = self._q(mq)
         if not from_store and mq in self._offsets:
             return self._offsets[mq]
         header = QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id)
@@ -274,12 +294,13 @@ class AsyncPullConsumer:
         it at the next persist."""
         if offset < 0:
             raise ClientError(f"offset must not be negative, got {offset}")
+        mq = self._q(mq)
         self._offsets[mq] = offset
         self._dirty.add(mq)
 
     def local_offsets(self) -> dict[MessageQueue, int]:
         """A copy of the local offset table."""
-        return dict(self._offsets)
+        return {unwrap_queue(mq, self.namespace): off for mq, off in self._offsets.items()}
 
     async def persist_offsets(self) -> None:
         """Commit every changed local offset to its broker (UPDATE_CONSUMER_OFFSET).
@@ -314,18 +335,21 @@ class AsyncPullConsumer:
     # -- queue bounds ------------------------------------------------------------------------
     async def min_offset(self, mq: MessageQueue) -> int:
         """The offset of the oldest message still stored in ``mq``."""
+        mq = self._q(mq)
         header = GetMinOffsetRequestHeader(mq.topic, mq.queue_id)
         resp = check_response(await self._invoke_broker(mq, RequestCode.GET_MIN_OFFSET, header))
         return GetMinOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """One past the offset of the newest message of ``mq``."""
+        mq = self._q(mq)
         header = GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)
         resp = check_response(await self._invoke_broker(mq, RequestCode.GET_MAX_OFFSET, header))
         return GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The offset of the first message of ``mq`` stored at or after ``timestamp_ms``."""
+        mq = self._q(mq)
         header = SearchOffsetByTimestampRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
         resp = check_response(
             await self._invoke_broker(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header))
@@ -333,6 +357,7 @@ class AsyncPullConsumer:
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         """The store time (ms) of the oldest message still in ``mq``."""
+        mq = self._q(mq)
         header = GetEarliestMsgStoretimeRequestHeader(mq.topic, mq.queue_id)
         resp = check_response(
             await self._invoke_broker(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, header))

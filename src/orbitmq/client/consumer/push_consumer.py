@@ -48,6 +48,7 @@ from orbitmq.client.consumer.rebalance import AllocateAveragely, AllocateStrateg
 from orbitmq.client.consumer.rebalance_service import RebalanceService
 from orbitmq.client.consumer.running_info import build_running_info
 from orbitmq.client.instance import ClientInstance, check_response
+from orbitmq.client.namespace import client_namespace, wrap
 from orbitmq.client.renamed import renamed_options
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError
@@ -144,6 +145,9 @@ class AsyncPushConsumer:
             pull_delay_on_exception_ms, await_termination_ms). The times' names without their
             unit (``rebalance_interval=10.0``, in seconds) still work, with a
             DeprecationWarning.
+        namespace: the namespace the group and every subscribed topic live in (RocketMQ's
+            ``NAMESPACE%name``, docs/rocketmq5.md "Namespaces"); listeners see bare topics.
+            None: names are used as given.
     """
 
     def __init__(
@@ -160,11 +164,13 @@ class AsyncPushConsumer:
         heartbeat_broker_interval: float = 30.0,
         credentials: Credentials | None = None,
         tls: ClientTls | bool | None = None,
+        namespace: str | None = None,
         **tuning: Any,
     ) -> None:
+        self.namespace = client_namespace(namespace)
         try:
             self.config = PushConsumerConfig(
-                check_group(group), orderly=orderly,
+                check_group(wrap(self.namespace, group)), orderly=orderly,
                 message_model=_enum_member(MessageModel, message_model),
                 consume_from=_enum_member(ConsumeFrom, consume_from),
                 consume_timestamp_ms=_timestamp_ms(consume_timestamp),
@@ -212,6 +218,7 @@ class AsyncPushConsumer:
         Raises:
             ExpressionError: the expression does not parse (raised here, before anything is sent).
         """
+        topic = wrap(self.namespace, topic)
         check_topic(topic)
         expression = selector_of(expression)
         if listener is None:
@@ -230,6 +237,7 @@ class AsyncPushConsumer:
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (its queues are let go at the next rebalance)."""
+        topic = wrap(self.namespace, topic)
         self._subscriptions.pop(topic, None)
         self._listeners.pop(topic, None)
         if self._started:
@@ -320,7 +328,8 @@ class AsyncPushConsumer:
                          else LocalOffsetStore(self.group, cfg.local_offset_path()))
         failure = (ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT if cfg.orderly
                    else ConsumeResult.RECONSUME_LATER)
-        self._runner = ListenerRunner(self._listeners, cfg.consume_thread_nums, failure)
+        self._runner = ListenerRunner(self._listeners, cfg.consume_thread_nums, failure,
+                                      namespace=self.namespace)
         service_cls = OrderlyConsumeService if cfg.orderly else ConcurrentConsumeService
         self._consume = service_cls(cfg, self._runner, self._offsets, self._send_back)
         self._rebalance = RebalanceService(cfg, self._instance, self.strategy, self._subscriptions,
@@ -395,7 +404,7 @@ class AsyncPushConsumer:
         """CONSUMER_SEND_MSG_BACK: the broker re-stores the failed message for a later retry."""
         header = ConsumerSendMsgBackRequestHeader(
             offset=msg.commit_log_offset, group=self.group, delay_level=delay_level,
-            origin_msg_id=msg.msg_id, origin_topic=msg.topic,
+            origin_msg_id=msg.msg_id, origin_topic=wrap(self.namespace, msg.topic),
             max_reconsume_times=self.config.effective_max_reconsume_times)
         try:
             check_response(await self._invoke(mq, RequestCode.CONSUMER_SEND_MSG_BACK, header))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import math
 from collections.abc import Coroutine, Sequence
@@ -22,6 +23,7 @@ from typing import Any, Self, TypeVar
 
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.instance import ClientInstance
+from orbitmq.client.namespace import client_namespace, unwrap_queue, wrap
 from orbitmq.client.producer.accumulator import SendAccumulator
 from orbitmq.client.producer.column_send import (
     check_chunk_limits,
@@ -103,6 +105,9 @@ class AsyncProducer:
             is signed with, for brokers and name servers with authentication on; None: unsigned.
         tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
             False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
+        namespace: the namespace the group and every topic sent to live in (RocketMQ's
+            ``NAMESPACE%name``, docs/rocketmq5.md "Namespaces"); results show bare topics.
+            None: names are used as given.
     """
 
     def __init__(
@@ -124,8 +129,10 @@ class AsyncProducer:
         batch_max_messages: int = BATCH_MAX_MESSAGES,
         credentials: Credentials | None = None,
         tls: ClientTls | bool | None = None,
+        namespace: str | None = None,
     ) -> None:
-        self.group = check_group(group)
+        self.namespace = client_namespace(namespace)
+        self.group = check_group(wrap(self.namespace, group))
         if send_timeout <= 0 or retry_times_when_send_failed < 0 or default_topic_queue_nums < 1:
             raise ClientError("send_timeout must be > 0, retries >= 0, default queue nums >= 1")
         _check_batch_options(auto_batch, batch_max_delay, batch_max_bytes, batch_max_messages,
@@ -218,17 +225,19 @@ class AsyncProducer:
             TimeoutError, ConnectionClosedError: every attempt failed to get an answer.
         """
         self._check_started()
+        msg = self._in_namespace(msg)
         check_message(msg, self.max_message_size)
         acc = self._accumulator
         if (acc is not None and selector is None and msg.delay_level == 0 and msg.priority is None
                 and msg.flag in _INT32 and body_size(msg.body) <= self.compress_over):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (self.send_timeout if timeout is None else timeout)
-            return await acc.add(msg.topic, encode_message(msg, self._ids.next()), deadline, loop)
+            return self._shown(await acc.add(msg.topic, encode_message(msg, self._ids.next()),
+                                             deadline, loop))
         prepared = prepare_message(msg, self._ids.next(), self.compress_over)
         result = await self._dispatch(prepared, msg, selector, arg, timeout, oneway=False)
         assert result is not None
-        return result
+        return self._shown(result)
 
     def send_async(
         self, msg: Message, selector: MessageQueueSelector | None = None, arg: object = None
@@ -242,6 +251,7 @@ class AsyncProducer:
     ) -> None:
         """Send without waiting for any answer: one attempt, no receipt, lowest latency."""
         self._check_started()
+        msg = self._in_namespace(msg)
         check_message(msg, self.max_message_size)
         prepared = prepare_message(msg, self._ids.next(), self.compress_over)
         await self._dispatch(prepared, msg, selector, arg, None, oneway=True)
@@ -256,7 +266,7 @@ class AsyncProducer:
             ClientError: empty, several topics, delayed messages, or over ``max_message_size``.
         """
         self._check_started()
-        messages = list(messages)
+        messages = [self._in_namespace(m) for m in messages]
         for msg in messages:
             check_message(msg, self.max_message_size)
         topic = check_batch(messages)
@@ -273,7 +283,7 @@ class AsyncProducer:
                                   f"{size_max} bytes (the first {rows} fit)")
         result = await self._dispatch(prepared, messages[0], None, None, timeout, oneway=False)
         assert result is not None
-        return result
+        return self._shown(result)
 
     async def send_columns(
         self, topic: str, columns: MessageColumns, *, timeout: float | None = None,
@@ -295,6 +305,7 @@ class AsyncProducer:
                 row order; nothing more was sent after it, earlier ones were stored).
         """
         self._check_started()
+        topic = wrap(self.namespace, topic)
         check_send_topic(topic)
         check_chunk_limits(batch_rows_max, batch_bytes_max, in_flight_max)
         size_max = self.max_message_size
@@ -310,13 +321,14 @@ class AsyncProducer:
         async def send(prepared: PreparedMessage) -> SendResult:
             return await self._send_prepared(prepared, loop.time() + budget)
 
-        return await send_in_chunks(rows, encode, send, in_flight_max)
+        return [self._shown(r) for r in await send_in_chunks(rows, encode, send, in_flight_max)]
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's write queues after a fresh route lookup (TBW102's if it has none)."""
         self._check_started()
+        topic = wrap(self.namespace, topic)
         await self._instance.update_route(topic)
-        return list((await self._publish_info(topic)).queues)
+        return [unwrap_queue(q, self.namespace) for q in (await self._publish_info(topic)).queues]
 
     async def tracked(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` as an asynchronous send that shutdown waits for."""
@@ -329,6 +341,20 @@ class AsyncProducer:
             self._inflight.discard(task)
 
     # -- internals ---------------------------------------------------------------------------
+    def _in_namespace(self, msg: Message) -> Message:
+        """``msg`` addressed to its topic in the producer's namespace (a copy: the caller's
+        message keeps its bare topic)."""
+        if not self.namespace:
+            return msg
+        topic = wrap(self.namespace, msg.topic)
+        return msg if topic == msg.topic else dataclasses.replace(msg, topic=topic)
+
+    def _shown(self, result: SendResult) -> SendResult:
+        """``result`` with its queue's topic bare (as the application named it)."""
+        if not self.namespace:
+            return result
+        return dataclasses.replace(result, queue=unwrap_queue(result.queue, self.namespace))
+
     def _check_started(self) -> None:
         if not self._started:
             raise ClientError("producer is not started; call start() or use `async with`")

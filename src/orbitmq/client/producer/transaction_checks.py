@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from orbitmq.client.namespace import unwrap
 from orbitmq.client.producer import transaction_end
 from orbitmq.client.producer.transaction_batch import read_batch_check
 from orbitmq.client.producer.transaction_state import (
@@ -74,12 +75,13 @@ class CheckAnswers:
 
     def __init__(self, group: str, listener: TransactionListener, *,
                  executor: concurrent.futures.Executor | None = None,
-                 hold_max: int = CHECK_REQUEST_HOLD_MAX) -> None:
+                 hold_max: int = CHECK_REQUEST_HOLD_MAX, namespace: str | None = None) -> None:
         if hold_max < 1:
             raise ClientError("check_request_hold_max must be >= 1")
         self.group = group
         self.listener = listener
         self.hold_max = hold_max
+        self.namespace = namespace  # a checked message shows its topic bare (client/namespace.py)
         self._executor = executor
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -143,6 +145,8 @@ class CheckAnswers:
             log.warning("transaction check dropped msg=%s: %d checks under way", msg.msg_id,
                         len(self._tasks))
             return None
+        if self.namespace:
+            msg.topic = unwrap(msg.topic, self.namespace)
         self._spawn(self._answer_check(header, msg, conn))
         return None
 

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar, cast
 
 from orbitmq.client._blocking import BlockingClient
+from orbitmq.client.namespace import wrap
 from orbitmq.client.producer import transaction_end
 from orbitmq.client.producer.column_send import check_chunk_limits, check_send_topic, send_in_chunks
 from orbitmq.client.producer.producer import AsyncProducer, Producer
@@ -130,8 +131,8 @@ class AsyncTransactionProducer(AsyncProducer):
             raise ClientError("a TransactionProducer needs a TransactionListener")
         super().__init__(group, namesrv, **options)
         self._checks = CheckAnswers(self.group, listener, executor=check_executor,
-                                    hold_max=check_request_hold_max)
-        self._topics = [DEFAULT_TOPIC, *topics]
+                                    hold_max=check_request_hold_max, namespace=self.namespace)
+        self._topics = [DEFAULT_TOPIC, *(wrap(self.namespace, t) for t in topics)]
         self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE,
                                                 self._checks.on_check)
         self._instance.register_request_handler(OrbitMQRequestCode.CHECK_TRANSACTION_BATCH_STATE,
@@ -185,6 +186,7 @@ class AsyncTransactionProducer(AsyncProducer):
     async def send_half(self, msg: Message, *, timeout: float | None = None) -> TransactionTracker:
         """Phase one: the half message. Raises as :meth:`send_in_transaction` when not stored."""
         self._check_started()
+        msg = self._in_namespace(msg)
         check_message(msg, self.max_message_size)
         if msg.delay_level > 0:
             raise ClientError("a transactional message cannot be delayed")
