@@ -70,6 +70,8 @@ _LAZY = {
     "LocalTransactionState": "orbitmq.client",
     "TransactionSendResult": "orbitmq.client",
     "TransactionBatch": "orbitmq.client",
+    "TraceConfig": "orbitmq.client",
+    "MessageTrace": "orbitmq.client",
     "Credentials": "orbitmq.security.signature",
     "ClientTls": "orbitmq.security.tls",
 }
@@ -101,6 +103,8 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import AllocateByMachineRoom as AllocateByMachineRoom
     from orbitmq.client import AllocateConsistentHash as AllocateConsistentHash
     from orbitmq.client import AsyncAdmin as AsyncAdmin
+    from orbitmq.client import MessageTrace as MessageTrace
+    from orbitmq.client import TraceConfig as TraceConfig
     from orbitmq.client import AsyncProducer as AsyncProducer
     from orbitmq.client import AsyncPullConsumer as AsyncPullConsumer
     from orbitmq.client import AsyncPushConsumer as AsyncPushConsumer

@@ -74,6 +74,15 @@ from orbitmq.client.system_names import (
     is_system_topic,
     topic_kind,
 )
+from orbitmq.client.trace.dispatcher import TraceConfig, TraceStats
+from orbitmq.client.trace.journey import (
+    ConsumeStep,
+    GroupProgress,
+    MessageTrace,
+    PublishStep,
+    StoredAt,
+    TransactionStep,
+)
 from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS, check_group, check_topic
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
@@ -117,6 +126,15 @@ __all__ = [
     "AllocateByConfig",
     "AllocateByMachineRoom",
     "AllocateConsistentHash",
+    # message trace
+    "TraceConfig",
+    "TraceStats",
+    "MessageTrace",
+    "PublishStep",
+    "StoredAt",
+    "ConsumeStep",
+    "GroupProgress",
+    "TransactionStep",
     # results
     "SendResult",
     "SendStatus",
