@@ -40,7 +40,7 @@ from orbitmq.protocol.trace_codec import (
 __all__ = ["MessageTrace", "PublishStep", "StoredAt", "ConsumeStep", "GroupProgress",
            "TransactionStep", "message_trace", "TRACE_CONTEXT", "GROUPS_MAX"]
 
-TRACE_CONTEXT = "TRACE_CONTEXT"  # the stored property of a 5.x message's trace_context
+TRACE_CONTEXT = PropertyKey.TRACE_CONTEXT  # the stored property of a 5.x message's trace_context
 GROUPS_MAX = 64  # consumer groups looked into for retries and dead letters
 _QUERY_MAX = 64  # trace messages read per id (RocketMQ's queryMsgTraceById default)
 
