@@ -103,8 +103,6 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import AllocateByMachineRoom as AllocateByMachineRoom
     from orbitmq.client import AllocateConsistentHash as AllocateConsistentHash
     from orbitmq.client import AsyncAdmin as AsyncAdmin
-    from orbitmq.client import MessageTrace as MessageTrace
-    from orbitmq.client import TraceConfig as TraceConfig
     from orbitmq.client import AsyncProducer as AsyncProducer
     from orbitmq.client import AsyncPullConsumer as AsyncPullConsumer
     from orbitmq.client import AsyncPushConsumer as AsyncPushConsumer
@@ -119,6 +117,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     )
     from orbitmq.client import MessageModel as MessageModel
     from orbitmq.client import MessageSelector as MessageSelector
+    from orbitmq.client import MessageTrace as MessageTrace
     from orbitmq.client import Producer as Producer
     from orbitmq.client import PullConsumer as PullConsumer
     from orbitmq.client import PullResult as PullResult
@@ -126,6 +125,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import PushConsumer as PushConsumer
     from orbitmq.client import SendResult as SendResult
     from orbitmq.client import SendStatus as SendStatus
+    from orbitmq.client import TraceConfig as TraceConfig
     from orbitmq.client import TransactionBatch as TransactionBatch
     from orbitmq.client import (
         TransactionListener as TransactionListener,

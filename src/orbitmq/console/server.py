@@ -25,8 +25,8 @@ from orbitmq.console import (
     groups,
     login,
     messages,
-    traces,
     topics,
+    traces,
     transactions,
     users,
 )

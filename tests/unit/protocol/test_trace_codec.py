@@ -48,7 +48,7 @@ RECALL = C.join(["Recall", "1700000000300", "DefaultRegion", "P", "Reminders", M
 
 
 def test_the_separators_are_rocketmqs() -> None:
-    assert (CONTENT_SPLITOR, FIELD_SPLITOR) == (chr(1), chr(2))
+    assert (chr(1), chr(2)) == (CONTENT_SPLITOR, FIELD_SPLITOR)
 
 
 def test_a_pub_record_decodes_field_by_field() -> None:
