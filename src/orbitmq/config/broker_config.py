@@ -108,8 +108,7 @@ class BrokerConfig:
         64, "most messages a lookup by key returns", 1, 10_000)
     # -- message trace (docs/trace.md): RocketMQ's names and defaults --------------------------
     trace_topic_enable: bool = setting(
-        False, "create the trace topic (msg_trace_topic_name, one queue) at start, for traced "
-        "clients to write to (RocketMQ's traceTopicEnable)")
+        False, "create msg_trace_topic_name (one queue) at start, for traced clients to write to")
     msg_trace_topic_name: str = setting(
         "RMQ_SYS_TRACE_TOPIC", "the trace topic trace_topic_enable creates",
         check=lambda v: None if _TOPIC_NAME.match(v) and len(v) <= 127 else
