@@ -29,12 +29,7 @@ from orbitmq.client.validation import check_topic
 from orbitmq.errors import ClientError, OrbitMQError
 from orbitmq.protocol.message import Message
 from orbitmq.protocol.topics import TRACE_TOPIC
-from orbitmq.protocol.trace_codec import (
-    TRACE_PRODUCER_GROUP_PREFIX,
-    TraceRecord,
-    encode_record,
-    trace_keys,
-)
+from orbitmq.protocol.trace_codec import TRACE_PRODUCER_GROUP_PREFIX, TraceRecord, encode_record
 from orbitmq.rate_limited_log import RateLimitedLog
 
 __all__ = ["TraceConfig", "TraceStats", "TraceDispatcher", "TraceSender", "trace_topic_of"]
@@ -127,7 +122,10 @@ class TraceDispatcher:
         self.stats = TraceStats()
         self.group = f"{TRACE_PRODUCER_GROUP_PREFIX}-{host_group}-{role}"[:255]
         self._sender_factory = sender_factory
-        self._buffer: collections.deque[TraceRecord] = collections.deque()
+        # (encoded record, traced message id, its keys)
+        self._buffer: collections.deque[tuple[str, str, str | None]] = collections.deque()
+        self._buffer_max = self.config.buffer_max
+        self._batch_max = self.config.batch_records_max
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
@@ -138,14 +136,27 @@ class TraceDispatcher:
 
     # -- the hot path -----------------------------------------------------------------------
     def append(self, record: TraceRecord) -> bool:
-        """Take ``record`` if the buffer has room (True); else drop and count it (False)."""
+        """Take ``record`` if the buffer has room (True); else drop and count it (False). A
+        record that cannot be encoded (a separator character in a field) is counted as lost:
+        tracing never raises into the traced call."""
+        try:
+            text = encode_record(record)
+        except ClientError as e:
+            self.stats.lost += 1
+            self._warn.warning("trace-encode", "trace record not encoded: %s", e)
+            return False
+        return self.append_text(text, record.msg_id, record.keys)
+
+    def append_text(self, text: str, msg_id: str, keys: str | None) -> bool:
+        """:meth:`append` for a record already encoded (``encode_record``'s text; the traced
+        message's id and keys): the hot path of a traced send."""
         buf = self._buffer
-        if len(buf) >= self.config.buffer_max or self._stopping:
+        if len(buf) >= self._buffer_max or self._stopping:
             self.stats.dropped += 1
             return False
-        buf.append(record)
+        buf.append((text, msg_id, keys))
         self.stats.appended += 1
-        if len(buf) >= self.config.batch_records_max and not self._wake.is_set():
+        if len(buf) >= self._batch_max and not self._wake.is_set():
             self._wake.set()
         return True
 
@@ -206,55 +217,53 @@ class TraceDispatcher:
                     pass
             if not self._buffer:
                 continue
-            body, records = self._take()
+            body, count, keys = self._take()
             assert self._slots is not None
             await self._slots.acquire()
-            task = asyncio.ensure_future(self._send(body, records))
+            task = asyncio.ensure_future(self._send(body, count, keys))
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
 
-    def _take(self) -> tuple[str, list[TraceRecord]]:
-        """One trace message's records off the buffer: up to ``batch_records_max``, its body
-        cut once past ``batch_bytes_max`` and before its keys pass KEYS_CHARS_MAX."""
+    def _take(self) -> tuple[str, int, list[str]]:
+        """One trace message off the buffer: its body (up to ``batch_records_max`` records, cut
+        once past ``batch_bytes_max``), how many records and its keys (the traced ids and their
+        keys, each once; cut before they pass KEYS_CHARS_MAX characters)."""
         cfg = self.config
         buf = self._buffer
         parts: list[str] = []
-        records: list[TraceRecord] = []
+        keys: dict[str, None] = {}
         size = 0
-        keys = 0
-        while buf and len(records) < cfg.batch_records_max and size < cfg.batch_bytes_max:
-            record = buf[0]
-            record_keys = len(record.msg_id) + len(record.keys or "") + 2
-            if records and keys + record_keys > KEYS_CHARS_MAX:
+        key_chars = 0
+        while buf and len(parts) < cfg.batch_records_max and size < cfg.batch_bytes_max:
+            text, msg_id, msg_keys = buf[0]
+            record_keys = len(msg_id) + len(msg_keys or "") + 2
+            if parts and key_chars + record_keys > KEYS_CHARS_MAX:
                 break
             buf.popleft()
-            try:
-                text = encode_record(record)
-            except ClientError as e:
-                self.stats.lost += 1
-                self._warn.warning("trace-encode", "trace record not encoded: %s", e)
-                continue
             parts.append(text)
-            records.append(record)
             size += len(text)
-            keys += record_keys
-        return "".join(parts), records
+            key_chars += record_keys
+            if msg_id:
+                keys[msg_id] = None
+            if msg_keys:
+                for key in msg_keys.split(" "):
+                    if key:
+                        keys[key] = None
+        return "".join(parts), len(parts), list(keys)
 
-    async def _send(self, body: str, records: list[TraceRecord]) -> None:
+    async def _send(self, body: str, count: int, keys: list[str]) -> None:
         assert self._slots is not None and self._producer is not None
         try:
-            if not records:
-                return
-            msg = Message(self.trace_topic, body.encode("utf-8"), keys=trace_keys(records))
+            msg = Message(self.trace_topic, body.encode("utf-8"), keys=keys)
             await self._producer.send(msg)
-            self.stats.sent_records += len(records)
+            self.stats.sent_records += count
             self.stats.sent_messages += 1
         except (OrbitMQError, OSError) as e:
-            self.stats.lost += len(records)
+            self.stats.lost += count
             self._warn.warning("trace-send", "trace send to %s failed, %d record(s) lost: %s",
-                               self.trace_topic, len(records), e)
+                               self.trace_topic, count, e)
         except asyncio.CancelledError:
-            self.stats.lost += len(records)
+            self.stats.lost += count
             raise
         finally:
             self._slots.release()
