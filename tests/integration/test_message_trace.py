@@ -151,3 +151,28 @@ def test_a_full_buffer_drops_and_counts_and_never_fails_a_send(cluster: Embedded
         assert stats is not None and (stats.appended, stats.dropped) == (2, 3)
     assert all(r.status.value == "SEND_OK" for r in results)
     assert (stats.sent_records, stats.lost) == (2, 0)  # shutdown sent what the buffer held
+
+
+def test_a_traced_transaction_shows_its_half_message_and_its_end(cluster: EmbeddedCluster) -> None:
+    from orbitmq.client import LocalTransactionState, TransactionListener, TransactionProducer
+
+    class Commit(TransactionListener):
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT
+
+    with TransactionProducer("trace-tx", cluster.namesrv, listener=Commit(),
+                             enable_msg_trace=True, trace_config=FAST) as producer:
+        sent = producer.send_in_transaction(Message(TOPIC, b"paid", keys=["order-18"]))
+    with Admin(cluster.namesrv) as admin:
+        trace = _wait("the transaction's trace", lambda: (
+            lambda t: t if t.published and t.transactions and t.stored else None)(
+                admin.message_trace(sent.msg_id)))
+    [pub] = trace.published
+    assert (pub.producer_group, pub.message_type) == ("trace-tx", "TRANS_HALF")
+    [end] = trace.transactions
+    assert (end.state, end.from_check, end.producer_group) == ("COMMIT_MESSAGE", False, "trace-tx")
+    assert trace.topic == TOPIC and trace.stored is not None
+    assert trace.keys == "order-18"

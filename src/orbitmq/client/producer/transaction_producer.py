@@ -24,6 +24,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar, cast
 
@@ -64,6 +65,7 @@ from orbitmq.client.producer.transaction_state import (
     transaction_id,
 )
 from orbitmq.client.results import SendResult, SendStatus
+from orbitmq.client.trace.records import end_transaction_record
 from orbitmq.client.validation import DEFAULT_TOPIC, check_message
 from orbitmq.errors import (
     BrokerError,
@@ -189,6 +191,7 @@ class AsyncTransactionProducer(AsyncProducer):
         if msg.delay_level > 0:
             raise ClientError("a transactional message cannot be delayed")
         tx = TransactionTracker()
+        started = time.time()
         props = dict(msg.properties)
         props[PropertyKey.TRAN_MSG] = "true"
         props[PropertyKey.PGROUP] = self.group
@@ -204,6 +207,8 @@ class AsyncTransactionProducer(AsyncProducer):
             tx.advance(TransactionPhase.HALF_FAILED)
             raise
         tx.half_stored(sent, half_msg)
+        if self._trace is not None:
+            self._trace_sent(self._trace, [half_msg], [sent], started)
         return tx
 
     async def _store_half(self, prepared: PreparedMessage, timeout: float | None) -> SendResult:
@@ -418,6 +423,10 @@ class AsyncTransactionProducer(AsyncProducer):
         except OrbitMQError as e:
             log.warning("END_TRANSACTION to %s failed msg=%s: %s; the broker will check",
                         addr, sent.msg_id, e)
+            return
+        if self._trace is not None and tx.message is not None:
+            end_transaction_record(self._trace, self.group, tx.message, sent.msg_id, addr,
+                                   sent.transaction_id, tx.local_state.value, from_check=False)
 
     async def _send_end_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         """Hands END_TRANSACTION to the connection (a seam for tests that lose it)."""

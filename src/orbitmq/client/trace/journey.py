@@ -200,9 +200,19 @@ async def _stored(admin: _Admin, msg_id: str, topic: str | None, offset_ids: lis
                   problems: list[str]) -> MessageExt | None:
     for offset_id in offset_ids:
         try:
-            return await admin.view_message(offset_id, topic)
+            found = await admin.view_message(offset_id, topic)
         except (OrbitMQError, OSError) as e:
             problems.append(f"message by offset id {offset_id}: {e}")
+            continue
+        if topic is None or found.topic == topic:
+            return found
+        # a transaction's half message: the committed copy lies in the topic, by its id
+        try:
+            return await admin.view_message(msg_id, topic)
+        except (OrbitMQError, OSError) as e:
+            problems.append(f"message {msg_id} in {topic} (its half message is at "
+                            f"{offset_id}): {e}")
+            return None
     if topic is None:
         return None
     try:
