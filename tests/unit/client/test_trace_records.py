@@ -86,3 +86,19 @@ def test_a_batch_takes_each_key_once_and_stops_at_its_bounds() -> None:
         assert d2._take()[1] == 1  # a second record would pass the keys' bound
 
     asyncio.run(run())
+
+
+def test_trace_options_are_checked() -> None:
+    import pytest
+
+    from orbitmq.client import AsyncProducer, AsyncPushConsumer
+    from orbitmq.errors import ClientError
+
+    with pytest.raises(ClientError, match="customized|topic"):
+        AsyncProducer("p", "127.0.0.1:9876", enable_msg_trace=True,
+                      customized_trace_topic="bad name")
+    with pytest.raises(ClientError, match="enable_msg_trace"):
+        AsyncPushConsumer("g", "127.0.0.1:9876", enable_msg_trace="yes")  # type: ignore[arg-type]
+    with pytest.raises(ClientError, match="buffer_max"):
+        TraceConfig(buffer_max=0)
+    assert AsyncProducer("p", "127.0.0.1:9876").trace_stats is None
