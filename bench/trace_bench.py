@@ -16,7 +16,6 @@ and shown, as the design allows. JSON under bench/results/. Not a test.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import os
@@ -78,10 +77,10 @@ def main() -> None:
     args = ap.parse_args()
     n = args.n or (2_000 if args.quick else 50_000)
     rounds = args.rounds or (1 if args.quick else 3)
-    with tempfile.TemporaryDirectory(prefix="trace-bench-") as store:
-        with standalone_process(store, "--trace-topic-enable", "true") as server:
-            namesrv = server.wait_ready("namesrv", "broker")["namesrv"]
-            result = run_loop(bench(namesrv, n, args.window, rounds))
+    with (tempfile.TemporaryDirectory(prefix="trace-bench-") as store,
+          standalone_process(store, "--trace-topic-enable", "true") as server):
+        namesrv = server.wait_ready("namesrv", "broker")["namesrv"]
+        result = run_loop(bench(namesrv, n, args.window, rounds))
     result["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(f"trace on / off: {result['ratio_on_off']} (target >= 0.9)")
     out = Path(args.json) if args.json else RESULTS / f"trace-{time.strftime('%Y%m%d-%H%M%S')}.json"

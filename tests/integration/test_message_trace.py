@@ -121,6 +121,9 @@ def test_a_traced_message_shows_its_journey(cluster: EmbeddedCluster) -> None:
     with Admin(cluster.namesrv) as admin:  # the consumer committed its offset at shutdown
         assert admin.message_trace(sent.msg_id).groups[0].consumed is True
 
+    with Admin(cluster.namesrv) as admin:  # by the broker's offset message id: the same journey
+        by_offset = admin.message_trace(sent.offset_msg_id)
+    assert by_offset.msg_id == sent.msg_id and by_offset.published == trace.published
     out = CliRunner().invoke(cli, ["message", "trace", "--namesrv", cluster.namesrv,
                                    "--msg-id", sent.msg_id])
     assert out.exit_code == 0, out.output
@@ -176,3 +179,20 @@ def test_a_traced_transaction_shows_its_half_message_and_its_end(cluster: Embedd
     assert (end.state, end.from_check, end.producer_group) == ("COMMIT_MESSAGE", False, "trace-tx")
     assert trace.topic == TOPIC and trace.stored is not None
     assert trace.keys == "order-18"
+
+
+def test_an_untraced_message_shows_the_brokers_side(cluster: EmbeddedCluster) -> None:
+    with Producer("untraced", cluster.namesrv) as producer:
+        sent = producer.send(Message(TOPIC, b"plain"))
+    with Admin(cluster.namesrv) as admin:
+        by_offset_id = admin.message_trace(sent.offset_msg_id)
+        no_topic = admin.message_trace(sent.msg_id)
+        with_topic = _wait("the message's index", lambda: (
+            lambda t: t if t.stored else None)(admin.message_trace(sent.msg_id, topic=TOPIC)))
+    assert by_offset_id.stored is not None and by_offset_id.topic == TOPIC
+    assert by_offset_id.msg_id == sent.msg_id  # the message's own id, from the broker
+    assert by_offset_id.published == [] and by_offset_id.consumed == []
+    assert no_topic.stored is None and any("give the topic" in p for p in no_topic.problems)
+    assert with_topic.stored is not None
+    assert (with_topic.stored.queue_id, with_topic.stored.queue_offset) == (
+        sent.queue.queue_id, sent.queue_offset)

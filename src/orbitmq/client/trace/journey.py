@@ -213,10 +213,12 @@ async def _stored(admin: _Admin, msg_id: str, topic: str | None, offset_ids: lis
             problems.append(f"message {msg_id} in {topic} (its half message is at "
                             f"{offset_id}): {e}")
             return None
-    if topic is None:
-        return None
     try:
+        # without a topic, only a broker's offset message id finds it (view_message says so)
         return await admin.view_message(msg_id, topic)
+    except ClientError:
+        problems.append(f"message {msg_id}: no trace record names its topic; give the topic")
+        return None
     except (OrbitMQError, OSError) as e:
         problems.append(f"message {msg_id} in {topic}: {e}")
         return None
@@ -285,6 +287,13 @@ async def message_trace(admin: _Admin, msg_id: str, *, topic: str | None = None,
                           msg.born_timestamp, _host(msg.born_host), msg.reconsume_times)
         if broker is not None and topic is not None:
             mq = MessageQueue(topic, broker, msg.queue_id)
+        if not found and msg.uniq_key and msg.uniq_key != msg_id:
+            # found by the broker's offset message id: its traces are keyed by its own id
+            msg_id = msg.uniq_key
+            found = await _trace_records(admin, msg_id, trace_topic, max_num, problems)
+            found.sort(key=lambda rh: rh[0].timestamp_ms)
+            records = [r for r, _ in found]
+            pubs = [(r, h) for r, h in found if r.type is TraceType.PUB]
     offsets: dict[str, dict[MessageQueue, int]] = {}
     if topic is not None:
         offsets = await _noted(problems, f"consumer offsets of {topic}",
