@@ -102,3 +102,32 @@ def test_trace_options_are_checked() -> None:
     with pytest.raises(ClientError, match="buffer_max"):
         TraceConfig(buffer_max=0)
     assert AsyncProducer("p", "127.0.0.1:9876").trace_stats is None
+
+
+def test_a_listener_calls_records_are_the_encoders() -> None:
+    from orbitmq.client.consumer.consume_types import ConsumeContext, ConsumeResult
+    from orbitmq.client.trace.consume import TracedListenerRunner
+    from orbitmq.protocol.message import MessageExt
+    from orbitmq.protocol.msgid import UniqIdGenerator
+
+    async def failing(messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
+        raise RuntimeError("boom")
+
+    async def run() -> None:
+        d = _dispatcher()
+        runner = TracedListenerRunner({"Orders": failing}, 1, ConsumeResult.RECONSUME_LATER,
+                                      dispatcher=d, ids=UniqIdGenerator("127.0.0.1"))
+        msg = MessageExt("Orders", b"x", msg_id=MSG_ID, reconsume_times=2,
+                         properties={"KEYS": "k1 k2"})
+        ctx = ConsumeContext(MessageQueue("Orders", "broker-a", 0), "workers")
+        assert await runner.run([msg], ctx) is ConsumeResult.RECONSUME_LATER
+        texts = [text for text, _, _ in d._buffer]
+        before, after = (decode_trace_data(t)[0] for t in texts)
+        assert [encode_record(before), encode_record(after)] == texts
+        assert (before.type, before.group, before.retry_times, before.keys) == (
+            TraceType.SUB_BEFORE, "workers", 2, "k1 k2")
+        assert (after.type, after.request_id, after.success, after.context_code) == (
+            TraceType.SUB_AFTER, before.request_id, False, 2)  # EXCEPTION
+        assert after.timestamp_ms >= before.timestamp_ms and after.group == "workers"
+
+    asyncio.run(run())

@@ -12,12 +12,7 @@ from orbitmq.client.consumer.consume_types import ConsumeContext, ConsumeResult,
 from orbitmq.client.trace.dispatcher import TraceDispatcher
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.protocol.msgid import UniqIdGenerator
-from orbitmq.protocol.trace_codec import (
-    DEFAULT_REGION_ID,
-    ConsumeReturnType,
-    TraceRecord,
-    TraceType,
-)
+from orbitmq.protocol.trace_codec import DEFAULT_REGION_ID, ConsumeReturnType
 
 __all__ = ["TracedListenerRunner"]
 
@@ -35,6 +30,9 @@ class TracedListenerRunner(ListenerRunner):
         self._ids = ids
 
     async def run(self, messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
+        """The listener call between its SubBefore and SubAfter records, written straight as
+        TraceDataEncoder's text (the fields are safe: ids, keys and the region come from stored
+        properties, which cannot hold a separator, and the group is a checked name)."""
         traced = [m for m in messages if m.properties.get(PropertyKey.TRACE_ON) != "false"]
         if not traced:
             return await super().run(messages, context)
@@ -42,20 +40,22 @@ class TracedListenerRunner(ListenerRunner):
         started = time.time()
         started_ms = int(started * 1000)
         group = context.group
-        append = self.dispatcher.append
+        append = self.dispatcher.append_text
         for msg in traced:
-            append(TraceRecord(
-                TraceType.SUB_BEFORE, timestamp_ms=started_ms,
-                region_id=msg.properties.get(PropertyKey.MSG_REGION) or DEFAULT_REGION_ID,
-                group=group, request_id=request_id, msg_id=msg.msg_id,
-                retry_times=msg.reconsume_times, keys=msg.properties.get(PropertyKey.KEYS)))
+            props = msg.properties
+            region = props.get(PropertyKey.MSG_REGION) or DEFAULT_REGION_ID
+            keys = props.get(PropertyKey.KEYS)
+            append(f"SubBefore\x01{started_ms}\x01{region}\x01{group}\x01{request_id}\x01"
+                   f"{msg.msg_id}\x01{msg.reconsume_times}\x01{keys or 'null'}\x02",
+                   msg.msg_id, keys)
         result, how = await self.run_coded(messages, context)
-        cost = max(0, int((time.time() - started) * 1000) // len(messages))
-        ok = result is ConsumeResult.SUCCESS
-        code = _RETURN_TYPES.get(how, ConsumeReturnType.FAILED)
+        ended = time.time()
+        cost = max(0, int((ended - started) * 1000) // len(messages))
+        ok = "true" if result is ConsumeResult.SUCCESS else "false"
+        code = int(_RETURN_TYPES.get(how, ConsumeReturnType.FAILED))
+        ended_ms = int(ended * 1000)  # a SubAfter's time is its own (RocketMQ's new context)
         for msg in traced:
-            append(TraceRecord(
-                TraceType.SUB_AFTER, timestamp_ms=started_ms, group=group, request_id=request_id,
-                msg_id=msg.msg_id, cost_time_ms=cost, success=ok,
-                keys=msg.properties.get(PropertyKey.KEYS), context_code=code))
+            keys = msg.properties.get(PropertyKey.KEYS)
+            append(f"SubAfter\x01{request_id}\x01{msg.msg_id}\x01{cost}\x01{ok}\x01"
+                   f"{keys or 'null'}\x01{code}\x01{ended_ms}\x01{group}\x02", msg.msg_id, keys)
         return result
