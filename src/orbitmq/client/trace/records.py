@@ -30,7 +30,7 @@ from orbitmq.protocol.trace_codec import (
 if TYPE_CHECKING:
     from orbitmq.client.results import SendResult
 
-__all__ = ["pub_records", "end_transaction_record", "message_type_of"]
+__all__ = ["pub_record", "pub_records", "end_transaction_record", "message_type_of"]
 
 _TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
@@ -53,35 +53,41 @@ def _keys_text(msg: Message) -> str | None:
     return keys if isinstance(keys, str) else " ".join(keys)
 
 
-def pub_records(dispatcher: TraceDispatcher, group: str, messages: Sequence[Message],
-                results: Sequence[SendResult], store_host: str, started_s: float,
-                msg_type: TraceMessageType | None = None) -> None:
-    """Append the Pub records of sent ``messages`` (their ``results`` in the same order).
+def pub_record(dispatcher: TraceDispatcher, group: str, msg: Message, result: SendResult,
+               store_host: str, started_s: float, cost_ms: int,
+               msg_type: TraceMessageType | None = None) -> None:
+    """Append the Pub record of one sent message.
 
-    The hot path of a traced send: each record is written straight as TraceDataEncoder's text
+    The hot path of a traced send: the record is written straight as TraceDataEncoder's text
     (the fields are safe: a message whose topic, tags or keys held a separator could not have
     been sent, and the ids and the address are ours).
     """
-    now_s = time.time()
-    cost = max(0, int((now_s - started_s) * 1000) // max(len(messages), 1))
-    started_ms = int(started_s * 1000)
-    append = dispatcher.append_text
+    props = msg.properties
+    region = DEFAULT_REGION_ID
+    if props:
+        if props.get(PropertyKey.TRACE_ON) == "false":
+            return
+        region = props.get(PropertyKey.MSG_REGION) or DEFAULT_REGION_ID
+    kind = message_type_of(msg) if msg_type is None else msg_type
+    body = msg.body
+    size = body.nbytes if isinstance(body, memoryview) else len(body)
+    keys = _keys_text(msg)
+    msg_id = result.msg_id
+    ok = "true" if result.status.value == "SEND_OK" else "false"
+    dispatcher.append_text(
+        f"Pub\x01{int(started_s * 1000)}\x01{region}\x01{group}\x01{msg.topic}\x01{msg_id}\x01"
+        f"{msg.tags or 'null'}\x01{keys or 'null'}\x01{store_host}\x01{size}\x01{cost_ms}"
+        f"\x01{int(kind)}\x01{result.offset_msg_id}\x01{ok}\x02", msg_id, keys)
+
+
+def pub_records(dispatcher: TraceDispatcher, group: str, messages: Sequence[Message],
+                results: Sequence[SendResult], store_host: str, started_s: float,
+                msg_type: TraceMessageType | None = None) -> None:
+    """Append the Pub records of sent ``messages`` (their ``results`` in the same order); the
+    send's round trip is shared among them, as RocketMQ shares it among a context's beans."""
+    cost = max(0, int((time.time() - started_s) * 1000) // max(len(messages), 1))
     for msg, result in zip(messages, results, strict=True):
-        props = msg.properties
-        region = DEFAULT_REGION_ID
-        if props:
-            if props.get(PropertyKey.TRACE_ON) == "false":
-                continue
-            region = props.get(PropertyKey.MSG_REGION) or DEFAULT_REGION_ID
-        kind = message_type_of(msg) if msg_type is None else msg_type
-        body = msg.body
-        size = body.nbytes if isinstance(body, memoryview) else len(body)
-        keys = _keys_text(msg)
-        msg_id = result.msg_id
-        ok = "true" if result.status.value == "SEND_OK" else "false"
-        append(f"Pub\x01{started_ms}\x01{region}\x01{group}\x01{msg.topic}\x01{msg_id}\x01"
-               f"{msg.tags or 'null'}\x01{keys or 'null'}\x01{store_host}\x01{size}\x01{cost}"
-               f"\x01{int(kind)}\x01{result.offset_msg_id}\x01{ok}\x02", msg_id, keys)
+        pub_record(dispatcher, group, msg, result, store_host, started_s, cost, msg_type)
 
 
 def end_transaction_record(dispatcher: TraceDispatcher, group: str, msg: Message, msg_id: str,
