@@ -34,6 +34,7 @@ from orbitmq.config.shared import (
     tls_server_settings,
 )
 from orbitmq.config.store_config import StoreConfig
+from orbitmq.protocol.topics import TRACE_TOPIC
 from orbitmq.security.settings import AuthenticationStrategy
 from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 
@@ -110,7 +111,7 @@ class BrokerConfig:
     trace_topic_enable: bool = setting(
         False, "create msg_trace_topic_name (one queue) at start, for traced clients to write to")
     msg_trace_topic_name: str = setting(
-        "RMQ_SYS_TRACE_TOPIC", "the trace topic trace_topic_enable creates",
+        TRACE_TOPIC, "the trace topic trace_topic_enable creates",
         check=lambda v: None if _TOPIC_NAME.match(v) and len(v) <= 127 else
         "a topic name: 1 to 127 letters, digits or _ % | -",
         allowed="1 to 127 letters, digits or _ % | -")
