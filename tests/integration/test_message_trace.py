@@ -196,3 +196,34 @@ def test_an_untraced_message_shows_the_brokers_side(cluster: EmbeddedCluster) ->
     assert with_topic.stored is not None
     assert (with_topic.stored.queue_id, with_topic.stored.queue_offset) == (
         sent.queue.queue_id, sent.queue_offset)
+
+
+def test_a_dead_letter_is_shown(cluster: EmbeddedCluster) -> None:
+    calls = threading.Event()
+
+    def failing(messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
+        calls.set()
+        return ConsumeResult.RECONSUME_LATER
+
+    with Producer("trace-dlq-producers", cluster.namesrv, enable_msg_trace=True,
+                  trace_config=FAST) as producer:
+        sent = producer.send(Message("TracedDlq", b"poison"))
+    consumer = PushConsumer("trace-dlq", cluster.namesrv, enable_msg_trace=True,
+                            trace_config=FAST, consume_from="FIRST", max_reconsume_times=0)
+    consumer.subscribe("TracedDlq", "*", failing)
+    with Admin(cluster.namesrv) as admin:
+        consumer.start()
+        try:
+            assert calls.wait(WAIT_S)
+            trace = _wait("the dead letter", lambda: (
+                lambda t: t if t.groups and t.groups[0].dead_letter_time_ms else None)(
+                    admin.message_trace(sent.msg_id)))
+        finally:
+            consumer.shutdown()
+    [group] = trace.groups
+    assert group.group == "trace-dlq" and group.dead_letter_time_ms >= trace.stored.store_time_ms
+    out = CliRunner().invoke(cli, ["message", "trace", "--namesrv", cluster.namesrv,
+                                   "--msg-id", sent.msg_id])
+    assert out.exit_code == 0 and "#DeadLetter" in out.output
+    row = next(line for line in out.output.splitlines() if line.startswith("trace-dlq "))
+    assert not row.rstrip().endswith(" no"), row
