@@ -227,3 +227,26 @@ def test_a_dead_letter_is_shown(cluster: EmbeddedCluster) -> None:
     assert out.exit_code == 0 and "#DeadLetter" in out.output
     row = next(line for line in out.output.splitlines() if line.startswith("trace-dlq "))
     assert not row.rstrip().endswith(" no"), row
+
+
+def test_a_checked_transaction_traces_the_checks_answer(tmp_path: Any) -> None:
+    from orbitmq.client import LocalTransactionState, TransactionListener, TransactionProducer
+
+    class Later(TransactionListener):
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOWN  # the broker's check decides
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT
+
+    with EmbeddedCluster(tmp_path, trace_topic_enable=True, transaction_timeout_ms=300,
+                         transaction_check_interval_ms=200) as checked, \
+            TransactionProducer("trace-checked", checked.namesrv, listener=Later(),
+                                enable_msg_trace=True, trace_config=FAST) as producer:
+        sent = producer.send_in_transaction(Message(TOPIC, b"later"))
+        with Admin(checked.namesrv) as admin:
+            trace = _wait("the check's answer in the trace", lambda: (
+                lambda t: t if any(x.from_check for x in t.transactions) else None)(
+                    admin.message_trace(sent.msg_id)))
+    states = [(x.state, x.from_check) for x in trace.transactions]
+    assert ("UNKNOW", False) in states and ("COMMIT_MESSAGE", True) in states

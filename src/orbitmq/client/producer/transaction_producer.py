@@ -78,7 +78,7 @@ from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import Message, MessageSysFlag, PropertyKey
+from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
 
 __all__ = [
     "AsyncTransactionProducer",
@@ -133,11 +133,29 @@ class AsyncTransactionProducer(AsyncProducer):
         super().__init__(group, namesrv, **options)
         self._checks = CheckAnswers(self.group, listener, executor=check_executor,
                                     hold_max=check_request_hold_max)
+        if self._trace is not None:
+            self._checks.on_answered = self._trace_check_answer
         self._topics = [DEFAULT_TOPIC, *topics]
         self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE,
                                                 self._checks.on_check)
         self._instance.register_request_handler(OrbitMQRequestCode.CHECK_TRANSACTION_BATCH_STATE,
                                                 self._checks.on_check_batch)
+
+    def _trace_check_answer(self, msg: MessageExt, broker_addr: str,
+                            state: LocalTransactionState) -> None:
+        """The EndTransaction record of a check's answer (``fromTransactionCheck``)."""
+        if self._trace is None:
+            return
+        props = msg.properties
+        topic = props.get(PropertyKey.REAL_TOPIC) or msg.topic
+        traced = Message.with_system_properties(
+            topic, b"-", properties={k: v for k, v in props.items()
+                                     if k in (PropertyKey.MSG_REGION, PropertyKey.TRACE_ON)},
+            tags=msg.tags, keys=msg.keys or None)
+        msg_id = msg.uniq_key or msg.msg_id
+        end_transaction_record(self._trace, self.group, traced, msg_id, broker_addr,
+                               props.get(PropertyKey.UNIQ_KEY) or msg_id, state.value,
+                               from_check=True)
 
     @property
     def listener(self) -> TransactionListener:

@@ -95,6 +95,8 @@ def end_transaction_record(dispatcher: TraceDispatcher, group: str, msg: Message
                            from_check: bool) -> None:
     """Append the EndTransaction record of a half message's end (``state``: RocketMQ's
     LocalTransactionState name: COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOW)."""
+    if msg.properties.get(PropertyKey.TRACE_ON) == "false":
+        return
     dispatcher.append(TraceRecord(
         TraceType.END_TRANSACTION, timestamp_ms=int(time.time() * 1000),
         region_id=msg.properties.get(PropertyKey.MSG_REGION) or DEFAULT_REGION_ID, group=group,
