@@ -219,7 +219,11 @@ class TraceDispatcher:
                 continue
             body, count, keys = self._take()
             assert self._slots is not None
-            await self._slots.acquire()
+            try:
+                await self._slots.acquire()
+            except asyncio.CancelledError:  # shutdown's timeout passed with every send busy
+                self.stats.lost += count
+                raise
             task = asyncio.ensure_future(self._send(body, count, keys))
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
