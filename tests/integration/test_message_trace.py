@@ -250,3 +250,15 @@ def test_a_checked_transaction_traces_the_checks_answer(tmp_path: Any) -> None:
                     admin.message_trace(sent.msg_id)))
     states = [(x.state, x.from_check) for x in trace.transactions]
     assert ("UNKNOW", False) in states and ("COMMIT_MESSAGE", True) in states
+
+
+def test_a_trace_context_is_shown(cluster: EmbeddedCluster) -> None:
+    # what the gRPC endpoint stores for a 5.x message's trace_context (test_grpc_trace_context)
+    context = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with Producer("ctx-producer", cluster.namesrv) as producer:
+        sent = producer.send(Message(TOPIC, b"ctx", properties={"TRACE_CONTEXT": context}))
+    with Admin(cluster.namesrv) as admin:
+        assert admin.message_trace(sent.offset_msg_id).trace_context == context
+    out = CliRunner().invoke(cli, ["message", "trace", "--namesrv", cluster.namesrv,
+                                   "--msg-id", sent.offset_msg_id])
+    assert out.exit_code == 0 and f"trace context (OpenTelemetry): {context}" in out.output
