@@ -7,8 +7,9 @@ by broker address, browsing) is SDK API.
 
 Inside, the SDK is arranged by role: ``producer/`` (producers, auto-batching, the send codec,
 transactions), ``consumer/`` (push and pull consumers, the pull codec, rebalancing, offset
-stores), ``admin/`` (the admin client over a shared core, one module per area), and the parts
-they share at the top (client instance, routes, results, validation, the event loop).
+stores), ``admin/`` (the admin client over a shared core, one module per area), ``trace/``
+(message trace: the records traced clients write, their dispatcher, one message's journey), and
+the parts they share at the top (client instance, routes, results, validation, the event loop).
 
 Every blocking class has an asyncio twin with the same methods as coroutines; every client is a
 context manager that starts on enter and shuts down on exit.
