@@ -96,7 +96,8 @@ BENCH_ARGS ?=
 # Spark, the RocketMQ 5 client next to the SDK with 1 M pending timers (bench/grpc_bench.py), and
 # replication (a SYNC_MASTER next to a lone SYNC_FLUSH master, a slave's catch-up rate), publish over TLS
 # against plaintext on one broker (bench/tls_bench.py), metadata at scale (bench/scale_bench.py,
-# also `make bench-scale`). Never part of
+# also `make bench-scale`), the SDK producer with message trace on against off (bench/trace_bench.py).
+# Never part of
 # `make test`; BENCH_ARGS=--quick for a smoke run. The load tool, bench/mqload (C), is built on
 # first use; without `make bench-peers` only the OrbitMQ rows run.
 bench: install
@@ -109,6 +110,7 @@ bench: install
 	$(PY) bench/ha_bench.py $(BENCH_ARGS)
 	$(PY) bench/tls_bench.py $(BENCH_ARGS)
 	$(PY) bench/scale_bench.py $(BENCH_ARGS)
+	$(PY) bench/trace_bench.py $(BENCH_ARGS)
 
 # Metadata at scale alone (bench/scale_bench.py): create cost at 100, 10,000 and 100,000 topics,
 # restart after kill -9 at the largest, broker RSS per 1,000 idle and lightly used queues (under

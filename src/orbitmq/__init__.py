@@ -70,6 +70,8 @@ _LAZY = {
     "LocalTransactionState": "orbitmq.client",
     "TransactionSendResult": "orbitmq.client",
     "TransactionBatch": "orbitmq.client",
+    "TraceConfig": "orbitmq.client",
+    "MessageTrace": "orbitmq.client",
     "Credentials": "orbitmq.security.signature",
     "ClientTls": "orbitmq.security.tls",
 }
@@ -115,6 +117,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     )
     from orbitmq.client import MessageModel as MessageModel
     from orbitmq.client import MessageSelector as MessageSelector
+    from orbitmq.client import MessageTrace as MessageTrace
     from orbitmq.client import Producer as Producer
     from orbitmq.client import PullConsumer as PullConsumer
     from orbitmq.client import PullResult as PullResult
@@ -122,6 +125,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import PushConsumer as PushConsumer
     from orbitmq.client import SendResult as SendResult
     from orbitmq.client import SendStatus as SendStatus
+    from orbitmq.client import TraceConfig as TraceConfig
     from orbitmq.client import TransactionBatch as TransactionBatch
     from orbitmq.client import (
         TransactionListener as TransactionListener,

@@ -253,6 +253,15 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/store.md", "orbitmq standalone --store-type compact"): NotHere("a server setting"),
     ("docs/store.md", ".venv/bin/orbitmq topic create -t Inventory"):
         Run(_has('"Inventory": {', '"topicName": "Inventory"')),
+    ("docs/trace.md", "orbitmq broker --namesrv 127.0.0.1:9876 --trace-topic-enable true"):
+        NotHere("a server instead of make run's (whose broker creates the trace topic at the first trace)"),
+    ("docs/trace.md", "import time\n\nfrom orbitmq import Admin, ConsumeResult, Message, Producer, PushConsumer, TraceConfig"):
+        Run(_lines(["sent by checkout status success", "stored on broker-a topic TracedOrders",
+                    "consumed by ['shipping']"], sort=False)),
+    ("docs/trace.md", "orbitmq message trace --msg-id ID [--topic T]"): NotHere("a synopsis"),
+    ("docs/trace.md", "message 7F0000010F2A1B3C0000000000000001  topic TracedOrders"): OUTPUT,
+    ("docs/trace.md", "orbitmq acl create --subject User:order-service --resources Topic:RMQ_SYS_TRACE_TOPIC --actions Pub"):
+        NotHere("needs a server with authorization: tests/integration/test_message_trace_auth.py"),
     ("docs/testing.md", "import orbitmq"): NotHere("a pytest test: tests/integration/test_pytest_plugin.py"),
     ("docs/testing.md", "# pytest.ini (or [tool.pytest.ini_options] in pyproject.toml)"): NotHere("a config file"),
     ("docs/testing.md", "def test_sql_filters(orbitmq_cluster_factory):"): NotHere("a fragment of a pytest test"),

@@ -1,4 +1,4 @@
-"""``orbitmq message get|query``: look messages up by id or by key."""
+"""``orbitmq message get|query|trace``: look messages up by id or by key, or follow one's trace."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from orbitmq.cli.common import (
     namesrv_option,
 )
 from orbitmq.cli.consume_cmd import message_json
+from orbitmq.cli.trace_cmd import trace_cmd
 
 __all__ = ["message_group", "describe_message", "query_by_offset"]
 
@@ -131,3 +132,6 @@ def query_cmd(namesrv: str, topic: str, key: str | None, max_num: int, offset: i
             )
     if not found:
         raise click.ClickException(f"no message with key {key!r} in topic {topic}")
+
+
+message_group.add_command(trace_cmd)

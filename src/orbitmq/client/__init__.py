@@ -7,8 +7,9 @@ by broker address, browsing) is SDK API.
 
 Inside, the SDK is arranged by role: ``producer/`` (producers, auto-batching, the send codec,
 transactions), ``consumer/`` (push and pull consumers, the pull codec, rebalancing, offset
-stores), ``admin/`` (the admin client over a shared core, one module per area), and the parts
-they share at the top (client instance, routes, results, validation, the event loop).
+stores), ``admin/`` (the admin client over a shared core, one module per area), ``trace/``
+(message trace: the records traced clients write, their dispatcher, one message's journey), and
+the parts they share at the top (client instance, routes, results, validation, the event loop).
 
 Every blocking class has an asyncio twin with the same methods as coroutines; every client is a
 context manager that starts on enter and shuts down on exit.
@@ -74,6 +75,15 @@ from orbitmq.client.system_names import (
     is_system_topic,
     topic_kind,
 )
+from orbitmq.client.trace.dispatcher import TraceConfig, TraceStats
+from orbitmq.client.trace.journey import (
+    ConsumeStep,
+    GroupProgress,
+    MessageTrace,
+    PublishStep,
+    StoredAt,
+    TransactionStep,
+)
 from orbitmq.client.validation import NOT_ALLOWED_SEND_TOPICS, check_group, check_topic
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
@@ -117,6 +127,15 @@ __all__ = [
     "AllocateByConfig",
     "AllocateByMachineRoom",
     "AllocateConsistentHash",
+    # message trace
+    "TraceConfig",
+    "TraceStats",
+    "MessageTrace",
+    "PublishStep",
+    "StoredAt",
+    "ConsumeStep",
+    "GroupProgress",
+    "TransactionStep",
     # results
     "SendResult",
     "SendStatus",

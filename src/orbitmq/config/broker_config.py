@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 
 from orbitmq.config.checks import (
     controller_addr_problem,
@@ -33,10 +34,13 @@ from orbitmq.config.shared import (
     tls_server_settings,
 )
 from orbitmq.config.store_config import StoreConfig
+from orbitmq.protocol.topics import TRACE_TOPIC
 from orbitmq.security.settings import AuthenticationStrategy
 from orbitmq.security.tls import TlsClientAuth, TlsServerMode
 
 __all__ = ["BrokerRole", "BrokerConfig"]
+
+_TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")  # RocketMQ's topic characters
 
 
 class BrokerRole(enum.StrEnum):
@@ -103,6 +107,14 @@ class BrokerConfig:
         32, "messages a lookup by unique key returns", 1, 10_000)
     max_msgs_num_batch: int = setting(
         64, "most messages a lookup by key returns", 1, 10_000)
+    # -- message trace (docs/trace.md): RocketMQ's names and defaults --------------------------
+    trace_topic_enable: bool = setting(
+        False, "create msg_trace_topic_name (one queue) at start, for traced clients to write to")
+    msg_trace_topic_name: str = setting(
+        TRACE_TOPIC, "the trace topic trace_topic_enable creates",
+        check=lambda v: None if _TOPIC_NAME.match(v) and len(v) <= 127 else
+        "a topic name: 1 to 127 letters, digits or _ % | -",
+        allowed="1 to 127 letters, digits or _ % | -")
     notify_consumer_ids_changed_enable: bool = setting(
         True, "tell a group's consumers when its membership changes")
     # SQL92 costs the broker a properties parse per scanned message, so the operator opts in.

@@ -26,6 +26,7 @@ from orbitmq.console import (
     login,
     messages,
     topics,
+    traces,
     transactions,
     users,
 )
@@ -84,7 +85,8 @@ def build_app(st: ConsoleState) -> web.Application:
                           client_max_size=REQUEST_BODY_MAX_BYTES)
     app[STATE] = st
     app.on_response_prepare.append(_security_headers)
-    for module in (login, cluster, topics, groups, messages, dead_letters, transactions, users):
+    for module in (login, cluster, topics, groups, messages, traces, dead_letters, transactions,
+                   users):
         app.add_routes(module.routes)
     app.router.add_static("/static/", STATIC_DIR, show_index=False, follow_symlinks=False)
     return app

@@ -37,11 +37,14 @@ MESSAGE_GROUP_MAX = 64  # RocketMQ 5's limit
 TAG_MAX = 128
 KEY_MAX = 128
 KEYS_MAX = 32
+TRACE_CONTEXT_MAX = 4096  # characters of a trace_context (W3C traceparent and tracestate fit)
 GRPC_PRODUCER_GROUP_PREFIX = "%GRPC%"  # PGROUP of a 5.x half message: 5.x producers have none
 _NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _DURATION_MAX_S = 10 * 365 * 86_400
 _TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+# A 5.x message's trace_context (OpenTelemetry), stored as RocketMQ 5's proxy stores it
+_TRACE_CONTEXT = PropertyKey.TRACE_CONTEXT
 
 # Properties the broker and the protocols keep for themselves: not user properties of a 5.x
 # message, and refused as user property names (ILLEGAL_MESSAGE_PROPERTY_KEY).
@@ -53,6 +56,7 @@ SYSTEM_PROPERTIES = frozenset({
     PropertyKey.CONSUME_START_TIME, PropertyKey.TRANSACTION_PREPARED_QUEUE_OFFSET,
     PropertyKey.TRANSACTION_CHECK_TIMES, PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS, SHARDING_KEY,
     PRIORITY_PROPERTY, _TIMER_DELIVER_MS, "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
+    _TRACE_CONTEXT,
 })
 
 
@@ -173,6 +177,12 @@ def incoming_properties(msg: pb.Message) -> dict[str, str]:
         ms = duration_ms(sp.orphaned_transaction_recovery_duration, "transaction recovery time",
                          Code.BAD_REQUEST)
         props[PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(ms // 1000, 1))
+    if sp.HasField("trace_context") and sp.trace_context:
+        context = sp.trace_context
+        if len(context) > TRACE_CONTEXT_MAX or _bad_text(context) or not context.isprintable():
+            raise ApiError(Code.BAD_REQUEST, f"trace context is longer than {TRACE_CONTEXT_MAX} "
+                                             "characters or holds a control character")
+        props[_TRACE_CONTEXT] = context
     props[PropertyKey.UNIQ_KEY] = sp.message_id
     size = sum(len(k) + len(v) + 2 for k, v in props.items())
     if size >= PROPERTIES_SIZE_MAX:
@@ -241,6 +251,8 @@ def to_wire_message(msg: MessageExt, *, body_max: int, handle: str | None = None
         sp.keys.extend(msg.keys)
     if props.get(SHARDING_KEY):
         sp.message_group = props[SHARDING_KEY]
+    if props.get(_TRACE_CONTEXT):
+        sp.trace_context = props[_TRACE_CONTEXT]
     sp.born_timestamp.CopyFrom(to_timestamp(max(msg.born_timestamp, 0)))
     sp.store_timestamp.CopyFrom(to_timestamp(max(msg.store_timestamp, 0)))
     due = props.get(_TIMER_DELIVER_MS, "")

@@ -35,7 +35,7 @@ TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # half messages check
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 BENCHMARK_TOPIC = "BenchmarkTest"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # message traces
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # message traces, written by traced clients (docs/trace.md)
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages (RocketMQ 5) wait here until their time
 # OrbitMQ's own: a master's metadata changes (topics, groups, committed offsets), one record each,
 # carried to its slaves by the replicated commit log (broker/metadata_log.py). It has no topic
@@ -46,14 +46,14 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # + group: the group's retry topic
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"  # + group: the group's dead letter topic
 SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")  # RocketMQ 5's system topics
 
-# System topics that only brokers write to (RocketMQ's TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+# System topics that only brokers write to (RocketMQ's TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET;
+# not the trace topic, which traced clients write to).
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     DEFAULT_TOPIC,
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
-    TRACE_TOPIC,
     BENCHMARK_TOPIC,
     OFFSET_MOVED_EVENT,
     SELF_TEST_TOPIC,

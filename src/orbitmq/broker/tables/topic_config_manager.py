@@ -164,10 +164,16 @@ class TopicConfigManager:
         if self.config.auto_create_topic and DEFAULT_TOPIC not in self.table:
             nums = self.config.default_topic_queue_nums
             self.table[DEFAULT_TOPIC] = TopicConfig(DEFAULT_TOPIC, nums, nums, _RW | int(Perm.INHERIT))
+            self.file.mark(DEFAULT_TOPIC)
+            changed = True
+        trace_topic = self.config.msg_trace_topic_name
+        if self.config.trace_topic_enable and trace_topic not in self.table:
+            # RocketMQ's traceTopicEnable: one queue that traced clients write to (docs/trace.md)
+            self.table[trace_topic] = TopicConfig(trace_topic, 1, 1, _RW)
+            self.file.mark(trace_topic)
             changed = True
         if changed:
             self._bump()
-            self.file.mark(DEFAULT_TOPIC)
             self.persist()
         log.info("topics loaded count=%d path=%s", len(self.table), self.db.path)
 

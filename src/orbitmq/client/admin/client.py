@@ -31,6 +31,8 @@ from orbitmq.client.admin.ops import BlockingOpsAdminMixin, OpsAdminMixin
 from orbitmq.client.admin.transactions import PendingTransactions, parse_pending_transactions
 from orbitmq.client.instance import check_response
 from orbitmq.client.route import subscribe_queues_from_route
+from orbitmq.client.trace import journey
+from orbitmq.client.trace.journey import MessageTrace
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import BrokerError, ClientError, RemoteProtocolError
 from orbitmq.protocol.bodies import (
@@ -397,6 +399,16 @@ class AsyncAdmin(OpsAdminMixin, AuthAdminMixin):
         :func:`orbitmq.client.consumed_by`."""
         return await browse.committed_offsets(self._core, topic)
 
+    async def message_trace(self, msg_id: str, *, topic: str | None = None,
+                            trace_topic: str | None = None, max_num: int = 64) -> MessageTrace:
+        """One message's journey: its trace records (from ``trace_topic``, RMQ_SYS_TRACE_TOPIC by
+        default) merged with where it is stored and each consumer group's progress, retries and
+        dead letter (see :mod:`orbitmq.client.trace.journey`). ``topic`` is needed only when
+        no trace record names it."""
+        return await journey.message_trace(self, msg_id, topic=topic,
+                                           trace_topic=trace_topic or journey.TRACE_TOPIC,
+                                           max_num=max_num)
+
     # -- transactions --------------------------------------------------------------------------
     async def list_transactions(self, limit: int = 1000) -> PendingTransactions:
         """Unresolved transactions (half messages neither committed, rolled back nor discarded)
@@ -503,6 +515,10 @@ class Admin(BlockingOpsAdminMixin, BlockingAuthAdminMixin, BlockingClient[AsyncA
                          queue_id: int | None = None) -> list[MessageExt]:
         return self._call(self._client.messages_between(topic, begin_ms, end_ms, limit,
                                                         queue_id=queue_id))
+
+    def message_trace(self, msg_id: str, **options: Any) -> MessageTrace:
+        """See :meth:`AsyncAdmin.message_trace`."""
+        return self._call(self._client.message_trace(msg_id, **options))
 
     def committed_offsets(self, topic: str) -> dict[str, dict[MessageQueue, int]]:
         return self._call(self._client.committed_offsets(topic))

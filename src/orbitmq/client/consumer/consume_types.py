@@ -321,6 +321,12 @@ class ListenerRunner:
 
     async def run(self, messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
         """The listener's answer for ``messages`` (never raises but for cancellation)."""
+        return (await self.run_coded(messages, context))[0]
+
+    async def run_coded(self, messages: list[MessageExt],
+                        context: ConsumeContext) -> tuple[ConsumeResult, str]:
+        """:meth:`run`'s answer and how it came, in RocketMQ's ConsumeReturnType names
+        (SUCCESS, FAILED, EXCEPTION, RETURNNULL): what a trace's SubAfter record says."""
         # (wrapped again: an orderly batch retried comes back with the topics shown bare)
         listener = self._listener_for(wrap(self._namespace, messages[0].topic))
         if self._namespace:
@@ -343,10 +349,12 @@ class ListenerRunner:
         except Exception:
             log.exception("listener failed group=%s queue=%s offsets=%d..%d", context.group,
                           context.queue, messages[0].queue_offset, messages[-1].queue_offset)
-            return self._failure
+            return self._failure, "EXCEPTION"
         if answer.__class__ is ConsumeResult:
-            return answer
-        return self._normalize(answer, context)
+            return answer, "SUCCESS" if answer is ConsumeResult.SUCCESS else "FAILED"
+        result = self._normalize(answer, context)
+        return result, ("RETURNNULL" if answer is None else
+                        "SUCCESS" if result is ConsumeResult.SUCCESS else "FAILED")
 
     def _normalize(self, answer: object, context: ConsumeContext) -> ConsumeResult:
         if isinstance(answer, ConsumeResult):

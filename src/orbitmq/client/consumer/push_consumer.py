@@ -49,7 +49,16 @@ from orbitmq.client.consumer.rebalance_service import RebalanceService
 from orbitmq.client.consumer.running_info import build_running_info
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.namespace import client_namespace, wrap
+from orbitmq.client.producer.producer import AsyncProducer
 from orbitmq.client.renamed import renamed_options
+from orbitmq.client.trace.consume import TracedListenerRunner
+from orbitmq.client.trace.dispatcher import (
+    TraceConfig,
+    TraceDispatcher,
+    TraceSender,
+    TraceStats,
+    trace_topic_of,
+)
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.bodies import (
@@ -68,6 +77,7 @@ from orbitmq.protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
 )
 from orbitmq.protocol.message import MessageExt, java_string_hash
+from orbitmq.protocol.msgid import UniqIdGenerator
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
 from orbitmq.transport.connection import RemotingConnection
@@ -140,6 +150,11 @@ class AsyncPushConsumer:
             unsigned).
         tls: TLS for every connection (:class:`orbitmq.ClientTls`; True: the system's roots;
             False: plaintext; None: ``ORBITMQ_TLS_ENABLE`` and ``ORBITMQ_TLS_CLIENT_*``).
+        enable_msg_trace: write SubBefore and SubAfter trace records around every listener
+            call (RocketMQ's ``enableMsgTrace``; docs/trace.md), in batches from a bounded
+            buffer that never holds consumption up (``trace_stats`` counts what was dropped).
+        customized_trace_topic: the trace topic (default RMQ_SYS_TRACE_TOPIC).
+        trace_config: the trace buffer's and batches' bounds (:class:`orbitmq.TraceConfig`).
         tuning: further PushConsumerConfig fields (lock_renew_interval_ms,
             lock_max_live_time_ms, pull_suspend_time_ms, pull_timeout_ms,
             pull_delay_on_exception_ms, await_termination_ms). The times' names without their
@@ -165,6 +180,9 @@ class AsyncPushConsumer:
         credentials: Credentials | None = None,
         tls: ClientTls | bool | None = None,
         namespace: str | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
+        trace_config: TraceConfig | None = None,
         **tuning: Any,
     ) -> None:
         self.namespace = client_namespace(namespace)
@@ -192,10 +210,26 @@ class AsyncPushConsumer:
         self._pull: PullService | None = None
         self._consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._runner: ListenerRunner | None = None
+        if not isinstance(enable_msg_trace, bool):
+            raise ClientError(f"enable_msg_trace must be True or False, not {enable_msg_trace!r}")
+        self._trace: TraceDispatcher | None = None
+        if enable_msg_trace:
+            def sender(trace_group: str, timeout: float, size_max: int) -> TraceSender:
+                return AsyncProducer(trace_group, namesrv, send_timeout=timeout,
+                                     max_message_size=size_max, credentials=credentials, tls=tls)
+
+            self._trace = TraceDispatcher(self.group, "CONSUMER", sender,
+                                          trace_topic=trace_topic_of(customized_trace_topic),
+                                          config=trace_config)
 
     @property
     def client_id(self) -> str:
         return self._instance.client_id
+
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """The message trace's counters (records sent, dropped, lost); None without tracing."""
+        return self._trace.stats if self._trace is not None else None
 
     @property
     def instance(self) -> ClientInstance:
@@ -274,6 +308,8 @@ class AsyncPushConsumer:
         assert self._offsets is not None and self._rebalance is not None
         await self._offsets.load()
         await self._instance.start()
+        if self._trace is not None:
+            await self._trace.start()
         self._instance.consumers[self.group] = self._consumer_data
         self._instance.on_consumer_ids_changed(self.group, lambda _g: self._on_ids_changed())
         self._instance.on_connection_lost(self._on_connection_lost)
@@ -328,8 +364,13 @@ class AsyncPushConsumer:
                          else LocalOffsetStore(self.group, cfg.local_offset_path()))
         failure = (ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT if cfg.orderly
                    else ConsumeResult.RECONSUME_LATER)
-        self._runner = ListenerRunner(self._listeners, cfg.consume_thread_nums, failure,
-                                      namespace=self.namespace)
+        if self._trace is not None:
+            self._runner = TracedListenerRunner(
+                self._listeners, cfg.consume_thread_nums, failure, namespace=self.namespace,
+                dispatcher=self._trace, ids=UniqIdGenerator(self._instance.ip))
+        else:
+            self._runner = ListenerRunner(self._listeners, cfg.consume_thread_nums, failure,
+                                          namespace=self.namespace)
         service_cls = OrderlyConsumeService if cfg.orderly else ConcurrentConsumeService
         self._consume = service_cls(cfg, self._runner, self._offsets, self._send_back)
         self._rebalance = RebalanceService(cfg, self._instance, self.strategy, self._subscriptions,
@@ -355,6 +396,8 @@ class AsyncPushConsumer:
         if self.config.orderly and self.config.clustering:
             await self._rebalance.unlock_all()
         await cancel_and_wait(list(self._tasks))
+        if self._trace is not None:
+            await self._trace.shutdown()
         await self._instance.shutdown()
         self._runner.shutdown()
         log.info("push consumer shut down group=%s client=%s", self.group, self.client_id)
@@ -465,6 +508,11 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
     @property
     def group(self) -> str:
         return self._client.group
+
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """See :attr:`AsyncPushConsumer.trace_stats`."""
+        return self._client.trace_stats
 
     def subscribe(self, topic: str, expression: ExpressionLike = "*",
                   listener: Listener | None = None) -> Any:

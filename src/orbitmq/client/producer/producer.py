@@ -18,6 +18,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
@@ -41,9 +42,18 @@ from orbitmq.client.producer.send_codec import (
     parse_send_response,
     prepare_batch,
     prepare_message,
+    split_batch_result,
 )
 from orbitmq.client.results import SendResult
 from orbitmq.client.route import TopicPublishInfo, publish_info_from_route
+from orbitmq.client.trace.dispatcher import (
+    TraceConfig,
+    TraceDispatcher,
+    TraceSender,
+    TraceStats,
+    trace_topic_of,
+)
+from orbitmq.client.trace.records import pub_record, pub_records
 from orbitmq.client.validation import body_size, check_group, check_message
 from orbitmq.errors import (
     BrokerError,
@@ -108,6 +118,12 @@ class AsyncProducer:
         namespace: the namespace the group and every topic sent to live in (RocketMQ's
             ``NAMESPACE%name``, docs/rocketmq5.md "Namespaces"); results show bare topics.
             None: names are used as given.
+        enable_msg_trace: write a trace record of every answered send to the trace topic
+            (RocketMQ's ``enableMsgTrace``; docs/trace.md): in batches, from a bounded buffer,
+            never slowing or failing the send (``trace_stats`` counts what was dropped).
+        customized_trace_topic: the trace topic (RocketMQ's ``customizedTraceTopic``; default
+            RMQ_SYS_TRACE_TOPIC, which brokers create with ``trace_topic_enable``).
+        trace_config: the trace buffer's and batches' bounds (:class:`orbitmq.TraceConfig`).
     """
 
     def __init__(
@@ -130,6 +146,9 @@ class AsyncProducer:
         credentials: Credentials | None = None,
         tls: ClientTls | bool | None = None,
         namespace: str | None = None,
+        enable_msg_trace: bool = False,
+        customized_trace_topic: str | None = None,
+        trace_config: TraceConfig | None = None,
     ) -> None:
         self.namespace = client_namespace(namespace)
         self.group = check_group(wrap(self.namespace, group))
@@ -160,6 +179,17 @@ class AsyncProducer:
             self._send_prepared, max_delay=batch_max_delay,
             max_bytes=min(batch_max_bytes, max_message_size),
             max_messages=batch_max_messages, compress_over=compress_over) if auto_batch else None
+        if not isinstance(enable_msg_trace, bool):
+            raise ClientError(f"enable_msg_trace must be True or False, not {enable_msg_trace!r}")
+        self._trace: TraceDispatcher | None = None
+        if enable_msg_trace:
+            def sender(group: str, timeout: float, size_max: int) -> TraceSender:
+                return AsyncProducer(group, namesrv, send_timeout=timeout,
+                                     max_message_size=size_max, credentials=credentials, tls=tls)
+
+            self._trace = TraceDispatcher(self.group, "PRODUCER", sender,
+                                          trace_topic=trace_topic_of(customized_trace_topic),
+                                          config=trace_config)
 
     @property
     def client_id(self) -> str:
@@ -174,8 +204,15 @@ class AsyncProducer:
     def auto_batch(self) -> bool:
         return self._accumulator is not None
 
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """The message trace's counters (records sent, dropped, lost); None without tracing."""
+        return self._trace.stats if self._trace is not None else None
+
     async def start(self) -> Self:
         await self._instance.start()
+        if self._trace is not None:
+            await self._trace.start()
         if self._accumulator is not None:
             self._accumulator.open()
         self._started = True
@@ -193,6 +230,8 @@ class AsyncProducer:
         if acc is not None:
             await acc.drain(self.send_timeout + 1)
         self._started = False
+        if self._trace is not None:
+            await self._trace.shutdown()
         await self._instance.shutdown()
 
     async def __aenter__(self) -> Self:
@@ -227,17 +266,36 @@ class AsyncProducer:
         self._check_started()
         msg = self._in_namespace(msg)
         check_message(msg, self.max_message_size)
+        trace = self._trace
+        started = time.time() if trace is not None else 0.0
         acc = self._accumulator
         if (acc is not None and selector is None and msg.delay_level == 0 and msg.priority is None
                 and msg.flag in _INT32 and body_size(msg.body) <= self.compress_over):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (self.send_timeout if timeout is None else timeout)
-            return self._shown(await acc.add(msg.topic, encode_message(msg, self._ids.next()),
-                                             deadline, loop))
-        prepared = prepare_message(msg, self._ids.next(), self.compress_over)
-        result = await self._dispatch(prepared, msg, selector, arg, timeout, oneway=False)
-        assert result is not None
+            result = await acc.add(msg.topic, encode_message(msg, self._ids.next()), deadline, loop)
+        else:
+            prepared = prepare_message(msg, self._ids.next(), self.compress_over)
+            sent = await self._dispatch(prepared, msg, selector, arg, timeout, oneway=False)
+            assert sent is not None
+            result = sent
+        if trace is not None:
+            try:
+                pub_record(trace, self.group, msg, result,
+                           self._instance.broker_addr(result.queue.broker_name) or "", started,
+                           max(0, int((time.time() - started) * 1000)))
+            except Exception as e:  # a bug in tracing must not turn a stored message into an error
+                log.warning("trace record of a send to %s not written: %r", msg.topic, e)
         return self._shown(result)
+
+    def _trace_sent(self, trace: TraceDispatcher, messages: Sequence[Message],
+                    results: Sequence[SendResult], started: float) -> None:
+        """The Pub records of answered sends (never raises: a trace does not fail a send)."""
+        try:
+            addr = self._instance.broker_addr(results[0].queue.broker_name) or ""
+            pub_records(trace, self.group, messages, results, addr, started)
+        except Exception as e:  # a bug in tracing must not turn a stored message into an error
+            log.warning("trace record of a send to %s not written: %r", messages[0].topic, e)
 
     def send_async(
         self, msg: Message, selector: MessageQueueSelector | None = None, arg: object = None
@@ -269,6 +327,7 @@ class AsyncProducer:
         messages = [self._in_namespace(m) for m in messages]
         for msg in messages:
             check_message(msg, self.max_message_size)
+        started = time.time() if self._trace is not None else 0.0
         topic = check_batch(messages)
         columns = message_columns(messages)
         if columns is None:  # reserved property names: the per-Message encoder places them
@@ -283,6 +342,9 @@ class AsyncProducer:
                                   f"{size_max} bytes (the first {rows} fit)")
         result = await self._dispatch(prepared, messages[0], None, None, timeout, oneway=False)
         assert result is not None
+        if self._trace is not None:
+            self._trace_sent(self._trace, messages,
+                             split_batch_result(result, result.msg_id.split(",")), started)
         return self._shown(result)
 
     async def send_columns(
@@ -502,6 +564,11 @@ class Producer(BlockingClient[AsyncProducer]):
     @property
     def client_id(self) -> str:
         return self._client.client_id
+
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """See :attr:`AsyncProducer.trace_stats`."""
+        return self._client.trace_stats
 
     def send(
         self,

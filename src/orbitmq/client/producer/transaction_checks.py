@@ -84,6 +84,9 @@ class CheckAnswers:
         self.namespace = namespace  # a checked message shows its topic bare (client/namespace.py)
         self._executor = executor
         self._tasks: set[asyncio.Task[None]] = set()
+        # called after a check's answer went out (message, broker address, verdict): the
+        # producer's message trace writes its EndTransaction record there
+        self.on_answered: Callable[[MessageExt, str, LocalTransactionState], None] | None = None
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -164,3 +167,6 @@ class CheckAnswers:
             conn.invoke_oneway(cmd)
         except ConnectionClosedError:
             log.info("broker connection closed before a check answer msg=%s", msg.msg_id)
+            return
+        if self.on_answered is not None:
+            self.on_answered(msg, str(conn.peer), state)

@@ -24,6 +24,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar, cast
 
@@ -65,6 +66,7 @@ from orbitmq.client.producer.transaction_state import (
     transaction_id,
 )
 from orbitmq.client.results import SendResult, SendStatus
+from orbitmq.client.trace.records import end_transaction_record
 from orbitmq.client.validation import DEFAULT_TOPIC, check_message
 from orbitmq.errors import (
     BrokerError,
@@ -77,7 +79,7 @@ from orbitmq.protocol.bodies import MessageQueue
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.column_batch import IdBlock, MessageColumns
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.message import Message, MessageSysFlag, PropertyKey
+from orbitmq.protocol.message import Message, MessageExt, MessageSysFlag, PropertyKey
 
 __all__ = [
     "AsyncTransactionProducer",
@@ -132,11 +134,29 @@ class AsyncTransactionProducer(AsyncProducer):
         super().__init__(group, namesrv, **options)
         self._checks = CheckAnswers(self.group, listener, executor=check_executor,
                                     hold_max=check_request_hold_max, namespace=self.namespace)
+        if self._trace is not None:
+            self._checks.on_answered = self._trace_check_answer
         self._topics = [DEFAULT_TOPIC, *(wrap(self.namespace, t) for t in topics)]
         self._instance.register_request_handler(RequestCode.CHECK_TRANSACTION_STATE,
                                                 self._checks.on_check)
         self._instance.register_request_handler(OrbitMQRequestCode.CHECK_TRANSACTION_BATCH_STATE,
                                                 self._checks.on_check_batch)
+
+    def _trace_check_answer(self, msg: MessageExt, broker_addr: str,
+                            state: LocalTransactionState) -> None:
+        """The EndTransaction record of a check's answer (``fromTransactionCheck``)."""
+        if self._trace is None:
+            return
+        props = msg.properties
+        topic = props.get(PropertyKey.REAL_TOPIC) or msg.topic
+        traced = Message.with_system_properties(
+            topic, b"-", properties={k: v for k, v in props.items()
+                                     if k in (PropertyKey.MSG_REGION, PropertyKey.TRACE_ON)},
+            tags=msg.tags, keys=msg.keys or None)
+        msg_id = msg.uniq_key or msg.msg_id
+        end_transaction_record(self._trace, self.group, traced, msg_id, broker_addr,
+                               props.get(PropertyKey.UNIQ_KEY) or msg_id, state.value,
+                               from_check=True)
 
     @property
     def listener(self) -> TransactionListener:
@@ -193,6 +213,7 @@ class AsyncTransactionProducer(AsyncProducer):
         if msg.priority is not None:
             raise ClientError("a transactional message cannot have a priority")
         tx = TransactionTracker()
+        started = time.time()
         props = dict(msg.properties)
         props[PropertyKey.TRAN_MSG] = "true"
         props[PropertyKey.PGROUP] = self.group
@@ -208,6 +229,8 @@ class AsyncTransactionProducer(AsyncProducer):
             tx.advance(TransactionPhase.HALF_FAILED)
             raise
         tx.half_stored(sent, half_msg)
+        if self._trace is not None:
+            self._trace_sent(self._trace, [half_msg], [sent], started)
         return tx
 
     async def _store_half(self, prepared: PreparedMessage, timeout: float | None) -> SendResult:
@@ -422,6 +445,10 @@ class AsyncTransactionProducer(AsyncProducer):
         except OrbitMQError as e:
             log.warning("END_TRANSACTION to %s failed msg=%s: %s; the broker will check",
                         addr, sent.msg_id, e)
+            return
+        if self._trace is not None and tx.message is not None:
+            end_transaction_record(self._trace, self.group, tx.message, sent.msg_id, addr,
+                                   sent.transaction_id, tx.local_state.value, from_check=False)
 
     async def _send_end_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         """Hands END_TRANSACTION to the connection (a seam for tests that lose it)."""
