@@ -163,3 +163,16 @@ def test_the_cli_recalls_and_refuses_in_one_line(cluster: EmbeddedCluster, produ
     bad = runner.invoke(cli, ["message", "recall", "--topic", topic, "--handle", "zz",
                               "--namesrv", cluster.namesrv])
     assert bad.exit_code != 0 and "recall handle is invalid" in bad.stderr
+
+
+def test_a_recalled_delay_level_message_is_never_delivered(cluster: EmbeddedCluster,
+                                                           producer: Producer) -> None:
+    topic = _topic(cluster, "RecallT6")
+    sent = producer.send(Message(topic, b"recalled", delay_level=2))  # 5 s
+    fields = decode_recall_handle(_handle(sent))
+    assert fields.message_id == sent.msg_id
+    assert 4000 <= fields.due_ms - int(time.time() * 1000) <= 5000
+    assert producer.recall_message(topic, _handle(sent)) == sent.msg_id
+    producer.send(Message(topic, b"marker", delay_level=2))  # the same level: delivered after it
+    assert _wait_for(cluster, topic, b"marker") == [b"marker"]
+    assert cluster.brokers[0].schedule.recalled_skipped == 1

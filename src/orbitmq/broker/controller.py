@@ -195,6 +195,8 @@ class BrokerController:
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
         self.tx_checker = TransactionCheckService(self.transactions)
         self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
+        self.schedule.recalled = self.timer.is_recalled  # recall covers delay levels too
+        self.schedule.recall_lock = self.timer.recall_lock
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
         self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
         held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731

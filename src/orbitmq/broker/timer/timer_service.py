@@ -25,15 +25,17 @@ last counted batch; that next batch's messages may have been stored before the c
 being counted, so each is looked up first (by UNIQ_KEY in the real topic, a copy carrying
 TIMER_OUT_MS stored after the timer entry) and skipped when found: no duplicates, no loss.
 
-Recall (RocketMQ 5.3's RECALL_MESSAGE; handles in protocol/recall_handle.py): a send that parks a message
-answers a recall handle (:meth:`TimerService.recall_handle`). :meth:`TimerService.recall`
+Recall (RocketMQ 5.3's RECALL_MESSAGE; handles in protocol/recall_handle.py): a send that parks
+a message, here or in a delay level (schedule_service.py), answers a recall handle
+(:meth:`TimerService.recall_handle`). :meth:`TimerService.recall`
 checks it as RocketMQ's broker does (``recall_message_enable``, role, permission, topic, handle,
 time left) and refuses, besides, a message whose tick has been fired or is being fired (it may
 have been delivered): ILLEGAL_OPERATION "recall failed, timestamp invalid". Otherwise it stores a
 recall marker (``TIMER_DEL_UNIQKEY``: the real topic + the message's UNIQ_KEY, tag
 ``_RECALL_TAG_``) in the timer topic's queue 1, durably, and remembers its delete key; the fire
-skips a message whose key is remembered. The check, the marker and the key happen under the
-lock each delivered batch holds, so a recall answered SUCCESS is never delivered. At start the
+skips a message whose key is remembered, and so do the delay levels. The check, the marker and
+the key happen under the lock each delivered batch holds (the delay levels' too), so a recall
+answered SUCCESS is never delivered. At start the
 keys are read back from queue 1 (markers whose time lies within ``MARGIN_S`` before the last
 fired tick or later): a restart, a crash or a promoted slave (the markers are replicated with
 the commit log) skips the same messages.
@@ -50,7 +52,11 @@ from collections.abc import Iterator
 
 from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import APPENDED
-from orbitmq.broker.tables.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
+from orbitmq.broker.tables.topic_config_manager import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+)
 from orbitmq.broker.timer.wheel_files import TimerRecord, WheelFiles
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.bodies import Perm
@@ -136,9 +142,10 @@ class TimerService:
         self.parked = 0  # messages parked since start
         self.delivered = 0  # messages re-stored since start
         self.skipped_after_crash = 0  # found already delivered when a fire resumed
-        # Recalls: delete key -> the tick of the recalled message's delivery time. Checked and
-        # changed under the lock, which each delivered batch holds (module docstring).
-        self._recalled: dict[str, int] = {}
+        # Recalls: delete key -> (the tick of the recalled message's delivery time, when it was
+        # learnt: monotonic s). Checked and changed under the lock, which each delivered batch
+        # holds, the delay levels' too (module docstring).
+        self._recalled: dict[str, tuple[int, float]] = {}
         self._lock = asyncio.Lock()
         self.recalled = 0  # recalled messages skipped by the fire since start
 
@@ -417,18 +424,22 @@ class TimerService:
 
     # -- recall ---------------------------------------------------------------------------------
     def recall_handle(self, msg: MessageInner) -> str | None:
-        """The recall handle of a message :meth:`park` redirected (None for any other, and for
-        a retry topic's, as RocketMQ)."""
-        if msg.topic != TIMER_TOPIC:
-            return None
+        """The recall handle of a message :meth:`park` redirected or one parked in a delay
+        level (None for any other, and for a retry topic's, as RocketMQ)."""
         props = msg.properties
-        real = props.get(PropertyKey.REAL_TOPIC)
-        due = props.get(TIMER_DELIVER_MS)
-        key = props.get(PropertyKey.UNIQ_KEY)
-        if not real or not key or not due or not due.isdigit() or \
-                real.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if msg.topic == TIMER_TOPIC:
+            due = props.get(TIMER_DELIVER_MS, "")
+            due_ms = int(due) if due.isdigit() else -1
+        elif msg.topic == SCHEDULE_TOPIC and 0 <= msg.queue_id < len(self.store.delay_levels_ms):
+            # A delay level: due its delay after it is stored (from now: a bound below it).
+            due_ms = self.store.clock() + self.store.delay_levels_ms[msg.queue_id]
+        else:
             return None
-        return build_recall_handle(real, self.ctx.config.broker_name, int(due), key)
+        real = props.get(PropertyKey.REAL_TOPIC)
+        key = props.get(PropertyKey.UNIQ_KEY)
+        if not real or not key or due_ms < 0 or real.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        return build_recall_handle(real, self.ctx.config.broker_name, due_ms, key)
 
     async def recall(self, topic: str, handle_text: str, producer_group: str | None,
                      born_host: tuple[str, int]) -> str:
@@ -460,8 +471,8 @@ class TimerService:
             raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _TIME_INVALID)
         key = delete_key(handle.topic, handle.message_id)
         tick = handle.due_ms // self.precision_ms
-        async with self._lock:
-            if tick <= self._fired_or_firing():
+        async with self._lock:  # no batch of the timer or of a delay level is being delivered
+            if handle.due_ms <= self.store.clock() or tick <= self._fired_or_firing():
                 raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _TIME_INVALID)
             if key in self._recalled:
                 return handle.message_id  # recalled before: the same answer
@@ -476,7 +487,7 @@ class TimerService:
             result = await self.ctx.saver.settled(self.ctx.saver.append([marker]))
             if result.status not in APPENDED:
                 raise BrokerError(ResponseCode.SYSTEM_ERROR, "recall failed, execute error")
-            self._recalled[key] = tick
+            self._recalled[key] = (tick, time.monotonic())
         log.info("timer message %s of %s recalled (due %d)", handle.message_id, topic, handle.due_ms)
         return handle.message_id
 
@@ -507,17 +518,30 @@ class TimerService:
             msg = self.store.look_message_by_offset(phy, size)
             key = msg.properties.get(TIMER_DEL_UNIQKEY) if msg is not None else None
             if key:
-                self._recalled[key] = due // self.precision_ms
+                self._recalled[key] = (due // self.precision_ms, time.monotonic())
         if self._recalled:
             log.info("timer: %d recalled messages will not be delivered", len(self._recalled))
 
     def _prune_recalls(self) -> None:
-        """Forget recalls whose time lies more than MARGIN_S before the last fired tick."""
+        """Forget recalls whose time lies more than MARGIN_S before the last fired tick and
+        that were learnt more than MARGIN_S ago (a broker catching up after a long stop
+        delivers late: its recalls stay for that long)."""
         if not self._recalled:
             return
         floor = self.files.checkpoint.fired_through - MARGIN_S * 1000 // self.precision_ms
-        for key in [k for k, tick in self._recalled.items() if tick < floor]:
+        old = time.monotonic() - MARGIN_S
+        for key in [k for k, (tick, learnt) in self._recalled.items() if tick < floor and learnt < old]:
             del self._recalled[key]
+
+    @property
+    def recall_lock(self) -> asyncio.Lock:
+        """Held by a recall's check and marker and by each batch delivered (the delay levels'
+        batches too: broker/schedule_service.py)."""
+        return self._lock
+
+    def is_recalled(self, msg: MessageExt) -> bool:
+        """Whether a parked message (timer or delay level) was recalled."""
+        return bool(self._recalled) and self._is_recalled(msg)
 
 
 def _take(records: Iterator[TimerRecord], n: int) -> list[TimerRecord]:
