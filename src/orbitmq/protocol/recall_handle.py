@@ -60,7 +60,8 @@ def decode_recall_handle(text: str) -> RecallHandle:
     if not text or len(text) > RECALL_HANDLE_MAX:
         raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _INVALID)
     try:
-        raw = base64.urlsafe_b64decode(text.encode("ascii")).decode("utf-8")
+        data = text.encode("ascii")
+        raw = base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4)).decode("utf-8")  # as Java: padding optional
     except (binascii.Error, UnicodeError, ValueError):
         raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _INVALID) from None
     items = raw.split(" ")
