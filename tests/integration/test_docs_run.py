@@ -206,6 +206,10 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/rocketmq5.md", "producer.send(orbitmq.Message(\"Reminders\", b\"pay order 17\", properties={\"TIMER_DELAY_SEC\": \"30\"}))"):
         NotHere("a fragment: README's RocketMQ 5 block is the same, whole"),
     ("docs/rocketmq5.md", ".venv-rmq5/bin/python scripts/regen_grpc.py"): NotHere("regenerates the gRPC stubs"),
+    ("docs/rocketmq5.md", "import orbitmq\n\nwith orbitmq.Producer(\"CallbackService\""):
+        Run(_has("recalled True")),
+    ("docs/rocketmq5.md", "orbitmq broker config set -k recallMessageEnable -v true --broker broker-a"):
+        Run(_has("recall_handle=", "RECALLED msg_id=")),
     ("docs/security.md", ".venv/bin/orbitmq standalone --store ./data/secure \\"): Keep(),
     ("docs/security.md", "authentication_enabled = true"): NotHere("a config file"),
     ("docs/security.md", ".venv/bin/orbitmq standalone --authentication-enabled true --authorization-enabled true \\\n  --authentication-strategy stateful"):
