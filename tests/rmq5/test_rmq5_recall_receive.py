@@ -87,6 +87,27 @@ def test_recalling_a_delivered_message_fails_with_rocketmqs_code(cluster: Cluste
     assert "50001" in str(refused.value)
 
 
+def test_a_recall_survives_a_kill_9(rmq5_ready: None, driver: Rmq5Driver, tmp_path: Path) -> None:
+    own = Cluster(tmp_path / "store", "--recall-message-enable", "true")
+    try:
+        topic = own.topic(unique("RecallKill"), "DELAY")
+        driver.call("producer", id="p", endpoint=own.endpoint, topics=[topic])
+        due_s = int(time.time()) + 5
+        sent = driver.call("send", id="p", topic=topic, body="recalled", delivery_s=due_s)
+        driver.call("recall", id="p", topic=topic, handle=sent["recall_handle"])
+        driver.call("close", id="p")
+        own.stop(kill=True)  # the answer was the last thing: no orderly stop
+        own.start()
+        driver.call("producer", id="p2", endpoint=own.endpoint, topics=[topic])
+        driver.call("send", id="p2", topic=topic, body="marker", delivery_s=due_s + 1)
+        driver.call("simple", id="c", endpoint=own.endpoint, group=unique("RecallKillG"),
+                    topic=topic, await_s=1)
+        got = receive_until(driver, "c", "marker")
+        assert [m["body"] for m in got] == ["marker"]
+    finally:
+        own.stop()
+
+
 def receive_into(driver: Rmq5Driver, answers: list[dict[str, Any]]) -> None:
     answers.append(driver.call("receive", id="c", max=32, invisible_s=30, timeout=AWAIT_S + 30))
 
