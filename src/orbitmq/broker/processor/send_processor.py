@@ -165,11 +165,13 @@ class SendProcessor:
         if encoded is not None:
             result = self.saver.append(encoded)
         else:
+            if not batch and self.recall_handle is not None:
+                # A parked message's (RocketMQ 5.3), made before the store time is taken: a
+                # delay level's handle then names a time at or before its real delivery time.
+                recall = self.recall_handle(msgs[0])
             result = self.saver.append(msgs)
             if msgs[0].topic == TRANS_HALF_TOPIC:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
-            elif not batch and self.recall_handle is not None:
-                recall = self.recall_handle(msgs[0])  # a parked timer message's (RocketMQ 5.3)
         self.stats.on_send(h.topic, result.append, None if encoded is not None else msgs)
         answer = self.saver.answer(result, self._response, cmd, queue_id, tx_id, self.ctx.role,
                                    recall)

@@ -443,7 +443,8 @@ class TimerService:
 
     async def recall(self, topic: str, handle_text: str, producer_group: str | None,
                      born_host: tuple[str, int]) -> str:
-        """Cancel the delivery of the timer message ``handle_text`` names; its message id.
+        """Cancel the delivery of the timer or delay-level message ``handle_text`` names; its
+        message id.
 
         Raises:
             BrokerError: with RocketMQ's codes and remarks: NO_PERMISSION (recall off),
