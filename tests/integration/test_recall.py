@@ -176,3 +176,18 @@ def test_a_recalled_delay_level_message_is_never_delivered(cluster: EmbeddedClus
     producer.send(Message(topic, b"marker", delay_level=2))  # the same level: delivered after it
     assert _wait_for(cluster, topic, b"marker") == [b"marker"]
     assert cluster.brokers[0].schedule.recalled_skipped == 1
+
+
+def test_a_timer_topic_of_one_queue_gets_the_marker_queue_at_start(cluster: EmbeddedCluster) -> None:
+    from orbitmq.protocol.bodies import TopicConfig
+    from orbitmq.protocol.topics import TIMER_TOPIC
+
+    broker = cluster.brokers[0]
+
+    async def as_before() -> None:  # as a broker made before recall left it
+        broker.topics.update(TopicConfig(TIMER_TOPIC, 1, 1))
+    cluster.call(as_before())
+    cluster.stop_broker(0)
+    broker = cluster.start_broker(0)
+    tc = broker.topics.get(TIMER_TOPIC)
+    assert (tc.read_queue_nums, tc.write_queue_nums) == (2, 2)

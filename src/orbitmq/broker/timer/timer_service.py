@@ -193,12 +193,8 @@ class TimerService:
             raise
         if self.files.checkpoint.fired_through < 0:  # a new wheel: nothing before now to fire
             self.files.checkpoint.fired_through = self.store.clock() // self.precision_ms - 1
-        tc = self.ctx.topics.get(TIMER_TOPIC)
-        if tc is None:
+        if self.ctx.topics.get(TIMER_TOPIC) is None:
             self.ctx.topics.create_system_topic(TIMER_TOPIC, TIMER_QUEUE_NUMS)
-        elif tc.read_queue_nums < TIMER_QUEUE_NUMS:  # made before recall markers had queue 1
-            tc.read_queue_nums = tc.write_queue_nums = TIMER_QUEUE_NUMS
-            self.ctx.topics.update(tc)
 
     def start(self) -> None:
         """Fire and enqueue (a master only: fired timers are stored); again after ``pause``."""
@@ -208,6 +204,12 @@ class TimerService:
         if not self._listening:
             self.store.add_arrival_listener(self._on_arrival)
             self._listening = True
+        tc = self.ctx.topics.get(TIMER_TOPIC)
+        if tc is not None and tc.read_queue_nums < TIMER_QUEUE_NUMS:
+            # Made by a broker before recall markers had queue 1 (a master's change: a slave's
+            # table is its master's copy).
+            tc.read_queue_nums = tc.write_queue_nums = TIMER_QUEUE_NUMS
+            self.ctx.topics.update(tc)
         self._load_recalls()
         self._tasks = [asyncio.create_task(self._fire_loop(), name="orbitmq-timer-fire"),
                        asyncio.create_task(self._enqueue_loop(), name="orbitmq-timer-enqueue")]
