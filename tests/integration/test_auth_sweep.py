@@ -52,7 +52,7 @@ HOSTILE_FIELDS = {
     "endTimestamp": "9999999999999", "timestamp": "0", "isForce": "true", "clientID": "evil",
     "clientId": "evil", "username": "evil", "subject": "User:evil", "filter": "",
     "statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC, "index": "0", "count": "1",
-    "isOrder": "false", "delayLevel": "-1",
+    "isOrder": "false", "delayLevel": "-1", "recallHandle": "djEgYmlsbGluZyBicm9rZXItYSA5OTk5OTk5OTk5OTk5IGlk",
 }
 
 

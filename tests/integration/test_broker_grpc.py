@@ -6,6 +6,7 @@ clients send, including what they would refuse to send themselves).
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -19,6 +20,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from test_broker_support import BrokerHarness, broker_config
 
 from orbitmq.assembly import grpc_endpoint
+from orbitmq.broker.runtime_config import apply_live
 from orbitmq.config import BrokerRole
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
@@ -183,9 +185,40 @@ def test_telemetry_answers_settings_with_the_groups_policy(harness: BrokerHarnes
 
 
 def test_unoffered_calls_say_so(stub: Any) -> None:
-    r = stub.RecallMessage(spb.RecallMessageRequest(topic=pb.Resource(name="T"), recall_handle="x"),
-                           metadata=META, timeout=10)
+    r = stub.GetOffset(spb.GetOffsetRequest(group=pb.Resource(name="G"), message_queue=pb.MessageQueue(
+        topic=pb.Resource(name="T"))), metadata=META, timeout=10)
     assert r.status.code == pb.NOT_IMPLEMENTED and "not offered" in r.status.message
+
+
+def test_recall_is_refused_as_rocketmq_refuses_it(harness: BrokerHarness, stub: Any) -> None:
+    topic = _topic(harness, "RecallGT", "DELAY")
+    due = timestamp_pb2.Timestamp()
+    due.FromMilliseconds(int(time.time() * 1000) + 60_000)
+    sent = _send(stub, _message(topic, mid="0A0B0C", message_type=pb.DELAY, delivery_timestamp=due))
+    assert sent.status.code == pb.OK
+    handle = sent.entries[0].recall_handle
+    assert handle  # a timer message's send answers one
+
+    def recall(name: str, text: str) -> spb.RecallMessageResponse:
+        return stub.RecallMessage(spb.RecallMessageRequest(topic=pb.Resource(name=name),
+                                                           recall_handle=text),
+                                  metadata=META, timeout=10)
+    # recall_message_enable is off (RocketMQ's default): NO_PERMISSION's remark, which the
+    # proxy answers as INTERNAL_SERVER_ERROR.
+    r = recall(topic, handle)
+    assert (r.status.code, r.status.message) == (pb.INTERNAL_SERVER_ERROR,
+                                                 "recall failed, operation is forbidden")
+    live = harness.broker.config
+    apply_live(live, dataclasses.replace(live, recall_message_enable=True))  # a runtime setting
+    try:
+        assert recall("NoSuchRecallT", handle).status.code == pb.TOPIC_NOT_FOUND
+        bad = recall(topic, "!!")
+        assert (bad.status.code, bad.status.message) == (pb.INTERNAL_SERVER_ERROR,
+                                                         "recall handle is invalid")
+        ok = recall(topic, handle)
+        assert (ok.status.code, ok.message_id) == (pb.OK, "0A0B0C")
+    finally:
+        apply_live(live, dataclasses.replace(live, recall_message_enable=False))
 
 
 def test_a_group_5x_clients_receive_for_refuses_4x_pulls(harness: BrokerHarness, stub: Any) -> None:

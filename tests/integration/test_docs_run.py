@@ -222,6 +222,10 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/rocketmq5.md", "orbitmq send --topic Tasks --priority 9 'urgent task'"): Run(_has(":9 offset=")),
     ("docs/rocketmq5.md", "import orbitmq\n\nwith orbitmq.Producer(\"task-service\""):
         Run(_lines(["stored in queue 9"])),
+    ("docs/rocketmq5.md", "import orbitmq\n\nwith orbitmq.Producer(\"CallbackService\""):
+        Run(_has("recalled True")),
+    ("docs/rocketmq5.md", "orbitmq broker config set -k recallMessageEnable -v true --broker broker-a"):
+        Run(_has("recall_handle=", "RECALLED msg_id=")),
     ("docs/security.md", ".venv/bin/orbitmq standalone --store ./data/secure \\"): Keep(),
     ("docs/security.md", "authentication_enabled = true"): NotHere("a config file"),
     ("docs/security.md", ".venv/bin/orbitmq standalone --authentication-enabled true --authorization-enabled true \\\n  --authentication-strategy stateful"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import socket
 import struct
 import threading
@@ -133,6 +134,15 @@ def _queues(h: BrokerHarness) -> dict[str, bytes]:
     return out
 
 
+_RECALL_HANDLE = re.compile(rb"(recallHandle[^A-Za-z0-9]{1,6})([A-Za-z0-9_=-]{8,})")
+
+
+def _masked_answer(frame: bytes) -> bytes:
+    """A delay level's send answer carries a recall handle holding its delivery time (send time
+    + delay): masked, at its length, as the delivery times in the queues are."""
+    return _RECALL_HANDLE.sub(lambda m: m.group(1) + b"H" * len(m.group(2)), frame)
+
+
 def _state(h: BrokerHarness, answers: list[tuple[int, bytes]]) -> dict[str, Any]:
     h.wait_dispatched()
     ip, port = h.broker.host.store_host
@@ -144,7 +154,7 @@ def _state(h: BrokerHarness, answers: list[tuple[int, bytes]]) -> dict[str, Any]
                 for kind, table in h.broker.stats.put.items()}
 
     return {
-        "answers": {opaque: frame.replace(own, b"S" * 16) for opaque, frame in answers},
+        "answers": {opaque: _masked_answer(frame.replace(own, b"S" * 16)) for opaque, frame in answers},
         "log": _masked_log(h),
         "queues": _queues(h),
         "table": h.on_loop(lambda: dict(h.broker.store.commit_log.topic_queue_table)),

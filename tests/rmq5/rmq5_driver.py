@@ -7,8 +7,8 @@ a command ``{"op": ..., ...}`` in, one answer ``{"ok": true, ...}`` (or ``{"ok":
 test gives them, so a test can send, receive, ack and change invisibility step by step, restart
 the broker in between, and ask a push consumer what it consumed so far.
 
-Ops: producer, send, send_many, checks, simple, receive, ack, change, push, consumed, close, quit (see each
-function). Message bodies travel as text; received ones come back with their fields.
+Ops: producer, send, send_many, recall, checks, simple, receive, ack, change, push, consumed, close,
+quit (see each function). Message bodies travel as text; received ones come back with their fields.
 """
 
 from __future__ import annotations
@@ -104,7 +104,12 @@ def op_send(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         receipt = producer.send(msg)
     return {"message_id": receipt.message_id, "offset": receipt.offset,
-            "transaction_id": receipt.transaction_id}
+            "transaction_id": receipt.transaction_id, "recall_handle": receipt.recall_handle}
+
+
+def op_recall(spec: dict[str, Any]) -> dict[str, Any]:
+    """``producer.recall_message(topic, handle)``: the recalled message's id."""
+    return {"message_id": clients[spec["id"]].recall_message(spec["topic"], spec["handle"])}
 
 
 def op_send_many(spec: dict[str, Any]) -> dict[str, Any]:
@@ -163,20 +168,24 @@ def op_change(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 class Listener(MessageListener):
-    def __init__(self, cid: str, fail_first: int) -> None:
+    def __init__(self, cid: str, fail_first: int, hang: bool = False) -> None:
         self.cid, self.fail_first, self.lock = cid, fail_first, threading.Lock()
+        self.hang = hang  # never return (nor ack): the process is killed meanwhile
 
     def consume(self, message: Any) -> Any:
         with self.lock:
             seen = consumed.setdefault(self.cid, [])
             seen.append(describe(message))
             fail = sum(1 for s in seen if s["id"] == message.message_id) <= self.fail_first
+        if self.hang:
+            threading.Event().wait()
         return ConsumeResult.FAILURE if fail else ConsumeResult.SUCCESS
 
 
 def op_push(spec: dict[str, Any]) -> dict[str, Any]:
     expr = FilterExpression(spec.get("tag") or "*")
-    consumer = PushConsumer(config(spec), spec["group"], Listener(spec["id"], spec.get("fail_first", 0)),
+    listener = Listener(spec["id"], spec.get("fail_first", 0), bool(spec.get("hang")))
+    consumer = PushConsumer(config(spec), spec["group"], listener,
                             {spec["topic"]: expr}, consumption_thread_count=4)
     consumer.startup()
     clients[spec["id"]] = consumer

@@ -50,6 +50,7 @@ from orbitmq.broker.processor.lock_processor import LockProcessor
 from orbitmq.broker.processor.offset_processor import OffsetProcessor
 from orbitmq.broker.processor.pull_processor import PullProcessor
 from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.recall_processor import RecallProcessor
 from orbitmq.broker.processor.replica_processor import ReplicaProcessor
 from orbitmq.broker.processor.send_back_processor import SendBackProcessor
 from orbitmq.broker.processor.send_processor import SendProcessor
@@ -194,6 +195,8 @@ class BrokerController:
         self.transactions = TransactionService(ctx)  # half messages and their outcomes
         self.tx_checker = TransactionCheckService(self.transactions)
         self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
+        self.schedule.recalled = self.timer.is_recalled  # recall covers delay levels too
+        self.schedule.recall_lock = self.timer.recall_lock
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
         self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
         held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
@@ -212,7 +215,8 @@ class BrokerController:
             config.wait_time_mills_in_send_queue, config.os_page_cache_busy_time_out_mills,
             self.server.limit_counters) if config.broker_fast_failure_enable else None)
         send = SendProcessor(ctx, self.transactions.to_half, send_back,
-                             park_timer=self.timer.park, fast_failure=self.fast_failure)
+                             park_timer=self.timer.park, recall_handle=self.timer.recall_handle,
+                             fast_failure=self.fast_failure)
         self.processors = Processors(
             send=send,
             pull=self.pull,
@@ -230,6 +234,7 @@ class BrokerController:
             broker_config=BrokerConfigProcessor(config, self.registrar.registered_after_now),
             replica=ReplicaProcessor(self.schedule, self.replication),
             transaction_batches=TransactionBatchProcessor(ctx, self.transactions),
+            recall=RecallProcessor(self.timer),
         )
         for code, handler in handler_table(self.processors, self.dispatched.after,
                                            self.role).items():

@@ -72,7 +72,7 @@ RUNTIME_FIELDS = frozenset({
     "client_channel_expire_ms", "reject_transaction_message", "transaction_timeout_ms",
     "transaction_check_max", "default_query_max_num", "max_msgs_num_batch",
     "store.file_reserved_time_hours", "store.delete_when", "store.delete_files_batch_max",
-    "slave_read_enable", "access_message_in_memory_max_ratio",
+    "slave_read_enable", "access_message_in_memory_max_ratio", "recall_message_enable",
     *PERCENT_FIELDS,
 })
 

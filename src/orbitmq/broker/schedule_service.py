@@ -19,6 +19,11 @@ one batch of ``DELIVER_BATCH_MAX`` per level. Re-stores go through the durable-s
 offsets move only once the seam says the batch is durable (under SYNC_FLUSH: synced up to the
 batch's last message, one wait for the batch); otherwise the batch is delivered again later.
 
+Recall (RocketMQ 5.3, broker/timer/timer_service.py): a delay-level send answers a recall handle
+too. Each batch is read and re-stored under the timer service's recall lock (:attr:`recall_lock`),
+and a message the timer service says is recalled (:attr:`recalled`) is passed over, never
+re-stored: a recall answered SUCCESS is never delivered.
+
 No busy polling: when the head of a queue is not due, the task sleeps until it is (bounded by
 ``WAIT_MAX_S``, against wall-clock jumps); when the queue is empty it sleeps until the store's
 dispatch announces an arrival in it (same bound).
@@ -29,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 
 import orjson
 
@@ -149,6 +155,11 @@ class ScheduleService:
         # round or stop() tries again. The broker's metadata store, which its topics use.
         self.file = MetadataTable(ctx.topics.db, "delay offsets", self._rows)
         self.delivered = 0  # messages re-stored since start (for tests and runtime info)
+        # Recall (the timer service's, set by the controller): whether a message is recalled,
+        # and the lock a recall's check and marker hold against a batch's delivery.
+        self.recalled: Callable[[MessageExt], bool] = lambda msg: False
+        self.recall_lock: asyncio.Lock | None = None
+        self.recalled_skipped = 0  # recalled messages passed over since start
 
     @property
     def level_count(self) -> int:
@@ -292,6 +303,12 @@ class ScheduleService:
         Returns the delivery time (ms) of the next undelivered message (<= now when more are
         due already), or None when the level's queue has nothing left.
         """
+        if self.recall_lock is None:
+            return await self._deliver_due(level)
+        async with self.recall_lock:
+            return await self._deliver_due(level)
+
+    async def _deliver_due(self, level: int) -> float | None:
         offset, high = self._bounded_offset(level)
         now = self.store.clock()
         start, next_due = offset, None
@@ -305,6 +322,11 @@ class ScheduleService:
                 next_due = float(due)
                 break
             msg = self.store.look_message_by_offset(phy, size)
+            if msg is not None and self.recalled(msg):
+                self.recalled_skipped += 1
+                pending.append((offset, None))  # passed over: its offset moves on
+                offset += 1
+                continue
             inner = _real_message(msg, self.ctx.host.store_host) if msg is not None else None
             if inner is None:
                 log.error("delay level %d: entry %d is unreadable or has no REAL_TOPIC; skipped",

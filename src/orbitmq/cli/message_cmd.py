@@ -1,4 +1,5 @@
-"""``orbitmq message get|query|trace``: look messages up by id or by key, or follow one's trace."""
+"""``orbitmq message get|query|trace|recall``: look messages up by id or by key, follow one's
+trace, or recall a timer message."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from orbitmq.cli.common import (
     namesrv_option,
 )
 from orbitmq.cli.consume_cmd import message_json
+from orbitmq.cli.send_cmd import DEFAULT_PRODUCER_GROUP
 from orbitmq.cli.trace_cmd import trace_cmd
 
 __all__ = ["message_group", "describe_message", "query_by_offset"]
@@ -76,7 +78,7 @@ def query_by_offset(namesrv: str, topic: str, broker: str | None, queue_id: int 
 
 @click.group("message")
 def message_group() -> None:
-    """Look messages up by message id or by key."""
+    """Look messages up by message id or by key; recall a timer message."""
 
 
 @message_group.command("get")
@@ -135,3 +137,29 @@ def query_cmd(namesrv: str, topic: str, key: str | None, max_num: int, offset: i
 
 
 message_group.add_command(trace_cmd)
+
+
+@message_group.command("recall")
+@namesrv_option
+@click.option("--topic", "-t", required=True, help="the topic the timer message was sent to")
+@click.option("--handle", "recall_handle", required=True,
+              help="the recall handle its send printed (recall_handle=...)")
+@click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True,
+              help="producer group named in the request")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=5.0,
+              show_default=True, help="seconds to wait for the broker")
+@format_option
+@handles_errors
+def recall_cmd(namesrv: str, topic: str, recall_handle: str, group: str, timeout: float,
+               fmt: str) -> None:
+    """Cancel a timer message that has not been delivered yet (the broker needs
+    recall_message_enable). A message whose time has come is refused (exit 1)."""
+    from orbitmq.client import Producer
+
+    with Producer(group, namesrv, send_timeout=timeout, credentials=cli_credentials(),
+                  tls=cli_tls()) as producer:
+        msg_id = producer.recall_message(topic, recall_handle.strip(), timeout=timeout)
+    if fmt == "json":
+        echo_json({"status": "RECALLED", "topic": topic, "msg_id": msg_id})
+    else:
+        click.echo(f"RECALLED msg_id={msg_id} topic={topic}")

@@ -85,7 +85,7 @@ def receipt_line(result: Any) -> str:
     return (
         f"{result.status.value} msg_id={result.msg_id} offset_msg_id={result.offset_msg_id} "
         f"queue={mq.broker_name}:{mq.queue_id} offset={result.queue_offset}"
-    )
+    ) + (f" recall_handle={result.recall_handle}" if result.recall_handle else "")
 
 
 def receipt_json(result: Any) -> dict[str, Any]:
@@ -98,6 +98,7 @@ def receipt_json(result: Any) -> dict[str, Any]:
         "broker": mq.broker_name,
         "queue_id": mq.queue_id,
         "queue_offset": result.queue_offset,
+        **({"recall_handle": result.recall_handle} if result.recall_handle else {}),
     }
 
 

@@ -54,6 +54,8 @@ class SendResult:
         transaction_id: set for transactional sends.
         master_epoch: the epoch of the master that stored it (controller mode, see
             docs/failover.md), None from a broker outside controller mode.
+        recall_handle: set for a timer message (a delivery time ahead): what
+            :meth:`Producer.recall_message` takes to cancel it before it is delivered.
     """
 
     status: SendStatus
@@ -63,6 +65,7 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     master_epoch: int | None = None
+    recall_handle: str | None = None
 
 
 class PullStatus(enum.Enum):

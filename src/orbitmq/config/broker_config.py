@@ -170,6 +170,8 @@ class BrokerConfig:
         100, "a timer message is delivered within this much after its time", 10, 1000)
     timer_max_delay_s: int = setting(
         3 * 86_400, "the furthest ahead a timer message may ask to be delivered", 1, 40 * 86_400)
+    recall_message_enable: bool = setting(
+        False, "answer RECALL_MESSAGE / RecallMessage: cancel a timer message not yet delivered")
     metrics_exporter_type: MetricsExporterType = metrics_settings()["metrics_exporter_type"]
     metrics_prom_exporter_host: str = metrics_settings()["metrics_prom_exporter_host"]
     metrics_prom_exporter_port: int = metrics_settings()["metrics_prom_exporter_port"]

@@ -11,7 +11,7 @@ when it opens, and each settings command it carries for what it declares.
 Every call names its client (metadata ``x-mq-client-id``; CLIENT_ID_REQUIRED without it). A
 refusal is an answer with an API code and a message (codes.py); an unexpected exception is logged
 and answered INTERNAL_SERVER_ERROR with a fixed message. Calls the broker does not offer
-(PullMessage and the offset calls, RecallMessage, lite topics) answer NOT_IMPLEMENTED.
+(PullMessage and the offset calls, lite topics) answer NOT_IMPLEMENTED.
 
 Telemetry: the client's settings are answered with the broker's (publishing: the largest body,
 type validation, the send retry policy; subscription: FIFO from the group's
@@ -266,6 +266,15 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         return await self._answer("EndTransaction",
                                   lambda s: spb.EndTransactionResponse(status=s), work())
 
+    async def RecallMessage(self, request: spb.RecallMessageRequest,
+                            context: aio.ServicerContext) -> spb.RecallMessageResponse:
+        async def work() -> spb.RecallMessageResponse:
+            self.access.admit("RecallMessage", request, context)
+            _client_id(context)
+            return await self.producing.recall(request, _peer_ip(self.peer_of(context)))
+        return await self._answer("RecallMessage", lambda s: spb.RecallMessageResponse(status=s),
+                                  work())
+
     # -- consuming ------------------------------------------------------------------------------
     async def ReceiveMessage(self, request: spb.ReceiveMessageRequest,
                              context: aio.ServicerContext,
@@ -323,8 +332,6 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     async def QueryOffset(self, request: Any, context: aio.ServicerContext) -> Any:
         return self._not_offered("QueryOffset", request, context, spb.QueryOffsetResponse)
 
-    async def RecallMessage(self, request: Any, context: aio.ServicerContext) -> Any:
-        return self._not_offered("RecallMessage", request, context, spb.RecallMessageResponse)
 
     async def SyncLiteSubscription(self, request: Any, context: aio.ServicerContext) -> Any:
         return self._not_offered("SyncLiteSubscription", request, context,

@@ -5,7 +5,8 @@ a 5.x client learns its route first, so nothing is created on send), be writable
 message's type (``message.type``, as RocketMQ 5's proxy: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE).
 The queue: a FIFO message's by its message group (the same group, the same queue), a PRIORITY
 topic's by the message's priority (queue ``min(priority, queues - 1)``; a message without one has
-priority 0), others in turn. A timer message is parked by the timer service, a transactional one becomes a half
+priority 0), others in turn. A timer message is parked by the timer service (its answer carries a
+recall handle: RecallMessage cancels it while it waits), a transactional one becomes a half
 message (PGROUP ``%GRPC%{topic}``); every message is saved through the durable-save seam and
 answered once durable, with the broker's outcome mapped to an API code.
 
@@ -101,8 +102,9 @@ class Producing:
         tx = ""
         if out.kind is TopicMessageType.TRANSACTION:
             tx = transaction_id(out.message_id, result.append.wrote_offset, result.append.queue_offset)
+        recall = self.timer.recall_handle(inner) or ""  # a parked timer message's (RocketMQ 5.3)
         return spb.SendResultEntry(status=OK, message_id=out.message_id, transaction_id=tx,
-                                   offset=result.append.queue_offset)
+                                   offset=result.append.queue_offset, recall_handle=recall)
 
     def _build(self, out: Outgoing) -> tuple[MessageInner, int]:
         config = self.ctx.config
@@ -133,6 +135,20 @@ class Producing:
         elif out.kind is TopicMessageType.DELAY:
             self.timer.park(inner)
         return inner, queue_id
+
+    async def recall(self, req: spb.RecallMessageRequest, peer_ip: str) -> spb.RecallMessageResponse:
+        """RecallMessage: the timer service's recall, refused as RocketMQ's proxy answers its
+        broker's refusals: TOPIC_NOT_FOUND for a topic that does not exist, otherwise
+        INTERNAL_SERVER_ERROR with the broker's remark (e.g. "recall failed, timestamp
+        invalid" for a message whose time has come)."""
+        topic = resource_name(req.topic, "topic", Code.ILLEGAL_TOPIC)
+        try:
+            msg_id = await self.timer.recall(topic, req.recall_handle, None, (peer_ip, 0))
+        except BrokerError as e:
+            code = Code.TOPIC_NOT_FOUND if e.code == ResponseCode.TOPIC_NOT_EXIST \
+                else Code.INTERNAL_SERVER_ERROR
+            return spb.RecallMessageResponse(status=status(code, e.remark or ""))
+        return spb.RecallMessageResponse(status=OK, message_id=msg_id)
 
     async def end_transaction(self, req: spb.EndTransactionRequest,
                               channel: TelemetryChannel) -> spb.EndTransactionResponse:

@@ -124,6 +124,7 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     # RocketMQ 5.2's name (its metadata in RocksDB): the broker's metadata store as JSON.
     EXPORT_ROCKSDB_CONFIG_TO_JSON = 355
+    RECALL_MESSAGE = 370  # RocketMQ 5.3: cancel a timer message not yet delivered
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5: HARuntimeInfo (replication)
 
 

@@ -53,6 +53,8 @@ __all__ = [
     "PullSysFlag",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
+    "RecallMessageRequestHeader",
+    "RecallMessageResponseHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "QueryConsumerOffsetRequestHeader",
@@ -217,6 +219,25 @@ class SendMessageResponseHeader(Header):
     queue_offset: I64
     transaction_id: str | None = None
     master_epoch: PositiveI32 | None = None
+    recall_handle: str | None = None  # RocketMQ 5.3: a timer message's (protocol/recall_handle.py)
+
+
+@dataclasses.dataclass(slots=True)
+class RecallMessageRequestHeader(Header):
+    """RECALL_MESSAGE (370, RocketMQ 5.3): the topic and the handle a timer message's send
+    answered; ``brokerName`` is what a RocketMQ proxy adds (its RPC header), unused here."""
+
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+    broker_name: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class RecallMessageResponseHeader(Header):
+    """Answer to RECALL_MESSAGE: the recalled message's id."""
+
+    msg_id: str
 
 
 # ------------------------------------------------------------------------------- pull & offsets

@@ -253,6 +253,7 @@ ACCESS_TABLE: dict[int, Needs] = {
     RequestCode.SEND_MESSAGE_V2: _send,
     RequestCode.SEND_BATCH_MESSAGE: _send,
     OrbitMQRequestCode.SEND_TRANSACTION_BATCH: _topic(Action.PUB),
+    RequestCode.RECALL_MESSAGE: _topic(Action.PUB),
     RequestCode.END_TRANSACTION: IN_HANDLER,
     OrbitMQRequestCode.END_TRANSACTION_BATCH: IN_HANDLER,
     RequestCode.PULL_MESSAGE: _topic_and_group(Action.SUB, "consumerGroup"),

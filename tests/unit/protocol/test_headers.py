@@ -19,7 +19,9 @@ EXPECTED_WIRE_NAMES: dict[type[h.Header], set[str]] = {
         "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "batch",
         "maxReconsumeTimes", "brokerName"},
     h.SendMessageResponseHeader: {"msgId", "queueId", "queueOffset", "transactionId",
-                                  "masterEpoch"},
+                                  "masterEpoch", "recallHandle"},
+    h.RecallMessageRequestHeader: {"topic", "recallHandle", "producerGroup", "brokerName"},
+    h.RecallMessageResponseHeader: {"msgId"},
     h.PullMessageRequestHeader: {
         "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
         "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion", "expressionType",

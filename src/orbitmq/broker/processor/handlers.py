@@ -28,6 +28,7 @@ from orbitmq.broker.processor.lock_processor import LockProcessor
 from orbitmq.broker.processor.offset_processor import OffsetProcessor
 from orbitmq.broker.processor.pull_processor import PullProcessor
 from orbitmq.broker.processor.query_processor import QueryProcessor
+from orbitmq.broker.processor.recall_processor import RecallProcessor
 from orbitmq.broker.processor.replica_processor import ReplicaProcessor
 from orbitmq.broker.processor.send_back_processor import SendBackProcessor
 from orbitmq.broker.processor.send_processor import SendProcessor
@@ -110,6 +111,7 @@ class Processors:
     broker_config: BrokerConfigProcessor
     replica: ReplicaProcessor
     transaction_batches: TransactionBatchProcessor
+    recall: RecallProcessor | None = None  # RECALL_MESSAGE (RocketMQ 5.3), over the timer
 
 
 def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler],
@@ -118,6 +120,8 @@ def handler_table(p: Processors, after_dispatch: Callable[[Handler], Handler],
     every send acknowledged before the request (reads of queues and stats); the codes of
     SLAVE_REFUSALS are answered by ``role``'s master only."""
     table = _table(p, after_dispatch)
+    if p.recall is not None:  # the timer service answers a slave's refusal itself (RocketMQ's)
+        table[RequestCode.RECALL_MESSAGE] = p.recall.recall_message
     for code in SLAVE_REFUSALS:
         if code in table:  # the user and ACL codes are auth_handler_table's
             table[code] = masters_only(code, table[code], role)

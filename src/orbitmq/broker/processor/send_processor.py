@@ -25,7 +25,8 @@ in the handler's own call; under SYNC_FLUSH the sends of one group commit share 
 
 A queue id outside ``[0, writeQueueNums)`` is replaced by one picked round robin. Every response
 extField is a string (the C++ client reads numbers as 0): ``msgId`` is the offset message id (the
-comma-joined ids for a batch), ``queueId`` and ``queueOffset`` (the first message's).
+comma-joined ids for a batch), ``queueId`` and ``queueOffset`` (the first message's); a timer
+message's answer adds ``recallHandle`` (RocketMQ 5.3: RECALL_MESSAGE cancels it, broker/timer).
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class SendProcessor:
         to_half: the transaction service's hook for a transactional send: its half message.
         send_back: retry topics' DLQ rule (``route_retry_send``).
         park_timer: the timer service's hook for TIMER_* properties (None: no timers).
+        recall_handle: the timer service's recall handle of a parked message (None: none).
         fast_failure: SYSTEM_BUSY for sends that waited too long (None: off).
     """
 
@@ -103,6 +105,7 @@ class SendProcessor:
                  to_half: Callable[[MessageInner, str], MessageInner],
                  send_back: SendBackProcessor, *,
                  park_timer: Callable[[MessageInner], bool] | None = None,
+                 recall_handle: Callable[[MessageInner], str | None] | None = None,
                  fast_failure: BrokerFastFailure | None = None) -> None:
         self.ctx = ctx
         self.config = ctx.config
@@ -118,6 +121,7 @@ class SendProcessor:
         self._round_robin = itertools.count()
         # The timer service's hook (TIMER_* properties); raises BrokerError for a bad time.
         self.park_timer = park_timer
+        self.recall_handle = recall_handle
         # SYSTEM_BUSY for a send that waited too long in the broker (broker/fast_failure.py).
         self.fast_failure = fast_failure
 
@@ -160,15 +164,20 @@ class SendProcessor:
             return cmd.response(e.code, e.remark)
         except RemoteProtocolError as e:  # the stored codec refused the properties or the batch
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        tx_id = None
+        tx_id = recall = None
         if encoded is not None:
             result = self.saver.append(encoded)
         else:
+            if not batch and self.recall_handle is not None:
+                # A parked message's (RocketMQ 5.3), made before the store time is taken: a
+                # delay level's handle then names a time at or before its real delivery time.
+                recall = self.recall_handle(msgs[0])
             result = self.saver.append(msgs)
             if msgs[0].topic == TRANS_HALF_TOPIC:
                 tx_id = msgs[0].properties.get(PropertyKey.UNIQ_KEY)
         self.stats.on_send(h.topic, result.append, None if encoded is not None else msgs)
-        answer = self.saver.answer(result, self._response, cmd, queue_id, tx_id, self.ctx.role)
+        answer = self.saver.answer(result, self._response, cmd, queue_id, tx_id, self.ctx.role,
+                                   recall)
         if created and result.status is _PUT_OK:
             return self._after_route_published(answer)
         return answer
@@ -299,7 +308,8 @@ class SendProcessor:
     # -- answering ------------------------------------------------------------------------------
     @staticmethod
     def _response(result: PutMessageResult, cmd: RemotingCommand, queue_id: int,
-                  tx_id: str | None, role: RoleState) -> RemotingCommand:
+                  tx_id: str | None, role: RoleState,
+                  recall: str | None = None) -> RemotingCommand:
         """The send's answer (the seam calls it once the save is as durable as it gets): the
         stored position whenever the bytes are in the commit log, with the outcome's code; in
         controller mode ``masterEpoch``, the epoch of the master that answered."""
@@ -315,6 +325,8 @@ class SendProcessor:
         }
         if tx_id is not None:
             fields["transactionId"] = tx_id
+        if recall is not None:
+            fields["recallHandle"] = recall
         if role.epoch:
             fields["masterEpoch"] = str(role.epoch)
         if status is _PUT_OK:

@@ -24,6 +24,21 @@ Restart: the checkpoint and recover() restore the wheel; a chain being fired goe
 last counted batch; that next batch's messages may have been stored before the crash without
 being counted, so each is looked up first (by UNIQ_KEY in the real topic, a copy carrying
 TIMER_OUT_MS stored after the timer entry) and skipped when found: no duplicates, no loss.
+
+Recall (RocketMQ 5.3's RECALL_MESSAGE; handles in protocol/recall_handle.py): a send that parks
+a message, here or in a delay level (schedule_service.py), answers a recall handle
+(:meth:`TimerService.recall_handle`). :meth:`TimerService.recall`
+checks it as RocketMQ's broker does (``recall_message_enable``, role, permission, topic, handle,
+time left) and refuses, besides, a message whose tick has been fired or is being fired (it may
+have been delivered): ILLEGAL_OPERATION "recall failed, timestamp invalid". Otherwise it stores a
+recall marker (``TIMER_DEL_UNIQKEY``: the real topic + the message's UNIQ_KEY, tag
+``_RECALL_TAG_``) in the timer topic's queue 1, durably, and remembers its delete key; the fire
+skips a message whose key is remembered, and so do the delay levels. The check, the marker and
+the key happen under the lock each delivered batch holds (the delay levels' too), so a recall
+answered SUCCESS is never delivered. At start the
+keys are read back from queue 1 (markers whose time lies within ``MARGIN_S`` before the last
+fired tick or later): a restart, a crash or a promoted slave (the markers are replicated with
+the commit log) skips the same messages.
 """
 
 from __future__ import annotations
@@ -36,18 +51,31 @@ import time
 from collections.abc import Iterator
 
 from orbitmq.broker.context import BrokerContext
-from orbitmq.broker.tables.topic_config_manager import TIMER_TOPIC
+from orbitmq.broker.durable_save import APPENDED
+from orbitmq.broker.tables.topic_config_manager import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+)
 from orbitmq.broker.timer.wheel_files import TimerRecord, WheelFiles
 from orbitmq.errors import BrokerError
+from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.msgid import UniqIdGenerator
+from orbitmq.protocol.recall_handle import (
+    RECALL_TAG,
+    TIMER_DEL_UNIQKEY,
+    build_recall_handle,
+    decode_recall_handle,
+    delete_key,
+)
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.loop import call_soon_from_any_thread
 
 __all__ = ["TimerService", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
-           "TIMER_OUT_MS", "timer_due_ms"]
+           "TIMER_OUT_MS", "timer_due_ms", "RECALL_QUEUE_ID"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +91,11 @@ PUT_RETRY_WAIT_S = 1.0
 CHECKPOINT_IDLE_S = 1.0  # fired_through of empty ticks is saved at most this often
 _USER_SYS_FLAGS = int(MessageSysFlag.COMPRESSED | MessageSysFlag.MULTI_TAGS)
 _PUT_OK = PutMessageStatus.PUT_OK
+TIMER_QUEUE_NUMS = 2  # queue 0: the timers; queue 1: recall markers
+RECALL_QUEUE_ID = 1
+_PERM_WRITE = int(Perm.WRITE)
+_UNAVAILABLE = "recall failed, broker service not available"  # RocketMQ's remarks
+_TIME_INVALID = "recall failed, timestamp invalid"
 
 
 def timer_due_ms(props: dict[str, str], now_ms: int) -> int | None:
@@ -109,6 +142,12 @@ class TimerService:
         self.parked = 0  # messages parked since start
         self.delivered = 0  # messages re-stored since start
         self.skipped_after_crash = 0  # found already delivered when a fire resumed
+        # Recalls: delete key -> (the tick of the recalled message's delivery time, when it was
+        # learnt: monotonic s). Checked and changed under the lock, which each delivered batch
+        # holds, the delay levels' too (module docstring).
+        self._recalled: dict[str, tuple[int, float]] = {}
+        self._lock = asyncio.Lock()
+        self.recalled = 0  # recalled messages skipped by the fire since start
 
     # -- sending --------------------------------------------------------------------------------
     def park(self, msg: MessageInner) -> bool:
@@ -155,7 +194,7 @@ class TimerService:
         if self.files.checkpoint.fired_through < 0:  # a new wheel: nothing before now to fire
             self.files.checkpoint.fired_through = self.store.clock() // self.precision_ms - 1
         if self.ctx.topics.get(TIMER_TOPIC) is None:
-            self.ctx.topics.create_system_topic(TIMER_TOPIC, 1)
+            self.ctx.topics.create_system_topic(TIMER_TOPIC, TIMER_QUEUE_NUMS)
 
     def start(self) -> None:
         """Fire and enqueue (a master only: fired timers are stored); again after ``pause``."""
@@ -165,6 +204,13 @@ class TimerService:
         if not self._listening:
             self.store.add_arrival_listener(self._on_arrival)
             self._listening = True
+        tc = self.ctx.topics.get(TIMER_TOPIC)
+        if tc is not None and tc.read_queue_nums < TIMER_QUEUE_NUMS:
+            # Made by a broker before recall markers had queue 1 (a master's change: a slave's
+            # table is its master's copy).
+            tc.read_queue_nums = tc.write_queue_nums = TIMER_QUEUE_NUMS
+            self.ctx.topics.update(tc)
+        self._load_recalls()
         self._tasks = [asyncio.create_task(self._fire_loop(), name="orbitmq-timer-fire"),
                        asyncio.create_task(self._enqueue_loop(), name="orbitmq-timer-enqueue")]
 
@@ -282,6 +328,7 @@ class TimerService:
                 cp.fired_through = tick
         if time.monotonic() - self._saved_at > CHECKPOINT_IDLE_S:
             self._saved_at = time.monotonic()
+            self._prune_recalls()
             await self._checkpoint()
 
     async def _checkpoint(self) -> None:
@@ -302,7 +349,11 @@ class TimerService:
             batch = _take(records, DELIVER_BATCH_MAX)
             if not batch:
                 break
-            while not await self._deliver(batch, check_first):
+            while True:
+                async with self._lock:  # a recall waits for the batch, or the batch for it
+                    done = await self._deliver(batch, check_first)
+                if done:
+                    break
                 await asyncio.sleep(PUT_RETRY_WAIT_S)  # not durable: the same batch again
             check_first = False
             firing["done"] += len(batch)
@@ -320,6 +371,9 @@ class TimerService:
             if msg is None or msg.topic != TIMER_TOPIC:
                 log.error("timer record at %d names no timer message (offset %d); skipped",
                           record.pos, record.phy_offset)
+                continue
+            if self._recalled and self._is_recalled(msg):
+                self.recalled += 1
                 continue
             if check_first and self._already_delivered(msg):
                 self.skipped_after_crash += 1
@@ -369,6 +423,128 @@ class TimerService:
             if TIMER_OUT_MS in copy.properties and copy.store_timestamp >= msg.store_timestamp:
                 return True
         return False
+
+    # -- recall ---------------------------------------------------------------------------------
+    def recall_handle(self, msg: MessageInner) -> str | None:
+        """The recall handle of a message :meth:`park` redirected or one parked in a delay
+        level (None for any other, and for a retry topic's, as RocketMQ)."""
+        props = msg.properties
+        if msg.topic == TIMER_TOPIC:
+            due = props.get(TIMER_DELIVER_MS, "")
+            due_ms = int(due) if due.isdigit() else -1
+        elif msg.topic == SCHEDULE_TOPIC and 0 <= msg.queue_id < len(self.store.delay_levels_ms):
+            # A delay level: due its delay after it is stored (from now: a bound below it).
+            due_ms = self.store.clock() + self.store.delay_levels_ms[msg.queue_id]
+        else:
+            return None
+        real = props.get(PropertyKey.REAL_TOPIC)
+        key = props.get(PropertyKey.UNIQ_KEY)
+        if not real or not key or due_ms < 0 or real.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        return build_recall_handle(real, self.ctx.config.broker_name, due_ms, key)
+
+    async def recall(self, topic: str, handle_text: str, producer_group: str | None,
+                     born_host: tuple[str, int]) -> str:
+        """Cancel the delivery of the timer or delay-level message ``handle_text`` names; its
+        message id.
+
+        Raises:
+            BrokerError: with RocketMQ's codes and remarks: NO_PERMISSION (recall off),
+                SLAVE_NOT_AVAILABLE, SERVICE_NOT_AVAILABLE (broker not writable, timer not
+                running), TOPIC_NOT_EXIST, ILLEGAL_OPERATION (a bad handle, another topic or
+                broker, a time passed or too far, a message fired already), SYSTEM_ERROR (the
+                marker could not be stored).
+        """
+        cfg = self.ctx.config
+        if not cfg.recall_message_enable:
+            raise BrokerError(ResponseCode.NO_PERMISSION, "recall failed, operation is forbidden")
+        if not self.ctx.role.accepts_writes:
+            raise BrokerError(ResponseCode.SLAVE_NOT_AVAILABLE, _UNAVAILABLE)
+        if not cfg.broker_permission & _PERM_WRITE or not self._tasks:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, _UNAVAILABLE)
+        if self.ctx.topics.get(topic) is None:
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"recall failed, the topic[{topic}] not exist")
+        handle = decode_recall_handle(handle_text)
+        if handle.topic != topic:
+            raise BrokerError(ResponseCode.ILLEGAL_OPERATION, "recall failed, topic not match")
+        if handle.broker_name != cfg.broker_name:
+            raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _UNAVAILABLE)
+        left = handle.timestamp - self.store.clock()
+        if left <= 0 or left >= self.max_delay_ms:
+            raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _TIME_INVALID)
+        key = delete_key(handle.topic, handle.message_id)
+        tick = handle.due_ms // self.precision_ms
+        async with self._lock:  # no batch of the timer or of a delay level is being delivered
+            if handle.due_ms <= self.store.clock() or tick <= self._fired_or_firing():
+                raise BrokerError(ResponseCode.ILLEGAL_OPERATION, _TIME_INVALID)
+            if key in self._recalled:
+                return handle.message_id  # recalled before: the same answer
+            now = self.store.clock()
+            props = {TIMER_DEL_UNIQKEY: key, PropertyKey.UNIQ_KEY: handle.message_id,
+                     TIMER_DELIVER_MS: str(handle.due_ms), PropertyKey.REAL_TOPIC: handle.topic,
+                     PropertyKey.TAGS: RECALL_TAG}
+            if producer_group:
+                props[PropertyKey.PGROUP] = producer_group
+            marker = MessageInner(TIMER_TOPIC, RECALL_QUEUE_ID, b"0", props, 0, 0, now,
+                                  born_host, self.ctx.host.store_host, 0)
+            result = await self.ctx.saver.settled(self.ctx.saver.append([marker]))
+            if result.status not in APPENDED:
+                raise BrokerError(ResponseCode.SYSTEM_ERROR, "recall failed, execute error")
+            self._recalled[key] = (tick, time.monotonic())
+        log.info("timer message %s of %s recalled (due %d)", handle.message_id, topic, handle.due_ms)
+        return handle.message_id
+
+    def _fired_or_firing(self) -> int:
+        """The last tick whose messages may have been delivered."""
+        cp = self.files.checkpoint
+        return max(cp.fired_through, cp.firing["tick"]) if cp.firing else cp.fired_through
+
+    def _is_recalled(self, msg: MessageExt) -> bool:
+        topic = msg.properties.get(PropertyKey.REAL_TOPIC)
+        key = msg.uniq_key
+        return bool(topic and key) and delete_key(topic, key) in self._recalled  # type: ignore[arg-type]
+
+    def _load_recalls(self) -> None:
+        """The delete keys of the markers in queue 1 that may still matter (module docstring)."""
+        self._recalled.clear()
+        floor = self._fired_or_firing() - MARGIN_S * 1000 // self.precision_ms
+        offset = self.store.get_min_offset_in_queue(TIMER_TOPIC, RECALL_QUEUE_ID)
+        high = self.store.get_max_offset_in_queue(TIMER_TOPIC, RECALL_QUEUE_ID)
+        while offset < high:
+            entry = self.store.queue_entry(TIMER_TOPIC, RECALL_QUEUE_ID, offset)
+            offset += 1
+            if entry is None:
+                continue
+            phy, size, due = entry
+            if due // self.precision_ms < floor:
+                continue
+            msg = self.store.look_message_by_offset(phy, size)
+            key = msg.properties.get(TIMER_DEL_UNIQKEY) if msg is not None else None
+            if key:
+                self._recalled[key] = (due // self.precision_ms, time.monotonic())
+        if self._recalled:
+            log.info("timer: %d recalled messages will not be delivered", len(self._recalled))
+
+    def _prune_recalls(self) -> None:
+        """Forget recalls whose time lies more than MARGIN_S before the last fired tick and
+        that were learnt more than MARGIN_S ago (a broker catching up after a long stop
+        delivers late: its recalls stay for that long)."""
+        if not self._recalled:
+            return
+        floor = self.files.checkpoint.fired_through - MARGIN_S * 1000 // self.precision_ms
+        old = time.monotonic() - MARGIN_S
+        for key in [k for k, (tick, learnt) in self._recalled.items() if tick < floor and learnt < old]:
+            del self._recalled[key]
+
+    @property
+    def recall_lock(self) -> asyncio.Lock:
+        """Held by a recall's check and marker and by each batch delivered (the delay levels'
+        batches too: broker/schedule_service.py)."""
+        return self._lock
+
+    def is_recalled(self, msg: MessageExt) -> bool:
+        """Whether a parked message (timer or delay level) was recalled."""
+        return bool(self._recalled) and self._is_recalled(msg)
 
 
 def _take(records: Iterator[TimerRecord], n: int) -> list[TimerRecord]:

@@ -54,19 +54,23 @@ from orbitmq.client.trace.dispatcher import (
     trace_topic_of,
 )
 from orbitmq.client.trace.records import pub_record, pub_records
-from orbitmq.client.validation import body_size, check_group, check_message
+from orbitmq.client.validation import body_size, check_group, check_message, check_topic
 from orbitmq.errors import (
     BrokerError,
     ClientError,
     ConnectionClosedError,
     TimeoutError,
     TopicNotFoundError,
+    broker_error,
 )
 from orbitmq.protocol.bodies import MessageQueue
-from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.column_batch import IdBlock, MessageColumns
+from orbitmq.protocol.command import RemotingCommand
+from orbitmq.protocol.headers import RecallMessageRequestHeader
 from orbitmq.protocol.message import Message
 from orbitmq.protocol.msgid import UniqIdGenerator
+from orbitmq.protocol.recall_handle import decode_recall_handle
 from orbitmq.security.signature import Credentials
 from orbitmq.security.tls import ClientTls
 
@@ -385,6 +389,38 @@ class AsyncProducer:
 
         return [self._shown(r) for r in await send_in_chunks(rows, encode, send, in_flight_max)]
 
+    async def recall_message(self, topic: str, recall_handle: str, *,
+                             timeout: float | None = None) -> str:
+        """Cancel a timer message that has not been delivered yet (RocketMQ 5.3's
+        RECALL_MESSAGE); the recalled message's id.
+
+        ``recall_handle`` is the :attr:`SendResult.recall_handle` of its send; it names the
+        broker that holds the message, which the broker needs ``recall_message_enable`` for.
+
+        Raises:
+            ClientError: the handle is not one (it cannot be decoded), or its broker is in no
+                route of ``topic``.
+            BrokerError: the broker refused, with RocketMQ's code and remark: e.g.
+                ILLEGAL_OPERATION "recall failed, timestamp invalid" when the message's time
+                has come (it may have been delivered), NO_PERMISSION with recall off.
+        """
+        self._check_started()
+        check_topic(topic)
+        try:
+            handle = decode_recall_handle(recall_handle)
+        except BrokerError as e:
+            raise ClientError(f"recall handle refused: {e.remark}") from None
+        budget = self.send_timeout if timeout is None else timeout
+        addr = await self._instance.find_broker_addr(handle.broker_name, topic)
+        header = RecallMessageRequestHeader(topic=topic, recall_handle=recall_handle,
+                                            producer_group=self.group,
+                                            broker_name=handle.broker_name)
+        cmd = RemotingCommand(int(RequestCode.RECALL_MESSAGE), ext_fields=header.to_ext_fields())
+        resp = await self._instance.remoting.invoke(addr, cmd, budget)
+        if resp.code != ResponseCode.SUCCESS:
+            raise broker_error(resp.code, resp.remark)
+        return resp.ext_fields.get("msgId") or handle.message_id
+
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's write queues after a fresh route lookup (TBW102's if it has none)."""
         self._check_started()
@@ -600,6 +636,11 @@ class Producer(BlockingClient[AsyncProducer]):
     def send_columns(self, topic: str, columns: MessageColumns, **options: Any) -> list[SendResult]:
         """See :meth:`AsyncProducer.send_columns`."""
         return self._call(self._client.send_columns(topic, columns, **options))
+
+    def recall_message(self, topic: str, recall_handle: str, *,
+                       timeout: float | None = None) -> str:
+        """See :meth:`AsyncProducer.recall_message`."""
+        return self._call(self._client.recall_message(topic, recall_handle, timeout=timeout))
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """See :meth:`AsyncProducer.fetch_publish_queues`."""

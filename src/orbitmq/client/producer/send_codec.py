@@ -280,6 +280,7 @@ def parse_send_response(
         queue_offset=header.queue_offset,
         transaction_id=header.transaction_id,
         master_epoch=header.master_epoch,
+        recall_handle=header.recall_handle,
     )
 
 
