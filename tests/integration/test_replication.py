@@ -400,7 +400,8 @@ def test_a_slave_applies_the_masters_metadata_records_as_it_dispatches_them(
     slave = BrokerHarness(slave_config(tmp_path, ns, slave_sync_interval_ms=600_000))
     try:
         wait_for(lambda: connected(master), "the slave connects to its master")
-        time.sleep(0.7)  # the slave's first full copy (0.5 s after its start) is over
+        wait_for(lambda: slave.broker.replication.sync.rounds >= 1,
+                 "the slave's first full copy (0.5 s after its start) is over", 10)
         topic = CreateTopicRequestHeader("Logged", "TBW102", 2, 2).to_ext_fields()
         assert master.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, topic).code == \
             ResponseCode.SUCCESS
@@ -415,8 +416,8 @@ def test_a_slave_applies_the_masters_metadata_records_as_it_dispatches_them(
                  "offset applied", 10)
         wait_for(lambda: (g := slave.broker.sub_groups.table.get("logged-group")) is not None
                  and g.retry_max_times == 5, "group applied", 10)
+        wait_for(lambda: slave.broker.metadata_log.records_applied == 3, "three records", 10)
         assert slave.broker.topics.data_version == master.broker.topics.data_version
-        assert slave.broker.metadata_log.records_applied == 3
         assert slave.broker.metadata_log.records_refused == 0
         assert master.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Logged"}).code == \
             ResponseCode.SUCCESS
