@@ -32,6 +32,7 @@ from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.fronts import GRPC_FRONT, FrontParts
+from orbitmq.broker.lite.service import LiteService
 from orbitmq.broker.metadata_log import MetadataLog, MetadataTables
 from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.broker.observability.service import BrokerObservability
@@ -195,6 +196,7 @@ class BrokerController:
         self.tx_checker = TransactionCheckService(self.transactions)
         self.timer = TimerService(ctx)  # timer messages, any delivery time (broker/timer)
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
+        self.lite = LiteService(ctx, self.pop)  # lite topics (broker/lite)
         self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
         held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
         # A read of plain sends dispatches them in its own callback, once answered, while pulls
@@ -302,6 +304,8 @@ class BrokerController:
                     pause=self.timer.pause, masters_only=True),
             Service("pop", load=self.pop.load, start=self.pop.start, stop=self.pop.stop,
                     pause=self.pop.pause, masters_only=True),
+            Service("lite topics", load=self.lite.load, start=self.lite.start,
+                    stop=self.lite.stop, masters_only=True),
             Service("route updates", start=self._announce, stop=self._quiet),
             Service("observability", start=self.observability.start,
                     stop=self.observability.stop),  # OSError: the metrics port is taken
@@ -326,7 +330,7 @@ class BrokerController:
 
     def front_parts(self) -> FrontParts:
         """What another front serves from: the context and the services it shares."""
-        return FrontParts(ctx=self.ctx, pop=self.pop, timer=self.timer,
+        return FrontParts(ctx=self.ctx, pop=self.pop, lite=self.lite, timer=self.timer,
                           to_half=self.transactions.to_half,
                           end_transaction=self.end_transaction, guard=self.access.guard)
 

@@ -2,7 +2,7 @@
 
 A topic config carries ``attributes``, a map of names to values (JSON ``"attributes":
 {"message.type": "FIFO"}``); the one OrbitMQ knows is ``message.type``: NORMAL (the default when
-absent), FIFO, DELAY, TRANSACTION or MIXED. They are changed as mqadmin's ``-a`` does, with a
+absent), FIFO, DELAY, TRANSACTION, MIXED or LITE (a parent of lite topics, protocol/lite.py). They are changed as mqadmin's ``-a`` does, with a
 modification string: ``+message.type=FIFO`` sets a value, ``-message.type`` removes it, several
 separated by commas.
 
@@ -47,6 +47,7 @@ class TopicMessageType(enum.StrEnum):
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
     MIXED = "MIXED"
+    LITE = "LITE"  # RocketMQ 5.5: a parent of lite topics (protocol/lite.py)
 
 
 _KNOWN: dict[str, frozenset[str]] = {MESSAGE_TYPE_ATTRIBUTE: frozenset(TopicMessageType)}
@@ -105,6 +106,8 @@ def topic_message_type(attributes: dict[str, str] | None) -> TopicMessageType:
 
 def message_type_of(properties: dict[str, str]) -> TopicMessageType:
     """A message's type from its properties (module docstring)."""
+    if properties.get("__LITE_TOPIC"):  # protocol/lite.py's LITE_TOPIC_PROPERTY
+        return TopicMessageType.LITE
     if properties.get("TRAN_MSG") == "true":
         return TopicMessageType.TRANSACTION
     if properties.get("DELAY", "0") not in ("", "0") or any(p in properties for p in TIMER_PROPERTIES):
@@ -117,7 +120,8 @@ def message_type_of(properties: dict[str, str]) -> TopicMessageType:
 def type_refusal(topic: str, topic_type: TopicMessageType, message_type: TopicMessageType,
                  *, lenient: bool) -> str | None:
     """Why ``topic`` refuses a message of ``message_type`` (RocketMQ 5's wording), or None."""
-    if topic_type is TopicMessageType.MIXED or topic_type is message_type:
+    if topic_type is message_type or (topic_type is TopicMessageType.MIXED
+                                      and message_type is not TopicMessageType.LITE):
         return None
     if lenient and topic_type is TopicMessageType.FIFO and message_type is TopicMessageType.NORMAL:
         return None
