@@ -227,3 +227,26 @@ def test_kill_9_loses_no_acknowledged_lite_message(rmq5_ready: None, tmp_path: P
     finally:
         driver.close()
         cluster.stop()
+
+
+def test_sdk_producer_sends_to_lite_topics(cluster: Cluster, lite_driver: LiteDriver) -> None:
+    """OrbitMQ's SDK (remoting) sends with ``lite_topic``; the official LiteSimpleConsumer
+    receives each lite topic in order; a lite send to a topic that is not LITE is refused."""
+    import orbitmq
+
+    parent = cluster.topic(unique("LiteSdk"), "LITE", queues=1)
+    normal = cluster.topic(unique("NotLiteSdk"), queues=1)
+    group, lite = unique("LiteSdkG"), unique("sdk")
+    with orbitmq.Producer(unique("lite-sdk-p"), namesrv=cluster.namesrv) as producer:
+        for i in range(3):
+            producer.send(orbitmq.Message(parent, f"s{i}".encode(), lite_topic=lite))
+        with pytest.raises(orbitmq.BrokerError, match="not a LITE topic") as refused:
+            producer.send(orbitmq.Message(normal, b"x", lite_topic=lite))
+        print(refused.value)
+        with pytest.raises(orbitmq.BrokerError, match="expected type is LITE"):
+            producer.send(orbitmq.Message(parent, b"x"))  # a LITE topic takes lite messages only
+    lite_driver.call("lite_simple", id="s", endpoint=cluster.endpoint, group=group, topic=parent,
+                     await_s=1)
+    lite_driver.call("subscribe_lite", id="s", names=[lite], sync_all=True)
+    got = _drain(lite_driver, "s", 3)
+    assert [(m["lite_topic"], m["body"]) for m in got] == [(lite, f"s{i}") for i in range(3)]

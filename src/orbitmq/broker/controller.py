@@ -215,6 +215,7 @@ class BrokerController:
             self.server.limit_counters) if config.broker_fast_failure_enable else None)
         send = SendProcessor(ctx, self.transactions.to_half, send_back,
                              park_timer=self.timer.park, fast_failure=self.fast_failure)
+        send.lite_store_topic = self.lite.store_topic_for_send
         self.processors = Processors(
             send=send,
             pull=self.pull,

@@ -101,6 +101,8 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
               callback=value_callback(parse_properties),
               help="a user property; repeat for several")
+@click.option("--lite-topic", help="the lite topic of a message to a LITE parent topic "
+              "(created by its first message)")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="send each body this many times")
 @click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True, help="producer group")
@@ -119,6 +121,7 @@ def send_cmd(
     tags: str | None,
     keys: str | None,
     properties: dict[str, str] | tuple[()],
+    lite_topic: str | None,
     count: int,
     group: str,
     send_timeout: float,
@@ -141,14 +144,15 @@ def send_cmd(
     key_list = parse_keys(keys)
     bodies, where = read_bodies(body, file, lines, sys.stdin.buffer)
     # Reserved property names are refused before anything connects (Message checks them).
-    Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props))
+    Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props),
+            lite_topic=lite_topic)
     sent = 0
     with Producer(group, namesrv, send_timeout=send_timeout,
                   credentials=cli_credentials(), tls=cli_tls()) as producer:
         for payload in bodies:
             for _ in range(count):
                 msg = Message(topic, payload, tags=tags or None, keys=key_list or None,
-                              properties=dict(props))
+                              properties=dict(props), lite_topic=lite_topic)
                 result = producer.send(msg)
                 sent += 1
                 if fmt == "json":

@@ -18,6 +18,7 @@ from typing import Any
 
 from orbitmq.errors import ClientError
 from orbitmq.protocol.java_hash import java_string_hash
+from orbitmq.protocol.lite import LITE_TOPIC_PROPERTY, lite_name_problem
 
 __all__ = [
     "MessageSysFlag",
@@ -136,7 +137,8 @@ class Message:
     """A message as a producer builds it (the SDK's type).
 
     ``properties`` are the application's own: a name RESERVED_PROPERTIES holds is refused with a
-    ClientError (tags, keys and the delay level have fields of their own).
+    ClientError (tags, keys and the delay level have fields of their own). ``lite_topic``: the
+    lite topic of a message to a LITE parent topic (RocketMQ 5.5; created by its first message).
     """
 
     topic: str
@@ -146,8 +148,13 @@ class Message:
     flag: int = 0
     properties: dict[str, str] = dataclasses.field(default_factory=dict)
     delay_level: int = 0
+    lite_topic: str | None = None
 
     def __post_init__(self) -> None:
+        if self.lite_topic is not None:
+            problem = lite_name_problem(self.lite_topic)
+            if problem is not None:
+                raise ClientError(problem)
         reserved = sorted(name for name in self.properties if name in RESERVED_PROPERTIES)
         if reserved:
             name = reserved[0]
@@ -175,6 +182,8 @@ class Message:
             props[PropertyKey.KEYS] = KEY_SEPARATOR.join(keys)
         if self.delay_level > 0:
             props[PropertyKey.DELAY] = str(self.delay_level)
+        if self.lite_topic:
+            props[LITE_TOPIC_PROPERTY] = self.lite_topic
         return props
 
 

@@ -220,7 +220,7 @@ class AsyncProducer:
         self._check_started()
         check_message(msg, self.max_message_size)
         acc = self._accumulator
-        if (acc is not None and selector is None and msg.delay_level == 0
+        if (acc is not None and selector is None and msg.delay_level == 0 and not msg.lite_topic
                 and msg.flag in _INT32 and body_size(msg.body) <= self.compress_over):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (self.send_timeout if timeout is None else timeout)
