@@ -250,3 +250,15 @@ def test_sdk_producer_sends_to_lite_topics(cluster: Cluster, lite_driver: LiteDr
     lite_driver.call("subscribe_lite", id="s", names=[lite], sync_all=True)
     got = _drain(lite_driver, "s", 3)
     assert [(m["lite_topic"], m["body"]) for m in got] == [(lite, f"s{i}") for i in range(3)]
+
+
+def test_the_docs_lite_example_runs(cluster: Cluster, tmp_path: Path) -> None:
+    from rmq5_support import REPO
+
+    example = REPO / "examples" / "rocketmq5_lite.py"
+    assert example.read_text() in (REPO / "docs" / "rocketmq5.md").read_text()
+    cluster.topic("Sessions", "LITE", queues=1)
+    out = subprocess.run([str(RMQ5_PYTHON), str(example), cluster.endpoint], capture_output=True,
+                         text=True, timeout=120, env={"HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == ["received ['session-1:hello', 'session-1:bye']"]
