@@ -23,6 +23,14 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
    1,000 topics, and the size of a whole registration next to one topic's registration (what
    incremental registration sends instead, REGISTER_TOPIC_IN_NAMESRV).
 
+5. **Lite topics** (RocketMQ 5.5) under one LITE parent on a fresh standalone: L lite topics
+   created by their first message (the SDK's ``Message(lite_topic=...)``, one send each, timed),
+   then as many sends to lite topics that exist (picked at random), timed: the p99 of both and
+   their ratio (issue 39's target: create-on-first-send p99 <= 2x a send to an existing one); and
+   the broker's RSS grown per 1,000 idle lite topics (VmRSS, anonymous and file-backed; the
+   commit log's pages of the messages themselves are file-backed). ``--lite-topics L``
+   (default 100,000; ``--quick`` 2,000); ``--sections 5`` runs this section alone.
+
 ``--quick`` (sizes 100 and 500, 800 queues, 10,000 name server topics) runs in under a minute;
 the full run (sizes 100, 10,000, 100,000; 8,000 queues; 100,000 topics) takes most of an hour on
 two cores. Prints a table and writes JSON under bench/results/ (raw runs; docs/performance.md
@@ -124,6 +132,7 @@ def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[Ser
 
 # -- 3. broker memory per 1,000 queues --------------------------------------------------------
 STORE_TYPES = ("default", "compact")
+SECTIONS = (1, 2, 3, 4, 5)
 
 
 def queue_memory(root: str, queues: int, messages_per_queue: int,
@@ -216,10 +225,79 @@ def namesrv_memory(topics: int, broker_sets: int = 2) -> dict[str, Any]:
             "one_topic_registration_bytes": len(one_topic)}
 
 
+# -- 5. lite topics ---------------------------------------------------------------------------
+LITE_PARENT = "LiteScale"
+
+
+def _p99_ms(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 3)
+
+
+def lite_topics(root: str, count: int) -> dict[str, Any]:
+    import random
+
+    store = os.path.join(root, "lite-store")
+    proc = standalone_process(store, *STORE_ARGS)
+    try:
+        namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
+        pid = proc.proc.pid
+        with Admin(namesrv) as admin:
+            admin.create_topic(LITE_PARENT, read_queue_nums=1, write_queue_nums=1,
+                               attributes="+message.type=LITE")
+        with Producer("scale-lite", namesrv, retry_times_when_send_failed=0) as producer:
+            for i in range(50):  # warm the connection and the send path
+                producer.send(Message(LITE_PARENT, b"w", lite_topic=f"warm{i}"))
+            time.sleep(IDLE_S)
+            before = _rss_mb(pid)
+            create: list[float] = []
+            for i in range(count):
+                msg = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{i:07d}")
+                t0 = time.perf_counter()
+                producer.send(msg)
+                create.append(time.perf_counter() - t0)
+            time.sleep(IDLE_S)
+            after = _rss_mb(pid)
+            existing: list[float] = []
+            rng = random.Random(39)
+            for _ in range(min(count, 20_000)):
+                msg = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{rng.randrange(count):07d}")
+                t0 = time.perf_counter()
+                producer.send(msg)
+                existing.append(time.perf_counter() - t0)
+    finally:
+        proc.stop()
+    per_k = 1000 / count
+    grown = {k: round((after.get(k, 0.0) - before.get(k, 0.0)) * per_k, 3) for k in before}
+    p_create, p_existing = _p99_ms(create), _p99_ms(existing)
+    return {"lite_topics": count, "create_p99_ms": p_create, "existing_p99_ms": p_existing,
+            "create_median_ms": round(statistics.median(create) * 1000, 3),
+            "existing_median_ms": round(statistics.median(existing) * 1000, 3),
+            "p99_ratio": round(p_create / p_existing, 2) if p_existing else None,
+            "rss_mb": {"before": before, "after": after}, "idle_per_1k_mb": grown}
+
+
+def render_lite(lt: dict[str, Any]) -> list[str]:
+    g = lt["idle_per_1k_mb"]
+    return [f"  lite topics, {lt['lite_topics']:,} under one parent: create-on-first-send p99 "
+            f"{lt['create_p99_ms']:.2f} ms (median {lt['create_median_ms']:.2f}), send to an "
+            f"existing one p99 {lt['existing_p99_ms']:.2f} ms (median "
+            f"{lt['existing_median_ms']:.2f}): {lt['p99_ratio']}x",
+            f"    broker RSS per 1,000 idle lite topics: {g['VmRSS']:+.2f} MB (anonymous "
+            f"{g.get('RssAnon', 0.0):+.2f}, file {g.get('RssFile', 0.0):+.2f})"]
+
+
 # -- the run ----------------------------------------------------------------------------------
 def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
-        store_types: tuple[str, ...] = STORE_TYPES) -> dict[str, Any]:
+        store_types: tuple[str, ...] = STORE_TYPES, sections: tuple[int, ...] = SECTIONS,
+        lite_count: int = 100_000) -> dict[str, Any]:
     doc: dict[str, Any] = {}
+    if 5 in sections:
+        print(f"5. lite topics: {lite_count:,} under one parent, created by their first send",
+              flush=True)
+        doc["lite"] = lite_topics(root, lite_count)
+    if sections == (5,):
+        return doc
     store = os.path.join(root, "scale-store")
     proc = standalone_process(store, *STORE_ARGS)
     try:
@@ -247,6 +325,8 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
 
 
 def render(doc: dict[str, Any]) -> str:
+    if "create" not in doc:  # the lite section alone
+        return "\n".join(["", "OrbitMQ lite topics", *render_lite(doc["lite"])])
     c, r, n = doc["create"], doc["restart"], doc["namesrv"]
     lines = ["", f"OrbitMQ metadata at scale (topics of {QUEUES_PER_TOPIC} queues)",
              f"  create, admin client one by one ({c['total_s']:,.1f} s in all):"]
@@ -270,6 +350,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(f"    a whole registration {n['whole_registration_bytes'] / 1e6:,.2f} MB "
                  f"(registered in {n['register_s']:.2f} s for both); one topic's "
                  f"{n['one_topic_registration_bytes']} B")
+    if "lite" in doc:
+        lines.extend(render_lite(doc["lite"]))
     return "\n".join(lines)
 
 
@@ -285,6 +367,10 @@ def main() -> None:
                     help="consume queue store types of the RSS section (default default,compact)")
     ap.add_argument("--json", default=None, help="result file (default bench/results/scale-<time>.json)")
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
+    ap.add_argument("--lite-topics", type=int, default=None,
+                    help="lite topics of section 5 (default 100,000; --quick 2,000)")
+    ap.add_argument("--sections", default=None,
+                    help="sections to run: all (1,2,3,4,5) or 5 alone (the lite topics)")
     opts = ap.parse_args()
     sizes = ([int(s) for s in opts.sizes.split(",")] if opts.sizes
              else list(QUICK_SIZES if opts.quick else FULL_SIZES))
@@ -296,9 +382,15 @@ def main() -> None:
     store_types = tuple(opts.store_types.split(","))
     if not store_types or any(t not in STORE_TYPES for t in store_types):
         ap.error(f"--store-types takes {', '.join(STORE_TYPES)} separated by commas")
+    sections = tuple(int(x) for x in opts.sections.split(",")) if opts.sections else SECTIONS
+    if sections not in (SECTIONS, (5,)):
+        ap.error("--sections takes 1,2,3,4,5 (all) or 5 (the lite topics alone)")
+    lite_count = opts.lite_topics or (2_000 if opts.quick else 100_000)
+    if lite_count < 100:
+        ap.error("--lite-topics takes 100 or more")
     root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
     try:
-        doc = run(root, sizes, queues, messages, ns_topics, store_types)
+        doc = run(root, sizes, queues, messages, ns_topics, store_types, sections, lite_count)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     doc["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick,

@@ -1,7 +1,9 @@
 # A lite consumer of one session's lite topic (docs/rocketmq5.md, "Lite topics").
 import sys
+import time
 
 from rocketmq import ClientConfiguration, Credentials, LiteSimpleConsumer, Message, Producer
+from rocketmq.v5.exception import LiteSubscriptionQuotaExceededException
 
 endpoint = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:8081"
 config = ClientConfiguration(endpoint, Credentials())
@@ -16,7 +18,12 @@ producer.shutdown()
 
 consumer = LiteSimpleConsumer("Sessions", config, "SessionWorkers", await_duration=2)
 consumer.startup()
-consumer.subscribe_lite("session-1")
+for _ in range(100):  # startup returns before the broker's settings (the quota) reach the client
+    try:
+        consumer.subscribe_lite("session-1")
+        break
+    except LiteSubscriptionQuotaExceededException:
+        time.sleep(0.1)
 consumer.subscribe_lite_all()  # the whole set at once (the client sends it every 30 s anyway)
 seen = []
 for _ in range(10):

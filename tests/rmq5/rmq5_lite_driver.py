@@ -36,6 +36,14 @@ def op_lite_simple(spec: dict[str, Any]) -> dict[str, Any]:
                                   await_duration=spec.get("await_s", 2))
     consumer.startup()
     base.clients[spec["id"]] = consumer
+    # Unlike the push consumer, the simple one's startup does not wait for the broker's settings
+    # (which carry the lite subscription quota): subscribe_lite before they came is refused.
+    manager = consumer._LiteSimpleConsumer__subscription_manager  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while manager.lite_subscription_quota <= 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("no settings from the broker within 10 s")
+        time.sleep(0.05)
     return {}
 
 
