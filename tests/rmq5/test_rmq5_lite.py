@@ -262,3 +262,22 @@ def test_the_docs_lite_example_runs(cluster: Cluster, tmp_path: Path) -> None:
                          text=True, timeout=120, env={"HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines() == ["received ['session-1:hello', 'session-1:bye']"]
+
+
+def test_the_clients_periodic_whole_set_is_the_subscription(
+        cluster: Cluster, lite_driver: LiteDriver) -> None:
+    """Without subscribe_lite_all: subscribe_lite alone sends the name split into characters
+    (the 5.1.2 client's bug), and the client's whole set, sent 30 s after its start, is what
+    the broker then serves (the one test that waits for it)."""
+    parent = cluster.topic(unique("LiteResync"), "LITE", queues=1)
+    group, lite, other = unique("LiteR"), unique("lt-r"), unique("lt-o")
+    lite_driver.call("producer", id="p", endpoint=cluster.endpoint, topics=[parent])
+    _send_all(lite_driver, parent, [lite, other], 2, "r")
+    lite_driver.call("lite_push", id="q", endpoint=cluster.endpoint, group=group, topic=parent)
+    started = time.monotonic()
+    lite_driver.call("subscribe_lite", id="q", names=[lite])
+    pushed = wait_until("the push consumer consumed after the client's resync", lambda: (
+        lambda seen: seen if len(seen) >= 2 else None)(
+            lite_driver.call("consumed", id="q")["consumed"]), timeout=60)
+    assert time.monotonic() - started > 5  # not from the split pieces: from the whole set
+    assert _by_lite(pushed) == {lite: [f"{lite}:r0", f"{lite}:r1"]}
