@@ -41,6 +41,7 @@ _LAZY = {
     "Producer": "orbitmq.client",
     "AsyncProducer": "orbitmq.client",
     "PullConsumer": "orbitmq.client",
+    "LiteConsumer": "orbitmq.client",
     "AsyncPullConsumer": "orbitmq.client",
     "Admin": "orbitmq.client",
     "AsyncAdmin": "orbitmq.client",
@@ -110,6 +111,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import ConsumeContext as ConsumeContext
     from orbitmq.client import ConsumeFrom as ConsumeFrom
     from orbitmq.client import ConsumeResult as ConsumeResult
+    from orbitmq.client import LiteConsumer as LiteConsumer
     from orbitmq.client import (
         LocalTransactionState as LocalTransactionState,
     )

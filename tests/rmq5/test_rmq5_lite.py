@@ -163,8 +163,8 @@ def test_an_idle_lite_topic_expires_after_its_ttl(rmq5_ready: None, tmp_path: Pa
         queues = tmp_path / "store" / "broker" / "consumequeue"
         if not queues.exists():
             queues = next(p for p in (tmp_path / "store").rglob("consumequeue"))
-        idle_dir = queues / f"%LMQ%{parent}${idle}"
-        busy_dir = queues / f"%LMQ%{parent}${busy}"
+        idle_dir = queues / f"%LMQ%{parent}%{idle}"
+        busy_dir = queues / f"%LMQ%{parent}%{busy}"
         wait_until("the lite topics' queues exist", lambda: idle_dir.exists() and busy_dir.exists())
         started = time.monotonic()
         while idle_dir.exists():  # busy keeps getting messages meanwhile

@@ -38,6 +38,7 @@ from orbitmq.client.consumer.consume_types import (
     MessageModel,
     retry_topic,
 )
+from orbitmq.client.consumer.lite_consumer import LiteConsumer
 from orbitmq.client.consumer.message_selector import MessageSelector
 from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer, PullConsumer
 from orbitmq.client.consumer.push_consumer import AsyncPushConsumer, PushConsumer
@@ -103,6 +104,7 @@ __all__ = [
     "select_random",
     # consumers
     "AsyncPullConsumer",
+    "LiteConsumer",
     "PullConsumer",
     "AsyncPushConsumer",
     "PushConsumer",

@@ -3,7 +3,7 @@
 A lite topic is a sub-topic of a parent topic whose ``message.type`` is LITE: a message's
 ``lite_topic`` names it, and it is created by the first message sent to it. Each lite topic is
 one ordered queue, stored as RocketMQ stores its light message queues: a queue of its own whose
-name starts with ``%LMQ%`` (:func:`lite_queue_topic`: ``%LMQ%{parent}${lite}``, queue 0). The
+name starts with ``%LMQ%`` (:func:`lite_queue_topic`: ``%LMQ%{parent}%{lite}``, queue 0). The
 message keeps its lite topic's name in the ``__LITE_TOPIC`` property, so that the parent and the
 lite topic are known again from the stored message alone (a restart rebuilds the queue from the
 commit log like any other).
@@ -25,7 +25,7 @@ LMQ_PREFIX = "%LMQ%"
 LITE_TOPIC_PROPERTY = "__LITE_TOPIC"
 LITE_TOPIC_NAME_MAX = 64  # characters (RocketMQ's max_lite_topic_size)
 LITE_WILDCARD = "*"
-_SEP = "$"
+_SEP = "%"
 _LITE_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
@@ -35,7 +35,7 @@ def lite_queue_topic(parent: str, lite: str) -> str:
 
 
 def is_lite_queue_topic(topic: str) -> bool:
-    return topic.startswith(LMQ_PREFIX) and _SEP in topic
+    return topic.startswith(LMQ_PREFIX) and _SEP in topic[len(LMQ_PREFIX):]
 
 
 def split_lite_queue_topic(topic: str) -> tuple[str, str] | None:

@@ -2,7 +2,7 @@
 lite receive and the expiry of idle lite topics.
 
 Where a lite topic's messages live (protocol/lite.py): one queue of its own in the store, named
-``%LMQ%{parent}${lite}``, written like any queue through the commit log, so that a restart (a
+``%LMQ%{parent}%{lite}``, written like any queue through the commit log, so that a restart (a
 kill -9 included) rebuilds it from the commit log and nothing acknowledged to a producer is lost.
 The broker keeps, per lite topic, only its name and the time of its last message
 (:class:`LiteTopics`); the store keeps its queue in the compact layout (no mapping, no
