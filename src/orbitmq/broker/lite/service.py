@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 LITE_QUEUE_ID = 0  # a lite topic is one queue
 EXPIRY_SCAN_MAX_S = 10.0  # the longest between two looks for idle lite topics
+EXPIRE_ROUND_MAX = 500  # lite topics removed per look (each removes files, on the event loop)
 POLL_RECHECK_MAX_S = 5.0
 
 
@@ -333,13 +334,16 @@ class LiteService:
         """Remove every lite topic idle for its TTL, and the subscriptions of clients gone; the
         number of lite topics removed."""
         self.subscriptions.drop_clients(self.pop.client_alive)
-        idle = self.topics.idle(self.ctx.store.clock(), self.ttl_ms)
+        idle = self.topics.idle(self.ctx.store.clock(), self.ttl_ms)[:EXPIRE_ROUND_MAX]
+        if not idle:
+            return 0
+        doomed = set()
         for parent, lite in idle:
-            topic = lite_queue_topic(parent, lite)
+            doomed.add(lite_queue_topic(parent, lite))
             self.topics.remove(parent, lite)
-            self.pop.forget_topic(topic)
-            self.ctx.offsets.remove_topic(topic)
-            self.ctx.store.delete_topics([topic])
-            self.expired += 1
-            log.info("lite topic %s of %s expired (idle %d s)", lite, parent, self.ttl_ms // 1000)
+        self.pop.forget_topics(doomed)
+        self.ctx.offsets.remove_topics(doomed)
+        self.ctx.store.delete_topics(doomed)
+        self.expired += len(idle)
+        log.info("%d lite topics expired (idle %d s)", len(idle), self.ttl_ms // 1000)
         return len(idle)

@@ -378,13 +378,14 @@ class PopService:
         self._take_fifo(group, topic, room, now, invisible_ms, None, renew_until, owner, mine)
         out.extend(mine)
 
-    def forget_topic(self, topic: str) -> None:
-        """Drop every group's state of ``topic`` (an expired lite topic: its queue is gone)."""
-        for key in [k for k in self.state.groups if k[1] == topic]:
+    def forget_topics(self, topics: set[str]) -> None:
+        """Drop every group's state of ``topics`` (expired lite topics: their queues are gone),
+        in one pass over the state."""
+        for key in [k for k in self.state.groups if k[1] in topics]:
             gt = self.state.groups.pop(key)
             for qs in gt.queues.values():
                 self.state.inflight_count -= len(qs.inflight)
-        self._dirty_offsets = {d for d in self._dirty_offsets if d[1] != topic}
+        self._dirty_offsets = {d for d in self._dirty_offsets if d[1] not in topics}
 
     def _redeliver(self, group: str, topic: str, handed: Handed, deadline: int, renew_until: int,
                    owner: str) -> Received | None:
