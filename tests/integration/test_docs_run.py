@@ -204,6 +204,8 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/rocketmq5.md", "import sys"): NotHere("examples/rocketmq5_client.py, run by the block before"),
     ("docs/rocketmq5.md", "orbitmq topic create -t Sessions --attributes +message.type=LITE"):
         Run(_has("\nreceived ['session-1:hello', 'session-1:bye']\n"), needs=RMQ5_PY),
+    ("docs/rocketmq5.md", "import orbitmq\n\nwith orbitmq.Producer(\"sessions-app\""):
+        NotHere("tests/integration/test_lite_topics.py runs it against its own broker"),
     ("docs/rocketmq5.md", "# A lite consumer of one session's lite topic"):
         NotHere("examples/rocketmq5_lite.py, run by the block before"),
     ("docs/rocketmq5.md", "orbitmq topic create -t FifoPayments --attributes +message.type=FIFO"): Run(),

@@ -81,3 +81,12 @@ def test_cli_sends_and_consumes_a_lite_topic(namesrv: str) -> None:
     bad = subprocess.run([*cli, "send", "--namesrv", namesrv, "-t", parent, "--lite-topic", "a b",
                           "x"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "lite topic" in bad.stderr
+
+
+def test_the_docs_sdk_lite_block_runs(namesrv: str, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "rocketmq5.md").read_text()
+    start = doc.index('import orbitmq\n\nwith orbitmq.Producer("sessions-app"')
+    block = doc[start:doc.index("```", start)]
+    _parent(namesrv, "Sessions")
+    exec(compile(block.replace("127.0.0.1:9876", namesrv), "rocketmq5.md", "exec"), {})
+    assert capsys.readouterr().out == "session-1 b'hello'\n"
