@@ -271,6 +271,8 @@ class BrokerController:
           before it gives its lease up);
         - from the server's opening to the first front, no await: every part that answers
           requests (held pulls, transactions rebuilt) is running before the first request;
+        - lite topics after the POP service (their receives are its own) and, like it, on a
+          master only; they find their queues again from the store at start;
         - fronts (the gRPC endpoint, :meth:`mount`), metrics and the name servers last.
         """
         ff = self.fast_failure
