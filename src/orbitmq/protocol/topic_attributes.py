@@ -28,7 +28,8 @@ from orbitmq.errors import RemoteProtocolError
 __all__ = [
     "MESSAGE_TYPE_ATTRIBUTE", "SHARDING_KEY", "TIMER_PROPERTIES", "TopicMessageType",
     "apply_modification", "topic_message_type", "message_type_of", "type_refusal",
-    "has_timer_property", "is_plain_type", "ATTRIBUTE_VALUE_MAX",
+    "has_timer_property", "is_plain_type", "ATTRIBUTE_VALUE_MAX", "LITE_EXPIRATION_ATTRIBUTE",
+    "lite_expiration_ms",
 ]
 
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
@@ -51,6 +52,29 @@ class TopicMessageType(enum.StrEnum):
 
 
 _KNOWN: dict[str, frozenset[str]] = {MESSAGE_TYPE_ATTRIBUTE: frozenset(TopicMessageType)}
+
+# A LITE topic's lite topics expire after this many idle minutes (-1: never; RocketMQ 5.5's
+# attribute, at most 30 days); without it the broker's lite_topic_ttl_s counts.
+LITE_EXPIRATION_ATTRIBUTE = "lite.topic.expiration"
+LITE_EXPIRATION_MAX_MIN = 30 * 24 * 60
+
+
+def _lite_expiration_problem(value: str) -> str | None:
+    if value == "-1" or (value.isdigit() and len(value) <= 6
+                         and 1 <= int(value) <= LITE_EXPIRATION_MAX_MIN):
+        return None
+    return f"minutes within 1..{LITE_EXPIRATION_MAX_MIN}, or -1 (never)"
+
+
+_CHECKED = {LITE_EXPIRATION_ATTRIBUTE: _lite_expiration_problem}
+
+
+def lite_expiration_ms(attributes: dict[str, str] | None) -> int | None:
+    """A LITE topic's own expiration in ms (0: never; None: the broker's default)."""
+    raw = (attributes or {}).get(LITE_EXPIRATION_ATTRIBUTE)
+    if raw is None or _lite_expiration_problem(raw) is not None:
+        return None
+    return 0 if raw == "-1" else int(raw) * 60_000
 
 
 def apply_modification(current: dict[str, str], text: str | None) -> dict[str, str]:
@@ -78,9 +102,10 @@ def apply_modification(current: dict[str, str], text: str | None) -> dict[str, s
             raise RemoteProtocolError(f"attribute {name!r} given twice")
         seen.add(name)
         allowed = _KNOWN.get(name)
-        if allowed is None:
+        checker = _CHECKED.get(name)
+        if allowed is None and checker is None:
             raise RemoteProtocolError(f"unsupported attribute {name!r} (supported: "
-                                      f"{', '.join(sorted(_KNOWN))})")
+                                      f"{', '.join(sorted([*_KNOWN, *_CHECKED]))})")
         if sign == "-":
             if eq:
                 raise RemoteProtocolError(f"attribute {item!r}: removal takes no value")
@@ -88,7 +113,11 @@ def apply_modification(current: dict[str, str], text: str | None) -> dict[str, s
             continue
         if not eq or not value or len(value) > ATTRIBUTE_VALUE_MAX:
             raise RemoteProtocolError(f"attribute {item!r} must be +name=value")
-        if value not in allowed:
+        if checker is not None:
+            problem = checker(value)
+            if problem is not None:
+                raise RemoteProtocolError(f"value {value!r} of {name}: {problem}")
+        elif allowed is not None and value not in allowed:
             raise RemoteProtocolError(f"value {value!r} of {name} is not one of "
                                       f"{', '.join(sorted(allowed))}")
         out[name] = value

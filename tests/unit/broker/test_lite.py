@@ -74,3 +74,22 @@ def test_sdk_message_carries_its_lite_topic_and_type() -> None:
     assert type_refusal("M", TopicMessageType.MIXED, TopicMessageType.LITE, lenient=False)
     with pytest.raises(ClientError):
         Message("P", b"x", lite_topic="no spaces")
+
+
+def test_a_parents_own_expiration_attribute() -> None:
+    from orbitmq.errors import RemoteProtocolError
+    from orbitmq.protocol.topic_attributes import apply_modification, lite_expiration_ms
+
+    attrs = apply_modification({}, "+message.type=LITE,+lite.topic.expiration=30")
+    assert lite_expiration_ms(attrs) == 30 * 60_000
+    assert lite_expiration_ms(apply_modification(attrs, "+lite.topic.expiration=-1")) == 0
+    assert lite_expiration_ms(apply_modification(attrs, "-lite.topic.expiration")) is None
+    for bad in ("0", "43201", "1.5", "x", "-2"):
+        with pytest.raises(RemoteProtocolError, match="lite.topic.expiration"):
+            apply_modification({}, f"+lite.topic.expiration={bad}")
+    topics = LiteTopics(topics_max=10)
+    topics.touch("Short", "a", 0)
+    topics.touch("Never", "b", 0)
+    topics.touch("Default", "c", 0)
+    ttl = {"Short": 1000, "Never": 0}
+    assert topics.idle(5000, lambda parent: ttl.get(parent, 10_000)) == [("Short", "a")]

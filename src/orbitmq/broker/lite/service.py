@@ -16,7 +16,8 @@ message of a lite topic only once the previous one is acked or its invisible tim
 it comes again, with its attempt counted; past the group's attempts it goes to the group's DLQ).
 Acks, invisible times and retries are the POP service's, per lite topic.
 
-Expiry: a lite topic without a new message for ``lite_topic_ttl_s`` is removed, its queue files,
+Expiry: a lite topic without a new message for its parent's ``lite.topic.expiration`` (minutes,
+-1: never; RocketMQ 5.5's topic attribute), else the broker's ``lite_topic_ttl_s``, is removed, its queue files,
 its consumer offsets and the POP state of every group for it (what was not consumed by then is
 gone with it, as in RocketMQ). A lite consumer that no longer lives (no heartbeat within
 ``client_channel_expire_ms``) loses its subscriptions.
@@ -40,7 +41,11 @@ from orbitmq.protocol.lite import (
     lite_queue_topic,
     split_lite_queue_topic,
 )
-from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
+from orbitmq.protocol.topic_attributes import (
+    TopicMessageType,
+    lite_expiration_ms,
+    topic_message_type,
+)
 
 __all__ = ["LiteService", "LiteTopics", "LiteSubscriptions", "LiteRefused", "SyncAction",
            "LITE_QUEUE_ID"]
@@ -112,11 +117,17 @@ class LiteTopics:
             if not lites:
                 del self.by_parent[parent]
 
-    def idle(self, now_ms: int, ttl_ms: int) -> list[tuple[str, str]]:
-        """(parent, lite) of every lite topic without a message for ``ttl_ms``."""
-        bound = now_ms - ttl_ms
-        return [(parent, lite) for parent, lites in self.by_parent.items()
-                for lite, last in lites.items() if last <= bound]
+    def idle(self, now_ms: int, ttl_ms: int | Callable[[str], int]) -> list[tuple[str, str]]:
+        """(parent, lite) of every lite topic without a message for its parent's TTL (``ttl_ms``,
+        or ``ttl_ms(parent)``; 0: never)."""
+        out: list[tuple[str, str]] = []
+        for parent, lites in self.by_parent.items():
+            ttl = ttl_ms(parent) if callable(ttl_ms) else ttl_ms
+            if ttl <= 0:
+                continue
+            bound = now_ms - ttl
+            out.extend((parent, lite) for lite, last in lites.items() if last <= bound)
+        return out
 
 
 @dataclasses.dataclass(slots=True)
@@ -227,6 +238,13 @@ class LiteService:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
+    def parent_ttl_ms(self, parent: str) -> int:
+        """How long ``parent``'s lite topics live idle: its ``lite.topic.expiration``, else
+        ``lite_topic_ttl_s`` (0: never)."""
+        tc = self.ctx.topics.get(parent)
+        own = lite_expiration_ms(tc.attributes) if tc is not None else None
+        return self.ttl_ms if own is None else own
+
     # -- parents and sends ----------------------------------------------------------------------
     def is_parent(self, topic: str) -> bool:
         tc = self.ctx.topics.get(topic)
@@ -334,7 +352,7 @@ class LiteService:
         """Remove every lite topic idle for its TTL, and the subscriptions of clients gone; the
         number of lite topics removed."""
         self.subscriptions.drop_clients(self.pop.client_alive)
-        idle = self.topics.idle(self.ctx.store.clock(), self.ttl_ms)[:EXPIRE_ROUND_MAX]
+        idle = self.topics.idle(self.ctx.store.clock(), self.parent_ttl_ms)[:EXPIRE_ROUND_MAX]
         if not idle:
             return 0
         doomed = set()
@@ -345,5 +363,5 @@ class LiteService:
         self.ctx.offsets.remove_topics(doomed)
         self.ctx.store.delete_topics(doomed)
         self.expired += len(idle)
-        log.info("%d lite topics expired (idle %d s)", len(idle), self.ttl_ms // 1000)
+        log.info("%d lite topics expired (idle past their TTL)", len(idle))
         return len(idle)
