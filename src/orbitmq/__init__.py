@@ -42,6 +42,7 @@ _LAZY = {
     "AsyncProducer": "orbitmq.client",
     "PullConsumer": "orbitmq.client",
     "LiteConsumer": "orbitmq.client",
+    "AsyncLiteConsumer": "orbitmq.client",
     "AsyncPullConsumer": "orbitmq.client",
     "Admin": "orbitmq.client",
     "AsyncAdmin": "orbitmq.client",
@@ -102,6 +103,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import AllocateByMachineRoom as AllocateByMachineRoom
     from orbitmq.client import AllocateConsistentHash as AllocateConsistentHash
     from orbitmq.client import AsyncAdmin as AsyncAdmin
+    from orbitmq.client import AsyncLiteConsumer as AsyncLiteConsumer
     from orbitmq.client import AsyncProducer as AsyncProducer
     from orbitmq.client import AsyncPullConsumer as AsyncPullConsumer
     from orbitmq.client import AsyncPushConsumer as AsyncPushConsumer

@@ -90,3 +90,19 @@ def test_the_docs_sdk_lite_block_runs(namesrv: str, capsys: pytest.CaptureFixtur
     _parent(namesrv, "Sessions")
     exec(compile(block.replace("127.0.0.1:9876", namesrv), "rocketmq5.md", "exec"), {})
     assert capsys.readouterr().out == "session-1 b'hello'\n"
+
+
+def test_async_lite_consumer(namesrv: str) -> None:
+    import asyncio
+
+    parent = _parent(namesrv, "AsyncSessions")
+    with orbitmq.Producer("lite-ap", namesrv=namesrv) as producer:
+        for i in range(3):
+            producer.send(orbitmq.Message(parent, f"a{i}".encode(), lite_topic="a"))
+
+    async def go() -> list[bytes]:
+        async with orbitmq.AsyncLiteConsumer("AsyncLiteG", parent, namesrv=namesrv) as consumer:
+            consumer.subscribe_lite("a")
+            return [m.body for m in await consumer.poll(8, timeout=5)]
+
+    assert asyncio.run(go()) == [b"a0", b"a1", b"a2"]
