@@ -281,3 +281,16 @@ def test_the_clients_periodic_whole_set_is_the_subscription(
             lite_driver.call("consumed", id="q")["consumed"]), timeout=60)
     assert time.monotonic() - started > 5  # not from the split pieces: from the whole set
     assert _by_lite(pushed) == {lite: [f"{lite}:r0", f"{lite}:r1"]}
+
+
+def test_the_wildcard_subscribes_every_lite_topic_of_the_parent(
+        cluster: Cluster, lite_driver: LiteDriver) -> None:
+    parent = cluster.topic(unique("LiteAll"), "LITE", queues=1)
+    group, a, b = unique("LiteW"), unique("w-a"), unique("w-b")
+    lite_driver.call("producer", id="p", endpoint=cluster.endpoint, topics=[parent])
+    _send_all(lite_driver, parent, [a, b], 2, "w")
+    lite_driver.call("lite_simple", id="s", endpoint=cluster.endpoint, group=group, topic=parent,
+                     await_s=1)
+    lite_driver.call("subscribe_lite", id="s", names=["*"], sync_all=True)
+    got = _drain(lite_driver, "s", 4)
+    assert _by_lite(got) == {a: [f"{a}:w0", f"{a}:w1"], b: [f"{b}:w0", f"{b}:w1"]}

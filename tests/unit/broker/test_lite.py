@@ -93,3 +93,11 @@ def test_a_parents_own_expiration_attribute() -> None:
     topics.touch("Default", "c", 0)
     ttl = {"Short": 1000, "Never": 0}
     assert topics.idle(5000, lambda parent: ttl.get(parent, 10_000)) == [("Short", "a")]
+
+
+def test_a_lite_queue_stands_for_its_parent_in_access_control() -> None:
+    from orbitmq.security.access_table import topic_permission
+    from orbitmq.security.model import Action
+
+    lite = topic_permission(lite_queue_topic("Sessions", "s1"), Action.SUB)
+    assert lite == topic_permission("Sessions", Action.SUB)
