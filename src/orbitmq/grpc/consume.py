@@ -75,6 +75,9 @@ class Consuming:
         message_filter = self._filter(req.filter_expression)
         try:
             if self.lite is not None and self.lite.is_parent(topic):
+                if message_filter is not None:
+                    raise ApiError(Code.ILLEGAL_FILTER_EXPRESSION, "a lite consumer receives its "
+                                   "lite topics whole: no filter expression but '*'")
                 got = await self.lite.receive(group, topic, client_id, batch=req.batch_size,
                                               invisible_ms=invisible, poll_ms=poll,
                                               auto_renew=req.auto_renew)
