@@ -23,12 +23,15 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
    1,000 topics, and the size of a whole registration next to one topic's registration (what
    incremental registration sends instead, REGISTER_TOPIC_IN_NAMESRV).
 
-5. **Lite topics** (RocketMQ 5.5) under one LITE parent on a fresh standalone: L lite topics
-   created by their first message (the SDK's ``Message(lite_topic=...)``, one send each, timed),
-   then as many sends to lite topics that exist (picked at random), timed: the p99 of both and
-   their ratio (issue 39's target: create-on-first-send p99 <= 2x a send to an existing one); and
-   the broker's RSS grown per 1,000 idle lite topics (VmRSS, anonymous and file-backed; the
-   commit log's pages of the messages themselves are file-backed). ``--lite-topics L``
+5. **Lite topics** (RocketMQ 5.5) under one LITE parent on a fresh standalone: L/2 lite topics
+   created by their first message (the SDK's ``Message(lite_topic=...)``) and left idle: the
+   broker's RSS grown per 1,000 of them; then L/2 rounds of a send creating a new lite topic and a
+   send to one that exists (picked at random), each timed, alternating so that both meet the same
+   store: the p99 of both and their ratio (issue 39's target: create-on-first-send p99 <= 2x a
+   send to an existing one). RSS is VmRSS with its anonymous and file-backed parts (the
+   commit log's pages of the messages themselves are file-backed). Run once with the message
+   index on and once off (the index's hash slots take a page per message at random: a cost of each
+   message, whatever its topic, not of its lite topic). ``--lite-topics L``
    (default 100,000; ``--quick`` 2,000); ``--sections 5`` runs this section alone.
 
 ``--quick`` (sizes 100 and 500, 800 queues, 10,000 name server topics) runs in under a minute;
@@ -234,11 +237,11 @@ def _p99_ms(samples: list[float]) -> float:
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 3)
 
 
-def lite_topics(root: str, count: int) -> dict[str, Any]:
+def lite_topics(root: str, count: int, index: bool = True) -> dict[str, Any]:
     import random
 
-    store = os.path.join(root, "lite-store")
-    proc = standalone_process(store, *STORE_ARGS)
+    store = os.path.join(root, f"lite-store-{'index' if index else 'noindex'}")
+    proc = standalone_process(store, *STORE_ARGS, "--message-index-enable", str(index).lower())
     try:
         namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
         pid = proc.proc.pid
@@ -250,41 +253,48 @@ def lite_topics(root: str, count: int) -> dict[str, Any]:
                 producer.send(Message(LITE_PARENT, b"w", lite_topic=f"warm{i}"))
             time.sleep(IDLE_S)
             before = _rss_mb(pid)
-            create: list[float] = []
-            for i in range(count):
-                msg = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{i:07d}")
-                t0 = time.perf_counter()
-                producer.send(msg)
-                create.append(time.perf_counter() - t0)
+            half = count // 2
+            for i in range(half):
+                producer.send(Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{i:07d}"))
             time.sleep(IDLE_S)
             after = _rss_mb(pid)
+            create: list[float] = []
             existing: list[float] = []
             rng = random.Random(39)
-            for _ in range(min(count, 20_000)):
-                msg = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{rng.randrange(count):07d}")
+            for i in range(half, count):
+                new = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{i:07d}")
+                old = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{rng.randrange(i):07d}")
                 t0 = time.perf_counter()
-                producer.send(msg)
-                existing.append(time.perf_counter() - t0)
+                producer.send(new)
+                t1 = time.perf_counter()
+                producer.send(old)
+                existing.append(time.perf_counter() - t1)
+                create.append(t1 - t0)
     finally:
         proc.stop()
-    per_k = 1000 / count
+    per_k = 1000 / half
     grown = {k: round((after.get(k, 0.0) - before.get(k, 0.0)) * per_k, 3) for k in before}
     p_create, p_existing = _p99_ms(create), _p99_ms(existing)
-    return {"lite_topics": count, "create_p99_ms": p_create, "existing_p99_ms": p_existing,
+    return {"lite_topics": count, "message_index": index, "create_p99_ms": p_create, "existing_p99_ms": p_existing,
             "create_median_ms": round(statistics.median(create) * 1000, 3),
             "existing_median_ms": round(statistics.median(existing) * 1000, 3),
             "p99_ratio": round(p_create / p_existing, 2) if p_existing else None,
             "rss_mb": {"before": before, "after": after}, "idle_per_1k_mb": grown}
 
 
-def render_lite(lt: dict[str, Any]) -> list[str]:
-    g = lt["idle_per_1k_mb"]
-    return [f"  lite topics, {lt['lite_topics']:,} under one parent: create-on-first-send p99 "
-            f"{lt['create_p99_ms']:.2f} ms (median {lt['create_median_ms']:.2f}), send to an "
-            f"existing one p99 {lt['existing_p99_ms']:.2f} ms (median "
-            f"{lt['existing_median_ms']:.2f}): {lt['p99_ratio']}x",
-            f"    broker RSS per 1,000 idle lite topics: {g['VmRSS']:+.2f} MB (anonymous "
-            f"{g.get('RssAnon', 0.0):+.2f}, file {g.get('RssFile', 0.0):+.2f})"]
+def render_lite(runs: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for lt in runs:
+        g = lt["idle_per_1k_mb"]
+        index = "on" if lt["message_index"] else "off"
+        lines += [f"  lite topics, {lt['lite_topics']:,} under one parent (message index {index}): "
+                  f"create-on-first-send p99 {lt['create_p99_ms']:.2f} ms (median "
+                  f"{lt['create_median_ms']:.2f}), send to an existing one p99 "
+                  f"{lt['existing_p99_ms']:.2f} ms (median {lt['existing_median_ms']:.2f}): "
+                  f"{lt['p99_ratio']}x",
+                  f"    broker RSS per 1,000 idle lite topics: {g['VmRSS']:+.2f} MB (anonymous "
+                  f"{g.get('RssAnon', 0.0):+.2f}, file {g.get('RssFile', 0.0):+.2f})"]
+    return lines
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -295,7 +305,7 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
     if 5 in sections:
         print(f"5. lite topics: {lite_count:,} under one parent, created by their first send",
               flush=True)
-        doc["lite"] = lite_topics(root, lite_count)
+        doc["lite"] = [lite_topics(root, lite_count, index) for index in (True, False)]
     if sections == (5,):
         return doc
     store = os.path.join(root, "scale-store")
