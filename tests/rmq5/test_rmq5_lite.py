@@ -294,3 +294,32 @@ def test_the_wildcard_subscribes_every_lite_topic_of_the_parent(
     lite_driver.call("subscribe_lite", id="s", names=["*"], sync_all=True)
     got = _drain(lite_driver, "s", 4)
     assert _by_lite(got) == {a: [f"{a}:w0", f"{a}:w1"], b: [f"{b}:w0", f"{b}:w1"]}
+
+
+def test_a_lite_message_past_its_attempts_goes_to_the_groups_dlq(
+        cluster: Cluster, lite_driver: LiteDriver) -> None:
+    """Retries per lite topic: never acked, a message comes again (attempt 2), then goes to
+    %DLQ%{group} with its parent as RETRY_TOPIC, and the lite topic goes on with the next."""
+    import orbitmq
+
+    parent = cluster.topic(unique("LiteDlq"), "LITE", queues=1)
+    group, lite = cluster.group(unique("LiteD"), retry_max_times=1), unique("d")
+    lite_driver.call("producer", id="p", endpoint=cluster.endpoint, topics=[parent])
+    _send_all(lite_driver, parent, [lite], 2, "d")
+    lite_driver.call("lite_simple", id="s", endpoint=cluster.endpoint, group=group, topic=parent,
+                     await_s=1)
+    lite_driver.call("subscribe_lite", id="s", names=[lite], sync_all=True)
+    attempts = []
+    for _ in range(2):  # d0 twice, never acked
+        got = wait_until("d0 delivered", lambda: lite_driver.call(
+            "lite_receive", id="s", max=1, invisible_s=1)["messages"], timeout=15)
+        attempts.append((got[0]["body"], got[0]["attempt"]))
+    assert attempts == [(f"{lite}:d0", 1), (f"{lite}:d0", 2)]
+    after = wait_until("d1 after d0 went to the DLQ", lambda: lite_driver.call(
+        "lite_receive", id="s", max=1, invisible_s=10)["messages"], timeout=15)
+    assert [m["body"] for m in after] == [f"{lite}:d1"]
+    with orbitmq.PullConsumer(unique("dlq-reader"), namesrv=cluster.namesrv) as puller:
+        dlq = puller.fetch_queues(f"%DLQ%{group}")
+        got_dlq = puller.pull(dlq[0], 0, 8).messages
+    assert [m.body for m in got_dlq] == [f"{lite}:d0".encode()]
+    assert got_dlq[0].properties["RETRY_TOPIC"] == parent

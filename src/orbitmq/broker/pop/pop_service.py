@@ -462,7 +462,7 @@ class PopService:
             dlq = DLQ_GROUP_TOPIC_PREFIX + group
             tc = self.ctx.topics.create_system_topic(dlq, DLQ_QUEUE_NUMS, _RW)
             props = dict(msg.properties)
-            props.setdefault(PropertyKey.RETRY_TOPIC, msg.topic)
+            props.setdefault(PropertyKey.RETRY_TOPIC, arrival_key(msg.topic))  # a lite one: its parent
             props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.uniq_key or msg.offset_msg_id)
             inner = MessageInner(
                 dlq, handed.queue_id % max(tc.write_queue_nums, 1), bytes(msg.body), props, msg.flag,
