@@ -302,6 +302,7 @@ class LiteService:
                              f"the broker[{self.ctx.config.broker_name}] is a slave: 5.x clients "
                              "receive from the master")
         pop.group_config(group)
+        pop.admit_receive(group)
         if not self.is_parent(parent):
             raise PopRefused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{parent}] is not a LITE topic")
         invisible = pop.invisible_default_ms if invisible_ms is None else invisible_ms

@@ -364,6 +364,15 @@ class PopService:
             if len(out) >= room:
                 return
 
+    def admit_receive(self, group: str) -> None:
+        """A lite receive's part of the one-model rule (module docstring): refused while 4.x
+        clients consume ``group``; else the group counts as 5.x-active. Raises PopRefused."""
+        if self.live_remoting_consumers(group):
+            raise PopRefused(ResponseCode.NO_PERMISSION,
+                             f"group {group} is consumed by 4.x clients now: a group consumes "
+                             "with one model at a time")
+        self._last_receive[group] = time.monotonic()
+
     def take_fifo(self, group: str, topic: str, room: int, invisible_ms: int, auto_renew: bool,
                   owner: str, out: list[Received]) -> None:
         """A lite topic's part of a lite receive (broker/lite): up to ``room`` more messages of
