@@ -29,6 +29,17 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
    it is ready and until a send and a pull succeed, then 2,000 sampled queues' messages and
    every committed offset are checked.
 
+6. **Lite topics** (RocketMQ 5.5) under one LITE parent on a fresh standalone: L/2 lite topics
+   created by their first message (the SDK's ``Message(lite_topic=...)``) and left idle: the
+   broker's RSS grown per 1,000 of them; then L/2 rounds of a send creating a new lite topic and a
+   send to one that exists (picked at random), each timed, alternating so that both meet the same
+   store: the p99 of both and their ratio (the target: create-on-first-send p99 <= 2x a send to
+   an existing one). RSS is VmRSS with its anonymous and file-backed parts (the
+   commit log's pages of the messages themselves are file-backed). Run once with the message
+   index on and once off (the index's hash slots take a page per message at random: a cost of each
+   message, whatever its topic, not of its lite topic). ``--lite-topics L``
+   (default 100,000; ``--quick`` 2,000); ``--sections 6`` runs this section alone.
+
 ``--quick`` (sizes 100 and 500, 800 queues, 10,000 name server topics) runs in under a minute;
 the full run (sizes 100, 10,000, 100,000; 8,000 queues; 100,000 topics) takes most of an hour on
 two cores. Prints a table and writes JSON under bench/results/ (raw runs; docs/performance.md
@@ -132,7 +143,7 @@ def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[Ser
 
 # -- 3. broker memory per 1,000 queues --------------------------------------------------------
 STORE_TYPES = ("default", "compact")
-SECTIONS = (1, 2, 3, 4, 5)
+SECTIONS = (1, 2, 3, 4, 5, 6)
 
 
 def queue_memory(root: str, queues: int, messages_per_queue: int,
@@ -335,10 +346,78 @@ def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
     return doc
 
 
+# -- 6. lite topics ---------------------------------------------------------------------------
+LITE_PARENT = "LiteScale"
+
+
+def _p99_ms(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 3)
+
+
+def lite_topics(root: str, count: int, index: bool = True) -> dict[str, Any]:
+    store = os.path.join(root, f"lite-store-{'index' if index else 'noindex'}")
+    proc = standalone_process(store, *STORE_ARGS, "--message-index-enable", str(index).lower())
+    try:
+        namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
+        pid = proc.proc.pid
+        with Admin(namesrv) as admin:
+            admin.create_topic(LITE_PARENT, read_queue_nums=1, write_queue_nums=1,
+                               attributes="+message.type=LITE")
+        with Producer("scale-lite", namesrv, retry_times_when_send_failed=0) as producer:
+            for i in range(50):  # warm the connection and the send path
+                producer.send(Message(LITE_PARENT, b"w", lite_topic=f"warm{i}"))
+            time.sleep(IDLE_S)
+            before = _rss_mb(pid)
+            half = count // 2
+            for i in range(half):
+                producer.send(Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{i:07d}"))
+            time.sleep(IDLE_S)
+            after = _rss_mb(pid)
+            create: list[float] = []
+            existing: list[float] = []
+            rng = random.Random(39)
+            for i in range(half, count):
+                new = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{i:07d}")
+                old = Message(LITE_PARENT, b"l" * 100, lite_topic=f"lt{rng.randrange(i):07d}")
+                t0 = time.perf_counter()
+                producer.send(new)
+                t1 = time.perf_counter()
+                producer.send(old)
+                existing.append(time.perf_counter() - t1)
+                create.append(t1 - t0)
+    finally:
+        proc.stop()
+    per_k = 1000 / half
+    grown = {k: round((after.get(k, 0.0) - before.get(k, 0.0)) * per_k, 3) for k in before}
+    p_create, p_existing = _p99_ms(create), _p99_ms(existing)
+    return {"lite_topics": count, "message_index": index, "create_p99_ms": p_create, "existing_p99_ms": p_existing,
+            "create_median_ms": round(statistics.median(create) * 1000, 3),
+            "existing_median_ms": round(statistics.median(existing) * 1000, 3),
+            "p99_ratio": round(p_create / p_existing, 2) if p_existing else None,
+            "rss_mb": {"before": before, "after": after}, "idle_per_1k_mb": grown}
+
+
+def render_lite(runs: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for lt in runs:
+        g = lt["idle_per_1k_mb"]
+        index = "on" if lt["message_index"] else "off"
+        lines += [f"  lite topics, {lt['lite_topics']:,} under one parent (message index {index}): "
+                  f"create-on-first-send p99 {lt['create_p99_ms']:.2f} ms (median "
+                  f"{lt['create_median_ms']:.2f}), send to an existing one p99 "
+                  f"{lt['existing_p99_ms']:.2f} ms (median {lt['existing_median_ms']:.2f}): "
+                  f"{lt['p99_ratio']}x",
+                  f"    broker RSS per 1,000 idle lite topics: {g['VmRSS']:+.2f} MB (anonymous "
+                  f"{g.get('RssAnon', 0.0):+.2f}, file {g.get('RssFile', 0.0):+.2f})"]
+    return lines
+
+
 # -- the run ----------------------------------------------------------------------------------
 def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
         store_types: tuple[str, ...] = STORE_TYPES, restart_queues: int = 1_000_000,
-        restart_log_gb: float = 10.0, sections: frozenset[int] = frozenset(SECTIONS)) -> dict[str, Any]:
+        restart_log_gb: float = 10.0, sections: frozenset[int] = frozenset(SECTIONS),
+        lite_count: int = 100_000) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     if sections & {1, 2}:
         store = os.path.join(root, "scale-store")
@@ -372,6 +451,10 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
         print(f"5. restart after kill -9 with {restart_queues:,} queues holding a message and a "
               f"{restart_log_gb:g} GB commit log", flush=True)
         doc["million"] = million_restart(root, restart_queues, restart_log_gb)
+    if 6 in sections:
+        print(f"6. lite topics: {lite_count:,} under one parent, created by their first send",
+              flush=True)
+        doc["lite"] = [lite_topics(root, lite_count, index) for index in (True, False)]
     return doc
 
 
@@ -411,6 +494,8 @@ def render(doc: dict[str, Any]) -> str:
                      f"and a pull served in {m['send_and_pull_s']:.2f} s; {m['sampled_missing']} of "
                      f"{m['sampled_queues']:,} sampled messages and {m['offsets_lost']} of "
                      f"{m['offsets']:,} committed offsets missing")
+    if "lite" in doc:
+        lines.extend(render_lite(doc["lite"]))
     return "\n".join(lines)
 
 
@@ -430,15 +515,17 @@ def main() -> None:
     ap.add_argument("--restart-log-gb", type=float, default=None,
                     help="commit log GB of the restart section (default 10; --quick 0.2)")
     ap.add_argument("--sections", default=",".join(map(str, SECTIONS)),
-                    help="sections to run, e.g. 1,5 (default all; 2 needs 1)")
+                    help="sections to run, e.g. 1,5 (default all, 1-6; 2 needs 1)")
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
+    ap.add_argument("--lite-topics", type=int, default=None,
+                    help="lite topics of section 6 (default 100,000; --quick 2,000)")
     opts = ap.parse_args()
     try:
         sections = frozenset(int(x) for x in opts.sections.split(","))
     except ValueError:
         sections = frozenset({0})
     if not sections or not sections <= set(SECTIONS) or (2 in sections and 1 not in sections):
-        ap.error("--sections takes numbers 1-5 separated by commas (2 needs 1)")
+        ap.error("--sections takes numbers 1-6 separated by commas (2 needs 1)")
     restart_queues = opts.restart_queues or (8000 if opts.quick else 1_000_000)
     restart_log_gb = opts.restart_log_gb or (0.2 if opts.quick else 10.0)
     if restart_queues < QUEUES_PER_TOPIC or not 0 < restart_log_gb <= 1000:
@@ -453,10 +540,13 @@ def main() -> None:
     store_types = tuple(opts.store_types.split(","))
     if not store_types or any(t not in STORE_TYPES for t in store_types):
         ap.error(f"--store-types takes {', '.join(STORE_TYPES)} separated by commas")
+    lite_count = opts.lite_topics or (2_000 if opts.quick else 100_000)
+    if lite_count < 100:
+        ap.error("--lite-topics takes 100 or more")
     root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
     try:
         doc = run(root, sizes, queues, messages, ns_topics, store_types, restart_queues,
-                  restart_log_gb, sections)
+                  restart_log_gb, sections, lite_count)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     doc["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick,

@@ -41,6 +41,8 @@ _LAZY = {
     "Producer": "orbitmq.client",
     "AsyncProducer": "orbitmq.client",
     "PullConsumer": "orbitmq.client",
+    "LiteConsumer": "orbitmq.client",
+    "AsyncLiteConsumer": "orbitmq.client",
     "AsyncPullConsumer": "orbitmq.client",
     "Admin": "orbitmq.client",
     "AsyncAdmin": "orbitmq.client",
@@ -103,6 +105,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import AllocateByMachineRoom as AllocateByMachineRoom
     from orbitmq.client import AllocateConsistentHash as AllocateConsistentHash
     from orbitmq.client import AsyncAdmin as AsyncAdmin
+    from orbitmq.client import AsyncLiteConsumer as AsyncLiteConsumer
     from orbitmq.client import AsyncProducer as AsyncProducer
     from orbitmq.client import AsyncPullConsumer as AsyncPullConsumer
     from orbitmq.client import AsyncPushConsumer as AsyncPushConsumer
@@ -112,6 +115,7 @@ if TYPE_CHECKING:  # static checkers see the names; at run time __getattr__ load
     from orbitmq.client import ConsumeContext as ConsumeContext
     from orbitmq.client import ConsumeFrom as ConsumeFrom
     from orbitmq.client import ConsumeResult as ConsumeResult
+    from orbitmq.client import LiteConsumer as LiteConsumer
     from orbitmq.client import (
         LocalTransactionState as LocalTransactionState,
     )

@@ -43,7 +43,7 @@ def mount_grpc(broker: BrokerController) -> GrpcEndpoint:
 
     parts = broker.front_parts()
     producing = Producing(parts.ctx, parts.timer, parts.to_half, parts.end_transaction)
-    endpoint = GrpcEndpoint(parts.ctx, parts.pop, producing, parts.guard)
+    endpoint = GrpcEndpoint(parts.ctx, parts.pop, producing, parts.guard, parts.lite)
     broker.mount(GRPC, endpoint, scan_clients=endpoint.expire_clients)
     return endpoint
 

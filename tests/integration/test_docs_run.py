@@ -209,6 +209,12 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
         NotHere("examples/rocketmq5_namespaces.py, run by the block before"),
     ("docs/rocketmq5.md", "from orbitmq import Message, Producer, PullConsumer"):
         Run(_lines(["sent to Invoices", "pulled Invoices b'invoice 1'"], sort=False)),
+    ("docs/rocketmq5.md", "orbitmq topic create -t Sessions --attributes +message.type=LITE"):
+        Run(_has("\nreceived ['session-1:hello', 'session-1:bye']\n"), needs=RMQ5_PY),
+    ("docs/rocketmq5.md", "import orbitmq\n\nwith orbitmq.Producer(\"sessions-app\""):
+        NotHere("tests/integration/test_lite_topics.py runs it against its own broker"),
+    ("docs/rocketmq5.md", "# A lite consumer of one session's lite topic"):
+        NotHere("examples/rocketmq5_lite.py, run by the block before"),
     ("docs/rocketmq5.md", "orbitmq topic create -t FifoPayments --attributes +message.type=FIFO"): Run(),
     ("docs/rocketmq5.md", "producer.send(orbitmq.Message(\"Reminders\", b\"pay order 17\", properties={\"TIMER_DELAY_SEC\": \"30\"}))"):
         NotHere("a fragment: README's RocketMQ 5 block is the same, whole"),

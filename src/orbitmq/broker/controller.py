@@ -32,6 +32,7 @@ from orbitmq.broker.failover.promotion import adopt_stored_topics
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.fast_path import UNORDERED_CODES, FastPath
 from orbitmq.broker.fronts import GRPC_FRONT, FrontParts
+from orbitmq.broker.lite.service import LiteService
 from orbitmq.broker.metadata_log import MetadataLog, MetadataTables
 from orbitmq.broker.observability.broker_stats import BrokerStats
 from orbitmq.broker.observability.service import BrokerObservability
@@ -198,6 +199,7 @@ class BrokerController:
         self.schedule.recalled = self.timer.is_recalled  # recall covers delay levels too
         self.schedule.recall_lock = self.timer.recall_lock
         self.pop = PopService(ctx)  # POP consumption (broker/pop)
+        self.lite = LiteService(ctx, self.pop)  # lite topics (broker/lite)
         self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
         held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
         # A read of plain sends dispatches them in its own callback, once answered, while pulls
@@ -217,6 +219,7 @@ class BrokerController:
         send = SendProcessor(ctx, self.transactions.to_half, send_back,
                              park_timer=self.timer.park, recall_handle=self.timer.recall_handle,
                              fast_failure=self.fast_failure)
+        send.lite_store_topic = self.lite.store_topic_for_send
         self.processors = Processors(
             send=send,
             pull=self.pull,
@@ -273,6 +276,8 @@ class BrokerController:
           before it gives its lease up);
         - from the server's opening to the first front, no await: every part that answers
           requests (held pulls, transactions rebuilt) is running before the first request;
+        - lite topics after the POP service (their receives are its own) and, like it, on a
+          master only; they find their queues again from the store at start;
         - fronts (the gRPC endpoint, :meth:`mount`), metrics and the name servers last.
         """
         ff = self.fast_failure
@@ -307,6 +312,8 @@ class BrokerController:
                     pause=self.timer.pause, masters_only=True),
             Service("pop", load=self.pop.load, start=self.pop.start, stop=self.pop.stop,
                     pause=self.pop.pause, masters_only=True),
+            Service("lite topics", load=self.lite.load, start=self.lite.start,
+                    stop=self.lite.stop, masters_only=True),
             Service("route updates", start=self._announce, stop=self._quiet),
             Service("observability", start=self.observability.start,
                     stop=self.observability.stop),  # OSError: the metrics port is taken
@@ -331,7 +338,7 @@ class BrokerController:
 
     def front_parts(self) -> FrontParts:
         """What another front serves from: the context and the services it shares."""
-        return FrontParts(ctx=self.ctx, pop=self.pop, timer=self.timer,
+        return FrontParts(ctx=self.ctx, pop=self.pop, lite=self.lite, timer=self.timer,
                           to_half=self.transactions.to_half,
                           end_transaction=self.end_transaction, guard=self.access.guard)
 

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.lite.service import LiteService
 from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.broker.timer.timer_service import TimerService
 from orbitmq.broker.transaction.end_transaction_processor import EndTransactionProcessor
@@ -28,6 +29,7 @@ class FrontParts:
     Attributes:
         ctx: the broker's context (store, tables, config, the durable-save seam).
         pop: POP consumption (receive, ack, change invisible time).
+        lite: lite topics (their registry, subscriptions and receives).
         timer: timer messages (a send with a delivery time).
         to_half: the transaction service's hook for a transactional send.
         end_transaction: commits and rollbacks.
@@ -36,6 +38,7 @@ class FrontParts:
 
     ctx: BrokerContext
     pop: PopService
+    lite: LiteService
     timer: TimerService
     to_half: Callable[[MessageInner, str], MessageInner]
     end_transaction: EndTransactionProcessor

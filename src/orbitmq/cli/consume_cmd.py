@@ -405,11 +405,14 @@ async def _run(namesrv: str, settings: ConsumeSettings, emit: Emit,
               help="messages per pull request")
 @click.option("--namespace", default=None, help="the namespace the topic and group live in "
               "(stored as NAMESPACE%NAME; docs/rocketmq5.md \"Namespaces\")")
+@click.option("--lite", "lites", multiple=True, metavar="NAME",
+              help="read this lite topic of the LITE topic --topic (repeat for several; each in "
+              "order, from the group's committed offset or its oldest message)")
 @format_option
 @handles_errors
 def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
                 start: int | Position, count: int | None, timeout: float | None, batch_size: int,
-                namespace: str | None, fmt: str) -> None:
+                namespace: str | None, lites: tuple[str, ...], fmt: str) -> None:
     """Consume a topic with a pull consumer over all its queues, printing one line per message.
 
     Text lines read 'queue=BROKER:QUEUE offset=N msg_id=ID tags=T keys=K1,K2 body=...' (newlines
@@ -422,6 +425,14 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
     """
     from orbitmq.client import run
 
+    if lites:
+        if expression is not None or sql is not None or start != parse_timestamp("first"):
+            raise click.UsageError("--lite reads whole lite topics: no --expression, --sql or --from")
+        if namespace is not None:
+            raise click.UsageError("--lite does not take --namespace: name the parent topic and "
+                                   "the group as stored (NAMESPACE%NAME)")
+        _consume_lite(namesrv, topic, group, lites, count, timeout, batch_size, fmt)
+        return
     if expression is not None and sql is not None:
         raise click.UsageError("give --expression (tags) or --sql, not both")
     selector = sql if sql is not None else expression if expression is not None else "*"
@@ -445,3 +456,42 @@ def consume_cmd(namesrv: str, topic: str, group: str, expression: Any, sql: Any,
     click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)
     if stopped_by is not None:  # as a shell reports a command a signal ended: 130 for Ctrl-C
         sys.exit(SIGNAL_EXIT_BASE + stopped_by)
+
+
+def _consume_lite(namesrv: str, parent: str, group: str, lites: tuple[str, ...],
+                  count: int | None, timeout: float | None, batch_size: int, fmt: str) -> None:
+    """``consume --lite``: the lite topics through the SDK's LiteConsumer (offsets committed
+    after each batch printed and at the end; Ctrl-C exits 130)."""
+    from orbitmq.client import LiteConsumer
+
+    consumed = 0
+    consumer = LiteConsumer(group, parent, namesrv, credentials=cli_credentials(), tls=cli_tls())
+    for name in lites:
+        consumer.subscribe_lite(name)  # ClientError for a bad name, before anything connects
+    consumer.start()
+    interrupted = False
+    try:
+        idle_since = time.monotonic()
+        while count is None or consumed < count:
+            step = 1.0 if timeout is None else max(0.0, min(1.0, timeout - (time.monotonic() - idle_since)))
+            batch = consumer.poll(min(batch_size, count - consumed) if count else batch_size, step)
+            if batch:
+                idle_since = time.monotonic()
+            for msg in batch:
+                if fmt == "json":
+                    echo_json(message_json(msg, consumer.parent))
+                else:
+                    click.echo(f"lite={msg.properties.get('__LITE_TOPIC', '-')} "
+                               f"offset={msg.queue_offset} msg_id={msg.msg_id} "
+                               f"tags={msg.tags or '-'} body={body_text(msg.body)}")
+                consumed += 1
+            consumer.commit()
+            if timeout is not None and not batch and time.monotonic() - idle_since >= timeout:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        consumer.shutdown()
+    click.echo(f"consumed {consumed} message(s); offsets of group {group} committed", err=True)
+    if interrupted:
+        sys.exit(130)

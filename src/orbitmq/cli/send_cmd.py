@@ -114,6 +114,8 @@ def receipt_json(result: Any) -> dict[str, Any]:
 @click.option("--priority", metavar="N", callback=value_callback(parse_priority_option),
               help=f"the message's priority, 0..{PRIORITY_MAX} (higher first), for a topic of "
                    "message.type PRIORITY")
+@click.option("--lite-topic", help="the lite topic of a message to a LITE parent topic "
+              "(created by its first message)")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
               help="send each body this many times")
 @click.option("--group", default=DEFAULT_PRODUCER_GROUP, show_default=True, help="producer group")
@@ -135,6 +137,7 @@ def send_cmd(
     keys: str | None,
     properties: dict[str, str] | tuple[()],
     priority: int | None,
+    lite_topic: str | None,
     count: int,
     group: str,
     namespace: str | None,
@@ -161,14 +164,14 @@ def send_cmd(
     bodies, where = read_bodies(body, file, lines, sys.stdin.buffer)
     # Reserved property names are refused before anything connects (Message checks them).
     Message(topic, b"-", tags=tags or None, keys=key_list or None, properties=dict(props),
-            priority=priority)
+            priority=priority, lite_topic=lite_topic)
     sent = 0
     with Producer(group, namesrv, send_timeout=send_timeout, namespace=namespace,
                   credentials=cli_credentials(), tls=cli_tls()) as producer:
         for payload in bodies:
             for _ in range(count):
                 msg = Message(topic, payload, tags=tags or None, keys=key_list or None,
-                              properties=dict(props), priority=priority)
+                              properties=dict(props), priority=priority, lite_topic=lite_topic)
                 result = producer.send(msg)
                 sent += 1
                 if fmt == "json":

@@ -39,6 +39,7 @@ from orbitmq.client.consumer.consume_types import (
     MessageModel,
     retry_topic,
 )
+from orbitmq.client.consumer.lite_consumer import AsyncLiteConsumer, LiteConsumer
 from orbitmq.client.consumer.message_selector import MessageSelector
 from orbitmq.client.consumer.pull_consumer import AsyncPullConsumer, PullConsumer
 from orbitmq.client.consumer.push_consumer import AsyncPushConsumer, PushConsumer
@@ -113,6 +114,8 @@ __all__ = [
     "select_random",
     # consumers
     "AsyncPullConsumer",
+    "LiteConsumer",
+    "AsyncLiteConsumer",
     "PullConsumer",
     "AsyncPushConsumer",
     "PushConsumer",

@@ -166,6 +166,14 @@ class BrokerConfig:
         16, 10_000_000)
     pop_log_compact_bytes: int = setting(
         64 * 1024 * 1024, "the in-flight log is rewritten once it grows past this", 4096, 2**40)
+    lite_topic_ttl_s: int = setting(
+        86_400, "a lite topic with no new message for this long expires (its queue and state "
+        "are removed; RocketMQ's most: 30 days)", 1, 30 * 86_400)
+    lite_topics_max: int = setting(
+        1_000_000, "lite topics a broker holds; a send creating more is refused", 1, 100_000_000)
+    lite_subscription_quota: int = setting(
+        2_000, "lite topics one lite consumer may subscribe to (told to clients in the settings)",
+        1, 1_000_000)
     timer_precision_ms: int = setting(
         100, "a timer message is delivered within this much after its time", 10, 1000)
     timer_max_delay_s: int = setting(

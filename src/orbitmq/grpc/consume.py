@@ -19,6 +19,7 @@ from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
 from orbitmq.grpc.codes import OK, ApiError, Code, from_response_code, status
 from orbitmq.grpc.convert import duration_ms, resource_name, to_timestamp, to_wire_message
+from orbitmq.grpc.lite import LiteFront
 
 __all__ = ["Consuming", "RECEIVE_BATCH_MAX", "ACK_ENTRIES_MAX", "INVISIBLE_MIN_MS"]
 
@@ -46,6 +47,7 @@ class Consuming:
         self.body_max = body_max
         self.poll_max_ms = poll_max_ms
         self.invisible_max_ms = invisible_max_ms
+        self.lite: LiteFront | None = None  # lite topics (grpc/lite.py), set by the endpoint
 
     async def receive(self, req: spb.ReceiveMessageRequest, client_id: str,
                       ) -> AsyncIterator[spb.ReceiveMessageResponse]:
@@ -72,9 +74,18 @@ class Consuming:
         poll = min(poll, self.poll_max_ms)
         message_filter = self._filter(req.filter_expression)
         try:
-            got = await self.pop.receive(group, topic, batch=req.batch_size, invisible_ms=invisible,
-                                         poll_ms=poll, message_filter=message_filter,
-                                         auto_renew=req.auto_renew, owner=client_id)
+            if self.lite is not None and self.lite.is_parent(topic):
+                if message_filter is not None:
+                    raise ApiError(Code.ILLEGAL_FILTER_EXPRESSION, "a lite consumer receives its "
+                                   "lite topics whole: no filter expression but '*'")
+                got = await self.lite.receive(group, topic, client_id, batch=req.batch_size,
+                                              invisible_ms=invisible, poll_ms=poll,
+                                              auto_renew=req.auto_renew)
+            else:
+                    got = await self.pop.receive(group, topic, batch=req.batch_size,
+                                             invisible_ms=invisible, poll_ms=poll,
+                                             message_filter=message_filter,
+                                             auto_renew=req.auto_renew, owner=client_id)
         except BrokerError as e:
             raise ApiError(from_response_code(e.code), e.remark) from None
         for received in got:
@@ -84,6 +95,10 @@ class Consuming:
             yield spb.ReceiveMessageResponse(status=OK)
         else:
             yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+
+    def _store_topic(self, topic: str, lite_topic: str) -> str:
+        """Where a message of ``topic`` named by a client lies (a lite topic's own queue)."""
+        return self.lite.store_topic(topic, lite_topic) if self.lite is not None else topic
 
     def _wire(self, received: Received) -> pb.Message:
         left = received.invisible_until_ms - self.pop.store.clock()
@@ -114,10 +129,13 @@ class Consuming:
         results = []
         for entry in req.entries:
             try:
-                await self.pop.ack(group, topic, entry.receipt_handle)
+                await self.pop.ack(group, self._store_topic(topic, entry.lite_topic),
+                                   entry.receipt_handle)
                 st = OK
             except BrokerError as e:
                 st = status(from_response_code(e.code), e.remark)
+            except ApiError as e:
+                st = status(e.code, e.message)
             results.append(spb.AckMessageResultEntry(message_id=entry.message_id,
                                                      receipt_handle=entry.receipt_handle, status=st))
         codes = {r.status.code for r in results}
@@ -133,7 +151,8 @@ class Consuming:
             raise ApiError(Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {ms} ms exceeds "
                                                          f"{self.invisible_max_ms} ms")
         try:
-            handle = self.pop.change_invisible(group, topic, req.receipt_handle, ms)
+            handle = self.pop.change_invisible(group, self._store_topic(topic, req.lite_topic),
+                                               req.receipt_handle, ms)
         except BrokerError as e:
             raise ApiError(from_response_code(e.code), e.remark) from None
         return spb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
@@ -143,7 +162,8 @@ class Consuming:
         group = resource_name(req.group, "consumer group", Code.ILLEGAL_CONSUMER_GROUP)
         topic = resource_name(req.topic, "topic", Code.ILLEGAL_TOPIC)
         try:
-            await self.pop.forward_to_dead_letters(group, topic, req.receipt_handle)
+            await self.pop.forward_to_dead_letters(group, self._store_topic(topic, req.lite_topic),
+                                                   req.receipt_handle)
         except BrokerError as e:
             raise ApiError(from_response_code(e.code), e.remark) from None
         return spb.ForwardMessageToDeadLetterQueueResponse(status=OK)

@@ -17,6 +17,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc.codes import ApiError, Code
+from orbitmq.protocol.lite import LITE_TOPIC_PROPERTY, lite_name_problem, split_lite_queue_topic
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX
 from orbitmq.protocol.topic_attributes import (
@@ -56,7 +57,7 @@ SYSTEM_PROPERTIES = frozenset({
     PropertyKey.CONSUME_START_TIME, PropertyKey.TRANSACTION_PREPARED_QUEUE_OFFSET,
     PropertyKey.TRANSACTION_CHECK_TIMES, PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS, SHARDING_KEY,
     PRIORITY_PROPERTY, _TIMER_DELIVER_MS, "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
-    _TRACE_CONTEXT,
+    _TRACE_CONTEXT, LITE_TOPIC_PROPERTY,
 })
 
 
@@ -97,8 +98,18 @@ def message_type_of_wire(sp: pb.SystemProperties) -> TopicMessageType:
     has_priority = sp.HasField("priority")
     kinds = {pb.NORMAL: TopicMessageType.NORMAL, pb.FIFO: TopicMessageType.FIFO,
              pb.DELAY: TopicMessageType.DELAY, pb.TRANSACTION: TopicMessageType.TRANSACTION,
-             pb.PRIORITY: TopicMessageType.PRIORITY}
-    if declared == pb.MESSAGE_TYPE_UNSPECIFIED:
+             pb.PRIORITY: TopicMessageType.PRIORITY, pb.LITE: TopicMessageType.LITE}
+    has_lite = sp.HasField("lite_topic")
+    if has_lite != (declared == pb.LITE) and declared != pb.MESSAGE_TYPE_UNSPECIFIED:
+        raise ApiError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                       f"message type {pb.MessageType.Name(declared)} does not match its lite "
+                       f"topic ({has_lite})")
+    if has_lite and (has_group or has_time or has_priority):
+        raise ApiError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                       "a lite message has no message group, delivery time or priority")
+    if has_lite:
+        kind = TopicMessageType.LITE
+    elif declared == pb.MESSAGE_TYPE_UNSPECIFIED:
         kind = (TopicMessageType.FIFO if has_group else
                 TopicMessageType.DELAY if has_time else
                 TopicMessageType.PRIORITY if has_priority else TopicMessageType.NORMAL)
@@ -170,6 +181,11 @@ def incoming_properties(msg: pb.Message) -> dict[str, str]:
             raise ApiError(Code.BAD_REQUEST, f"priority {sp.priority} is out of range "
                                              f"0..{PRIORITY_MAX} (higher first)")
         props[PRIORITY_PROPERTY] = str(sp.priority)
+    if sp.HasField("lite_topic"):
+        problem = lite_name_problem(sp.lite_topic)
+        if problem is not None:
+            raise ApiError(Code.ILLEGAL_LITE_TOPIC, problem)
+        props[LITE_TOPIC_PROPERTY] = sp.lite_topic
     if sp.HasField("delivery_timestamp"):
         due = timestamp_ms(sp.delivery_timestamp, "delivery time", Code.ILLEGAL_DELIVERY_TIME)
         props[_TIMER_DELIVER_MS] = str(due)
@@ -267,7 +283,14 @@ def to_wire_message(msg: MessageExt, *, body_max: int, handle: str | None = None
         sp.delivery_attempt = attempt
     if invisible_ms is not None:
         sp.invisible_duration.CopyFrom(to_duration(max(invisible_ms, 0)))
-    out = pb.Message(topic=pb.Resource(name=msg.topic), system_properties=sp, body=body)
+    topic = msg.topic
+    lite = props.get(LITE_TOPIC_PROPERTY)
+    split = split_lite_queue_topic(topic) if lite else None
+    if split is not None:  # a lite topic's message: its parent and its lite topic (protocol/lite.py)
+        topic = split[0]
+        sp.lite_topic = split[1]
+        sp.message_type = pb.LITE
+    out = pb.Message(topic=pb.Resource(name=topic), system_properties=sp, body=body)
     for name, value in props.items():
         if name not in SYSTEM_PROPERTIES:
             out.user_properties[name] = value

@@ -11,7 +11,10 @@ when it opens, and each settings command it carries for what it declares.
 Every call names its client (metadata ``x-mq-client-id``; CLIENT_ID_REQUIRED without it). A
 refusal is an answer with an API code and a message (codes.py); an unexpected exception is logged
 and answered INTERNAL_SERVER_ERROR with a fixed message. Calls the broker does not offer
-(PullMessage and the offset calls, lite topics) answer NOT_IMPLEMENTED.
+(PullMessage and the offset calls) answer NOT_IMPLEMENTED. Lite topics: SyncLiteSubscription and
+the lite parts of the other calls are grpc/lite.py's; a lite consumer's settings carry
+``lite_subscription_quota`` and ``max_lite_topic_size`` (the 5.x clients refuse to subscribe
+without them) and FIFO (a lite topic is consumed in order).
 
 Telemetry: the client's settings are answered with the broker's (publishing: the largest body,
 type validation, the send retry policy; subscription: FIFO from the group's
@@ -35,6 +38,7 @@ import grpc
 from grpc import aio
 
 from orbitmq.broker.context import BrokerContext
+from orbitmq.broker.lite.service import LiteService
 from orbitmq.broker.pop.pop_service import PopService
 from orbitmq.grpc._generated import definition_pb2 as pb
 from orbitmq.grpc._generated import service_pb2 as spb
@@ -45,6 +49,7 @@ from orbitmq.grpc.codes import INTERNAL_MESSAGE, OK, ApiError, Code, status
 from orbitmq.grpc.consume import RECEIVE_BATCH_MAX, Consuming
 from orbitmq.grpc.convert import resource_name, to_duration
 from orbitmq.grpc.front import GrpcFront
+from orbitmq.grpc.lite import LiteFront
 from orbitmq.grpc.namespaces import NamespaceInterceptor
 from orbitmq.grpc.produce import Producing
 from orbitmq.grpc.tls import server_credentials
@@ -64,7 +69,9 @@ TELEMETRY_ANSWER_WAIT_S = 10.0
 _TYPES = {TopicMessageType.NORMAL: [pb.NORMAL], TopicMessageType.FIFO: [pb.FIFO],
           TopicMessageType.DELAY: [pb.DELAY], TopicMessageType.TRANSACTION: [pb.TRANSACTION],
           TopicMessageType.PRIORITY: [pb.PRIORITY, pb.NORMAL],  # NORMAL: priority 0
-          TopicMessageType.MIXED: [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]}
+          TopicMessageType.MIXED: [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION],
+          TopicMessageType.LITE: [pb.LITE]}
+_LITE_CONSUMERS = (pb.LITE_PUSH_CONSUMER, pb.LITE_SIMPLE_CONSUMER)
 
 
 def _peer_ip(peer: str) -> str:
@@ -88,7 +95,7 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
     """The MessagingService of one broker (module docstring)."""
 
     def __init__(self, ctx: BrokerContext, pop: PopService, producing: Producing,
-                 guard: AccessGuard | None = None) -> None:
+                 guard: AccessGuard | None = None, lite: LiteService | None = None) -> None:
         self.ctx = ctx
         self.access = GrpcAccess(guard)
         cfg = ctx.config
@@ -97,6 +104,10 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         self.consuming = Consuming(pop, cfg.store.max_message_size, cfg.grpc_long_polling_max_ms,
                                    cfg.pop_invisible_time_max_ms)
         self.clients = GrpcClients(ctx.clients, cfg.client_channel_expire_ms)
+        self.lite = LiteFront(lite) if lite is not None else None
+        if self.lite is not None:
+            self.consuming.lite = self.lite
+            producing.lite_store_topic = self.lite.store_topic_for_send
         pop.client_alive = self.clients.alive
         self.port = 0
         self._server: aio.Server | None = None
@@ -318,6 +329,17 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         return await self._answer("ForwardMessageToDeadLetterQueue",
                                   lambda s: spb.ForwardMessageToDeadLetterQueueResponse(status=s), work())
 
+    async def SyncLiteSubscription(self, request: spb.SyncLiteSubscriptionRequest,
+                                   context: aio.ServicerContext) -> spb.SyncLiteSubscriptionResponse:
+        async def work() -> spb.SyncLiteSubscriptionResponse:
+            self.access.admit("SyncLiteSubscription", request, context)
+            client_id = _client_id(context)
+            if self.lite is None:
+                raise ApiError(Code.NOT_IMPLEMENTED, "lite topics are not served here")
+            return self.lite.sync(request, client_id)
+        return await self._answer("SyncLiteSubscription",
+                                  lambda s: spb.SyncLiteSubscriptionResponse(status=s), work())
+
     # -- what OrbitMQ does not offer ------------------------------------------------------------
     # (checked as any call is: a caller with no right to ask learns nothing more)
     async def PullMessage(self, request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
@@ -333,9 +355,6 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
         return self._not_offered("QueryOffset", request, context, spb.QueryOffsetResponse)
 
 
-    async def SyncLiteSubscription(self, request: Any, context: aio.ServicerContext) -> Any:
-        return self._not_offered("SyncLiteSubscription", request, context,
-                                 spb.SyncLiteSubscriptionResponse)
 
     def _not_offered(self, rpc: str, request: Any, context: aio.ServicerContext,
                      response: Callable[..., R]) -> R:
@@ -427,6 +446,10 @@ class GrpcEndpoint(spb_grpc.MessagingServiceServicer):
             self.clients.touch(client_id, got.client_type, group)
             sub = out.subscription
             sub.fifo = cfg.consume_message_orderly
+            if got.client_type in _LITE_CONSUMERS and self.lite is not None:
+                sub.fifo = True  # each lite topic in order
+                sub.lite_subscription_quota = self.lite.subscription_quota
+                sub.max_lite_topic_size = self.lite.name_max
             sub.receive_batch_size = RECEIVE_BATCH_MAX
             asked = got.subscription.long_polling_timeout
             poll = asked.seconds * 1000 if got.subscription.HasField("long_polling_timeout") else 20_000

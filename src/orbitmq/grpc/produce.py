@@ -36,6 +36,7 @@ from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import EndTransactionRequestHeader
+from orbitmq.protocol.lite import LITE_TOPIC_PROPERTY
 from orbitmq.protocol.message import MessageSysFlag, PropertyKey
 from orbitmq.protocol.topic_attributes import TopicMessageType, priority_queue, topic_message_type
 from orbitmq.store.message_inner import MessageInner
@@ -75,6 +76,9 @@ class Producing:
         self.end_tx = end_transaction
         self.body_max = ctx.config.store.max_message_size
         self._round_robin = itertools.count()
+        # The store topic of a lite message (parent, lite topic): set by the lite front part
+        # (grpc/lite.py); ApiError when refused.
+        self.lite_store_topic: Callable[[str, str], str] = _no_lite
 
     async def send(self, req: spb.SendMessageRequest, peer_ip: str) -> spb.SendMessageResponse:
         if not req.messages or len(req.messages) > SEND_MESSAGES_MAX:
@@ -121,13 +125,16 @@ class Producing:
         why = grpc_refusal(tc, out.kind)
         if why is not None:
             raise ApiError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, why)
-        if out.message_group is not None:
+        topic = out.topic
+        if out.kind is TopicMessageType.LITE:  # its lite topic's own queue (broker/lite)
+            topic, queue_id = self.lite_store_topic(out.topic, out.properties[LITE_TOPIC_PROPERTY]), 0
+        elif out.message_group is not None:
             queue_id = zlib.crc32(out.message_group.encode()) % tc.write_queue_nums
         elif topic_message_type(tc.attributes) is TopicMessageType.PRIORITY:
             queue_id = priority_queue(out.priority or 0, tc.write_queue_nums)  # none: 0
         else:
             queue_id = next(self._round_robin) % tc.write_queue_nums
-        inner = MessageInner(out.topic, queue_id, out.body, out.properties, 0, 0, out.born_ms,
+        inner = MessageInner(topic, queue_id, out.body, out.properties, 0, 0, out.born_ms,
                              (out.born_host, 0), self.ctx.host.store_host, 0)
         if out.kind is TopicMessageType.TRANSACTION:
             inner.properties[PropertyKey.TRAN_MSG] = "true"
@@ -182,6 +189,10 @@ class Producing:
 
 async def _awaited(answer: Awaitable[RemotingCommand]) -> RemotingCommand:
     return await answer
+
+
+def _no_lite(parent: str, lite: str) -> str:
+    raise ApiError(Code.UNSUPPORTED, "lite topics are not served here")
 
 
 def _send_code(code: int) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from orbitmq.errors import ClientError
 from orbitmq.protocol.java_hash import java_string_hash
+from orbitmq.protocol.lite import LITE_TOPIC_PROPERTY, lite_name_problem
 from orbitmq.protocol.topic_attributes import PRIORITY_MAX, PRIORITY_PROPERTY
 
 __all__ = [
@@ -145,7 +146,8 @@ class Message:
     ``priority`` (0..9, higher first; None: not a priority message) is for topics of
     ``message.type`` PRIORITY: the broker stores the message in queue ``min(priority, queues - 1)``
     and consumers take the higher queues first when a backlog exists. It cannot be combined with
-    a delay level (as RocketMQ 5's clients refuse it).
+    a delay level (as RocketMQ 5's clients refuse it). ``lite_topic``: the lite topic of a
+    message to a LITE parent topic (RocketMQ 5.5; created by its first message).
     """
 
     topic: str
@@ -156,9 +158,16 @@ class Message:
     properties: dict[str, str] = dataclasses.field(default_factory=dict)
     delay_level: int = 0
     priority: int | None = None
+    lite_topic: str | None = None
 
     def __post_init__(self) -> None:
         check_priority(self.priority, self.delay_level)
+        if self.lite_topic is not None and self.priority is not None:
+            raise ClientError("a lite message has no priority (a lite topic is one ordered queue)")
+        if self.lite_topic is not None:
+            problem = lite_name_problem(self.lite_topic)
+            if problem is not None:
+                raise ClientError(problem)
         reserved = sorted(name for name in self.properties if name in RESERVED_PROPERTIES)
         if reserved:
             name = reserved[0]
@@ -188,6 +197,8 @@ class Message:
             props[PropertyKey.DELAY] = str(self.delay_level)
         if self.priority is not None:
             props[PropertyKey.PRIORITY] = str(self.priority)
+        if self.lite_topic:
+            props[LITE_TOPIC_PROPERTY] = self.lite_topic
         return props
 
 

@@ -2,7 +2,8 @@
 
 A topic config carries ``attributes``, a map of names to values (JSON ``"attributes":
 {"message.type": "FIFO"}``); the one OrbitMQ knows is ``message.type``: NORMAL (the default when
-absent), FIFO, DELAY, TRANSACTION, PRIORITY or MIXED. They are changed as mqadmin's ``-a`` does, with a
+absent), FIFO, DELAY, TRANSACTION, PRIORITY, MIXED or LITE (a parent of lite topics,
+protocol/lite.py). They are changed as mqadmin's ``-a`` does, with a
 modification string: ``+message.type=FIFO`` sets a value, ``-message.type`` removes it, several
 separated by commas.
 
@@ -36,7 +37,8 @@ __all__ = [
     "MESSAGE_TYPE_ATTRIBUTE", "SHARDING_KEY", "TIMER_PROPERTIES", "TopicMessageType",
     "apply_modification", "topic_message_type", "message_type_of", "type_refusal",
     "has_timer_property", "is_plain_type", "ATTRIBUTE_VALUE_MAX", "PRIORITY_PROPERTY",
-    "PRIORITY_MAX", "parse_priority", "priority_queue", "priority_of",
+    "PRIORITY_MAX", "parse_priority", "priority_queue", "priority_of", "LITE_EXPIRATION_ATTRIBUTE",
+    "lite_expiration_ms",
 ]
 
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
@@ -58,9 +60,33 @@ class TopicMessageType(enum.StrEnum):
     TRANSACTION = "TRANSACTION"
     PRIORITY = "PRIORITY"
     MIXED = "MIXED"
+    LITE = "LITE"  # RocketMQ 5.5: a parent of lite topics (protocol/lite.py)
 
 
 _KNOWN: dict[str, frozenset[str]] = {MESSAGE_TYPE_ATTRIBUTE: frozenset(TopicMessageType)}
+
+# A LITE topic's lite topics expire after this many idle minutes (-1: never; RocketMQ 5.5's
+# attribute, at most 30 days); without it the broker's lite_topic_ttl_s counts.
+LITE_EXPIRATION_ATTRIBUTE = "lite.topic.expiration"
+LITE_EXPIRATION_MAX_MIN = 30 * 24 * 60
+
+
+def _lite_expiration_problem(value: str) -> str | None:
+    if value == "-1" or (value.isdigit() and len(value) <= 6
+                         and 1 <= int(value) <= LITE_EXPIRATION_MAX_MIN):
+        return None
+    return f"minutes within 1..{LITE_EXPIRATION_MAX_MIN}, or -1 (never)"
+
+
+_CHECKED = {LITE_EXPIRATION_ATTRIBUTE: _lite_expiration_problem}
+
+
+def lite_expiration_ms(attributes: dict[str, str] | None) -> int | None:
+    """A LITE topic's own expiration in ms (0: never; None: the broker's default)."""
+    raw = (attributes or {}).get(LITE_EXPIRATION_ATTRIBUTE)
+    if raw is None or _lite_expiration_problem(raw) is not None:
+        return None
+    return 0 if raw == "-1" else int(raw) * 60_000
 
 
 def apply_modification(current: dict[str, str], text: str | None) -> dict[str, str]:
@@ -88,9 +114,10 @@ def apply_modification(current: dict[str, str], text: str | None) -> dict[str, s
             raise RemoteProtocolError(f"attribute {name!r} given twice")
         seen.add(name)
         allowed = _KNOWN.get(name)
-        if allowed is None:
+        checker = _CHECKED.get(name)
+        if allowed is None and checker is None:
             raise RemoteProtocolError(f"unsupported attribute {name!r} (supported: "
-                                      f"{', '.join(sorted(_KNOWN))})")
+                                      f"{', '.join(sorted([*_KNOWN, *_CHECKED]))})")
         if sign == "-":
             if eq:
                 raise RemoteProtocolError(f"attribute {item!r}: removal takes no value")
@@ -98,7 +125,11 @@ def apply_modification(current: dict[str, str], text: str | None) -> dict[str, s
             continue
         if not eq or not value or len(value) > ATTRIBUTE_VALUE_MAX:
             raise RemoteProtocolError(f"attribute {item!r} must be +name=value")
-        if value not in allowed:
+        if checker is not None:
+            problem = checker(value)
+            if problem is not None:
+                raise RemoteProtocolError(f"value {value!r} of {name}: {problem}")
+        elif allowed is not None and value not in allowed:
             raise RemoteProtocolError(f"value {value!r} of {name} is not one of "
                                       f"{', '.join(sorted(allowed))}")
         out[name] = value
@@ -116,6 +147,8 @@ def topic_message_type(attributes: dict[str, str] | None) -> TopicMessageType:
 
 def message_type_of(properties: dict[str, str]) -> TopicMessageType:
     """A message's type from its properties (module docstring)."""
+    if properties.get("__LITE_TOPIC"):  # protocol/lite.py's LITE_TOPIC_PROPERTY
+        return TopicMessageType.LITE
     if properties.get("TRAN_MSG") == "true":
         return TopicMessageType.TRANSACTION
     if properties.get("DELAY", "0") not in ("", "0") or any(p in properties for p in TIMER_PROPERTIES):
@@ -170,7 +203,8 @@ def type_refusal(topic: str, topic_type: TopicMessageType, message_type: TopicMe
     """Why ``topic`` refuses a message of ``message_type`` (RocketMQ 5's wording), or None."""
     if topic_type is message_type:
         return None
-    if topic_type is TopicMessageType.MIXED and message_type is not TopicMessageType.PRIORITY:
+    if topic_type is TopicMessageType.MIXED and message_type not in (TopicMessageType.PRIORITY,
+                                                                     TopicMessageType.LITE):
         return None
     if topic_type is TopicMessageType.PRIORITY and message_type is TopicMessageType.NORMAL:
         return None

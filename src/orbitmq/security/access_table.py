@@ -28,6 +28,7 @@ from orbitmq.errors import RemoteProtocolError
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
+from orbitmq.protocol.lite import split_lite_queue_topic
 from orbitmq.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from orbitmq.security.model import Action, ResourceType
 
@@ -104,7 +105,11 @@ def _acts(actions: tuple[Action, ...]) -> str:
 
 
 def topic_permission(topic: str, *actions: Action) -> Permission:
-    """``actions`` on ``topic``; on a retry or dead-letter topic, Sub on its group."""
+    """``actions`` on ``topic``; on a retry or dead-letter topic, Sub on its group; on a lite
+    topic's queue (protocol/lite.py), ``actions`` on its parent topic."""
+    lite = split_lite_queue_topic(topic)
+    if lite is not None:
+        return _p(ResourceType.TOPIC, lite[0], *actions)
     for prefix in (RETRY_PREFIX, DLQ_PREFIX):
         if topic.startswith(prefix):
             return _p(ResourceType.GROUP, topic[len(prefix):], Action.SUB)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from orbitmq.config import FlushDiskType, StoreConfig, StoreType, parse_delay_levels_ms
 from orbitmq.errors import ClientError, StoreError
+from orbitmq.protocol.lite import is_lite_queue_topic
 from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.clean import CleanService
 from orbitmq.store.commit_log import (
@@ -651,7 +652,12 @@ class MessageStore(StoreReads, ReplicaCopy):
     def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
         """A queue of the store's ``store_type`` (the files are the same either way)."""
         size = self.config.mapped_file_size_consume_queue
-        if self.queue_fds is not None:
+        if self.queue_fds is None and is_lite_queue_topic(topic) and isinstance(self.file_ops, OsFileOps):
+            # Lite topics are many small queues whatever the store type: an idle one holds no
+            # mapping (protocol/lite.py; docs/rocketmq5.md, lite topics).
+            self.queue_fds = FdCache(self.config.compact_queue_fds_max)
+        if self.queue_fds is not None and (self.config.store_type == StoreType.COMPACT
+                                           or is_lite_queue_topic(topic)):
             return CompactConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops,
                                        self.queue_fds, self.config.compact_queue_bytes_max)
         return MappedConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops)

@@ -99,4 +99,5 @@ def test_the_brokers_order(tmp_path: Path, controller_mode: bool) -> None:
         assert "failover" not in names
     assert at("remoting server close") < at("pull") < at("transactions") < at("registration")
     masters = [s.name for s in broker.services._services if s.masters_only]
-    assert masters == ["transactions", "transaction checks", "delay levels", "timers", "pop"]
+    assert masters == ["transactions", "transaction checks", "delay levels", "timers", "pop",
+                       "lite topics"]

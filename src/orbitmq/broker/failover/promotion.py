@@ -14,6 +14,7 @@ import logging
 from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.protocol.bodies import TopicConfig
+from orbitmq.protocol.lite import is_lite_queue_topic
 from orbitmq.protocol.topics import METADATA_LOG_TOPIC
 from orbitmq.store.message_store import MessageStore
 
@@ -28,6 +29,8 @@ def adopt_stored_topics(store: MessageStore, topics: TopicConfigManager) -> list
     for topic in sorted(store.topics()):
         if topics.get(topic) is not None or topic == METADATA_LOG_TOPIC:
             continue  # the metadata log is never a client's topic (broker/metadata_log.py)
+        if is_lite_queue_topic(topic):
+            continue  # a lite topic's queue: broker/lite finds it again, never a topic config
         ids = store.queue_ids(topic)
         nums = min(max(ids) + 1, QUEUE_NUMS_MAX) if ids else 1
         try:

@@ -59,6 +59,7 @@ from orbitmq.config import FlushDiskType
 from orbitmq.errors import BrokerError
 from orbitmq.protocol.bodies import Perm
 from orbitmq.protocol.codes import ResponseCode
+from orbitmq.protocol.lite import arrival_key, is_lite_queue_topic
 from orbitmq.protocol.message import MessageExt, MessageSysFlag, PropertyKey
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
@@ -187,8 +188,14 @@ class PopService:
         for event in self._arrivals.values():
             event.set()
 
+    def arrival_event(self, key: str) -> asyncio.Event:
+        """The event a waiting receive waits on: set when a message arrives in ``key``'s queues
+        (a lite parent's key: any of its lite topics, protocol/lite.py), or an ack or expiry
+        there may let one out."""
+        return self._arrivals.setdefault(key, asyncio.Event())
+
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int) -> None:
-        event = self._arrivals.get(topic)
+        event = self._arrivals.get(arrival_key(topic))
         if event is None or self._loop is None:
             return
         try:
@@ -340,6 +347,8 @@ class PopService:
         return entry.renew_until_ms > now and bool(entry.owner) and self.client_alive(entry.owner)
 
     def _queue_ids(self, topic: str) -> list[int]:
+        if is_lite_queue_topic(topic):
+            return [0]  # a lite topic is one queue (broker/lite)
         tc = self.ctx.topics.get(topic)
         count = tc.read_queue_nums if tc is not None else 0
         if tc is not None and tc.attributes and \
@@ -425,6 +434,38 @@ class PopService:
             if len(out) >= room:
                 return
 
+    def admit_receive(self, group: str) -> None:
+        """A lite receive's part of the one-model rule (module docstring): refused while 4.x
+        clients consume ``group``; else the group counts as 5.x-active. Raises PopRefused."""
+        if self.live_remoting_consumers(group):
+            raise PopRefused(ResponseCode.NO_PERMISSION,
+                             f"group {group} is consumed by 4.x clients now: a group consumes "
+                             "with one model at a time")
+        self._last_receive[group] = time.monotonic()
+
+    def take_fifo(self, group: str, topic: str, room: int, invisible_ms: int, auto_renew: bool,
+                  owner: str, out: list[Received]) -> None:
+        """A lite topic's part of a lite receive (broker/lite): up to ``room`` more messages of
+        ``topic`` into ``out``, FIFO."""
+        if room <= 0 or self.inflight_max - self.state.inflight_count <= 0:
+            return
+        room = min(room, self.inflight_max - self.state.inflight_count)
+        now = self.store.clock()
+        renew_until = now + self.auto_renew_max_ms if auto_renew else 0
+        self.state.drop_due_heap_items(group, topic, now)
+        mine: list[Received] = []
+        self._take_fifo(group, topic, room, now, invisible_ms, None, renew_until, owner, mine)
+        out.extend(mine)
+
+    def forget_topics(self, topics: set[str]) -> None:
+        """Drop every group's state of ``topics`` (expired lite topics: their queues are gone),
+        in one pass over the state."""
+        for key in [k for k in self.state.groups if k[1] in topics]:
+            gt = self.state.groups.pop(key)
+            for qs in gt.queues.values():
+                self.state.inflight_count -= len(qs.inflight)
+        self._dirty_offsets = {d for d in self._dirty_offsets if d[1] not in topics}
+
     def _redeliver(self, group: str, topic: str, handed: Handed, deadline: int, renew_until: int,
                    owner: str) -> Received | None:
         qs = self.state.group_topic(group, topic).queues[handed.queue_id]
@@ -482,7 +523,7 @@ class PopService:
         await self.log.synced()
 
     def _wake(self, topic: str) -> None:
-        event = self._arrivals.get(topic)
+        event = self._arrivals.get(arrival_key(topic))
         if event is not None:
             event.set()
 
@@ -500,7 +541,7 @@ class PopService:
             dlq = DLQ_GROUP_TOPIC_PREFIX + group
             tc = self.ctx.topics.create_system_topic(dlq, DLQ_QUEUE_NUMS, _RW)
             props = dict(msg.properties)
-            props.setdefault(PropertyKey.RETRY_TOPIC, msg.topic)
+            props.setdefault(PropertyKey.RETRY_TOPIC, arrival_key(msg.topic))  # a lite one: its parent
             props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.uniq_key or msg.offset_msg_id)
             inner = MessageInner(
                 dlq, handed.queue_id % max(tc.write_queue_nums, 1), bytes(msg.body), props, msg.flag,
@@ -555,7 +596,7 @@ class PopService:
         """Messages whose invisibility passed: renewed while a live push consumer holds them,
         to the DLQ past their attempts, else set aside for the next receive (woken)."""
         cfg = self.ctx.sub_groups.find(group)
-        if cfg is not None and cfg.consume_message_orderly:
+        if is_lite_queue_topic(topic) or (cfg is not None and cfg.consume_message_orderly):
             self.state.drop_due_heap_items(group, topic, now)  # FIFO reads its queues in order
             self._wake(topic)
             return

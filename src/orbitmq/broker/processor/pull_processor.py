@@ -67,6 +67,8 @@ from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
+from orbitmq.protocol.lite import split_lite_queue_topic
+from orbitmq.protocol.topic_attributes import TopicMessageType, topic_message_type
 from orbitmq.store.status import GetMessageResult, GetMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.server import internal_error_response
@@ -200,6 +202,8 @@ class PullProcessor:
         if tc is None and ctx.role.is_slave:
             tc = self._replicated_topic(h.topic)
         if tc is None:
+            tc = _lite_queue_config(ctx, h.topic)
+        if tc is None:
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         if not tc.perm & _PERM_READ:
             raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
@@ -331,3 +335,13 @@ class PullProcessor:
                 held.conn.send(internal_error_response(held.cmd, e))
             except ConnectionClosedError:
                 pass
+
+
+def _lite_queue_config(ctx: BrokerContext, topic: str) -> TopicConfig | None:
+    """A lite topic's queue (protocol/lite.py) read as one queue of its LITE parent's
+    permissions; None for any other topic."""
+    split = split_lite_queue_topic(topic)
+    parent = ctx.topics.get(split[0]) if split is not None else None
+    if parent is None or topic_message_type(parent.attributes) is not TopicMessageType.LITE:
+        return None
+    return TopicConfig(topic, read_queue_nums=1, write_queue_nums=1, perm=parent.perm)

@@ -55,10 +55,15 @@ from orbitmq.protocol.bodies import Perm, TopicConfig
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import SendMessageRequestHeader
+from orbitmq.protocol.lite import LITE_TOPIC_PROPERTY
 from orbitmq.protocol.message import MessageSysFlag, PropertyKey
 from orbitmq.protocol.properties import PROPERTIES_SIZE_MAX, parse_properties
 from orbitmq.protocol.stored import EncodedBatch, encode_wire_batch, encode_wire_single
-from orbitmq.protocol.topic_attributes import has_timer_property
+from orbitmq.protocol.topic_attributes import (
+    TopicMessageType,
+    has_timer_property,
+    topic_message_type,
+)
 from orbitmq.store.message_inner import MessageInner
 from orbitmq.store.status import PutMessageResult, PutMessageStatus
 from orbitmq.transport.connection import RemotingConnection
@@ -124,6 +129,9 @@ class SendProcessor:
         self.recall_handle = recall_handle
         # SYSTEM_BUSY for a send that waited too long in the broker (broker/fast_failure.py).
         self.fast_failure = fast_failure
+        # (parent, lite topic) -> the lite topic's store topic (broker/lite; BrokerError when
+        # refused): set by the controller.
+        self.lite_store_topic: Callable[[str, str], str] | None = None
 
     # -- handlers -------------------------------------------------------------------------------
     def send_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> _Answer:
@@ -151,14 +159,20 @@ class SendProcessor:
             by_priority = remoting_priority_queue(tc, h.properties, cmd.body, batch)
             if by_priority is not None:
                 queue_id = by_priority  # a PRIORITY topic: the message's priority decides
-            if batch:
+            lite = self._lite_store_topic(tc, h, batch)
+            if lite is not None:  # a lite topic's own queue (broker/lite): the general path
+                encoded, queue_id = None, 0
+                msg = self._single(cmd, conn, h, queue_id)
+                msg.topic = lite
+                msgs = [msg]
+            elif batch:
                 # A batch naming a timer property takes the general path, which refuses it.
                 encoded = None if _mentions_timer(cmd.body) else self._encoded_batch(cmd, conn, h, queue_id)
             elif has_timer_property(h.properties):
                 encoded = None  # a timer message: the general path parks it (broker/timer)
             else:
                 encoded = self._encoded_single(cmd, conn, h, queue_id)
-            if encoded is None:
+            if encoded is None and lite is None:
                 msgs = self._batch(cmd, conn, h, queue_id) if batch else [self._single(cmd, conn, h, queue_id)]
         except BrokerError as e:  # a check, or the timer service refused a timer's time
             return cmd.response(e.code, e.remark)
@@ -192,6 +206,23 @@ class SendProcessor:
             log.warning("new topic's route not published within %.1f s; answering the send",
                         ROUTE_PUBLISH_WAIT_S)
         return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def _lite_store_topic(self, tc: TopicConfig, h: SendMessageRequestHeader, batch: bool) -> str | None:
+        """The store topic of a 4.x send to a LITE topic (its ``__LITE_TOPIC`` property names
+        the lite topic, protocol/lite.py); None for any other topic. BrokerError when refused."""
+        if not tc.attributes or topic_message_type(tc.attributes) is not TopicMessageType.LITE:
+            if h.properties and LITE_TOPIC_PROPERTY in h.properties:
+                raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"topic {h.topic} is not a LITE "
+                                  "topic (message.type): a message with a lite topic is refused")
+            return None
+        props = parse_properties(h.properties) if h.properties else {}
+        lite = props.get(LITE_TOPIC_PROPERTY, "")
+        if self.lite_store_topic is None:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "lite topics are not served here")
+        try:
+            return self.lite_store_topic(h.topic, lite)
+        except BrokerError as e:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, e.remark) from None
 
     # -- checks ---------------------------------------------------------------------------------
     def _check(self, h: SendMessageRequestHeader, body_size: int) -> tuple[TopicConfig, bool]:

@@ -145,6 +145,12 @@ class ConsumerOffsetManager:
             for key in [k for k in self.table if k.startswith(prefix)]:
                 self.file.mark_many((key, qid) for qid in self.table.pop(key))
 
+    def remove_topics(self, topics: set[str]) -> None:
+        """``remove_topic`` of many topics in one pass over the table (expired lite topics)."""
+        with self._lock:
+            for key in [k for k in self.table if k.partition(TOPIC_GROUP_SEPARATOR)[0] in topics]:
+                self.file.mark_many((key, qid) for qid in self.table.pop(key))
+
     def remove_group(self, group: str) -> None:
         suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
         with self._lock:

@@ -274,6 +274,7 @@ class AsyncProducer:
         started = time.time() if trace is not None else 0.0
         acc = self._accumulator
         if (acc is not None and selector is None and msg.delay_level == 0 and msg.priority is None
+                and not msg.lite_topic
                 and msg.flag in _INT32 and body_size(msg.body) <= self.compress_over):
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (self.send_timeout if timeout is None else timeout)

@@ -93,7 +93,7 @@ def encode_message(msg: Message, uniq_key: str) -> EncodedMessage:
     Raises:
         ClientError: a property contains a separator character or is too long.
     """
-    if msg.properties:
+    if msg.properties or msg.lite_topic:
         props = _wire_properties(msg, uniq_key)
         raw, msg_id = encode_properties(props), props[PropertyKey.UNIQ_KEY]
     else:

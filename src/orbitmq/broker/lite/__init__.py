@@ -1,0 +1,1 @@
+"""Lite topics (RocketMQ 5.5): service.py."""
