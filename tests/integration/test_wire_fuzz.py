@@ -74,10 +74,12 @@ from orbitmq.protocol.headers import (
     EndTransactionRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
+    RecallMessageRequestHeader,
     RegisterBrokerRequestHeader,
     SendMessageRequestHeader,
 )
 from orbitmq.protocol.msgid import decode_offset_msg_id
+from orbitmq.protocol.recall_handle import build_recall_handle
 from orbitmq.protocol.stored import iter_stored_messages
 from orbitmq.security import AuthRequestCode, Credentials
 from orbitmq.testing.process import ServerProcess, standalone_process
@@ -198,6 +200,11 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
         if rng.random() < 0.7 else  # the C++ client sends batches as code 10 with batch=1
         b(RequestCode.SEND_MESSAGE, {**send.to_ext_fields(), "batch": "1"}, batch),
         RequestCode.SEND_MESSAGE_V2: b(RequestCode.SEND_MESSAGE_V2, send.to_v2_ext_fields(), b"v2"),
+        # a recall of a message that is not waiting (the broker answers the handle, whatever it
+        # names: recall_message_enable may be off, the time past, the broker another)
+        RequestCode.RECALL_MESSAGE: b(RequestCode.RECALL_MESSAGE, RecallMessageRequestHeader(
+            SCRATCH_TOPIC, build_recall_handle(SCRATCH_TOPIC, "broker-a", rng.choice(
+                [1, 4_102_444_800_000]), msg_id), "FuzzProducer").to_ext_fields()),
         RequestCode.SEND_BATCH_MESSAGE: b(RequestCode.SEND_BATCH_MESSAGE, dict(
             send.to_v2_ext_fields(), m="true"), batch),
         RequestCode.PULL_MESSAGE: b(RequestCode.PULL_MESSAGE, pull.to_ext_fields()),
