@@ -30,7 +30,7 @@ topics and auto-creation, transactions, delays, retry topics, properties it does
 malformed or oversized frames and messages, a store that refuses puts (full disk, failed sync,
 stopping), a segment roll.
 
-With authentication on (issue 34), a send is the fast path's only when the C code has checked
+With authentication on, a send is the fast path's only when the C code has checked
 it as the guard (security/guard.py) would: signed (AccessKey, Signature) by an enabled user of
 the snapshot :meth:`NativeAccess.users_changed` pushes on every change of the registry, with a
 signature that matches; and with authorization on, by a Super user, or by a user whose send to

@@ -2,7 +2,7 @@
 
 The broker registers its whole topic table with every name server of ``namesrv_addr`` (a
 ``;``-separated list) at start and whenever asked (``request``: a role or permission change).
-After that, registration is incremental (issue 38), so that its cost follows what changed, not
+After that, registration is incremental, so that its cost follows what changed, not
 how many topics the broker holds:
 
 - A topic created, changed or deleted goes to every name server alone (``topic_changed``):

@@ -1,4 +1,4 @@
-"""The requests of incremental registration, as a broker builds and reads them (issue 38; the
+"""The requests of incremental registration, as a broker builds and reads them (the
 name server's side is namesrv/topic_registration.py, the headers protocol/registration_headers.py).
 
 Pure: commands in and out, no I/O; RegisterService sends them.

@@ -76,7 +76,7 @@ class _Broker:
 class RouteTable:
     """Brokers, clusters and topic routes as brokers report them.
 
-    Memory per topic is what bounds a name server at scale (issue 38: 100,000 topics of 8
+    Memory per topic is what bounds a name server at scale (100,000 topics of 8
     queues on 2 broker sets): a topic holds its name, a small dict of broker name -> queues,
     and references to interned TopicQueues (``_shapes``) and interned broker names, nothing
     per queue. tests/unit/namesrv measures the bytes per topic with tracemalloc.
@@ -218,7 +218,7 @@ class RouteTable:
     def _intern_name(self, name: str) -> str:
         return self._names.setdefault(name, name)
 
-    # -- incremental registration (issue 38) --------------------------------------------------
+    # -- incremental registration --------------------------------------------------
     def register_topic(self, topic: str, queues: dict[str, TopicQueues]) -> bool:
         """One topic's queues on the named brokers (REGISTER_TOPIC_IN_NAMESRV), replacing what
         those brokers had for it. As RocketMQ's ``registerTopic``: nothing is recorded when a

@@ -1,4 +1,4 @@
-"""Incremental registration at the name server (issue 38): one topic at a time, and the data
+"""Incremental registration at the name server: one topic at a time, and the data
 version check that lets a broker skip sending its whole topic table.
 
 - REGISTER_TOPIC_IN_NAMESRV (217, RocketMQ 5): one topic's queues (body TopicRouteData).

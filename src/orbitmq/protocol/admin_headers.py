@@ -1,4 +1,4 @@
-"""Headers of the admin requests RocketMQ's dashboard, exporter and mqadmin send (issue 17).
+"""Headers of the admin requests RocketMQ's dashboard, exporter and mqadmin send.
 
 Kept apart from :mod:`orbitmq.protocol.headers` (the client data path) and built with the same
 mechanism: the wire name is the camelCase field name, the type says how a value is parsed and

@@ -1,4 +1,4 @@
-"""Headers of incremental registration (issue 38): one topic registered with the name servers at
+"""Headers of incremental registration: one topic registered with the name servers at
 a time, and the periodic data version check before a whole table is sent.
 
 REGISTER_TOPIC_IN_NAMESRV (217) and QUERY_DATA_VERSION (322) are RocketMQ's codes with RocketMQ's

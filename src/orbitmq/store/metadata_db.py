@@ -1,7 +1,7 @@
 """The broker's metadata store: topics, groups, offsets in SQLite (WAL), one small write per change.
 
 Until this store, every topic create rewrote ``STORE/config/topics.json`` whole: O(N) per change,
-O(N^2) to create N topics (issue 38; RocketMQ 4 has the same flaw, RocketMQ 5.2 moved its
+O(N^2) to create N topics (RocketMQ 4 has the same flaw, RocketMQ 5.2 moved its
 tables into RocksDB). Here each change is one transaction that upserts or deletes the rows that
 changed, whatever the size of the table.
 

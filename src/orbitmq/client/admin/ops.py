@@ -1,4 +1,4 @@
-"""The operations calls of the admin client (issue 17): broker status, settings and stats,
+"""The operations calls of the admin client: broker status, settings and stats,
 connections, group offsets and raw queue reads: what RocketMQ's mqadmin, dashboard and exporter
 ask a cluster, and what the ``orbitmq`` CLI's operations commands print.
 
