@@ -24,10 +24,11 @@ Real child processes (``orbitmq standalone`` and ``orbitmq namesrv``), the SDK o
    incremental registration sends instead, REGISTER_TOPIC_IN_NAMESRV).
 
 5. **Restart after kill -9 at a million queues.** A standalone broker (``store_type compact``)
-   with ``--restart-queues`` queues holding a message each, a ``--restart-log-gb`` commit log
-   and offsets committed by 1,000 groups is killed (SIGKILL) and started again: the time until
-   it is ready and until a send and a pull succeed, then 2,000 sampled queues' messages and
-   every committed offset are checked.
+   with ``--restart-queues`` queues holding a message each (filled, then dispatched: every
+   queue's file made), then a ``--restart-log-gb`` commit log and offsets committed by 1,000
+   groups, is killed (SIGKILL) and started again: the time until it is ready and until a send
+   and a pull succeed, then 2,000 sampled queues' messages and every committed offset are
+   checked.
 
 6. **Lite topics** (RocketMQ 5.5) under one LITE parent on a fresh standalone: L/2 lite topics
    created by their first message (the SDK's ``Message(lite_topic=...)``) and left idle: the
@@ -57,12 +58,13 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from queues_bench import _by_id, _rss_mb
 
-from orbitmq.client import Admin, AsyncProducer, Producer, PullConsumer
+from orbitmq.client import Admin, Producer, PullConsumer
 from orbitmq.protocol.bodies import (
     QueueData,
     RegisterBrokerBody,
@@ -72,7 +74,7 @@ from orbitmq.protocol.bodies import (
 )
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
-from orbitmq.protocol.headers import RegisterBrokerRequestHeader
+from orbitmq.protocol.headers import RegisterBrokerRequestHeader, SendMessageRequestHeader
 from orbitmq.protocol.message import Message
 from orbitmq.testing.process import ServerProcess, standalone_process
 from orbitmq.transport import LoopThread, RemotingClient
@@ -119,7 +121,8 @@ def windows(timings: list[float], sizes: list[int]) -> list[dict[str, Any]]:
 
 
 # -- 2. restart after kill -9 -----------------------------------------------------------------
-def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[ServerProcess, dict[str, Any]]:
+def restart_after_kill(proc: ServerProcess, store: str, topic: str,
+                       args: tuple[str, ...] = STORE_ARGS) -> tuple[ServerProcess, dict[str, Any]]:
     """kill -9 ``proc`` and start it again on ``store``: seconds to ready, and to a send and a
     pull that succeed (the pull reads the message sent before the kill)."""
     namesrv = proc.addresses["namesrv"]
@@ -128,7 +131,7 @@ def restart_after_kill(proc: ServerProcess, store: str, topic: str) -> tuple[Ser
     time.sleep(1.0)  # the commit log's asynchronous flush (500 ms) has run
     proc.kill()
     started = time.perf_counter()
-    proc = standalone_process(store, *STORE_ARGS)
+    proc = standalone_process(store, *args)
     namesrv = proc.wait_ready("namesrv", "broker", timeout=1800)["namesrv"]
     ready_s = time.perf_counter() - started
     with Producer("scale-bench", namesrv) as producer:
@@ -243,19 +246,39 @@ SAMPLE_QUEUES = 2000  # queues whose message is pulled back after the restart
 OFFSET_GROUPS = 1000  # groups that commit an offset before the kill
 
 
-async def _fill_queues(namesrv: str, topics: list[str], in_flight_max: int = 512) -> int:
-    """One message in every queue of ``topics``, every send answered; returns how many."""
-    sem = asyncio.Semaphore(in_flight_max)
-    async with AsyncProducer("scale-restart", namesrv) as producer:
-        async def one(topic: str, queue_id: int) -> None:
-            async with sem:
-                await producer.send(Message(topic, f"{topic}:{queue_id}".encode()),
-                                    _by_id(queue_id))
+FILL_WINDOW = 256  # sends in flight while the queues are filled
+FILL_TIMEOUT_S = 60.0  # one answer's bound (a broker creating queue files by the thousand)
+DISPATCH_WAIT_MAX_S = 1800.0  # until the filled queues are all dispatched
 
-        tasks = [one(t, q) for t in topics for q in range(QUEUES_PER_TOPIC)]
-        for start in range(0, len(tasks), 50_000):
-            await asyncio.gather(*tasks[start:start + 50_000])
-    return len(topics) * QUEUES_PER_TOPIC
+
+async def _fill_queues(broker: str, topics: list[str]) -> int:
+    """One message in every queue of ``topics``, sent straight to the broker (SEND_MESSAGE_V2 as
+    a producer sends it, no route lookup per topic: the setup of a million queues is not what
+    is measured) with FILL_WINDOW in flight; every answer must be SUCCESS. Returns how many."""
+    client = RemotingClient()
+    work = iter([(t, q) for t in topics for q in range(QUEUES_PER_TOPIC)])
+    born = int(time.time() * 1000)
+    sent = 0
+
+    async def worker() -> None:
+        nonlocal sent
+        for topic, queue_id in work:
+            header = SendMessageRequestHeader(
+                producer_group="scale-restart", topic=topic, default_topic="TBW102",
+                default_topic_queue_nums=QUEUES_PER_TOPIC, queue_id=queue_id, sys_flag=0,
+                born_timestamp=born, flag=0, properties=f"UNIQ_KEY\x01{topic}-{queue_id}\x02")
+            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext_fields(),
+                                          f"{topic}:{queue_id}".encode())
+            resp = await client.invoke(broker, cmd, FILL_TIMEOUT_S)
+            if resp.code != ResponseCode.SUCCESS:
+                raise SystemExit(f"send to {topic}:{queue_id} refused: {resp.code} {resp.remark}")
+            sent += 1
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(FILL_WINDOW)))
+    finally:
+        await client.close()
+    return sent
 
 
 def _pad_log(namesrv: str, topic: str, log_bytes: int) -> int:
@@ -290,10 +313,17 @@ def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
         doc["create_s"] = round(time.perf_counter() - started, 1)
         print(f"  {len(topics):,} topics created in {doc['create_s']:,.1f} s", flush=True)
         started = time.perf_counter()
-        asyncio.run(_fill_queues(namesrv, topics))
+        asyncio.run(_fill_queues(proc.addresses["broker"], topics))
         doc["fill_s"] = round(time.perf_counter() - started, 1)
-        print(f"  a message in each of {doc['queues']:,} queues in {doc['fill_s']:,.1f} s",
-              flush=True)
+        with Admin(namesrv) as admin:  # the queues' files made: the broker at rest again
+            deadline = time.monotonic() + DISPATCH_WAIT_MAX_S
+            while admin.broker_runtime_info(proc.addresses["broker"])["dispatchBehindBytes"] != "0":
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"not dispatched after {DISPATCH_WAIT_MAX_S} s")
+                time.sleep(0.5)
+        doc["dispatched_s"] = round(time.perf_counter() - started, 1)
+        print(f"  a message in each of {doc['queues']:,} queues in {doc['fill_s']:,.1f} s, "
+              f"dispatched (every queue's file made) in {doc['dispatched_s']:,.1f} s", flush=True)
         started = time.perf_counter()
         doc["padding_bytes"] = _pad_log(namesrv, "MPad", int(log_gb * 1e9))
         doc["pad_s"] = round(time.perf_counter() - started, 1)
@@ -417,11 +447,15 @@ def render_lite(runs: list[dict[str, Any]]) -> list[str]:
 def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
         store_types: tuple[str, ...] = STORE_TYPES, restart_queues: int = 1_000_000,
         restart_log_gb: float = 10.0, sections: frozenset[int] = frozenset(SECTIONS),
-        lite_count: int = 100_000) -> dict[str, Any]:
+        lite_count: int = 100_000,
+        save: Callable[[dict[str, Any]], None] = lambda doc: None) -> dict[str, Any]:
+    """The sections asked for; ``save(doc)`` after each, so that a later failure keeps them."""
     doc: dict[str, Any] = {}
     if sections & {1, 2}:
         store = os.path.join(root, "scale-store")
-        proc = standalone_process(store, *STORE_ARGS)
+        # (topics_max counts the broker's own topics too: room for them past the largest size)
+        args = (*STORE_ARGS, "--topics-max", str(sizes[-1] + 1000))
+        proc = standalone_process(store, *args)
         try:
             namesrv = proc.wait_ready("namesrv", "broker")["namesrv"]
             print(f"1. create cost: topics of {QUEUES_PER_TOPIC} queues, one by one (admin "
@@ -430,10 +464,12 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
             timings = create_topics(namesrv, sizes[-1], sizes)
             doc["create"] = {"total_s": round(time.perf_counter() - started, 1),
                              "windows": windows(timings, sizes)}
+            save(doc)
             if 2 in sections:
                 print(f"2. restart after kill -9 with {sizes[-1]:,} topics", flush=True)
-                proc, doc["restart"] = restart_after_kill(proc, store, "Scale000000")
+                proc, doc["restart"] = restart_after_kill(proc, store, "Scale000000", args)
                 doc["restart"]["topics"] = sizes[-1]
+                save(doc)
         finally:
             proc.kill()
             shutil.rmtree(store, ignore_errors=True)
@@ -443,18 +479,22 @@ def run(root: str, sizes: list[int], queues: int, messages: int, ns_topics: int,
             print(f"3. broker memory, store_type {store_type}: {queues:,} queues idle, then with "
                   f"{messages} messages each", flush=True)
             doc["queues"][store_type] = queue_memory(root, queues, messages, store_type)
+            save(doc)
     if 4 in sections:
         print(f"4. name server memory: {ns_topics:,} topics of {QUEUES_PER_TOPIC} queues on 2 "
               "broker sets", flush=True)
         doc["namesrv"] = namesrv_memory(ns_topics)
+        save(doc)
     if 5 in sections:
         print(f"5. restart after kill -9 with {restart_queues:,} queues holding a message and a "
               f"{restart_log_gb:g} GB commit log", flush=True)
         doc["million"] = million_restart(root, restart_queues, restart_log_gb)
+        save(doc)
     if 6 in sections:
         print(f"6. lite topics: {lite_count:,} under one parent, created by their first send",
               flush=True)
         doc["lite"] = [lite_topics(root, lite_count, index) for index in (True, False)]
+        save(doc)
     return doc
 
 
@@ -543,20 +583,22 @@ def main() -> None:
     lite_count = opts.lite_topics or (2_000 if opts.quick else 100_000)
     if lite_count < 100:
         ap.error("--lite-topics takes 100 or more")
-    root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
-    try:
-        doc = run(root, sizes, queues, messages, ns_topics, store_types, restart_queues,
-                  restart_log_gb, sections, lite_count)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    doc["meta"] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick,
-                   "sizes": sizes, "cpus": os.cpu_count(),
-                   "note": "one sitting on a shared machine: figures, not assertions"}
-    print(render(doc))
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": opts.quick, "sizes": sizes,
+            "cpus": os.cpu_count(), "note": "one sitting on a shared machine: figures, not assertions"}
     path = (Path(opts.json) if opts.json
             else RESULTS / f"scale-{time.strftime('%Y%m%d-%H%M%S')}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1))
+
+    def save(doc: dict[str, Any]) -> None:
+        path.write_text(json.dumps({**doc, "meta": meta}, indent=1))
+
+    root = tempfile.mkdtemp(prefix="orbitmq-scale-", dir=opts.dir)
+    try:
+        doc = run(root, sizes, queues, messages, ns_topics, store_types, restart_queues,
+                  restart_log_gb, sections, lite_count, save)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(render(doc))
     print(f"\nresults written to {path}")
 
 

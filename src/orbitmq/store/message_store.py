@@ -136,13 +136,16 @@ class MessageStore(StoreReads, ReplicaCopy):
         self._load_lock = threading.Lock()  # one loader of a queue at a time
         # store_type compact: one descriptor cache for every compact queue (compact_consume_queue)
         self.queue_fds: FdCache | None = None
-        self.fs_sync: FileSystemSync | None = None  # compact: many queues synced at once
+        # compact queues (store_type compact, and lite topics' queues under either type): many
+        # written since the last round are synced at once (fs_sync.py)
+        self.fs_sync: FileSystemSync | None = None
+        if isinstance(self.file_ops, OsFileOps):
+            self.fs_sync = FileSystemSync(self._cq_root)
         if config.store_type == StoreType.COMPACT:
             if not isinstance(self.file_ops, OsFileOps):
                 raise ClientError("store_type compact reads and writes queue files directly: "
                                   "it needs the real file system (OsFileOps)")
             self.queue_fds = FdCache(config.compact_queue_fds_max)
-            self.fs_sync = FileSystemSync(self._cq_root)
         self.index: IndexService | None = None
         if config.message_index_enable:
             self.index = IndexService(
