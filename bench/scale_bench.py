@@ -65,6 +65,7 @@ from typing import Any
 from queues_bench import _by_id, _rss_mb
 
 from orbitmq.client import Admin, Producer, PullConsumer
+from orbitmq.errors import OrbitMQError
 from orbitmq.protocol.bodies import (
     QueueData,
     RegisterBrokerBody,
@@ -135,7 +136,7 @@ def restart_after_kill(proc: ServerProcess, store: str, topic: str,
     namesrv = proc.wait_ready("namesrv", "broker", timeout=1800)["namesrv"]
     ready_s = time.perf_counter() - started
     with Producer("scale-bench", namesrv) as producer:
-        producer.send(Message(topic, b"after the restart"), _by_id(0))
+        _served(lambda: producer.send(Message(topic, b"after the restart"), _by_id(0)))
     with PullConsumer("scale-bench-pull", namesrv) as puller:
         got = puller.pull(before.queue, offset=before.queue_offset, max_nums=1)
     served_s = time.perf_counter() - started
@@ -292,6 +293,22 @@ def _pad_log(namesrv: str, topic: str, log_bytes: int) -> int:
     return sent
 
 
+SERVED_WAIT_MAX_S = 300.0
+
+
+def _served(call: Callable[[], Any]) -> Any:
+    """``call()`` once the restarted broker serves it: a topic is routed once the broker has
+    registered it with the (restarted) name server, which may follow its ready line."""
+    deadline = time.monotonic() + SERVED_WAIT_MAX_S
+    while True:
+        try:
+            return call()
+        except OrbitMQError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
     """``queues`` queues holding a message each (store_type compact, what a broker of that
     many queues runs) and a commit log of ``log_gb`` GB, offsets committed by OFFSET_GROUPS
@@ -346,7 +363,8 @@ def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
         doc["ready_s"] = round(time.perf_counter() - started, 2)
         probe = topics[len(topics) // 2]
         with Producer("scale-restart", namesrv) as producer:
-            after = producer.send(Message(probe, b"after the restart"), _by_id(3))
+            after = _served(lambda: producer.send(Message(probe, b"after the restart"),
+                                                  _by_id(3)))
         with PullConsumer("scale-restart-pull", namesrv) as puller:
             got = puller.pull(after.queue, offset=0, max_nums=2)
         doc["send_and_pull_s"] = round(time.perf_counter() - started, 2)
@@ -357,13 +375,15 @@ def million_restart(root: str, queues: int, log_gb: float) -> dict[str, Any]:
         with PullConsumer("scale-restart-pull", namesrv) as puller:
             for _ in range(SAMPLE_QUEUES):
                 topic, queue_id = rng.choice(topics), rng.randrange(QUEUES_PER_TOPIC)
-                mq = next(m for m in puller.fetch_queues(topic) if m.queue_id == queue_id)
+                queues = _served(lambda t=topic: puller.fetch_queues(t))
+                mq = next(m for m in queues if m.queue_id == queue_id)
                 pulled = puller.pull(mq, offset=0, max_nums=1)
                 missing += [m.body for m in pulled.messages] != [f"{topic}:{queue_id}".encode()]
         lost_offsets = 0
         for group, (topic, queue_id) in committed.items():
             with PullConsumer(group, namesrv) as consumer:
-                mq = next(m for m in consumer.fetch_queues(topic) if m.queue_id == queue_id)
+                queues = _served(lambda t=topic, c=consumer: c.fetch_queues(t))
+                mq = next(m for m in queues if m.queue_id == queue_id)
                 lost_offsets += consumer.fetch_offset(mq) != 1
         doc["sampled_queues"], doc["sampled_missing"] = SAMPLE_QUEUES, missing
         doc["offsets"], doc["offsets_lost"] = len(committed), lost_offsets

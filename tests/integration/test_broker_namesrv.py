@@ -87,7 +87,7 @@ def test_registers_with_every_namesrv_and_auto_created_topics_appear_promptly(tm
         assert time.monotonic() - started < 2  # not the 60 s registration interval
         h.send_ok("FreshTopic", b"again")  # an existing topic: no registration to wait for
         # one whole registration at start (the interval is 60 s), then the new topic alone,
-        # each to every name server (issue 38: no whole table per topic)
+        # each to every name server (no whole table per topic)
         assert h.broker.registrar.registrations == len(c.namesrvs)
         assert h.broker.registrar.topic_registrations == len(c.namesrvs)
         for ns in c.namesrvs:
@@ -257,3 +257,22 @@ def test_a_namesrv_without_single_topic_registration_gets_the_whole_table(tmp_pa
         assert ns.topic_registration.counts["topic"] == 0
     finally:
         c.close()
+
+
+def test_a_table_past_the_plain_bound_registers_compressed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A plain whole-table body past PLAIN_REGISTER_BODY_MAX_BYTES (12 MiB: about 110,000
+    topics, under a name server's 16 MiB frames) goes compressed, whatever compressed_register
+    says; here the bound is lowered so that the broker's own topics pass it."""
+    from orbitmq.broker import register_service
+
+    monkeypatch.setattr(register_service, "PLAIN_REGISTER_BODY_MAX_BYTES", 200)
+    with caplog.at_level(logging.INFO, logger="orbitmq.broker.register_service"):
+        c = _Cluster(tmp_path, n_namesrv=1)
+        try:
+            route = TopicRouteData.from_json(_wait_route(c.h, c.namesrvs[0], "TBW102").body)
+            assert route.broker_datas[0].broker_addrs == {0: c.h.addr}
+            assert c.h.broker.registrar.registrations == 1
+        finally:
+            c.close()
+    assert any("compressed: the plain table is" in r.getMessage() for r in caplog.records)

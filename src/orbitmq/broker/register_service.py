@@ -71,6 +71,10 @@ __all__ = ["RegisterService", "parse_namesrv_addr"]
 
 log = logging.getLogger(__name__)
 
+# A whole registration's plain JSON past this is sent compressed whatever compressed_register
+# says (a name server's frames are 16 MiB by default; the compressed form is about a tenth).
+PLAIN_REGISTER_BODY_MAX_BYTES = 12 * 1024 * 1024
+
 MASTERLESS_RETRY_MIN_S = 0.5  # a slave without a master registers again this soon, then doubling
 MASTERLESS_RETRY_MAX_S = 5.0  # ... up to this
 # Topics changed since the last round past which a name server gets the whole table instead of
@@ -334,10 +338,16 @@ class RegisterService:
             return []
         wrapper = self._topics()
         key: VersionKey = (wrapper.data_version.timestamp, wrapper.data_version.counter)
-        body = (encode_compressed(wrapper) if self.config.compressed_register
-                else RegisterBrokerBody(wrapper).to_json())
+        compressed = self.config.compressed_register
+        body = encode_compressed(wrapper) if compressed else RegisterBrokerBody(wrapper).to_json()
+        if not compressed and len(body) > PLAIN_REGISTER_BODY_MAX_BYTES:
+            # A plain table this large would pass the name servers' frame bound (16 MiB by
+            # default: ~110,000 topics) and never register: compressed, it does.
+            log.info("registering %d topics compressed: the plain table is %d bytes, over %d",
+                     len(wrapper.topic_config_table), len(body), PLAIN_REGISTER_BODY_MAX_BYTES)
+            body, compressed = encode_compressed(wrapper), True
         self._master_named = False  # set by an answer that names one
-        fields = self._header_fields(body)  # its CRC once for every name server
+        fields = self._header_fields(body, compressed)  # its CRC once for every name server
         results = await asyncio.gather(*(self._register(a, body, fields) for a in namesrvs))
         for addr, result in zip(namesrvs, results, strict=True):
             self._synced[addr] = key if result is True else None
@@ -349,14 +359,14 @@ class RegisterService:
         return BrokerIdentity(cfg.broker_name, self._broker_addr(), cfg.broker_cluster_name,
                               self._broker_id())
 
-    def _header_fields(self, body: bytes) -> dict[str, str]:
+    def _header_fields(self, body: bytes, compressed: bool) -> dict[str, str]:
         """The header of a whole registration; ``bodyCrc32`` as RocketMQ's broker sets it,
         checked by the name server (protocol/register_body.py)."""
         cfg = self.config
         return RegisterBrokerRequestHeader(
             broker_name=cfg.broker_name, broker_addr=self._broker_addr(),
             cluster_name=cfg.broker_cluster_name, ha_server_addr=self._ha_addr(),
-            broker_id=self._broker_id(), compressed=cfg.compressed_register,
+            broker_id=self._broker_id(), compressed=compressed,
             body_crc32=body_crc32(body), master_epoch=self._master_epoch() or None,
         ).to_ext_fields()
 
