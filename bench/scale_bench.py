@@ -174,6 +174,7 @@ def queue_memory(root: str, queues: int, messages_per_queue: int,
                                       _by_id(queue_id))
         time.sleep(IDLE_S)
         used = _rss_mb(pid)
+        used_files = _file_rss_mb(pid)
     finally:
         proc.stop()
     made = len(topics) * QUEUES_PER_TOPIC
@@ -184,7 +185,27 @@ def queue_memory(root: str, queues: int, messages_per_queue: int,
 
     return {"store_type": store_type, "queues": made, "messages_per_queue": messages_per_queue,
             "rss_mb": {"empty": empty, "idle": idle, "used": used},
+            "used_file_rss_mb": used_files,
             "idle_per_1k_mb": grown(empty, idle), "used_per_1k_mb": grown(empty, used)}
+
+
+def _file_rss_mb(pid: int) -> dict[str, float]:
+    """Resident MB of the broker's file mappings by kind (the store directory a file is in:
+    commitlog, index, consumequeue; ``libraries`` for the rest): which files the RssFile is."""
+    out: dict[str, float] = {}
+    kind = ""
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                path = head[5] if len(head) > 5 else ""
+                parent = os.path.basename(os.path.dirname(path))
+                kind = (parent if parent in ("commitlog", "index") else
+                        "consumequeue" if "/consumequeue/" in path else
+                        "libraries" if path.startswith("/") else "")
+            elif head[0] == "Rss:" and kind:
+                out[kind] = round(out.get(kind, 0.0) + int(head[1]) / 1024, 2)
+    return out
 
 
 # -- 4. name server memory --------------------------------------------------------------------
