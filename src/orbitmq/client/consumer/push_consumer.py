@@ -49,15 +49,12 @@ from orbitmq.client.consumer.rebalance_service import RebalanceService
 from orbitmq.client.consumer.running_info import build_running_info
 from orbitmq.client.instance import ClientInstance, check_response
 from orbitmq.client.namespace import client_namespace, wrap
-from orbitmq.client.producer.producer import AsyncProducer
+from orbitmq.client.producer.producer import trace_dispatcher
 from orbitmq.client.renamed import renamed_options
 from orbitmq.client.trace.consume import TracedListenerRunner
 from orbitmq.client.trace.dispatcher import (
     TraceConfig,
-    TraceDispatcher,
-    TraceSender,
     TraceStats,
-    trace_topic_of,
 )
 from orbitmq.client.validation import check_group, check_topic
 from orbitmq.errors import ClientError, ConnectionClosedError, TimeoutError
@@ -210,17 +207,8 @@ class AsyncPushConsumer:
         self._pull: PullService | None = None
         self._consume: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._runner: ListenerRunner | None = None
-        if not isinstance(enable_msg_trace, bool):
-            raise ClientError(f"enable_msg_trace must be True or False, not {enable_msg_trace!r}")
-        self._trace: TraceDispatcher | None = None
-        if enable_msg_trace:
-            def sender(trace_group: str, timeout: float, size_max: int) -> TraceSender:
-                return AsyncProducer(trace_group, namesrv, send_timeout=timeout,
-                                     max_message_size=size_max, credentials=credentials, tls=tls)
-
-            self._trace = TraceDispatcher(self.group, "CONSUMER", sender,
-                                          trace_topic=trace_topic_of(customized_trace_topic),
-                                          config=trace_config)
+        self._trace = trace_dispatcher(enable_msg_trace, self.group, "CONSUMER", namesrv,
+                                       customized_trace_topic, trace_config, credentials, tls)
 
     @property
     def client_id(self) -> str:

@@ -183,17 +183,8 @@ class AsyncProducer:
             self._send_prepared, max_delay=batch_max_delay,
             max_bytes=min(batch_max_bytes, max_message_size),
             max_messages=batch_max_messages, compress_over=compress_over) if auto_batch else None
-        if not isinstance(enable_msg_trace, bool):
-            raise ClientError(f"enable_msg_trace must be True or False, not {enable_msg_trace!r}")
-        self._trace: TraceDispatcher | None = None
-        if enable_msg_trace:
-            def sender(group: str, timeout: float, size_max: int) -> TraceSender:
-                return AsyncProducer(group, namesrv, send_timeout=timeout,
-                                     max_message_size=size_max, credentials=credentials, tls=tls)
-
-            self._trace = TraceDispatcher(self.group, "PRODUCER", sender,
-                                          trace_topic=trace_topic_of(customized_trace_topic),
-                                          config=trace_config)
+        self._trace = trace_dispatcher(enable_msg_trace, self.group, "PRODUCER", namesrv,
+                                       customized_trace_topic, trace_config, credentials, tls)
 
     @property
     def client_id(self) -> str:
@@ -570,6 +561,26 @@ class AsyncProducer:
             return None
         resp = await self._instance.remoting.invoke(addr, cmd, remaining)
         return parse_send_response(resp, prepared, mq)
+
+
+def trace_dispatcher(enable: object, group: str, role: str, namesrv: str | Sequence[str] | None,
+                     customized_trace_topic: str | None, config: TraceConfig | None,
+                     credentials: Credentials | None, tls: ClientTls | bool | None
+                     ) -> TraceDispatcher | None:
+    """The message trace's dispatcher of a producer or consumer ``group`` (``role`` PRODUCER or
+    CONSUMER), or None when ``enable`` (the client's ``enable_msg_trace``) is False. Here, beside
+    AsyncProducer, because the dispatcher sends its records with producers of its own."""
+    if not isinstance(enable, bool):
+        raise ClientError(f"enable_msg_trace must be True or False, not {enable!r}")
+    if not enable:
+        return None
+
+    def sender(trace_group: str, timeout: float, size_max: int) -> TraceSender:
+        return AsyncProducer(trace_group, namesrv, send_timeout=timeout,
+                             max_message_size=size_max, credentials=credentials, tls=tls)
+
+    return TraceDispatcher(group, role, sender, trace_topic=trace_topic_of(customized_trace_topic),
+                           config=config)
 
 
 def _check_batch_options(auto_batch: object, max_delay: float, max_bytes: int, max_messages: int,
