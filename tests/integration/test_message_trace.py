@@ -262,3 +262,41 @@ def test_a_trace_context_is_shown(cluster: EmbeddedCluster) -> None:
     out = CliRunner().invoke(cli, ["message", "trace", "--namesrv", cluster.namesrv,
                                    "--msg-id", sent.offset_msg_id])
     assert out.exit_code == 0 and f"trace context (OpenTelemetry): {context}" in out.output
+
+
+def test_a_namespaced_clients_trace_names_its_groups_and_topic_without_the_namespace(
+        cluster: EmbeddedCluster) -> None:
+    """RocketMQ's clients record groups and topics without their namespace (NamespaceUtil's
+    withoutNamespace in the trace hooks); the records still go to the one trace topic."""
+    done = threading.Event()
+
+    def listener(messages: list[MessageExt], context: ConsumeContext) -> ConsumeResult:
+        done.set()
+        return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer("ns-trace-workers", cluster.namesrv, namespace="tenant-a",
+                            enable_msg_trace=True, trace_config=FAST, consume_from="FIRST")
+    consumer.subscribe(TOPIC, "*", listener)
+    with Producer("ns-trace-producers", cluster.namesrv, namespace="tenant-a",
+                  enable_msg_trace=True, trace_config=FAST) as producer:
+        consumer.start()
+        try:
+            sent = producer.send(Message(TOPIC, b"order 18", keys=["order-18"]))
+            assert done.wait(WAIT_S)
+        finally:
+            consumer.shutdown()
+    with Admin(cluster.namesrv) as admin:
+        def complete() -> MessageTrace | None:
+            t = admin.message_trace(sent.msg_id)
+            return t if t.published and [c for c in t.consumed if c.cost_ms is not None] else None
+
+        trace = _wait("the namespaced client's trace records", complete)
+        raw = admin.query_messages(TRACE_TOPIC, sent.msg_id)
+    assert trace.published[0].producer_group == "ns-trace-producers"
+    assert trace.consumed[0].consumer_group == "ns-trace-workers"
+    [pub] = [r for m in raw for r in decode_trace_data(bytes(m.body))
+             if r.msg_id == sent.msg_id and r.type is TraceType.PUB]
+    assert (pub.topic, pub.group) == (TOPIC, "ns-trace-producers")
+    # the admin client has no namespace: it finds the message where the broker stored it
+    assert trace.topic == f"tenant-a%{TOPIC}" and trace.stored is not None
+    assert [g.group for g in trace.groups] == ["tenant-a%ns-trace-workers"]

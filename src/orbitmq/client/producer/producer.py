@@ -24,7 +24,7 @@ from typing import Any, Self, TypeVar
 
 from orbitmq.client._blocking import BlockingClient
 from orbitmq.client.instance import ClientInstance
-from orbitmq.client.namespace import client_namespace, unwrap_queue, wrap
+from orbitmq.client.namespace import client_namespace, unwrap, unwrap_queue, wrap
 from orbitmq.client.producer.accumulator import SendAccumulator
 from orbitmq.client.producer.column_send import (
     check_chunk_limits,
@@ -277,9 +277,9 @@ class AsyncProducer:
             result = sent
         if trace is not None:
             try:
-                pub_record(trace, self.group, msg, result,
+                pub_record(trace, unwrap(self.group, self.namespace), msg, result,
                            self._instance.broker_addr(result.queue.broker_name) or "", started,
-                           max(0, int((time.time() - started) * 1000)))
+                           max(0, int((time.time() - started) * 1000)), namespace=self.namespace)
             except Exception as e:  # a bug in tracing must not turn a stored message into an error
                 log.warning("trace record of a send to %s not written: %r", msg.topic, e)
         return self._shown(result)
@@ -289,7 +289,8 @@ class AsyncProducer:
         """The Pub records of answered sends (never raises: a trace does not fail a send)."""
         try:
             addr = self._instance.broker_addr(results[0].queue.broker_name) or ""
-            pub_records(trace, self.group, messages, results, addr, started)
+            pub_records(trace, unwrap(self.group, self.namespace), messages, results, addr,
+                        started, namespace=self.namespace)
         except Exception as e:  # a bug in tracing must not turn a stored message into an error
             log.warning("trace record of a send to %s not written: %r", messages[0].topic, e)
 

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar, cast
 
 from orbitmq.client._blocking import BlockingClient
-from orbitmq.client.namespace import wrap
+from orbitmq.client.namespace import unwrap, wrap
 from orbitmq.client.producer import transaction_end
 from orbitmq.client.producer.column_send import check_chunk_limits, check_send_topic, send_in_chunks
 from orbitmq.client.producer.producer import AsyncProducer, Producer
@@ -154,9 +154,9 @@ class AsyncTransactionProducer(AsyncProducer):
                                      if k in (PropertyKey.MSG_REGION, PropertyKey.TRACE_ON)},
             tags=msg.tags, keys=msg.keys or None)
         msg_id = msg.uniq_key or msg.msg_id
-        end_transaction_record(self._trace, self.group, traced, msg_id, broker_addr,
-                               props.get(PropertyKey.UNIQ_KEY) or msg_id, state.value,
-                               from_check=True)
+        end_transaction_record(self._trace, unwrap(self.group, self.namespace), traced, msg_id,
+                               broker_addr, props.get(PropertyKey.UNIQ_KEY) or msg_id,
+                               state.value, from_check=True, namespace=self.namespace)
 
     @property
     def listener(self) -> TransactionListener:
@@ -447,8 +447,9 @@ class AsyncTransactionProducer(AsyncProducer):
                         addr, sent.msg_id, e)
             return
         if self._trace is not None and tx.message is not None:
-            end_transaction_record(self._trace, self.group, tx.message, sent.msg_id, addr,
-                                   sent.transaction_id, tx.local_state.value, from_check=False)
+            end_transaction_record(self._trace, unwrap(self.group, self.namespace), tx.message,
+                                   sent.msg_id, addr, sent.transaction_id, tx.local_state.value,
+                                   from_check=False, namespace=self.namespace)
 
     async def _send_end_transaction(self, addr: str, cmd: RemotingCommand) -> None:
         """Hands END_TRANSACTION to the connection (a seam for tests that lose it)."""

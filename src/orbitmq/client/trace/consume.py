@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from orbitmq.client.consumer.consume_types import ConsumeContext, ConsumeResult, ListenerRunner
+from orbitmq.client.namespace import unwrap
 from orbitmq.client.trace.dispatcher import TraceDispatcher
 from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.protocol.msgid import UniqIdGenerator
@@ -39,7 +40,7 @@ class TracedListenerRunner(ListenerRunner):
         request_id = self._ids.next()
         started = time.time()
         started_ms = int(started * 1000)
-        group = context.group
+        group = unwrap(context.group, self._namespace)  # as RocketMQ's hooks: no namespace
         append = self.dispatcher.append_text
         for msg in traced:
             props = msg.properties

@@ -28,6 +28,7 @@ from orbitmq.errors import BrokerError, ClientError, OrbitMQError
 from orbitmq.protocol.bodies import ClusterInfo, MessageQueue
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.message import MessageExt, PropertyKey
+from orbitmq.protocol.namespaces import namespace_of, unwrap, wrap
 from orbitmq.protocol.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TRACE_TOPIC
 from orbitmq.protocol.trace_codec import (
     ConsumeReturnType,
@@ -204,8 +205,8 @@ async def _stored(admin: _Admin, msg_id: str, topic: str | None, offset_ids: lis
         except (OrbitMQError, OSError) as e:
             problems.append(f"message by offset id {offset_id}: {e}")
             continue
-        if topic is None or found.topic == topic:
-            return found
+        if topic is None or unwrap(found.topic, namespace_of(found.topic)) == topic:
+            return found  # traced clients name a namespaced topic without its namespace
         # a transaction's half message: the committed copy lies in the topic, by its id
         try:
             return await admin.view_message(msg_id, topic)
@@ -308,7 +309,8 @@ async def message_trace(admin: _Admin, msg_id: str, *, topic: str | None = None,
             end.success if end else None,
             ConsumeReturnType(end.context_code).name if end and 0 <= end.context_code <= 4 else "",
             r.retry_times))
-    groups = sorted({s.consumer_group for s in consumed if s.consumer_group}
+    ns = namespace_of(topic) if topic else ""  # consumers' records name their groups bare
+    groups = sorted({wrap(ns, s.consumer_group) for s in consumed if s.consumer_group}
                     | {g for g, queues in offsets.items() if mq is not None and mq in queues})
     if len(groups) > GROUPS_MAX:
         problems.append(f"{len(groups)} consumer groups: the first {GROUPS_MAX} are shown")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from orbitmq.client.namespace import unwrap
 from orbitmq.client.trace.dispatcher import TraceDispatcher
 from orbitmq.protocol.message import Message, PropertyKey
 from orbitmq.protocol.trace_codec import (
@@ -55,8 +56,9 @@ def _keys_text(msg: Message) -> str | None:
 
 def pub_record(dispatcher: TraceDispatcher, group: str, msg: Message, result: SendResult,
                store_host: str, started_s: float, cost_ms: int,
-               msg_type: TraceMessageType | None = None) -> None:
-    """Append the Pub record of one sent message.
+               msg_type: TraceMessageType | None = None, namespace: str | None = None) -> None:
+    """Append the Pub record of one sent message (its topic without the client's ``namespace``,
+    as RocketMQ's clients write it).
 
     The hot path of a traced send: the record is written straight as TraceDataEncoder's text
     (the fields are safe: a message whose topic, tags or keys held a separator could not have
@@ -75,31 +77,34 @@ def pub_record(dispatcher: TraceDispatcher, group: str, msg: Message, result: Se
     msg_id = result.msg_id
     ok = "true" if result.status.value == "SEND_OK" else "false"
     dispatcher.append_text(
-        f"Pub\x01{int(started_s * 1000)}\x01{region}\x01{group}\x01{msg.topic}\x01{msg_id}\x01"
+        f"Pub\x01{int(started_s * 1000)}\x01{region}\x01{group}\x01{unwrap(msg.topic, namespace)}"
+        f"\x01{msg_id}\x01"
         f"{msg.tags or 'null'}\x01{keys or 'null'}\x01{store_host}\x01{size}\x01{cost_ms}"
         f"\x01{int(kind)}\x01{result.offset_msg_id}\x01{ok}\x02", msg_id, keys)
 
 
 def pub_records(dispatcher: TraceDispatcher, group: str, messages: Sequence[Message],
                 results: Sequence[SendResult], store_host: str, started_s: float,
-                msg_type: TraceMessageType | None = None) -> None:
+                msg_type: TraceMessageType | None = None, namespace: str | None = None) -> None:
     """Append the Pub records of sent ``messages`` (their ``results`` in the same order); the
     send's round trip is shared among them, as RocketMQ shares it among a context's beans."""
     cost = max(0, int((time.time() - started_s) * 1000) // max(len(messages), 1))
     for msg, result in zip(messages, results, strict=True):
-        pub_record(dispatcher, group, msg, result, store_host, started_s, cost, msg_type)
+        pub_record(dispatcher, group, msg, result, store_host, started_s, cost, msg_type,
+                   namespace)
 
 
 def end_transaction_record(dispatcher: TraceDispatcher, group: str, msg: Message, msg_id: str,
                            store_host: str, transaction_id: str | None, state: str,
-                           from_check: bool) -> None:
+                           from_check: bool, namespace: str | None = None) -> None:
     """Append the EndTransaction record of a half message's end (``state``: RocketMQ's
-    LocalTransactionState name: COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOW)."""
+    LocalTransactionState name: COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOW; the topic without
+    the client's ``namespace``)."""
     if msg.properties.get(PropertyKey.TRACE_ON) == "false":
         return
     dispatcher.append(TraceRecord(
         TraceType.END_TRANSACTION, timestamp_ms=int(time.time() * 1000),
         region_id=msg.properties.get(PropertyKey.MSG_REGION) or DEFAULT_REGION_ID, group=group,
-        topic=msg.topic, msg_id=msg_id, tags=msg.tags, keys=_keys_text(msg),
+        topic=unwrap(msg.topic, namespace), msg_id=msg_id, tags=msg.tags, keys=_keys_text(msg),
         store_host=store_host, msg_type=TraceMessageType.TRANS_COMMIT,
         transaction_id=transaction_id, transaction_state=state, from_transaction_check=from_check))
