@@ -101,7 +101,12 @@ from orbitmq.protocol.stored._layout import (
     verify,
     write_blank_entry,
 )
-from orbitmq.protocol.stored._replica import ReplicaRun, check_replica_run
+from orbitmq.protocol.stored._replica import (
+    BadEntry,
+    ReplicaRun,
+    check_replica_run,
+    first_bad_entry,
+)
 
 __all__ = [
     "MAGIC_CODE",
@@ -154,6 +159,8 @@ __all__ = [
     "ReplicaRun",
     "check_replica_run",
     "check_replica_entries",
+    "BadEntry",
+    "check_served",
 ]
 
 # The C twins when built; the CommitLog and dispatch look these up here at each call.
@@ -174,3 +181,9 @@ def check_replica_entries(buf: Any, first_offset: int, segment_room: int) -> Rep
     """``check_replica_run`` with the module's ``scan`` (the C twin when built): a slave's check
     of a frame from its master before storing it (see store/replica_append.py)."""
     return check_replica_run(buf, first_offset, segment_room, scan)
+
+
+def check_served(buf: Any, first_offset: int) -> BadEntry | None:
+    """``first_bad_entry`` with the module's ``scan`` (the C twin when built): a store's check
+    of a run of messages before it serves them (store/queue_reader.py)."""
+    return first_bad_entry(buf, first_offset, scan)
