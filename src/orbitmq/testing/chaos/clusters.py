@@ -47,6 +47,10 @@ DIAGNOSTIC_LINES_MAX = 30  # per server, the last ones
 # The corruption faults a replicated cluster offers (testing/chaos/corruption.py).
 CORRUPTION_TARGETS = {FaultKind.BITFLIP: ("slave", "slave" + STOPPED),
                       FaultKind.TRUNCATE: ("slave" + STOPPED,)}
+# What a slave's log says of a damaged segment (the corruption faults' report quotes it).
+SLAVE_SAID = re.compile(r"corrupt message in the commit log .*? problem=[^=]*? found_by=\w+|"
+                        r"commit log truncated offset=\d+ reason=[^=]*? discarded|"
+                        r"incomplete last segment removed")
 CORRUPTION_HOLDS_S = {FaultKind.BITFLIP: (0.5, 2.0), FaultKind.TRUNCATE: (0.5, 2.0)}
 
 
@@ -72,27 +76,34 @@ class ChaosCluster(abc.ABC):
         self.step_note = ""  # what the last step's settle found besides (the report's line)
         # A damaged slave's repair to check at the next settle: the damage, the master's and
         # the slave's stores, the slave's address (once it runs again).
-        self._damaged: tuple[Damage, Path, Path, Callable[[], str]] | None = None
+        self._damaged: tuple[Damage, Path, Path, Callable[[], ServerProcess]] | None = None
 
     def damage(self, fault: Fault, master_store: Path, slave_store: Path,
-               slave_addr: Callable[[], str], kill: Callable[[], None]) -> str:
+               slave: Callable[[], ServerProcess], kill: Callable[[], None]) -> str:
         """A corruption fault on a slave (killed first for a ``-stopped`` target; the heal
         starts it again): what the report says of it."""
         stopped = fault.target.endswith(STOPPED)
         if stopped:
             kill()
         damage = damage_slave(slave_store, fault.kind is FaultKind.BITFLIP)
-        self._damaged = (damage, master_store, slave_store, slave_addr)
+        self._damaged = (damage, master_store, slave_store, slave)
         return ("while down: " if stopped else "live: ") + damage.text()
 
-    def check_damage_repaired(self) -> None:
+    def check_damage_repaired(self, slave_addr: Callable[[], str]) -> None:
         """After a corruption fault's heal: the slave served nothing corrupt and is repaired
-        (AssertionError otherwise, which the run reports as a step that did not settle)."""
+        (AssertionError otherwise, which the run reports as a step that did not settle); the
+        note quotes what the slave's log said of it."""
         damaged, self._damaged = self._damaged, None
         self.step_note = ""
-        if damaged is not None:
-            damage, master_store, slave_store, slave_addr = damaged
-            self.step_note = check_repair(master_store, slave_store, slave_addr(), damage)
+        if damaged is None:
+            return
+        damage, master_store, slave_store, slave = damaged
+        self.step_note = check_repair(master_store, slave_store, slave_addr(), damage)
+        said = [m.group(0) for m in map(SLAVE_SAID.search, slave().output().splitlines())
+                if m is not None and (f"={damage.offset} " in m.group(0)
+                                      or "incomplete last segment" in m.group(0))]
+        self.step_note += (f"; the slave said: {said[-1]}" if said
+                           else "; the slave's log says nothing of it")
 
     @abc.abstractmethod
     def apply(self, fault: Fault) -> str:
@@ -225,7 +236,7 @@ class MasterSlaveCluster(ChaosCluster):
         if fault.kind in CORRUPTION_TARGETS:
             root, name = self.set.root, self.set.name
             return self.damage(fault, root / f"{name}-0", root / f"{name}-1",
-                               lambda: self.set.addresses[1], lambda: self.set.kill(1))
+                               lambda: self.set.brokers[1], lambda: self.set.kill(1))
         if fault.kind is FaultKind.KILL:
             self.set.kill(broker_id)
         else:
@@ -241,7 +252,7 @@ class MasterSlaveCluster(ChaosCluster):
 
     def settle(self) -> None:
         self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
-        self.check_damage_repaired()
+        self.check_damage_repaired(lambda: self.set.addresses[1])
 
     def servers(self) -> dict[str, ServerProcess]:
         return {f"broker {i}": p for i, p in self.set.brokers.items()}
@@ -334,7 +345,7 @@ class ControllerCluster(ChaosCluster):
             brokers, name = self.brokers, self.brokers.name
             return f"member {slave} " + self.damage(
                 fault, brokers.root / f"{name}-{master}", brokers.root / f"{name}-{slave}",
-                lambda: brokers.addresses[slave], lambda: brokers.kill(slave))
+                lambda: brokers.brokers[slave], lambda: brokers.kill(slave))
         if fault.kind is FaultKind.KILL:
             if member is not None:
                 self.brokers.kill(member)
@@ -409,7 +420,10 @@ class ControllerCluster(ChaosCluster):
                     and len(state.in_sync) == len(self.MEMBERS)
                     and brokers.addresses.get(master.member) == master.addr)
         wait_for(current, "a running master with the whole set in sync", READY_WAIT_S)
-        self.check_damage_repaired()
+        damaged = self._damaged
+        if damaged is not None:
+            member = int(damaged[2].name.rpartition("-")[2])
+            self.check_damage_repaired(lambda: brokers.addresses[member])
 
     def servers(self) -> dict[str, ServerProcess]:
         if self.brokers is None:
