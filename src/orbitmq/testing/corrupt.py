@@ -15,8 +15,6 @@ from orbitmq.protocol.stored import BLANK_ENTRY_SIZE
 
 __all__ = ["Damage", "damage_segment", "segment_messages", "last_segment"]
 
-PHYSICALOFFSET_AT = 28  # the stored layout's field (PROTOCOL.md): a header byte a reader checks
-
 
 @dataclasses.dataclass(frozen=True)
 class Damage:
@@ -79,7 +77,8 @@ def damage_segment(path: str | Path, kind: str, *, fraction: float = 0.5) -> Dam
     if kind == "truncate":
         os.truncate(path, pos + p.total_size // 2)
         return damage
-    at = p.body_at + p.body_len // 2 if kind == "body" else pos + PHYSICALOFFSET_AT + 7
+    # The header's: the low byte of PHYSICALOFFSET, a field every reader's check compares.
+    at = p.body_at + p.body_len // 2 if kind == "body" else stored.physical_offset_span(pos)[1] - 1
     fd = os.open(path, os.O_RDWR)
     try:
         byte = os.pread(fd, 1, at)
