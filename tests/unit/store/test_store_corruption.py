@@ -225,3 +225,36 @@ def test_damage_below_the_checkpoint_recovery_did_not_scan_is_found_by_a_read(
     finally:
         master.shutdown()
         slave.shutdown()
+
+
+def test_a_lookup_by_offset_on_a_slave_never_returns_a_corrupt_message(tmp_path: Path) -> None:
+    master, slave = _stores(tmp_path)
+    try:
+        damage = damage_segment(_middle_segment(slave), "body")
+        assert slave.look_message_by_offset(damage.offset) is None  # key and id lookups too
+        assert slave.corruption.counts["slave"] == 1
+        assert slave.max_physical_offset() == damage.offset  # cut, as a read's finding
+        assert master.look_message_by_offset(damage.offset) is not None
+    finally:
+        master.shutdown()
+        slave.shutdown()
+
+
+def test_a_corrupt_last_message_is_cut_before_the_slave_compares_it_with_its_master(
+        tmp_path: Path) -> None:
+    master, slave = _stores(tmp_path)
+    try:
+        tail = slave.replica_tail()
+        assert tail is not None
+        path = slave.commit_log.mfq.find(tail.offset).path  # type: ignore[union-attr]
+        damage = damage_segment(path, "body", fraction=1.0)  # the segment's last message
+        assert damage.offset == tail.offset
+        again = slave.replica_tail()  # what the HA client reports when it connects
+        assert again is not None and again.offset < tail.offset
+        assert slave.max_physical_offset() == tail.offset
+        assert slave.corruption.counts["slave"] == 1
+        _replicate(master, slave, slave.max_physical_offset())
+        assert _read_all(slave) == ([_body(i) for i in range(COUNT)], COUNT)
+    finally:
+        master.shutdown()
+        slave.shutdown()
