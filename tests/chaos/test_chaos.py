@@ -2,9 +2,10 @@
 seeded schedule of faults, every history judged by the checker (orbitmq.testing.chaos).
 
 ``make test`` runs 18 s of faults on each of a standalone server (SYNC_FLUSH) and a SYNC_MASTER
-set with seed 15, the SDK's writers joined by the C++ client's (.venv-compat) and, on the
-standalone server, the 5.x gRPC client's (.venv-rmq5) when their venvs are there (a pause and a kill -9 of the standalone; a kill -9 of the slave, a pause and a
-kill -9 of the master). ``--run-slow`` runs every cluster, controller mode with etcd and its
+set with seed 4, the SDK's writers joined by the C++ client's (.venv-compat) and, on the
+standalone server, the 5.x gRPC client's (.venv-rmq5) when their venvs are there (two kill -9
+and a pause of the standalone; the slave's newest segment cut mid-message while it is down, a
+bit flipped in it while it runs, and a kill -9 of the master). ``--run-slow`` runs every cluster, controller mode with etcd and its
 partitions included, for ``CHAOS_MINUTES`` (default 5) with ``CHAOS_SEED`` or a fresh seed.
 Each run prints its seed, its schedule and its verdict (``pytest -s`` shows them).
 """
@@ -20,7 +21,7 @@ from orbitmq.testing.chaos.clusters import CLUSTER_KINDS
 from orbitmq.testing.chaos.harness import Clients, ClusterReport, find_clients, fresh_seed, run
 
 REPO = Path(__file__).resolve().parents[2]
-SHORT_SEED = 15
+SHORT_SEED = 4
 SHORT_MINUTES = 0.6  # 18 s of faults per cluster: about 50 s with the starts and the drains
 SLOW_MINUTES_DEFAULT = 5.0
 
@@ -49,6 +50,8 @@ def test_a_short_seeded_chaos_run_keeps_every_promise(tmp_path: Path) -> None:
     kinds = {(r.cluster, f.kind.value, f.target) for r in reports for f in r.schedule}
     assert ("standalone", "kill -9", "standalone") in kinds  # the seed still breaks what it did
     assert ("master-slave", "kill -9", "master") in kinds
+    assert ("master-slave", "bitflip", "slave") in kinds
+    assert ("master-slave", "truncate", "slave-stopped") in kinds
     _assert_held(reports)
 
 

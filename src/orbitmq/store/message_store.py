@@ -41,6 +41,7 @@ from orbitmq.store.commit_log import (
 )
 from orbitmq.store.compact_consume_queue import CompactConsumeQueue
 from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.corruption import CorruptionWatch
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.epoch_file import EpochFile
 from orbitmq.store.fd_cache import FdCache
@@ -191,6 +192,7 @@ class MessageStore(StoreReads, ReplicaCopy):
             self.file_ops, self.clock, self.flags,
         )
         self.recovery_report: RecoveryReport | None = None
+        self.corruption = CorruptionWatch(root)  # corrupt messages met (corruption.py)
         self.epochs = EpochFile(root)  # controller mode's epoch list (epoch_file.py)
         self._running = False
         self._replica = False  # a slave's copy: the master's bytes only (append_replicated)
@@ -277,7 +279,11 @@ class MessageStore(StoreReads, ReplicaCopy):
             checkpoint,
             last_exit_ok,
         )
-        self.dispatcher.reput_offset = self.recovery_report.valid_end
+        report = self.recovery_report
+        if report.truncated_from is not None and report.corrupted_durable_data:
+            self.corruption.found(report.valid_end, report.reason, replica=self._replica,
+                                  found_by="recovery")
+        self.dispatcher.reput_offset = report.valid_end
         self.commit_log.topic_queue_table = {
             key: cq.max_offset for key, cq in self.consume_queue_table.items()
         }

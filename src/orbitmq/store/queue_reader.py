@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orbitmq.config import StoreConfig
+from orbitmq.protocol import stored
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import (
     BLANK_ENTRY_SIZE_FIELD,
@@ -36,6 +37,7 @@ def read_queue(
     bulk: bool = False,
     max_physical_end: int | None = None,
     runs: bool = False,
+    check: bool = False,
 ) -> GetMessageResult:
     """Messages of ``cq`` from queue ``offset``; statuses and next offsets as RocketMQ's. A
     ``bulk`` read is bounded by ``bulk_pull_count_max`` / ``bulk_pull_bytes_max`` instead of the
@@ -50,7 +52,12 @@ def read_queue(
     With ``runs``, messages lying back to back in the commit log share one buffer (a pull's
     body is their concatenation either way): a batch producer's messages are, and a bulk pull
     of them then costs one slice and one iovec per run instead of per message.
-    ``message_count`` still counts messages."""
+    ``message_count`` still counts messages.
+
+    With ``check``, every message read is checked before it is served (``stored.check_served``:
+    layout, PHYSICALOFFSET, body CRC): the answer stops before the first one that fails, as if
+    the queue ended there, and ``corrupt_at`` / ``corrupt_problem`` say where and why (the
+    store decides what to do about it: message_store.py)."""
     if cq is None:
         return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     outside = _outside_the_queue(cq, offset)
@@ -64,13 +71,70 @@ def read_queue(
         )
     result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
     count_max, bytes_max = _transfer_limits(config, max_msg_nums, bulk)
-    if (runs and message_filter is None and _RUNS_IN_C
+    starts: list[int] | None = [] if check else None
+    if not (runs and message_filter is None and _RUNS_IN_C
             and _read_runs_in_c(result, entries, commit_log, count_max, bytes_max,
-                                max_physical_end)):
-        return result
-    _read_one_by_one(result, entries, commit_log, message_filter, count_max, bytes_max,
-                     max_physical_end, runs)
+                                max_physical_end, starts)):
+        _read_one_by_one(result, entries, commit_log, message_filter, count_max, bytes_max,
+                         max_physical_end, runs, starts)
+    if starts is not None and result.buffers:
+        _check_served(result, starts, entries, offset)
     return result
+
+
+def _check_served(result: GetMessageResult, starts: list[int], entries: Any,
+                  offset: int) -> None:
+    """``result`` cut before its first message that fails ``stored.check_served`` (see
+    ``read_queue``); ``starts[i]``: the commit log offset of ``result.buffers[i]``."""
+    buffers = result.buffers
+    for i, (raw, start) in enumerate(zip(buffers, starts, strict=True)):
+        bad = stored.check_served(raw, start)
+        if bad is None:
+            continue
+        corrupt_at = start + bad.position
+        kept = buffers[:i]
+        count = sum(_messages_in(b) for b in kept) + bad.messages_before
+        last = start + bad.last_before if bad.last_before >= 0 else (
+            starts[i - 1] + _last_message_at(buffers[i - 1]) if i else -1)
+        if bad.position:
+            kept.append(raw[:bad.position])
+        result.buffers = kept
+        result.message_count = count
+        result.total_size = sum(len(b) for b in kept)
+        result.last_commit_offset = last
+        result.corrupt_at = corrupt_at
+        result.corrupt_problem = bad.problem
+        result.next_begin_offset = offset + _entry_index(entries, corrupt_at)
+        if not kept:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+        return
+
+
+def _messages_in(raw: memoryview | bytes) -> int:
+    """Messages in a run that passed the checks."""
+    pos = count = 0
+    while pos < len(raw):
+        pos += stored.total_size(raw, pos)
+        count += 1
+    return count
+
+
+def _last_message_at(raw: memoryview | bytes) -> int:
+    """Where the last message of a run that passed the checks starts."""
+    pos = last = 0
+    while pos < len(raw):
+        last = pos
+        pos += stored.total_size(raw, pos)
+    return last
+
+
+def _entry_index(entries: Any, phy: int) -> int:
+    """The index among ``entries`` of the queue entry of the message at ``phy`` (the first
+    entry at or past it: a queue's entries go up the commit log)."""
+    for i, (entry_phy, _size, _tags) in enumerate(CQ_ENTRY_UNSIGNED_SIZE.iter_unpack(entries)):
+        if entry_phy >= phy:
+            return i
+    return len(entries) // CQ_ENTRY_UNSIGNED_SIZE.size
 
 
 def _outside_the_queue(cq: ConsumeQueue, offset: int) -> GetMessageResult | None:
@@ -104,10 +168,12 @@ def _transfer_limits(config: StoreConfig, max_msg_nums: int, bulk: bool) -> tupl
 
 def _read_one_by_one(result: GetMessageResult, entries: Any, commit_log: CommitLog,
                      message_filter: MessageFilter | None, count_max: int, bytes_max: int,
-                     max_physical_end: int | None, runs: bool) -> None:
+                     max_physical_end: int | None, runs: bool,
+                     starts: list[int] | None = None) -> None:
     """``result`` filled by reading ``entries`` message by message: filtered when a
     ``message_filter`` is given, stopped before the first message ending past
-    ``max_physical_end``, and with ``runs`` joining back-to-back messages into one buffer."""
+    ``max_physical_end``, and with ``runs`` joining back-to-back messages into one buffer;
+    ``starts``, when given, gets the commit log offset of each buffer."""
     buffers = result.buffers
     read = commit_log.read
     total = scanned = count = 0
@@ -146,6 +212,8 @@ def _read_one_by_one(result: GetMessageResult, entries: Any, commit_log: CommitL
             skip_below = commit_log.roll_next_file(phy)
             continue
         buffers.append(raw)
+        if starts is not None:
+            starts.append(phy)
         run_end = phy + size
         count += 1
         total += size
@@ -186,7 +254,8 @@ def _run_slices(commit_log: CommitLog, runs: list[tuple[int, int]]) -> list[memo
 
 
 def _read_runs_in_c(result: GetMessageResult, entries: Any, commit_log: CommitLog,
-                    count_max: int, bytes_max: int, max_physical_end: int | None) -> bool:
+                    count_max: int, bytes_max: int, max_physical_end: int | None,
+                    starts: list[int] | None = None) -> bool:
     """``result`` filled by an unfiltered read in runs, the entries walked in C
     (``queue_runs``), then a slice a run; False, ``result`` untouched, when an entry is damaged
     or a run is not all there: the read message by message tells what is, and answers the same
@@ -201,6 +270,8 @@ def _read_runs_in_c(result: GetMessageResult, entries: Any, commit_log: CommitLo
     if buffers is None:
         return False
     result.buffers = buffers
+    if starts is not None:
+        starts.extend(start for start, _length in runs)
     result.next_begin_offset += scanned
     result.last_commit_offset = last
     result.message_count = count

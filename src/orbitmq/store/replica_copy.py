@@ -5,10 +5,14 @@ its log with its master's, and a running replica's cut (replica_truncate.py). ``
 
 from __future__ import annotations
 
+import logging
+
 from orbitmq.config import StoreConfig
 from orbitmq.errors import StoreError
+from orbitmq.protocol import stored
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.corruption import CorruptionWatch
 from orbitmq.store.dispatch import DispatchService
 from orbitmq.store.flush import FlushConsumeQueueService
 from orbitmq.store.index_service import IndexService
@@ -24,6 +28,8 @@ from orbitmq.store.replica_truncate import truncate_running_replica
 
 __all__ = ["ReplicaCopy"]
 
+log = logging.getLogger(__name__)
+
 
 class ReplicaCopy:
     """A slave's side of the store (mixed into MessageStore, which sets these attributes)."""
@@ -37,6 +43,7 @@ class ReplicaCopy:
     _running: bool
     _replica: bool
     _writable: bool
+    corruption: CorruptionWatch
 
     def load_queues(self, count_max: int | None = None) -> int:
         """Load the queues not used since the start (MessageStore's)."""
@@ -93,7 +100,32 @@ class ReplicaCopy:
                 found = cq.entry(cq.max_offset - 1)
                 if found is not None and start <= found[0] < end:
                     hint = max(hint, found[0])
-        return replica_tail(self.commit_log.read, hint, end)
+        tail = replica_tail(self.commit_log.read, hint, end)
+        if tail is not None and self._running and self._replica:
+            bad = stored.verify(tail.entries[0], physical_offset=tail.offset)
+            if bad is not None and self.corrupt_message_found(tail.offset, bad, "replication"):
+                return self.replica_tail()  # cut before it: the message before is the tail now
+        return tail
+
+    def corrupt_message_found(self, offset: int, problem: str, found_by: str) -> bool:
+        """A corrupt message at commit log ``offset`` (a checked read met it): counted and
+        logged once (corruption.py); a running slave cuts its log there, and its HA client
+        connects again from the new end, so that its master streams the rest again. True when
+        the log was cut. A master keeps the bytes (it has no copy to take): its reads stop
+        before them."""
+        replica = self._replica and self._running
+        self.corruption.found(offset, problem, replica=self._replica, found_by=found_by)
+        if not replica:
+            return False
+        try:
+            report = self.truncate_replica(offset)
+        except StoreError as e:  # it stopped or was promoted meanwhile: reads still stop there
+            log.error("corrupt message at offset=%d not cut: %s", offset, e)
+            return False
+        if report.new_end > offset:
+            return False
+        self.corruption.cut(report.new_end, report.old_end)
+        return True
 
     def truncate_replica(self, offset: int) -> TruncateReport:
         """Cut this running replica's log back to ``offset`` (replica_truncate.py).

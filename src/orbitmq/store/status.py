@@ -155,6 +155,8 @@ class GetMessageResult:
     total_size: int = 0
     last_commit_offset: int = -1  # commit log offset of the last message read (-1: none)
     held_back_end: int = -1  # where the first entry a max_physical_end held back ends (-1: none)
+    corrupt_at: int = -1  # commit log offset of a message a checked read refused (-1: none)
+    corrupt_problem: str = ""  # why it was refused
 
 
 @dataclasses.dataclass(slots=True)

@@ -14,6 +14,7 @@ from orbitmq.protocol.message import MessageExt
 from orbitmq.protocol.stored import BLANK_ENTRY_SIZE, decode_stored_message
 from orbitmq.store.commit_log import CommitLog
 from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.corruption import CorruptionWatch
 from orbitmq.store.index_service import IndexService
 from orbitmq.store.message_filter import MessageFilter
 from orbitmq.store.queue_reader import read_queue
@@ -22,6 +23,7 @@ from orbitmq.store.status import GetMessageResult, QueryMessageResult
 __all__ = ["StoreReads"]
 
 QUERY_CANDIDATES_MAX = 4096  # index entries a key query looks at, colliding keys included
+CHECKED_READS_MAX = 4  # reads of one get_message on a slave that met corruption and cut its log
 
 _Parsed = TypeVar("_Parsed")
 
@@ -38,6 +40,10 @@ class StoreReads:
     commit_log: CommitLog
     consume_queue_table: dict[tuple[str, int], ConsumeQueue]
     index: IndexService | None
+    corruption: CorruptionWatch
+    _replica: bool
+    # (offset, problem, found_by) -> whether the log was cut there: ReplicaCopy's
+    corrupt_message_found: Callable[[int, str, str], bool]
 
     def _queue(self, key: tuple[str, int], *, create: bool = False) -> ConsumeQueue | None:
         """A queue, loaded on first use (MessageStore's)."""
@@ -61,10 +67,20 @@ class StoreReads:
         bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...`` (by
         ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read), and with
         ``max_physical_end`` to messages that end at or before that commit log offset; with
-        ``runs``, back-to-back messages in one buffer (queue_reader.read_queue)."""
-        return read_queue(self._queue((topic, queue_id)), self.commit_log,
-                          offset, max_msg_nums, message_filter, self.config, bulk,
-                          max_physical_end, runs)
+        ``runs``, back-to-back messages in one buffer (queue_reader.read_queue).
+
+        A slave checks every message before serving it (a master too with
+        ``check_crc_on_read``): a corrupt one is never served (see corruption.py); a slave cuts
+        its log there and reads again, so the answer is as if its queue ended before it."""
+        check = self._replica or self.config.check_crc_on_read
+        for _ in range(CHECKED_READS_MAX):
+            result = read_queue(self._queue((topic, queue_id)), self.commit_log,
+                                offset, max_msg_nums, message_filter, self.config, bulk,
+                                max_physical_end, runs, check)
+            if result.corrupt_at < 0 or not self.corrupt_message_found(
+                    result.corrupt_at, result.corrupt_problem, "read"):
+                return result
+        return result
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self._queue((topic, queue_id))
@@ -112,8 +128,11 @@ class StoreReads:
         return self.commit_log.read(commit_offset, size)
 
     def look_message_by_offset(self, commit_offset: int, size: int | None = None) -> MessageExt | None:
-        """Decode the message at a commit log offset; None when absent or not a message."""
-        return self._parse_at(commit_offset, size, _decode_unchecked)
+        """Decode the message at a commit log offset; None when absent or not a message, or
+        (on a slave, or a master with ``check_crc_on_read``) corrupt: never served (see
+        get_message)."""
+        check = self._replica or self.config.check_crc_on_read
+        return self._parse_at(commit_offset, size, _decode_unchecked, check)
 
     def peek_message_by_offset(self, commit_offset: int,
                                size: int | None = None) -> stored.StoredPeek | None:
@@ -122,10 +141,15 @@ class StoreReads:
         return self._parse_at(commit_offset, size, stored.peek)
 
     def _parse_at(self, commit_offset: int, size: int | None,
-                  parse: Callable[[memoryview], _Parsed]) -> _Parsed | None:
+                  parse: Callable[[memoryview], _Parsed], check: bool = False) -> _Parsed | None:
         raw = self.get_message_raw(commit_offset, size)
         if raw is None:
             return None
+        if check:
+            bad = stored.verify(raw, physical_offset=commit_offset)
+            if bad is not None:
+                self.corrupt_message_found(commit_offset, bad, "read")
+                return None
         try:
             return parse(raw)
         except RemoteProtocolError:

@@ -90,6 +90,30 @@ def test_an_election_is_won_by_an_in_sync_member_and_the_old_master_leaves_the_s
     assert isinstance(election_action(1, STATE, 7, MASTER, [], 0, {}, 0.0, 1.0), Resign)
 
 
+def test_a_member_repairing_a_corrupt_log_never_campaigns(tmp_path: Path) -> None:
+    """A slave that cut its log at a corrupt message lacks bytes it acknowledged until it has
+    taken them again: it stays out of every election, in the in-sync set or not, the best
+    candidate or not, however long the set has had no master; it still follows a master."""
+    from orbitmq.store.corruption import CorruptionWatch
+
+    watch = CorruptionWatch(str(tmp_path))
+    watch.cut(1000, 5000)  # the log ended at 5000, cut at 1000 for a corrupt message
+    log = [(1, 0), (2, 100), (3, 250)]
+    for end in (1000, 4999):
+        why = watch.repair_pending(end)
+        assert why is not None and "repairing" in why
+        action = election_action(3, STATE, 7, None, log, end, {}, 60.0, 1.0, why)
+        assert isinstance(action, Wait) and "not eligible" in action.why
+        follow = election_action(2, STATE, 7, MASTER, log, end, {}, 0.0, 1.0, why)
+        assert isinstance(follow, Follow)  # it takes the rest from the master
+    assert watch.repair_pending(5000) is None  # whole again: eligible as before
+    assert isinstance(election_action(3, STATE, 7, None, log, 5000, {}, 60.0, 1.0,
+                                      watch.repair_pending(5000)), Campaign)
+    watch.cut(1000, 5000)
+    watch.forget_repair()  # a new master's log is the truth now
+    assert watch.repair_pending(1000) is None
+
+
 def test_in_sync_changes_acknowledgements_and_the_fence() -> None:
     tracker = CatchUpTracker(now=0.0)
     tracker.observe(0.5, 1000, {2: 0, 3: 0})  # both held the previous end (0)

@@ -304,13 +304,16 @@ def new_epoch_state(me: int, state: SetState | None, local: Sequence[EpochEntry]
 def election_action(me: int, state: SetState | None, state_revision: int,
                     master: MasterRecord | None, local: Sequence[EpochEntry], local_end: int,
                     members: Mapping[int, MemberRecord], no_master_for_s: float,
-                    defer_s: float) -> Follow | Campaign | Resign | Wait:
+                    defer_s: float, repairing: str | None = None) -> Follow | Campaign | Resign | Wait:
     """What a member that is not master does after reading etcd.
 
     ``members``: the live members' records (their leases hold); ``no_master_for_s``: how long
     this member has seen no master key; ``defer_s``: how long a member that is not the best
     candidate leaves the election to the best one (the best: the in-sync member whose log holds
-    the latest epoch and ends furthest, so that the fewest unacknowledged bytes are cut).
+    the latest epoch and ends furthest, so that the fewest unacknowledged bytes are cut);
+    ``repairing``: why this member's log lacks bytes it had acknowledged (it cut a corrupt
+    message and is taking the rest again: store/corruption.py), None when it does not. Such a
+    member never campaigns, in the in-sync set or not: it may lack acknowledged messages.
     """
     if master is not None:
         if state is None or master.epoch != state.epoch:
@@ -320,6 +323,8 @@ def election_action(me: int, state: SetState | None, state_revision: int,
             return Resign(master)
         cut = divergence_point(local, local_end, state.history, state.trimmed)
         return Follow(master, cut, tuple(adopt_history(local, cut, state.history)))
+    if repairing is not None:
+        return Wait(f"{repairing}: not eligible")
     if state is not None and me not in state.in_sync:
         return Wait(f"not in the in-sync set {sorted(state.in_sync)} of epoch {state.epoch}: "
                     "not eligible")

@@ -402,10 +402,12 @@ class FailoverService:
             if not master.ha_addr:
                 self.status = f"master {master.member} of epoch {master.epoch} is starting"
                 return
+        end = self.store.max_physical_offset()
         action = election_action(
             self.member, self.state, self.state_rev, master, self.store.epochs.entries,
-            self.store.max_physical_offset(), {m: r for m, r in members.items()},
-            now - (self._no_master_since or now), self.defer_s)
+            end, {m: r for m, r in members.items()},
+            now - (self._no_master_since or now), self.defer_s,
+            self.store.corruption.repair_pending(end))
         if isinstance(action, Follow):
             await self._follow(action)
         elif isinstance(action, Campaign):
@@ -428,6 +430,7 @@ class FailoverService:
             return
         await self.replication.stop_following()
         self._cut(action.cut)
+        self.store.corruption.forget_repair()  # the new master's log is what it repairs from
         if list(action.epochs) != self.store.epochs.entries:
             self.store.epochs.replace(action.epochs)
         self.follow_epoch = record.epoch

@@ -26,6 +26,8 @@ orbitmq_send_requests_total                       path: ``encoded`` (the one-ste
 orbitmq_pull_requests_total                       result: ``found`` or ``empty``
 orbitmq_native_speedups                           (none): 1 when the C speedups are loaded
 orbitmq_long_poll_held_pulls                      (none)
+orbitmq_store_corrupt_messages_total              role: ``master`` or ``slave`` (the store's
+                                                  role when a read or recovery met it)
 orbitmq_replication_lag_bytes, _lag_latency (ms)  slave (its HA connection's address): on a
                                                   master, what each slave does not hold yet
 orbitmq_replication_in_sync_slaves                (none): slaves within ha_max_gap_not_in_sync
@@ -289,7 +291,12 @@ class BrokerMetricsCollector:
         f.add(native, [], 1 if NATIVE is not None else 0)
         held = f.gauge("orbitmq_long_poll_held_pulls", "pulls held by long polling now")
         f.add(held, [], self.held_pulls())
-        yield from (sync, sends, pulls, native, held)
+        corrupt = f.counter("orbitmq_store_corrupt_messages_total",
+                            "corrupt messages met in the store's own commit log (never served)",
+                            ["role"])
+        for role, count in self.store.corruption.counts.items():
+            f.add(corrupt, [role], count)
+        yield from (sync, sends, pulls, native, held, corrupt)
 
     def _replication(self) -> Iterator[Any]:
         if self.replication is None:

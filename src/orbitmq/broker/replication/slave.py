@@ -8,8 +8,13 @@ anything. Equal: the logs agree, and what follows is appended. Different: the sl
 bytes the master does not have (it was promoted by hand and demoted, or the master lost its
 tail) and the slave **refuses to replicate**, with an error naming what to do: stop it, cut its
 log with ``orbitmq store truncate`` and start it again (docs/replication.md). It never mixes
-two histories, and it never cuts its own log. An empty slave reports 0 and gets the master's
-whole log from its oldest segment.
+two histories, and it never cuts its own log for a divergence. An empty slave reports 0 and
+gets the master's whole log from its oldest segment.
+
+A corrupt message in the slave's own log (a read met it, or it is the last message compared
+above: store/corruption.py) is the one cut the slave makes itself: the store cuts the log there
+and tells this client, which drops its connection and connects again at once, so that the
+master streams everything from the cut again.
 
 Frames must continue the slave's stream exactly (``expect``). A master heartbeat (size 0) says
 where the master's log ends now: below what the slave holds means the same refusal; above it,
@@ -137,6 +142,7 @@ class _Link(asyncio.Protocol):
         self.handshake_failed = False  # the next connection waits the longest pause
         self.closing = False  # this side closed it
         self.heard = False  # any byte from the master on this connection
+        self.repairing = False  # closed after a cut for a corrupt message: connect again at once
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not its subclasses
@@ -397,11 +403,41 @@ class HAClient:
         self.connected_since_ms = 0
         self._task: asyncio.Task[None] | None = None
         self._address_changed = asyncio.Event()
+        self._listener: Callable[[int], object] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="orbitmq-ha-client")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="orbitmq-ha-client")
+        if self._listener is None:  # a corrupt message cut the log: stream again from its end
+            def cut(offset: int) -> None:
+                try:
+                    here = asyncio.get_running_loop()
+                except RuntimeError:
+                    here = None
+                if here is loop:  # before any frame read after the cut is taken
+                    self._log_cut(offset)
+                else:
+                    loop.call_soon_threadsafe(self._log_cut, offset)
+            self._listener = cut
+            self.store.corruption.add_listener(cut)
+
+    def _log_cut(self, offset: int) -> None:
+        """The store cut this slave's log at ``offset`` for a corrupt message: the link's idea
+        of where the log ends is stale, so it is dropped and opened again at once; the new one
+        reports the new end and the master streams the rest again."""
+        link = self.link
+        log.warning("replication: this slave's log was cut at %d for a corrupt message; "
+                    "fetching the rest again from master %s%s", offset, self.master or "(unknown)",
+                    "" if self.connected else " (not connected now: reads stop at the cut "
+                    "until it is reached)")
+        if link is not None:
+            link.repairing = True
+            link.close()
 
     async def stop(self) -> None:
+        if self._listener is not None:
+            self.store.corruption.remove_listener(self._listener)
+            self._listener = None
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -468,7 +504,8 @@ class HAClient:
             if self.refused is None:
                 log.info("replication: connection to master %s closed", address)
                 delay = RECONNECT_DELAY_MIN_S
-                await asyncio.sleep(RECONNECT_DELAY_MAX_S if link.handshake_failed else delay)
+                if not link.repairing:
+                    await asyncio.sleep(RECONNECT_DELAY_MAX_S if link.handshake_failed else delay)
 
     async def _serve(self, link: _Link) -> None:
         tick = max(min(self.heartbeat_s, self.housekeeping_s) / 4, 0.01)

@@ -95,13 +95,19 @@ from orbitmq.protocol.stored._layout import (
     is_blank_entry,
     is_zero_entry,
     pack_host,
+    physical_offset_span,
     problem,
     store_timestamp,
     total_size,
     verify,
     write_blank_entry,
 )
-from orbitmq.protocol.stored._replica import ReplicaRun, check_replica_run
+from orbitmq.protocol.stored._replica import (
+    BadEntry,
+    ReplicaRun,
+    check_replica_run,
+    first_bad_entry,
+)
 
 __all__ = [
     "MAGIC_CODE",
@@ -149,11 +155,14 @@ __all__ = [
     "is_zero_entry",
     "write_blank_entry",
     "store_timestamp",
+    "physical_offset_span",
     "decode_stored_message",
     "iter_stored_messages",
     "ReplicaRun",
     "check_replica_run",
     "check_replica_entries",
+    "BadEntry",
+    "check_served",
 ]
 
 # The C twins when built; the CommitLog and dispatch look these up here at each call.
@@ -174,3 +183,9 @@ def check_replica_entries(buf: Any, first_offset: int, segment_room: int) -> Rep
     """``check_replica_run`` with the module's ``scan`` (the C twin when built): a slave's check
     of a frame from its master before storing it (see store/replica_append.py)."""
     return check_replica_run(buf, first_offset, segment_room, scan)
+
+
+def check_served(buf: Any, first_offset: int) -> BadEntry | None:
+    """``first_bad_entry`` with the module's ``scan`` (the C twin when built): a store's check
+    of a run of messages before it serves them (store/queue_reader.py)."""
+    return first_bad_entry(buf, first_offset, scan)

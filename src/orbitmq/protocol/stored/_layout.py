@@ -239,6 +239,13 @@ def total_size(buf: Any, pos: int = 0) -> int:
     return size
 
 
+def physical_offset_span(pos: int = 0) -> tuple[int, int]:
+    """(start, end) of the PHYSICALOFFSET field of the message at ``pos``: a header field every
+    check of a stored message compares with where it lies (for the tools that damage one on
+    purpose: orbitmq.testing.corrupt)."""
+    return pos + PHYSICALOFFSET_AT, pos + PHYSICALOFFSET_AT + 8
+
+
 def store_timestamp(buf: Any, pos: int = 0) -> int:
     """STORETIMESTAMP of the message at ``pos``, unchecked; the buffer needs
     POSITION_FIELDS_END bytes there."""

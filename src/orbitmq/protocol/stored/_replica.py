@@ -29,7 +29,7 @@ from orbitmq.protocol.stored._layout import (
     crc32 as _crc32,
 )
 
-__all__ = ["ReplicaRun", "check_replica_run"]
+__all__ = ["ReplicaRun", "check_replica_run", "BadEntry", "first_bad_entry"]
 
 _NO_LIMIT = 1 << 62
 ScanFn = Callable[[Any, int, int, int], tuple[list[ScanRecord], int, int, int]]
@@ -82,6 +82,60 @@ def check_replica_run(buf: Any, first_offset: int, segment_room: int,
                                            f"at {first_offset + end}")
     bad = _positions_and_bodies(view, reached, first_offset, segment_room)
     return ReplicaRun(records, blank_total, bad)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BadEntry:
+    """The first entry of a run that is not a whole, intact message: where it lies in the run
+    (``position``), why (``problem``), how many good messages come before it and where the
+    last of them starts (-1: none)."""
+
+    position: int
+    problem: str
+    messages_before: int
+    last_before: int
+
+
+def first_bad_entry(buf: Any, first_offset: int, scan: ScanFn) -> BadEntry | None:
+    """Check ``buf`` (a run of stored messages as a reader is about to serve them, stored at
+    commit log ``first_offset``) by every reader's checks (``scan``: layout, lengths,
+    properties), PHYSICALOFFSET and BODYCRC: the first entry that fails, or None when every
+    message holds. A blank entry inside a run fails too: a read serves messages only."""
+    view = _view(buf)
+    end = len(view)
+    _records, reached, _count, stop = scan(view, 0, end, _NO_LIMIT)
+    if stop == SCAN_BLANK:
+        why: str | None = "a blank entry where a message was read"
+    elif stop == SCAN_BAD or reached != end:
+        why = problem(view, reached, end) or "not a stored message"
+    else:
+        why = None
+    pos = count = 0
+    last = -1
+    while pos < reached:
+        total = _I32.unpack_from(view, pos)[0]
+        bad = _position_and_body(view, pos, first_offset)
+        if bad is not None:
+            return BadEntry(pos, bad, count, last)
+        last = pos
+        pos += total
+        count += 1
+    return None if why is None else BadEntry(reached, why, count, last)
+
+
+def _position_and_body(view: memoryview, pos: int, first_offset: int) -> str | None:
+    """Why the message at ``pos`` (its layout checked) does not lie where it says or has not
+    the body its BODYCRC says; None when it is intact."""
+    physical = _I64.unpack_from(view, pos + PHYSICALOFFSET_AT)[0]
+    if physical != first_offset + pos:
+        return f"physical offset field {physical} differs from its position"
+    (sys_flag,) = _I32.unpack_from(view, pos + SYSFLAG_AT)
+    head = _header(sys_flag).size
+    (body_len,) = _I32.unpack_from(view, pos + head - 4)
+    at = pos + head
+    if _crc32(view[at:at + body_len]) & _CRC_MASK != _I32.unpack_from(view, pos + BODYCRC_AT)[0]:
+        return "body CRC mismatch"
+    return None
 
 
 def _positions_and_bodies(view: memoryview, stop_at: int, first_offset: int,

@@ -21,11 +21,14 @@ import contextlib
 import os
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
 from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise
+from orbitmq.testing.chaos.corruption import STOPPED, check_repair, damage_slave
 from orbitmq.testing.chaos.schedule import Fault, FaultKind, FaultMenu
+from orbitmq.testing.corrupt import Damage
 from orbitmq.testing.etcd import EtcdCluster, etcd_binary, free_port
 from orbitmq.testing.failover_set import FailoverSet, wait_for
 from orbitmq.testing.netns import NetLab, netns_problem
@@ -41,6 +44,14 @@ CLUSTER_KINDS = ("standalone", "master-slave", "controller")
 # account of elections, fences and cuts.
 DIAGNOSTIC = re.compile(r"ERROR|Error:|elected master|steps down|fenced|log cut|in-sync set of")
 DIAGNOSTIC_LINES_MAX = 30  # per server, the last ones
+# The corruption faults a replicated cluster offers (testing/chaos/corruption.py).
+CORRUPTION_TARGETS = {FaultKind.BITFLIP: ("slave", "slave" + STOPPED),
+                      FaultKind.TRUNCATE: ("slave" + STOPPED,)}
+# What a slave's log says of a damaged segment (the corruption faults' report quotes it).
+SLAVE_SAID = re.compile(r"corrupt message in the commit log .*? problem=[^=]*? found_by=\w+|"
+                        r"commit log truncated offset=\d+ reason=[^=]*? discarded|"
+                        r"incomplete last segment removed")
+CORRUPTION_HOLDS_S = {FaultKind.BITFLIP: (0.5, 2.0), FaultKind.TRUNCATE: (0.5, 2.0)}
 
 
 class ClusterUnavailable(Exception):
@@ -62,6 +73,37 @@ class ChaosCluster(abc.ABC):
     def __init__(self) -> None:
         self._paused: set[int] = set()
         self.notes = []
+        self.step_note = ""  # what the last step's settle found besides (the report's line)
+        # A damaged slave's repair to check at the next settle: the damage, the master's and
+        # the slave's stores, the slave's address (once it runs again).
+        self._damaged: tuple[Damage, Path, Path, Callable[[], ServerProcess]] | None = None
+
+    def damage(self, fault: Fault, master_store: Path, slave_store: Path,
+               slave: Callable[[], ServerProcess], kill: Callable[[], None]) -> str:
+        """A corruption fault on a slave (killed first for a ``-stopped`` target; the heal
+        starts it again): what the report says of it."""
+        stopped = fault.target.endswith(STOPPED)
+        if stopped:
+            kill()
+        damage = damage_slave(slave_store, fault.kind is FaultKind.BITFLIP)
+        self._damaged = (damage, master_store, slave_store, slave)
+        return ("while down: " if stopped else "live: ") + damage.text()
+
+    def check_damage_repaired(self, slave_addr: Callable[[], str]) -> None:
+        """After a corruption fault's heal: the slave served nothing corrupt and is repaired
+        (AssertionError otherwise, which the run reports as a step that did not settle); the
+        note quotes what the slave's log said of it."""
+        damaged, self._damaged = self._damaged, None
+        self.step_note = ""
+        if damaged is None:
+            return
+        damage, master_store, slave_store, slave = damaged
+        self.step_note = check_repair(master_store, slave_store, slave_addr(), damage)
+        said = [m.group(0) for m in map(SLAVE_SAID.search, slave().output().splitlines())
+                if m is not None and (f"={damage.offset} " in m.group(0)
+                                      or "incomplete last segment" in m.group(0))]
+        self.step_note += (f"; the slave said: {said[-1]}" if said
+                           else "; the slave's log says nothing of it")
 
     @abc.abstractmethod
     def apply(self, fault: Fault) -> str:
@@ -170,8 +212,9 @@ class MasterSlaveCluster(ChaosCluster):
     name = "master-slave"
     promise = SYNC_MASTER
     menu = FaultMenu(targets={FaultKind.KILL: ("master", "slave"),
-                              FaultKind.PAUSE: ("master", "slave")},
-                     holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0)})
+                              FaultKind.PAUSE: ("master", "slave"), **CORRUPTION_TARGETS},
+                     holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0),
+                              **CORRUPTION_HOLDS_S})
 
     def __init__(self, root: Path) -> None:
         super().__init__()
@@ -190,6 +233,10 @@ class MasterSlaveCluster(ChaosCluster):
 
     def apply(self, fault: Fault) -> str:
         broker_id = self._id(fault)
+        if fault.kind in CORRUPTION_TARGETS:
+            root, name = self.set.root, self.set.name
+            return self.damage(fault, root / f"{name}-0", root / f"{name}-1",
+                               lambda: self.set.brokers[1], lambda: self.set.kill(1))
         if fault.kind is FaultKind.KILL:
             self.set.kill(broker_id)
         else:
@@ -198,13 +245,14 @@ class MasterSlaveCluster(ChaosCluster):
 
     def heal(self, fault: Fault) -> None:
         broker_id = self._id(fault)
-        if fault.kind is FaultKind.KILL:
+        if fault.kind is FaultKind.KILL or fault.target.endswith(STOPPED):
             self.set.start_broker(broker_id, same_address=True)
-        else:
+        elif fault.kind is FaultKind.PAUSE:
             self.resume(self.set.brokers[broker_id].proc.pid)
 
     def settle(self) -> None:
         self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
+        self.check_damage_repaired(lambda: self.set.addresses[1])
 
     def servers(self) -> dict[str, ServerProcess]:
         return {f"broker {i}": p for i, p in self.set.brokers.items()}
@@ -230,6 +278,7 @@ class ControllerCluster(ChaosCluster):
         targets: dict[FaultKind, tuple[str, ...]] = {
             FaultKind.KILL: ("master", "slave", "etcd", "master+etcd"),
             FaultKind.PAUSE: ("master", "etcd"),
+            **CORRUPTION_TARGETS,
         }
         if problem is None:
             targets[FaultKind.ISOLATE] = ("master", "namesrv")
@@ -240,7 +289,8 @@ class ControllerCluster(ChaosCluster):
         self.menu = FaultMenu(targets=targets, holds_s={
             FaultKind.KILL: (0.5, 4.0), FaultKind.PAUSE: pause_s,
             FaultKind.ISOLATE: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0),
-            FaultKind.CUT: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0)}, gap_s=(3.0, 6.0))
+            FaultKind.CUT: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0), **CORRUPTION_HOLDS_S},
+            gap_s=(3.0, 6.0))
         self.lab: NetLab | None = None
         self.namesrv_process: ServerProcess | None = None
         self.etcd: EtcdCluster | None = None
@@ -287,9 +337,15 @@ class ControllerCluster(ChaosCluster):
         assert self.brokers is not None and self.etcd is not None
         master = self._master()
         slave = next(m for m in self.MEMBERS if m != master)
-        member = {"master": master, "slave": slave, "master+etcd": master}.get(fault.target)
+        member = {"master": master, "slave": slave, "master+etcd": master,
+                  "slave" + STOPPED: slave}.get(fault.target)
         self._resolved[fault] = [member] if member is not None else []
         node = self.etcd.nodes[0]
+        if fault.kind in CORRUPTION_TARGETS:
+            brokers, name = self.brokers, self.brokers.name
+            return f"member {slave} " + self.damage(
+                fault, brokers.root / f"{name}-{master}", brokers.root / f"{name}-{slave}",
+                lambda: brokers.brokers[slave], lambda: brokers.kill(slave))
         if fault.kind is FaultKind.KILL:
             if member is not None:
                 self.brokers.kill(member)
@@ -329,7 +385,11 @@ class ControllerCluster(ChaosCluster):
         assert self.brokers is not None and self.etcd is not None
         members = self._resolved.pop(fault, [])
         node = self.etcd.nodes[0]
-        if fault.kind is FaultKind.KILL:
+        if fault.kind in CORRUPTION_TARGETS:
+            if fault.target.endswith(STOPPED):
+                for member in members:
+                    self.brokers.start_member(member)
+        elif fault.kind is FaultKind.KILL:
             if "etcd" in fault.target:
                 node.start(f"{node.name}={node.peer_url}")
                 self.etcd.wait_healthy()
@@ -360,6 +420,10 @@ class ControllerCluster(ChaosCluster):
                     and len(state.in_sync) == len(self.MEMBERS)
                     and brokers.addresses.get(master.member) == master.addr)
         wait_for(current, "a running master with the whole set in sync", READY_WAIT_S)
+        damaged = self._damaged
+        if damaged is not None:
+            member = int(damaged[2].name.rpartition("-")[2])
+            self.check_damage_repaired(lambda: brokers.addresses[member])
 
     def servers(self) -> dict[str, ServerProcess]:
         if self.brokers is None:

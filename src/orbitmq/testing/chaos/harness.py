@@ -238,6 +238,8 @@ def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: O
                 report.error = f"the cluster did not settle after the step at {began:.2f} s: {e}"
         line = (f"{began:7.2f} s  {fault.kind.value:8} {fault.target:12} -> {what}; healed at "
                 f"{healed:.2f} s, {settled}")
+        if cluster.step_note:
+            line += f"; {cluster.step_note}"
         report.steps.append(line)
         out(f"     ran {line}")
     return settles

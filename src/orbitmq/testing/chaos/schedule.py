@@ -31,6 +31,11 @@ class FaultKind(enum.Enum):
     PAUSE = "pause"  # SIGSTOP for the hold, then SIGCONT (a GC stall, a VM freeze)
     ISOLATE = "isolate"  # cut every link of the target (network namespaces), then heal
     CUT = "cut"  # cut the link between the target's two ends, then heal
+    # A slave's newest commit log segment damaged (testing/chaos/corruption.py): a body bit
+    # flipped (under the running broker's mapping, or while it is down: target ``slave-stopped``)
+    # or the segment cut mid-message while it is down; the heal checks it is repaired.
+    BITFLIP = "bitflip"
+    TRUNCATE = "truncate"
 
 
 @dataclasses.dataclass(frozen=True)

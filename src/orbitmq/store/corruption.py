@@ -1,0 +1,104 @@
+"""What the store does about a corrupt message in its own commit log (docs/replication.md,
+"Corruption").
+
+Where messages are checked (body CRC, layout, PHYSICALOFFSET):
+
+- recovery re-scans the tail of the log from the checkpoint's segment (recovery.py) and cuts it
+  at the first message that fails;
+- a slave checks every message it takes from its master before storing it
+  (replica_append.py): a corrupt frame is never written;
+- a slave checks every message before it serves it (queue_reader.py, ``check``), and so does a
+  master with ``check_crc_on_read``: a corrupt message is never served; the read answers as if
+  the queue ended before it.
+
+When a read meets a corrupt message, ``CorruptionWatch.found`` counts it (once per offset; the
+broker exports the counts as ``orbitmq_store_corrupt_messages_total{role}``) and logs one ERROR
+line with the store path, the offset and what failed. A slave then repairs itself: its log is
+cut at the message (replica_truncate.py) and the listeners are told (the HA client connects
+again, reports its new, lower end and its master streams the rest again, checked as it comes).
+A master cannot repair its own log: it keeps refusing to serve the message, and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+__all__ = ["CorruptionWatch", "ROLES", "SEEN_MAX"]
+
+log = logging.getLogger(__name__)
+
+ROLES = ("master", "slave")
+SEEN_MAX = 4096  # corrupt offsets remembered (each counted and logged once); older ones forgotten
+
+
+class CorruptionWatch:
+    """A store's account of the corrupt messages its reads met: counts by role, the offsets
+    already reported, and who to tell when a slave's log was cut for one."""
+
+    def __init__(self, store_path: str) -> None:
+        self.store_path = store_path
+        self.counts: dict[str, int] = dict.fromkeys(ROLES, 0)
+        self._seen: set[int] = set()
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[int], object]] = []
+        # Where a slave's log ended before its last cut for a corrupt message: until it holds
+        # that much again it lacks bytes it had acknowledged, and is not a candidate in an
+        # election (controller mode: broker/failover/service.py). 0: no repair pending.
+        self.repair_until = 0
+
+    def add_listener(self, listener: Callable[[int], object]) -> None:
+        """``listener(offset)`` runs (in the reader's thread) after a slave's log was cut at
+        ``offset`` for a corrupt message: the HA client connects again from the new end."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[int], object]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def repair_pending(self, end: int) -> str | None:
+        """Why a log ending at ``end`` is still being repaired (it lacks bytes it held before
+        a cut for a corrupt message), or None when it is whole again."""
+        until = self.repair_until
+        if not until:
+            return None
+        if end >= until:
+            self.repair_until = 0
+            return None
+        return (f"repairing a corrupt commit log: it holds {end} of the {until} bytes it had "
+                "before the corrupt message was cut")
+
+    def forget_repair(self) -> None:
+        """A new master's log is the truth now (a failover): the old end no longer counts."""
+        self.repair_until = 0
+
+    def found(self, offset: int, problem: str, *, replica: bool, found_by: str) -> bool:
+        """Count and log the corrupt message at ``offset`` (once per offset); True the first
+        time it is reported. ``found_by``: what met it (``read``, ``recovery``)."""
+        role = "slave" if replica else "master"
+        with self._lock:
+            if offset in self._seen:
+                return False
+            if len(self._seen) >= SEEN_MAX:
+                self._seen.clear()
+            self._seen.add(offset)
+            self.counts[role] += 1
+        action = ("the log is cut there and the rest fetched again from the master" if replica
+                  else "it is not served: reads of its queue stop before it")
+        log.error("corrupt message in the commit log path=%s offset=%d problem=%s found_by=%s "
+                  "role=%s: %s", self.store_path, offset, problem, found_by, role, action)
+        return True
+
+    def cut(self, offset: int, old_end: int) -> None:
+        """A slave's log ending at ``old_end`` was cut at ``offset`` for a corrupt message:
+        offsets from there on hold new bytes later, and the repair lasts until it holds
+        ``old_end`` again."""
+        with self._lock:
+            self._seen = {o for o in self._seen if o < offset}
+            self.repair_until = max(self.repair_until, old_end)
+        for listener in list(self._listeners):
+            try:
+                listener(offset)
+            except Exception:  # a listener's failure must not fail the read that found it
+                log.exception("corruption listener failed offset=%d", offset)
