@@ -21,6 +21,7 @@ import contextlib
 import os
 import re
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
@@ -58,6 +59,9 @@ class ChaosCluster(abc.ABC):
     # A gRPC endpoint that stays where it is across the faults (the 5.x client's one access
     # point), or None when the cluster has none it can keep.
     grpc_endpoint: str | None = None
+    # The faults after which the broker serving POP still knows every lease it handed out and
+    # every ack it answered (lease_checker.py): any other fault may make it forget them.
+    pop_state_kept: frozenset[FaultKind] = frozenset()
 
     def __init__(self) -> None:
         self._paused: set[int] = set()
@@ -82,6 +86,20 @@ class ChaosCluster(abc.ABC):
     @abc.abstractmethod
     def servers(self) -> dict[str, ServerProcess]:
         """The cluster's OrbitMQ processes now, by name (for the diagnostics)."""
+
+    def replica_stores(self) -> dict[str, Path]:
+        """The store directory of each replica of the broker set, by name (none: one replica,
+        nothing to compare)."""
+        return {}
+
+    def final_master(self) -> str | None:
+        """The name (as in :meth:`replica_stores`) of the master now; asked before the close."""
+        return None
+
+    def role_probe(self) -> Callable[[], tuple[int | None, str | None, str]] | None:
+        """A function telling the roles now (epoch, master, detail) for the failover timeline,
+        or None for a cluster without elections."""
+        return None
 
     def diagnostics(self) -> list[str]:
         """The last DIAGNOSTIC lines of each server: what a report shows when the cluster did
@@ -114,6 +132,9 @@ class StandaloneCluster(ChaosCluster):
 
     name = "standalone"
     promise = SYNC_FLUSH
+    # SYNC_FLUSH: a hand-out is written to the POP log before the receive is answered (a kill
+    # -9 keeps the page cache) and an ack synced before it is answered.
+    pop_state_kept = frozenset({FaultKind.KILL, FaultKind.PAUSE})
     menu = FaultMenu(targets={FaultKind.KILL: ("standalone",), FaultKind.PAUSE: ("standalone",)},
                      holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0)})
 
@@ -208,6 +229,12 @@ class MasterSlaveCluster(ChaosCluster):
 
     def servers(self) -> dict[str, ServerProcess]:
         return {f"broker {i}": p for i, p in self.set.brokers.items()}
+
+    def replica_stores(self) -> dict[str, Path]:
+        return {f"broker {i}": self.set.root / f"{self.set.name}-{i}" for i in self.set.brokers}
+
+    def final_master(self) -> str | None:
+        return "broker 0"  # no promotion in this set
 
     def close(self) -> None:
         self.resume_all()
@@ -365,6 +392,28 @@ class ControllerCluster(ChaosCluster):
         if self.brokers is None:
             return {}
         return {f"member {m}": p for m, p in self.brokers.brokers.items()}
+
+    def replica_stores(self) -> dict[str, Path]:
+        if self.brokers is None:
+            return {}
+        return {f"member {m}": self.brokers.root / f"{self.brokers.name}-{m}"
+                for m in self.brokers.brokers}
+
+    def final_master(self) -> str | None:
+        return f"member {self._master()}"
+
+    def role_probe(self) -> Callable[[], tuple[int | None, str | None, str]] | None:
+        brokers = self.brokers
+        if brokers is None:
+            return None
+
+        def probe() -> tuple[int | None, str | None, str]:
+            state, master = brokers.read()
+            in_sync = f"in-sync {sorted(state.in_sync)}" if state is not None else "no state"
+            if master is None:
+                return (state.epoch if state is not None else None), None, in_sync
+            return master.epoch, f"member {master.member}", in_sync
+        return probe
 
     def close(self) -> None:
         self.resume_all()
