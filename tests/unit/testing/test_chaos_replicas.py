@@ -85,14 +85,14 @@ def test_a_slave_behind_is_a_prefix_and_counts_its_acknowledged_missing(tmp_path
 def test_another_message_at_a_position_diverges(tmp_path: Path) -> None:
     write_log(tmp_path / "m", values(20))
     swapped = values(20)
-    swapped[7] = "w1-99"  # same size: every later position and offset stays the same
+    swapped[7] = "w9-7"  # same size: every later position and offset stays the same
     write_log(tmp_path / "s", swapped)
     logs = {n: read_log(n, tmp_path / n) for n in ("m", "s")}
     result = compare_replicas(logs, "m", values(20))
     assert result.divergent == {"s": 1}
-    assert "'w1-99'" in result.differences[0] and f"{TOPIC}:1:3" in result.differences[0]
-    # the same body under another message id diverges too
-    write_log(tmp_path / "t", values(20), ids={3: "ID-other"})
+    assert "'w9-7'" in result.differences[0] and f"{TOPIC}:1:3" in result.differences[0]
+    # the same body under another message id (of the same length) diverges too
+    write_log(tmp_path / "t", values(20), ids={3: "ID-w7-3"})
     logs["t"] = read_log("t", tmp_path / "t")
     assert compare_replicas(logs, "m").divergent["t"] == 1
 
