@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from orbitmq.testing.chaos.checker import Outcome, Promise, Send, _examples, _order
@@ -143,6 +143,7 @@ class LeaseVerdict:
     ack_unknown: list[str] = dataclasses.field(default_factory=list)
     unexpected: list[str] = dataclasses.field(default_factory=list)
     redelivered: int = 0
+    ack_answers: Counter[str] = dataclasses.field(default_factory=Counter)  # refused / unknown
     violations: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -179,6 +180,8 @@ class LeaseVerdict:
                              ("unexpected", self.unexpected)):
             if values:
                 lines.append(f"  {name}: {_examples(values)}")
+        if self.ack_answers:
+            lines.append(f"  acks not OK, by answer: {dict(self.ack_answers.most_common(5))}")
         lines.append("  verdict: " + ("OK" if self.ok else "VIOLATED: " + "; ".join(self.violations)))
         return "\n".join(lines)
 
@@ -207,6 +210,8 @@ def check_leases(sends: Iterable[Send], deliveries: Iterable[Delivery],
     verdict.acks_ok = sum(a.outcome is AckOutcome.OK for a in acks)
     verdict.acks_refused = sum(a.outcome is AckOutcome.REFUSED for a in acks)
     verdict.acks_unknown = sum(a.outcome is AckOutcome.UNKNOWN for a in acks)
+    verdict.ack_answers = Counter(f"{a.outcome.value}: {a.detail[:80]}" for a in acks
+                                  if a.outcome is not AckOutcome.OK)
     sent = {s.value for s in sends}
     verdict.unexpected = sorted({d.value for d in deliveries if d.value not in sent}, key=_order)
 

@@ -101,18 +101,20 @@ class PopReader(threading.Thread):
                 what = str(line.get("e"))
                 self.receive_errors[what] = self.receive_errors.get(what, 0) + 1
 
-    def acked_ok(self) -> set[str]:
+    def acked(self) -> set[str]:
+        """The values acked OK, or by an ack that got no answer (it may have been applied: such
+        a message comes back only if it was not, and is acked again then)."""
         with self.lock:
-            return {a.value for a in self.acks if a.outcome is AckOutcome.OK}
+            return {a.value for a in self.acks if a.outcome is not AckOutcome.REFUSED}
 
     def wait_acked(self, values: set[str], timeout_s: float,
                    clock: Callable[[], float] = time.monotonic) -> bool:
-        """Until every value of ``values`` was acked OK (False after ``timeout_s``: the lease
-        checker then counts what is missing as lost)."""
+        """Until every value of ``values`` was acked (:meth:`acked`; False after ``timeout_s``:
+        the lease checker then counts what is missing as lost)."""
         deadline = clock() + timeout_s
         while clock() < deadline:
-            if not values - self.acked_ok() or not self.is_alive():
-                return not values - self.acked_ok()
+            if not values - self.acked() or not self.is_alive():
+                return not values - self.acked()
             time.sleep(0.2)
         return False
 
