@@ -36,6 +36,8 @@ from typing import Any
 
 STARTUP_WAIT_S = 60.0  # the consumer's start is tried again (a broker down) up to this long
 _out_lock = threading.Lock()
+_pending = threading.Condition()  # acks submitted and not answered yet
+_pending_count = [0]
 
 
 def emit(line: dict[str, Any]) -> None:
@@ -52,6 +54,15 @@ def skipped(value: str, attempt: int, skip_every: int) -> bool:
 
 
 def ack_one(consumer: Any, message: Any, value: str) -> None:
+    try:
+        _ack(consumer, message, value)
+    finally:
+        with _pending:
+            _pending_count[0] -= 1
+            _pending.notify_all()
+
+
+def _ack(consumer: Any, message: Any, value: str) -> None:
     asked = time.monotonic()
     line: dict[str, Any] = {"k": "a", "v": value, "h": message.receipt_handle, "t0": asked}
     try:
@@ -89,7 +100,13 @@ def main() -> None:
     invisible_s = int(spec["invisible_s"])
     skip_every = int(spec["skip_every"])
     acks = ThreadPoolExecutor(int(spec["ack_threads"]))
+    backlog_max = int(spec["batch"])
     while not os.path.exists(spec["stop_file"]):
+        # As a consumer that acks what it processed before it takes more: a backlog of acks
+        # would outlive the leases and turn every message into a redelivery.
+        with _pending:
+            _pending.wait_for(lambda: _pending_count[0] < backlog_max, timeout=float(
+                spec["request_timeout_s"]) * 2)
         asked = time.monotonic()
         try:
             messages = consumer.receive(int(spec["batch"]), invisible_s)
@@ -104,6 +121,8 @@ def main() -> None:
             emit({"k": "d", "v": value, "h": message.receipt_handle, "a": attempt, "t0": asked,
                   "t": answered, "inv": invisible_s})
             if not skipped(value, attempt, skip_every):
+                with _pending:
+                    _pending_count[0] += 1
                 acks.submit(ack_one, consumer, message, value)
     acks.shutdown(wait=True)
     sys.stdout.flush()
