@@ -3,7 +3,8 @@
 - ``standalone``: one ``orbitmq standalone`` (name server and broker), SYNC_FLUSH; killed -9 and
   started again on its store and ports, or paused.
 - ``master-slave``: a name server, a SYNC_MASTER and its SLAVE (testing/broker_set.py); either
-  broker killed -9 and started again on its old address, or paused.
+  broker killed -9 and started again on its old address (the master's gRPC port included), or
+  paused.
 - ``controller``: etcd, a name server and three SYNC_MASTER members in controller mode
   (testing/failover_set.py): the master or a slave killed -9, etcd killed, the master and etcd
   killed together (apache/rocketmq#7689), the master or etcd paused past the lease; and, where
@@ -23,6 +24,7 @@ import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
 from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise
@@ -184,20 +186,41 @@ class StandaloneCluster(ChaosCluster):
         self.proc.stop()
 
 
+class _KeptGrpcSet(BrokerSetProcesses):
+    """The set with its master's gRPC endpoint on a port it keeps across restarts (the 5.x
+    clients' one access point: a slave refuses their sends and receives, so it has none)."""
+
+    def __init__(self, root: Path, *, grpc_port: int, **options: Any) -> None:
+        self.grpc_port = grpc_port
+        super().__init__(root, **options)
+
+    def args(self, broker_id: int, port: str = "0", ha_port: str = "0") -> list[str]:
+        out = super().args(broker_id, port, ha_port)
+        at = out.index("--grpc-listen-port") + 1
+        out[at] = str(self.grpc_port) if broker_id == 0 else "-1"
+        return out
+
+
 class MasterSlaveCluster(ChaosCluster):
     """A name server, a SYNC_MASTER (id 0) and one SLAVE (id 1); a killed broker starts again on
-    its store and address (no automatic promotion: clients read from the slave meanwhile)."""
+    its store and address (no automatic promotion: clients read from the slave meanwhile). The
+    master's gRPC endpoint keeps its port too, for the 5.x clients."""
 
     name = "master-slave"
     promise = SYNC_MASTER
+    # The POP state lives on the master: a restart on its store keeps it (hand-outs and acks
+    # are written to its POP log before they are answered), a pause too; the slave has none.
+    pop_state_kept = frozenset({FaultKind.KILL, FaultKind.PAUSE})
     menu = FaultMenu(targets={FaultKind.KILL: ("master", "slave"),
                               FaultKind.PAUSE: ("master", "slave")},
                      holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0)})
 
     def __init__(self, root: Path) -> None:
         super().__init__()
-        self.set = BrokerSetProcesses(root / "master-slave", role="SYNC_MASTER", slaves=1,
-                                      segment_size=SEGMENT_SIZE)
+        grpc_port = free_port()
+        self.set = _KeptGrpcSet(root / "master-slave", grpc_port=grpc_port, role="SYNC_MASTER",
+                                slaves=1, segment_size=SEGMENT_SIZE)
+        self.grpc_endpoint = f"127.0.0.1:{grpc_port}"
         try:
             self.namesrv = self.set.namesrv
             self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
