@@ -5,6 +5,8 @@ leases ran out, is judged clean, and each damage done to it is counted exactly o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -272,3 +274,24 @@ def test_a_value_stored_twice_is_two_messages_each_acked_once() -> None:
     again = AckAttempt(G, "w1-0", "0.0.1", 1.3, 1.4, OK, position="0.0")
     twice = check_leases(sends(1), copies, [*acks, again], SYNC_FLUSH)
     assert len(twice.acked_twice) == 1 and "w1-0@0.0" in twice.acked_twice[0]
+
+
+def test_the_readers_lines_become_the_history_on_the_runs_clock(tmp_path: Path) -> None:
+    from orbitmq.testing.chaos.pop_reader import PopReader
+    from orbitmq.testing.chaos.workload import History
+
+    history = History()
+    reader = PopReader(tmp_path / "python", "127.0.0.1:1", "T", history, tmp_path)
+    t0 = history.started
+    reader._take({"k": "d", "v": "w1-0", "h": "1.7.3", "a": 2, "t0": t0 + 1.0, "t": t0 + 1.25,
+                  "inv": 3})
+    reader._take({"k": "a", "v": "w1-0", "h": "1.7.3", "t0": t0 + 1.5, "t": t0 + 1.75, "o": "ok"})
+    reader._take({"k": "a", "v": "w1-1", "h": "0.1.1", "t0": t0 + 2.0, "t": t0 + 5.0,
+                  "o": "unknown", "m": "AioRpcError: UNAVAILABLE"})
+    reader._take({"k": "e", "t": t0 + 6.0, "e": "AioRpcError", "m": "down"})
+    assert reader.deliveries == [Delivery("chaos-pop", "w1-0", "1.7.3", 1.0, 1.25, 3.0, 2,
+                                          position="1.7")]
+    assert reader.acks[0] == AckAttempt("chaos-pop", "w1-0", "1.7.3", 1.5, 1.75, OK,
+                                        position="1.7")
+    assert reader.acks[1].outcome is UNKNOWN and reader.receive_errors == {"AioRpcError": 1}
+    assert reader.acked() == {"w1-0", "w1-1"}  # an ack with no answer may have been applied
