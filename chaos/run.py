@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                       clients=clients)
     if args.report is not None:
         rows = [{**r.summary(), "schedule": [f.text() for f in r.schedule], "steps": r.steps,
-                 "error": r.error} for r in reports]
+                 "error": r.error, **r.details()} for r in reports]
         args.report.write_text(json.dumps(rows, indent=2) + "\n")
     return 0 if all(r.ok for r in reports) else 1
 

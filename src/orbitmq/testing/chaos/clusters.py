@@ -3,7 +3,8 @@
 - ``standalone``: one ``orbitmq standalone`` (name server and broker), SYNC_FLUSH; killed -9 and
   started again on its store and ports, or paused.
 - ``master-slave``: a name server, a SYNC_MASTER and its SLAVE (testing/broker_set.py); either
-  broker killed -9 and started again on its old address, or paused.
+  broker killed -9 and started again on its old address (the master's gRPC port included), or
+  paused.
 - ``controller``: etcd, a name server and three SYNC_MASTER members in controller mode
   (testing/failover_set.py): the master or a slave killed -9, etcd killed, the master and etcd
   killed together (apache/rocketmq#7689), the master or etcd paused past the lease; and, where
@@ -23,6 +24,7 @@ import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
 from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise
@@ -69,6 +71,9 @@ class ChaosCluster(abc.ABC):
     # A gRPC endpoint that stays where it is across the faults (the 5.x client's one access
     # point), or None when the cluster has none it can keep.
     grpc_endpoint: str | None = None
+    # The faults after which the broker serving POP still knows every lease it handed out and
+    # every ack it answered (lease_checker.py): any other fault may make it forget them.
+    pop_state_kept: frozenset[FaultKind] = frozenset()
 
     def __init__(self) -> None:
         self._paused: set[int] = set()
@@ -125,6 +130,20 @@ class ChaosCluster(abc.ABC):
     def servers(self) -> dict[str, ServerProcess]:
         """The cluster's OrbitMQ processes now, by name (for the diagnostics)."""
 
+    def replica_stores(self) -> dict[str, Path]:
+        """The store directory of each replica of the broker set, by name (none: one replica,
+        nothing to compare)."""
+        return {}
+
+    def final_master(self) -> str | None:
+        """The name (as in :meth:`replica_stores`) of the master now; asked before the close."""
+        return None
+
+    def role_probe(self) -> Callable[[], tuple[int | None, str | None, str]] | None:
+        """A function telling the roles now (epoch, master, detail) for the failover timeline,
+        or None for a cluster without elections."""
+        return None
+
     def diagnostics(self) -> list[str]:
         """The last DIAGNOSTIC lines of each server: what a report shows when the cluster did
         not settle, a writer did not come back or a promise was broken."""
@@ -156,6 +175,9 @@ class StandaloneCluster(ChaosCluster):
 
     name = "standalone"
     promise = SYNC_FLUSH
+    # SYNC_FLUSH: a hand-out is written to the POP log before the receive is answered (a kill
+    # -9 keeps the page cache) and an ack synced before it is answered.
+    pop_state_kept = frozenset({FaultKind.KILL, FaultKind.PAUSE})
     menu = FaultMenu(targets={FaultKind.KILL: ("standalone",), FaultKind.PAUSE: ("standalone",)},
                      holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0)})
 
@@ -205,12 +227,31 @@ class StandaloneCluster(ChaosCluster):
         self.proc.stop()
 
 
+class _KeptGrpcSet(BrokerSetProcesses):
+    """The set with its master's gRPC endpoint on a port it keeps across restarts (the 5.x
+    clients' one access point: a slave refuses their sends and receives, so it has none)."""
+
+    def __init__(self, root: Path, *, grpc_port: int, **options: Any) -> None:
+        self.grpc_port = grpc_port
+        super().__init__(root, **options)
+
+    def args(self, broker_id: int, port: str = "0", ha_port: str = "0") -> list[str]:
+        out = super().args(broker_id, port, ha_port)
+        at = out.index("--grpc-listen-port") + 1
+        out[at] = str(self.grpc_port) if broker_id == 0 else "-1"
+        return out
+
+
 class MasterSlaveCluster(ChaosCluster):
     """A name server, a SYNC_MASTER (id 0) and one SLAVE (id 1); a killed broker starts again on
-    its store and address (no automatic promotion: clients read from the slave meanwhile)."""
+    its store and address (no automatic promotion: clients read from the slave meanwhile). The
+    master's gRPC endpoint keeps its port too, for the 5.x clients."""
 
     name = "master-slave"
     promise = SYNC_MASTER
+    # The POP state lives on the master: a restart on its store keeps it (hand-outs and acks
+    # are written to its POP log before they are answered), a pause too; the slave has none.
+    pop_state_kept = frozenset({FaultKind.KILL, FaultKind.PAUSE})
     menu = FaultMenu(targets={FaultKind.KILL: ("master", "slave"),
                               FaultKind.PAUSE: ("master", "slave"), **CORRUPTION_TARGETS},
                      holds_s={FaultKind.KILL: (0.5, 3.0), FaultKind.PAUSE: (1.0, 4.0),
@@ -218,8 +259,10 @@ class MasterSlaveCluster(ChaosCluster):
 
     def __init__(self, root: Path) -> None:
         super().__init__()
-        self.set = BrokerSetProcesses(root / "master-slave", role="SYNC_MASTER", slaves=1,
-                                      segment_size=SEGMENT_SIZE)
+        grpc_port = free_port()
+        self.set = _KeptGrpcSet(root / "master-slave", grpc_port=grpc_port, role="SYNC_MASTER",
+                                slaves=1, segment_size=SEGMENT_SIZE)
+        self.grpc_endpoint = f"127.0.0.1:{grpc_port}"
         try:
             self.namesrv = self.set.namesrv
             self.set.wait_slaves_connected(timeout=EVENT_WAIT_S)
@@ -256,6 +299,12 @@ class MasterSlaveCluster(ChaosCluster):
 
     def servers(self) -> dict[str, ServerProcess]:
         return {f"broker {i}": p for i, p in self.set.brokers.items()}
+
+    def replica_stores(self) -> dict[str, Path]:
+        return {f"broker {i}": self.set.root / f"{self.set.name}-{i}" for i in self.set.brokers}
+
+    def final_master(self) -> str | None:
+        return "broker 0"  # no promotion in this set
 
     def close(self) -> None:
         self.resume_all()
@@ -429,6 +478,28 @@ class ControllerCluster(ChaosCluster):
         if self.brokers is None:
             return {}
         return {f"member {m}": p for m, p in self.brokers.brokers.items()}
+
+    def replica_stores(self) -> dict[str, Path]:
+        if self.brokers is None:
+            return {}
+        return {f"member {m}": self.brokers.root / f"{self.brokers.name}-{m}"
+                for m in self.brokers.brokers}
+
+    def final_master(self) -> str | None:
+        return f"member {self._master()}"
+
+    def role_probe(self) -> Callable[[], tuple[int | None, str | None, str]] | None:
+        brokers = self.brokers
+        if brokers is None:
+            return None
+
+        def probe() -> tuple[int | None, str | None, str]:
+            state, master = brokers.read()
+            in_sync = f"in-sync {sorted(state.in_sync)}" if state is not None else "no state"
+            if master is None:
+                return (state.epoch if state is not None else None), None, in_sync
+            return master.epoch, f"member {master.member}", in_sync
+        return probe
 
     def close(self) -> None:
         self.resume_all()

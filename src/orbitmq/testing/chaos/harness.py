@@ -19,9 +19,13 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from orbitmq.testing.chaos.checker import Verdict, check
+from orbitmq.testing.chaos.checker import Outcome, Verdict, check
 from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable, make_cluster
+from orbitmq.testing.chaos.lease_checker import Disruption, LeaseVerdict, check_leases
+from orbitmq.testing.chaos.pop_reader import PopReader, writer_acked
+from orbitmq.testing.chaos.replicas import ReplicaComparison, compare_replicas, read_log
 from orbitmq.testing.chaos.schedule import Fault, make_schedule, sub_seed
+from orbitmq.testing.chaos.timeline import FaultSpan, RoleWatcher, Timeline, make_timeline
 from orbitmq.testing.chaos.workload import (
     ClientWriter,
     History,
@@ -35,7 +39,8 @@ from orbitmq.testing.chaos.workload import (
 from orbitmq.testing.failover_set import wait_for
 from orbitmq.testing.waits import EVENT_WAIT_S
 
-__all__ = ["Clients", "ClusterReport", "run_cluster", "run", "fresh_seed", "find_clients"]
+__all__ = ["Clients", "ClusterReport", "run_cluster", "run", "fresh_seed", "find_clients",
+           "lease_disruptions", "compare_replicas_of"]
 
 WRITERS = ("w1", "w2")  # plain writers (the SDK picks queues round robin)
 ORDERED_WRITERS = ("o1",)  # writers by key (select_by_hash): per-key order is checked
@@ -88,11 +93,36 @@ class ClusterReport:
     error: str | None = None
     skipped: str | None = None
     diagnostics: list[str] = dataclasses.field(default_factory=list)
+    spans: list[FaultSpan] = dataclasses.field(default_factory=list)  # each step as it ran
+    leases: LeaseVerdict | None = None  # the POP reader's verdict (None: no reader)
+    replicas: ReplicaComparison | None = None  # the final logs (None: one replica)
+    timeline: Timeline | None = None
+    history: History | None = dataclasses.field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
-        return self.skipped is not None or (self.error is None and self.verdict is not None
-                                            and self.verdict.ok)
+        return self.skipped is not None or (
+            self.error is None and self.verdict is not None and self.verdict.ok
+            and (self.leases is None or self.leases.ok)
+            and (self.replicas is None or self.replicas.replica_divergent == 0))
+
+    def details(self) -> dict[str, object]:
+        """What the results row leaves out, for the report's JSON: the failover timeline, the
+        replicas' comparison, the lease checker's counts and violations."""
+        out: dict[str, object] = {}
+        if self.timeline is not None:
+            out["timeline"] = self.timeline.to_json()
+        if self.replicas is not None:
+            out["replicas"] = self.replicas.to_json()
+        if self.leases is not None:
+            out["leases"] = {**self.leases.counts(), "violations": self.leases.violations,
+                             "examples": {
+                                 "acked_twice": self.leases.acked_twice[:10],
+                                 "redelivered_after_ack": self.leases.redelivered_after_ack[:10],
+                                 "overlapping_leases": self.leases.overlapping_leases[:10],
+                                 "excused": self.leases.excused[:10],
+                                 "lost": self.leases.lost[:10]}}
+        return out
 
     def summary(self) -> dict[str, object]:
         """One row of the results table (docs/chaos.md)."""
@@ -105,6 +135,15 @@ class ClusterReport:
             row.update(promise=self.verdict.promise.name, **{k: counts[k] for k in (
                 "acknowledged", "unknown", "failed", "lost", "lost_middle", "unexpected",
                 "duplicated", "recovered", "divergent", "out_of_order", "missed")})
+        if self.replicas is not None:
+            row.update(self.replicas.counts())
+        if self.leases is not None:
+            counts = self.leases.counts()
+            row.update({f"pop_{k}": counts[k] for k in (
+                "deliveries", "acks_ok", "redelivered", "acked_twice", "redelivered_after_ack",
+                "overlapping_leases", "excused", "lost")})
+        if self.timeline is not None:
+            row.update(elections=self.timeline.elections, write_gaps_over_1s=len(self.timeline.gaps))
         row.update(self.figures)
         row["verdict"] = ("skipped" if self.skipped else "error" if self.error
                           else "OK" if self.ok else "VIOLATED")
@@ -131,8 +170,11 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
     out(f"   schedule ({len(schedule)} faults, promise {cluster.promise.name}):")
     for fault in schedule:
         out(f"     {fault.text()}")
+    stores: dict[str, Path] = {}
+    master: str | None = None
     try:
         _load_and_break(cluster, report, seed, duration_s, out, root / kind, clients)
+        stores, master = cluster.replica_stores(), cluster.final_master()
     except Exception as e:  # the report says what failed; the run goes on to the next cluster
         report.error = f"{type(e).__name__}: {e}"
         out(traceback.format_exc())
@@ -140,8 +182,16 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
         if not report.ok:
             report.diagnostics = cluster.diagnostics()
         cluster.close()
+    if report.history is not None and master is not None and len(stores) > 1:
+        try:
+            report.replicas = compare_replicas_of(stores, master, report.history)
+        except (OSError, KeyError) as e:  # a store that cannot be read: said, not hidden
+            report.error = report.error or f"replica logs unreadable: {type(e).__name__}: {e}"
     if report.verdict is not None:
         out("   " + report.verdict.text().replace("\n", "\n   "))
+    for part in (report.leases, report.replicas, report.timeline):
+        if part is not None:
+            out("   " + part.text().replace("\n", "\n   "))
     if report.error is not None:
         out(f"   ERROR {report.error}")
     if report.diagnostics:
@@ -157,6 +207,7 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
     topic = re.sub(r"[^A-Za-z0-9]", "", f"Chaos{cluster.name.title()}{seed}")
     create_topic(cluster.namesrv, topic)
     history = History()
+    report.history = history
     stop = threading.Event()
     writers: list[Writer | ClientWriter] = [Writer(w, cluster.namesrv, topic, history, stop)
                                          for w in WRITERS]
@@ -170,6 +221,14 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
                                     topic, history, stop, root / "rmq5-home"))
     for w in writers:
         w.start()
+    pop: PopReader | None = None
+    if clients.rmq5 is not None and cluster.grpc_endpoint is not None:
+        pop = PopReader(clients.rmq5, cluster.grpc_endpoint, topic, history, root / "pop-home")
+        pop.start()
+    probe = cluster.role_probe()
+    roles = RoleWatcher(probe, history.now_s) if probe is not None else None
+    if roles is not None:
+        roles.start()
     live: LiveGroup | None = None
     try:
         wait_for(lambda: history.acked_count() >= FIRST_ACKS, "the first sends acknowledged",
@@ -189,19 +248,40 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
     except BaseException:
         if live is not None:
             live.shutdown()
+        if pop is not None:
+            pop.finish()
+        if roles is not None:
+            roles.stop()
         raise
     finally:
         stop.set()
         for w in writers:
             w.join(EVENT_WAIT_S)
     errors = [f"{w.writer}: {w.error!r}" for w in writers if w.error is not None]
+    pop_drained = False
     try:
         read = drain(cluster.namesrv, topic, DRAIN_GROUP, history)
         caught_up = wait_caught_up(history, LIVE_GROUP, DRAIN_GROUP, CATCH_UP_WAIT_S)
+        if pop is not None:
+            pop_drained = pop.wait_acked(writer_acked(history) & history.read_values(DRAIN_GROUP),
+                                         CATCH_UP_WAIT_S)
     finally:
         live.shutdown()
+        if pop is not None:
+            pop.finish()
+        role_changes = roles.stop() if roles is not None else []
     report.verdict = check(history.sends, history.reads, cluster.promise,
                            drained_groups=[DRAIN_GROUP, LIVE_GROUP])
+    if pop is not None:
+        report.leases = check_leases(history.sends, pop.deliveries, pop.acks, cluster.promise,
+                                     disruptions=lease_disruptions(cluster, report),
+                                     groups=[pop.group])
+        report.figures.update(pop_caught_up=pop_drained)
+        if pop.error is not None and report.error is None:
+            report.error = f"pop reader: {pop.error!r}"
+    with history.lock:
+        acked_at = [s.at_s for s in history.sends if s.outcome is Outcome.ACKED]
+    report.timeline = make_timeline(report.spans, role_changes, acked_at)
     report.figures.update(
         load_s=round(time.monotonic() - history.started, 1), drained=read,
         longest_write_gap_s=history.longest_write_gap_s(), acked_by_writer=history.acked_by_writer(),
@@ -226,8 +306,10 @@ def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: O
         time.sleep(fault.hold_s)
         cluster.heal(fault)
         healed = history.now_s()
+        settled_s: float | None = None
         try:
             cluster.settle()
+            settled_s = history.now_s()
             settled = f"settled in {history.now_s() - healed:.2f} s"
             settles.append(round(history.now_s() - healed, 2))
         except (AssertionError, RuntimeError) as e:
@@ -241,8 +323,25 @@ def _play(cluster: ChaosCluster, report: ClusterReport, history: History, out: O
         if cluster.step_note:
             line += f"; {cluster.step_note}"
         report.steps.append(line)
+        report.spans.append(FaultSpan(began, healed, settled_s,
+                                      f"{fault.kind.value} {fault.target} ({what})"))
         out(f"     ran {line}")
     return settles
+
+
+def lease_disruptions(cluster: ChaosCluster, report: ClusterReport) -> list[Disruption]:
+    """The steps that may have made the POP broker forget leases or acks (every one whose kind
+    is not in ``cluster.pop_state_kept``), from when each began until the cluster settled."""
+    return [Disruption(span.began_s, span.end_s, span.what)
+            for fault, span in zip(report.schedule, report.spans, strict=False)
+            if fault.kind not in cluster.pop_state_kept]
+
+
+def compare_replicas_of(stores: dict[str, Path], master: str,
+                        history: History) -> ReplicaComparison:
+    """Every replica's commit log, read from its stopped store, against the final master's."""
+    return compare_replicas({name: read_log(name, path) for name, path in stores.items()},
+                            master, writer_acked(history))
 
 
 def run(kinds: Sequence[str], seed: int, minutes: float, root: Path,
