@@ -62,9 +62,9 @@ from orbitmq.broker.role import RoleState
 from orbitmq.broker.runtime_config import load_overlay
 from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.services import Front, Service, ServiceList
+from orbitmq.broker.tables.auth_table import MetadataRegistryStore
 from orbitmq.broker.tables.client_manager import ClientManager
 from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
-from orbitmq.broker.tables.auth_table import MetadataRegistryStore
 from orbitmq.broker.tables.metadata_table import metadata_db_for
 from orbitmq.broker.tables.queue_lock_manager import QueueLockManager
 from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupManager

@@ -159,9 +159,8 @@ def test_a_failed_write_is_loud_kept_and_written_again(
 
     db.write = flaky  # type: ignore[method-assign]
     registry.put_user(User("kept", "kept-secret-1"), create=True)
-    with caplog.at_level(logging.ERROR):
-        with pytest.raises(StoreError, match="in effect"):
-            registry.save()
+    with caplog.at_level(logging.ERROR), pytest.raises(StoreError, match="in effect"):
+        registry.save()
     assert any("users and ACLs" in r.getMessage() and "will retry" in r.getMessage()
                for r in caplog.records)
     assert "kept-secret-1" not in caplog.text
