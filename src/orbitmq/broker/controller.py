@@ -114,7 +114,8 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig, *, auth_registry: AuthRegistry | None = None) -> None:
         """``auth_registry``: users and ACLs shared with a name server of this process
-        (standalone); otherwise the broker's own, in ``STORE/config/auth.json``."""
+        (standalone); otherwise the broker's own, in its metadata store
+        (``STORE/config/metadata.db``)."""
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         config.check_whole()  # ConfigError: broker_role and broker_id disagree
         self.config = config

@@ -36,7 +36,7 @@ __all__ = ["AuthRegistry", "RegistryStore", "JsonFileStore", "AUTH_FILE_NAME", "
 
 log = logging.getLogger(__name__)
 
-AUTH_FILE_NAME = "auth.json"
+AUTH_FILE_NAME = "auth.json"  # a broker's users file before its metadata store (then imported)
 USERS_MAX = 100_000
 
 
