@@ -6,12 +6,14 @@ started on the users file of the tree before (tests/data/legacy_auth) serves its
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from auth_support import ALICE, ROOT, auth_cluster
 from click.testing import CliRunner
 from test_broker_support import BrokerHarness, broker_config
@@ -19,6 +21,7 @@ from test_broker_support import BrokerHarness, broker_config
 from orbitmq import Admin, Credentials
 from orbitmq.broker.controller import BrokerController
 from orbitmq.cli.main import cli
+from orbitmq.errors import StoreError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CreateTopicRequestHeader
@@ -216,3 +219,22 @@ def test_a_broker_starts_on_the_users_file_of_the_tree_before(tmp_path: Path) ->
         with Admin(cluster.namesrv, credentials=admin_of) as admin:
             names = [u.username for u in admin.list_users(broker=broker.address)]
         assert "legacy-user-4" not in names and "legacy-user-5" in names
+
+
+def test_a_bad_users_file_of_the_tree_before_refuses_the_start_naming_it(tmp_path: Path) -> None:
+    """A broker (its own, and standalone's, which reads the users before its name server starts)
+    does not start on an auth.json it cannot import: starting without the users would lock
+    everyone out or re-create the init user; the file stays for the next attempt."""
+    bad = tmp_path / "config" / "auth.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b'{"users": [{"username": "no password"}]}')
+    broker = BrokerController(broker_config(tmp_path, grpc_listen_port=-1))
+    with pytest.raises(StoreError, match=str(bad)):
+        asyncio.run(broker.start())
+    result = CliRunner().invoke(cli, ["standalone", "--store", str(tmp_path), "--namesrv-port",
+                                      "0", "--broker-port", "0", "--console-port", "0",
+                                      "--grpc-port", "-1"])
+    assert result.exit_code == 1, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("Error: cannot start:") and str(bad) in line
+    assert bad.exists() and not (tmp_path / "config" / "auth.json.migrated").exists()
