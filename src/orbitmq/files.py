@@ -1,5 +1,5 @@
 """Replacing a small file so that a crash at any point leaves the old or the new content whole:
-the one atomic writer (the broker's tables, the servers' users files, the store's epoch file,
+the one atomic writer (the broker's tables, a name server's users file, the store's epoch file,
 the POP log's compaction, the client's local offsets). Here, at the top, because every layer
 writes such files and each may import this module."""
 

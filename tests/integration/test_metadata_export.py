@@ -1,28 +1,37 @@
 """The metadata store seen from outside: EXPORT_ROCKSDB_CONFIG_TO_JSON (355) on a running broker
 (a Super user's request when authorization is on), ``orbitmq store export-metadata`` beside a
 running broker and after it stopped, and a broker started on the JSON tables of the tree before
-the metadata store (tests/data/legacy_tables)."""
+the metadata store (tests/data/legacy_tables); no export holds a user's secret, and a broker
+started on the users file of the tree before (tests/data/legacy_auth) serves its users."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from auth_support import ALICE, ROOT, auth_cluster
 from click.testing import CliRunner
 from test_broker_support import BrokerHarness, broker_config
 
+from orbitmq import Admin, Credentials
 from orbitmq.broker.controller import BrokerController
 from orbitmq.cli.main import cli
+from orbitmq.errors import StoreError
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import CreateTopicRequestHeader
 from orbitmq.protocol.topics import TIMER_TOPIC
+from orbitmq.store.metadata_db import USERS
+from orbitmq.testing import EmbeddedCluster
 from orbitmq.transport import RemotingClient
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy_tables" / "config"
+LEGACY_AUTH = Path(__file__).resolve().parents[1] / "data" / "legacy_auth" / "auth.json"
 
 
 def _create(h: BrokerHarness, topic: str) -> None:
@@ -148,3 +157,84 @@ def test_the_delay_offsets_of_the_tree_before_are_imported(tmp_path: Path) -> No
         assert (tmp_path / "config" / "delayOffset.json.migrated").exists()
     finally:
         broker.metadata.close()
+
+
+def test_no_export_holds_a_users_secret(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The users and their secret keys are in the metadata store: neither code 355 nor the
+    CLI's export prints them, and no log line holds a secret."""
+    caplog.set_level(logging.DEBUG)
+    secrets = [ROOT.secret_key, ALICE.secret_key]
+    with auth_cluster(tmp_path) as cluster:
+        broker = cluster.brokers[0]
+        rows = broker.metadata.count(USERS)  # the users really are in the store exported
+        assert rows >= 2
+
+        async def ask(fields: dict[str, str] | None = None) -> RemotingCommand:
+            client = RemotingClient(credentials=ROOT)
+            try:
+                return await client.invoke(broker.address, RemotingCommand.request(
+                    RequestCode.EXPORT_ROCKSDB_CONFIG_TO_JSON, fields or {}), 5.0)
+            finally:
+                await client.close()
+
+        answer = cluster.call(ask())
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert set(orjson.loads(answer.body)) == {"topics", "subscriptionGroups",
+                                                  "consumerOffsets", "delayOffsets"}
+        for config_type in ("users", "acls"):
+            refused = cluster.call(ask({"configType": config_type}))
+            assert refused.code == ResponseCode.INVALID_PARAMETER, refused.remark
+        printed = CliRunner().invoke(cli, ["store", "export-metadata", "--store",
+                                           broker.config.store.store_path])
+        assert printed.exit_code == 0, printed.output
+        for text in (answer.body.decode(), printed.output, caplog.text):
+            for secret in secrets:
+                assert secret not in text
+        assert ALICE.access_key not in printed.output  # no user at all, not even its name
+
+
+def test_a_broker_starts_on_the_users_file_of_the_tree_before(tmp_path: Path) -> None:
+    """A broker with authentication on, on a store whose config/ holds the auth.json the broker
+    before wrote (tests/data/legacy_auth): its users sign requests, its Super user lists them;
+    the file is renamed aside and not imported again after a restart."""
+    config_dir = tmp_path / "broker-a" / "config"
+    config_dir.mkdir(parents=True)
+    shutil.copyfile(LEGACY_AUTH, config_dir / "auth.json")
+    legacy = json.loads(LEGACY_AUTH.read_text())
+    init = json.dumps({"username": ROOT.access_key, "password": ROOT.secret_key})
+    admin_of = Credentials("legacy-super", "legacy-super-secret")
+    with EmbeddedCluster(tmp_path, authentication_enabled=True, authorization_enabled=True,
+                         init_authentication_user=init) as cluster:
+        broker = cluster.brokers[0]
+        with Admin(cluster.namesrv, credentials=admin_of) as admin:
+            names = [u.username for u in admin.list_users(broker=broker.address)]
+            assert names == [u["username"] for u in legacy["users"]]
+            acl = admin.get_acl("User:legacy-user-2", broker=broker.address)
+            assert acl.to_dict() == legacy["acls"][1]
+            admin.delete_user("legacy-user-4", broker=broker.address)
+        assert not (config_dir / "auth.json").exists()
+        assert (config_dir / "auth.json.migrated").exists()
+        cluster.call(broker.stop())
+        cluster.call(broker.start())
+        with Admin(cluster.namesrv, credentials=admin_of) as admin:
+            names = [u.username for u in admin.list_users(broker=broker.address)]
+        assert "legacy-user-4" not in names and "legacy-user-5" in names
+
+
+def test_a_bad_users_file_of_the_tree_before_refuses_the_start_naming_it(tmp_path: Path) -> None:
+    """A broker (its own, and standalone's, which reads the users before its name server starts)
+    does not start on an auth.json it cannot import: starting without the users would lock
+    everyone out or re-create the init user; the file stays for the next attempt."""
+    bad = tmp_path / "config" / "auth.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b'{"users": [{"username": "no password"}]}')
+    broker = BrokerController(broker_config(tmp_path, grpc_listen_port=-1))
+    with pytest.raises(StoreError, match=str(bad)):
+        asyncio.run(broker.start())
+    result = CliRunner().invoke(cli, ["standalone", "--store", str(tmp_path), "--namesrv-port",
+                                      "0", "--broker-port", "0", "--console-port", "0",
+                                      "--grpc-port", "-1"])
+    assert result.exit_code == 1, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("Error: cannot start:") and str(bad) in line
+    assert bad.exists() and not (tmp_path / "config" / "auth.json.migrated").exists()

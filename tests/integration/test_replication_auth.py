@@ -10,6 +10,7 @@ counts one acknowledgement from it, and the master proves the same back.
 - A real slave with the right inner credentials replicates, and SYNC_MASTER sends succeed.
 - A slave with a wrong secret, or with authentication off, copies nothing; the failure is logged.
 - A fake master (a raw listening socket) with a bad acceptance gives a slave nothing.
+- A slave copies its master's users and ACLs into its own metadata store.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 from replication_support import (
+    Namesrv,
     RawSlave,
     caught_up,
     commit_log_bytes,
@@ -50,8 +52,9 @@ from orbitmq.protocol.ha import (
     encode_transfer_header,
     parse_auth_challenge,
 )
-from orbitmq.security.model import User, UserType
+from orbitmq.security.model import Acl, User, UserType
 from orbitmq.security.signature import Credentials
+from orbitmq.store.metadata_db import ACLS, USERS
 from orbitmq.transport import RemotingClient
 
 INNER = Credentials("cluster-inner", "inner-secret-1")
@@ -267,3 +270,36 @@ def test_a_slave_takes_nothing_from_a_master_that_cannot_prove_itself(tmp_path: 
     finally:
         slave.close()
         fake.close()
+
+
+def test_a_slave_copies_its_masters_users_into_its_own_metadata_store(tmp_path: Path) -> None:
+    """GET_AUTH_METADATA, every slave_sync_interval_ms: the slave's registry and the rows of its
+    metadata store follow the master's users and ACLs, a delete included."""
+    ns = Namesrv()
+    master = _signed(BrokerHarness(master_config(tmp_path, ns, **_auth())))
+    slave = _signed(BrokerHarness(slave_config(tmp_path, ns, **_auth())))
+    acl = Acl.from_dict({"subject": "User:copied", "policies": [{"entries": [
+        {"resource": "Topic:Copied", "actions": ["Pub"]}]}]})
+    try:
+        registry = master.broker.access.registry
+
+        def change() -> None:
+            registry.put_user(User("copied", "copied-secret-1"), create=True)
+            registry.put_acl(acl)
+            registry.save()
+
+        master.on_loop(change)
+
+        def stored(kind: str) -> list[str]:
+            return [key for key, _, _ in slave.broker.metadata.rows(kind)]
+
+        wait_for(lambda: "copied" in stored(ACLS), "the slave stores the master's user and ACL")
+        assert "copied" in stored(USERS)
+        assert slave.on_loop(lambda: slave.broker.access.registry.acl("copied")) == acl
+        master.on_loop(lambda: (registry.delete_user("copied"), registry.save()))
+        wait_for(lambda: "copied" not in stored(USERS), "the slave deletes the user's row")
+        assert "copied" not in stored(ACLS)
+    finally:
+        slave.close()
+        master.close()
+        ns.close()

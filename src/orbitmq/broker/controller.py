@@ -62,6 +62,7 @@ from orbitmq.broker.role import RoleState
 from orbitmq.broker.runtime_config import load_overlay
 from orbitmq.broker.schedule_service import ScheduleService
 from orbitmq.broker.services import Front, Service, ServiceList
+from orbitmq.broker.tables.auth_table import MetadataRegistryStore
 from orbitmq.broker.tables.client_manager import ClientManager
 from orbitmq.broker.tables.consumer_offset_manager import ConsumerOffsetManager
 from orbitmq.broker.tables.metadata_table import metadata_db_for
@@ -82,6 +83,7 @@ from orbitmq.security.registry import AUTH_FILE_NAME, AuthRegistry
 from orbitmq.security.server_access import build_server_access, check_exposure
 from orbitmq.security.tls import ClientTls, ServerTls
 from orbitmq.store.message_store import MessageStore
+from orbitmq.store.metadata_db import MetadataDB
 from orbitmq.transport.client import RemotingClient
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.limits import ConnectionLimits, LimitCounters
@@ -112,7 +114,8 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig, *, auth_registry: AuthRegistry | None = None) -> None:
         """``auth_registry``: users and ACLs shared with a name server of this process
-        (standalone); otherwise the broker's own, in ``STORE/config/auth.json``."""
+        (standalone); otherwise the broker's own, in its metadata store
+        (``STORE/config/metadata.db``)."""
         config = load_overlay(config)  # settings changed at runtime (UPDATE_BROKER_CONFIG)
         config.check_whole()  # ConfigError: broker_role and broker_id disagree
         self.config = config
@@ -123,8 +126,11 @@ class BrokerController:
         self.host = BrokerHost(ip_of(config.broker_ip or config.listen_host), config.listen_port)
         # What each limit refused (transport/limits.py): the server's, the tables' and SYSTEM_BUSY.
         self.limit_counters = LimitCounters()
-        # Topics, groups and offsets, saved change by change (store/metadata_db.py).
-        self.metadata = metadata_db_for(config)
+        # Topics, groups, offsets, users and ACLs, saved change by change (store/metadata_db.py);
+        # standalone's registry (shared with its name server) brings the store it was read from.
+        shared = auth_registry.store if auth_registry is not None else None
+        self.metadata = (shared.db if isinstance(shared, MetadataRegistryStore)
+                         else metadata_db_for(config))
         self.topics = TopicConfigManager(config, on_change=self._topics_changed,
                                          counters=self.limit_counters, db=self.metadata)
         self.offsets = ConsumerOffsetManager(config.store.store_path, self.store, db=self.metadata)
@@ -145,8 +151,9 @@ class BrokerController:
         # broker signs its own requests (registration, a slave's copies) with the inner
         # credentials.
         self.access = build_server_access(
-            config, cluster_name=config.broker_cluster_name, registry=auth_registry,
-            registry_path=config_path(config.store.store_path, AUTH_FILE_NAME))
+            config, cluster_name=config.broker_cluster_name,
+            registry=auth_registry if auth_registry is not None
+            else self.auth_registry_for(config, self.metadata))
         if config.authentication_enabled:
             self.server.set_guard(self.access.guard.check)
         self.remoting_client = RemotingClient(max_frame_size=config.max_frame_size,
@@ -343,10 +350,14 @@ class BrokerController:
                           end_transaction=self.end_transaction, guard=self.access.guard)
 
     @staticmethod
-    def auth_registry_for(config: BrokerConfig) -> AuthRegistry:
-        """The broker's users and ACLs (``STORE/config/auth.json``), not yet loaded: what
-        standalone shares between its name server and its broker."""
-        return AuthRegistry(config_path(config.store.store_path, AUTH_FILE_NAME))
+    def auth_registry_for(config: BrokerConfig, db: MetadataDB | None = None) -> AuthRegistry:
+        """The broker's users and ACLs, kept in its metadata store (``db``, else one of its
+        own for ``config``: what standalone shares between its name server and its broker,
+        which then uses that store), not yet loaded; an ``auth.json`` of an earlier broker is
+        imported at the load (tables/auth_table.py)."""
+        return AuthRegistry(store=MetadataRegistryStore(
+            db if db is not None else metadata_db_for(config),
+            config_path(config.store.store_path, AUTH_FILE_NAME)))
 
     @property
     def address(self) -> str:
@@ -398,6 +409,7 @@ class BrokerController:
     def _load_tables(self) -> None:
         self.metadata.open()  # StoreError: the metadata store cannot be opened
         try:
+            self.access.load()  # the users and ACLs (auth.json imported), the init user
             self.topics.load()
             self.offsets.load()
             self.sub_groups.load()
@@ -436,7 +448,12 @@ class BrokerController:
         self._tasks = []
 
     def _tables(self) -> list[SavedTable]:
-        return [self.offsets.file, self.topics.file, self.sub_groups.file, self.schedule.file]
+        tables: list[SavedTable] = [self.offsets.file, self.topics.file, self.sub_groups.file,
+                                    self.schedule.file]
+        store = self.access.registry.store
+        if isinstance(store, MetadataRegistryStore) and store.db is self.metadata:
+            tables.append(store.table)  # users and ACLs whose save failed: written again
+        return tables
 
     async def _save_tables_at_stop(self) -> None:
         """Save every table; one that fails (logged by itself) never keeps the others from being

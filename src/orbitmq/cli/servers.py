@@ -104,7 +104,8 @@ def standalone_cmd(
         check_store_free(cfg.store.store_path)
     except StoreError as e:
         raise click.ClickException(f"cannot start: {e}") from None
-    # One set of users and ACLs for both servers, kept with the broker's tables.
+    # One set of users and ACLs for both servers, kept in the broker's metadata store (read
+    # here: an auth.json of an earlier broker is imported now).
     auth = BrokerController.auth_registry_for(cfg)
     try:
         auth.load()

@@ -81,8 +81,10 @@ class NameServer:
         NamesrvAdminHandlers(self.routes).register(s)
         cfg = self.config
         self.access = build_server_access(
-            cfg, cluster_name="", registry=auth_registry,
-            registry_path=cfg.auth_config_path or None)
+            cfg, cluster_name="",
+            registry=auth_registry if auth_registry is not None
+            else AuthRegistry(cfg.auth_config_path or None))
+        self.access.load()  # StoreError: the users file cannot be read
         if cfg.authentication_enabled:
             s.set_guard(self.access.guard.check)
         if auth_registry is None and cfg.auth_config_path:  # one place to administer users

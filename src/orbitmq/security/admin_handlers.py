@@ -76,7 +76,7 @@ class AuthAdminHandlers:
         except StoreError as e:
             log.error("users and ACLs changed (%s) but not saved: %s", what, e)
             return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"{what}: in effect, but the users file could not be saved "
+                                f"{what}: in effect, but the users could not be saved "
                                 "(the server log says why); it is tried again at the next change")
         log.info("auth change saved: %s", what)
         return cmd.response(ResponseCode.SUCCESS)

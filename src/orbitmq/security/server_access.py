@@ -71,42 +71,55 @@ class ServerAccess:
     guard: AccessGuard
     admin: AuthAdminHandlers
     inner: Credentials | None  # what this server signs its own requests with
+    # init_authentication_user: (username, password); never in a repr
+    init_user: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
+    authentication_enabled: bool = False
+
+    def load(self) -> None:
+        """Read the users and ACLs (once: RegistryStore.load), then create the init user when
+        there is no user at all. A name server calls it when built; a broker when it loads its
+        tables (its metadata store is open then).
+
+        Raises:
+            StoreError: the users cannot be read, or the init user cannot be saved.
+        """
+        registry = self.registry
+        registry.load()
+        init = self.init_user
+        if init is not None and len(registry) == 0:
+            registry.ensure_user(init[0], init[1], UserType.SUPER)
+            registry.save()
+            log.info("init user %s created (Super)", init[0])
+        if self.authentication_enabled and len(registry) == 0 and self.inner is None:
+            log.warning("authentication is on but there is no user: set "
+                        "init_authentication_user (docs/security.md)")
 
 
-def build_server_access(cfg: AccessConfig, *, cluster_name: str, registry_path: str | None,
-                        registry: AuthRegistry | None = None) -> ServerAccess:
-    """The server's access control; ``registry`` shares another server's (standalone).
+def build_server_access(cfg: AccessConfig, *, cluster_name: str,
+                        registry: AuthRegistry) -> ServerAccess:
+    """The server's access control over ``registry`` (its own, or another server's: standalone),
+    which :meth:`ServerAccess.load` reads.
 
     Raises:
-        StoreError: the users file exists but cannot be read.
         ClientError: authorization without authentication.
     """
     if cfg.authorization_enabled and not cfg.authentication_enabled:
         raise ClientError("authorization_enabled needs authentication_enabled: rules are about "
                           "users, and without authentication nobody is a user")
-    if registry is None:
-        registry = AuthRegistry(registry_path)
-        registry.load()
     init = parse_init_user(cfg.init_authentication_user)
-    if init is not None and len(registry) == 0:
-        registry.ensure_user(init[0], init[1], UserType.SUPER)
-        registry.save()
-        log.info("init user %s created (Super)", init[0])
     inner = parse_inner_credentials(cfg.inner_client_authentication_credentials)
     if inner is None and init is not None:
         inner = Credentials(init[0], init[1])
     if inner is not None:
         registry.add_builtin(User(inner.access_key, inner.secret_key, UserType.SUPER))
-    if cfg.authentication_enabled and len(registry) == 0 and inner is None:
-        log.warning("authentication is on but there is no user: set init_authentication_user "
-                    "(docs/security.md)")
     stateful = cfg.authentication_strategy == AuthenticationStrategy.STATEFUL
     settings = AccessSettings(cfg.authentication_enabled, cfg.authorization_enabled,
                               parse_whitelist(cfg.authentication_whitelist), cluster_name,
                               cfg.stateful_authentication_cache_expired_second * 1000
                               if stateful else 0)
     guard = AccessGuard(settings, registry, AuditLog(log_allowed=cfg.audit_allowed))
-    return ServerAccess(registry, guard, AuthAdminHandlers(registry), inner)
+    return ServerAccess(registry, guard, AuthAdminHandlers(registry), inner, init,
+                        cfg.authentication_enabled)
 
 
 def is_loopback(host: str) -> bool:

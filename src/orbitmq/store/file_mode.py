@@ -10,8 +10,12 @@ directory mode when the store starts (an older store's 0755 root too, which then
 0644 files it already holds), every directory made under it takes its parent's mode
 (:func:`make_dirs`), and every file its directory's mode less the execute bits
 (:func:`file_mode_in`): commit log segments, consume queues, index files, the checkpoint, the
-lock, the metadata store (config/metadata.db and its -wal and -shm, which SQLite creates with
-the database file's mode), config/*.json and the broker's other tables alike.
+lock, config/*.json and the broker's other tables alike.
+
+One exception, whatever ``store_file_mode`` says: the metadata store (config/metadata.db and its
+-wal and -shm, which SQLite creates with the database file's mode) holds the users' secret keys,
+so it is owner-only (:func:`make_private`), 0600 in a 0700 ``config`` directory, as the users
+file of a name server is.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import stat
 
 from orbitmq.config import file_mode_problem
 
-__all__ = ["DEFAULT_FILE_MODE", "parse_file_mode", "dir_mode_for",
-           "file_mode_in", "make_dirs", "protect_root"]
+__all__ = ["DEFAULT_FILE_MODE", "PRIVATE_FILE_MODE", "PRIVATE_DIR_MODE", "parse_file_mode",
+           "dir_mode_for", "file_mode_in", "make_dirs", "make_private", "protect_root"]
 
 DEFAULT_FILE_MODE = 0o600
+PRIVATE_FILE_MODE = 0o600  # a file that holds secrets: the owner's alone, whatever the config
+PRIVATE_DIR_MODE = 0o700
 _OWNER_RW = 0o600
 _ALLOWED = 0o666  # no execute, setuid, setgid or sticky bit on a data file (config/checks.py checks)
 
@@ -60,6 +66,24 @@ def make_dirs(path: str) -> None:
         os.mkdir(path, stat.S_IMODE(os.stat(parent).st_mode) & 0o777)
     except FileExistsError:
         pass
+
+
+def make_private(directory: str, files: tuple[str, ...] = ()) -> None:
+    """Make ``directory`` (created if needed, its parents as :func:`make_dirs` makes them)
+    owner-only (0700), and each of ``files`` in it that exists 0600: a file that holds secrets
+    and was made group-readable by an older broker or an earlier ``store_file_mode`` is closed
+    too. OSError when a mode cannot be set."""
+    make_dirs(directory)
+    if stat.S_IMODE(os.stat(directory).st_mode) != PRIVATE_DIR_MODE:
+        os.chmod(directory, PRIVATE_DIR_MODE)
+    for name in files:
+        path = os.path.join(directory, name)
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode != PRIVATE_FILE_MODE:
+            os.chmod(path, PRIVATE_FILE_MODE)
 
 
 def protect_root(root: str, file_mode: int) -> None:

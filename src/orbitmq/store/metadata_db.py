@@ -1,4 +1,5 @@
-"""The broker's metadata store: topics, groups, offsets in SQLite (WAL), one small write per change.
+"""The broker's metadata store: topics, groups, offsets, users and ACLs in SQLite (WAL), one small
+write per change.
 
 Until this store, every topic create rewrote ``STORE/config/topics.json`` whole: O(N) per change,
 O(N^2) to create N topics (RocketMQ 4 has the same flaw, RocketMQ 5.2 moved its
@@ -30,8 +31,14 @@ log's group commit does.
 
 The store is generic: a *kind* (:data:`KINDS`) is one table of ``(key TEXT, sub INTEGER,
 value)`` rows; the broker's managers decide what a key, a sub-key and a value are (a topic's
-name and its JSON config; ``topic@group``, a queue id and an offset). This module knows their
-JSON shapes only to :func:`export_tables` them the way the old JSON files held them.
+name and its JSON config; ``topic@group``, a queue id and an offset; a username and its user's
+or its ACL's JSON). This module knows their JSON shapes only to :func:`export_tables` them the
+way the old JSON files held them.
+
+Secrets: the ``users`` rows hold the users' secret keys (a signature can only be checked with
+it). So the database and its ``-wal`` and ``-shm`` are owner-only (0600 in a 0700 directory,
+whatever ``store_file_mode`` says: store/file_mode.make_private), and :func:`export_tables`
+never exports :data:`SECRET_KINDS` (``orbitmq user list`` shows the users, without secrets).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from orbitmq.errors import StoreError
-from orbitmq.store.file_mode import file_mode_in, make_dirs
+from orbitmq.store.file_mode import PRIVATE_FILE_MODE, make_private
 
 __all__ = [
     "METADATA_DB_FILE",
@@ -54,7 +61,10 @@ __all__ = [
     "SUBSCRIPTION_GROUPS",
     "CONSUMER_OFFSETS",
     "DELAY_OFFSETS",
+    "USERS",
+    "ACLS",
     "VERSIONS",
+    "SECRET_KINDS",
     "EXPORT_NAMES",
     "Row",
     "MetadataDB",
@@ -70,8 +80,11 @@ TOPICS = "topics"
 SUBSCRIPTION_GROUPS = "subscription_groups"
 CONSUMER_OFFSETS = "consumer_offsets"
 DELAY_OFFSETS = "delay_offsets"
+USERS = "users"  # username -> the user's JSON (RocketMQ's UserInfo, its secret key included)
+ACLS = "acls"  # username -> the ACL's JSON (RocketMQ's AclInfo)
 VERSIONS = "versions"  # a table's data version, written in the same transaction as its rows
-KINDS = (TOPICS, SUBSCRIPTION_GROUPS, CONSUMER_OFFSETS, DELAY_OFFSETS, VERSIONS)
+KINDS = (TOPICS, SUBSCRIPTION_GROUPS, CONSUMER_OFFSETS, DELAY_OFFSETS, USERS, ACLS, VERSIONS)
+SECRET_KINDS = (USERS, ACLS)  # never exported (module docstring, Secrets)
 
 SCHEMA_VERSION = 1
 # The log's bound in pages of 4 KiB (~40 MiB) should the periodic checkpoints fall behind: the
@@ -99,9 +112,10 @@ class MetadataDB:
     """One SQLite database in WAL mode holding every metadata kind; safe from any thread.
 
     Args:
-        path: the database file (``STORE/config/metadata.db``); its directory is created with
-            the store's modes, the file with the directory's file mode (0600 by default; SQLite
-            gives its ``-wal`` and ``-shm`` files the database file's mode).
+        path: the database file (``STORE/config/metadata.db``); its directory is made 0700
+            and the file 0600 whatever the store's modes, since it holds secret keys (SQLite
+            gives its ``-wal`` and ``-shm`` files the database file's mode; older ones are
+            closed at open too).
         sync_full: fsync the log at every commit (SYNC_FLUSH): see the module docstring.
         read_only: open an existing database for reading (the export command); StoreError when
             there is none.
@@ -144,9 +158,14 @@ class MetadataDB:
             self._check_schema(conn)
             return conn
         directory = os.path.dirname(self.path) or "."
-        make_dirs(directory)
-        if not os.path.exists(self.path):  # created with the store's file mode, then opened
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, file_mode_in(directory)))
+        base = os.path.basename(self.path)
+        try:  # owner-only before SQLite reads or creates anything (module docstring, Secrets)
+            make_private(directory)
+            if not os.path.exists(self.path):
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, PRIVATE_FILE_MODE))
+            make_private(directory, (base, base + "-wal", base + "-shm"))
+        except OSError as e:
+            raise StoreError(f"metadata store {self.path}: cannot make it owner-only: {e}") from None
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                timeout=BUSY_TIMEOUT_MS / 1000)
         try:
@@ -157,9 +176,14 @@ class MetadataDB:
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
+            present = {name for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            missing = [kind for kind in KINDS if kind not in present]
+            # A new store, or one written before a kind was added (users and ACLs): the
+            # missing tables are created, the others left as they are.
+            if version in (0, SCHEMA_VERSION) and (version == 0 or missing):
                 conn.execute("BEGIN IMMEDIATE")
-                for kind in KINDS:
+                for kind in missing:
                     conn.execute(f"CREATE TABLE IF NOT EXISTS {kind} (key TEXT NOT NULL, "
                                  "sub INTEGER NOT NULL, value, PRIMARY KEY (key, sub)) WITHOUT ROWID")
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -301,6 +325,7 @@ def export_tables(db: MetadataDB, kinds: Iterable[str] | None = None) -> dict[st
     (RocketMQ's configType names: ``topics``, ``subscriptionGroups``, ``consumerOffsets``,
     ``delayOffsets``): what ``orbitmq store export-metadata`` prints and
     EXPORT_ROCKSDB_CONFIG_TO_JSON (355) answers. ``kinds``: those names, every table if None.
+    The users and ACLs (:data:`SECRET_KINDS`) are no export name: never exported.
 
     Raises:
         StoreError: the store cannot be read, or a name in ``kinds`` is unknown.
@@ -328,7 +353,7 @@ def export_tables(db: MetadataDB, kinds: Iterable[str] | None = None) -> dict[st
     return out
 
 
-# export name -> (kind, the field that held the table in its JSON file)
+# export name -> (kind, the field that held the table in its JSON file); never a SECRET_KINDS
 EXPORT_NAMES: dict[str, tuple[str, str]] = {
     "topics": (TOPICS, "topicConfigTable"),
     "subscriptionGroups": (SUBSCRIPTION_GROUPS, "subscriptionGroupTable"),
