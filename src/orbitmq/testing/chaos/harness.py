@@ -200,13 +200,15 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
         caught_up = wait_caught_up(history, LIVE_GROUP, DRAIN_GROUP, CATCH_UP_WAIT_S)
     finally:
         live.shutdown()
-    report.verdict = check(history.sends, history.reads, cluster.promise,
+    promise = cluster.promise_for(list(history.sends), history.started)
+    report.verdict = check(history.sends, history.reads, promise,
                            drained_groups=[DRAIN_GROUP, LIVE_GROUP])
     report.figures.update(
         load_s=round(time.monotonic() - history.started, 1), drained=read,
         longest_write_gap_s=history.longest_write_gap_s(), acked_by_writer=history.acked_by_writer(),
         settle_max_s=max(settle_s, default=0.0), writers_back_after_heal=recovered,
         live_group_caught_up=caught_up)
+    report.figures.update(cluster.figures())
     if errors:
         report.error = "writer died: " + "; ".join(errors)
     elif not recovered and report.error is None:

@@ -31,6 +31,10 @@ class FaultKind(enum.Enum):
     PAUSE = "pause"  # SIGSTOP for the hold, then SIGCONT (a GC stall, a VM freeze)
     ISOLATE = "isolate"  # cut every link of the target (network namespaces), then heal
     CUT = "cut"  # cut the link between the target's two ends, then heal
+    # The power-loss layer (testing/lazyfs.py) under the target's store:
+    POWER = "power"  # unsynced data dropped, the servers on it killed -9; remount, restart
+    STALL = "stall"  # every file operation of the store blocks for the hold
+    FULL = "full"  # writes and allocations fail with ENOSPC for the hold
 
 
 @dataclasses.dataclass(frozen=True)
