@@ -202,3 +202,27 @@ def test_a_full_disk_answers_enospc_until_cleared(lazy: LazyFs) -> None:
     lazy.remount()
     assert f.read_bytes() == b"room again"
     assert (lazy.mount / "mapped-full").read_bytes()[:4] == b"page"
+
+
+def test_a_page_whose_write_back_failed_stays_cached_as_on_a_local_disk(lazy: LazyFs) -> None:
+    """The kernel drops no clean page behind the writer's back (FUSE_CAP_AUTO_INVAL_DATA off):
+    after a failed write-back the page is clean but holds the only copy of its data, which the
+    store's retry writes again (MappedFile.flush); read back stale, it would leave a hole."""
+    f = lazy.mount / "kept"
+    fd, m = _mapped(f, 2 * mmap.PAGESIZE)
+    try:
+        m[0:4] = b"old!"
+        os.fdatasync(fd)
+        lazy.full()
+        m[0:4] = b"new!"
+        with pytest.raises(OSError):
+            os.fdatasync(fd)
+        lazy.clear()
+        m[mmap.PAGESIZE:mmap.PAGESIZE + 4] = b"next"
+        os.fdatasync(fd)  # the backing file's mtime moves on
+        time.sleep(1.2)  # past the attribute timeout: the next stat asks the layer
+        os.stat(f)
+        assert os.pread(fd, 4, 0) == b"new!"
+    finally:
+        m.close()
+        os.close(fd)

@@ -58,6 +58,7 @@ SECTOR = 512  # what a torn write keeps whole: a disk writes sectors atomically,
 STALL_MAX_S = 120.0  # the longest stall a command may ask for
 MOUNT_WAIT_S = 20.0  # bound of the wait for a mount (or an unmount) to show
 COMMAND_WAIT_S = 10.0  # bound of a control command's answer
+FUSE_CAP_AUTO_INVAL_DATA = 1 << 12  # libfuse's fuse_common.h
 
 
 def lazyfs_problem() -> str | None:
@@ -447,6 +448,16 @@ def _operations(cache: LazyCache) -> Any:
 
         def destroy(self, path: str) -> None:
             cache.persist_all()
+
+        def init_with_config(self, conn: Any, config: Any) -> None:
+            # No FUSE_CAP_AUTO_INVAL_DATA: with it the kernel drops a file's cached pages
+            # whenever the mtime it holds differs from getattr's (here after every write
+            # through to the backing file), clean ones included; a page whose write-back
+            # failed is clean while holding data no disk has, and would be read back stale.
+            # A local file system never drops such a page behind the writer's back (only
+            # memory pressure could): the layer keeps to that.
+            if conn is not None:
+                conn.want &= ~FUSE_CAP_AUTO_INVAL_DATA
 
     return Lazy()
 
