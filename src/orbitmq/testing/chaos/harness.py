@@ -209,6 +209,8 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
         settle_max_s=max(settle_s, default=0.0), writers_back_after_heal=recovered,
         live_group_caught_up=caught_up)
     report.figures.update(cluster.figures())
+    if promise.log_tail_loss:
+        report.figures["log_lost"] = len(report.verdict.log_lost)
     if errors:
         report.error = "writer died: " + "; ".join(errors)
     elif not recovered and report.error is None:

@@ -97,7 +97,7 @@ class PowerStandaloneCluster(ChaosCluster):
                 holds_s={FaultKind.POWER: POWER_HOLD_S, FaultKind.STALL: STALL_HOLD_S,
                          FaultKind.FULL: FULL_HOLD_S, FaultKind.KILL: KILL_HOLD_S})
         else:
-            self.promise = Promise("ASYNC_FLUSH")  # the bound comes with promise_for
+            self.promise = Promise("ASYNC_FLUSH", log_tail_loss=True)  # bound: promise_for
             self.menu = FaultMenu(targets={FaultKind.POWER: ("standalone",)},
                                   holds_s={FaultKind.POWER: POWER_HOLD_S})
             self.notes.append(f"ASYNC_FLUSH every {ASYNC_FLUSH_INTERVAL_MS} ms: the promise is "
@@ -165,7 +165,7 @@ class PowerStandaloneCluster(ChaosCluster):
         cuts = [dataclasses.replace(c, cut_at_s=c.cut_at_s - started,
                                     killed_at_s=c.killed_at_s - started) for c in self.cuts]
         self.bound = async_loss_bound(sends, cuts, ASYNC_FLUSH_INTERVAL_MS / 1000 + FLUSH_SLACK_S)
-        return Promise("ASYNC_FLUSH", lost_acknowledged_max=self.bound)
+        return Promise("ASYNC_FLUSH", lost_acknowledged_max=self.bound, log_tail_loss=True)
 
     def figures(self) -> dict[str, object]:
         out: dict[str, object] = {
