@@ -318,7 +318,7 @@ def _operations(cache: LazyCache) -> Any:
     stat_keys = ("st_atime_ns", "st_ctime_ns", "st_mtime_ns", "st_gid", "st_uid", "st_mode",
                  "st_nlink", "st_size", "st_ino", "st_blocks", "st_blksize")
 
-    class Lazy(fuse.Operations):  # type: ignore[misc]
+    class Lazy(fuse.Operations):
         use_ns = True
 
         @guarded
