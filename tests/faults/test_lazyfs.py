@@ -55,6 +55,9 @@ def test_a_write_without_fsync_is_gone_after_a_power_cut(lazy: LazyFs) -> None:
     assert (lazy.backing / "unsynced").read_bytes() == b""  # the disk does not
     dropped = lazy.power_cut()
     assert dropped["dropped_bytes"] >= 10_000
+    with pytest.raises(OSError) as e:  # the disk is gone until the power comes back
+        _write(f, b"after the cut", sync=True)
+    assert e.value.errno == errno.EIO
     lazy.remount()
     assert f.exists()  # the name was durable at once (metadata)
     assert f.read_bytes() == b""

@@ -45,6 +45,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -59,6 +60,7 @@ STALL_MAX_S = 120.0  # the longest stall a command may ask for
 MOUNT_WAIT_S = 20.0  # bound of the wait for a mount (or an unmount) to show
 COMMAND_WAIT_S = 10.0  # bound of a control command's answer
 FUSE_CAP_AUTO_INVAL_DATA = 1 << 12  # libfuse's fuse_common.h
+UNIX_PATH_MAX = 100  # a unix socket's path must fit sockaddr_un (108 bytes on Linux)
 
 
 def lazyfs_problem() -> str | None:
@@ -547,6 +549,8 @@ class LazyFs:
         self.backing = Path(backing)
         self.mount = Path(mount)
         self.control = Path(control) if control else self.mount.parent / f".{self.mount.name}.ctl"
+        if len(str(self.control)) >= UNIX_PATH_MAX:  # too long for a socket's address
+            self.control = Path(tempfile.mkdtemp(prefix="lazyfs-")) / "ctl"
         self.log = self.mount.parent / f".{self.mount.name}.log"
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mount.mkdir(parents=True, exist_ok=True)
@@ -652,6 +656,8 @@ class LazyFs:
                 self.proc.wait(MOUNT_WAIT_S)
         self._kill()
         self.proc = None
+        with contextlib.suppress(OSError):
+            self.control.unlink()
 
     def __enter__(self) -> LazyFs:
         return self
