@@ -9,8 +9,9 @@
   ASYNC_FLUSH_INTERVAL_MS) under power cuts. Its promise is a bound, computed from the history
   once the run ends: at most the sends acknowledged in the flush interval (plus
   FLUSH_SLACK_S for the flush's own time) before each cut, or between the cut and the kill.
-- ``power-all``: a SYNC_MASTER and its SLAVE, both SYNC_FLUSH, both stores on one layer: a power
-  cut takes every replica at once, then both start again. Its promise: nothing acknowledged lost.
+- ``power-all``: a SYNC_MASTER and its SLAVE, both SYNC_FLUSH, each store on a layer of its own:
+  a power cut takes every replica at once, then both start again; and a stall or a full disk
+  of the master's store alone. Its promise: nothing acknowledged lost.
 
 Each is skipped (ClusterUnavailable) where the layer cannot mount (no /dev/fuse, no libfuse, no
 mfusepy: :func:`orbitmq.testing.lazyfs.lazyfs_problem`).
@@ -189,24 +190,35 @@ class PowerStandaloneCluster(ChaosCluster):
 
 
 class PowerSetCluster(ChaosCluster):
-    """A SYNC_MASTER and its SLAVE, both SYNC_FLUSH, their stores on one layer: ``power-all``
-    cuts both at once."""
+    """A SYNC_MASTER and its SLAVE, both SYNC_FLUSH, each store on its own layer: ``power all``
+    cuts both (one cut after the other, then both killed, before either restarts); ``stall
+    master`` and ``full master`` hit the master's store alone."""
 
     name = "power-all"
     promise = SYNC_FLUSH_SYNC_MASTER
 
     def __init__(self, root: Path) -> None:
         super().__init__()
-        self.menu = FaultMenu(targets={FaultKind.POWER: ("all",)},
-                              holds_s={FaultKind.POWER: POWER_HOLD_S})
+        self.menu = FaultMenu(
+            targets={FaultKind.POWER: ("all",), FaultKind.STALL: ("master",),
+                     FaultKind.FULL: ("master",)},
+            holds_s={FaultKind.POWER: POWER_HOLD_S, FaultKind.STALL: STALL_HOLD_S,
+                     FaultKind.FULL: FULL_HOLD_S})
         self.cuts: list[dict[str, object]] = []
-        self.fs = _lazyfs(root)
+        problem = lazyfs_problem()
+        if problem is not None:
+            raise ClusterUnavailable(f"no power-loss layer: {problem}")
+        name = "broker-a"
+        self.fs: dict[int, LazyFs] = {}
         try:
-            self.set = BrokerSetProcesses(root / "mnt" / "set", role="SYNC_MASTER", slaves=1,
+            for broker_id in (0, 1):  # each store directory is a mount of its own
+                self.fs[broker_id] = LazyFs(root / f"disk-{broker_id}",
+                                            root / "set" / f"{name}-{broker_id}")
+            self.set = BrokerSetProcesses(root / "set", role="SYNC_MASTER", slaves=1, name=name,
                                           broker_flags=["--flush-disk-type", "SYNC_FLUSH"],
                                           segment_size=SEGMENT_SIZE)
         except BaseException:
-            self.fs.close()
+            self._close_fs()
             raise
         try:
             self.namesrv = self.set.namesrv
@@ -216,14 +228,26 @@ class PowerSetCluster(ChaosCluster):
             raise
 
     def apply(self, fault: Fault) -> str:
-        self.cuts.append(self.fs.power_cut())
+        if fault.kind is FaultKind.STALL:
+            self.fs[0].stall(fault.hold_s + EVENT_WAIT_S)  # cleared by the heal
+            return f"the store of broker 0 at {self.set.addresses[0]}"
+        if fault.kind is FaultKind.FULL:
+            self.fs[0].full()
+            return f"the store of broker 0 at {self.set.addresses[0]}"
+        dropped = [self.fs[i].power_cut() for i in sorted(self.fs)]
         for broker_id in sorted(self.set.brokers):
             self.set.kill(broker_id)
+        total = sum(int(str(d.get("dropped_bytes", 0))) for d in dropped)
+        self.cuts.append({"dropped_bytes": total})
         return (f"brokers {', '.join(self.set.addresses[i] for i in sorted(self.set.brokers))}; "
-                f"the layer dropped {self.cuts[-1].get('dropped_bytes')} bytes")
+                f"the layers dropped {total} bytes")
 
     def heal(self, fault: Fault) -> None:
-        self.fs.remount()
+        if fault.kind in (FaultKind.STALL, FaultKind.FULL):
+            self.fs[0].clear()
+            return
+        for fs in self.fs.values():
+            fs.remount()
         for broker_id in sorted(self.set.brokers):
             self.set.start_broker(broker_id, same_address=True)
 
@@ -240,12 +264,21 @@ class PowerSetCluster(ChaosCluster):
     def servers(self) -> dict[str, ServerProcess]:
         return {f"broker {i}": p for i, p in self.set.brokers.items()}
 
+    def _close_fs(self) -> None:
+        for fs in self.fs.values():
+            with contextlib.suppress(Exception):
+                fs.clear()
+            fs.close()
+
     def close(self) -> None:
         self.resume_all()
+        for fs in self.fs.values():
+            with contextlib.suppress(Exception):
+                fs.clear()
         try:
             self.set.close()
         finally:
-            self.fs.close()
+            self._close_fs()
 
 
 def make_power_cluster(kind: str, root: Path) -> ChaosCluster:
