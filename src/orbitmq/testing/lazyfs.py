@@ -21,7 +21,7 @@ The control socket (one line in, one line out; :class:`LazyFs` speaks it) takes:
   (the seeded choice of the files with unsynced data): a seeded number of 512-byte sectors of its
   unsynced pages, in offset order, reach the disk, the rest do not. From then on every operation
   fails with EIO (the disk is gone): the harness kills the processes on top with SIGKILL, then
-  this process, unmounts and mounts again for the restart (:meth:`LazyFs.power_cycle`).
+  this process, unmounts and mounts again for the restart (:meth:`LazyFs.remount`).
 - ``stall SECONDS``: every file operation blocks until ``clear`` or for SECONDS at most.
 - ``full``: writes and allocations fail with ENOSPC (until ``clear``); ``statfs`` says no space.
 - ``clear``: end a stall and a full disk.
@@ -541,8 +541,8 @@ def main(argv: list[str] | None = None) -> int:
 class LazyFs:
     """The layer as a child process: mounted at ``mount`` over ``backing`` while it lives.
 
-    ``power_cycle`` is the harness's power cut: the caller has killed (SIGKILL) every process
-    using the mount first, or passes a ``kill`` callback that does.
+    A power cut is :meth:`power_cut`, then SIGKILL of every process using the mount (the
+    caller's part), then :meth:`remount`.
     """
 
     def __init__(self, backing: Path, mount: Path, *, control: Path | None = None) -> None:
