@@ -1,7 +1,7 @@
 # OrbitMQ developer tasks. `make run` installs what running needs (the servers, the CLI, the web
-# console); `make test` and the other targets install everything else too (test, lint, Spark and
-# PostgreSQL extras, the client venvs of the compatibility tests), so each works alone on a fresh
-# machine.
+# console); `make test` and the other targets install everything else too (test, lint, Spark,
+# PostgreSQL and chaos extras, the client venvs of the compatibility tests), so each works alone
+# on a fresh machine.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -32,7 +32,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt hatch_build.py $(NATIVE_SOURCES)
 	@touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP) scripts/compat-venv.sh scripts/rmq5-venv.sh
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,lint,spark,postgres,chaos]"
 	@bash scripts/compat-venv.sh
 	@bash scripts/rmq5-venv.sh
 	@touch $(STAMP)

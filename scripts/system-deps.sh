@@ -15,6 +15,9 @@ if ! $run_only; then
   # etcd for controller mode's failover tests (tests/faults/test_failover_*.py start their own
   # servers from /usr/bin/etcd); the Debian package's own service is not needed by them.
   command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+  # libfuse 3 and fusermount3 for the power-loss layer (orbitmq.testing.lazyfs, through the
+  # `chaos` extra's mfusepy): `make chaos` and tests/faults/test_power_loss.py skip without them.
+  ls /usr/lib/*/libfuse3.so.3 /usr/lib/libfuse3.so.3 >/dev/null 2>&1 || need+=(fuse3)
 fi
 # A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
 command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)

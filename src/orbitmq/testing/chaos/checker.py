@@ -102,12 +102,19 @@ class Promise:
         orderly: whether per-key send order must be the log's order.
         duplicates_allowed: at-least-once delivery (RocketMQ's): duplicates are counted, not
             violations.
+        log_tail_loss: an ASYNC_FLUSH store under power cuts: a cut takes the log's unflushed
+            tail, messages consumers had already read included, and the offsets are then
+            written again. Held to ``lost_acknowledged_max`` is then ``log_lost`` (acknowledged,
+            absent from the log the first drained group read to its end); an offset with two
+            values of which one is gone from that log, and a read-then-gone message missed by
+            the drain, are counted, not violations.
     """
 
     name: str
     lost_acknowledged_max: int = 0
     orderly: bool = False
     duplicates_allowed: bool = True
+    log_tail_loss: bool = False
 
 
 SYNC_FLUSH = Promise("SYNC_FLUSH")
@@ -138,6 +145,10 @@ class Verdict:
     divergent: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     out_of_order: list[str] = dataclasses.field(default_factory=list)
     violations: list[str] = dataclasses.field(default_factory=list)
+    # Promise.log_tail_loss: acknowledged and absent from the drained log; the divergent
+    # offsets none of whose values is gone from it (those stay violations).
+    log_lost: list[str] = dataclasses.field(default_factory=list)
+    divergent_in_log: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -169,6 +180,11 @@ class Verdict:
                  f"{self.promise.lost_acknowledged_max}"
                  + (", per-key order" if self.promise.orderly else "")]
         lines.append("  " + " ".join(f"{k}={v}" for k, v in self.counts().items()))
+        if self.promise.log_tail_loss:
+            lines.append(f"  gone from the log (acknowledged, not in the drained log): "
+                         f"{len(self.log_lost)} of at most {self.promise.lost_acknowledged_max}; "
+                         f"divergent offsets with every value still in it: "
+                         f"{len(self.divergent_in_log)}")
         for name, values in (("lost", self.lost), ("lost-middle", self.lost_middle),
                              ("unexpected", self.unexpected), ("out-of-order", self.out_of_order),
                              ("recovered", self.recovered), ("failed-but-read", self.failed_read)):
@@ -251,6 +267,12 @@ def check(sends: Iterable[Send], reads: Iterable[Read], promise: Promise, *,
             verdict.divergent[f"{queue}:{offset}"] = sorted(values)
     if promise.orderly:
         verdict.out_of_order = _order_violations(acked, positions)
+    drained = list(drained_groups)
+    if promise.log_tail_loss and drained:
+        in_log = read_by_group.get(drained[0], set())
+        verdict.log_lost = sorted((s.value for s in acked if s.value not in in_log), key=_order)
+        verdict.divergent_in_log = {where: values for where, values in verdict.divergent.items()
+                                    if all(v in in_log for v in values)}
     verdict.violations = _violations(verdict)
     return verdict
 
@@ -303,6 +325,8 @@ def _violations(v: Verdict) -> list[str]:
     """What breaks the promise. Duplicates and recovered sends do not (at-least-once delivery;
     an unanswered send may have been stored), unless the promise says so."""
     out = []
+    if v.promise.log_tail_loss:
+        return _log_tail_violations(v)
     if len(v.lost) > v.promise.lost_acknowledged_max:
         out.append(f"{len(v.lost)} acknowledged lost (at most {v.promise.lost_acknowledged_max}"
                    f" allowed; {len(v.lost_middle)} lost-middle)")
@@ -313,6 +337,25 @@ def _violations(v: Verdict) -> list[str]:
         out.append(f"{len(v.unexpected)} unexpected")
     if v.divergent:
         out.append(f"{len(v.divergent)} offsets with two values")
+    if v.out_of_order:
+        out.append(f"{len(v.out_of_order)} per-key order violations")
+    if not v.promise.duplicates_allowed and v.duplicated:
+        out.append(f"{v.duplicated} duplicates")
+    return out
+
+
+def _log_tail_violations(v: Verdict) -> list[str]:
+    """Promise.log_tail_loss: what the log lost is held to the bound; what follows from a lost
+    tail (reads of messages then gone, their offsets written again, a group's offset past the
+    shorter log) is counted, not judged."""
+    out = []
+    if len(v.log_lost) > v.promise.lost_acknowledged_max:
+        out.append(f"{len(v.log_lost)} acknowledged gone from the log (at most "
+                   f"{v.promise.lost_acknowledged_max} allowed)")
+    if v.unexpected:
+        out.append(f"{len(v.unexpected)} unexpected")
+    if v.divergent_in_log:
+        out.append(f"{len(v.divergent_in_log)} offsets with two values still in the log")
     if v.out_of_order:
         out.append(f"{len(v.out_of_order)} per-key order violations")
     if not v.promise.duplicates_allowed and v.duplicated:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
-from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise
+from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise, Send
 from orbitmq.testing.chaos.corruption import STOPPED, check_repair, damage_slave
 from orbitmq.testing.chaos.schedule import Fault, FaultKind, FaultMenu
 from orbitmq.testing.corrupt import Damage
@@ -41,7 +41,9 @@ __all__ = ["ChaosCluster", "ClusterUnavailable", "make_cluster", "CLUSTER_KINDS"
 
 SEGMENT_SIZE = 16 * 1024 * 1024  # commit log segments: small, the stores are throwaway
 LEASE_TTL_S = 2  # controller mode's lease (as the failover tests): a pause of 3 s outlives it
-CLUSTER_KINDS = ("standalone", "master-slave", "controller")
+CLUSTER_KINDS = ("standalone", "master-slave", "controller",
+                 # on the power-loss layer (testing/chaos/power.py; skipped without FUSE)
+                 "power", "power-async", "power-all")
 # The server log lines a report shows when a cluster failed: errors, and the failover's own
 # account of elections, fences and cuts.
 DIAGNOSTIC = re.compile(r"ERROR|Error:|elected master|steps down|fenced|log cut|in-sync set of")
@@ -143,6 +145,16 @@ class ChaosCluster(abc.ABC):
         """A function telling the roles now (epoch, master, detail) for the failover timeline,
         or None for a cluster without elections."""
         return None
+
+    def promise_for(self, sends: list[Send], started: float) -> Promise:
+        """The promise the history is checked against, once the run ended: ``promise``, or
+        for an ASYNC mode its bound computed from what happened (``started``: the history's
+        start on ``time.monotonic``, the clock of the sends' ``at_s``)."""
+        return self.promise
+
+    def figures(self) -> dict[str, object]:
+        """The cluster's own figures for the report (what its faults did)."""
+        return {}
 
     def diagnostics(self) -> list[str]:
         """The last DIAGNOSTIC lines of each server: what a report shows when the cluster did
@@ -532,4 +544,8 @@ def make_cluster(kind: str, root: Path) -> ChaosCluster:
         return MasterSlaveCluster(root)
     if kind == "controller":
         return ControllerCluster(root)
+    if kind in ("power", "power-async", "power-all"):
+        from orbitmq.testing.chaos.power import make_power_cluster  # it builds on this module
+
+        return make_power_cluster(kind, root)
     raise ValueError(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")

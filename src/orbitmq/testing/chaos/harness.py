@@ -270,7 +270,8 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
         if pop is not None:
             pop.finish()
         role_changes = roles.stop() if roles is not None else []
-    report.verdict = check(history.sends, history.reads, cluster.promise,
+    promise = cluster.promise_for(list(history.sends), history.started)
+    report.verdict = check(history.sends, history.reads, promise,
                            drained_groups=[DRAIN_GROUP, LIVE_GROUP])
     if pop is not None:
         report.leases = check_leases(history.sends, pop.deliveries, pop.acks, cluster.promise,
@@ -287,6 +288,9 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
         longest_write_gap_s=history.longest_write_gap_s(), acked_by_writer=history.acked_by_writer(),
         settle_max_s=max(settle_s, default=0.0), writers_back_after_heal=recovered,
         live_group_caught_up=caught_up)
+    report.figures.update(cluster.figures())
+    if promise.log_tail_loss:
+        report.figures["log_lost"] = len(report.verdict.log_lost)
     if errors:
         report.error = "writer died: " + "; ".join(errors)
     elif not recovered and report.error is None:

@@ -36,6 +36,10 @@ class FaultKind(enum.Enum):
     # or the segment cut mid-message while it is down; the heal checks it is repaired.
     BITFLIP = "bitflip"
     TRUNCATE = "truncate"
+    # The power-loss layer (testing/lazyfs.py) under the target's store:
+    POWER = "power"  # unsynced data dropped, the servers on it killed -9; remount, restart
+    STALL = "stall"  # every file operation of the store blocks for the hold
+    FULL = "full"  # writes and allocations fail with ENOSPC for the hold
 
 
 @dataclasses.dataclass(frozen=True)
