@@ -107,7 +107,13 @@ class QueueDirs:
         except FileExistsError:
             pass
         except FileNotFoundError:  # the topic's first queue
-            make_dirs(os.path.dirname(directory))
+            topic_dir = os.path.dirname(directory)
+            try:
+                os.mkdir(topic_dir, mode)  # in the root, whose mode is this one
+            except FileExistsError:
+                pass
+            except FileNotFoundError:  # the root itself went (a store being deleted)
+                make_dirs(topic_dir)
             try:
                 os.mkdir(directory, mode)
             except FileExistsError:

@@ -214,3 +214,23 @@ def test_a_slave_takes_an_older_masters_whole_table_and_reports_a_refusal(
     master.page_max = 0  # a master whose pages hold nothing: no endless loop
     with pytest.raises(OrbitMQError, match="brought no new topic"):
         asyncio.run(slave.fetch_topics("master:10911"))
+
+
+def test_a_rocketmq_5_admin_clients_pages_are_answered(tmp_path: Path) -> None:
+    """RocketMQ 5's MQClientAPIImpl.getAllTopicConfig sends ``dataVersion`` empty on its first
+    page and Java's DataVersion JSON (with ``stateVersion``) after it."""
+    topics = _topics(tmp_path, 6)
+    first = GetAllTopicConfigRequestHeader.from_ext_fields(
+        {"topicSeq": "0", "maxTopicNum": "4", "dataVersion": ""})
+    assert first.paged and first.data_version is None
+    body, total = topic_config_answer(topics, first, split_enable=True, page_max=2000,
+                                      frame_max=FRAME)
+    page = TopicConfigSerializeWrapper.from_json(body)
+    assert len(page.topic_config_table) == 4 and total == 7
+    v = page.data_version
+    java = (f'{{"counter":{v.counter},"stateVersion":0,"timestamp":{v.timestamp}}}')
+    body, _ = topic_config_answer(topics, GetAllTopicConfigRequestHeader.from_ext_fields(
+        {"topicSeq": "4", "maxTopicNum": "4", "dataVersion": java}), split_enable=True,
+        page_max=2000, frame_max=FRAME)
+    assert list(TopicConfigSerializeWrapper.from_json(body).topic_config_table) == sorted(
+        topics.table)[4:]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -371,3 +372,17 @@ def test_the_checkpoint_passes_a_new_queues_message_only_once_its_name_is_durabl
         assert last is not None and last.logics_offset == store.commit_log.max_offset
     finally:
         store.shutdown()
+
+
+def test_queue_dirs_make_whatever_is_missing_above_a_queue(tmp_path: Path) -> None:
+    root = tmp_path / "store" / "consumequeue"
+    dirs = QueueDirs(str(root))  # the root does not exist yet
+    dirs.make(str(root / "T" / "0"))
+    dirs.make(str(root / "T" / "0"))  # there already: nothing to do
+    dirs.make(str(root / "T" / "1"))
+    assert sorted(os.listdir(root / "T")) == ["0", "1"]
+    for path in (root / "T", root / "T" / "0"):
+        assert stat.S_IMODE(path.stat().st_mode) == dirs.dir_mode
+    shutil.rmtree(root)  # gone after its mode was read: made again
+    dirs.make(str(root / "U" / "3"))
+    assert (root / "U" / "3").is_dir()
