@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,9 +24,10 @@ from replication_support import (
 )
 from test_broker_support import BrokerHarness
 
+from orbitmq.broker.tables.topic_config_manager import TopicConfigManager
 from orbitmq.cli.main import cli
 from orbitmq.config import BrokerRole
-from orbitmq.protocol.bodies import TopicRouteData
+from orbitmq.protocol.bodies import TopicConfig, TopicConfigSerializeWrapper, TopicRouteData
 from orbitmq.protocol.codes import OrbitMQRequestCode, RequestCode, ResponseCode
 from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -179,6 +180,50 @@ def test_the_slave_copies_the_masters_tables(pair: tuple[BrokerHarness, BrokerHa
         "retryMaxTimes"] == 3
     assert stored["delayOffsets"]["offsetTable"]["2"] == 5
     assert slave.broker.metadata.path != master.broker.metadata.path
+
+
+def test_a_slave_copies_a_topic_table_larger_than_a_page(tmp_path: Path, ns: Namesrv) -> None:
+    """A table of many pages (split_metadata_size set small: the same code path as 2,000 topics
+    a page at 110,000 topics, where the whole table passes the 16 MiB frame) reaches the slave
+    whole, a topic deleted and one added after the copy reach it too; an older peer's request
+    still gets the whole table, and the CLI's topic list (through the name server) lists all."""
+    master = BrokerHarness(master_config(tmp_path, ns, split_metadata_size=5))
+    slave = BrokerHarness(slave_config(tmp_path, ns, split_metadata_size=5))
+
+    def made_on_master(change: Callable[[TopicConfigManager], object]) -> dict[str, TopicConfig]:
+        # Straight into the master's table: no metadata record, so only the full copy brings
+        # it to the slave.
+        return master.on_loop(lambda: (change(master.broker.topics),
+                                       dict(master.broker.topics.table))[1])
+
+    def copied(want: dict[str, TopicConfig]) -> bool:
+        topics = slave.broker.topics
+        return topics.data_version == master.broker.topics.data_version and topics.table == want
+
+    try:
+        wait_for(lambda: connected(master), "the slave connects to its master")
+        want = made_on_master(lambda t: [t.update(TopicConfig(f"Paged{i:03d}", 2, 2))
+                                         for i in range(40)])
+        assert len(want) > 8 * 5
+        pages_before = slave.broker.replication.sync.topic_pages
+        wait_for(lambda: copied(want), "the table copied in pages")
+        assert slave.broker.replication.sync.topic_pages - pages_before >= len(want) // 5
+        want = made_on_master(lambda t: (t.delete("Paged007"), t.update(TopicConfig("A0", 1, 1))))
+        wait_for(lambda: copied(want), "the changed table copied again")
+        assert "Paged007" not in slave.broker.topics.table
+        whole = master.invoke(RequestCode.GET_ALL_TOPIC_CONFIG)  # no fields: an older peer
+        assert whole.code == ResponseCode.SUCCESS
+        assert TopicConfigSerializeWrapper.from_json(bytes(whole.body)).topic_config_table == want
+        assert whole.ext_fields["totalTopicNum"] == str(len(want))
+        wait_for(lambda: "Paged039" in CliRunner().invoke(
+            cli, ["topic", "list", "--namesrv", ns.address]).output, "the name server's list")
+        listed = CliRunner().invoke(cli, ["topic", "list", "--namesrv", ns.address, "--all",
+                                          "--format", "json"])
+        assert listed.exit_code == 0, listed.output
+        assert {f"Paged{i:03d}" for i in range(40)} - {"Paged007"} <= set(json.loads(listed.output))
+    finally:
+        slave.close()
+        master.close()
 
 
 def test_the_route_lists_the_master_and_the_slave(

@@ -72,6 +72,7 @@ from orbitmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     EndTransactionRequestHeader,
+    GetAllTopicConfigRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
     RecallMessageRequestHeader,
@@ -217,7 +218,10 @@ def _broker_requests(ctx: Context, rng: random.Random) -> dict[int, Callable[[],
                                                CreateTopicRequestHeader(
                                                    f"{SCRATCH_TOPIC}T{rng.randrange(5)}", "TBW102",
                                                    2, 2).to_ext_fields()),
-        RequestCode.GET_ALL_TOPIC_CONFIG: b(RequestCode.GET_ALL_TOPIC_CONFIG, {}),
+        RequestCode.GET_ALL_TOPIC_CONFIG: b(RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        if rng.random() < 0.5 else  # a page, as a slave asks (topicSeq, maxTopicNum, dataVersion)
+        b(RequestCode.GET_ALL_TOPIC_CONFIG, GetAllTopicConfigRequestHeader(
+            rng.randrange(20), '{"timestamp":1,"counter":2}', rng.randrange(1, 10)).to_ext_fields()),
         RequestCode.GET_BROKER_RUNTIME_INFO: b(RequestCode.GET_BROKER_RUNTIME_INFO, {}),
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: b(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                                                   {**q, "timestamp": str(int(time.time() * 1000))}),

@@ -220,6 +220,12 @@ class BrokerConfig:
     slave_sync_interval_ms: int = setting(
         10_000, "how often a slave copies topics, offsets and groups from its master",
         100, HOUR_MS)
+    enable_split_metadata: bool = setting(
+        True, "answer a slave's copy of the topic table in pages of split_metadata_size topics "
+        "(RocketMQ 5's enableSplitMetadata; off: the whole table, refused past the frame bound)")
+    split_metadata_size: int = setting(
+        2000, "topics a page of the topic table holds at most, asked by a slave and answered "
+        "(RocketMQ 5's splitMetadataSize)", 1, 1_000_000)
     # -- failover (docs/failover.md): RocketMQ 5's names where it has them ---------------------
     enable_controller_mode: bool = setting(
         False, "elect the broker set's master through controller_addr (etcd); needs broker_id >= 1")

@@ -85,6 +85,8 @@ __all__ = [
     "EndTransactionRequestHeader",
     "CheckTransactionStateRequestHeader",
     "GetTopicStatsInfoRequestHeader",
+    "GetAllTopicConfigRequestHeader",
+    "GetAllTopicConfigResponseHeader",
     "GetConsumeStatsRequestHeader",
     "ResetOffsetRequestHeader",
     "GetConsumerConnectionListRequestHeader",
@@ -559,6 +561,33 @@ class DeleteTopicRequestHeader(Header):
     """DELETE_TOPIC_IN_BROKER (215)."""
 
     topic: str
+
+
+@dataclasses.dataclass(slots=True)
+class GetAllTopicConfigRequestHeader(Header):
+    """GET_ALL_TOPIC_CONFIG (21), RocketMQ 5's pages of a large topic table: at most
+    ``max_topic_num`` topics from the ``topic_seq``-th, in name order, of the table whose
+    version is ``data_version`` (a DataVersion's JSON; a table at another version is answered
+    from its first topic, with its own version, so that the asker starts again). A request
+    with none of the three (an older peer's) asks for the whole table."""
+
+    topic_seq: U32 | None = None
+    data_version: str | None = None
+    max_topic_num: PositiveI32 | None = None
+
+    @property
+    def paged(self) -> bool:
+        """False for an older peer's request: the whole table."""
+        return not (self.topic_seq is None and self.data_version is None
+                    and self.max_topic_num is None)
+
+
+@dataclasses.dataclass(slots=True)
+class GetAllTopicConfigResponseHeader(Header):
+    """Answer to GET_ALL_TOPIC_CONFIG: how many topics the whole table holds (absent from an
+    older broker's answer, whose body is then the whole table)."""
+
+    total_topic_num: U32 | None = None
 
 
 @dataclasses.dataclass(slots=True)

@@ -30,7 +30,7 @@ from orbitmq.store.consume_queue import (
     offset_by_time,
 )
 from orbitmq.store.fd_cache import FdCache
-from orbitmq.store.file_mode import file_mode_in
+from orbitmq.store.file_mode import QueueDirs
 from orbitmq.store.file_ops import FileOps, StoreSpaceError, file_data_ranges
 from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 from orbitmq.store.mapped_file import segment_name
@@ -52,17 +52,19 @@ class CompactConsumeQueue:
         fds: the store's descriptor cache, shared by every compact queue.
         bytes_max: bytes of entries the queue holds before it switches to the mapped access
             (at most ``file_size``: a compact queue has one file).
+        dirs: makes new queues' directories (the store's, shared; None: one of its own).
     """
 
     __slots__ = ("topic", "queue_id", "_root", "_file_size", "_file_ops", "_fds", "_bytes_max",
                  "_from", "_wrote", "_flushed", "_min_offset", "_max_phy_end", "_mapped",
-                 "_names_unsynced", "_sync_failed")
+                 "_names_unsynced", "_sync_failed", "_dirs")
 
     def __init__(self, topic: str, queue_id: int, root: str, file_size: int, file_ops: FileOps,
-                 fds: FdCache, bytes_max: int) -> None:
+                 fds: FdCache, bytes_max: int, dirs: QueueDirs | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self._root = root
+        self._dirs = dirs if dirs is not None else QueueDirs(root)  # the store's, shared
         self._file_size = file_size
         self._file_ops = file_ops
         self._fds = fds
@@ -254,16 +256,23 @@ class CompactConsumeQueue:
 
     def _create(self, start: int) -> None:
         """The queue's file, sparse and of the full size (MappedFileQueue loads it as its
-        own); its name is made durable by ``sync_names``, as a mapped queue's."""
+        own); its name is made durable by ``sync_names`` (or the round's syncfs), before the
+        checkpoint passes its first message, as a mapped queue's. On the dispatch thread, once
+        per queue, so with the fewest system calls: the directory made with one ``mkdir``
+        (QueueDirs), the file created with the mode known already, sized without asking its
+        size first (a file a crash left shorter grows, a full one stays as it is), and its
+        descriptor kept for the write that follows."""
         directory = self._dir()
-        self._file_ops.makedirs(directory)
+        dirs = self._dirs
+        dirs.make(directory)
         path = os.path.join(directory, segment_name(start))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, file_mode_in(directory))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, dirs.file_mode)
         try:
-            if os.fstat(fd).st_size != self._file_size:  # new (or cut short by a crash)
-                os.ftruncate(fd, self._file_size)
-        finally:
+            os.ftruncate(fd, self._file_size)
+        except BaseException:
             os.close(fd)
+            raise
+        self._fds.adopt(self, fd)
         self._from = start
         self._wrote = self._flushed = 0
         self._names_unsynced = True

@@ -61,6 +61,19 @@ class FdCache:
         fds[owner] = fd
         return fd
 
+    def adopt(self, owner: Hashable, fd: int) -> None:
+        """Keep ``fd``, just opened by the owner (a file it created), as its descriptor: the
+        first write of a new file then costs no second open."""
+        with self._lock:
+            fds = self._fds
+            old = fds.pop(owner, None)
+            if old is not None:
+                os.close(old)
+            while len(fds) >= self.fds_max:
+                _, evicted = fds.popitem(last=False)
+                os.close(evicted)
+            fds[owner] = fd
+
     def pread(self, owner: Hashable, path: Callable[[], str], size: int, at: int) -> bytes:
         """Up to ``size`` bytes at ``at`` of the owner's file (fewer only past its end).
 

@@ -26,7 +26,8 @@ import stat
 from orbitmq.config import file_mode_problem
 
 __all__ = ["DEFAULT_FILE_MODE", "PRIVATE_FILE_MODE", "PRIVATE_DIR_MODE", "parse_file_mode",
-           "dir_mode_for", "file_mode_in", "make_dirs", "make_private", "protect_root"]
+           "dir_mode_for", "file_mode_in", "make_dirs", "make_private", "protect_root",
+           "QueueDirs"]
 
 DEFAULT_FILE_MODE = 0o600
 PRIVATE_FILE_MODE = 0o600  # a file that holds secrets: the owner's alone, whatever the config
@@ -57,13 +58,19 @@ def file_mode_in(directory: str) -> int:
 
 
 def make_dirs(path: str) -> None:
-    """``os.makedirs(path, exist_ok=True)``, each new directory with its parent's mode."""
-    if os.path.isdir(path):
-        return
-    parent = os.path.dirname(os.path.abspath(path))
-    make_dirs(parent)
+    """``os.makedirs(path, exist_ok=True)``, each new directory with its parent's mode. A new
+    directory whose parent exists costs a stat of the parent and a mkdir (a mapped queue's
+    first file is made on the dispatch thread: no look before the leap); the parent's parents
+    are walked only when it is missing."""
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
     try:
-        os.mkdir(path, stat.S_IMODE(os.stat(parent).st_mode) & 0o777)
+        mode = os.stat(parent).st_mode
+    except FileNotFoundError:
+        make_dirs(parent)
+        mode = os.stat(parent).st_mode
+    try:
+        os.mkdir(path, stat.S_IMODE(mode) & 0o777)
     except FileExistsError:
         pass
 
@@ -84,6 +91,58 @@ def make_private(directory: str, files: tuple[str, ...] = ()) -> None:
             continue
         if mode != PRIVATE_FILE_MODE:
             os.chmod(path, PRIVATE_FILE_MODE)
+
+
+class QueueDirs:
+    """The directories of new consume queues under the store's ``consumequeue`` root, made
+    with the fewest system calls: a queue's first message is where the dispatch thread meets
+    the file system, once per queue (a million new queues: a million directories). One
+    ``mkdir`` for a queue of a topic whose directory exists, ``make_dirs``'s walk only when
+    it does not; the root's mode is read once, and every topic's and queue's directory takes
+    it (as ``make_dirs`` gives each new directory its parent's), its files ``file_mode``."""
+
+    __slots__ = ("root", "_mode")
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._mode: int | None = None
+
+    @property
+    def dir_mode(self) -> int:
+        mode = self._mode
+        if mode is None:
+            make_dirs(self.root)
+            mode = self._mode = stat.S_IMODE(os.stat(self.root).st_mode) & 0o777
+        return mode
+
+    @property
+    def file_mode(self) -> int:
+        """What ``file_mode_in`` gives a file of a queue's directory."""
+        return self.dir_mode & _ALLOWED | _OWNER_RW
+
+    def make(self, directory: str) -> None:
+        """Make a queue's ``directory`` (root/topic/queue id), and its topic's when missing.
+
+        Raises:
+            OSError: a directory cannot be made (ENOSPC...).
+        """
+        mode = self.dir_mode
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:  # the topic's first queue
+            topic_dir = os.path.dirname(directory)
+            try:
+                os.mkdir(topic_dir, mode)  # in the root, whose mode is this one
+            except FileExistsError:
+                pass
+            except FileNotFoundError:  # the root itself went (a store being deleted)
+                make_dirs(topic_dir)
+            try:
+                os.mkdir(directory, mode)
+            except FileExistsError:
+                pass
 
 
 def protect_root(root: str, file_mode: int) -> None:

@@ -9,7 +9,10 @@ queue files in 0.21 s here, against 3.7 s one by one).
 
 Used for the compact queues of ``store_type = compact`` (compact_consume_queue.py), the layout
 of many small queues, which reads and writes the real file system; a queue that switched to the
-mapped access syncs itself as before. Since Linux 5.8 ``syncfs`` reports the write-back errors
+mapped access syncs its data itself as before. The names of new queue files count too, under
+either store type: a mapped queue's first file is created on the dispatch thread without syncing
+its directory, and the round that would sync one directory per new queue (a journal commit each)
+syncs the file system once when there are many. Since Linux 5.8 ``syncfs`` reports the write-back errors
 of the file system since the descriptor was opened: the descriptor is opened once, with the
 store, so that no error between two rounds goes unseen.
 """
@@ -24,6 +27,8 @@ from collections.abc import Iterable
 
 from orbitmq.store.compact_consume_queue import CompactConsumeQueue
 from orbitmq.store.consume_queue import ConsumeQueue
+from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
+from orbitmq.store.mapped_file_queue import MappedFileQueue
 
 __all__ = ["FileSystemSync", "FS_SYNC_QUEUES_MIN"]
 
@@ -61,29 +66,44 @@ class FileSystemSync:
             self._fd = os.open(self._directory, os.O_RDONLY | os.O_DIRECTORY)
 
     def sync(self, queues: Iterable[ConsumeQueue]) -> int:
-        """Sync the compact queues with unsynced entries in one syncfs when there are
-        FS_SYNC_QUEUES_MIN of them or more, and record them synced; returns how many. The
-        caller's per-queue flush then finds nothing left in them.
+        """Sync the compact queues with unsynced entries and the new file names of mapped
+        queues in one syncfs when there are FS_SYNC_QUEUES_MIN of them or more, and record them
+        synced; returns how many. The caller's per-queue flush and ``sync_names`` then find
+        nothing left in them (a mapped queue still syncs its own data).
 
         Raises:
-            OSError: the sync failed; the queues' next own flush writes their range again.
+            OSError: the sync failed; the queues' next own flush writes their range again, and
+                the names are synced again.
         """
         fd = self._fd
         if fd is None:
             return 0
-        marks = [(cq, mark) for cq in queues if isinstance(cq, CompactConsumeQueue)
-                 and (mark := cq.fs_sync_mark()) is not None]
-        if len(marks) < FS_SYNC_QUEUES_MIN:
+        marks: list[tuple[CompactConsumeQueue, int]] = []
+        named: list[MappedFileQueue] = []  # mapped queues with segment names to sync
+        for cq in queues:
+            mapped: ConsumeQueue | None = cq
+            if isinstance(cq, CompactConsumeQueue):
+                mark = cq.fs_sync_mark()
+                if mark is not None:
+                    marks.append((cq, mark))
+                    continue
+                mapped = cq.mapped  # a queue that switched: its names, as a mapped queue's
+            if isinstance(mapped, MappedConsumeQueue) and mapped.mfq.names_unsynced:
+                named.append(mapped.mfq)
+        if len(marks) + len(named) < FS_SYNC_QUEUES_MIN:
             return 0
         assert _SYNCFS is not None
+        taken = [mfq for mfq in named if mfq.take_names_unsynced()]
         if _SYNCFS(fd) != 0:  # type: ignore[operator]
             err = ctypes.get_errno() or errno.EIO
             for cq, _ in marks:
                 cq.fs_sync_failed()
+            for mfq in taken:
+                mfq.mark_names_unsynced()
             raise OSError(err, f"syncfs of the queues' file system: {os.strerror(err)}")
         for cq, mark in marks:
             cq.fs_synced(mark)
-        return len(marks)
+        return len(marks) + len(taken)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -182,6 +182,20 @@ class MappedFileQueue:
                 self._dir_unsynced = True
                 raise
 
+    @property
+    def names_unsynced(self) -> bool:
+        """Segments were created since the names were last synced."""
+        return self._dir_unsynced
+
+    def take_names_unsynced(self) -> bool:
+        """True when segments were created since the names were last synced, and count them
+        synced from now: for a sync of the whole file system about to start (fs_sync.py),
+        which covers every name made before it. On its failure: ``mark_names_unsynced``."""
+        if not self._dir_unsynced:
+            return False
+        self._dir_unsynced = False  # before the sync: a segment made meanwhile sets it again
+        return True
+
     def mark_names_unsynced(self) -> None:
         """Have the next ``sync_names`` sync the directory (a segment created by another
         writer of the same directory, see MappedConsumeQueue.adopt)."""

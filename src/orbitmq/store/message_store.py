@@ -45,7 +45,7 @@ from orbitmq.store.corruption import CorruptionWatch
 from orbitmq.store.dispatch import ArrivalListener, DispatchService, ProgressListener
 from orbitmq.store.epoch_file import EpochFile
 from orbitmq.store.fd_cache import FdCache
-from orbitmq.store.file_mode import parse_file_mode, protect_root
+from orbitmq.store.file_mode import QueueDirs, parse_file_mode, protect_root
 from orbitmq.store.file_ops import FileLock, FileOps, OsFileOps, StoreSpaceError
 from orbitmq.store.flush import (
     AsyncFlushService,
@@ -138,6 +138,7 @@ class MessageStore(StoreReads, ReplicaCopy):
         self._load_lock = threading.Lock()  # one loader of a queue at a time
         # store_type compact: one descriptor cache for every compact queue (compact_consume_queue)
         self.queue_fds: FdCache | None = None
+        self._queue_dirs = QueueDirs(self._cq_root)  # new compact queues' directories
         # compact queues (store_type compact, and lite topics' queues under either type): many
         # written since the last round are synced at once (fs_sync.py)
         self.fs_sync: FileSystemSync | None = None
@@ -670,7 +671,8 @@ class MessageStore(StoreReads, ReplicaCopy):
         if self.queue_fds is not None and (self.config.store_type == StoreType.COMPACT
                                            or is_lite_queue_topic(topic)):
             return CompactConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops,
-                                       self.queue_fds, self.config.compact_queue_bytes_max)
+                                       self.queue_fds, self.config.compact_queue_bytes_max,
+                                       self._queue_dirs)
         return MappedConsumeQueue(topic, queue_id, self._cq_root, size, self.file_ops)
 
     def _find_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:

@@ -1,11 +1,15 @@
 """The compact consume queue access (store_type compact) on real files: writes and reads through
 pread/pwrite, recovery's cut, retention's minimum, reopening, the switch to mapped files past
-compact_queue_bytes_max, the descriptor cache's bound, and stores restarted under the other type."""
+compact_queue_bytes_max, the descriptor cache's bound, stores restarted under the other type, and
+a new queue's file: made on the dispatch thread with few system calls, its name durable before
+the checkpoint passes its first message."""
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -13,11 +17,14 @@ from store_fixtures import bodies, config, msg
 
 from orbitmq.config import StoreType
 from orbitmq.errors import ClientError
-from orbitmq.store import MessageStore
+from orbitmq.store import MessageStore, fs_sync
+from orbitmq.store.checkpoint import StoreCheckpoint
 from orbitmq.store.compact_consume_queue import CompactConsumeQueue
 from orbitmq.store.consume_queue import BLANK_ENTRY_SIZE_FIELD, CQ_ENTRY, CQ_ENTRY_SIZE
 from orbitmq.store.fd_cache import FdCache
+from orbitmq.store.file_mode import QueueDirs
 from orbitmq.store.file_ops import OsFileOps, StoreSpaceError
+from orbitmq.store.fs_sync import FS_SYNC_QUEUES_MIN
 from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 from orbitmq.store.status import GetMessageStatus
 
@@ -276,3 +283,106 @@ def test_a_new_queues_first_run_is_one_write_after_its_blanks(tmp_path: Path) ->
     assert [cq.entry(i) for i in (50, 53, 54)] == [
         (0, BLANK_ENTRY_SIZE_FIELD, 0), (700, 7, 1), (707, 7, 2)]
     assert cq.mapped is None
+
+
+def test_a_new_queues_file_is_made_with_its_directories_and_written_through_one_open(
+        tmp_path: Path) -> None:
+    """A queue's first message is where dispatch meets the file system: its topic's and its
+    own directories are made with the root's mode, its file with the mode its directory gives,
+    and the descriptor that created the file is the one the first write goes through."""
+    root = tmp_path / "cq"
+    root.mkdir(mode=0o750)
+    os.chmod(root, 0o750)
+    fds = FdCache(4)
+    dirs = QueueDirs(str(root))
+    queues = [CompactConsumeQueue("NewT", q, str(root), FILE_SIZE, OsFileOps(), fds, 200, dirs)
+              for q in range(3)]
+    for q, cq in enumerate(queues):
+        assert cq.put(100 * q, 10, 0, 0)
+    assert fds.opens == 0  # every first write went through the creating descriptor
+    assert stat.S_IMODE((root / "NewT").stat().st_mode) == 0o750
+    for q in range(3):
+        assert stat.S_IMODE((root / "NewT" / str(q)).stat().st_mode) == 0o750
+        path = root / "NewT" / str(q) / "00000000000000000000"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.stat().st_size == FILE_SIZE
+        assert queues[q].entry(0) == (100 * q, 10, 0)
+    # A queue whose directory and file exist already (a crash between the two puts of a first
+    # run, say) takes them over: nothing is lost and the size is the full one.
+    again = CompactConsumeQueue("NewT", 0, str(root), FILE_SIZE, OsFileOps(), fds, 200, dirs)
+    assert again.put(500, 10, 0, 1)  # a file starting at 0, as the first queue's
+    assert again.entry(1) == (500, 10, 0)
+    fds.close()
+
+
+@pytest.mark.parametrize("queues", [3, FS_SYNC_QUEUES_MIN + 1])
+def test_the_checkpoint_passes_a_new_queues_message_only_once_its_name_is_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queues: int) -> None:
+    """New queues' files are created on the dispatch thread without syncing their directory;
+    the flush round syncs the names (each directory, or one syncfs for many queues) before it
+    writes a checkpoint past their messages, and a failed sync keeps the checkpoint where it
+    was: a restart re-dispatches those messages and makes their queues again."""
+    store = _store(tmp_path, StoreType.COMPACT)
+    store.start()
+    try:
+        store.flush_consume_queue.flush_and_checkpoint()
+        before = store.flush_consume_queue.last
+        assert before is not None
+        for q in range(queues):
+            assert store.put([msg(f"N{q // 8}", q % 8, b"first")]).ok
+        assert store.wait_dispatched()
+        events: list[str] = []
+        real_sync_dir = OsFileOps.sync_dir
+        real_syncfs = fs_sync._SYNCFS
+        real_save = StoreCheckpoint.save
+
+        def sync_dir(self: OsFileOps, path: str) -> None:
+            events.append(os.path.relpath(path, store._cq_root))
+            real_sync_dir(self, path)
+
+        def syncfs(fd: int) -> int:
+            events.append("syncfs")
+            return real_syncfs(fd)  # type: ignore[operator, no-any-return]
+
+        def save(self: StoreCheckpoint, file_ops: object, path: str) -> None:
+            events.append("checkpoint")
+            real_save(self, file_ops, path)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(OsFileOps, "sync_dir", sync_dir)
+        if real_syncfs is not None:
+            monkeypatch.setattr(fs_sync, "_SYNCFS", syncfs)
+        monkeypatch.setattr(StoreCheckpoint, "save", save)
+
+        def failing(self: OsFileOps, path: str) -> None:
+            raise OSError(errno.EIO, "Input/output error (test)")
+
+        if queues < FS_SYNC_QUEUES_MIN or real_syncfs is None:
+            monkeypatch.setattr(OsFileOps, "sync_dir", failing)
+            with pytest.raises(OSError):
+                store.flush_consume_queue.flush_and_checkpoint()
+            assert "checkpoint" not in events and store.flush_consume_queue.last is before
+            monkeypatch.setattr(OsFileOps, "sync_dir", sync_dir)
+        store.flush_consume_queue.flush_and_checkpoint()
+        assert events[-1] == "checkpoint"
+        if queues >= FS_SYNC_QUEUES_MIN and real_syncfs is not None:
+            assert events == ["syncfs", "checkpoint"]  # one sync covers every name
+        else:
+            synced = set(events[:-1])
+            assert {f"N{q // 8}/{q % 8}" for q in range(queues)} <= synced
+        last = store.flush_consume_queue.last
+        assert last is not None and last.logics_offset == store.commit_log.max_offset
+    finally:
+        store.shutdown()
+
+
+def test_queue_dirs_make_whatever_is_missing_above_a_queue(tmp_path: Path) -> None:
+    root = tmp_path / "store" / "consumequeue"
+    dirs = QueueDirs(str(root))  # the root does not exist yet
+    dirs.make(str(root / "T" / "0"))
+    dirs.make(str(root / "T" / "0"))  # there already: nothing to do
+    dirs.make(str(root / "T" / "1"))
+    assert sorted(os.listdir(root / "T")) == ["0", "1"]
+    for path in (root / "T", root / "T" / "0"):
+        assert stat.S_IMODE(path.stat().st_mode) == dirs.dir_mode
+    shutil.rmtree(root)  # gone after its mode was read: made again
+    dirs.make(str(root / "U" / "3"))
+    assert (root / "U" / "3").is_dir()

@@ -1,6 +1,7 @@
 """store_type compact syncs many dirty queues with one syncfs (fs_sync.py): every queue written
 is recorded synced and the checkpoint moves; a failed syncfs is loud and leaves each queue to
-write its range again in its own next flush."""
+write its range again in its own next flush; under store_type default, many new mapped queue
+files have their names synced by that one syncfs too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from orbitmq.config import StoreType
 from orbitmq.store import MessageStore
 from orbitmq.store import fs_sync as module
 from orbitmq.store.compact_consume_queue import CompactConsumeQueue
+from orbitmq.store.file_ops import OsFileOps
 from orbitmq.store.fs_sync import FS_SYNC_QUEUES_MIN
+from orbitmq.store.mapped_consume_queue import MappedConsumeQueue
 
 pytestmark = pytest.mark.skipif(module._SYNCFS is None, reason="no syncfs (not Linux)")
 
@@ -71,3 +74,42 @@ def test_a_failed_syncfs_raises_and_each_queue_rewrites_its_range_in_its_own_flu
             cq.sync_names()
         assert not any(cq._sync_failed for cq in queues)
         assert all(cq.fs_sync_mark() is None for cq in queues)
+
+
+def test_many_new_mapped_queue_files_have_their_names_synced_by_one_syncfs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """store_type default: a mapped queue's first file is made on the dispatch thread without
+    syncing its directory; a round with many new ones syncs the file system once instead of
+    each directory, and a failed syncfs leaves every name to be synced again."""
+    store = MessageStore(config(tmp_path), run_threads=False)
+    store.start()
+    try:
+        for q in range(QUEUES):
+            assert store.put([msg(f"D{q // 8}", q % 8, b"x")]).ok
+        assert store.wait_dispatched()
+        queues = list(store.consume_queue_table.values())
+        mapped = [cq for cq in queues if isinstance(cq, MappedConsumeQueue)]
+        assert len(mapped) == QUEUES and all(cq.mfq.names_unsynced for cq in mapped)
+        assert store.fs_sync is not None
+        monkeypatch.setattr(module, "_SYNCFS", lambda fd: -1)
+        with pytest.raises(OSError, match="syncfs"):
+            store.fs_sync.sync(queues)
+        assert all(cq.mfq.names_unsynced for cq in mapped)  # to be synced again
+        monkeypatch.undo()
+        dirs: list[str] = []
+        real = OsFileOps.sync_dir
+        monkeypatch.setattr(OsFileOps, "sync_dir",
+                            lambda self, path: dirs.append(path) or real(self, path))
+        store.flush_consume_queue.flush_and_checkpoint()
+        assert not any(cq.mfq.names_unsynced for cq in mapped)
+        assert not [d for d in dirs if "/consumequeue/" in d]  # no directory synced one by one
+        last = store.flush_consume_queue.last
+        assert last is not None and last.logics_offset == store.commit_log.max_offset
+        # below the minimum, each new queue syncs its own directory, as before
+        for q in range(3):
+            assert store.put([msg("Few", q, b"x")]).ok
+        assert store.wait_dispatched()
+        store.flush_consume_queue.flush_and_checkpoint()
+        assert sorted(d.rsplit("/", 2)[-2:][1] for d in dirs if "/Few/" in d) == ["0", "1", "2"]
+    finally:
+        store.shutdown()

@@ -1,7 +1,7 @@
 """Administration: topics, subscription groups and statistics.
 
 Handled codes: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
-(21), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+(21: whole or in pages, broker/tables/topic_pages.py), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_ALL_CONSUMER_OFFSET (43), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207), EXPORT_ROCKSDB_CONFIG_TO_JSON
 (355: the metadata store's tables as JSON, store/metadata_db.export_tables).
 
@@ -31,6 +31,7 @@ from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.metadata_log import RecordKind
 from orbitmq.broker.tables.subscription_group_manager import SubscriptionGroupConfig
 from orbitmq.broker.tables.topic_config_manager import QUEUE_NUMS_MAX, SYSTEM_TOPICS, validate_topic
+from orbitmq.broker.tables.topic_pages import topic_config_answer
 from orbitmq.errors import RemoteProtocolError, StoreError
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import ResponseCode
@@ -39,6 +40,8 @@ from orbitmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
+    GetAllTopicConfigRequestHeader,
+    GetAllTopicConfigResponseHeader,
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
@@ -114,7 +117,15 @@ class AdminProcessor:
                               version=self.ctx.topics.data_version.to_dict())
 
     def get_all_topic_config(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=self.ctx.topics.wrapper().to_json())
+        """The topic table, whole or a page of it (broker/tables/topic_pages.py): never more
+        than a frame; past it a whole-table request is refused with LIMIT_EXCEEDED."""
+        h = GetAllTopicConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        config = self.ctx.config
+        body, total = topic_config_answer(
+            self.ctx.topics, h, split_enable=config.enable_split_metadata,
+            page_max=config.split_metadata_size, frame_max=config.max_frame_size)
+        return cmd.response(ResponseCode.SUCCESS, body=body, ext_fields=(
+            GetAllTopicConfigResponseHeader(total_topic_num=total).to_ext_fields()))
 
     # -- statistics -----------------------------------------------------------------------------
     def get_topic_stats_info(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand:

@@ -97,7 +97,8 @@ class ReplicationService:
         self.learned_ha_addr = ""  # its HA address, as the name server said
         self.client = HAClient(config, store, self.master_ha_address, self.ha_auth)
         self.sync = SlaveSynchronize(invoke, lambda: self.master_addr, config.slave_sync_interval_ms,
-                                     topics, offsets, schedule, groups, auth)
+                                     topics, offsets, schedule, groups, auth,
+                                     topic_page_max=config.split_metadata_size)
         self._running: str | None = None  # "master" or "slave" while started
         self.extra_info: list[Callable[[], dict[str, str]]] = []  # more runtime info (failover)
         self._pump_scheduled = False

@@ -139,6 +139,9 @@ class TopicConfigManager:
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self._on_change = on_change
         self._lock = threading.Lock()
+        # The names in order for ``page`` (None: to be sorted again); dropped whenever a name
+        # comes or goes, under the lock, as the table changes.
+        self._sorted_names: list[str] | None = None
         self.db = db if db is not None else metadata_db_for(config)
         self.file = MetadataTable(self.db, "topics", self._rows)
 
@@ -184,6 +187,7 @@ class TopicConfigManager:
         except RemoteProtocolError as e:
             raise StoreError(f"{self.path}: {e}") from None
         self.table.update(wrapper.topic_config_table)
+        self._sorted_names = None
         self.data_version = wrapper.data_version
         self.file.mark_many((name, 0) for name in wrapper.topic_config_table)
 
@@ -206,6 +210,27 @@ class TopicConfigManager:
             return TopicConfigSerializeWrapper(
                 dict(self.table), DataVersion(self.data_version.timestamp, self.data_version.counter)
             )
+
+    def page(self, data_version: DataVersion | None, topic_seq: int,
+             count_max: int) -> tuple[TopicConfigSerializeWrapper, int]:
+        """One page of the table for a slave's copy (GET_ALL_TOPIC_CONFIG, RocketMQ 5's
+        ``subTopicConfigTable``): at most ``count_max`` topics from the ``topic_seq``-th in name
+        order, from the first when ``data_version`` is not the table's version now (the asker
+        sees the new version and starts again), with the version now; and the table's size.
+        The sorted names are kept until the set of names changes, so that a copy in pages
+        sorts the table once, not once a page."""
+        with self._lock:
+            version = self.data_version
+            names = self._sorted_names
+            if names is None:
+                names = self._sorted_names = sorted(self.table)
+            if data_version is None or (data_version.timestamp, data_version.counter) != (
+                    version.timestamp, version.counter):
+                topic_seq = 0
+            page = {name: self.table[name] for name in names[topic_seq:topic_seq + count_max]}
+            return (TopicConfigSerializeWrapper(page, DataVersion(version.timestamp,
+                                                                  version.counter)),
+                    len(names))
 
     def _bump(self) -> None:
         self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
@@ -242,6 +267,8 @@ class TopicConfigManager:
             if old is None and quota and len(self.table) >= self.config.topics_max:
                 self._refuse(tc.topic_name, len(self.table))
             self.table[tc.topic_name] = tc
+            if old is None:
+                self._sorted_names = None
         log.info("topic %s topic=%s queues=%d/%d perm=%d", "updated" if old else "created",
                  tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm)
         self._changed(tc.topic_name)
@@ -257,6 +284,8 @@ class TopicConfigManager:
     def delete(self, topic: str) -> bool:
         with self._lock:
             removed = self.table.pop(topic, None)
+            if removed is not None:
+                self._sorted_names = None
         if removed is None:
             return False
         log.info("topic deleted topic=%s", topic)
@@ -282,6 +311,7 @@ class TopicConfigManager:
             changed = [name for name in table.keys() | self.table.keys()
                        if table.get(name) != self.table.get(name)]
             self.table = table
+            self._sorted_names = None
             self.data_version = DataVersion(version.timestamp, version.counter)
         self.file.mark_many((name, 0) for name in changed)
         self.file.touch()  # the version, even when no row differs
@@ -309,6 +339,7 @@ class TopicConfigManager:
                 self.table.pop(name, None)
             else:
                 self.table[name] = tc
+            self._sorted_names = None
             self.data_version = DataVersion(version.timestamp, version.counter)
         self.file.mark(name)
         self.file.save()
