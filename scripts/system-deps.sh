@@ -15,6 +15,9 @@ if ! $run_only; then
   # etcd for controller mode's failover tests (tests/faults/test_failover_*.py start their own
   # servers from /usr/bin/etcd); the Debian package's own service is not needed by them.
   command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+  # libfaketime for the chaos runs' clock skew of a broker (src/orbitmq/testing/clock.py; its
+  # tests skip without it).
+  ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime)
 fi
 # A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
 command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)
