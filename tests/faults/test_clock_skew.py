@@ -54,6 +54,9 @@ class Probe:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait(10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def near(value: float, target: float) -> bool:

@@ -45,7 +45,7 @@ def b64(data: bytes) -> str:
 def test_a_member_named_master_by_a_campaign_it_never_heard_won_resigns_and_is_elected(
         tmp_path: Path) -> None:
     prefix = key_prefix("DefaultCluster", SET)
-    with EtcdCluster(1, root=tmp_path / "etcd") as etcd:
+    with EtcdCluster(1, root=tmp_path) as etcd:
         endpoint = etcd.nodes[0].client_addr
         # A set whose in-sync set is another member: member 1 waits, not eligible, and
         # publishes its record on its lease.

@@ -95,6 +95,8 @@ class Listener:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 @contextmanager
