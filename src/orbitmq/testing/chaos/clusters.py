@@ -25,6 +25,7 @@ import os
 import random
 import re
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
@@ -265,6 +266,7 @@ class ControllerCluster(ChaosCluster):
         self._resolved: dict[Fault, list[int]] = {}
         self._resolved_etcd: dict[Fault, EtcdNode] = {}
         self._leader_known = False
+        self._epoch = 0  # the master's epoch when the last step resolved its roles
         try:
             if no_clock is None:
                 self.clocks = {m: SkewedClock(root / "clocks" / f"b{m}.rc") for m in self.MEMBERS}
@@ -297,7 +299,7 @@ class ControllerCluster(ChaosCluster):
             FaultKind.SKEW: partition_s}, gap_s=(3.0, 6.0))
 
     def _build(self, root: Path, *, use_netns: bool) -> None:
-        clock_prefix = {m: c.prefix() for m, c in self.clocks.items()}
+        clock_prefix: dict[int, Sequence[str]] = {m: c.prefix() for m, c in self.clocks.items()}
         (root / "etcd").mkdir(parents=True, exist_ok=True)
         if not use_netns:
             self.etcd = EtcdCluster(self.ETCD_MEMBERS, root=root / "etcd")
@@ -329,6 +331,7 @@ class ControllerCluster(ChaosCluster):
             _, master = self.brokers.read()
         except OSError:
             master = None
+        self._epoch = master.epoch if master is not None else 0
         return master.member if master is not None else 1
 
     def _etcd_leader(self) -> int:
@@ -346,9 +349,10 @@ class ControllerCluster(ChaosCluster):
         master = self._master()
         slave = next(m for m in self.MEMBERS if m != master)
         if fault.kind in (FaultKind.ONE_WAY, FaultKind.BRIDGE):
-            return self._partition(fault, master)
+            return self._partition(fault, master) + f", epoch {self._epoch}"
         if fault.kind is FaultKind.SKEW:
-            return self._skew(fault, master, slave)
+            return self._skew(fault, master, slave) + f" (member {master} master, epoch " \
+                                                      f"{self._epoch})"
         member = {"master": master, "slave": slave, "master+etcd": master}.get(fault.target)
         self._resolved[fault] = [member] if member is not None else []
         node = None
