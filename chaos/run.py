@@ -19,6 +19,7 @@ from pathlib import Path
 
 from orbitmq.testing.chaos.clusters import CLUSTER_KINDS
 from orbitmq.testing.chaos.harness import Clients, find_clients, fresh_seed, run
+from orbitmq.testing.chaos.schedule import FaultKind
 
 MINUTES_DEFAULT = 3.0
 REPO = Path(__file__).resolve().parents[1]
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the run's seed (env CHAOS_SEED; default: a fresh one)")
     parser.add_argument("--clusters", default=",".join(CLUSTER_KINDS),
                         help=f"comma-separated, of {', '.join(CLUSTER_KINDS)}")
+    parser.add_argument("--faults", default=None,
+                        help="comma-separated fault kinds to draw from (e.g. one-way,bridge,skew;"
+                             " default: every kind each cluster offers)")
     parser.add_argument("--root", type=Path, default=None,
                         help="where the stores go (default: a temporary directory, removed)")
     parser.add_argument("--sdk-only", action="store_true",
@@ -50,12 +54,17 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         if kind not in CLUSTER_KINDS:
             parser.error(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()] if args.faults else None
+    known = {k.value for k in FaultKind}
+    for fault in faults or []:
+        if fault not in known:
+            parser.error(f"unknown fault kind {fault!r} (one of {', '.join(sorted(known))})")
     clients = Clients() if args.sdk_only else find_clients(
         COMPAT_VENV, RMQ5_VENV, out=lambda s: print(s, flush=True))
     with tempfile.TemporaryDirectory(prefix="orbitmq-chaos-") as tmp:
         root = args.root or Path(tmp)
         reports = run(kinds, seed, args.minutes, root, out=lambda s: print(s, flush=True),
-                      clients=clients)
+                      clients=clients, faults=faults)
     if args.report is not None:
         rows = [{**r.summary(), "schedule": [f.text() for f in r.schedule], "steps": r.steps,
                  "error": r.error, **r.details()} for r in reports]

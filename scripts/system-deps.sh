@@ -18,6 +18,9 @@ if ! $run_only; then
   # libfuse 3 and fusermount3 for the power-loss layer (orbitmq.testing.lazyfs, through the
   # `chaos` extra's mfusepy): `make chaos` and tests/faults/test_power_loss.py skip without them.
   ls /usr/lib/*/libfuse3.so.3 /usr/lib/libfuse3.so.3 >/dev/null 2>&1 || need+=(fuse3)
+  # libfaketime for the chaos runs' clock skew of a broker (src/orbitmq/testing/clock.py; its
+  # tests skip without it).
+  ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime)
 fi
 # A C compiler for the optional C speedups (hatch_build.py); without it OrbitMQ runs pure Python.
 command -v "${CC:-cc}" >/dev/null 2>&1 || need+=(gcc libc6-dev)

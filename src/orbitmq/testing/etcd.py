@@ -64,16 +64,26 @@ class EtcdNode:
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
 
-    def healthy(self, timeout: float = 1.0) -> bool:
-        """Whether the member answers a status request with a leader known."""
+    def status(self, timeout: float = 1.0) -> tuple[str, str] | None:
+        """(this member's id, the id of the leader it knows, "0" for none), or None when the
+        member does not answer."""
         request = urllib.request.Request(f"http://{self.client_addr}/v3/maintenance/status",
                                          data=b"{}", method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:
                 answer = json.loads(resp.read())
         except (OSError, urllib.error.URLError, ValueError):
-            return False
-        return bool(answer.get("leader")) and answer.get("leader") != "0"
+            return None
+        member = str(answer.get("header", {}).get("member_id", ""))
+        return member, str(answer.get("leader") or "0")
+
+    def healthy(self, timeout: float = 1.0) -> bool:
+        """Whether the member answers a status request with a leader known."""
+        status = self.status(timeout)
+        return status is not None and status[1] != "0"
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -102,10 +112,38 @@ class EtcdCluster:
             client, peer = (2379, 2380) if prefixes[i] else (free_port(hosts[i]), free_port(hosts[i]))
             self.nodes.append(EtcdNode(f"etcd{i}", hosts[i], client, peer, base / f"etcd{i}",
                                        prefixes[i]))
-        initial = ",".join(f"{n.name}={n.peer_url}" for n in self.nodes)
         for node in self.nodes:
-            node.start(initial)
+            node.start(self.initial_cluster)
         self.wait_healthy()
+
+    @property
+    def initial_cluster(self) -> str:
+        """``--initial-cluster`` of every member (a member started again on its data directory
+        rejoins with it)."""
+        return ",".join(f"{n.name}={n.peer_url}" for n in self.nodes)
+
+    def leader(self, timeout: float = 1.0) -> EtcdNode | None:
+        """The member most running members name leader now (None when no leader is known):
+        a leader cut off alone may still call itself leader until its check of the quorum
+        fails; the majority's answer is the one that counts."""
+        ids: dict[str, EtcdNode] = {}
+        votes: dict[str, int] = {}
+        for node in self.nodes:
+            status = node.status(timeout) if node.running() else None
+            if status is None:
+                continue
+            ids[status[0]] = node
+            if status[1] != "0":
+                votes[status[1]] = votes.get(status[1], 0) + 1
+        if not votes:
+            return None
+        best = max(votes, key=lambda k: votes[k])
+        return ids.get(best)
+
+    def restart(self, node: EtcdNode, timeout: float = READY_TIMEOUT_S) -> None:
+        """Start a killed member again on its data directory and wait until it knows a leader."""
+        node.start(self.initial_cluster)
+        self.wait_healthy([node], timeout)
 
     @property
     def endpoints(self) -> str:

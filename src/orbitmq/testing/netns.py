@@ -4,6 +4,11 @@ namespace linked the same way. Links are cut and healed per pair of addresses wi
 in the hub (``ip rule ... blackhole``: packets vanish, as in a real partition, no error comes
 back). Nothing outside the namespaces changes but one route in the root namespace to the lab's
 /16, removed at close. Names carry the process id, so that parallel runs do not collide.
+
+Besides the whole cut of a pair: a *one-way* cut (``cut_one_way``: A's packets to B vanish, B's
+to A arrive, one policy rule instead of two; a TCP connect from A to B times out while B's
+datagrams reach A, and B's connects to A get no answer back) and a *bridge* (``cut_between``:
+every pair across two groups is cut, a node in neither group still reaches both halves).
 """
 
 from __future__ import annotations
@@ -92,6 +97,28 @@ class NetLab:
                 _ip("rule", "add", "from", self.addr[src], "to", self.addr[dst], "blackhole",
                     ns=self.hub)
                 self._rules.add((src, dst))
+
+    def cut_one_way(self, src: str, dst: str) -> None:
+        """Packets from ``src`` to ``dst`` vanish from now on; those from ``dst`` to ``src``
+        still arrive (an asymmetric link: a broken route or firewall on one side)."""
+        if (src, dst) not in self._rules:
+            _ip("rule", "add", "from", self.addr[src], "to", self.addr[dst], "blackhole",
+                ns=self.hub)
+            self._rules.add((src, dst))
+
+    def cut_between(self, left: Sequence[str], right: Sequence[str]) -> None:
+        """Cut every pair of nodes across the two groups (both ways). With a node in neither
+        group this is a *bridge*: both halves still reach that node, not each other."""
+        overlap = set(left) & set(right)
+        if overlap:
+            raise ValueError(f"nodes in both halves: {', '.join(sorted(overlap))}")
+        for a in left:
+            for b in right:
+                self.cut(a, b)
+
+    def cuts(self) -> list[tuple[str, str]]:
+        """The directed links cut now, as (from, to) pairs."""
+        return sorted(self._rules)
 
     def heal(self, a: str | None = None, b: str | None = None) -> None:
         """Restore the link between ``a`` and ``b`` (every link without arguments)."""

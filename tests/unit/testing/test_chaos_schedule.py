@@ -3,14 +3,17 @@ one at a time and are all healed within the run, and each cluster of a run gets 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orbitmq.testing.chaos.clusters import LEASE_TTL_S, ControllerCluster
 from orbitmq.testing.chaos.schedule import (
     STEPS_MAX,
     FaultKind,
     FaultMenu,
     make_schedule,
+    restrict,
     sub_seed,
 )
 
@@ -45,3 +48,26 @@ def test_each_cluster_of_a_run_gets_its_own_seed_and_a_run_its_own_schedules() -
 def test_a_menu_without_targets_makes_no_schedule() -> None:
     empty = FaultMenu(targets={}, holds_s={})
     assert make_schedule(1, 600, empty) == []
+
+
+def test_a_run_restricted_to_fault_kinds_draws_only_those() -> None:
+    only = restrict(MENU, ["pause"])
+    steps = make_schedule(3, 120, only)
+    assert steps and {s.kind for s in steps} == {FaultKind.PAUSE}
+    assert make_schedule(3, 120, only) == steps  # still replayed from the seed
+    with pytest.raises(ValueError, match="unknown fault kinds nap"):
+        restrict(MENU, ["pause", "nap"])
+
+
+def test_the_controller_cluster_offers_the_network_and_clock_faults_where_it_can() -> None:
+    full = ControllerCluster.menu_for(partitions=True, clock=True)
+    for kind in (FaultKind.ONE_WAY, FaultKind.BRIDGE, FaultKind.SKEW):
+        assert full.targets[kind] and full.holds_s[kind][0] > LEASE_TTL_S
+    assert all("->" in t for t in full.targets[FaultKind.ONE_WAY])
+    assert {"etcd-leader", "etcd-follower"} <= set(full.targets[FaultKind.ISOLATE])
+    bare = ControllerCluster.menu_for(partitions=False, clock=False)
+    assert set(bare.targets) == {FaultKind.KILL, FaultKind.PAUSE}
+    # the seeded run of tests/chaos/test_chaos_network_clock.py draws all three
+    steps = make_schedule(sub_seed(10, "controller"), 40,
+                          restrict(full, ["one-way", "bridge", "isolate", "skew"]))
+    assert {s.kind for s in steps} >= {FaultKind.ONE_WAY, FaultKind.BRIDGE, FaultKind.SKEW}

@@ -399,7 +399,12 @@ class FailoverService:
                 self._no_master_since = now
         else:
             self._no_master_since = None
-            if not master.ha_addr:
+            # A record naming this member while it is not master is one it must resign (below),
+            # HA address or not: a campaign whose answer was lost (etcd took the transaction,
+            # the reply never came back, or came after the request's timeout) leaves a record
+            # without one, on this member's lease, which its own renewals keep alive; waiting
+            # for that "starting" master would wait for ever, and every other member with it.
+            if not master.ha_addr and master.member != self.member:
                 self.status = f"master {master.member} of epoch {master.epoch} is starting"
                 return
         end = self.store.max_physical_offset()

@@ -4,12 +4,17 @@
   started again on its store and ports, or paused.
 - ``master-slave``: a name server, a SYNC_MASTER and its SLAVE (testing/broker_set.py); either
   broker killed -9 and started again on its old address (the master's gRPC port included), or
-  paused.
-- ``controller``: etcd, a name server and three SYNC_MASTER members in controller mode
-  (testing/failover_set.py): the master or a slave killed -9, etcd killed, the master and etcd
-  killed together (apache/rocketmq#7689), the master or etcd paused past the lease; and, where
-  this machine can make network namespaces (root, iproute2; testing/netns.py), the master cut
-  from its peers and etcd while clients still reach it, or from etcd alone.
+  paused; the slave's newest segment damaged (a bit flipped, or cut mid-message while it is
+  down) and checked repaired.
+- ``controller``: three etcd members, a name server and three SYNC_MASTER members in controller
+  mode (testing/failover_set.py): the master or a slave killed -9, the etcd leader killed, the
+  master and the etcd leader killed together (apache/rocketmq#7689), the master or the etcd
+  leader paused past the lease; where this machine can make network namespaces (root, iproute2;
+  testing/netns.py), the master cut from its peers and etcd while clients still reach it, or
+  from etcd alone, the etcd leader or a follower cut from the other etcd members (minority and
+  majority), one-way cuts and bridges; and where libfaketime is installed
+  (testing/clock.py), a broker's clock stepped forward or back or drifting fast or slow; a
+  slave's segment damaged as in master-slave.
 
 Each cluster builds on the testing helpers the fault tests use; it adds only what to do for
 each fault and how to tell it settled after a heal. Every wait is bounded.
@@ -20,9 +25,10 @@ from __future__ import annotations
 import abc
 import contextlib
 import os
+import random
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +36,9 @@ from orbitmq.testing.broker_set import BrokerSetProcesses
 from orbitmq.testing.chaos.checker import SYNC_FLUSH, SYNC_MASTER, Promise, Send
 from orbitmq.testing.chaos.corruption import STOPPED, check_repair, damage_slave
 from orbitmq.testing.chaos.schedule import Fault, FaultKind, FaultMenu
+from orbitmq.testing.clock import SkewedClock, clock_problem
 from orbitmq.testing.corrupt import Damage
-from orbitmq.testing.etcd import EtcdCluster, etcd_binary, free_port
+from orbitmq.testing.etcd import EtcdCluster, EtcdNode, etcd_binary, free_port
 from orbitmq.testing.failover_set import FailoverSet, wait_for
 from orbitmq.testing.netns import NetLab, netns_problem
 from orbitmq.testing.process import ServerProcess, standalone_process
@@ -56,6 +63,18 @@ SLAVE_SAID = re.compile(r"corrupt message in the commit log .*? problem=[^=]*? f
                         r"commit log truncated offset=\d+ reason=[^=]*? discarded|"
                         r"incomplete last segment removed")
 CORRUPTION_HOLDS_S = {FaultKind.BITFLIP: (0.5, 2.0), FaultKind.TRUNCATE: (0.5, 2.0)}
+# Controller mode's one-way cuts (``a->b``: a's packets to b dropped, b's to a delivered), by
+# role: the master's to its peers or theirs to it, the master's renewals to etcd or etcd's
+# answers to it, the clients' requests or the master's answers, the etcd leader's messages to
+# its followers or theirs to it.
+ONE_WAY_TARGETS = ("master->peers", "peers->master", "master->etcd", "etcd->master",
+                   "clients->master", "master->clients", "etcd-leader->etcd-followers",
+                   "etcd-followers->etcd-leader")
+# Clock skew of one broker: a step forward or back, or a drift fast or slow, for the hold.
+SKEW_TARGETS = ("master+jump", "master-jump", "master+drift", "master-drift", "slave+jump",
+                "slave-jump")
+SKEW_JUMP_S = (1.0, 5.0 * LEASE_TTL_S)  # how far a step goes: up to past several leases
+SKEW_DRIFT_RATE = (0.2, 0.8)  # seconds gained (lost) per second: far past any NTP's bound
 
 
 class ClusterUnavailable(Exception):
@@ -324,55 +343,85 @@ class MasterSlaveCluster(ChaosCluster):
 
 
 class ControllerCluster(ChaosCluster):
-    """etcd, a name server and three members in controller mode (SYNC_MASTER), in network
-    namespaces when the machine can make them (then partitions are on the menu too)."""
+    """etcd (three members), a name server and three members in controller mode (SYNC_MASTER),
+    in network namespaces when the machine can make them (then partitions are on the menu too:
+    whole, one-way and bridges), each broker under libfaketime when it is installed (then clock
+    skew is on the menu: steps forward and back, drift fast and slow)."""
 
     name = "controller"
     promise = SYNC_MASTER
     MEMBERS = (1, 2, 3)
+    ETCD_MEMBERS = 3  # a majority survives one member lost or cut off
 
     def __init__(self, root: Path) -> None:
         super().__init__()
         if etcd_binary() is None:
             raise ClusterUnavailable("etcd is not installed (Debian: apt-get install etcd-server)")
         problem = netns_problem()
-        targets: dict[FaultKind, tuple[str, ...]] = {
-            FaultKind.KILL: ("master", "slave", "etcd", "master+etcd"),
-            FaultKind.PAUSE: ("master", "etcd"),
-            **CORRUPTION_TARGETS,
-        }
-        if problem is None:
-            targets[FaultKind.ISOLATE] = ("master", "namesrv")
-            targets[FaultKind.CUT] = ("master-etcd", "clients-master")
-        else:
+        no_clock = clock_problem()
+        if problem is not None:
             self.notes.append(f"partitions skipped: {problem}")
-        pause_s = (LEASE_TTL_S + 1.0, LEASE_TTL_S + 4.0)  # past the lease: a new master is elected
-        self.menu = FaultMenu(targets=targets, holds_s={
-            FaultKind.KILL: (0.5, 4.0), FaultKind.PAUSE: pause_s,
-            FaultKind.ISOLATE: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0),
-            FaultKind.CUT: (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0), **CORRUPTION_HOLDS_S},
-            gap_s=(3.0, 6.0))
+        if no_clock is None:
+            self.notes.append("clock skew on the brokers through libfaketime; etcd members' "
+                              "clocks are not skewed (Go reads clocks through the vDSO, "
+                              "out of an LD_PRELOAD library's reach)")
+        else:
+            self.notes.append(f"clock skew skipped: {no_clock}")
+        self.menu = self.menu_for(partitions=problem is None, clock=no_clock is None)
         self.lab: NetLab | None = None
         self.namesrv_process: ServerProcess | None = None
         self.etcd: EtcdCluster | None = None
         self.brokers: FailoverSet | None = None
+        self.clocks: dict[int, SkewedClock] = {}
         self._resolved: dict[Fault, list[int]] = {}
+        self._resolved_etcd: dict[Fault, EtcdNode] = {}
+        self._leader_known = False
+        self._epoch = 0  # the master's epoch when the last step resolved its roles
         try:
+            if no_clock is None:
+                self.clocks = {m: SkewedClock(root / "clocks" / f"b{m}.rc") for m in self.MEMBERS}
             self._build(root, use_netns=problem is None)
         except BaseException:
             self.close()
             raise
 
+    @staticmethod
+    def menu_for(*, partitions: bool, clock: bool) -> FaultMenu:
+        """The faults this cluster offers: partitions need network namespaces, clock skew
+        libfaketime."""
+        targets: dict[FaultKind, tuple[str, ...]] = {
+            FaultKind.KILL: ("master", "slave", "etcd", "master+etcd"),
+            FaultKind.PAUSE: ("master", "etcd"),
+            **CORRUPTION_TARGETS,
+        }
+        if partitions:
+            targets[FaultKind.ISOLATE] = ("master", "namesrv", "etcd-leader", "etcd-follower")
+            targets[FaultKind.CUT] = ("master-etcd", "clients-master")
+            targets[FaultKind.ONE_WAY] = ONE_WAY_TARGETS
+            targets[FaultKind.BRIDGE] = ("etcd", "cluster")
+        if clock:
+            targets[FaultKind.SKEW] = SKEW_TARGETS
+        pause_s = (LEASE_TTL_S + 1.0, LEASE_TTL_S + 4.0)  # past the lease: a new master is elected
+        partition_s = (LEASE_TTL_S + 1.0, LEASE_TTL_S + 6.0)
+        return FaultMenu(targets=targets, holds_s={
+            FaultKind.KILL: (0.5, 4.0), FaultKind.PAUSE: pause_s,
+            FaultKind.ISOLATE: partition_s, FaultKind.CUT: partition_s,
+            FaultKind.ONE_WAY: partition_s, FaultKind.BRIDGE: partition_s,
+            FaultKind.SKEW: partition_s, **CORRUPTION_HOLDS_S}, gap_s=(3.0, 6.0))
+
     def _build(self, root: Path, *, use_netns: bool) -> None:
+        clock_prefix: dict[int, Sequence[str]] = {m: c.prefix() for m, c in self.clocks.items()}
+        (root / "etcd").mkdir(parents=True, exist_ok=True)
         if not use_netns:
-            self.etcd = EtcdCluster(1, root=root / "etcd")
-            self.brokers = FailoverSet(root / "controller", self.etcd.endpoints, ttl_s=LEASE_TTL_S)
+            self.etcd = EtcdCluster(self.ETCD_MEMBERS, root=root / "etcd")
+            self.brokers = FailoverSet(root / "controller", self.etcd.endpoints, ttl_s=LEASE_TTL_S,
+                                       prefixes=clock_prefix)
         else:
-            self.lab = NetLab(["etcd", "ns", *(f"b{m}" for m in self.MEMBERS)])
+            etcd_ns = [f"e{i}" for i in range(1, self.ETCD_MEMBERS + 1)]
+            self.lab = NetLab([*etcd_ns, "ns", *(f"b{m}" for m in self.MEMBERS)])
             lab = self.lab
-            (root / "etcd").mkdir(parents=True, exist_ok=True)
-            self.etcd = EtcdCluster(1, hosts=[lab.addr["etcd"]], prefixes=[lab.prefix["etcd"]],
-                                    root=root / "etcd")
+            self.etcd = EtcdCluster(self.ETCD_MEMBERS, hosts=[lab.addr[e] for e in etcd_ns],
+                                    prefixes=[lab.prefix[e] for e in etcd_ns], root=root / "etcd")
             self.namesrv_process = ServerProcess(
                 ["namesrv", "--listen-host", lab.addr["ns"], "--port", "9876",
                  "--allow-anonymous", "true"], prefix=lab.prefix["ns"])
@@ -380,7 +429,8 @@ class ControllerCluster(ChaosCluster):
             self.brokers = FailoverSet(
                 root / "controller", self.etcd.endpoints, ttl_s=LEASE_TTL_S,
                 hosts={m: lab.addr[f"b{m}"] for m in self.MEMBERS},
-                prefixes={m: lab.prefix[f"b{m}"] for m in self.MEMBERS},
+                prefixes={m: [*lab.prefix[f"b{m}"], *clock_prefix.get(m, [])]
+                          for m in self.MEMBERS},
                 namesrv=f"{lab.addr['ns']}:9876")
         self.namesrv = self.brokers.namesrv
         self.brokers.wait_master(in_sync=len(self.MEMBERS), timeout=READY_WAIT_S)
@@ -392,31 +442,49 @@ class ControllerCluster(ChaosCluster):
             _, master = self.brokers.read()
         except OSError:
             master = None
+        self._epoch = master.epoch if master is not None else 0
         return master.member if master is not None else 1
+
+    def _etcd_leader(self) -> int:
+        """The index of the etcd member the majority names leader now (the first running one
+        while none is known: ``_leader_known`` says which it was)."""
+        assert self.etcd is not None
+        leader = self.etcd.leader()
+        self._leader_known = leader is not None
+        if leader is None:
+            leader = next((n for n in self.etcd.nodes if n.running()), self.etcd.nodes[0])
+        return self.etcd.nodes.index(leader)
 
     def apply(self, fault: Fault) -> str:
         assert self.brokers is not None and self.etcd is not None
         master = self._master()
         slave = next(m for m in self.MEMBERS if m != master)
+        if fault.kind in (FaultKind.ONE_WAY, FaultKind.BRIDGE):
+            return self._partition(fault, master) + f", epoch {self._epoch}"
+        if fault.kind is FaultKind.SKEW:
+            return self._skew(fault, master, slave) + f" (member {master} master, epoch " \
+                                                      f"{self._epoch})"
         member = {"master": master, "slave": slave, "master+etcd": master,
                   "slave" + STOPPED: slave}.get(fault.target)
         self._resolved[fault] = [member] if member is not None else []
-        node = self.etcd.nodes[0]
         if fault.kind in CORRUPTION_TARGETS:
             brokers, name = self.brokers, self.brokers.name
             return f"member {slave} " + self.damage(
                 fault, brokers.root / f"{name}-{master}", brokers.root / f"{name}-{slave}",
                 lambda: brokers.brokers[slave], lambda: brokers.kill(slave))
+        node = None
+        if fault.kind in (FaultKind.KILL, FaultKind.PAUSE) and "etcd" in fault.target:
+            node = self.etcd.nodes[self._etcd_leader()]
+            self._resolved_etcd[fault] = node
         if fault.kind is FaultKind.KILL:
             if member is not None:
                 self.brokers.kill(member)
-            if "etcd" in fault.target:
+            if node is not None:
                 node.kill()
         elif fault.kind is FaultKind.PAUSE:
             if member is not None:
                 self.pause(self.brokers.brokers[member].proc.pid)
-            else:
-                assert node.proc is not None
+            elif node is not None and node.proc is not None:
                 self.pause(node.proc.pid)
         else:
             assert self.lab is not None
@@ -424,53 +492,129 @@ class ControllerCluster(ChaosCluster):
             for other in others:
                 self.lab.cut(ns, other)
             return f"{ns} cut from {', '.join(others)}" + (
-                f" (member {master})" if ns == f"b{master}" else "")
+                f" (member {master})" if ns == f"b{master}" else "") + (
+                " (etcd leader)" if fault.target == "etcd-leader" else "")
         return (f"member {member}" if member is not None else "") + (
-            " etcd" if "etcd" in fault.target else "")
+            f" etcd {node.name} ({'leader' if self._leader_known else 'no leader known'})"
+            if node is not None else "")
+
+    def _etcd_ns(self) -> list[str]:
+        assert self.etcd is not None
+        return [f"e{i}" for i in range(1, len(self.etcd.nodes) + 1)]
 
     def _links(self, fault: Fault, master: int) -> tuple[str, list[str]]:
         """The namespace a partition cuts and the ones it cuts it from: the master from its
         peers and etcd (clients still reach it: it must fence itself), the name server from
-        everyone (clients and brokers keep what they know), the master from etcd alone, or the
-        clients (the harness's own namespace) from the master."""
+        everyone (clients and brokers keep what they know), the master from etcd alone, the
+        clients (the harness's own namespace) from the master, or one etcd member (the leader,
+        or a follower) from the other etcd members, the brokers still reaching it (a minority
+        of one against a majority of two)."""
         peers = [f"b{m}" for m in self.MEMBERS if m != master]
+        etcd = self._etcd_ns()
         if fault.target == "namesrv":
-            return "ns", ["root", "etcd", *(f"b{m}" for m in self.MEMBERS)]
+            return "ns", ["root", *etcd, *(f"b{m}" for m in self.MEMBERS)]
         if fault.target == "clients-master":
             return f"b{master}", ["root"]
         if fault.target == "master-etcd":
-            return f"b{master}", ["etcd"]
-        return f"b{master}", ["etcd", *peers]
+            return f"b{master}", etcd
+        if fault.target.startswith("etcd-"):
+            leader = etcd[self._etcd_leader()]
+            one = leader if fault.target == "etcd-leader" else next(
+                e for e in etcd if e != leader)
+            return one, [e for e in etcd if e != one]
+        return f"b{master}", [*etcd, *peers]
+
+    def _roles(self, master: int) -> dict[str, list[str]]:
+        """Role name -> namespaces, resolved now (one-way and bridge targets name roles)."""
+        etcd = self._etcd_ns()
+        leader = etcd[self._etcd_leader()]
+        return {"master": [f"b{master}"],
+                "peers": [f"b{m}" for m in self.MEMBERS if m != master],
+                "etcd": etcd, "etcd-leader": [leader],
+                "etcd-followers": [e for e in etcd if e != leader], "clients": ["root"],
+                "namesrv": ["ns"]}
+
+    def _partition(self, fault: Fault, master: int) -> str:
+        """A one-way cut (``a->b``: a's packets to b vanish, b's to a arrive) or a bridge: two
+        halves cut from each other, each still reaching the bridge. ``etcd``: the leader and
+        one follower apart, the other follower the bridge. ``cluster``: the master with the
+        etcd leader apart from one slave with one etcd follower; the other slave and the other
+        follower are the bridge (the name server and the clients reach everyone)."""
+        assert self.lab is not None
+        roles = self._roles(master)
+        if fault.kind is FaultKind.ONE_WAY:
+            src_role, dst_role = fault.target.split("->")
+            src = roles[src_role]
+            dst = [d for d in roles[dst_role] if d not in src]
+            for a in src:
+                for b in dst:
+                    self.lab.cut_one_way(a, b)
+            return f"{', '.join(src)} -> {', '.join(dst)} dropped (member {master} master, " \
+                   f"etcd leader {roles['etcd-leader'][0]})"
+        leader, followers = roles["etcd-leader"], roles["etcd-followers"]
+        if fault.target == "etcd":
+            left, right, bridge = leader, followers[1:], followers[:1]
+        else:
+            peers = roles["peers"]
+            left, right = [f"b{master}", *leader], [peers[1], followers[1]]
+            bridge = [peers[0], followers[0]]
+        self.lab.cut_between(left, right)
+        return f"{', '.join(left)} | {', '.join(right)} apart, bridge {', '.join(bridge)} " \
+               f"(member {master} master)"
+
+    def _skew(self, fault: Fault, master: int, slave: int) -> str:
+        """Step or drift one broker's clock; how far is drawn from the fault itself, so that
+        the seed replays it too."""
+        match = re.fullmatch(r"(master|slave)([+-])(jump|drift)", fault.target)
+        if match is None:
+            raise ValueError(f"unknown clock skew target {fault.target!r}")
+        role, direction, how = match.groups()
+        sign = 1.0 if direction == "+" else -1.0
+        member = master if role == "master" else slave
+        self._resolved[fault] = [member]
+        clock = self.clocks[member]
+        rng = random.Random(f"{fault.at_s}:{fault.target}")
+        if how == "jump":
+            seconds = round(sign * rng.uniform(*SKEW_JUMP_S), 2)
+            clock.jump(seconds)
+            return f"member {member} clock stepped {seconds:+.2f} s"
+        rate = round(sign * rng.uniform(*SKEW_DRIFT_RATE), 2)
+        clock.drift(rate)
+        return f"member {member} clock drifting {rate:+.2f} s/s"
 
     def heal(self, fault: Fault) -> None:
         assert self.brokers is not None and self.etcd is not None
         members = self._resolved.pop(fault, [])
-        node = self.etcd.nodes[0]
+        node = self._resolved_etcd.pop(fault, None)
         if fault.kind in CORRUPTION_TARGETS:
             if fault.target.endswith(STOPPED):
                 for member in members:
                     self.brokers.start_member(member)
+        elif fault.kind is FaultKind.SKEW:
+            for member in members:
+                self.clocks[member].reset()
         elif fault.kind is FaultKind.KILL:
-            if "etcd" in fault.target:
-                node.start(f"{node.name}={node.peer_url}")
-                self.etcd.wait_healthy()
+            if node is not None:
+                self.etcd.restart(node)
             for member in members:
                 self.brokers.start_member(member)
         elif fault.kind is FaultKind.PAUSE:
             for member in members:
                 self.resume(self.brokers.brokers[member].proc.pid)
-            if not members and node.proc is not None:
+            if not members and node is not None and node.proc is not None:
                 self.resume(node.proc.pid)
         else:
             assert self.lab is not None
             self.lab.heal()
 
     def settle(self) -> None:
-        """Until etcd names a master with the whole set in sync again, and that master is the
-        running process: etcd started again keeps the records of before it died, whose
-        master may be the member killed with it (a new one has another address)."""
-        brokers = self.brokers
-        assert brokers is not None
+        """Until every etcd member knows a leader, and etcd names a master with the whole set
+        in sync again, and that master is the running process: etcd started again keeps the
+        records of before it died, whose master may be the member killed with it (a new one
+        has another address)."""
+        brokers, etcd = self.brokers, self.etcd
+        assert brokers is not None and etcd is not None
+        etcd.wait_healthy(timeout=READY_WAIT_S)
 
         def current() -> bool:
             try:
@@ -517,6 +661,8 @@ class ControllerCluster(ChaosCluster):
         self.resume_all()
         if self.lab is not None:
             self.lab.heal()
+        for clock in self.clocks.values():
+            clock.close()
         # Each part alone: one that fails to stop must not leave the others running.
         if self.brokers is not None:
             with contextlib.suppress(Exception):

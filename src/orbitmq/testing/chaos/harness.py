@@ -24,7 +24,7 @@ from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable, mak
 from orbitmq.testing.chaos.lease_checker import Disruption, LeaseVerdict, check_leases
 from orbitmq.testing.chaos.pop_reader import PopReader, writer_acked
 from orbitmq.testing.chaos.replicas import ReplicaComparison, compare_replicas, read_log
-from orbitmq.testing.chaos.schedule import Fault, make_schedule, sub_seed
+from orbitmq.testing.chaos.schedule import Fault, make_schedule, restrict, sub_seed
 from orbitmq.testing.chaos.timeline import FaultSpan, RoleWatcher, Timeline, make_timeline
 from orbitmq.testing.chaos.workload import (
     ClientWriter,
@@ -151,10 +151,12 @@ class ClusterReport:
 
 
 def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = print, *,
-                clients: Clients | None = None) -> ClusterReport:
+                clients: Clients | None = None,
+                faults: Sequence[str] | None = None) -> ClusterReport:
     """The whole run of one cluster; never raises for what the cluster does (an error is in
     the report), so that one cluster's failure does not hide the others' verdicts.
-    ``clients``: the official clients' Pythons, for their writers beside the SDK's."""
+    ``clients``: the official clients' Pythons, for their writers beside the SDK's.
+    ``faults``: only these fault kinds of the cluster's menu (by value; all when None)."""
     clients = clients or Clients()
     cluster_seed = sub_seed(seed, kind)
     out(f"== {kind}: seed {seed} (cluster seed {cluster_seed}), {duration_s:.0f} s of faults")
@@ -163,7 +165,10 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
     except ClusterUnavailable as e:
         out(f"   skipped: {e}")
         return ClusterReport(kind, seed, [], skipped=str(e))
-    schedule = make_schedule(cluster_seed, duration_s, cluster.menu)
+    menu = cluster.menu if faults is None else restrict(cluster.menu, faults)
+    if faults is not None:
+        out(f"   faults restricted to {', '.join(faults)}")
+    schedule = make_schedule(cluster_seed, duration_s, menu)
     report = ClusterReport(kind, seed, schedule, notes=list(cluster.notes))
     for note in cluster.notes:
         out(f"   note: {note}")
@@ -349,15 +354,17 @@ def compare_replicas_of(stores: dict[str, Path], master: str,
 
 
 def run(kinds: Sequence[str], seed: int, minutes: float, root: Path,
-        out: Out = print, *, clients: Clients | None = None) -> list[ClusterReport]:
+        out: Out = print, *, clients: Clients | None = None,
+        faults: Sequence[str] | None = None) -> list[ClusterReport]:
     """Every cluster in ``kinds``, one after the other, sharing ``minutes`` of faults; with
-    ``clients`` the official clients write beside the SDK."""
+    ``clients`` the official clients write beside the SDK; ``faults``: only these kinds."""
     clients = clients or Clients()
     duration_s = max(minutes * 60.0 / max(len(kinds), 1), 5.0)
     out(f"chaos seed {seed} (CHAOS_SEED={seed} replays the schedule), {minutes:g} min of faults "
         f"over {', '.join(kinds)}; writers: SDK" + (" + C++ client" if clients.cpp else "")
         + (" + 5.x gRPC client (where a cluster keeps its endpoint)" if clients.rmq5 else ""))
-    reports = [run_cluster(kind, root, seed, duration_s, out, clients=clients) for kind in kinds]
+    reports = [run_cluster(kind, root, seed, duration_s, out, clients=clients, faults=faults)
+               for kind in kinds]
     out("== results")
     for r in reports:
         out("   " + json.dumps(r.summary()))

@@ -17,7 +17,7 @@ import enum
 import random
 from collections.abc import Sequence
 
-__all__ = ["FaultKind", "Fault", "FaultMenu", "make_schedule", "sub_seed", "STEPS_MAX"]
+__all__ = ["FaultKind", "Fault", "FaultMenu", "make_schedule", "restrict", "sub_seed", "STEPS_MAX"]
 
 # A schedule never has more steps than this, whatever the duration: a bound on the loop and on
 # the report's length.
@@ -40,6 +40,9 @@ class FaultKind(enum.Enum):
     POWER = "power"  # unsynced data dropped, the servers on it killed -9; remount, restart
     STALL = "stall"  # every file operation of the store blocks for the hold
     FULL = "full"  # writes and allocations fail with ENOSPC for the hold
+    ONE_WAY = "one-way"  # drop the packets one way only (``a->b``: a's to b), then heal
+    BRIDGE = "bridge"  # two halves that each still reach one bridge node, then heal
+    SKEW = "skew"  # step or drift the target's clock (libfaketime), then back to true time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,3 +97,20 @@ def make_schedule(seed: int, duration_s: float, menu: FaultMenu) -> list[Fault]:
         steps.append(Fault(round(at, 2), kind, target, hold))
         at += hold + rng.uniform(*menu.gap_s)
     return steps
+
+
+def restrict(menu: FaultMenu, kinds: Sequence[str]) -> FaultMenu:
+    """The menu with only the fault kinds named (by value, e.g. ``one-way``): a run of one fault
+    family, so that its figures are that family's alone.
+
+    Raises:
+        ValueError: a name is no fault kind.
+    """
+    known = {k.value: k for k in FaultKind}
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise ValueError(f"unknown fault kinds {', '.join(unknown)} "
+                         f"(of {', '.join(sorted(known))})")
+    wanted = {known[k] for k in kinds}
+    return dataclasses.replace(menu, targets={k: t for k, t in menu.targets.items()
+                                              if k in wanted})
