@@ -66,7 +66,7 @@ def test_the_controller_cluster_offers_the_network_and_clock_faults_where_it_can
     assert all("->" in t for t in full.targets[FaultKind.ONE_WAY])
     assert {"etcd-leader", "etcd-follower"} <= set(full.targets[FaultKind.ISOLATE])
     bare = ControllerCluster.menu_for(partitions=False, clock=False)
-    assert set(bare.targets) == {FaultKind.KILL, FaultKind.PAUSE}
+    assert set(bare.targets) == {FaultKind.KILL, FaultKind.PAUSE, FaultKind.BITFLIP, FaultKind.TRUNCATE}
     # the seeded run of tests/chaos/test_chaos_network_clock.py draws all three
     steps = make_schedule(sub_seed(10, "controller"), 40,
                           restrict(full, ["one-way", "bridge", "isolate", "skew"]))
