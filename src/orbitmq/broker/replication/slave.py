@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 RECONNECT_DELAY_MIN_S = 0.2
 RECONNECT_DELAY_MAX_S = 2.0
 CONNECT_TIMEOUT_S = 3.0
+STOP_WAIT_S = 5.0  # stop() waits this long for the task at most (its loops end on the flag)
 FRAME_OVERHEAD_MAX = 64 * 1024  # a message's header, topic and properties besides its body
 
 
@@ -402,11 +403,16 @@ class HAClient:
         self.master_end_seen = -1  # the master's end as its last heartbeat said
         self.connected_since_ms = 0
         self._task: asyncio.Task[None] | None = None
+        # Set by stop(): the loops end on it too, since Python 3.11's asyncio.wait_for can
+        # swallow a cancellation that meets its timeout (the task then ran on, and a failover's
+        # stop_following waited for it for ever).
+        self._stopping = False
         self._address_changed = asyncio.Event()
         self._listener: Callable[[int], object] | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._stopping = False
         self._task = loop.create_task(self._run(), name="orbitmq-ha-client")
         if self._listener is None:  # a corrupt message cut the log: stream again from its end
             def cut(offset: int) -> None:
@@ -438,13 +444,17 @@ class HAClient:
         if self._listener is not None:
             self.store.corruption.remove_listener(self._listener)
             self._listener = None
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        self._stopping = True
+        task, self._task = self._task, None
         if self.link is not None:
-            self.link.close()
+            self.link.close()  # ends _serve's wait
             self.link = None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task], timeout=STOP_WAIT_S)
+            if not task.done():
+                log.error("replication: the HA client's task did not end within %.0f s of its "
+                          "stop; left to end on its own", STOP_WAIT_S)
 
     def address_changed(self) -> None:
         """The master's address may have changed: drop a connection to an old one."""
@@ -472,7 +482,7 @@ class HAClient:
     async def _run(self) -> None:
         delay = RECONNECT_DELAY_MIN_S
         loop = asyncio.get_running_loop()
-        while self.refused is None:
+        while self.refused is None and not self._stopping:
             address = self._address()
             if not address:
                 self._address_changed.clear()
@@ -509,7 +519,7 @@ class HAClient:
 
     async def _serve(self, link: _Link) -> None:
         tick = max(min(self.heartbeat_s, self.housekeeping_s) / 4, 0.01)
-        while not link.closed.done():
+        while not link.closed.done() and not self._stopping:
             try:
                 await asyncio.wait_for(asyncio.shield(link.closed), tick)
             except TimeoutError:
