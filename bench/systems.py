@@ -129,14 +129,16 @@ def _stopper(proc: subprocess.Popen[str], cleanup: Callable[[], None] | None = N
     return stop
 
 
-def orbitmq(flush: str, store_base: str, metrics: bool = False) -> System:
+def orbitmq(flush: str, store_base: str, metrics: bool = False,
+            python: str = sys.executable) -> System:
     """``orbitmq standalone`` with a fresh store; each pub workload writes a topic of its own.
+    ``python``: the interpreter whose OrbitMQ runs (another tree's venv, for bench/tree_ab.py).
 
     ``metrics``: the Prometheus endpoint on (``--metrics-exporter-type PROM``) and scraped once
     every SCRAPE_INTERVAL_S while the system runs, so that the run shows what counting and
     scraping cost the data path next to the same broker without them."""
     store = tempfile.mkdtemp(prefix=f"orbitmq-bench-{flush.lower()}-", dir=store_base)
-    args = [sys.executable, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
+    args = [python, "-m", "orbitmq.cli.main", "standalone", "--namesrv-port", "0",
             "--broker-port", "0", "--console-port", "0", "--grpc-port", "0", "--store", store,
             "--flush-disk-type", flush]
     if metrics:
