@@ -49,6 +49,7 @@ RMQ5_WRITER = "g1"  # the 5.x gRPC client's, when its venv is there and the clus
 FIRST_ACKS = 20  # acknowledged sends before the faults begin (the cluster took load)
 AFTER_HEAL_ACKS = 50  # acknowledged sends after the last heal: the writers came back
 CATCH_UP_WAIT_S = 2 * EVENT_WAIT_S  # the live group reading what the drain found
+POP_CATCH_UP_MAX_S = 10 * CATCH_UP_WAIT_S  # the POP reader, while its acks still come in
 DRAIN_GROUP = "chaos-drain"
 LIVE_GROUP = "chaos-live"
 
@@ -269,7 +270,8 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
         caught_up = wait_caught_up(history, LIVE_GROUP, DRAIN_GROUP, CATCH_UP_WAIT_S)
         if pop is not None:
             pop_drained = pop.wait_acked(writer_acked(history) & history.read_values(DRAIN_GROUP),
-                                         CATCH_UP_WAIT_S)
+                                         CATCH_UP_WAIT_S, more_s=EVENT_WAIT_S,
+                                         timeout_max_s=POP_CATCH_UP_MAX_S)
     finally:
         live.shutdown()
         if pop is not None:
@@ -281,7 +283,7 @@ def _load_and_break(cluster: ChaosCluster, report: ClusterReport, seed: int, dur
     if pop is not None:
         report.leases = check_leases(history.sends, pop.deliveries, pop.acks, cluster.promise,
                                      disruptions=lease_disruptions(cluster, report),
-                                     groups=[pop.group])
+                                     groups=[pop.group], in_log=history.read_values(DRAIN_GROUP))
         report.figures.update(pop_caught_up=pop_drained)
         if pop.error is not None and report.error is None:
             report.error = f"pop reader: {pop.error!r}"

@@ -189,7 +189,7 @@ class LeaseVerdict:
 def check_leases(sends: Iterable[Send], deliveries: Iterable[Delivery],
                  acks: Iterable[AckAttempt], promise: Promise, *,
                  disruptions: Iterable[Disruption] = (), drained: bool = True,
-                 groups: Iterable[str] = ()) -> LeaseVerdict:
+                 groups: Iterable[str] = (), in_log: set[str] | None = None) -> LeaseVerdict:
     """Judge a POP history against ``promise`` (module docstring).
 
     Args:
@@ -201,6 +201,9 @@ def check_leases(sends: Iterable[Send], deliveries: Iterable[Delivery],
         drained: whether the readers ran until they had everything (else lost is not judged).
         groups: the groups that read, each held to ack every acknowledged value (default: the
             groups of the history; a group that got nothing at all must be named here).
+        in_log: the values a drain found in the final log, when known: only those can be
+            lost to a POP group (one gone from the log, as a power cut under ASYNC_FLUSH takes
+            the tail, is the total-queue checker's to judge against its promise).
     """
     sends = list(sends)
     deliveries = sorted(deliveries, key=lambda d: (d.at_s, d.asked_s))
@@ -282,7 +285,8 @@ def check_leases(sends: Iterable[Send], deliveries: Iterable[Delivery],
         readers = set(groups) or {d.group for d in deliveries} | {a.group for a in acks}
         for group in sorted(readers):
             for s in sends:
-                if s.outcome is not Outcome.ACKED:
+                if s.outcome is not Outcome.ACKED or (in_log is not None and
+                                                       s.value not in in_log):
                     continue
                 seen = outcomes.get((group, s.value), set())
                 label = f"{group}/{s.value}"

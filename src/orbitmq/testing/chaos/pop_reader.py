@@ -108,13 +108,23 @@ class PopReader(threading.Thread):
             return {a.value for a in self.acks if a.outcome is not AckOutcome.REFUSED}
 
     def wait_acked(self, values: set[str], timeout_s: float,
-                   clock: Callable[[], float] = time.monotonic) -> bool:
+                   clock: Callable[[], float] = time.monotonic, *, more_s: float = 0.0,
+                   timeout_max_s: float | None = None) -> bool:
         """Until every value of ``values`` was acked (:meth:`acked`; False after ``timeout_s``:
-        the lease checker then counts what is missing as lost)."""
-        deadline = clock() + timeout_s
+        the lease checker then counts what is missing as lost). While acks still come in, the
+        wait goes on ``more_s`` past the newest (up to ``timeout_max_s``): a reader on a slow
+        store (the power-loss layer syncs every ack) is behind, not losing messages."""
+        start = clock()
+        deadline = start + timeout_s
+        cap = start + max(timeout_s, timeout_max_s or timeout_s)
+        missing = len(values - self.acked())
         while clock() < deadline:
-            if not values - self.acked() or not self.is_alive():
-                return not values - self.acked()
+            left = len(values - self.acked())
+            if not left or not self.is_alive():
+                return not left
+            if left < missing:
+                missing = left
+                deadline = min(max(deadline, clock() + more_s), cap)
             time.sleep(0.2)
         return False
 
