@@ -147,6 +147,8 @@ BLOCKS: dict[tuple[str, str], Run | Refused | Keep | NotHere] = {
     ("docs/architecture.md", " socket read -> FastPath (broker/fast_path.py) -> C FastPath.take, under the put lock:"): DIAGRAM,
     ("docs/chaos.md", "make chaos                                   # 3 minutes of faults over every cluster, a fresh seed"):
         NotHere("starts its own servers for minutes: tests/chaos/test_chaos.py runs a seeded slice"),
+    ("docs/reliability.md", "make chaos                                   # 3 minutes of faults over every cluster, a fresh seed"):
+        NotHere("starts its own servers for minutes: tests/chaos/test_chaos.py runs a seeded slice"),
     ("docs/chaos.md", "from orbitmq.testing.chaos import SYNC_MASTER, Outcome, Read, Send, check"):
         Run(_lines(["['w1-1'] ['w1-4'] False",
                     "  verdict: VIOLATED: 1 acknowledged lost (at most 0 allowed; 1 lost-middle)"],
