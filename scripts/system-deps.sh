@@ -16,7 +16,7 @@ if ! $run_only; then
   # servers from /usr/bin/etcd); the Debian package's own service is not needed by them.
   command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
   # libfuse 3 and fusermount3 for the power-loss layer (orbitmq.testing.lazyfs, through the
-  # `chaos` extra's mfusepy): `make chaos` and tests/faults/test_power_loss.py skip without them.
+  # `chaos` extra's mfusepy): `make chaos` and tests/faults/test_power_cut_broker.py skip without them.
   ls /usr/lib/*/libfuse3.so.3 /usr/lib/libfuse3.so.3 >/dev/null 2>&1 || need+=(fuse3)
   # libfaketime for the chaos runs' clock skew of a broker (src/orbitmq/testing/clock.py; its
   # tests skip without it).

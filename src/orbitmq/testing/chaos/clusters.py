@@ -201,6 +201,22 @@ class ChaosCluster(abc.ABC):
             self.resume(pid)
 
 
+def start_standalone(store: str, namesrv_port: int, broker_port: int, grpc_port: int,
+                     *args: str) -> ServerProcess:
+    """``orbitmq standalone`` on ``store`` and these fixed ports (a restart keeps them) with
+    small segments and ``args``, once ready."""
+    proc = standalone_process(store, "--namesrv-port", str(namesrv_port),
+                              "--broker-port", str(broker_port), "--ha-listen-port", "0",
+                              "--grpc-port", str(grpc_port),
+                              "--mapped-file-size-commitlog", str(SEGMENT_SIZE), *args)
+    try:
+        proc.wait_ready("namesrv", "broker", timeout=READY_WAIT_S)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
+
+
 class StandaloneCluster(ChaosCluster):
     """One ``orbitmq standalone`` with SYNC_FLUSH on fixed free ports (a restart keeps them)."""
 
@@ -222,17 +238,8 @@ class StandaloneCluster(ChaosCluster):
         self.proc = self._start()
 
     def _start(self) -> ServerProcess:
-        proc = standalone_process(self.store, "--namesrv-port", str(self.namesrv_port),
-                                  "--broker-port", str(self.broker_port), "--ha-listen-port", "0",
-                                  "--grpc-port", str(self.grpc_port),
-                                  "--flush-disk-type", "SYNC_FLUSH",
-                                  "--mapped-file-size-commitlog", str(SEGMENT_SIZE))
-        try:
-            proc.wait_ready("namesrv", "broker", timeout=READY_WAIT_S)
-        except BaseException:
-            proc.kill()
-            raise
-        return proc
+        return start_standalone(self.store, self.namesrv_port, self.broker_port, self.grpc_port,
+                                "--flush-disk-type", "SYNC_FLUSH")
 
     def apply(self, fault: Fault) -> str:
         if fault.kind is FaultKind.KILL:

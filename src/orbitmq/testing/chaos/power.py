@@ -26,18 +26,22 @@ from pathlib import Path
 
 from orbitmq.testing.broker_set import BrokerSetProcesses
 from orbitmq.testing.chaos.checker import SYNC_FLUSH, Outcome, Promise, Send
-from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable
+from orbitmq.testing.chaos.clusters import (
+    SEGMENT_SIZE,
+    ChaosCluster,
+    ClusterUnavailable,
+    start_standalone,
+)
 from orbitmq.testing.chaos.schedule import Fault, FaultKind, FaultMenu
 from orbitmq.testing.etcd import free_port
 from orbitmq.testing.lazyfs import LazyFs, lazyfs_problem
-from orbitmq.testing.process import ServerProcess, standalone_process
+from orbitmq.testing.process import ServerProcess
 from orbitmq.testing.waits import EVENT_WAIT_S, READY_WAIT_S
 
 __all__ = ["PowerStandaloneCluster", "PowerSetCluster", "POWER_KINDS", "ASYNC_FLUSH_INTERVAL_MS",
            "FLUSH_SLACK_S", "async_loss_bound"]
 
 POWER_KINDS = ("power", "power-async", "power-all")
-SEGMENT_SIZE = 16 * 1024 * 1024
 ASYNC_FLUSH_INTERVAL_MS = 500  # RocketMQ's flushIntervalCommitLog default
 # A flush that began within the interval may still be writing when the power goes: its own time
 # on the layer (a Python FUSE process) is part of the window whose acknowledged sends may be lost.
@@ -117,18 +121,9 @@ class PowerStandaloneCluster(ChaosCluster):
             raise
 
     def _start(self) -> ServerProcess:
-        proc = standalone_process(self.store, "--namesrv-port", str(self.namesrv_port),
-                                  "--broker-port", str(self.broker_port), "--ha-listen-port", "0",
-                                  "--grpc-port", str(self.grpc_port),
-                                  "--flush-disk-type", self.flush,
-                                  "--flush-interval-commitlog-ms", str(ASYNC_FLUSH_INTERVAL_MS),
-                                  "--mapped-file-size-commitlog", str(SEGMENT_SIZE))
-        try:
-            proc.wait_ready("namesrv", "broker", timeout=READY_WAIT_S)
-        except BaseException:
-            proc.kill()
-            raise
-        return proc
+        return start_standalone(self.store, self.namesrv_port, self.broker_port, self.grpc_port,
+                                "--flush-disk-type", self.flush,
+                                "--flush-interval-commitlog-ms", str(ASYNC_FLUSH_INTERVAL_MS))
 
     def apply(self, fault: Fault) -> str:
         pid = self.proc.proc.pid
