@@ -221,8 +221,7 @@ class BrokerConfig:
         10_000, "how often a slave copies topics, offsets and groups from its master",
         100, HOUR_MS)
     enable_split_metadata: bool = setting(
-        True, "answer a slave's copy of the topic table in pages of split_metadata_size topics "
-        "(RocketMQ 5's enableSplitMetadata; off: the whole table, refused past the frame bound)")
+        True, "a slave's copy of the topic table goes in pages (RocketMQ 5's enableSplitMetadata)")
     split_metadata_size: int = setting(
         2000, "topics a page of the topic table holds at most, asked by a slave and answered "
         "(RocketMQ 5's splitMetadataSize)", 1, 1_000_000)

@@ -685,7 +685,8 @@ class ControllerCluster(ChaosCluster):
 
 
 def make_cluster(kind: str, root: Path) -> ChaosCluster:
-    """Start the cluster ``kind`` (one of CLUSTER_KINDS) with its stores under ``root``.
+    """Start the cluster ``kind`` (one of CLUSTER_KINDS but the power ones, which
+    testing/chaos/power.py builds on this module's) with its stores under ``root``.
 
     Raises:
         ClusterUnavailable: this machine cannot run it (the reason says why).
@@ -697,8 +698,4 @@ def make_cluster(kind: str, root: Path) -> ChaosCluster:
         return MasterSlaveCluster(root)
     if kind == "controller":
         return ControllerCluster(root)
-    if kind in ("power", "power-async", "power-all"):
-        from orbitmq.testing.chaos.power import make_power_cluster  # it builds on this module
-
-        return make_power_cluster(kind, root)
     raise ValueError(f"unknown cluster {kind!r} (one of {', '.join(CLUSTER_KINDS)})")

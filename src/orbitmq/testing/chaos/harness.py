@@ -23,6 +23,7 @@ from orbitmq.testing.chaos.checker import Outcome, Verdict, check
 from orbitmq.testing.chaos.clusters import ChaosCluster, ClusterUnavailable, make_cluster
 from orbitmq.testing.chaos.lease_checker import Disruption, LeaseVerdict, check_leases
 from orbitmq.testing.chaos.pop_reader import PopReader, writer_acked
+from orbitmq.testing.chaos.power import POWER_KINDS, make_power_cluster
 from orbitmq.testing.chaos.replicas import ReplicaComparison, compare_replicas, read_log
 from orbitmq.testing.chaos.schedule import Fault, make_schedule, restrict, sub_seed
 from orbitmq.testing.chaos.timeline import FaultSpan, RoleWatcher, Timeline, make_timeline
@@ -162,7 +163,8 @@ def run_cluster(kind: str, root: Path, seed: int, duration_s: float, out: Out = 
     cluster_seed = sub_seed(seed, kind)
     out(f"== {kind}: seed {seed} (cluster seed {cluster_seed}), {duration_s:.0f} s of faults")
     try:
-        cluster = make_cluster(kind, root / kind)
+        cluster = (make_power_cluster(kind, root / kind) if kind in POWER_KINDS
+                   else make_cluster(kind, root / kind))
     except ClusterUnavailable as e:
         out(f"   skipped: {e}")
         return ClusterReport(kind, seed, [], skipped=str(e))

@@ -276,7 +276,16 @@ class PowerSetCluster(ChaosCluster):
             self._close_fs()
 
 
+POWER_KINDS = ("power", "power-async", "power-all")  # of clusters.CLUSTER_KINDS
+
+
 def make_power_cluster(kind: str, root: Path) -> ChaosCluster:
+    """Start the power-loss cluster ``kind`` (one of POWER_KINDS) with its stores under ``root``.
+
+    Raises:
+        ClusterUnavailable: this machine cannot mount the layer (the reason says why).
+    """
+    root.mkdir(parents=True, exist_ok=True)
     if kind == "power":
         return PowerStandaloneCluster(root)
     if kind == "power-async":
