@@ -284,12 +284,26 @@ class MessageStore(StoreReads, ReplicaCopy):
         if report.truncated_from is not None and report.corrupted_durable_data:
             self.corruption.found(report.valid_end, report.reason, replica=self._replica,
                                   found_by="recovery")
+        self._load_epochs(report.valid_end)
         self.dispatcher.reput_offset = report.valid_end
         self.commit_log.topic_queue_table = {
             key: cq.max_offset for key, cq in self.consume_queue_table.items()
         }
         self.flush_consume_queue.flush_and_checkpoint()  # the recovered state becomes the checkpoint
         fo.write_file(self._abort_path, b"")
+
+    def _load_epochs(self, end: int) -> None:
+        """The epoch list as the file holds it (controller mode: elections compare it with etcd's
+        history; a list forgotten at a restart would make the log look older than controller
+        mode and cut it to the history's first offset), less the epochs that start past the
+        recovered ``end``: recovery cut their bytes, and a member does not claim an epoch it
+        holds nothing of. Raises StoreError when the file is unusable."""
+        entries = self.epochs.load()
+        kept = [e for e in entries if e[1] <= end]
+        if kept != entries:
+            log.warning("epochs past the recovered end dropped path=%s end=%d epochs=%s",
+                        self.config.store_path, end, [e[0] for e in entries[len(kept):]])
+            self.epochs.replace(kept)
 
     def _redispatch(self, start: int, end: int) -> tuple[int, int]:
         """Recovery's re-dispatch. It must reach ``end``: the next queue offsets are taken from

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from store_fixtures import config, msg
 
+from orbitmq.errors import StoreError
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.store import MessageStore
 from orbitmq.store.replica_append import ReplicaAppendStatus
@@ -227,3 +228,27 @@ def test_a_demoted_master_cut_back_takes_its_new_masters_stream_at_the_cut(tmp_p
     finally:
         old.shutdown()
         new.shutdown()
+
+
+def test_a_restarted_store_has_its_epochs_less_those_past_its_recovered_end(tmp_path: Path) -> None:
+    """Controller mode's elections read the epoch list: a restart loads it from the file (an
+    empty list would make the log look older than controller mode, to be cut to 0), without the
+    epochs that start past the end recovery found (the store does not hold their bytes)."""
+    store = MessageStore(config(tmp_path / "e"), run_threads=False)
+    store.start()
+    _fill(store, 20)
+    end = store.max_physical_offset()
+    store.epochs.replace([(1, 0), (2, end), (5, end + 4096)])
+    store.shutdown()
+    again = MessageStore(config(tmp_path / "e"), run_threads=False)
+    again.start()
+    try:
+        assert again.max_physical_offset() == end
+        assert again.epochs.entries == [(1, 0), (2, end)]
+        assert again.epochs.load() == [(1, 0), (2, end)]  # written back
+    finally:
+        again.shutdown()
+    (tmp_path / "e" / "store" / "epochs.json").write_text('{"epochs": [[2, 0], [1, 5]]}')
+    broken = MessageStore(config(tmp_path / "e"), run_threads=False)
+    with pytest.raises(StoreError, match="epoch file"):
+        broken.start()

@@ -397,7 +397,7 @@ class ControllerCluster(ChaosCluster):
         """The faults this cluster offers: partitions need network namespaces, clock skew
         libfaketime."""
         targets: dict[FaultKind, tuple[str, ...]] = {
-            FaultKind.KILL: ("master", "slave", "etcd", "master+etcd"),
+            FaultKind.KILL: ("master", "slave", "etcd", "master+etcd", "all"),
             FaultKind.PAUSE: ("master", "etcd"),
             **CORRUPTION_TARGETS,
         }
@@ -471,6 +471,11 @@ class ControllerCluster(ChaosCluster):
         if fault.kind is FaultKind.SKEW:
             return self._skew(fault, master, slave) + f" (member {master} master, epoch " \
                                                       f"{self._epoch})"
+        if fault.kind is FaultKind.KILL and fault.target == "all":  # a whole set's power cycle
+            self._resolved[fault] = list(self.MEMBERS)
+            for member in self.MEMBERS:
+                self.brokers.kill(member)
+            return f"members {', '.join(map(str, self.MEMBERS))} (member {master} master)"
         member = {"master": master, "slave": slave, "master+etcd": master,
                   "slave" + STOPPED: slave}.get(fault.target)
         self._resolved[fault] = [member] if member is not None else []

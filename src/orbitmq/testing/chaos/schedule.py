@@ -49,8 +49,8 @@ class FaultKind(enum.Enum):
 class FaultMenu:
     """What one cluster offers: per kind, the targets it may hit and the hold range in seconds.
 
-    A target names a role (``master``, ``slave``, ``etcd``, ``master+etcd``, ``master-etcd`` for a
-    link); the cluster resolves it when the step runs.
+    A target names a role (``master``, ``slave``, ``etcd``, ``master+etcd``, ``all`` members,
+    ``master-etcd`` for a link); the cluster resolves it when the step runs.
     """
 
     targets: dict[FaultKind, tuple[str, ...]]
