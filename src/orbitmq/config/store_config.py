@@ -102,8 +102,8 @@ class StoreConfig:
         check=delete_hours_problem, allowed="hours 0-23 separated by ';', or '*'")
     message_index_enable: bool = setting(True, "build the index for lookups by key and id")
     check_crc_on_read: bool = setting(
-        False, "a master checks the body CRC of every message it serves too (a slave always "
-        "does): a corrupt one is never served")
+        False, "a master checks every message it serves (body CRC) too, as slaves and "
+        "controller-mode members always do")
     duplication_enable: bool = setting(
         False, "RocketMQ's DLedger duplication: not supported, accepted as false only",
         check=false_only_problem, allowed="false")

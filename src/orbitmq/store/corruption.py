@@ -16,7 +16,9 @@ broker exports the counts as ``orbitmq_store_corrupt_messages_total{role}``) and
 line with the store path, the offset and what failed. A slave then repairs itself: its log is
 cut at the message (replica_truncate.py) and the listeners are told (the HA client connects
 again, reports its new, lower end and its master streams the rest again, checked as it comes).
-A master cannot repair its own log: it keeps refusing to serve the message, and says so.
+A master cannot repair its own log: it keeps refusing to serve the message, and says so; in
+controller mode its master listener hands the set over to a member with a copy and the old
+master then repairs itself as a slave (broker/failover/service.py).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class CorruptionWatch:
         self._seen: set[int] = set()
         self._lock = threading.Lock()
         self._listeners: list[Callable[[int], object]] = []
+        self._master_listeners: list[Callable[[int], object]] = []
         # Where a slave's log ended before its last cut for a corrupt message: until it holds
         # that much again it lacks bytes it had acknowledged, and is not a candidate in an
         # election (controller mode: broker/failover/service.py). 0: no repair pending.
@@ -52,6 +55,20 @@ class CorruptionWatch:
         """``listener(offset)`` runs (in the reader's thread) after a slave's log was cut at
         ``offset`` for a corrupt message: the HA client connects again from the new end."""
         self._listeners.append(listener)
+
+    def add_master_listener(self, listener: Callable[[int], object]) -> None:
+        """``listener(offset)`` runs (in the reader's thread) when a master's checked read
+        meets a corrupt message it keeps (controller mode: the master steps down when another
+        in-sync member holds a copy, broker/failover/service.py)."""
+        self._master_listeners.append(listener)
+
+    def master_found(self, offset: int) -> None:
+        """A master's read met the corrupt message at ``offset``: tell the master listeners."""
+        for listener in list(self._master_listeners):
+            try:
+                listener(offset)
+            except Exception:  # a listener's failure must not fail the read that found it
+                log.exception("corruption listener failed offset=%d", offset)
 
     def remove_listener(self, listener: Callable[[int], object]) -> None:
         if listener in self._listeners:

@@ -194,6 +194,9 @@ class MessageStore(StoreReads, ReplicaCopy):
         )
         self.recovery_report: RecoveryReport | None = None
         self.corruption = CorruptionWatch(root)  # corrupt messages met (corruption.py)
+        # Whether a master's reads are checked too, as a slave's always are (controller mode
+        # turns it on: a member elected with a damaged copy must not serve it).
+        self.check_reads = config.check_crc_on_read
         self.epochs = EpochFile(root)  # controller mode's epoch list (epoch_file.py)
         self._running = False
         self._replica = False  # a slave's copy: the master's bytes only (append_replicated)

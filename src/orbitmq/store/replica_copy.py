@@ -112,10 +112,13 @@ class ReplicaCopy:
         logged once (corruption.py); a running slave cuts its log there, and its HA client
         connects again from the new end, so that its master streams the rest again. True when
         the log was cut. A master keeps the bytes (it has no copy to take): its reads stop
-        before them."""
+        before them, and its master listeners are told (controller mode hands the set over to
+        a member with a copy)."""
         replica = self._replica and self._running
         self.corruption.found(offset, problem, replica=self._replica, found_by=found_by)
         if not replica:
+            if not self._replica:
+                self.corruption.master_found(offset)
             return False
         try:
             report = self.truncate_replica(offset)

@@ -42,6 +42,7 @@ class StoreReads:
     index: IndexService | None
     corruption: CorruptionWatch
     _replica: bool
+    check_reads: bool
     # (offset, problem, found_by) -> whether the log was cut there: ReplicaCopy's
     corrupt_message_found: Callable[[int, str, str], bool]
 
@@ -72,7 +73,7 @@ class StoreReads:
         A slave checks every message before serving it (a master too with
         ``check_crc_on_read``): a corrupt one is never served (see corruption.py); a slave cuts
         its log there and reads again, so the answer is as if its queue ended before it."""
-        check = self._replica or self.config.check_crc_on_read
+        check = self._replica or self.check_reads
         for _ in range(CHECKED_READS_MAX):
             result = read_queue(self._queue((topic, queue_id)), self.commit_log,
                                 offset, max_msg_nums, message_filter, self.config, bulk,
@@ -131,7 +132,7 @@ class StoreReads:
         """Decode the message at a commit log offset; None when absent or not a message, or
         (on a slave, or a master with ``check_crc_on_read``) corrupt: never served (see
         get_message)."""
-        check = self._replica or self.config.check_crc_on_read
+        check = self._replica or self.check_reads
         return self._parse_at(commit_offset, size, _decode_unchecked, check)
 
     def peek_message_by_offset(self, commit_offset: int,

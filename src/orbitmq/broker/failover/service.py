@@ -164,6 +164,12 @@ class FailoverService:
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._lock = asyncio.Lock()  # role changes one at a time (tick and fence)
+        # A member elected with a copy damaged after it was checked (a bit flipped on its disk)
+        # must not serve it: every member checks what it serves, and a master that meets a
+        # damaged message hands the set over to a member with a copy (``_corrupt``).
+        store.check_reads = True
+        store.corruption.add_master_listener(self._corrupt_found)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- what InSyncAck asks -----------------------------------------------------------------------
     def required(self) -> frozenset[int]:
@@ -204,7 +210,7 @@ class FailoverService:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._tick_loop(), name="orbitmq-failover-tick"),
                        loop.create_task(self._keepalive_loop(), name="orbitmq-failover-lease")]
 
@@ -267,6 +273,47 @@ class FailoverService:
                   self.epoch)
         async with self._lock:
             await self._step_down("its etcd lease was not renewed in time (fenced)")
+
+    def _corrupt_found(self, offset: int) -> None:
+        """The store's master listener (a reader's thread, or the loop): the corrupt message at
+        ``offset`` is handled on the loop."""
+        loop = self._loop
+        if loop is None or not self.epoch:
+            return
+        try:
+            loop.call_soon_threadsafe(lambda: self._tasks.append(
+                loop.create_task(self._corrupt(offset), name="orbitmq-failover-corrupt")))
+        except RuntimeError:  # the loop closed (shutdown)
+            pass
+
+    async def _corrupt(self, offset: int) -> None:
+        """This master's log holds a damaged message at ``offset``. When another in-sync member
+        holds every acknowledged byte, the master stops acknowledging, steps down, cuts its log
+        at the damage as a slave would (not a candidate until it holds its old end again) and
+        follows the member elected next, which serves the message intact. Alone in the in-sync
+        set it keeps its log: the message is not served (its queue's reads stop before it) and
+        nothing acknowledged after it is dropped."""
+        async with self._lock:
+            state = self.state
+            if not self.epoch or state is None:
+                return
+            others = sorted(state.in_sync - {self.member})
+            if not others:
+                log.error("failover: master of epoch %d keeps the corrupt message at offset %d: "
+                          "no other in-sync member holds a copy", self.epoch, offset)
+                return
+            self.role.accepts_writes = False
+            await self._step_down(f"its commit log is corrupt at offset {offset}; in-sync "
+                                  f"members {others} hold a copy")
+            try:
+                report = self.store.truncate_replica(offset)
+            except StoreError as e:
+                log.error("failover: the corrupt message at offset %d was not cut: %s", offset, e)
+                return
+            self.store.corruption.cut(report.new_end, report.old_end)
+            log.warning("failover: log cut from %d to %d at the corrupt message (%d messages "
+                        "fetched again from the next master)", report.old_end, report.new_end,
+                        report.messages_dropped)
 
     # -- the tick ----------------------------------------------------------------------------------
     async def _tick_loop(self) -> None:

@@ -473,8 +473,8 @@ class ControllerCluster(ChaosCluster):
                                                       f"{self._epoch})"
         if fault.kind is FaultKind.KILL and fault.target == "all":  # a whole set's power cycle
             self._resolved[fault] = list(self.MEMBERS)
-            for member in self.MEMBERS:
-                self.brokers.kill(member)
+            for each in self.MEMBERS:
+                self.brokers.kill(each)
             return f"members {', '.join(map(str, self.MEMBERS))} (member {master} master)"
         member = {"master": master, "slave": slave, "master+etcd": master,
                   "slave" + STOPPED: slave}.get(fault.target)
