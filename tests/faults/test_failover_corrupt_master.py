@@ -69,3 +69,34 @@ def test_a_master_with_a_damaged_message_hands_the_set_to_a_member_with_a_copy(
                 g.seek(damage.offset - base)
                 return f.read(512) == g.read(512)
         wait_for(repaired, "the old master's copy repaired from the new master", 60)
+
+
+def test_a_master_learns_of_its_damaged_copy_from_a_slave_catching_up(tmp_path: Path) -> None:
+    """No consumer reads the damaged message: a slave that was down asks for it, and refuses
+    the frame that holds it. The master checks the first frame of every connection (the
+    slave's retry), steps down, and the slave catches up from the member elected next."""
+    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints) as brokers:
+        first = brokers.wait_master(in_sync=3)
+        behind = next(m for m in brokers.brokers if m != first.member)
+        brokers.kill(behind)
+        brokers.wait_master(epoch_above=first.epoch - 1, in_sync=1)
+        acked: dict[str, bytes] = {}
+        with Producer("corrupt-master-p2", namesrv=brokers.namesrv, send_timeout=5.0) as producer:
+            for n in range(MESSAGES):
+                body = f"corrupt-master-2 {n} ".encode() * 20
+                result = producer.send(Message(TOPIC, body))
+                assert result.status is SendStatus.OK, result
+                acked[result.msg_id] = body
+        segment = last_segment(tmp_path / f"{brokers.name}-{first.member}")
+        assert segment is not None
+        damage = damage_segment(segment, "body")
+        assert damage.topic == TOPIC, damage
+        brokers.start_member(behind)
+        second = brokers.wait_master(epoch_above=first.epoch, timeout=60)
+        assert second.member not in (first.member, behind)
+        output = brokers.brokers[first.member].output()
+        assert f"steps down: its commit log is corrupt at offset {damage.offset}" in output, \
+            output[-3000:]
+        brokers.wait_master(epoch_above=second.epoch - 1, in_sync=3, timeout=60)
+        stored = read_all(brokers.namesrv, TOPIC, "corrupt-master-reader-2")
+        assert all(stored.get(m) == body for m, body in acked.items())

@@ -96,6 +96,18 @@ class MasterHello(Protocol):
         ...
 
 
+def damaged_message(frame: bytes | memoryview, start: int) -> tuple[int, str] | None:
+    """The commit log offset of the first message of ``frame`` (entries stored from ``start``)
+    that fails the checks a slave makes, and why; None when every message passes."""
+    pos = 0
+    while pos + BLANK_ENTRY_SIZE <= len(frame) and not stored.is_blank_entry(frame, pos):
+        problem = stored.verify(frame, pos, physical_offset=start + pos)
+        if problem is not None:
+            return start + pos, problem
+        pos += stored.total_size(frame, pos)
+    return None
+
+
 class _Connection(asyncio.Protocol):
     """One slave's HA connection (see the module docstring)."""
 
@@ -118,6 +130,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.hello_left = 2 if server.hello is not None else 0  # hello values still to read
         self.confirm_sent: int | None = None  # the last confirm offset announced
+        self.first_checked = False  # the connection's first frame was checked (``pump``)
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -325,6 +338,18 @@ class _Connection(asyncio.Protocol):
             if frame is None:
                 break
             data, nxt = frame
+            if not self.first_checked:
+                # A slave that refused a frame (a damaged message in it) connects again and asks
+                # from that frame's start: the master checks the first frame of a connection,
+                # so that it learns about its own damaged copy (controller mode hands the set
+                # over to a member with an intact one: broker/failover/service.py).
+                self.first_checked = True
+                damage = damaged_message(data, self.next)
+                if damage is not None:
+                    store.corrupt_message_found(damage[0], damage[1], "replication")
+                    self._drop(link, f"the master's own message at offset {damage[0]} is "
+                                     f"damaged: {damage[1]}")
+                    return
             if len(self.frame_ends) >= FRAMES_IN_FLIGHT_MAX:
                 self._drop(link, f"{FRAMES_IN_FLIGHT_MAX} frames unacknowledged")
                 return
