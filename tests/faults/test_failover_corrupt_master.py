@@ -24,17 +24,23 @@ TOPIC = "CorruptMaster"
 MESSAGES = 200
 
 
+def _send(namesrv: str, run: str) -> dict[str, bytes]:
+    """MESSAGES sends, each answered SEND_OK: message id -> body."""
+    acked: dict[str, bytes] = {}
+    with Producer(f"corrupt-master-{run}", namesrv=namesrv, send_timeout=5.0) as producer:
+        for n in range(MESSAGES):
+            body = f"corrupt-master {run} {n} ".encode() * 20
+            result = producer.send(Message(TOPIC, body))
+            assert result.status is SendStatus.OK, result
+            acked[result.msg_id] = body
+    return acked
+
+
 def test_a_master_with_a_damaged_message_hands_the_set_to_a_member_with_a_copy(
         tmp_path: Path) -> None:
     with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints) as brokers:
         first = brokers.wait_master(in_sync=3)
-        acked: dict[str, bytes] = {}
-        with Producer("corrupt-master-p", namesrv=brokers.namesrv, send_timeout=5.0) as producer:
-            for n in range(MESSAGES):
-                body = f"corrupt-master {n} ".encode() * 20
-                result = producer.send(Message(TOPIC, body))
-                assert result.status is SendStatus.OK, result
-                acked[result.msg_id] = body
+        acked = _send(brokers.namesrv, "first")
         store = tmp_path / f"{brokers.name}-{first.member}"
         segment = last_segment(store)
         assert segment is not None
@@ -80,13 +86,7 @@ def test_a_master_learns_of_its_damaged_copy_from_a_slave_catching_up(tmp_path: 
         behind = next(m for m in brokers.brokers if m != first.member)
         brokers.kill(behind)
         brokers.wait_master(epoch_above=first.epoch - 1, in_sync=1)
-        acked: dict[str, bytes] = {}
-        with Producer("corrupt-master-p2", namesrv=brokers.namesrv, send_timeout=5.0) as producer:
-            for n in range(MESSAGES):
-                body = f"corrupt-master-2 {n} ".encode() * 20
-                result = producer.send(Message(TOPIC, body))
-                assert result.status is SendStatus.OK, result
-                acked[result.msg_id] = body
+        acked = _send(brokers.namesrv, "second")
         segment = last_segment(tmp_path / f"{brokers.name}-{first.member}")
         assert segment is not None
         damage = damage_segment(segment, "body")
