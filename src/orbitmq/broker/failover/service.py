@@ -170,6 +170,7 @@ class FailoverService:
         store.check_reads = True
         store.corruption.add_master_listener(self._corrupt_found)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._kept_corrupt: set[int] = set()  # damaged offsets kept, alone in the in-sync set
 
     # -- what InSyncAck asks -----------------------------------------------------------------------
     def required(self) -> frozenset[int]:
@@ -299,8 +300,10 @@ class FailoverService:
                 return
             others = sorted(state.in_sync - {self.member})
             if not others:
-                log.error("failover: master of epoch %d keeps the corrupt message at offset %d: "
-                          "no other in-sync member holds a copy", self.epoch, offset)
+                if offset not in self._kept_corrupt:  # once: every read of its queue meets it
+                    self._kept_corrupt.add(offset)
+                    log.error("failover: master of epoch %d keeps the corrupt message at offset "
+                              "%d: no other in-sync member holds a copy", self.epoch, offset)
                 return
             self.role.accepts_writes = False
             await self._step_down(f"its commit log is corrupt at offset {offset}; in-sync "
