@@ -24,8 +24,15 @@ master then repairs itself as a slave (broker/failover/service.py).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
+
+import orjson
+
+from orbitmq.errors import StoreError
+from orbitmq.files import replace_file
+from orbitmq.store.file_mode import file_mode_in
 
 __all__ = ["CorruptionWatch", "ROLES", "SEEN_MAX"]
 
@@ -33,6 +40,9 @@ log = logging.getLogger(__name__)
 
 ROLES = ("master", "slave")
 SEEN_MAX = 4096  # corrupt offsets remembered (each counted and logged once); older ones forgotten
+REPAIR_FILE = "repair.json"  # the pending repair, so that a restart does not forget it
+REPAIR_FILE_SIZE_MAX = 256
+OFFSET_MAX = 2**62
 
 
 class CorruptionWatch:
@@ -48,8 +58,49 @@ class CorruptionWatch:
         self._master_listeners: list[Callable[[int], object]] = []
         # Where a slave's log ended before its last cut for a corrupt message: until it holds
         # that much again it lacks bytes it had acknowledged, and is not a candidate in an
-        # election (controller mode: broker/failover/service.py). 0: no repair pending.
+        # election (controller mode: broker/failover/service.py). 0: no repair pending. Kept in
+        # REPAIR_FILE while pending: a slave killed before it is whole again is still repairing.
         self.repair_until = 0
+        self._repair_path = os.path.join(store_path, REPAIR_FILE)
+
+    def load(self) -> None:
+        """The pending repair as the file holds it (the store's start, under its lock).
+
+        Raises:
+            StoreError: the file is unusable (never guessed: a repair forgotten would let a
+                member that lacks acknowledged bytes be elected).
+        """
+        try:
+            with open(self._repair_path, "rb") as f:
+                data = f.read(REPAIR_FILE_SIZE_MAX + 1)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise StoreError(f"cannot read the repair file {self._repair_path}: {e}") from None
+        try:
+            until = orjson.loads(data)["until"] if len(data) <= REPAIR_FILE_SIZE_MAX else None
+        except (orjson.JSONDecodeError, TypeError, KeyError):
+            until = None
+        if isinstance(until, bool) or not isinstance(until, int) or not 0 < until <= OFFSET_MAX:
+            raise StoreError(f"the repair file {self._repair_path} does not hold "
+                             f'{{"until": offset}} with an offset from 1 to {OFFSET_MAX}')
+        self.repair_until = until
+        log.warning("commit log repair still pending path=%s until=%d", self.store_path, until)
+
+    def _save_repair(self) -> None:
+        """The file follows ``repair_until``; a failure to write it is logged loudly (the
+        repair itself goes on)."""
+        try:
+            if self.repair_until:
+                replace_file(self._repair_path, orjson.dumps({"until": self.repair_until}),
+                             file_mode_in(self.store_path))
+            else:
+                os.unlink(self._repair_path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.error("cannot save the pending repair path=%s until=%d: %s", self._repair_path,
+                      self.repair_until, e)
 
     def add_listener(self, listener: Callable[[int], object]) -> None:
         """``listener(offset)`` runs (in the reader's thread) after a slave's log was cut at
@@ -82,13 +133,16 @@ class CorruptionWatch:
             return None
         if end >= until:
             self.repair_until = 0
+            self._save_repair()
             return None
         return (f"repairing a corrupt commit log: it holds {end} of the {until} bytes it had "
                 "before the corrupt message was cut")
 
     def forget_repair(self) -> None:
         """A new master's log is the truth now (a failover): the old end no longer counts."""
-        self.repair_until = 0
+        if self.repair_until:
+            self.repair_until = 0
+            self._save_repair()
 
     def found(self, offset: int, problem: str, *, replica: bool, found_by: str) -> bool:
         """Count and log the corrupt message at ``offset`` (once per offset); True the first
@@ -114,6 +168,7 @@ class CorruptionWatch:
         with self._lock:
             self._seen = {o for o in self._seen if o < offset}
             self.repair_until = max(self.repair_until, old_end)
+            self._save_repair()
         for listener in list(self._listeners):
             try:
                 listener(offset)

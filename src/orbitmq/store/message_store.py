@@ -288,6 +288,7 @@ class MessageStore(StoreReads, ReplicaCopy):
             self.corruption.found(report.valid_end, report.reason, replica=self._replica,
                                   found_by="recovery")
         self._load_epochs(report.valid_end)
+        self.corruption.load()
         self.dispatcher.reput_offset = report.valid_end
         self.commit_log.topic_queue_table = {
             key: cq.max_offset for key, cq in self.consume_queue_table.items()

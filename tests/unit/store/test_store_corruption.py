@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from store_fixtures import config, msg
 
+from orbitmq.errors import StoreError
 from orbitmq.protocol import stored
 from orbitmq.store import MessageStore
 from orbitmq.testing.corrupt import Damage, damage_segment, last_segment
@@ -258,3 +259,29 @@ def test_a_corrupt_last_message_is_cut_before_the_slave_compares_it_with_its_mas
     finally:
         master.shutdown()
         slave.shutdown()
+
+
+def test_a_pending_repair_survives_a_restart(tmp_path: Path) -> None:
+    """A slave killed while it repairs is still repairing when it starts again (it lacks bytes
+    it had acknowledged: controller mode must not elect it); the file goes once it is whole."""
+    master, slave = _stores(tmp_path)
+    try:
+        damage = damage_segment(_middle_segment(slave), "body")
+        _read_all(slave)
+        old_end = master.max_physical_offset()
+        assert slave.max_physical_offset() == damage.offset
+        slave.shutdown()
+        slave = _restart(slave, replica=True)
+        assert slave.corruption.repair_until == old_end
+        assert slave.corruption.repair_pending(slave.max_physical_offset()) is not None
+        _replicate(master, slave, slave.max_physical_offset())
+        assert slave.corruption.repair_pending(slave.max_physical_offset()) is None
+        slave.shutdown()
+        slave = _restart(slave, replica=True)
+        assert slave.corruption.repair_until == 0
+    finally:
+        master.shutdown()
+        slave.shutdown()
+    (Path(slave.config.store_path) / "repair.json").write_text('{"until": -1}')
+    with pytest.raises(StoreError, match="repair file"):
+        _restart(slave, replica=True)
