@@ -141,6 +141,43 @@ def test_a_slave_serves_only_what_its_masters_in_sync_set_holds(tmp_path: Path) 
             assert served == [b"unacknowledged"]
 
 
+def test_a_restarted_slave_serves_nothing_until_it_hears_a_confirm_offset(tmp_path: Path) -> None:
+    """A slave whose log ends in a message the set never acknowledged is killed and started
+    again while its master and etcd are stopped: it hears no confirm offset, and must not serve
+    that message (a new master may not have it), nor anything else, until it does."""
+    topic = "RestartedSlaveConfirm"
+    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=3,
+                                             not_catchup_ms=120_000) as brokers:
+        master = brokers.wait_master(in_sync=3)
+        reader, stopped = [m for m in (1, 2, 3) if m != master.member]
+        first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
+        with Producer("restarted-slave-p", namesrv=brokers.namesrv, send_timeout=20.0,
+                      retry_times_when_send_failed=0) as producer:
+            before = producer.send(Message(topic, b"acknowledged"), first_queue)
+            assert before.status is SendStatus.OK
+            qid = before.queue.queue_id
+            wait_for(lambda: _pull_bodies(brokers.addresses[reader], topic, qid, 0)[1] or None,
+                     "the slave serves the first message", 30)
+            paused = [brokers.brokers[stopped].proc.pid]
+            os.kill(paused[0], signal.SIGSTOP)
+            try:
+                answer = producer.send(Message(topic, b"unacknowledged"), first_queue)
+                assert answer.status is SendStatus.FLUSH_SLAVE_TIMEOUT
+                wait_for(lambda: _pull_bodies(brokers.addresses[reader], topic, qid, 1)[0] >= 2,
+                         "the slave's queue holds the second message", 30)
+                brokers.kill(reader)
+                for pid in (brokers.brokers[master.member].proc.pid, etcd.nodes[0].proc.pid):
+                    os.kill(pid, signal.SIGSTOP)  # no confirm offset, and no election
+                    paused.append(pid)
+                brokers.start_member(reader)
+                max_offset, bodies = _pull_bodies(brokers.addresses[reader], topic, qid, 0)
+                assert max_offset >= 2, max_offset  # it holds both...
+                assert bodies == [], bodies  # ...and serves neither before it hears a bound
+            finally:
+                for pid in paused:
+                    os.kill(pid, signal.SIGCONT)
+
+
 def _pull_bodies(address: str, topic: str, queue_id: int, offset: int) -> tuple[int, list[bytes]]:
     """One PULL_MESSAGE to the broker at ``address`` (a slave: the SDK pulls from masters):
     (the queue's maxOffset, the bodies found)."""

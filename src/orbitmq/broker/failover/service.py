@@ -156,7 +156,11 @@ class FailoverService:
                              replication.server.pump, self, monotonic)
         replication.ack = self.ack  # SYNC_MASTER's condition in controller mode
         self.ack.on_advance(lambda end: replication.server.confirm_changed())
-        self.slave_bound: int | None = None  # the followed master's confirm offset, once heard
+        # The followed master's confirm offset, once heard; until then a SYNC_MASTER set's slave
+        # serves nothing (its log may end in bytes the set never acknowledged, which a new
+        # master may not have), an ASYNC_MASTER set's everything (it promises no more).
+        self.slave_bound: int | None = (0 if config.broker_role is BrokerRole.SYNC_MASTER
+                                        else None)
         self._slave_listeners: list[Callable[[int], None]] = []
         replication.server.hello = _MasterSide(self)
         replication.client.hello = _SlaveSide(self)
@@ -185,9 +189,10 @@ class FailoverService:
         """The commit log end pulls and POP may serve up to: the confirm offset while this broker
         is a SYNC_MASTER (InSyncAck.committed: every in-sync member holds the bytes below it), so
         no consumer reads, and commits an offset past, a tail a new master may not have; as a
-        slave, the last confirm offset its master announced (over the HA stream). None (no
-        bound) as an ASYNC_MASTER, which promises nothing beyond its own log, and as a slave that
-        has heard none since it started (docs/failover.md)."""
+        slave, the last confirm offset its master announced over the HA stream (0 until it
+        heard one: nothing is served). None (no bound) as an ASYNC_MASTER, which promises nothing
+        beyond its own log, and as its slave before it heard a confirm offset
+        (docs/failover.md)."""
         if self.epoch:
             return self.ack.committed if self.role.role is BrokerRole.SYNC_MASTER else None
         return self.slave_bound
