@@ -18,9 +18,10 @@ WORKLOAD_LABELS = {
     "batch64": "batch send 64 x 1 KiB, w16 (msgs/s)",
     "sync p1": "one at a time, p50/p99 (us)",
     "e2e 1k": "end to end, 1,000 msgs/s, p50/p99 (us)",
-    "e2e 50%": "end to end, 50% of pub p1, p50/p99 (us)",
+    "e2e max": "end to end, as fast as it goes, p50/p99 (us)",
+    "e2e 50%": "end to end, 50% of e2e max, p50/p99 (us)",
 }
-E2E_WORKLOADS = ("e2e 1k", "e2e 50%")
+E2E_WORKLOADS = ("e2e 1k", "e2e max", "e2e 50%")
 E2E_PEER = "nats-js"  # the end-to-end targets' reference: NATS JetStream's push consumer
 E2E_HALF_P99_MAX_MS = 5.0
 # (OrbitMQ system, peer) pairs whose ratio the table shows: like acknowledgement semantics; and
@@ -52,13 +53,15 @@ def _lat(runs: dict[tuple[str, str], dict[str, Any]], system: str) -> tuple[floa
 
 def _e2e(runs: dict[tuple[str, str], dict[str, Any]], system: str,
          workload: str) -> dict[str, float] | None:
-    """An e2e run's delivery latencies (us: p50, p99, p999, max), rate, deliveries and losses;
-    None when it did not run or reported none."""
+    """An e2e run's delivery latencies (us: p50, p99, p999, max), rate asked, rate carried
+    (``msgs_s``: deliveries a second), deliveries and losses; None when it did not run or
+    reported none."""
     rec = runs.get((system, workload))
     if rec is None or "e2e_p50_us" not in rec or int(rec.get("e2e_n", 0)) == 0:
         return None
     return {k: float(rec[f"e2e_{k}"]) for k in ("p50_us", "p99_us", "p999_us", "max_us", "n", "lost")
-            } | {"rate": float(rec["rate"]), "behind_max_us": float(rec.get("behind_max_us", 0))}
+            } | {"rate": float(rec["rate"]), "msgs_s": float(rec.get("e2e_msgs_s", 0)),
+                 "behind_max_us": float(rec.get("behind_max_us", 0))}
 
 
 def _target(name: str, value: float | None, goal: float, unit: str, higher: bool = True,
@@ -139,7 +142,7 @@ def targets(runs: dict[tuple[str, str], dict[str, Any]], disk: dict[str, float])
 
 def e2e_targets(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
     """Issue 41's end-to-end targets: at 1,000 msgs/s, p50 <= 1.2x and p99 <= 2x NATS JetStream's
-    push consumer; at half of its own pub p1 rate, OrbitMQ's p99 <= 5 ms."""
+    push consumer; at half of the rate its own ``e2e max`` run carried, OrbitMQ's p99 <= 5 ms."""
     ours, peer = _e2e(runs, "orbitmq-async", "e2e 1k"), _e2e(runs, E2E_PEER, "e2e 1k")
     out = []
     for key, goal, label in (("p50_us", 1.2, "p50"), ("p99_us", 2.0, "p99")):
@@ -155,7 +158,7 @@ def e2e_targets(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, A
                f"{half['behind_max_us'] / 1000:,.1f} ms")
         if half["lost"]:
             why += f"; {half['lost']:,.0f} not delivered"
-    out.append(_target("e2e at 50% of the pub p1 rate, orbitmq-async p99", half["p99_us"] / 1000
+    out.append(_target("e2e at 50% of the e2e max rate, orbitmq-async p99", half["p99_us"] / 1000
                        if half else None, E2E_HALF_P99_MAX_MS, "ms", higher=False, why=why))
     return out
 
@@ -256,11 +259,12 @@ def _render_e2e(runs: dict[tuple[str, str], dict[str, Any]], names: list[str]) -
                 why = rec.get("error", "no deliveries").splitlines()[-1:] or ["?"]
                 rows.append(f"  {workload:<8} {name:<15} FAILED: {why[0][:120]}")
                 continue
-            rows.append(f"  {workload:<8} {name:<15} {e2e['rate']:>9,.0f} {e2e['p50_us']:>8,.0f} "
-                        f"{e2e['p99_us']:>8,.0f} {e2e['p999_us']:>8,.0f} {e2e['max_us']:>8,.0f} "
+            rows.append(f"  {workload:<8} {name:<15} {e2e['rate']:>10,.0f} {e2e['msgs_s']:>9,.0f} "
+                        f"{e2e['p50_us']:>8,.0f} {e2e['p99_us']:>8,.0f} {e2e['p999_us']:>8,.0f} "
+                        f"{e2e['max_us']:>8,.0f} "
                         f"{e2e['n']:>9,.0f} {e2e['lost']:>6,.0f} {e2e['behind_max_us'] / 1000:>8,.1f}")
     if not rows:
         return []
     return ["\nend to end (delivery to a waiting consumer - send, one clock; us):",
-            f"  {'workload':<8} {'system':<15} {'msgs/s':>9} {'p50':>8} {'p99':>8} {'p99.9':>8} "
-            f"{'max':>8} {'delivered':>9} {'lost':>6} {'behind ms':>8}", *rows]
+            f"  {'workload':<8} {'system':<15} {'rate':>10} {'carried':>9} {'p50':>8} {'p99':>8} "
+            f"{'p99.9':>8} {'max':>8} {'delivered':>9} {'lost':>6} {'behind ms':>8}", *rows]

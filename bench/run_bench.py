@@ -15,8 +15,9 @@ with ``orbitmq-auth-off-signing`` (the second's broker, the load signed all the 
 signing costs the load tool from what checking costs the broker. Last, the end-to-end workloads
 (mqload ``-mode e2e``: a consumer already waiting and a producer at a fixed rate in one process,
 each message's delivery time minus its send time) for the systems in :data:`E2E_SYSTEMS`: at
-1,000 msgs/s (``e2e 1k``) and at half the rate that system's ``pub p1`` run reached in this
-sitting (``e2e 50%``). Prints one table of msgs/s (p50/p99 for the one-at-a-time sends and the
+1,000 msgs/s (``e2e 1k``), as fast as the producer's window lets it (``e2e max``: the rate the
+whole pipe carries, producer and consumer at once), and at half the rate that system's ``e2e
+max`` run carried in this sitting (``e2e 50%``). Prints one table of msgs/s (p50/p99 for the one-at-a-time sends and the
 end-to-end runs), OrbitMQ's ratio to each peer and the targets
 (docs/performance.md), and writes the results
 as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
@@ -51,7 +52,9 @@ ALL = ["orbitmq-async", "orbitmq-async-prom", "orbitmq-sync", "orbitmq-sink", "o
 E2E_SYSTEMS = frozenset({"orbitmq-async", "redis-everysec", "nats-js"})
 E2E_KINDS = {"rocketmq", "redis", "nats"}
 E2E_1K_RATE = 1_000
-E2E_HALF = 0.5  # of the system's own pub p1 rate in this sitting
+E2E_MAX_RATE = 10_000_000  # mqload's -rate bound: the producer's window of 1,000 sets the pace
+E2E_MAX_SENDS_PER_S = 400_000  # the ``e2e max`` run's count a second of sending (mqload's arrays)
+E2E_HALF = 0.5  # of the system's own ``e2e max`` rate in this sitting
 E2E_SLACK_S = 15  # -maxsec past the planned sending time, for a producer that falls behind
 
 
@@ -69,6 +72,7 @@ def workloads(quick: bool) -> list[tuple[str, list[str], set[str] | None]]:
          {"rocketmq"}),
         ("sync p1", ["-n", str(n_sync), "-p", "1", "-w", "1", "-maxsec", sync_sec], None),
         ("e2e 1k", ["-mode", "e2e"], E2E_KINDS),
+        ("e2e max", ["-mode", "e2e"], E2E_KINDS),
         ("e2e 50%", ["-mode", "e2e"], E2E_KINDS),
     ]
 
@@ -80,22 +84,28 @@ def e2e_seconds(workload: str, quick: bool, override: int | None = None) -> int:
         return override
     if workload == "e2e 1k":
         return 2 if quick else 20
+    if workload == "e2e max":
+        return 1 if quick else 5
     return 1 if quick else 8
 
 
 def e2e_flags(workload: str, system: str, results: list[dict[str, Any]], quick: bool,
               seconds: int | None = None) -> list[str] | str:
     """mqload's rate, count and time bound for an e2e workload against ``system``; or why it
-    cannot run (``e2e 50%`` needs the system's ``pub p1`` rate of this sitting)."""
+    cannot run (``e2e 50%`` needs the system's ``e2e max`` rate of this sitting)."""
+    secs = e2e_seconds(workload, quick, seconds)
     if workload == "e2e 1k":
         rate = E2E_1K_RATE
+    elif workload == "e2e max":
+        # Sending stops at -maxsec; what is still on its way has mqload's drain time to arrive.
+        return ["-rate", str(E2E_MAX_RATE), "-n", str(E2E_MAX_SENDS_PER_S * secs),
+                "-maxsec", str(secs)]
     else:
-        pub = next((r for r in results if r["system"] == system and r["workload"] == "pub p1"
-                    and "msgs_s" in r), None)
-        if pub is None:
-            return "no pub p1 rate of this system in this sitting to take half of"
-        rate = max(1, int(float(pub["msgs_s"]) * E2E_HALF))
-    secs = e2e_seconds(workload, quick, seconds)
+        top = next((r for r in results if r["system"] == system and r["workload"] == "e2e max"
+                    and float(r.get("e2e_msgs_s", 0)) > 0), None)
+        if top is None:
+            return "no e2e max rate of this system in this sitting to take half of"
+        rate = max(1, int(float(top["e2e_msgs_s"]) * E2E_HALF))
     return ["-rate", str(rate), "-n", str(rate * secs), "-maxsec", str(secs + E2E_SLACK_S)]
 
 

@@ -20,6 +20,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -106,15 +109,30 @@ def test_a_master_serves_only_what_its_in_sync_set_holds(tmp_path: Path, not_cat
             assert [bytes(m.body) for m in after.messages] == [b"unacknowledged"]
 
 
-def test_a_slave_serves_only_what_its_masters_in_sync_set_holds(tmp_path: Path) -> None:
-    topic = "SlaveConfirm"
+@dataclass
+class _Held:
+    """A three-member set whose ``reader`` slave holds two messages in queue ``qid`` of its
+    topic: ``acknowledged``, and ``unacknowledged``, which the set never acknowledged because
+    member ``stopped`` (in the in-sync set) is stopped."""
+
+    etcd: EtcdCluster
+    brokers: FailoverSet
+    master: int
+    reader: int
+    stopped: int
+    qid: int
+
+
+@contextmanager
+def _a_slave_holding_an_unacknowledged_message(tmp_path: Path, topic: str) -> Iterator[_Held]:
+    """The set of :class:`_Held`; the stopped member runs again on the way out."""
     with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=3,
                                              not_catchup_ms=120_000) as brokers:
-        master = brokers.wait_master(in_sync=3)
-        reader, stopped = [m for m in (1, 2, 3) if m != master.member]
+        master = brokers.wait_master(in_sync=3).member
+        reader, stopped = [m for m in (1, 2, 3) if m != master]
         at_reader = brokers.addresses[reader]
         first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
-        with Producer("slave-confirm-p", namesrv=brokers.namesrv, send_timeout=20.0,
+        with Producer(f"{topic}-p", namesrv=brokers.namesrv, send_timeout=20.0,
                       retry_times_when_send_failed=0) as producer:
             before = producer.send(Message(topic, b"acknowledged"), first_queue)
             assert before.status is SendStatus.OK
@@ -133,12 +151,20 @@ def test_a_slave_serves_only_what_its_masters_in_sync_set_holds(tmp_path: Path) 
                     assert not bodies, "the slave served a message its master's set does not hold"
                     return max_offset >= 2
                 wait_for(held_not_served, "the slave's queue holds the second message", 30)
+                yield _Held(etcd, brokers, master, reader, stopped, qid)
             finally:
                 os.kill(brokers.brokers[stopped].proc.pid, signal.SIGCONT)
-            served = wait_for(lambda: _pull_bodies(at_reader, topic, qid, 1)[1] or None,
-                              "the slave serves the second message once the set holds it",
-                              WOKEN_WITHIN_S)
-            assert served == [b"unacknowledged"]
+
+
+def test_a_slave_serves_only_what_its_masters_in_sync_set_holds(tmp_path: Path) -> None:
+    topic = "SlaveConfirm"
+    with _a_slave_holding_an_unacknowledged_message(tmp_path, topic) as held:
+        os.kill(held.brokers.brokers[held.stopped].proc.pid, signal.SIGCONT)
+        at_reader = held.brokers.addresses[held.reader]
+        served = wait_for(lambda: _pull_bodies(at_reader, topic, held.qid, 1)[1] or None,
+                          "the slave serves the second message once the set holds it",
+                          WOKEN_WITHIN_S)
+        assert served == [b"unacknowledged"]
 
 
 def test_a_restarted_slave_serves_nothing_until_it_hears_a_confirm_offset(tmp_path: Path) -> None:
@@ -146,36 +172,21 @@ def test_a_restarted_slave_serves_nothing_until_it_hears_a_confirm_offset(tmp_pa
     again while its master and etcd are stopped: it hears no confirm offset, and must not serve
     that message (a new master may not have it), nor anything else, until it does."""
     topic = "RestartedSlaveConfirm"
-    with EtcdCluster(1) as etcd, FailoverSet(tmp_path, etcd.endpoints, members=3,
-                                             not_catchup_ms=120_000) as brokers:
-        master = brokers.wait_master(in_sync=3)
-        reader, stopped = [m for m in (1, 2, 3) if m != master.member]
-        first_queue = lambda mqs, msg, arg: sorted(mqs, key=lambda q: q.queue_id)[0]  # noqa: E731
-        with Producer("restarted-slave-p", namesrv=brokers.namesrv, send_timeout=20.0,
-                      retry_times_when_send_failed=0) as producer:
-            before = producer.send(Message(topic, b"acknowledged"), first_queue)
-            assert before.status is SendStatus.OK
-            qid = before.queue.queue_id
-            wait_for(lambda: _pull_bodies(brokers.addresses[reader], topic, qid, 0)[1] or None,
-                     "the slave serves the first message", 30)
-            paused = [brokers.brokers[stopped].proc.pid]
-            os.kill(paused[0], signal.SIGSTOP)
-            try:
-                answer = producer.send(Message(topic, b"unacknowledged"), first_queue)
-                assert answer.status is SendStatus.FLUSH_SLAVE_TIMEOUT
-                wait_for(lambda: _pull_bodies(brokers.addresses[reader], topic, qid, 1)[0] >= 2,
-                         "the slave's queue holds the second message", 30)
-                brokers.kill(reader)
-                for pid in (brokers.brokers[master.member].proc.pid, etcd.nodes[0].proc.pid):
-                    os.kill(pid, signal.SIGSTOP)  # no confirm offset, and no election
-                    paused.append(pid)
-                brokers.start_member(reader)
-                max_offset, bodies = _pull_bodies(brokers.addresses[reader], topic, qid, 0)
-                assert max_offset >= 2, max_offset  # it holds both...
-                assert bodies == [], bodies  # ...and serves neither before it hears a bound
-            finally:
-                for pid in paused:
-                    os.kill(pid, signal.SIGCONT)
+    with _a_slave_holding_an_unacknowledged_message(tmp_path, topic) as held:
+        brokers = held.brokers
+        brokers.kill(held.reader)
+        paused = []
+        try:
+            for pid in (brokers.brokers[held.master].proc.pid, held.etcd.nodes[0].proc.pid):
+                os.kill(pid, signal.SIGSTOP)  # no confirm offset, and no election
+                paused.append(pid)
+            brokers.start_member(held.reader)
+            max_offset, bodies = _pull_bodies(brokers.addresses[held.reader], topic, held.qid, 0)
+            assert max_offset >= 2, max_offset  # it holds both...
+            assert bodies == [], bodies  # ...and serves neither before it hears a bound
+        finally:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
 
 
 def _pull_bodies(address: str, topic: str, queue_id: int, offset: int) -> tuple[int, list[bytes]]:

@@ -14,7 +14,6 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,6 @@ pytestmark = [pytest.mark.skipif(PROBLEM is not None, reason=f"no FUSE layer: {P
 
 STALL_S = 1.5
 STALL_BOUND_S = 10.0  # a stalled operation returns by then, or the layer is broken
-
-
-@pytest.fixture
-def lazy(tmp_path: Path) -> Iterator[LazyFs]:
-    fs = LazyFs(tmp_path / "disk", tmp_path / "mnt")
-    try:
-        yield fs
-    finally:
-        fs.close()
 
 
 def _write(path: Path, data: bytes, *, sync: bool, offset: int = 0) -> None:

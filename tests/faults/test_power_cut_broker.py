@@ -15,7 +15,6 @@ Skipped, saying why, where the layer cannot mount.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,15 +34,6 @@ SENDS = 60
 SEGMENT = 4 * 1024 * 1024
 TOPIC = "PowerLoss"
 READ_WAIT_S = 20.0
-
-
-@pytest.fixture
-def lazy(tmp_path: Path) -> Iterator[LazyFs]:
-    fs = LazyFs(tmp_path / "disk", tmp_path / "mnt")
-    try:
-        yield fs
-    finally:
-        fs.close()
 
 
 def _start(store: Path, ports: dict[str, str], *flags: str) -> ServerProcess:
