@@ -27,8 +27,9 @@ import os
 from collections.abc import Iterable, Iterator
 
 from orbitmq.broker.pop.inflight import Change, Inflight
-from orbitmq.errors import StoreError
+from orbitmq.errors import BrokerError, StoreError
 from orbitmq.files import replace_file
+from orbitmq.protocol.codes import ResponseCode
 from orbitmq.store.file_mode import file_mode_in, make_dirs
 
 __all__ = ["PopLog", "encode_change", "decode_line"]
@@ -103,7 +104,6 @@ class PopLog:
         if os.fstat(self._fd).st_size != good:
             log.warning("POP log %s: torn tail cut at %d bytes", self.path, good)
             os.ftruncate(self._fd, good)
-        os.lseek(self._fd, good, os.SEEK_SET)
         self.size = good
         yield from changes
 
@@ -121,20 +121,44 @@ class PopLog:
         self._pending.append(encode_change(change))
 
     def flush(self) -> None:
-        """Write the remembered changes in one append."""
+        """Write the remembered changes in one append, at the end of the last whole line.
+
+        A failed write (a full disk) raises and keeps the changes remembered, for the next
+        flush to write first, and cuts the file back to its last whole line: the log never
+        holds a later change without the earlier ones (a cursor moved past messages whose
+        hand-out was not logged would lose them for the group at the next start), nor a torn
+        line followed by good ones (the replay stops at the first torn line).
+        """
         if not self._pending or self._fd < 0:
             return
         data = "".join(self._pending).encode()
+        done = 0
+        try:
+            while done < len(data):
+                done += os.pwrite(self._fd, data[done:], self.size + done)
+        except OSError as e:
+            if done:
+                try:
+                    os.ftruncate(self._fd, self.size)
+                except OSError as cut:  # the next flush writes over it from ``size`` all the same
+                    log.error("POP log %s: cannot cut a torn append: %s", self.path, cut)
+            raise self._unsaved("written", e) from None
         self._pending.clear()
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
         self.size += len(data)
+
+    def _unsaved(self, what: str, e: OSError) -> BrokerError:
+        """The refusal a request meets when the log cannot be ``what`` (a full or failing
+        disk); said loudly here, where the path is known."""
+        log.error("POP log %s cannot be %s: %s", self.path, what, e)
+        return BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
+                           f"the POP state cannot be {what} on the broker: {e.strerror or e}")
 
     def sync(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                raise self._unsaved("synced", e) from None
 
     async def synced(self) -> None:
         """Wait until what was written so far is synced (SYNC_FLUSH acks); acks of one loop
@@ -154,7 +178,7 @@ class PopLog:
             try:
                 await asyncio.to_thread(self.sync)
                 fut.set_result(None)
-            except OSError as e:
+            except BrokerError as e:
                 fut.set_exception(e)
         asyncio.ensure_future(run())
         self._sync_future = None  # writes after this point wait for the next sync
@@ -166,6 +190,5 @@ class PopLog:
         replace_file(self.path, data, file_mode_in(self.directory))
         old, self._fd = self._fd, os.open(self.path, os.O_RDWR)
         os.close(old)
-        os.lseek(self._fd, 0, os.SEEK_END)
         self.size = len(data)
         self.compactions += 1
