@@ -17,10 +17,9 @@ signing costs the load tool from what checking costs the broker. Last, the end-t
 each message's delivery time minus its send time) for the systems in :data:`E2E_SYSTEMS`: at
 1,000 msgs/s (``e2e 1k``), as fast as the producer's window lets it (``e2e max``: the rate the
 whole pipe carries, producer and consumer at once), and at half the rate that system's ``e2e
-max`` run carried in this sitting (``e2e 50%``). Prints one table of msgs/s (p50/p99 for the one-at-a-time sends and the
-end-to-end runs), OrbitMQ's ratio to each peer and the targets
-(docs/performance.md), and writes the results
-as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
+max`` run carried in this sitting (``e2e 50%``). Prints one table of msgs/s (p50/p99 for the
+one-at-a-time sends and the end-to-end runs), OrbitMQ's ratio to each peer and the targets
+(docs/performance.md), and writes the results as JSON under bench/results/. Figures are meaningful only as ratios within one run: the machine is
 shared and its speed varies by tens of percent. ``--quick`` (small counts, no idle wait) finishes
 in well under a minute against OrbitMQ alone; tests/bench/test_bench_quick.py runs it in CI.
 """

@@ -11,9 +11,9 @@
  * e2e_record, which takes the delivery time minus the stamped send time; bodies of other runs or
  * without a stamp (warm-up messages) are ignored, a sequence number seen twice counts as a
  * duplicate. The consumer stops once it has every message sent, or E2E_DRAIN_S after the producer
- * finished. The RESULT line adds rate= e2e_msgs_s= e2e_n= e2e_lost= e2e_dup= e2e_p50_us= e2e_p90_us=
- * e2e_p99_us= e2e_p999_us= e2e_max_us= behind_max_us= (how late the producer got against its
- * schedule: a large value means the load tool, not the system, set the pace).
+ * finished. The RESULT line adds rate= e2e_msgs_s= e2e_n= e2e_lost= e2e_dup= e2e_p50_us=
+ * e2e_p90_us= e2e_p99_us= e2e_p999_us= e2e_max_us= behind_max_us= (how late the producer got
+ * against its schedule: a large value means the load tool, not the system, set the pace).
  */
 #define _GNU_SOURCE
 #include "mqload.h"

@@ -123,6 +123,7 @@ def _check_e2e(fields: dict[str, str], sent: int) -> None:
         str(sent), str(sent), "0", "0"), fields
     p50, p99, p999 = (float(fields[k]) for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us"))
     assert 0 < p50 <= p99 <= p999 <= float(fields["e2e_max_us"]), fields
+    assert float(fields["e2e_msgs_s"]) > 0, fields  # deliveries a second, send to last delivery
 
 
 def test_orbitmq_end_to_end(mqload: Path, broker: sysmod.System) -> None:
