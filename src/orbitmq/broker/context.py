@@ -87,9 +87,10 @@ class BrokerContext:
         route_published: a future that completes once the name servers have been told the
             current topics (a registration round that starts after the call).
         role: the broker's role now (master or slave; it may change while the broker runs).
-        read_bound: controller mode only: the commit log end consumers may be served up to now
-            (None: no bound), see FailoverService.read_bound; None outside controller mode, so
-            pulls pay nothing for it.
+        read_bound: the commit log end consumers may be served up to now (None: no bound):
+            under SYNC_FLUSH what is synced, in controller mode also the confirm offset
+            (BrokerController._read_bound, FailoverService.read_bound); None under ASYNC_FLUSH
+            outside controller mode, so pulls pay nothing for it.
         authorize_found: access control for what a handler finds in the store (the real topic
             of a half message, the topic of a message read by offset): raises
             AccessDeniedError when the request's user may not (security/guard.py,

@@ -180,7 +180,8 @@ class BrokerController:
             dispatched=self.dispatched, topics=self.topics, offsets=self.offsets,
             sub_groups=self.sub_groups, clients=self.clients, stats=self.stats,
             route_published=self.registrar.published_after_now, role=self.role,
-            read_bound=self._read_bound if config.enable_controller_mode else None,
+            read_bound=(self._read_bound if config.enable_controller_mode or self.store.sync_flush
+                        else None),
             authorize_found=self.access.guard.authorize_found,
             metadata_log=self.metadata_log,
         )
@@ -215,6 +216,9 @@ class BrokerController:
         if self.failover is not None:  # consumers waiting on the confirm offset
             self.failover.on_confirm(self.pull.long_poll.confirmed)
             self.failover.on_confirm(lambda end: self.pop.wake_all())
+        if self.store.sync_flush:  # consumers waiting on a sync (_read_bound)
+            self.store.add_flush_listener(self.pull.long_poll.bound_moved)
+            self.store.add_flush_listener(self.pop.bound_moved)
         self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
         self.client_processor = ClientProcessor(ctx)
         send_back = SendBackProcessor(ctx)  # retries and dead letters
@@ -551,8 +555,14 @@ class BrokerController:
         adopt_stored_topics(self.store, self.topics)
 
     def _read_bound(self) -> int | None:
-        """Controller mode: the confirm offset consumers are served up to (FailoverService)."""
-        return self.failover.read_bound() if self.failover is not None else None
+        """The commit log end consumers are served up to. Under SYNC_FLUSH what is synced: a
+        power cut takes what is not, and the offset of a message a consumer read could then
+        hold another one. In controller mode also the confirm offset (FailoverService)."""
+        bound = self.failover.read_bound() if self.failover is not None else None
+        if self.store.sync_flush:
+            flushed = self.store.commit_log.flushed_offset
+            return flushed if bound is None else min(bound, flushed)
+        return bound
 
     def _topics_changed(self, topic: str) -> None:
         tc = self.topics.get(topic)

@@ -174,6 +174,10 @@ class GroupCommitService(ServiceThread):
         self._before_sync = before_sync  # each round's, before its sync (SmallFolios.check)
         # Told the duration (s) of each round that had requests waiting (the broker's metrics).
         self.on_sync: Callable[[float], None] | None = None
+        # Told the new flushed offset after each round that moved it, in the thread that ran the
+        # round (MessageStore.add_flush_listener).
+        self.flush_listeners: list[Callable[[int], None]] = []
+        self._flushed_told = -1
 
     def submit(self, end_offset: int) -> concurrent.futures.Future[bool]:
         """Ask for bytes below ``end_offset`` to be durable; the Future says whether they are.
@@ -269,6 +273,13 @@ class GroupCommitService(ServiceThread):
             self.on_sync(self.last_sync_s)
         if future is not None:
             future.set_result(flushed >= end and self._monotonic() <= deadline)
+        if flushed > self._flushed_told:  # rounds run one at a time (_round_lock)
+            self._flushed_told = flushed
+            for listener in self.flush_listeners:
+                try:
+                    listener(flushed)
+                except Exception:
+                    log.exception("a flush listener failed")
         return flushed
 
     def shutdown(self) -> None:

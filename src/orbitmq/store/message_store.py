@@ -635,6 +635,13 @@ class MessageStore(StoreReads, ReplicaCopy):
         dispatched (the dispatch thread, or the caller of ``wake``); it must only hand over."""
         self.dispatcher.progress_listeners.append(listener)
 
+    def add_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """``listener(offset)`` whenever a SYNC_FLUSH sync round moved the flushed offset:
+        everything in the commit log below ``offset`` is on the disk. Called from the thread
+        that ran the round (the event loop's, or the group commit thread); it must only hand
+        over."""
+        self.group_commit.flush_listeners.append(listener)
+
     def dispatched_offset(self) -> int:
         """The commit log offset below which everything is in the queues and the index."""
         return self.dispatcher.reput_offset

@@ -131,6 +131,7 @@ class PopService:
         self.live_remoting_consumers: Callable[[str], bool] = lambda group: bool(
             ctx.clients.consumer_ids(group))
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._held_back = False  # a read met a message past the read bound (bound_moved)
         self._arrivals: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -187,6 +188,14 @@ class PopService:
         it may be handed out now; loop thread)."""
         for event in self._arrivals.values():
             event.set()
+
+    def bound_moved(self, end: int) -> None:
+        """The read bound may have risen to ``end`` (SYNC_FLUSH: a sync round, in whichever
+        thread ran it): :meth:`wake_all` on the loop when a read was held back by it."""
+        loop = self._loop
+        if loop is not None and self._held_back:
+            self._held_back = False
+            call_soon_from_any_thread(loop, self.wake_all)
 
     def arrival_event(self, key: str) -> asyncio.Event:
         """The event a waiting receive waits on: set when a message arrives in ``key``'s queues
@@ -396,6 +405,8 @@ class PopService:
         bound = self.ctx.read_bound
         result = self.store.get_message(group, topic, qid, qs.next_offset, want, message_filter,
                                         max_physical_end=bound() if bound is not None else None)
+        if result.held_back_end >= 0:
+            self._held_back = True
         for raw in result.buffers:
             msg = decode_stored_message(raw, check_crc=False)
             entry = self.state.hand_out(group, topic, qs, qid, msg.queue_offset, 1,

@@ -34,6 +34,7 @@ from orbitmq.broker.message_filter import PullFilter
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.transport.connection import RemotingConnection
+from orbitmq.transport.loop import call_soon_from_any_thread
 
 if TYPE_CHECKING:
     from orbitmq.store.message_store import MessageStore
@@ -234,10 +235,17 @@ class LongPollService:
             conn.flush()
 
     def confirmed(self, end: int) -> None:
-        """The confirm offset rose to ``end`` (controller mode, loop thread): wake the pulls that
-        waited for less."""
+        """The read bound rose to ``end`` (the confirm offset, or what is synced; loop thread):
+        wake the pulls that waited for less."""
         for held in [h for h in self._waiting_confirm if h.wait_end <= end]:
             self._wake(held)
+
+    def bound_moved(self, end: int) -> None:
+        """The read bound may have risen to ``end`` (SYNC_FLUSH: a sync round, in whichever
+        thread ran it): :meth:`confirmed` on the loop when pulls wait for one."""
+        loop = self._loop
+        if loop is not None and self._waiting_confirm:
+            call_soon_from_any_thread(loop, self.confirmed, end)
 
     def connection_closed(self, conn: RemotingConnection) -> None:
         for held in list(self._by_conn.get(conn, ())):
