@@ -70,6 +70,30 @@ def test_an_idle_connection_is_closed_and_a_talking_one_stays():
     run(main())
 
 
+def test_a_loop_that_stood_still_counts_that_time_for_no_connection():
+    """A pause of the server's process (or a step of its clock) is no peer's silence: the
+    sweeps after it must not close a connection for the time the loop could not hear it (a
+    client's next request on it then met a closed connection). The idle limit goes on counting
+    from the pause's end."""
+    async def main() -> None:
+        server = make_server(channel_max_idle_ms=300, frame_read_timeout_ms=0)
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            assert await answered(reader, writer)
+            time.sleep(1.6)  # the whole loop stands still, past the limit and SWEEP_LATE_MAX_S
+            await asyncio.sleep(0.1)  # sweeps run (one each 30 ms here); 0.1 s idle is no 0.3
+            assert await answered(reader, writer)
+            assert server.limit_counters.counts["channel_idle"] == 0
+            assert 0.25 < await closed_within(reader, CLOSE_BOUND_S) < CLOSE_BOUND_S
+            assert server.limit_counters.counts["channel_idle"] == 1
+            writer.close()
+        finally:
+            await server.stop()
+
+    run(main())
+
+
 def test_a_slow_sender_is_closed_when_its_frame_takes_too_long():
     async def main() -> None:
         server = make_server(channel_max_idle_ms=0, frame_read_timeout_ms=400)

@@ -23,6 +23,8 @@ __all__ = ["RemotingServer", "Handler", "Guard", "INTERNAL_ERROR_REMARK", "inter
 
 log = logging.getLogger(__name__)
 
+SWEEP_LATE_MAX_S = 1.0  # a sweep later (or earlier) than its interval by more: see ``discount``
+
 INTERNAL_ERROR_REMARK = "internal error"  # how every answer to one of our own bugs starts
 
 Handler = Callable[[RemotingCommand, RemotingConnection], HandlerResult]
@@ -184,9 +186,28 @@ class RemotingServer:
             self.budget.held_bytes >> 20)
 
     async def _sweep_loop(self, interval: float) -> None:
+        swept_at = time.monotonic()
         while True:
             await asyncio.sleep(interval)
-            self.sweep(time.monotonic())
+            now = time.monotonic()
+            late = now - swept_at - interval
+            if abs(late) > SWEEP_LATE_MAX_S:
+                self.discount(late)
+            swept_at = now
+            self.sweep(now)
+
+    def discount(self, seconds: float) -> None:
+        """Take ``seconds`` out of every connection's idle time and frame time: the loop stood
+        still that long (the process was paused) or its clock stepped, and what peers sent
+        meanwhile waits unread in the socket, so no silence can be told from it. Without this
+        the first sweep after a pause longer than ``channel_max_idle_ms`` closed every
+        connection, live ones included; a clock stepped back kept idle ones open as long."""
+        log.warning("server=%s: the event loop's clock moved %.1f s past its sweep interval "
+                    "(a pause or a clock step); that time counts for no connection's limits",
+                    self.name, seconds)
+        for conn in self.connections:
+            conn.last_received += seconds
+            conn.frame_started += seconds
 
     def sweep(self, now: float) -> None:
         """Close connections idle past ``channel_max_idle_ms`` and those whose frame has taken
