@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import select
 import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from orbitmq.config import BrokerRole, FlushDiskType
 from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
+from orbitmq.protocol.stored import iter_stored_messages
+from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.store import PutMessageStatus, flush
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
@@ -219,6 +223,49 @@ def test_answers_keep_request_order_around_an_answer_given_later(tmp_path: Path)
         assert [a.opaque for a in answers] == list(range(1, 40))
         assert all(a.code == ResponseCode.SUCCESS for a in answers)
         assert _counts(h)["handled"] >= 36
+    finally:
+        h.close()
+
+
+def _read_answer(sock: socket.socket) -> RemotingCommand:
+    buf = b""
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+        chunk = sock.recv(1 << 16)
+        assert chunk, "connection closed before an answer"
+        buf += chunk
+    total = struct.unpack_from(">i", buf)[0]
+    assert len(buf) == 4 + total, "one answer expected"
+    return decode_command(buf[4:])
+
+
+def test_a_lone_send_reaches_a_waiting_consumer_before_its_answer(tmp_path: Path) -> None:
+    """A read of one send to a topic a pull waits on: the dispatch and the pull's answer first,
+    then the send's answer (DurableSave.deliver_first). The loopback has put the pull's answer
+    in the consumer's socket before the producer's answer was even written."""
+    h = _harness(tmp_path / "d", FlushDiskType.ASYNC_FLUSH)
+    try:
+        with socket.create_connection(("127.0.0.1", h.port), timeout=15) as consumer, \
+                socket.create_connection(("127.0.0.1", h.port), timeout=15) as producer:
+            producer.sendall(_send(4))  # the first segment (a fresh store has none: Python's)
+            assert _read_answer(producer).code == ResponseCode.SUCCESS
+            for round_ in range(3):
+                pull = RemotingCommand.request(RequestCode.PULL_MESSAGE, h.pull_fields(
+                    TOPIC, 1, round_, suspend_ms=20_000))
+                pull.opaque = 100 + round_
+                consumer.sendall(encode(pull))
+                deadline = time.monotonic() + EVENT_WAIT_S
+                while h.on_loop(lambda: h.broker.pull.long_poll.held_count) != 1:
+                    assert time.monotonic() < deadline, "the pull was not held"
+                    time.sleep(0.005)
+                producer.sendall(_send(4 * round_ + 1, body=f"m{round_}".encode()))
+                ack = _read_answer(producer)
+                assert (ack.code, ack.opaque) == (ResponseCode.SUCCESS, 4 * round_ + 1)
+                ready, _, _ = select.select([consumer], [], [], 0)
+                assert ready, "the send was answered before its waiting consumer had it"
+                answer = _read_answer(consumer)
+                assert (answer.code, answer.opaque) == (ResponseCode.SUCCESS, 100 + round_)
+                assert [m.body for m in iter_stored_messages(answer.body)] == [f"m{round_}".encode()]
+        assert _counts(h)["handled"] >= 3  # the fast path took the sends of the rounds
     finally:
         h.close()
 

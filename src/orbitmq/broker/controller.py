@@ -210,9 +210,9 @@ class BrokerController:
         self.lite = LiteService(ctx, self.pop)  # lite topics (broker/lite)
         self.pull = PullProcessor(ctx, self.pop.group_active)  # one consumption model per group
         held_pulls = lambda: self.pull.long_poll.held_count  # noqa: E731
-        # A read of plain sends dispatches them in its own callback, once answered, while pulls
-        # wait: the held pulls leave with it (DurableSave.appended).
-        self.saver.dispatch_now = self.pull.long_poll.holding
+        # A read of one plain send to a topic pulls wait on dispatches it in its own callback,
+        # before its answer: the held pulls leave first (DurableSave.deliver_first).
+        self.saver.pulls_waiting = self.pull.long_poll.waits_on
         if self.failover is not None:  # consumers waiting on the confirm offset
             self.failover.on_confirm(self.pull.long_poll.confirmed)
             self.failover.on_confirm(lambda end: self.pop.wake_all())

@@ -207,9 +207,9 @@ class DurableSave:
         self._appends_before = 0  # ... of the last iteration that appended
         self._synced_alone = False  # this iteration's append was made durable by sync_alone
         self._appended: list[Callable[[], None]] = []
-        # Whether consumers wait for what is appended (held pulls): ``appended(answered=True)``
-        # then dispatches at once (set by the controller; None: never).
-        self.dispatch_now: Callable[[], bool] | None = None
+        # Whether consumers wait on a topic (held pulls): a lone send to it is then dispatched
+        # before its answer leaves (``deliver_first``; set by the controller; None: never).
+        self.pulls_waiting: Callable[[str], bool] | None = None
         self.set_conditions(conditions)
 
     def set_conditions(self, conditions: Sequence[DurabilityCondition]) -> None:
@@ -248,19 +248,31 @@ class DurableSave:
             self._schedule_wake()
         return result
 
-    def appended(self, *, answered: bool = False) -> None:
+    def deliver_first(self, topic: str) -> bool:
+        """Whether a lone send to ``topic`` (a read of one send request, its bytes appended and
+        nothing to wait for) should be dispatched before its answer is written: pulls wait on
+        the topic, so the dispatch answers them (LongPollService.on_arrival) and the message
+        leaves for its consumer first. One loop writes both answers, and a write to a sleeping
+        peer holds it tens of microseconds or more (the loopback runs the peer's receive and
+        wake-up in the writer's call): whichever leaves first delays the other by that much.
+        Delivery first shortens a message's way to its consumer by about a quarter and lets a
+        producer that sends one at a time to a waiting consumer send more a second (the broker
+        is ready for its next send sooner); a producer sending slower than the broker answers
+        has its answer later (docs/performance.md, "What bounds the p50")."""
+        waiting = self.pulls_waiting
+        return (not self.conditions and self._loop is not None and waiting is not None
+                and waiting(topic))
+
+    def appended(self, *, dispatch: bool = False) -> None:
         """Bytes were appended without ``append`` (the native fast path): have the store woken
-        this loop iteration all the same. ``answered``: their answers have left already (they
-        waited for nothing) and the caller wants them dispatched now (the fast path: a read of
-        one send); while consumers wait (``dispatch_now``), the dispatch runs right here then,
-        in the read's own callback, and the pulls it wakes are answered in it: a message leaves
-        for its consumer right after its send's answer, no loop iteration in between (the
-        iteration's wake still runs, for any other append and the listeners)."""
+        this loop iteration all the same. ``dispatch``: dispatch them right here too, in the
+        read's own callback (``deliver_first`` said so): the pulls it wakes are answered in it,
+        no loop iteration in between (the iteration's wake still runs, for any other append and
+        the listeners)."""
         self._appends += 1
         if not self._wake_scheduled:
             self._schedule_wake()
-        if (answered and not self.conditions and self._loop is not None
-                and self.dispatch_now is not None and self.dispatch_now()):
+        if dispatch:
             self.store.wake()
 
     def _schedule_wake(self) -> None:

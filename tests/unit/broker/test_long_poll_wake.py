@@ -53,7 +53,7 @@ def test_an_arrival_on_the_loop_resumes_the_held_pulls_in_that_call() -> None:
         pulls = [_held(peer, 0), _held(peer, 1)]
         for held in pulls:
             assert service.hold(held, 10_000)
-        assert service.holding()
+        assert service.waits_on(TOPIC) and not service.waits_on("Other")
         store.max_offset = 1
         service.on_arrival(TOPIC, 0, 1, 0)
         service.on_arrival(TOPIC, 1, 1, 0)
@@ -62,7 +62,7 @@ def test_an_arrival_on_the_loop_resumes_the_held_pulls_in_that_call() -> None:
         for listener in store.progress:
             listener(100)
         assert peer.flushes == 1
-        assert not service.holding()
+        assert not service.waits_on(TOPIC)
         await service.stop()
 
     asyncio.run(go())

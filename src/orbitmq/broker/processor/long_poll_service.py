@@ -84,6 +84,7 @@ class LongPollService:
         self._waiting_confirm: set[HeldPull] = set()
         self._recheck_s = max(recheck_ms, 10) / 1000
         self._held: dict[_Key, list[HeldPull]] = {}
+        self._by_topic: dict[str, int] = {}  # held pulls per topic (``waits_on``: a send path asks)
         self._by_conn: dict[RemotingConnection, set[HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._recheck_task: asyncio.Task[None] | None = None
@@ -97,9 +98,10 @@ class LongPollService:
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
 
-    def holding(self) -> bool:
-        """Whether any pull is held now (one test: a send path asks it per read)."""
-        return bool(self._held)
+    def waits_on(self, topic: str) -> bool:
+        """Whether a pull is held on one of ``topic``'s queues now (one dict lookup: the fast
+        path asks it per read of one send)."""
+        return topic in self._by_topic
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -119,6 +121,7 @@ class LongPollService:
                 if held.timer is not None:
                     held.timer.cancel()
         self._held.clear()
+        self._by_topic.clear()
         self._by_conn.clear()
         self._waiting_confirm.clear()
         self._loop = None
@@ -133,6 +136,8 @@ class LongPollService:
         if mine is not None and len(mine) >= HELD_PER_CONNECTION_MAX:
             return False
         self._held.setdefault(held.key, []).append(held)
+        topic = held.header.topic
+        self._by_topic[topic] = self._by_topic.get(topic, 0) + 1
         self._by_conn.setdefault(held.conn, set()).add(held)
         held.deadline = loop.time() + max(timeout_ms, 0) / 1000
         held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._wake, held)
@@ -168,6 +173,12 @@ class LongPollService:
             return False
         if not waiting:
             del self._held[held.key]
+        topic = held.header.topic
+        left = self._by_topic[topic] - 1
+        if left:
+            self._by_topic[topic] = left
+        else:
+            del self._by_topic[topic]
         mine = self._by_conn.get(held.conn)
         if mine is not None:
             mine.discard(held)
