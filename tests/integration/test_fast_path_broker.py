@@ -27,8 +27,8 @@ from orbitmq.protocol.bodies import TopicConfig
 from orbitmq.protocol.codes import RequestCode, ResponseCode
 from orbitmq.protocol.command import RemotingCommand, decode_command, encode
 from orbitmq.protocol.stored import iter_stored_messages
-from orbitmq.testing.waits import EVENT_WAIT_S
 from orbitmq.store import PutMessageStatus, flush
+from orbitmq.testing.waits import EVENT_WAIT_S
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="C speedups not built or turned off")
 
