@@ -255,7 +255,7 @@ class DurableSave:
         leaves for its consumer first. One loop writes both answers, and a write to a sleeping
         peer holds it tens of microseconds or more (the loopback runs the peer's receive and
         wake-up in the writer's call): whichever leaves first delays the other by that much.
-        Delivery first shortens a message's way to its consumer by about a quarter and lets a
+        Delivery first shortens a message's way to its consumer by about a fifth and lets a
         producer that sends one at a time to a waiting consumer send more a second (the broker
         is ready for its next send sooner); a producer sending slower than the broker answers
         has its answer later (docs/performance.md, "What bounds the p50")."""
