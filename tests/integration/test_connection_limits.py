@@ -77,17 +77,42 @@ def test_a_loop_that_stood_still_counts_that_time_for_no_connection():
     from the pause's end."""
     async def main() -> None:
         server = make_server(channel_max_idle_ms=300, frame_read_timeout_ms=0)
+        discounted: list[float] = []
+        server.on_discount(discounted.append)  # the broker's heartbeat table listens so
         await server.start()
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
             assert await answered(reader, writer)
             time.sleep(1.6)  # the whole loop stands still, past the limit and SWEEP_LATE_MAX_S
             await asyncio.sleep(0.1)  # sweeps run (one each 30 ms here); 0.1 s idle is no 0.3
+            assert discounted and discounted[0] > 1.4
             assert await answered(reader, writer)
             assert server.limit_counters.counts["channel_idle"] == 0
             assert 0.25 < await closed_within(reader, CLOSE_BOUND_S) < CLOSE_BOUND_S
             assert server.limit_counters.counts["channel_idle"] == 1
             writer.close()
+        finally:
+            await server.stop()
+
+    run(main())
+
+
+def test_a_scan_that_runs_before_the_sweep_has_the_stall_discounted_once():
+    """After a stall the broker's client scan may come due before the sweep: it asks the server
+    (check_stall) first, so that no heartbeat table judges silences with the stall in them, and
+    the sweep then finds nothing left to discount."""
+    async def main() -> None:
+        server = make_server(channel_max_idle_ms=300, frame_read_timeout_ms=0)
+        discounted: list[float] = []
+        server.on_discount(discounted.append)
+        await server.start()
+        try:
+            await asyncio.sleep(0.05)
+            time.sleep(1.6)  # the loop stands still
+            server.check_stall()  # as a scan due before the sweep's timer does
+            assert len(discounted) == 1 and discounted[0] > 1.4
+            await asyncio.sleep(0.2)  # sweeps run (one each 30 ms here)
+            assert len(discounted) == 1
         finally:
             await server.stop()
 

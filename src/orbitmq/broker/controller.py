@@ -262,6 +262,9 @@ class BrokerController:
         if self.fast_path is not None:
             self.server.set_fast_reader(self.fast_path, UNORDERED_CODES)
         self.server.on_connection_closed(self._connection_closed)
+        # A pause or a clock step is no client's silence: heartbeats and lock renewals.
+        self.server.on_discount(self.clients.discount)
+        self.server.on_discount(self.locks.discount)
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication,
@@ -537,6 +540,7 @@ class BrokerController:
             log.warning("metadata store checkpoint failed, tried again next round: %s", e)
 
     def _scan_clients(self) -> None:
+        self.server.check_stall()  # a stall's time counts for no client's silence
         for scan in self._client_scans:
             scan()
 

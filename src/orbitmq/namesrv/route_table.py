@@ -203,6 +203,15 @@ class RouteTable:
             bid = next((i for i, a in (broker.addrs.items() if broker else ()) if a == broker_addr), None)
             self.unregister_broker(broker_addr=broker_addr, broker_name=name, broker_id=bid or 0)
 
+    def discount(self, seconds: float) -> None:
+        """Take ``seconds`` out of every broker's silence: the name server's loop stood still
+        that long or its clock stepped (RemotingServer.discount); registrations sent meanwhile
+        wait unread. Without this a step of ``broker_expire_ms`` or more dropped every route."""
+        shift = int(seconds * 1000)
+        with self._lock:
+            for info in self._live.values():
+                info.last_update_ms += shift
+
     def expire(self, now_ms: int, expire_ms: int) -> list[str]:
         """Drop brokers silent for longer than ``expire_ms``; returns their addresses."""
         with self._lock:

@@ -67,6 +67,7 @@ class NameServer:
             self.config.listen_host, self.config.listen_port, name="namesrv",
             limits=ConnectionLimits.of(self.config), tls=ServerTls.of(self.config),
         )
+        self.server.on_discount(self.routes.discount)  # a pause or a clock step: no silence
         self._broker_conns: dict[RemotingConnection, str] = {}
         self._scan_task: asyncio.Task[None] | None = None
         s = self.server
@@ -121,6 +122,7 @@ class NameServer:
         interval = self.config.scan_not_active_broker_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
+            self.server.check_stall()  # a stall's time counts for no broker's silence
             self.routes.expire(self._clock(), self.config.broker_expire_ms)
 
     # -- handlers ---------------------------------------------------------------------------

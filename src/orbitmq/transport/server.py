@@ -77,6 +77,9 @@ class RemotingServer:
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[RemotingConnection] = set()
         self._close_listeners: list[Callable[[RemotingConnection], None]] = []
+        self._discount_listeners: list[Callable[[float], None]] = []
+        self._sweep_interval_s: float | None = None
+        self._swept_at = 0.0  # monotonic time of the last sweep (check_stall)
         self._sample_every = _NEVER
         self._sample_countdown = _NEVER
         self._record_timing: TimingRecorder | None = None
@@ -134,6 +137,11 @@ class RemotingServer:
     def on_connection_closed(self, listener: Callable[[RemotingConnection], None]) -> None:
         self._close_listeners.append(listener)
 
+    def on_discount(self, listener: Callable[[float], None]) -> None:
+        """``listener(seconds)`` after :meth:`discount`: other silences measured on this loop's
+        clock (heartbeats) take the same time out."""
+        self._discount_listeners.append(listener)
+
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
@@ -143,8 +151,9 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         self._server, self.port = await listen(self._new_connection, self.host, self.port,
                                                self.tls, name=self.name)
-        interval = self.limits.sweep_interval_s()
+        interval = self._sweep_interval_s = self.limits.sweep_interval_s()
         if interval is not None:
+            self._swept_at = time.monotonic()
             self._sweep_task = loop.create_task(self._sweep_loop(interval))
 
     def _new_connection(self) -> RemotingConnection:
@@ -186,15 +195,27 @@ class RemotingServer:
             self.budget.held_bytes >> 20)
 
     async def _sweep_loop(self, interval: float) -> None:
-        swept_at = time.monotonic()
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
-            late = now - swept_at - interval
+            late = now - self._swept_at - interval
             if abs(late) > SWEEP_LATE_MAX_S:
                 self.discount(late)
-            swept_at = now
+            self._swept_at = now
             self.sweep(now)
+
+    def check_stall(self) -> None:
+        """Discount a stall (or a forward clock step) the sweep has not met yet: asked by a
+        scan about to judge silences on this loop's clock (heartbeats), whose timer may come
+        due before the sweep's in the iteration after the stall."""
+        interval = self._sweep_interval_s
+        if interval is None:
+            return
+        now = time.monotonic()
+        late = now - self._swept_at - interval
+        if late > SWEEP_LATE_MAX_S:
+            self.discount(late)
+            self._swept_at = now - interval  # the sweep due now finds nothing left to discount
 
     def discount(self, seconds: float) -> None:
         """Take ``seconds`` out of every connection's idle time and frame time: the loop stood
@@ -208,6 +229,11 @@ class RemotingServer:
         for conn in self.connections:
             conn.last_received += seconds
             conn.frame_started += seconds
+        for listener in self._discount_listeners:
+            try:
+                listener(seconds)
+            except Exception:
+                log.exception("server=%s: a discount listener failed", self.name)
 
     def sweep(self, now: float) -> None:
         """Close connections idle past ``channel_max_idle_ms`` and those whose frame has taken

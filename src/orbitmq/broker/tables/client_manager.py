@@ -164,6 +164,19 @@ class ClientManager:
             self.unregister_producer(group, conn)
         return [g for g in list(self.consumers) if self.unregister_consumer(g, conn)]
 
+    def discount(self, seconds: float) -> None:
+        """Take ``seconds`` out of every member's silence: the broker's loop stood still that
+        long or its clock stepped (RemotingServer.discount), and heartbeats sent meanwhile wait
+        unread. Without this a step of an hour had the next scan expire every client and close
+        its connection."""
+        shift = int(seconds * 1000)
+        for members in self.producers.values():
+            for info in members.values():
+                info.last_update_ms += shift
+        for group in self.consumers.values():
+            for info in group.channels.values():
+                info.last_update_ms += shift
+
     def scan_expired(self, expire_ms: int) -> tuple[list[str], list[RemotingConnection]]:
         """Drop memberships with no heartbeat for ``expire_ms``.
 

@@ -76,6 +76,16 @@ class QueueLockManager:
     def _expired(self, entry: LockEntry, now: int) -> bool:
         return now - entry.last_update_ms > self.max_live_ms
 
+    def discount(self, seconds: float) -> None:
+        """Take ``seconds`` out of every lock's age: the broker's loop stood still that long or
+        its clock stepped (RemotingServer.discount), and renewals sent meanwhile wait unread.
+        Without this a step past ``max_live_ms`` let another client take an orderly consumer's
+        queues while it still consumed them."""
+        shift = int(seconds * 1000)
+        for locks in self.table.values():
+            for entry in locks.values():
+                entry.last_update_ms += shift
+
     def try_lock(self, group: str, queues: list[MessageQueue], client_id: str) -> list[MessageQueue]:
         """Lock (or renew) every queue free, expired or owned by ``client_id``; returns those it
         holds now, in request order."""
