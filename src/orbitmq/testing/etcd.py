@@ -64,9 +64,9 @@ class EtcdNode:
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
 
-    def status(self, timeout: float = 1.0) -> tuple[str, str] | None:
-        """(this member's id, the id of the leader it knows, "0" for none), or None when the
-        member does not answer."""
+    def status(self, timeout: float = 1.0) -> tuple[str, str, str] | None:
+        """(this member's id, the id of the leader it knows, "0" for none, its raft term), or
+        None when the member does not answer."""
         request = urllib.request.Request(f"http://{self.client_addr}/v3/maintenance/status",
                                          data=b"{}", method="POST")
         try:
@@ -75,7 +75,7 @@ class EtcdNode:
         except (OSError, urllib.error.URLError, ValueError):
             return None
         member = str(answer.get("header", {}).get("member_id", ""))
-        return member, str(answer.get("leader") or "0")
+        return member, str(answer.get("leader") or "0"), str(answer.get("raftTerm") or "0")
 
     def healthy(self, timeout: float = 1.0) -> bool:
         """Whether the member answers a status request with a leader known."""
@@ -139,6 +139,24 @@ class EtcdCluster:
             return None
         best = max(votes, key=lambda k: votes[k])
         return ids.get(best)
+
+    def agreed_leader(self, timeout: float = 1.0) -> EtcdNode | None:
+        """The leader every member names in one term, or None until they all do. A member
+        healed after a cut names the leader it last knew before it has taken the leader's
+        term (and one that campaigned alone returns with a higher term and forces an
+        election: etcd 3.4 has no pre-vote by default), so a majority's leader just after a
+        heal may be deposed, or commit nothing while its one peer catches up."""
+        named: set[tuple[str, str]] = set()
+        ids: dict[str, EtcdNode] = {}
+        for node in self.nodes:
+            status = node.status(timeout) if node.running() else None
+            if status is None or status[1] == "0":
+                return None
+            ids[status[0]] = node
+            named.add((status[1], status[2]))
+        if len(named) != 1:
+            return None
+        return ids.get(named.pop()[0])
 
     def restart(self, node: EtcdNode, timeout: float = READY_TIMEOUT_S) -> None:
         """Start a killed member again on its data directory and wait until it knows a leader."""
