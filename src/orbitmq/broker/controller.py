@@ -265,6 +265,7 @@ class BrokerController:
         # A pause or a clock step is no client's silence: heartbeats and lock renewals.
         self.server.on_discount(self.clients.discount)
         self.server.on_discount(self.locks.discount)
+        self.locks.check_stall = self.server.check_stall
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication,

@@ -60,6 +60,20 @@ def test_an_orderly_consumers_queue_lock_outlives_a_clock_step() -> None:
     assert locks.try_lock("g", [mq], "other") == [mq]  # expired after the step: taken over
 
 
+def test_a_lock_request_right_after_a_step_has_it_taken_out_first() -> None:
+    """A lock request read before the sweep met the step asks the server (check_stall, which
+    the controller wires) before it judges any lock's age."""
+    now = [1_000]
+    locks = QueueLockManager(60_000, clock_ms=lambda: now[0])
+    mq = MessageQueue("T", "b", 0)
+    assert locks.try_lock("g", [mq], "owner") == [mq]
+    now[0] += HOUR_MS
+    unmet = [HOUR_MS / 1000]  # what the server's check finds, once
+    locks.check_stall = lambda: locks.discount(unmet.pop()) if unmet else None
+    assert locks.try_lock("g", [mq], "other") == []
+    assert unmet == []
+
+
 def test_a_name_server_step_drops_no_route() -> None:
     routes = RouteTable()
     routes.register_broker(cluster="c", broker_addr="127.0.0.1:10911", broker_name="b",

@@ -71,6 +71,9 @@ class QueueLockManager:
         self.clients = clients
         self._clock_ms = clock_ms
         self.table: dict[str, dict[MessageQueue, LockEntry]] = {}
+        # RemotingServer.check_stall when a server owns the loop: a lock request read in the
+        # iteration right after a stall, before the sweep, would judge ages with the stall in.
+        self.check_stall: Callable[[], None] = lambda: None
 
     # -- the table ------------------------------------------------------------------------------
     def _expired(self, entry: LockEntry, now: int) -> bool:
@@ -89,6 +92,7 @@ class QueueLockManager:
     def try_lock(self, group: str, queues: list[MessageQueue], client_id: str) -> list[MessageQueue]:
         """Lock (or renew) every queue free, expired or owned by ``client_id``; returns those it
         holds now, in request order."""
+        self.check_stall()
         now = self._clock_ms()
         locks = self.table.setdefault(group, {})
         held = []
