@@ -33,6 +33,8 @@ PEER_DATA = os.environ.get("PEER_DATA", "/tmp/orbitmq-bench-peers")
 BUILD_TIMEOUT_S = 120
 READY = re.compile(r"orbitmq (\w+) ready on (\S+)")
 START_TIMEOUT_S = 60
+# Where what each OrbitMQ server process printed (its log: a SYSTEM_BUSY, a stall) is kept.
+SERVER_LOGS = ROOT / "bench" / "results" / "logs"  # $ORBITMQ_BENCH_LOGS names another
 
 
 def mqload() -> str:
@@ -78,10 +80,15 @@ class System:
 # ----------------------------------------------------------------------------------- OrbitMQ
 def _start_python(args: list[str], *ready: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
     """Starts ``args`` and reads its output until it has logged ``orbitmq NAME ready on ADDR`` for
-    every name in ``ready``; returns the process and the addresses by name."""
+    every name in ``ready``; returns the process and the addresses by name. Everything it prints
+    goes to ``SERVER_LOGS/<ready[0]>-<time>-<pid>.log``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
+    logs = Path(os.environ.get("ORBITMQ_BENCH_LOGS", SERVER_LOGS))
+    logs.mkdir(parents=True, exist_ok=True)
+    name = f"{ready[0]}-{time.strftime('%Y%m%d-%H%M%S')}-{proc.pid}.log"
+    log = open(logs / name, "w")  # noqa: SIM115 (_drain closes it, or the failure below)
     found: dict[str, str] = {}
     deadline = time.monotonic() + START_TIMEOUT_S
     assert proc.stdout is not None
@@ -89,15 +96,17 @@ def _start_python(args: list[str], *ready: str) -> tuple[subprocess.Popen[str], 
         line = proc.stdout.readline()
         if not line:
             break
+        log.write(line)
         m = READY.search(line)
         if m:
             found[m.group(1)] = m.group(2)
             if all(name in found for name in ready):
                 # Keep draining its output so that the process never blocks on a full pipe.
-                drain = threading.Thread(target=_drain, args=(proc.stdout,), daemon=True)
+                drain = threading.Thread(target=_drain, args=(proc.stdout, log), daemon=True)
                 drain.start()
                 _DRAINS[proc.pid] = drain
                 return proc, found
+    log.close()
     proc.kill()
     raise SystemExit(f"{' '.join(args)} did not become ready")
 
@@ -106,10 +115,12 @@ _DRAINS: dict[int, threading.Thread] = {}  # by pid: the threads reading a serve
 DRAIN_JOIN_MAX_S = 5.0
 
 
-def _drain(out: IO[str]) -> None:
-    """Reads a server's output to its end, then closes it (no pipe left for the collector)."""
-    with out:
-        out.read()
+def _drain(out: IO[str], log: IO[str]) -> None:
+    """Copies a server's output to its log to the end, then closes both (no pipe left for the
+    collector)."""
+    with out, log:
+        for line in out:
+            log.write(line)
 
 
 def _stopper(proc: subprocess.Popen[str], cleanup: Callable[[], None] | None = None
