@@ -68,9 +68,9 @@ def test_a_member_cut_off_is_a_minority_and_the_majority_keeps_a_leader(tmp_path
         assert not put(leader, "minority", "no quorum")
         lab.heal()
         etcd.wait_healthy(timeout=READY_WAIT_S)
-        # A follower apart: the leader keeps its place and its writes. The member healed has
-        # campaigned alone with a rising term and may depose the leader once it is heard again:
-        # wait until all three name one leader.
+        # A follower apart: the leader keeps its place and its writes. The member just healed
+        # names a leader before it has caught up (or forces an election): wait until all three
+        # name one leader in one term (EtcdCluster.agreed_leader).
         leader = wait_for(etcd.agreed_leader, "one leader all three name", ELECTION_WAIT_S)
         follower = next(n for n in etcd.nodes if n is not leader)
         lab.cut_between([names[etcd.nodes.index(follower)]],
