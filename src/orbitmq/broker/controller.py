@@ -219,7 +219,8 @@ class BrokerController:
         if self.store.sync_flush:  # consumers waiting on a sync (_read_bound)
             self.store.add_flush_listener(self.pull.long_poll.bound_moved)
             self.store.add_flush_listener(self.pop.bound_moved)
-        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients)
+        self.locks = QueueLockManager(config.rebalance_lock_max_live_time_ms, self.clients,
+                                      check_stall=self.server.check_stall)
         self.client_processor = ClientProcessor(ctx)
         send_back = SendBackProcessor(ctx)  # retries and dead letters
         self.end_transaction = EndTransactionProcessor(self.transactions)
@@ -265,7 +266,6 @@ class BrokerController:
         # A pause or a clock step is no client's silence: heartbeats and lock renewals.
         self.server.on_discount(self.clients.discount)
         self.server.on_discount(self.locks.discount)
-        self.locks.check_stall = self.server.check_stall
         self.observability = BrokerObservability(
             config, self.stats, self.server, self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, held_pulls=held_pulls, replication=self.replication,

@@ -64,12 +64,13 @@ def test_a_lock_request_right_after_a_step_has_it_taken_out_first() -> None:
     """A lock request read before the sweep met the step asks the server (check_stall, which
     the controller wires) before it judges any lock's age."""
     now = [1_000]
-    locks = QueueLockManager(60_000, clock_ms=lambda: now[0])
+    unmet: list[float] = []  # what the server's check finds, once
+    locks = QueueLockManager(60_000, clock_ms=lambda: now[0],
+                             check_stall=lambda: locks.discount(unmet.pop()) if unmet else None)
     mq = MessageQueue("T", "b", 0)
     assert locks.try_lock("g", [mq], "owner") == [mq]
     now[0] += HOUR_MS
-    unmet = [HOUR_MS / 1000]  # what the server's check finds, once
-    locks.check_stall = lambda: locks.discount(unmet.pop()) if unmet else None
+    unmet.append(HOUR_MS / 1000)
     assert locks.try_lock("g", [mq], "other") == []
     assert unmet == []
 

@@ -63,17 +63,19 @@ class QueueLockManager:
         max_live_ms: a lock's life after its last renewal.
         clients: the broker's client tables (a group's message model), if any.
         clock_ms: monotonic milliseconds (injectable for tests).
+        check_stall: the broker's RemotingServer.check_stall, asked before a lock request
+            judges ages: one read in the iteration right after a stall, before the sweep met
+            it, would judge them with the stall in.
     """
 
     def __init__(self, max_live_ms: int, clients: ClientManager | None = None,
-                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
+                 clock_ms: Callable[[], int] = _monotonic_ms,
+                 check_stall: Callable[[], None] = lambda: None) -> None:
         self.max_live_ms = max_live_ms
         self.clients = clients
         self._clock_ms = clock_ms
+        self._check_stall = check_stall
         self.table: dict[str, dict[MessageQueue, LockEntry]] = {}
-        # RemotingServer.check_stall when a server owns the loop: a lock request read in the
-        # iteration right after a stall, before the sweep, would judge ages with the stall in.
-        self.check_stall: Callable[[], None] = lambda: None
 
     # -- the table ------------------------------------------------------------------------------
     def _expired(self, entry: LockEntry, now: int) -> bool:
@@ -92,7 +94,7 @@ class QueueLockManager:
     def try_lock(self, group: str, queues: list[MessageQueue], client_id: str) -> list[MessageQueue]:
         """Lock (or renew) every queue free, expired or owned by ``client_id``; returns those it
         holds now, in request order."""
-        self.check_stall()
+        self._check_stall()
         now = self._clock_ms()
         locks = self.table.setdefault(group, {})
         held = []
