@@ -25,13 +25,14 @@ from __future__ import annotations
 import ctypes
 import logging
 import mmap
+import os
 
 __all__ = ["HotPages", "HUGE_PAGE"]
 
 log = logging.getLogger(__name__)
 
 HUGE_PAGE = 2 * 1024 * 1024  # the largest page cache folio and an x86-64 huge page
-SUPPLY_STEP_MAX = 8 * 1024 * 1024  # mapped at once: the broker's resident size grows this much
+SUPPLY_STEP_MAX = HUGE_PAGE  # touched at once, then the CPU offered to the event loop
 _MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)
 _MAP_PRIVATE: int | None = getattr(mmap, "MAP_PRIVATE", None)
 
@@ -59,6 +60,7 @@ class HotPages:
             if not self._touch_and_free(step):
                 return done
             done += step
+            os.sched_yield()
         return done
 
     def _touch_and_free(self, size: int) -> bool:
