@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 
 from orbitmq.store.commit_log import CommitLog
+from orbitmq.store.hot_pages import HotPages
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.service import ServiceThread
 
@@ -37,6 +38,9 @@ STEP = 256 * 1024  # per populate call: a flush waiting on the segment's lock wa
 AHEAD = 8 * 1024 * 1024  # the window under ASYNC_FLUSH
 SYNC_AHEAD = 1024 * 1024  # the window under SYNC_FLUSH: a lone producer's ~0.2 s of sends
 SYNC_AHEAD_RATE_MAX_MB_S = 16  # faster appends skip the synced window (module docstring)
+# ASYNC_FLUSH: hot memory (HotPages) supplied this far past the window, the fault readahead's
+# reach here (read_ahead_kb 8192: a populate allocates folios up to 8 MiB past its range)
+HOT_LEAD = 8 * 1024 * 1024
 
 
 class PageWarmService(ServiceThread):
@@ -45,6 +49,11 @@ class PageWarmService(ServiceThread):
     The appender calls ``wakeup_if_waiting`` once its position passes ``wake_at`` (an int
     comparison per put); the service then warms up to ``ahead`` bytes past the position. It
     stops trying for good when the region cannot populate (not Linux 5.14+, or a simulated disk).
+
+    Under ASYNC_FLUSH each round first has ``HotPages`` supply as much memory as the window
+    and the readahead past it (``HOT_LEAD``) will take, and no more than that since the last
+    round (see orbitmq.store.hot_pages). SYNC_FLUSH keeps the segment in 4 KiB pages, which
+    the allocator takes from smaller free blocks, and does without.
 
     ``sync_ahead`` (SYNC_FLUSH): the window (``ahead``) is ``SYNC_AHEAD`` unless given, each
     step synced once populated (MappedFile.sync_apart), while the writer appends below
@@ -67,6 +76,8 @@ class PageWarmService(ServiceThread):
         self._mf: MappedFile | None = None
         self._warm_to = 0  # position in _mf populated up to
         self._seen: tuple[float, int] | None = None  # (clock, commit log end) at the last round
+        self._hot = None if sync_ahead else HotPages()
+        self._hot_to = 0  # position in _mf up to which hot memory was supplied
 
     def run_once(self) -> None:
         files = self.commit_log.mfq.files
@@ -77,14 +88,20 @@ class PageWarmService(ServiceThread):
         mf = files[-1]
         if mf is not self._mf:
             self._mf, self._warm_to = mf, mf.wrote_position
+            self._hot_to = mf.wrote_position
         else:
             self._warm_to = max(self._warm_to, mf.wrote_position)  # none behind the writer
+            self._hot_to = max(self._hot_to, mf.wrote_position)
         if self.sync_ahead and self._fast(mf.file_from_offset + mf.wrote_position):
             # look again a few windows on: syncing zeros ahead would cost this writer
             self.wake_at = mf.file_from_offset + min(mf.wrote_position + 8 * self.ahead,
                                                      mf.file_size)
             return
         target = min(mf.wrote_position + self.ahead, mf.file_size)
+        if self._hot is not None and self._warm_to < target:
+            hot_target = min(target + HOT_LEAD, mf.file_size)
+            if self._hot_to < hot_target:
+                self._hot_to += self._hot.supply(hot_target - self._hot_to)
         while self._warm_to < target and not self._stopped:
             end = min(self._warm_to + STEP, target)
             if not mf.populate(self._warm_to, end):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import struct
 import sys
@@ -15,8 +16,9 @@ import pytest
 from store_fixtures import bodies, config, msg
 
 from orbitmq.config import FlushDiskType
-from orbitmq.store import MessageStore, warm
+from orbitmq.store import MessageStore, hot_pages, warm
 from orbitmq.store.file_ops import OsFileOps
+from orbitmq.store.hot_pages import HUGE_PAGE, HotPages
 from orbitmq.store.mapped_file import MappedFile
 from orbitmq.store.warm import PageWarmService
 from orbitmq.testing.faulty_files import FaultyFileOps
@@ -75,6 +77,90 @@ def test_the_service_keeps_a_window_ahead_of_the_writer(tmp_path: Path) -> None:
             got += bodies(store.get_message("g", "T", 0, len(got), 32))
         assert got[0] == b"x" * 1000 and got[1:] == [b"y" * 1000] * (len(got) - 1)
         assert len(got) > 450  # 512 KiB of 1 KiB messages
+
+
+def _anonymous_mappings() -> int:
+    """How many anonymous mappings this process has (/proc/self/maps lines with no path)."""
+    return sum(1 for line in Path("/proc/self/maps").read_text().splitlines()
+               if len(line.split()) == 5)
+
+
+@linux
+def test_hot_pages_touch_whole_huge_pages_and_keep_none() -> None:
+    hot = HotPages()
+    before = _anonymous_mappings()
+    assert hot.supply(0) == 0
+    assert hot.supply(1) == HUGE_PAGE
+    assert hot.supply(5 << 20) == 6 << 20  # rounded up to whole huge pages
+    assert hot.supply(hot_pages.SUPPLY_STEP_MAX * 2 + 1) == hot_pages.SUPPLY_STEP_MAX * 2 + HUGE_PAGE
+    assert _anonymous_mappings() <= before, "every map it made is gone again"
+
+
+def test_hot_pages_without_memory_stop_trying_and_say_so(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def refuse(*args: object, **kwargs: object) -> mmap.mmap:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    hot = HotPages()
+    monkeypatch.setattr(hot_pages.mmap, "mmap", refuse)
+    with caplog.at_level("WARNING", logger="orbitmq.store.hot_pages"):
+        assert hot.supply(4 << 20) == 0
+    assert not hot.enabled and "hot pages for the commit log unavailable" in caplog.text
+    assert hot.supply(4 << 20) == 0
+
+
+class _CountingHotPages(HotPages):
+    """Records what the warming asked for, and supplies it for real."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def supply(self, nbytes: int) -> int:
+        self.asked.append(nbytes)
+        return super().supply(nbytes)
+
+
+@linux
+def test_async_warming_supplies_hot_memory_for_its_window_and_readahead_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each round supplies what the window and the readahead past it will take, beyond what
+    earlier rounds supplied: the memory is touched once, not once a round."""
+    made: list[_CountingHotPages] = []
+    monkeypatch.setattr(warm, "HotPages", lambda: made.append(_CountingHotPages()) or made[-1])
+    cfg = config(tmp_path, mapped_file_size_commitlog=32 << 20)
+    with MessageStore(cfg, run_threads=False) as store:
+        service = PageWarmService(store.commit_log, ahead=1 << 20)
+        hot = made[-1]
+        assert store.put([msg(body=b"x" * 1000)]).ok
+        mf = store.commit_log.mfq.files[-1]
+        start = mf.wrote_position
+        service.run_once()
+        assert hot.asked == [(1 << 20) + warm.HOT_LEAD]  # from where the writer is
+        hot_to = start + 5 * HUGE_PAGE  # 9 MiB rounded up to whole huge pages
+        while store.commit_log.max_offset < service.wake_at:  # half a window: ~520 puts
+            assert store.put([msg(body=b"y" * 1000)]).ok
+        service.run_once()
+        assert len(hot.asked) == 1, "the first supply still covers the window and its readahead"
+        while mf.wrote_position < start + (2 << 20):  # the lead's last huge page now needed
+            assert store.put([msg(body=b"z" * 30_000)]).ok
+        service.run_once()
+        assert hot.asked[1:] == [mf.wrote_position + (1 << 20) + warm.HOT_LEAD - hot_to]
+        store.run_services_once()
+        assert bodies(store.get_message("g", "T", 0, 0, 1)) == [b"x" * 1000]
+
+
+@linux
+def test_sync_flush_warming_supplies_no_hot_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its segment stays in 4 KiB pages (SmallFolios), which come from smaller free blocks."""
+    made: list[_CountingHotPages] = []
+    monkeypatch.setattr(warm, "HotPages", lambda: made.append(_CountingHotPages()) or made[-1])
+    with _sync_store(tmp_path) as store:
+        service = PageWarmService(store.commit_log, sync_ahead=True)
+        assert store.put([msg(body=b"x" * 1000)]).ok
+        service.run_once()
+        assert made == []
 
 
 def test_a_region_that_cannot_populate_turns_the_service_off(tmp_path: Path) -> None:
