@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from store_fixtures import CountingFileOps, msg
 
 from orbitmq.config import StoreConfig
-from orbitmq.store import MessageStore
+from orbitmq.store import MessageStore, index_file
 from orbitmq.store.consume_queue import CQ_ENTRY_SIZE
 from orbitmq.store.index_file import IndexFile
 from orbitmq.store.mapped_file import ALLOCATE_STEP_SIZE_MAX
@@ -120,6 +122,38 @@ def test_index_file_space_follows_its_keys(tmp_path: Path) -> None:
         assert os.stat(f.path).st_blocks * 512 <= 102 * PAGE
         found = f.select_phy_offsets("T#k42", 4, 0, 2**62)
         assert found == [1042]
+    finally:
+        f.destroy()
+
+
+def test_an_index_slot_table_an_eighth_used_gets_the_rest_of_its_blocks_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys hash at random: page by page, a busy broker's table would take thousands of
+    allocations, each in the dispatching thread."""
+    calls: list[tuple[int, int]] = []
+    real = index_file.allocate_range
+
+    def counting(fd: int, offset: int, length: int) -> None:
+        calls.append((offset, length))
+        real(fd, offset, length)
+
+    monkeypatch.setattr(index_file, "allocate_range", counting)
+    slots = 64 * 1024  # 256 KiB of slots: with the header, 65 pages
+    f = IndexFile(str(tmp_path / "20240101000000000"), slots, 1000)
+    try:
+        table_pages = -(-(40 + slots * 4) // PAGE)
+        assert table_pages == 65
+        rng = random.Random(7)  # message ids: keys that hash all over the table
+        keys = [f"T#{rng.getrandbits(128):032X}" for _ in range(100)]  # ~51 of 65 pages
+        for i, key in enumerate(keys):
+            assert f.put_key(key, 1000 + i, 1_700_000_000_000)
+        whole = [c for c in calls if c == (0, table_pages * PAGE)]
+        assert len(whole) == 1, calls
+        assert calls.index(whole[0]) <= 10  # the 9th page (9 x 8 >= 65) was the last alone
+        assert len(calls) <= 12  # those, the whole table, and the entry log's first steps
+        assert os.stat(f.path).st_blocks * 512 >= table_pages * PAGE
+        for i, key in enumerate(keys):  # nothing stored before the whole allocation was lost
+            assert f.select_phy_offsets(key, 4, 0, 2**62) == [1000 + i]
     finally:
         f.destroy()
 
