@@ -35,9 +35,10 @@ double with its use (up to 1 MiB). Keys hash at random, so a busy broker would o
 all 4,883 pages of the default table one by one, each an ``fallocate`` in the dispatching thread
 (the event loop's, for the sends it dispatches itself): on a fresh broker at 50,000 msgs/s,
 4,258 calls in 8 s (strace), 20 of them over 1 ms and up to 35 ms, the thread waiting on reads
-of the file system's block bitmaps (perf sched_switch). Every page is allocated before anything is stored into it through the
-mapping (a store into a hole of a full disk would kill the process with SIGBUS), so a full disk
-makes a put raise OSError with nothing written.
+of the file system's block bitmaps (perf sched_switch); now 628, 5 over 1 ms. Every page is
+allocated before anything is stored into it through the mapping (a store into a hole of a full
+disk would kill the process with SIGBUS), so a full disk makes a put raise OSError with nothing
+written.
 """
 
 from __future__ import annotations
