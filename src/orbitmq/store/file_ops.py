@@ -195,6 +195,15 @@ def _load_madvise() -> Callable[[int, int, int], int] | None:
 _madvise = _load_madvise()
 
 
+def mapping_address(buf: mmap.mmap) -> int:
+    """Where ``buf``'s mapping starts, for calls through ctypes (madvise, memset); the caller
+    keeps the mapping open while it uses the address."""
+    anchor = ctypes.c_char.from_buffer(buf)  # exports the buffer only briefly
+    address = ctypes.addressof(anchor)
+    del anchor
+    return address
+
+
 class OsRegion:
     """A segment file mapped with ``mmap``.
 
@@ -235,9 +244,7 @@ class OsRegion:
         if _madvise is None:
             return False
         if not self._addr:
-            anchor = ctypes.c_char.from_buffer(self.buf)  # exports the buffer only briefly
-            self._addr = ctypes.addressof(anchor)
-            del anchor
+            self._addr = mapping_address(self.buf)
         start -= start % mmap.PAGESIZE
         if end <= start:
             return True

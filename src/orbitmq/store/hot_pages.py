@@ -29,6 +29,8 @@ import logging
 import mmap
 import os
 
+from orbitmq.store.file_ops import mapping_address
+
 __all__ = ["HotPages", "HUGE_PAGE"]
 
 log = logging.getLogger(__name__)
@@ -76,9 +78,7 @@ class HotPages:
             self.enabled = False
             return False
         try:
-            anchor = ctypes.c_char.from_buffer(mm)  # exports the buffer only briefly
-            addr = ctypes.addressof(anchor)
-            del anchor
+            addr = mapping_address(mm)
             start = -addr % HUGE_PAGE
             if _MADV_HUGEPAGE is not None:
                 try:
