@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from transaction_support import (
+    WAIT_S,
     Child,
     Env,
     HoldingProducer,
@@ -38,7 +39,11 @@ from transaction_support import (
 from orbitmq.cli.main import cli
 from orbitmq.client import PushConsumer, SendStatus
 from orbitmq.client.consumer.consume_types import ConsumeResult
-from orbitmq.client.producer.transaction_producer import LocalTransactionState, TransactionProducer
+from orbitmq.client.producer.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+)
 from orbitmq.errors import BrokerError, ConnectionClosedError, TimeoutError
 from orbitmq.protocol.codes import ResponseCode
 from orbitmq.protocol.headers import EndTransactionRequestHeader
@@ -199,6 +204,37 @@ def test_lost_end_transaction_is_resolved_by_the_check(env: Env) -> None:
         seen = watcher.stop()
     assert seen == [result.msg_id]
     assert [m.msg_id for m in env.stored(topic)] == [result.msg_id]
+
+
+def test_a_check_answered_while_the_producer_closes_still_commits(env: Env) -> None:
+    """Closing a producer lets a check's verdict that is on its way go out: dropped, the broker
+    would find no producer of the group to ask again and discard the transaction."""
+    topic = env.create_topic(unique("TxClose"))
+    asked, answer = threading.Event(), threading.Event()
+
+    class SlowCheck(TransactionListener):
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return UNKNOWN
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            asked.set()
+            answer.wait(WAIT_S)
+            return COMMIT
+
+    producer = TransactionProducer(unique("tx-close"), env.ns, listener=SlowCheck(),
+                                   topics=[topic]).start()
+    verdict_later = threading.Timer(0.3, answer.set)  # the verdict comes while closing
+    try:
+        result = producer.send_in_transaction(Message(topic, b"paid"))
+        assert asked.wait(WAIT_S), "the broker's check-back"
+        verdict_later.start()
+    finally:
+        producer.shutdown()
+        verdict_later.cancel()
+        answer.set()
+    wait_until(lambda: [m.msg_id for m in env.stored(topic)] == [result.msg_id],
+               what="the committed message")
+    env.wait_resolved(result.msg_id)
 
 
 # -- failure case 5: the consumer fails after the commit -------------------------------------------

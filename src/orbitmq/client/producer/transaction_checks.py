@@ -7,7 +7,10 @@ takes them off the connection at once and answers each later, from a task, with 
 ``check_local_transaction`` (``check_local_transaction_batch``) verdict in an END_TRANSACTION
 (END_TRANSACTION_BATCH) marked fromTransactionCheck, on the connection the check came by. At
 most ``hold_max`` checks are answered at once; more are dropped (logged) and the broker asks
-again at its next round.
+again at its next round. Closing lets the answers under way go out, for up to
+``CHECK_ANSWER_DRAIN_MAX_S``: a verdict the listener gave is sent, not dropped with the
+connection (the broker would otherwise check again, and with no producer of the group left,
+discard the transaction after ``transaction_check_max`` checks).
 
 :func:`call_listener` runs any listener method, the local transaction included: a coroutine
 function is awaited, a plain function called (on ``executor`` when given); an exception or
@@ -40,11 +43,12 @@ from orbitmq.protocol.message import MessageExt, PropertyKey
 from orbitmq.protocol.stored import decode_stored_message
 from orbitmq.transport.connection import RemotingConnection
 
-__all__ = ["CHECK_REQUEST_HOLD_MAX", "CheckAnswers", "call_listener"]
+__all__ = ["CHECK_ANSWER_DRAIN_MAX_S", "CHECK_REQUEST_HOLD_MAX", "CheckAnswers", "call_listener"]
 
 log = logging.getLogger(__name__)
 
 CHECK_REQUEST_HOLD_MAX = 2000  # RocketMQ's checkRequestHoldMax: checks waiting for an answer
+CHECK_ANSWER_DRAIN_MAX_S = 3.0  # how long closing waits for the answers under way
 
 
 async def call_listener(method: Callable[..., Any], *args: Any,
@@ -70,7 +74,8 @@ class CheckAnswers:
     """Answers the transaction checks of ``group`` with ``listener`` (see the module docstring).
 
     ``on_check`` and ``on_check_batch`` are the request handlers to register with the client
-    instance; :meth:`close` cancels the answers under way.
+    instance; :meth:`close` lets the answers under way finish (for up to ``drain_max_s``), then
+    cancels what is left.
     """
 
     def __init__(self, group: str, listener: TransactionListener, *,
@@ -88,10 +93,15 @@ class CheckAnswers:
         # producer's message trace writes its EndTransaction record there
         self.on_answered: Callable[[MessageExt, str, LocalTransactionState], None] | None = None
 
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def close(self, drain_max_s: float = CHECK_ANSWER_DRAIN_MAX_S) -> None:
+        tasks = list(self._tasks)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=drain_max_s)
+            for task in late:
+                log.warning("transaction check answer still under way after %.1f s at close: "
+                            "dropped, the broker checks again", drain_max_s)
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _spawn(self, answer: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(answer)
