@@ -8,6 +8,11 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# `make test` spreads the suite over this many pytest processes (pytest-xdist), a test file to a
+# process (its module fixtures stay shared): most tests wait on servers and disks, not the CPU.
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: install install-run system-deps run dist test lint fuzz sanitize bench bench-scale bench-peers pipeline console-screenshots chaos clean
 
@@ -53,15 +58,15 @@ dist: install-run
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
 	@ls dist/*.whl
 
-# The protocol, store and broker tests once more without the C speedups (about a minute), so
+# The protocol, store and broker tests once more without the C speedups (about 5 minutes), so
 # that the Python twins, which every install without a C compiler runs, cannot rot.
 PURE_PYTHON_TESTS := tests/unit tests/integration/test_broker_*.py \
 	tests/integration/test_store_bulk.py tests/sim tests/faults
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 	@echo "==== pure-Python leg: ORBITMQ_PURE_PYTHON=1, protocol + store + broker tests ===="
-	ORBITMQ_PURE_PYTHON=1 $(PY) -m pytest $(PYTEST_ARGS) $(PURE_PYTHON_TESTS)
+	ORBITMQ_PURE_PYTHON=1 $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS) $(PURE_PYTHON_TESTS)
 
 # mypy over every package; strict for orbitmq.protocol and orbitmq.store (pyproject.toml).
 lint: install

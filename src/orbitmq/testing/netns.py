@@ -3,7 +3,8 @@ routes between *node* namespaces, each linked to it by a veth pair, and the test
 namespace linked the same way. Links are cut and healed per pair of addresses with policy rules
 in the hub (``ip rule ... blackhole``: packets vanish, as in a real partition, no error comes
 back). Nothing outside the namespaces changes but one route in the root namespace to the lab's
-/16, removed at close. Names carry the process id, so that parallel runs do not collide.
+/16, removed at close. Names carry the process id and the /16 is one no other lab routes, so
+that parallel runs do not collide.
 
 Besides the whole cut of a pair: a *one-way* cut (``cut_one_way``: A's packets to B vanish, B's
 to A arrive, one policy rule instead of two; a TCP connect from A to B times out while B's
@@ -36,6 +37,18 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> None:
         raise RuntimeError(f"{' '.join(cmd)}: {result.stderr.strip()}")
 
 
+def _free_net(first: int) -> int:
+    """The first ``10.<net>.0.0/16`` from ``first`` (wrapping within 100-199) that the root
+    namespace has no route to: labs of parallel test processes each take their own."""
+    for step in range(100):
+        net = 100 + (first - 100 + step) % 100
+        shown = subprocess.run(["ip", "route", "show", f"10.{net}.0.0/16"], capture_output=True,
+                               text=True)
+        if shown.returncode == 0 and not shown.stdout.strip():
+            return net
+    raise RuntimeError("no free 10.<net>.0.0/16 among 10.100-10.199 for a network lab")
+
+
 class NetLab:
     """Node namespaces ``names`` (each gets address ``10.<net>.<i>.2``) around a hub.
 
@@ -46,7 +59,7 @@ class NetLab:
 
     def __init__(self, names: Sequence[str], net: int | None = None) -> None:
         self.tag = f"omq{os.getpid() % 100000}"
-        self.net = net if net is not None else 100 + os.getpid() % 100
+        self.net = net if net is not None else _free_net(100 + os.getpid() % 100)
         self.hub = f"{self.tag}hub"
         self.names = list(names)
         self.addr: dict[str, str] = {}
