@@ -89,21 +89,29 @@ class CheckAnswers:
         self.namespace = namespace  # a checked message shows its topic bare (client/namespace.py)
         self._executor = executor
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
         # called after a check's answer went out (message, broker address, verdict): the
         # producer's message trace writes its EndTransaction record there
         self.on_answered: Callable[[MessageExt, str, LocalTransactionState], None] | None = None
 
     async def close(self, drain_max_s: float = CHECK_ANSWER_DRAIN_MAX_S) -> None:
+        self._closing = True  # checks arriving from now on are left to the broker's next round
         tasks = list(self._tasks)
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=drain_max_s)
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=drain_max_s)
+        if late:
+            log.warning("%d transaction check answers still under way after %.1f s at close: "
+                        "dropped, the broker checks again", len(late), drain_max_s)
             for task in late:
-                log.warning("transaction check answer still under way after %.1f s at close: "
-                            "dropped, the broker checks again", drain_max_s)
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _spawn(self, answer: Coroutine[Any, Any, None]) -> None:
+        if self._closing:
+            answer.close()
+            log.info("transaction check dropped: the producer is closing, the broker asks again")
+            return
         task = asyncio.ensure_future(answer)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
