@@ -9,7 +9,8 @@ Starts one ``orbitmq standalone --flush-disk-type SYNC_FLUSH`` per ``--tree`` (e
 redis-server set to ``appendfsync always``, then runs mqload ``-p 1 -w 1`` (one send in flight,
 p50/p99) against each in turn, ``--rounds`` times, the order rotating: the machine's load hits
 every system alike. Per run it prints the latencies, the server's CPU per message (user + system
-ticks of the process, all threads) and, with ``--strace``, the server's syscalls per message
+ticks of the process, all threads), its busiest thread's CPU over the run's wall time (an event
+loop's load) and, with ``--strace``, the server's syscalls per message
 (``strace -c -f`` attached for the run: the count, not the time, is the figure to read; strace
 slows every syscall). ``--workload p4`` runs ``-p 4 -w 1000`` instead (throughput).
 ``--flush ASYNC_FLUSH`` starts the brokers that way instead, next to NATS JetStream with
@@ -40,7 +41,22 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
 def _ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _ticks_of(Path(f"/proc/{pid}/stat"))
+
+
+def _thread_ticks(pid: int) -> dict[str, int]:
+    """User + system ticks of each of the process's threads, by thread id."""
+    out: dict[str, int] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[tid] = _ticks_of(Path(f"/proc/{pid}/task/{tid}/stat"))
+        except OSError:  # the thread ended meanwhile
+            continue
+    return out
+
+
+def _ticks_of(stat: Path) -> int:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
 
 
@@ -114,9 +130,14 @@ def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int,
                                   stderr=subprocess.DEVNULL)
         time.sleep(0.5)  # attached to every thread before the load starts
     t0 = _ticks(system.pid) if system.pid else 0
+    threads0 = _thread_ticks(system.pid) if system.pid else {}
     w0 = _written(system.pid) if system.pid else 0
+    wall0 = time.monotonic()
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    wall_s = time.monotonic() - wall0
     cpu_s = ((_ticks(system.pid) - t0) * TICK_S) if system.pid else 0.0
+    threads1 = _thread_ticks(system.pid) if system.pid else {}
+    busiest = max((threads1[t] - threads0[t] for t in threads1 if t in threads0), default=0)
     written = (_written(system.pid) - w0) if system.pid else 0
     rec: dict[str, object] = {}
     for line in text.splitlines():
@@ -125,6 +146,9 @@ def run_one(system: sysmod.System, flags: list[str], strace: bool, run_id: int,
     n = int(rec.get("n", 0) or 0)
     rec["cpu_us_msg"] = round(cpu_s * 1e6 / n, 1) if n else None
     rec["written_kib_msg"] = round(written / 1024 / n, 1) if n else None
+    # The busiest thread's share of the run: an event loop near 100% batches whatever comes,
+    # and its queue sets the tail (docs/performance.md, "What bounds the p99").
+    rec["busiest_thread_pct"] = round(100 * busiest * TICK_S / wall_s)
     if tracer is not None:
         tracer.terminate()
         tracer.wait(10)
@@ -196,7 +220,8 @@ def main() -> None:
                 line = (f"round {r} {system.name:<14} n={rec.get('n')} msgs/s={rec.get('msgs_s')}"
                         f" p50={rec.get('p50_us')} p90={rec.get('p90_us')} p99={rec.get('p99_us')}"
                         f" us  server cpu/msg={rec['cpu_us_msg']} us"
-                        f"  disk writes/msg={rec['written_kib_msg']} KiB")
+                        f"  disk writes/msg={rec['written_kib_msg']} KiB"
+                        f"  busiest thread={rec['busiest_thread_pct']}% of the run")
                 if opts.workload == "e2e":
                     line += (f"\n    e2e p50={rec.get('e2e_p50_us')} p90={rec.get('e2e_p90_us')}"
                              f" p99={rec.get('e2e_p99_us')} p99.9={rec.get('e2e_p999_us')}"
