@@ -12,6 +12,9 @@ any exception leaving these functions is a finding.
                    the Python read (stored.scan_py) and IndexService.build_index's hashes; then
                    index_put of its planned entries and of the bytes' own into an index file
                    whose header and slots are the bytes too, against IndexFile.put_hash
+    pull(frame, fields)  selectors 0..3 and 8..11: a frame FastPath.peek read as a pull
+                   (``fields``, its tuple), against the Python decoder (decode_command and
+                   PullMessageRequestHeader.from_ext_fields): the same command and header
     columns(data)  selector 15: stored_columns over the bytes as a pull body (against
                    stored_columns_py), and encode_batch_columns over columns whose Arrow offsets,
                    data, validity, texts, properties and ids are the bytes (against
@@ -25,13 +28,15 @@ from typing import Any
 
 from orbitmq.protocol import stored
 from orbitmq.protocol.column_batch import BufferColumn, IdBlock, encode_batch_columns_py
+from orbitmq.protocol.command import decode_command
+from orbitmq.protocol.headers import PullMessageRequestHeader
 from orbitmq.protocol.java_hash import java_string_hash_py
 from orbitmq.protocol.message import RESERVED_PROPERTIES
 from orbitmq.protocol.native import NATIVE as PROTOCOL
 from orbitmq.store.index_file import HASH_SLOT_SIZE, HEADER_SIZE, INDEX_ENTRY_SIZE, IndexFile
 from orbitmq.store.native import NATIVE as STORE
 
-__all__ = ["store", "columns"]
+__all__ = ["store", "columns", "pull"]
 
 assert PROTOCOL is not None and STORE is not None, "no C speedups"
 
@@ -205,6 +210,19 @@ def _index_file(data: bytes, planned: list[tuple[int, int, int]]) -> None:
             break
     else:
         raise AssertionError("index_put asks for pages without end")
+
+
+# -- the broker: peek's pulls ------------------------------------------------------------------
+
+def pull(frame: bytes, fields: tuple[Any, ...]) -> None:
+    """A pull ``FastPath.peek`` read (``fields``) from ``frame`` (length word included): the
+    Python decoder must take the frame and give the same request and header."""
+    cmd = decode_command(frame[4:])
+    header = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+    assert fields[0] == len(frame) and not cmd.body, (fields, cmd)
+    assert fields[1:6] == (cmd.code, cmd.opaque, cmd.flag, cmd.version, int(cmd.serialize_type)), (
+        fields, cmd)
+    assert PullMessageRequestHeader(*fields[6:]) == header, (fields, header)
 
 
 def _split(data: bytes) -> tuple[int, bytes, bytes]:

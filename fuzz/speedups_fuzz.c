@@ -6,9 +6,10 @@
  * with the byte parsing.
  *
  * The first input byte picks the entry point (its low four bits), the rest is its untrusted input:
- *   0..3  FastPath.take() over the bytes as a connection's buffer, as broker/fast_path.py calls it
- *         (again after each frame it declines, the frame skipped as the Python decoder would),
- *         into a 256 KiB segment that starts over when full
+ *   0..3  FastPath.peek() and take() over the bytes as a connection's buffer, as
+ *         broker/fast_path.py calls them (again after each frame they decline, the frame skipped as
+ *         the Python decoder would), into a 256 KiB segment that starts over when full; a pull
+ *         peek() reads must decode the same in Python (fuzz_twins.pull)
  *   4     encode_wire_single(properties = the bytes)
  *   5     encode_wire_batch(body = the bytes), and check_wire_batch of the same
  *   6     scan_stored(the bytes, as a commit log segment), and queue_runs(the bytes, as consume
@@ -154,6 +155,28 @@ static void fuzz_take(PyObject *fast_path, const uint8_t *data, size_t size, PyO
         die("buffer");
     Py_ssize_t pos = 0;
     for (int rounds = 0; rounds < 1000; rounds++) {
+        PyObject *kind = PyObject_CallMethod(fast_path, "peek", "On", buf, pos);
+        if (kind == NULL)
+            die("peek raised");  /* it never raises on a peer's bytes */
+        if (PyTuple_Check(kind)) {  /* a pull read in C: the Python decoder must read the same */
+            Py_ssize_t frame_size = PyLong_AsSsize_t(PyTuple_GET_ITEM(kind, 0));
+            if (frame_size < 8 || frame_size > (Py_ssize_t)size - pos)
+                abort();
+            PyObject *frame = PyBytes_FromStringAndSize((const char *)data + pos, frame_size);
+            PyObject *same = frame == NULL ? NULL
+                                           : PyObject_CallMethod(twins, "pull", "OO", frame, kind);
+            if (same == NULL)
+                die("fuzz_twins.pull: peek's pull and the Python decoder's disagree (or raised)");
+            Py_DECREF(same);
+            Py_DECREF(frame);
+            Py_DECREF(kind);
+            pos += frame_size;  /* handed to the pull handler, as broker/fast_path.py does */
+            continue;
+        }
+        int sends = kind == Py_True;
+        Py_DECREF(kind);
+        if (!sends)
+            goto python_path;
         PyObject *r = PyObject_CallMethod(fast_path, "take", "OnOOLLLOO", buf, pos, born, segment,
                                           seg_pos, 0LL, 1767000000000LL, queue_table, record);
         if (r == NULL)
@@ -171,7 +194,10 @@ static void fuzz_take(PyObject *fast_path, const uint8_t *data, size_t size, PyO
             fill_queue_table();
             continue;
         }
-        if (stop == 0 || size - (size_t)pos < 4)
+        if (stop == 0)
+            break;
+    python_path:
+        if (size - (size_t)pos < 4)
             break;
         int32_t total = (int32_t)((uint32_t)data[pos] << 24 | (uint32_t)data[pos + 1] << 16 |
                                   (uint32_t)data[pos + 2] << 8 | data[pos + 3]);

@@ -76,7 +76,8 @@ export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=lib
     tests/unit/store/test_store_put_get.py tests/unit/store/test_store_recovery.py \
     tests/integration/test_broker_send_pull.py tests/integration/test_broker_cpp_frames.py \
     tests/integration/test_store_bulk.py tests/integration/test_fast_path_differential.py \
-    tests/unit/broker/test_fast_path.py tests/unit/protocol/test_column_batch.py \
+    tests/unit/broker/test_fast_path.py tests/unit/broker/test_fast_path_peek.py \
+    tests/unit/protocol/test_column_batch.py \
     tests/unit/broker/test_fast_path_signed.py tests/integration/test_fast_path_auth.py \
     tests/unit/store/test_dispatch_plan.py tests/unit/protocol/test_stored_columns.py \
     tests/unit/store/test_stored_layout_lint.py tests/integration/test_column_send.py "$@"

@@ -2,7 +2,8 @@
 
 ``request_stream(seed)`` gives the frames a connection sends, seeded: mostly the sends the fast
 path takes (V2 names, JSON or binary headers, single and batch, inert properties), mixed with
-everything it must decline and leave to the Python path, and with requests that are answered
+everything it must decline and leave to the Python path, with pulls (whose headers the broker's
+fast reader reads in C, the rest of them the Python path's), and with requests that are answered
 later (reads that wait for the dispatch, sends that create their topic), so that the order of
 the answers is tested too. Every frame is well formed at the frame level (a malformed frame
 closes the connection, which would end the comparison early); inside, anything goes.
@@ -33,6 +34,8 @@ class Stream:
     # Requests whose answer depends on timing (a queue's offsets: how many of the sends read
     # with it were dispatched before it was answered); their answers are not compared.
     volatile: set[int] = dataclasses.field(default_factory=set)
+    # Pulls: answered when they are ready (long polling, the dispatch), not in request order.
+    unordered: set[int] = dataclasses.field(default_factory=set)
 
 
 def _props(rng: random.Random, opaque: int) -> str:
@@ -134,8 +137,10 @@ def _json_frame(fields: dict[str, str], code: int, opaque: int, body: bytes, fla
     if roll < 0.05:
         header["remark"] = "hello"
     elif roll < 0.08:
-        header["extFields"] = {**fields, "e": int(fields["e"]) if fields["e"].lstrip("-").isdigit()
-                               else fields["e"]}  # a number: the C++ client's habit
+        key = "e" if "e" in fields else "queueId"  # a send's queue id, or a pull's
+        value = fields.get(key, "0")
+        header["extFields"] = {**fields, key: int(value) if value.lstrip("-").isdigit()
+                               else value}  # a number: the C++ client's habit
     elif roll < 0.1:
         header["nested"] = {"a": [1, 2, {"b": None}], "c": True}
     text = json.dumps(header, ensure_ascii=rng.random() < 0.5, separators=(",", ":"))
@@ -174,6 +179,52 @@ def _send_frame(rng: random.Random, opaque: int, created: list[str]) -> tuple[by
 _VOLATILE = (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET)
 
 
+def _pull_fields(rng: random.Random, topic: str) -> dict[str, str]:
+    """A pull's header: mostly what consumers send, sometimes values the C reader declines
+    (the Python decoder decides) or that the handler refuses."""
+    def pick(good: list[str], odd: list[str]) -> str:
+        return rng.choice(odd if rng.random() < 0.04 else good)
+
+    fields = {"consumerGroup": "fast-group", "topic": topic,
+              "queueId": pick(["0", "1"], ["-1", "99", " 1", "+1", "1.0", ""]),
+              "queueOffset": pick(["0", "0", "3", "-2", "007"], ["9223372036854775807", "1e3"]),
+              "maxMsgNums": pick(["32", "1"], ["0", "-1", "2147483648"]),
+              "sysFlag": pick(["0", "1", "4", "5", "3"], ["32", "-1"]),
+              "commitOffset": pick(["-1", "0"], ["-2", ""]),
+              "suspendTimeoutMillis": pick(["0", "20"], ["-1", "x"])}
+    if rng.random() < 0.4:
+        fields["subscription"] = rng.choice(["*", "", "a || tag-b", "a ||", "x > 1"])
+        fields["expressionType"] = rng.choice(["TAG", "", "SQL92", "tag"])
+    if rng.random() < 0.3:
+        fields["subVersion"] = rng.choice(["1767000000000", "", "x"])
+    if rng.random() < 0.2:
+        fields["maxMsgBytes"] = rng.choice(["65536", "", "0"])
+    if rng.random() < 0.2:
+        fields["bname"] = "broker-a"  # a name only some clients send: ignored
+    if rng.random() < 0.04:
+        del fields[rng.choice(list(fields))]
+    return fields
+
+
+def _pull_frame(rng: random.Random, opaque: int) -> tuple[bytes, bool]:
+    """A pull (the broker's fast reader reads its header in C, the handler is the Python
+    path's): of the read-only topic, never written, its answers do not depend on timing; of
+    the plain topic, on how far the dispatch got."""
+    topic = READ_ONLY_TOPIC if rng.random() < 0.6 else PLAIN_TOPIC
+    fields = _pull_fields(rng, topic)
+    code, flag = int(RequestCode.PULL_MESSAGE), 0
+    roll = rng.random()
+    if roll < 0.6:
+        frame = encode(RemotingCommand(code=code, opaque=opaque, flag=flag, ext_fields=fields,
+                                       version=rng.choice([399, 0])))
+    elif roll < 0.8:
+        frame = encode(RemotingCommand(code=code, opaque=opaque, flag=flag, ext_fields=fields,
+                                       version=399, serialize_type=SerializeType.ROCKETMQ))
+    else:
+        frame = _json_frame(fields, code, opaque, b"", flag, rng)
+    return frame, topic == PLAIN_TOPIC
+
+
 def _other_frame(rng: random.Random, opaque: int) -> tuple[bytes, bool]:
     """A request the fast path never takes; some are answered only after the dispatch."""
     roll = rng.random()
@@ -200,17 +251,21 @@ def request_stream(seed: int, count: int = 300) -> Stream:
     answered = 0
     created: list[str] = []
     volatile: set[int] = set()
+    unordered: set[int] = set()
     for i in range(count):
         opaque = 1000 + i
-        if rng.random() < 0.9:
+        roll = rng.random()
+        if roll < 0.9:
             frame, answers = _send_frame(rng, opaque, created)
         else:
-            (frame, timed), answers = _other_frame(rng, opaque), True
+            (frame, timed), answers = (_pull_frame if roll < 0.93 else _other_frame)(rng, opaque), True
             if timed:
                 volatile.add(opaque)
+            if roll < 0.93:
+                unordered.add(opaque)
         frames.append(frame)
         answered += answers
-    return Stream(frames, answered, volatile)
+    return Stream(frames, answered, volatile, unordered)
 
 
 def chunks(data: bytes, rng: random.Random) -> list[bytes]:

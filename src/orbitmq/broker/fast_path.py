@@ -8,6 +8,14 @@ that frame and dispatches it to the Python handlers, and asks the fast path agai
 Every frame is thus handled once, in order, by one of the two, and the store sees the sends of a
 connection in the order they were sent.
 
+Before that, ``FastPath.peek`` (no lock) reads the frame in front: a send goes to ``take``; a
+PULL_MESSAGE whose header it can read (broker/_native/pull_request.h: the values the Python
+decoder would read, else it declines) goes straight to the connection's request handling as a
+:class:`~orbitmq.broker.processor.pull_processor.ParsedPull`, skipping the JSON decoding and the
+header parsing (a consumer's every pull; with authentication on, never: the guard checks the
+signed fields of the decoded frame); anything else is left to the Python decoder without the put
+lock's cost.
+
 What it takes: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) with the
 V2 (a..n) header names, JSON or binary headers, where
 - the topic is in the snapshot of :meth:`FastPath.topics_changed`: it exists, is writable, has
@@ -71,6 +79,7 @@ from orbitmq.broker.context import BrokerContext
 from orbitmq.broker.durable_save import put_answer
 from orbitmq.broker.fast_failure import BrokerFastFailure
 from orbitmq.broker.native import NATIVE
+from orbitmq.broker.processor.pull_processor import parsed_pull
 from orbitmq.broker.tables.topic_config_manager import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -349,10 +358,33 @@ class FastPath:
 
     # -- the fast reader ------------------------------------------------------------------------
     def __call__(self, conn: RemotingConnection, buf: memoryview, pos: int) -> int:
+        """Every frame from ``pos`` on that it handles: runs of sends stored in C, and pulls
+        read in C and handed to the connection's handler as a :class:`ParsedPull` (no
+        authentication: the guard checks a request's signed fields); stops at the first frame
+        it leaves to the Python decoder."""
+        native = self._native
+        if native is None:
+            return pos
+        pulls = self._access is None
+        while True:
+            kind = native.peek(buf, pos)
+            if kind is True:
+                taken = self._take_sends(conn, buf, pos)
+                if taken == pos:
+                    return pos
+                pos = taken
+            elif kind is False or not pulls:
+                return pos
+            else:
+                conn.received_request(parsed_pull(kind))
+                pos += kind[0]
+
+    def _take_sends(self, conn: RemotingConnection, buf: memoryview, pos: int) -> int:
+        """The sends from ``pos`` on that the C code stores, answered; where it stopped."""
         ff = self.fast_failure  # a read after a stall: the Python path answers SYSTEM_BUSY
         if ff is not None and conn.last_received - ff.last_tick > ff.threshold_s:
             return pos
-        if self._suspended or self._native is None or not self._config.broker_permission & _PERM_WRITE:
+        if self._suspended or not self._config.broker_permission & _PERM_WRITE:
             return pos  # (a broker without WRITE: the Python path refuses the sends)
         born = conn.attributes.get(_BORN)
         if born is None:

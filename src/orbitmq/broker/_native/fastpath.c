@@ -6,6 +6,7 @@
 
 #include "broker/_native/fastpath.h"
 #include "broker/_native/fastpath_answer.h"
+#include "broker/_native/pull_request.h"
 #include "protocol/_native/stored_encode.h"
 
 static void clear_topics(FastPathObject *fp)
@@ -211,39 +212,6 @@ static PyObject *fp_set_topics(FastPathObject *fp, PyObject *table)
 }
 
 /* -- the send header's values (_fast_headers.send_v2_fast: a strict subset of what it takes) -- */
-
-/* Decimal digits with an optional '-', in [low, high]. */
-static int span_int(Span s, int64_t low, int64_t high, int64_t *out)
-{
-    if (s.p == NULL || s.len == 0 || s.len > 19)
-        return 0;
-    Py_ssize_t i = s.p[0] == '-' ? 1 : 0;
-    if (i == s.len)
-        return 0;
-    uint64_t v = 0;
-    for (; i < s.len; i++) {
-        if (s.p[i] < '0' || s.p[i] > '9')
-            return 0;
-        v = v * 10 + (uint64_t)(s.p[i] - '0');
-        if (v > (uint64_t)INT64_MAX)
-            return 0;
-    }
-    int64_t sv = s.p[0] == '-' ? -(int64_t)v : (int64_t)v;
-    if (sv < low || sv > high)
-        return 0;
-    *out = sv;
-    return 1;
-}
-
-/* An optional number: absent or empty is ``dflt``. */
-static int span_opt_int(Span s, int64_t dflt, int64_t low, int64_t high, int64_t *out)
-{
-    if (s.p == NULL || s.len == 0) {
-        *out = dflt;
-        return 1;
-    }
-    return span_int(s, low, high, out);
-}
 
 /* An optional flag: absent, empty, "false" or "0" is 0; "true" or "1" is 1; -1 otherwise. */
 static int span_bool(Span s)
@@ -785,6 +753,86 @@ static PyObject *fp_auth_check(FastPathObject *fp, PyObject *frame)
     return PyErr_Occurred() ? NULL : PyLong_FromLong(verdict);
 }
 
+/* The text of a header value as str; None for an absent one. */
+static PyObject *span_text(Span s)
+{
+    return s.p == NULL ? Py_NewRef(Py_None) : PyUnicode_DecodeUTF8((const char *)s.p, s.len, NULL);
+}
+
+/* A pull_request.h pull as peek() gives it. */
+static PyObject *pull_tuple(const WireRequest *r, const PullFields *f, Py_ssize_t frame_size)
+{
+    PyObject *max_bytes = f->max_msg_bytes ? PyLong_FromLongLong(f->max_msg_bytes)
+                                           : Py_NewRef(Py_None);
+    if (max_bytes == NULL)
+        return NULL;
+    return Py_BuildValue("(niiiiiNNLLLLLLNLNN)", frame_size, (int)r->code, (int)r->opaque,
+                         (int)r->flag, (int)r->version, r->serialize_type, span_text(f->group),
+                         span_text(f->topic), (long long)f->queue_id, (long long)f->queue_offset,
+                         (long long)f->max_msg_nums, (long long)f->sys_flag,
+                         (long long)f->commit_offset, (long long)f->suspend_ms,
+                         span_text(f->subscription), (long long)f->sub_version,
+                         span_text(f->expression_type), max_bytes);
+}
+
+/*
+ * peek(buf, pos) -> True | False | tuple: what the whole frame at ``buf[pos:]`` is.
+ * - a tuple: a PULL_MESSAGE request read in C (pull_request.h), as
+ *   (frame_size, code, opaque, flag, version, serialize_type, then the header's values in
+ *   headers.PullMessageRequestHeader's order);
+ * - False: a request or response take() would decline (no send: a heartbeat, a pull this reader
+ *   does not take...), so that its caller skips the put lock and the call;
+ * - True otherwise: take() decides (a send, a partial or unreadable frame).
+ */
+static PyObject *fp_peek(FastPathObject *fp, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer in;
+    Py_ssize_t pos;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "peek(buf, pos)");
+        return NULL;
+    }
+    if (fp->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "peek: a take() is under way (another thread)");
+        return NULL;
+    }
+    pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (pos < 0 || pos > in.len) {
+        PyErr_SetString(PyExc_ValueError, "peek: position outside its buffer");
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)in.buf + pos;
+    Py_ssize_t avail = in.len - pos;
+    PyObject *out = Py_NewRef(Py_True);
+    if (avail >= 4) {  /* the first frame only: scratch as long as that frame */
+        Py_ssize_t total = (Py_ssize_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                                        ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+        WireRequest r;
+        PullFields f;
+        Py_ssize_t size = 0;
+        if (total <= fp->max_frame_size && total <= avail - 4) {
+            if (ensure_scratch(fp, total + 4) < 0) {
+                Py_SETREF(out, NULL);
+            } else if (read_frame(p, total + 4, fp->max_frame_size, fp->scratch, &r, &size)
+                       == FRAME_READY) {
+                if (pull_fields(&r, &f))
+                    Py_SETREF(out, pull_tuple(&r, &f, size));
+                else if ((r.flag & FLAG_RESPONSE) || (r.code != CODE_SEND_MESSAGE &&
+                                                      r.code != CODE_SEND_MESSAGE_V2 &&
+                                                      r.code != CODE_SEND_BATCH_MESSAGE))
+                    Py_SETREF(out, Py_NewRef(Py_False));
+            }
+        }
+    }
+    PyBuffer_Release(&in);
+    return out;
+}
+
 static PyMethodDef fp_methods[] = {
     {"take", (PyCFunction)(void (*)(void))fp_take, METH_FASTCALL,
      "Every frame it can handle from buf[pos:], stored and answered; see broker/_native/fastpath.h."},
@@ -800,6 +848,9 @@ static PyMethodDef fp_methods[] = {
      "against, replacing the last snapshot and emptying the allowed pairs."},
     {"allow", (PyCFunction)(void (*)(void))fp_allow_m, METH_FASTCALL,
      "allow(version, user, topic) -> bool: a send the guard admitted, kept while version holds."},
+    {"peek", (PyCFunction)(void (*)(void))fp_peek, METH_FASTCALL,
+     "peek(buf, pos) -> True | False | tuple: the frame there a send take() may store (True), "
+     "a pull read in C (tuple), or neither (False); see fastpath.c."},
     {"auth_check", (PyCFunction)fp_auth_check, METH_O,
      "The signature and rules check's verdict (0: ok) on one send frame."},
     {NULL, NULL, 0, NULL},

@@ -410,3 +410,37 @@ int read_frame(const unsigned char *p, Py_ssize_t avail, Py_ssize_t max_frame_si
     return FRAME_READY;
 }
 
+/* -- numbers in text values ------------------------------------------------------------------ */
+
+/* Decimal digits with an optional '-', in [low, high]. */
+int span_int(Span s, int64_t low, int64_t high, int64_t *out)
+{
+    if (s.p == NULL || s.len == 0 || s.len > 19)
+        return 0;
+    Py_ssize_t i = s.p[0] == '-' ? 1 : 0;
+    if (i == s.len)
+        return 0;
+    uint64_t v = 0;
+    for (; i < s.len; i++) {
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return 0;
+        v = v * 10 + (uint64_t)(s.p[i] - '0');
+        if (v > (uint64_t)INT64_MAX)
+            return 0;
+    }
+    int64_t sv = s.p[0] == '-' ? -(int64_t)v : (int64_t)v;
+    if (sv < low || sv > high)
+        return 0;
+    *out = sv;
+    return 1;
+}
+
+/* An optional number: absent or empty is ``dflt``. */
+int span_opt_int(Span s, int64_t dflt, int64_t low, int64_t high, int64_t *out)
+{
+    if (s.p == NULL || s.len == 0) {
+        *out = dflt;
+        return 1;
+    }
+    return span_int(s, low, high, out);
+}

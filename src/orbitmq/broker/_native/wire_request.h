@@ -64,4 +64,11 @@ enum {
 int read_frame(const unsigned char *p, Py_ssize_t avail, Py_ssize_t max_frame_size,
                unsigned char *scratch, WireRequest *r, Py_ssize_t *frame_size);
 
+/* Decimal digits with an optional '-' (at most 19 characters), in [low, high]: 1 and ``*out``,
+ * else 0. Stricter than Python's int(): no sign '+', blank or '_'. */
+int span_int(Span s, int64_t low, int64_t high, int64_t *out);
+
+/* An optional number: absent or empty is ``dflt``. */
+int span_opt_int(Span s, int64_t dflt, int64_t low, int64_t high, int64_t *out);
+
 #endif

@@ -63,7 +63,7 @@ from orbitmq.broker.processor.long_poll_service import HeldPull, LongPollService
 from orbitmq.config import QUEUE_NUMS_MAX
 from orbitmq.errors import BrokerError, ConnectionClosedError, ExpressionError
 from orbitmq.protocol.bodies import ExpressionType, MessageModel, Perm, TopicConfig
-from orbitmq.protocol.codes import OrbitMQRequestCode, ResponseCode
+from orbitmq.protocol.codes import LanguageCode, OrbitMQRequestCode, ResponseCode, SerializeType
 from orbitmq.protocol.command import RemotingCommand
 from orbitmq.protocol.expressions import expression_type_of
 from orbitmq.protocol.headers import PullMessageRequestHeader, PullSysFlag
@@ -73,7 +73,8 @@ from orbitmq.store.status import GetMessageResult, GetMessageStatus
 from orbitmq.transport.connection import RemotingConnection
 from orbitmq.transport.server import internal_error_response
 
-__all__ = ["PullProcessor", "pull_response_code", "check_subscription", "physical_memory_bytes"]
+__all__ = ["PullProcessor", "ParsedPull", "parsed_pull", "pull_response_code", "check_subscription",
+           "physical_memory_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,28 @@ _RETRY = (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMO
 _EMPTY_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
 _NOT_FOUND = (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_FOUND_NULL)
 _BULK = int(OrbitMQRequestCode.PULL_MESSAGE_BULK)
+
+
+_SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)  # by their wire number
+
+
+class ParsedPull(RemotingCommand):
+    """A PULL_MESSAGE request whose header the broker's fast reader read in C
+    (broker/fast_path.py): ``header`` comes decoded, ``ext_fields`` stays empty, the language
+    is not read (a pull's answer does not depend on it). The handler takes ``header`` as it
+    would have decoded it (pull_request.h: the same values as ``from_ext_fields``)."""
+
+    __slots__ = ("header",)
+    header: PullMessageRequestHeader
+
+
+def parsed_pull(fields: tuple[Any, ...]) -> ParsedPull:
+    """The request of a tuple of ``FastPath.peek`` (broker/native.pyi): (frame size, code,
+    opaque, flag, version, serialize type, then the header's values in its field order)."""
+    cmd = ParsedPull(fields[1], fields[2], fields[3], LanguageCode.OTHER, fields[4], None, {},
+                     b"", _SERIALIZE_TYPES[fields[5]])
+    cmd.header = PullMessageRequestHeader(*fields[6:])
+    return cmd
 
 
 def pull_response_code(status: GetMessageStatus, request_offset: int) -> ResponseCode:
@@ -162,7 +185,8 @@ class PullProcessor:
     def pull_message(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         """Answers errors directly; found messages and empty results are written by ``_execute``
         (zero copy), so the transport gets None."""
-        h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        h = (cmd.header if type(cmd) is ParsedPull
+             else PullMessageRequestHeader.from_ext_fields(cmd.ext_fields))
         try:
             message_filter = self._check(h, conn)
         except BrokerError as e:
