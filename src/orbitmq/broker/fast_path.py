@@ -365,8 +365,8 @@ class FastPath:
         native = self._native
         if native is None:
             return pos
-        pulls = self._access is None
-        while True:
+        pulls, end = self._access is None, len(buf)
+        while end - pos >= 4:  # (a length word: less is a partial frame, the decoder's)
             kind = native.peek(buf, pos)
             if kind is True:
                 taken = self._take_sends(conn, buf, pos)
@@ -378,6 +378,7 @@ class FastPath:
             else:
                 conn.received_request(parsed_pull(kind))
                 pos += kind[0]
+        return pos
 
     def _take_sends(self, conn: RemotingConnection, buf: memoryview, pos: int) -> int:
         """The sends from ``pos`` on that the C code stores, answered; where it stopped."""

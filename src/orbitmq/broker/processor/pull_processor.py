@@ -191,8 +191,32 @@ class PullProcessor:
             message_filter = self._check(h, conn)
         except BrokerError as e:
             return cmd.response(e.code, e.remark)
-        self._execute(cmd, conn, h, message_filter, allow_suspend=True)
+        if not (h.sys_flag & _FLAG_SUSPEND and self._held_at_end(cmd, conn, h, message_filter)):
+            self._execute(cmd, conn, h, message_filter, allow_suspend=True)
         return None
+
+    def _held_at_end(self, cmd: RemotingCommand, conn: RemotingConnection,
+                     h: PullMessageRequestHeader, message_filter: PullFilter | None) -> bool:
+        """A suspending pull at the end of its queue (a push consumer's every pull once it
+        has caught up), held without a read: the read would find OFFSET_OVERFLOW_ONE, answered
+        PULL_NOT_FOUND, so held (``_execute``). False when the pull must read: not at the end,
+        an offset of 0 (an empty queue's answer differs), a read bound (controller mode), or
+        the hold refused."""
+        if (self.read_bound is not None or h.queue_offset <= 0
+                or self.store.get_max_offset_in_queue(h.topic, h.queue_id) != h.queue_offset):
+            return False
+        self._commit(h)
+        return self.long_poll.hold(HeldPull(cmd, conn, h, message_filter), self._suspend_ms(h))
+
+    def _commit(self, h: PullMessageRequestHeader) -> None:
+        """The pull's commitOffset stored, when it carries one (not on a slave: module
+        docstring)."""
+        if h.sys_flag & _FLAG_COMMIT and h.commit_offset >= 0 and not self.ctx.role.is_slave:
+            self.ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+
+    def _suspend_ms(self, h: PullMessageRequestHeader) -> int:
+        """How long a pull may be held."""
+        return h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_ms
 
     def pull_message_bulk(self, cmd: RemotingCommand, conn: RemotingConnection) -> RemotingCommand | None:
         """PULL_MESSAGE_BULK (OrbitMQ): the same pull, bounded by ``bulk_pull_count_max`` and
@@ -271,13 +295,11 @@ class PullProcessor:
         if slave and code is ResponseCode.PULL_OFFSET_MOVED:  # a slave may just be behind
             code = ResponseCode.PULL_NOT_FOUND
             result.next_begin_offset = h.queue_offset
-        if (allow_suspend and h.sys_flag & _FLAG_COMMIT and h.commit_offset >= 0 and not dispatched
-                and not slave):
-            self.ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if allow_suspend and not dispatched:
+            self._commit(h)
         if code is ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & _FLAG_SUSPEND:
-            timeout = h.suspend_timeout_millis if self.long_polling_enable else self.short_polling_time_ms
             held = HeldPull(cmd, conn, h, message_filter, wait_end=result.held_back_end)
-            if self.long_poll.hold(held, timeout):
+            if self.long_poll.hold(held, self._suspend_ms(h)):
                 return
         elif resumed is not None and code is ResponseCode.PULL_NOT_FOUND and result.held_back_end >= 0:
             # Woken by the message's arrival before the confirm offset passed it (the usual
