@@ -4,7 +4,10 @@
         [--only send|pull|sink] [--metrics]
 
 A real BrokerController (store in a temporary directory) gets the frames mqload sends
-(SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32) fed
+(SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32;
+then pulls at the end of the queues, as a consumer that caught up sends them: answered at once
+without the suspend bit, held with it, and the held ones answered by a send to each queue: per
+pull) fed
 straight into a RemotingConnection whose transport only counts bytes. What is measured is
 ``time.process_time`` (every thread of the process: event loop, dispatch, flush) per message, so
 the figure does not depend on how busy the rest of the machine is, and the kernel's share
@@ -41,6 +44,7 @@ BODY = os.urandom(1024)
 QUEUES = 8
 FRAMES_PER_READ = 48  # about what one 64 KiB socket read holds of 1 KiB sends
 PULL_BATCH = 32
+END_PULLS = 4000  # pulls a run at the end of the queues (held: under HELD_PER_CONNECTION_MAX)
 
 
 class CountingTransport:
@@ -102,10 +106,11 @@ def batch_frame(opaque: int, topic: str, qid: int, ser: SerializeType, size: int
                                   ext_fields=ext, body=body, serialize_type=ser))
 
 
-def pull_frame(opaque: int, topic: str, qid: int, offset: int) -> bytes:
+def pull_frame(opaque: int, topic: str, qid: int, offset: int, sys_flag: int = 2,
+               suspend_ms: int = 1000) -> bytes:
     ext = {"consumerGroup": "bench_consumer", "topic": topic, "queueId": str(qid),
-           "queueOffset": str(offset), "maxMsgNums": str(PULL_BATCH), "sysFlag": "2",
-           "commitOffset": "0", "suspendTimeoutMillis": "1000", "subscription": "*",
+           "queueOffset": str(offset), "maxMsgNums": str(PULL_BATCH), "sysFlag": str(sys_flag),
+           "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms), "subscription": "*",
            "subVersion": "0", "expressionType": "TAG"}
     return encode(RemotingCommand(code=RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields=ext))
 
@@ -219,6 +224,25 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
                              lambda: loop.run_until_complete(feed(conn, chunks(pulls, 8))),
                              args.profile)
                 results["pull"] = min(results.get("pull", us), us)
+            broker.store.wait_dispatched()
+            ends = [broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
+            for key, label, flag, suspend_ms in (
+                    ("pull end", "broker pull at the queue's end, answered", 1, 0),
+                    ("pull held", "broker pull at the queue's end, held", 3, 600_000)):
+                for r in range(args.repeat):  # a connection a run: it may hold END_PULLS
+                    ended = loop.run_until_complete(attach(broker.server))
+                    frames = [pull_frame(70_000 + i, topic, i % QUEUES, ends[i % QUEUES], flag,
+                                         suspend_ms) for i in range(END_PULLS)]
+                    us = measure(label, END_PULLS, lambda: loop.run_until_complete(
+                        feed(ended, chunks(frames, 8))), args.profile)  # noqa: B023
+                    results[key] = min(results.get(key, us), us)
+                    if key == "pull held":  # a send to each queue answers its held pulls
+                        sent = [send_frame(200_000 * (r + 1) + q, topic, q, ser)
+                                for q in range(QUEUES)]
+                        us = measure("broker held pull answered by a send", END_PULLS,
+                                     sends([b"".join(sent)]), args.profile)
+                        results["held answered"] = min(results.get("held answered", us), us)
+                        ends = [end + 1 for end in ends]
         loop.run_until_complete(broker.stop())
     finally:
         loop.close()
