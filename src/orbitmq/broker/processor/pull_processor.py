@@ -87,8 +87,6 @@ _RETRY = (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMO
 _EMPTY_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
 _NOT_FOUND = (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_FOUND_NULL)
 _BULK = int(OrbitMQRequestCode.PULL_MESSAGE_BULK)
-
-
 _SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)  # by their wire number
 
 
