@@ -240,3 +240,19 @@ def _ask(sock: socket.socket, request: bytes) -> RemotingCommand:
         assert chunk, "connection closed"
         buf += chunk
     return decode_command(bytes(buf[4:]))
+
+
+def test_pulls_are_the_guards_never_read_in_c(h: BrokerHarness) -> None:
+    """With authentication on the fast reader leaves pulls to the Python decoder: the guard
+    checks a pull's signed fields, which a pull read in C would not carry."""
+    def pull(who: Credentials | None, opaque: int) -> bytes:
+        ext = h.pull_fields(ORDERS, 1, 0, group="pull-group")
+        if who is not None:
+            sign_fields(ext, b"", who)
+        return encode(RemotingCommand(code=int(RequestCode.PULL_MESSAGE), opaque=opaque,
+                                      ext_fields=ext))
+
+    unsigned, signed = exchange(h, [pull(None, 1), pull(ROOT, 2)])
+    assert unsigned.code == ResponseCode.NO_PERMISSION and "no AccessKey" in (unsigned.remark or "")
+    assert signed.code == ResponseCode.PULL_NOT_FOUND, signed
+    assert counts(h)["pulls"] == 0

@@ -241,7 +241,8 @@ def _read_answer(sock: socket.socket) -> RemotingCommand:
 def test_a_lone_send_reaches_a_waiting_consumer_before_its_answer(tmp_path: Path) -> None:
     """A read of one send to a topic a pull waits on: the dispatch and the pull's answer first,
     then the send's answer (DurableSave.deliver_first). The loopback has put the pull's answer
-    in the consumer's socket before the producer's answer was even written."""
+    in the consumer's socket before the producer's answer was even written. The pulls are read
+    in C (FastPath.peek) and those at the queue's end held without a read."""
     h = _harness(tmp_path / "d", FlushDiskType.ASYNC_FLUSH)
     try:
         with socket.create_connection(("127.0.0.1", h.port), timeout=15) as consumer, \
@@ -265,7 +266,9 @@ def test_a_lone_send_reaches_a_waiting_consumer_before_its_answer(tmp_path: Path
                 answer = _read_answer(consumer)
                 assert (answer.code, answer.opaque) == (ResponseCode.SUCCESS, 100 + round_)
                 assert [m.body for m in iter_stored_messages(answer.body)] == [f"m{round_}".encode()]
-        assert _counts(h)["handled"] >= 3  # the fast path took the sends of the rounds
+        counts = _counts(h)
+        assert counts["handled"] >= 3  # the fast path took the sends of the rounds
+        assert counts["pulls"] == 3  # and read the pulls in C (held at the queue's end: 1, 2)
     finally:
         h.close()
 

@@ -189,6 +189,7 @@ def _run(tmp_path: Path, seed: int, flush: FlushDiskType) -> None:
     assert native["log"] == python["log"], f"seed {seed}: the commit logs differ"
     assert fast_counts["handled"] >= len(stream.frames) // 4, fast_counts
     assert fast_counts["declined"] > 0 and fast_counts["errors"] == 0, fast_counts
+    assert fast_counts["pulls"] > 0, fast_counts  # pulls read in C, answered as Python's
 
 
 @pytest.mark.parametrize("seed", range(6))

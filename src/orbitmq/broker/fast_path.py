@@ -268,6 +268,7 @@ class FastPath:
         self._saver = ctx.saver
         self._stats = ctx.stats
         self._suspended: dict[str, str] = {}  # who turned it off -> why
+        self._pulls = 0  # pull requests read in C (counts())
         self.fast_failure = fast_failure
         # the stateful strategy: each connection's record goes to the C check (it reads and
         # writes it as the guard does: security/stateful.py)
@@ -352,9 +353,10 @@ class FastPath:
                                    else 0)
 
     def counts(self) -> dict[str, int]:
-        """Frames handled, declined and left for a segment roll, and with authentication on
-        the sends declined by the C check, by reason (``auth_*``; tests, diagnostics)."""
-        return {} if self._native is None else dict(self._native.counts())
+        """Frames handled, declined and left for a segment roll, pulls read in C (``pulls``),
+        and with authentication on the sends declined by the C check, by reason (``auth_*``;
+        tests, diagnostics)."""
+        return {} if self._native is None else {**self._native.counts(), "pulls": self._pulls}
 
     # -- the fast reader ------------------------------------------------------------------------
     def __call__(self, conn: RemotingConnection, buf: memoryview, pos: int) -> int:
@@ -376,6 +378,7 @@ class FastPath:
             elif kind is False or not pulls:
                 return pos
             else:
+                self._pulls += 1
                 conn.received_request(parsed_pull(kind))
                 pos += kind[0]
         return pos
