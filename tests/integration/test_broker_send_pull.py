@@ -142,6 +142,24 @@ def test_pull_without_subscription_flag_or_heartbeat(h: BrokerHarness) -> None:
     assert [m.body for m in iter_stored_messages(r.body)] == [b"b"]
 
 
+def test_max_msg_bytes_bounds_a_pulls_answer(h: BrokerHarness) -> None:
+    """A pull's maxMsgBytes (RocketMQ 5 clients send it) bounds the bytes of its answer; the
+    first message comes whatever its size."""
+    for i in range(5):
+        h.send_ok("MaxBytes", bytes([i]) * 1000, queue_id=0)
+    h.wait_dispatched()
+    r, _ = h.pull("MaxBytes", 0, 0)
+    sizes = [int.from_bytes(r.body[pos : pos + 4], "big") for pos in
+             (0, int.from_bytes(r.body[:4], "big"))]
+    for max_bytes, count in ((1, 1), (sizes[0] + sizes[1], 2), (sizes[0] + sizes[1] - 1, 1)):
+        fields = h.pull_fields("MaxBytes", 0, 0)
+        fields["maxMsgBytes"] = str(max_bytes)
+        r = h.invoke(RequestCode.PULL_MESSAGE, fields)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert [m.body[0] for m in iter_stored_messages(r.body)] == list(range(count)), max_bytes
+        assert r.ext_fields["nextBeginOffset"] == str(count)
+
+
 def test_pull_many_messages_across_segments(h: BrokerHarness) -> None:
     body = bytes(range(256)) * 16  # 4 KiB: 256 KiB test segments roll every ~60 messages
     for i in range(150):

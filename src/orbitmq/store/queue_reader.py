@@ -38,6 +38,7 @@ def read_queue(
     max_physical_end: int | None = None,
     runs: bool = False,
     check: bool = False,
+    max_bytes: int | None = None,
 ) -> GetMessageResult:
     """Messages of ``cq`` from queue ``offset``; statuses and next offsets as RocketMQ's. A
     ``bulk`` read is bounded by ``bulk_pull_count_max`` / ``bulk_pull_bytes_max`` instead of the
@@ -48,6 +49,9 @@ def read_queue(
     passes it), and ``held_back_end`` says where it ends. When it is the first entry, the answer
     is OFFSET_OVERFLOW_ONE at ``offset``, as if the queue ended there. The caller decides what
     the bound means (the broker's confirm offset in controller mode, docs/failover.md).
+
+    ``max_bytes`` (the reader's own, a pull's maxMsgBytes) lowers the bytes bound further; as
+    with every bytes bound the first message is returned whatever its size.
 
     With ``runs``, messages lying back to back in the commit log share one buffer (a pull's
     body is their concatenation either way): a batch producer's messages are, and a bulk pull
@@ -71,6 +75,8 @@ def read_queue(
         )
     result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
     count_max, bytes_max = _transfer_limits(config, max_msg_nums, bulk)
+    if max_bytes is not None:
+        bytes_max = min(bytes_max, max_bytes)
     starts: list[int] | None = [] if check else None
     if not (runs and message_filter is None and _RUNS_IN_C
             and _read_runs_in_c(result, entries, commit_log, count_max, bytes_max,

@@ -63,11 +63,13 @@ class StoreReads:
         bulk: bool = False,
         max_physical_end: int | None = None,
         runs: bool = False,
+        max_bytes: int | None = None,
     ) -> GetMessageResult:
         """Up to ``max_msg_nums`` stored messages of a queue from ``offset`` (raw, for the wire),
         bounded by ``max_transfer_count_on_message_in_memory`` and ``..._bytes_...`` (by
-        ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read), and with
-        ``max_physical_end`` to messages that end at or before that commit log offset; with
+        ``bulk_pull_count_max`` and ``bulk_pull_bytes_max`` for a ``bulk`` read) and by the
+        reader's own ``max_bytes`` (a pull's maxMsgBytes; the first message always comes), and
+        with ``max_physical_end`` to messages that end at or before that commit log offset; with
         ``runs``, back-to-back messages in one buffer (queue_reader.read_queue).
 
         A slave checks every message before serving it (a master too with
@@ -77,7 +79,7 @@ class StoreReads:
         for _ in range(CHECKED_READS_MAX):
             result = read_queue(self._queue((topic, queue_id)), self.commit_log,
                                 offset, max_msg_nums, message_filter, self.config, bulk,
-                                max_physical_end, runs, check)
+                                max_physical_end, runs, check, max_bytes)
             if result.corrupt_at < 0 or not self.corrupt_message_found(
                     result.corrupt_at, result.corrupt_problem, "read"):
                 return result

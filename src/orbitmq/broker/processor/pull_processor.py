@@ -13,7 +13,9 @@ OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL PULL_OFFSET_MOVED (nextBeginOffset = a v
 ======================================  =======================================================
 
 Every answer other than PULL_NOT_FOUND moves ``nextBeginOffset`` away from the request's offset
-(the C++ PullConsumer loops until NO_NEW_MSG). Response extFields are strings. The body goes out
+(the C++ PullConsumer loops until NO_NEW_MSG). An answer holds up to ``maxMsgNums`` messages
+within the broker's transfer bounds and, when the request gives ``maxMsgBytes`` (RocketMQ 5
+clients do), within that many bytes; its first message comes whatever its size. Response extFields are strings. The body goes out
 with ``send_parts``: the file slices are never copied or re-encoded, and messages lying back to
 back in the commit log go out as one slice.
 
@@ -287,6 +289,7 @@ class PullProcessor:
         result = self.store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter,
             cmd.code == _BULK, read_bound() if read_bound is not None else None, runs=True,
+            max_bytes=h.max_msg_bytes,
         )
         code = pull_response_code(result.status, h.queue_offset)
         slave = self.ctx.role.is_slave
