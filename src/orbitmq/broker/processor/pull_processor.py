@@ -15,9 +15,9 @@ OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL PULL_OFFSET_MOVED (nextBeginOffset = a v
 Every answer other than PULL_NOT_FOUND moves ``nextBeginOffset`` away from the request's offset
 (the C++ PullConsumer loops until NO_NEW_MSG). An answer holds up to ``maxMsgNums`` messages
 within the broker's transfer bounds and, when the request gives ``maxMsgBytes`` (RocketMQ 5
-clients do), within that many bytes; its first message comes whatever its size. Response extFields are strings. The body goes out
-with ``send_parts``: the file slices are never copied or re-encoded, and messages lying back to
-back in the commit log go out as one slice.
+clients do), within that many bytes; its first message comes whatever its size. Response
+extFields are strings. The body goes out with ``send_parts``: the file slices are never copied
+or re-encoded, and messages lying back to back in the commit log go out as one slice.
 
 On a slave (broker/role.py), as RocketMQ's: the pull's commitOffset is not stored (the master's
 table is the one that counts; the slave copies it), and an offset the slave's queue does not
