@@ -24,6 +24,10 @@ WORKLOAD_LABELS = {
 E2E_WORKLOADS = ("e2e 1k", "e2e max", "e2e 50%")
 E2E_PEER = "nats-js"  # the end-to-end targets' reference: NATS JetStream's push consumer
 E2E_HALF_P99_MAX_MS = 5.0
+# mqload's split of each delivery at the system's store time (bench/mqload/e2e.c): "in" from the
+# send to the store, "out" from the store to the delivery; "tail": the medians of the two over the
+# slowest 1% of deliveries.
+E2E_SPLIT = ("in_p99_us", "out_p99_us", "tail_in_us", "tail_out_us")
 # (OrbitMQ system, peer) pairs whose ratio the table shows: like acknowledgement semantics; and
 # the same broker with its Prometheus endpoint on and scraped, next to it off (what metrics cost).
 PAIRS = [("orbitmq-async", "nats-js"), ("orbitmq-async", "redis-everysec"),
@@ -60,8 +64,9 @@ def _e2e(runs: dict[tuple[str, str], dict[str, Any]], system: str,
     if rec is None or "e2e_p50_us" not in rec or int(rec.get("e2e_n", 0)) == 0:
         return None
     return {k: float(rec[f"e2e_{k}"]) for k in ("p50_us", "p99_us", "p999_us", "max_us", "n", "lost")
-            } | {"rate": float(rec["rate"]), "msgs_s": float(rec.get("e2e_msgs_s", 0)),
-                 "behind_max_us": float(rec.get("behind_max_us", 0))}
+            } | {k: float(rec[f"e2e_{k}"]) for k in E2E_SPLIT if f"e2e_{k}" in rec
+                 } | {"rate": float(rec["rate"]), "msgs_s": float(rec.get("e2e_msgs_s", 0)),
+                      "behind_max_us": float(rec.get("behind_max_us", 0))}
 
 
 def _target(name: str, value: float | None, goal: float, unit: str, higher: bool = True,
@@ -156,6 +161,13 @@ def e2e_targets(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, A
         why = (f"at {half['rate']:,.0f} msgs/s; p50 {half['p50_us']:,.0f} us, p99.9 "
                f"{half['p999_us']:,.0f} us; producer behind its schedule by up to "
                f"{half['behind_max_us'] / 1000:,.1f} ms")
+        if "tail_in_us" in half:
+            why += (f"; the slowest 1% spent {half['tail_in_us'] / 1000:,.1f} ms (median) before "
+                    f"the store, {half['tail_out_us'] / 1000:,.1f} ms after it")
+        rec = runs[("orbitmq-async", "e2e 50%")]
+        if "machine_busy_pct" in rec:
+            why += (f"; the machine's CPUs {rec['machine_busy_pct']}% busy (broker "
+                    f"{rec['server_cpu_pct']}%, load tool {rec['client_cpu_pct']}% of one CPU)")
         if half["lost"]:
             why += f"; {half['lost']:,.0f} not delivered"
     out.append(_target("e2e at 50% of the e2e max rate, orbitmq-async p99", half["p99_us"] / 1000
@@ -262,9 +274,15 @@ def _render_e2e(runs: dict[tuple[str, str], dict[str, Any]], names: list[str]) -
             rows.append(f"  {workload:<8} {name:<15} {e2e['rate']:>10,.0f} {e2e['msgs_s']:>9,.0f} "
                         f"{e2e['p50_us']:>8,.0f} {e2e['p99_us']:>8,.0f} {e2e['p999_us']:>8,.0f} "
                         f"{e2e['max_us']:>8,.0f} "
-                        f"{e2e['n']:>9,.0f} {e2e['lost']:>6,.0f} {e2e['behind_max_us'] / 1000:>8,.1f}")
+                        f"{e2e['n']:>9,.0f} {e2e['lost']:>6,.0f} {e2e['behind_max_us'] / 1000:>8,.1f}"
+                        + "".join(f" {e2e[k]:>8,.0f}" if k in e2e else f" {'-':>8}"
+                                  for k in E2E_SPLIT)
+                        + f" {rec.get('machine_busy_pct', '-'):>5}")
     if not rows:
         return []
     return ["\nend to end (delivery to a waiting consumer - send, one clock; us):",
             f"  {'workload':<8} {'system':<15} {'rate':>10} {'carried':>9} {'p50':>8} {'p99':>8} "
-            f"{'p99.9':>8} {'max':>8} {'delivered':>9} {'lost':>6} {'behind ms':>8}", *rows]
+            f"{'p99.9':>8} {'max':>8} {'delivered':>9} {'lost':>6} {'behind ms':>8} "
+            f"{'in p99':>8} {'out p99':>8} {'tail in':>8} {'tail out':>8} {'cpu%':>5}", *rows,
+            "  (in: send to the system's store time, out: store to delivery; tail: medians of the"
+            " slowest 1%; cpu%: the machine's CPUs busy)"]

@@ -119,6 +119,17 @@ def _ticks(pid: int | None) -> int:
         return 0
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) ticks of all the machine's CPUs so far (/proc/stat), for its busy share
+    during a run: what a latency tail under load waits on when it is near 100%."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 def _rss_mb(pid: int | None) -> tuple[float, float]:
     """(current, peak) resident memory of ``pid`` in MB (0 when unknown)."""
     if pid is None:
@@ -139,7 +150,7 @@ def load_run(system: sysmod.System, workload: str, flags: list[str], run_id: int
     extra = system.prepare(workload, run_id)
     cmd = [sysmod.mqload(), "-sys", system.kind, *flags, *extra]
     hz = os.sysconf("SC_CLK_TCK")
-    t0, s0 = time.monotonic(), _ticks(system.pid)
+    t0, s0, m0 = time.monotonic(), _ticks(system.pid), _cpu_ticks()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
@@ -147,13 +158,14 @@ def load_run(system: sysmod.System, workload: str, flags: list[str], run_id: int
     except subprocess.TimeoutExpired:
         text, rc = "timed out", -1
     elapsed = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r1, m1 = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_ticks()
     rss, peak = _rss_mb(system.pid)
     rec: dict[str, Any] = {"system": system.name, "workload": workload, "cmd": " ".join(cmd),
                            "rc": rc, "elapsed_s": round(elapsed, 2),
                            "server_cpu_pct": round((_ticks(system.pid) - s0) / hz / elapsed * 100),
                            "client_cpu_pct": round((r1.ru_utime - r0.ru_utime + r1.ru_stime
                                                     - r0.ru_stime) / elapsed * 100),
+                           "machine_busy_pct": round(100 * (m1[0] - m0[0]) / max(1, m1[1] - m0[1])),
                            "server_rss_mb": round(rss, 1), "server_peak_rss_mb": round(peak, 1)}
     for line in text.splitlines():
         if line.startswith("RESULT "):

@@ -227,6 +227,11 @@ def main() -> None:
                              f" p99={rec.get('e2e_p99_us')} p99.9={rec.get('e2e_p999_us')}"
                              f" max={rec.get('e2e_max_us')} us lost={rec.get('e2e_lost')}"
                              f" behind_max={rec.get('behind_max_us')} us")
+                    if "e2e_tail_in_us" in rec:  # the split at the store time (mqload's e2e.c)
+                        line += (f"\n    in p50={rec['e2e_in_p50_us']} p99={rec['e2e_in_p99_us']}"
+                                 f" out p50={rec['e2e_out_p50_us']} p99={rec['e2e_out_p99_us']}"
+                                 f" slowest 1%: in {rec['e2e_tail_in_us']} out "
+                                 f"{rec['e2e_tail_out_us']} us")
                 if "syscalls_msg" in rec:
                     line += f"\n    syscalls/msg {rec['syscalls_msg']}"
                 print(line, flush=True)

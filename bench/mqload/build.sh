@@ -26,6 +26,6 @@ fi
 "$CC" -O2 -pthread -Wall -Wextra -Wno-unused-function -Wno-unused-parameter ${CFLAGS:-} \
   "${defs[@]}" "$HERE"/mqload.c "$HERE"/e2e.c "$HERE"/rocketmq.c "$HERE"/redis.c "$HERE"/nats.c \
   "$HERE"/rabbit.c -I"$HERE"/../../src/orbitmq \
-  "$HERE"/../../src/orbitmq/protocol/_native/hmac_sha1.c -o "$OUT.$$.tmp" "${libs[@]}"
+  "$HERE"/../../src/orbitmq/protocol/_native/hmac_sha1.c -o "$OUT.$$.tmp" "${libs[@]}" -lm
 mv "$OUT.$$.tmp" "$OUT"
 echo "mqload built: $OUT (rocketmq${with:+ ${with[*]}})"

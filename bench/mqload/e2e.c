@@ -14,11 +14,22 @@
  * finished. The RESULT line adds rate= e2e_msgs_s= e2e_n= e2e_lost= e2e_dup= e2e_p50_us=
  * e2e_p90_us= e2e_p99_us= e2e_p999_us= e2e_max_us= behind_max_us= (how late the producer got
  * against its schedule: a large value means the load tool, not the system, set the pace).
+ *
+ * Where a system says when it stored each message (e2e_record's stored_ns: OrbitMQ's store
+ * timestamp, a Redis entry id, JetStream's metadata; wall-clock time, moved onto the monotonic
+ * clock by the offset between the two read at start), each delivery splits in two: "in", from
+ * the send to the store (the producer's write, the server's read and append), and "out", from the
+ * store to the delivery (dispatch, the consumer's answer, its read). The line then adds
+ * e2e_in_p50_us= e2e_in_p99_us= e2e_out_p50_us= e2e_out_p99_us= and, for the slowest 1% of
+ * deliveries (those at or past the p99), the medians of their two parts: e2e_tail_in_us=
+ * e2e_tail_out_us=. A store time given in whole milliseconds is taken at the middle of its
+ * millisecond, so these are right to about half a millisecond.
  */
 #define _GNU_SOURCE
 #include "mqload.h"
 
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +62,8 @@ static struct {
     atomic_long received, dups;
     unsigned char *seen;       /* a bit per sequence number (the consumer's) */
     Lat lat;                   /* delivery - send, seconds (the consumer's) */
+    double *in;                /* store - send, seconds, by lat's index (NAN: no store time) */
+    long long wall_ns;         /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 } e2e;
 
 long long now_ns(void)
@@ -60,12 +73,31 @@ long long now_ns(void)
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC, from the closest of a few bracketed reads. */
+static long long wall_offset_ns(void)
+{
+    long long best = -1, offset = 0;
+    for (int i = 0; i < 16; i++) {
+        struct timespec wall;
+        long long before = now_ns();
+        clock_gettime(CLOCK_REALTIME, &wall);
+        long long after = now_ns();
+        if (best < 0 || after - before < best) {
+            best = after - before;
+            offset = wall.tv_sec * 1000000000LL + wall.tv_nsec - (before + after) / 2;
+        }
+    }
+    return offset;
+}
+
 void e2e_init(void)
 {
     e2e.run = (uint32_t)now_ns() ^ (uint32_t)getpid() << 16;
     e2e.seen = calloc((size_t)opt.n / 8 + 1, 1);
-    if (e2e.seen == NULL)
+    e2e.in = malloc(sizeof(double) * ((size_t)opt.n + 1));
+    if (e2e.seen == NULL || e2e.in == NULL)
         die("calloc");
+    e2e.wall_ns = wall_offset_ns();
 }
 
 void e2e_set_ready(void)
@@ -124,7 +156,7 @@ int e2e_sent_ns(const void *body, size_t len, long long *sent_ns)
     return 1;
 }
 
-int e2e_record(const void *body, size_t len)
+int e2e_record(const void *body, size_t len, long long stored_ns)
 {
     long long at = now_ns();
     Stamp s;
@@ -136,6 +168,9 @@ int e2e_record(const void *body, size_t len)
         return 1;
     }
     e2e.seen[s.seq / 8] |= bit;
+    if (e2e.lat.len < opt.n) /* each sequence number once: never past opt.n */
+        e2e.in[e2e.lat.len] = stored_ns < 0 ? NAN
+                              : (double)(stored_ns - e2e.wall_ns - s.sent_ns) / 1e9;
     lat_add(&e2e.lat, (double)(at - s.sent_ns) / 1e9);
     e2e.last_ns = at;
     atomic_fetch_add(&e2e.received, 1);
@@ -178,10 +213,61 @@ double e2e_send_secs(void)
     return e2e.send_secs > 0 ? e2e.send_secs : 1e-9;
 }
 
+typedef struct {
+    double total, in;
+} Split;
+
+static int split_cmp(const void *a, const void *b)
+{
+    return lat_cmp(&((const Split *)a)->total, &((const Split *)b)->total);
+}
+
+/* The in/out fields (module docstring), from the ``n`` deliveries that have a store time; none
+ * when no delivery has one. */
+static void print_split(void)
+{
+    long n = 0, all = e2e.lat.len;
+    Split *v = malloc(sizeof(Split) * (size_t)(all + 1));
+    double *in = malloc(sizeof(double) * (size_t)(all + 1)),
+           *out = malloc(sizeof(double) * (size_t)(all + 1));
+    if (v == NULL || in == NULL || out == NULL)
+        die("malloc");
+    for (long i = 0; i < all; i++)
+        if (!isnan(e2e.in[i]))
+            v[n++] = (Split){e2e.lat.v[i], e2e.in[i]};
+    if (n > 0) {
+        qsort(v, (size_t)n, sizeof(Split), split_cmp);
+        long tail = (long)(0.99 * (double)(n - 1)); /* lat_pctl's index of the p99 */
+        long tail_n = n - tail;
+        for (long i = 0; i < tail_n; i++) {
+            in[i] = v[tail + i].in;
+            out[i] = v[tail + i].total - v[tail + i].in;
+        }
+        qsort(in, (size_t)tail_n, sizeof(double), lat_cmp);
+        qsort(out, (size_t)tail_n, sizeof(double), lat_cmp);
+        double tail_in = lat_pctl(in, tail_n, 0.5), tail_out = lat_pctl(out, tail_n, 0.5);
+        for (long i = 0; i < n; i++) {
+            in[i] = v[i].in;
+            out[i] = v[i].total - v[i].in;
+        }
+        qsort(in, (size_t)n, sizeof(double), lat_cmp);
+        qsort(out, (size_t)n, sizeof(double), lat_cmp);
+        printf(" e2e_in_p50_us=%.0f e2e_in_p99_us=%.0f e2e_out_p50_us=%.0f e2e_out_p99_us=%.0f "
+               "e2e_tail_in_us=%.0f e2e_tail_out_us=%.0f",
+               lat_pctl(in, n, 0.5) * 1e6, lat_pctl(in, n, 0.99) * 1e6,
+               lat_pctl(out, n, 0.5) * 1e6, lat_pctl(out, n, 0.99) * 1e6, tail_in * 1e6,
+               tail_out * 1e6);
+    }
+    free(v);
+    free(in);
+    free(out);
+}
+
 void e2e_print(void)
 {
     long n = e2e.lat.len, received = atomic_load(&e2e.received);
     double through_s = (double)(e2e.last_ns - e2e.start_ns) / 1e9;
+    print_split(); /* before the sort below: e2e.in is by lat's index */
     qsort(e2e.lat.v, (size_t)n, sizeof(double), lat_cmp);
     /* e2e_msgs_s: deliveries over the time from the first send to the last delivery (what the
      * whole pipe carried: a -rate above it measures the workload's maximum). */

@@ -59,7 +59,8 @@ void e2e_begin(void);
 long long e2e_due_ns(long seq);
 void e2e_stamp(unsigned char *body, long seq);
 int e2e_sent_ns(const void *body, size_t len, long long *sent_ns);
-int e2e_record(const void *body, size_t len);
+/* stored_ns: when the system stored the message, wall-clock ns (CLOCK_REALTIME); -1 unknown. */
+int e2e_record(const void *body, size_t len, long long stored_ns);
 void e2e_produced(long sent);
 int e2e_consuming(void);
 int e2e_wait(int fd, long long until_ns);

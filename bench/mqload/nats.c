@@ -187,7 +187,11 @@ static int admin(jsCtx *js)
 static void on_delivery(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
 {
     (void)nc, (void)sub, (void)closure;
-    e2e_record(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg));
+    jsMsgMetaData *meta = NULL; /* its Timestamp: when the stream stored it, wall-clock ns */
+    long long stored_ns = natsMsg_GetMetaData(&meta, msg) == NATS_OK ? meta->Timestamp : -1;
+    e2e_record(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), stored_ns);
+    if (meta != NULL)
+        jsMsgMetaData_Destroy(meta);
     natsMsg_Destroy(msg);
 }
 

@@ -135,8 +135,12 @@ static long record_entries(redisReply *r, char (*ids)[ID_MAX], size_t *id_lens)
     long n = 0;
     for (size_t i = 0; i < entries->elements && n < opt.fetch; i++) {
         redisReply *id = entries->element[i]->element[0], *fields = entries->element[i]->element[1];
-        if (fields != NULL && fields->type == REDIS_REPLY_ARRAY && fields->elements >= 2)
-            e2e_record(fields->element[1]->str, fields->element[1]->len);
+        if (fields != NULL && fields->type == REDIS_REPLY_ARRAY && fields->elements >= 2) {
+            /* An entry id is the server's wall-clock ms at XADD, then a sequence number. */
+            long long stored_ms = id->type == REDIS_REPLY_STRING ? atoll(id->str) : 0;
+            e2e_record(fields->element[1]->str, fields->element[1]->len,
+                       stored_ms > 0 ? stored_ms * 1000000 + 500000 : -1);
+        }
         if (id->len >= ID_MAX)
             fail("redis: an entry id of %zu bytes", id->len);
         memcpy(ids[n], id->str, id->len);

@@ -451,12 +451,17 @@ static long record_bodies(const unsigned char *b, size_t n)
             break;
         }
         uint32_t sys_flag = get_u32(m + 36);
-        size_t at = 36 + 4 + 8 + (sys_flag & 16 ? 20 : 8) + 8 + (sys_flag & 32 ? 20 : 8) + 4 + 8;
+        size_t stored_at = 36 + 4 + 8 + (sys_flag & 16 ? 20 : 8); /* STORETIMESTAMP, ms */
+        size_t at = stored_at + 8 + (sys_flag & 32 ? 20 : 8) + 4 + 8;
         uint32_t body_len = at + 4 <= size ? get_u32(m + at) : 0;
-        if (at + 4 + (size_t)body_len > size)
+        if (at + 4 + (size_t)body_len > size) {
             report_error("pull answer: a body of %u bytes in a message of %u", body_len, size);
-        else
-            e2e_record(m + at + 4, body_len);
+        } else {
+            long long stored_ms = (long long)((uint64_t)get_u32(m + stored_at) << 32 |
+                                              get_u32(m + stored_at + 4));
+            /* the middle of its millisecond (e2e.c) */
+            e2e_record(m + at + 4, body_len, stored_ms * 1000000 + 500000);
+        }
         count++;
         pos += size;
     }

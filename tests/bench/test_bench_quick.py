@@ -66,6 +66,10 @@ def test_quick_bench_prints_table_and_writes_json(tmp_path: Path) -> None:
     assert "end to end (delivery to a waiting consumer - send, one clock; us):" in proc.stdout
     half = next(t for t in doc["targets"] if t["target"].startswith("e2e at 50%"))
     assert half["measured"] is not None and half["measured"] > 0, half
+    # What bounds it, measured in the same run: where the slowest deliveries spent their time
+    # and how busy the machine was.
+    assert "before the store" in half["note"] and "the machine's CPUs" in half["note"], half
+    assert 0 < e2e[("orbitmq-async", "e2e 50%")]["machine_busy_pct"] <= 100, e2e
 
 
 def test_batch_goal_follows_the_page_cache_measured_around_the_batch_runs() -> None:
@@ -104,10 +108,14 @@ def test_e2e_targets_are_ratios_to_nats_and_the_half_load_p99() -> None:
 
     runs = {("orbitmq-async", "e2e 1k"): e2e(1000, 300, 3000),
             ("nats-js", "e2e 1k"): e2e(1000, 200, 1000),
-            ("orbitmq-async", "e2e 50%"): e2e(60000, 900, 4000)}
+            ("orbitmq-async", "e2e 50%"): e2e(60000, 900, 4000) | {
+                "e2e_tail_in_us": "3000", "e2e_tail_out_us": "1000", "machine_busy_pct": 91,
+                "server_cpu_pct": 100, "client_cpu_pct": 80}}
     p50, p99, half = report.e2e_targets(runs)
     assert (p50["measured"], p50["met"], p50["goal"]) == (1.5, False, 1.2), p50
     assert (p99["measured"], p99["met"], p99["goal"]) == (3.0, False, 2.0), p99
     assert (half["measured"], half["met"], half["unit"]) == (4.0, True, "ms"), half
     assert "at 60,000 msgs/s" in half["note"]
+    assert ("the slowest 1% spent 3.0 ms (median) before the store, 1.0 ms after it; the "
+            "machine's CPUs 91% busy (broker 100%, load tool 80% of one CPU)") in half["note"], half
     assert [t["met"] for t in report.e2e_targets({})] == [None, None, None]

@@ -124,6 +124,14 @@ def _check_e2e(fields: dict[str, str], sent: int) -> None:
     p50, p99, p999 = (float(fields[k]) for k in ("e2e_p50_us", "e2e_p99_us", "e2e_p999_us"))
     assert 0 < p50 <= p99 <= p999 <= float(fields["e2e_max_us"]), fields
     assert float(fields["e2e_msgs_s"]) > 0, fields  # deliveries a second, send to last delivery
+    # Each delivery split at the system's store time: in (send to store) and out (store to
+    # delivery), each part within the whole (give or take the half millisecond of a store time
+    # kept in whole milliseconds).
+    longest = float(fields["e2e_max_us"]) + 500
+    for part in ("in", "out"):
+        p50, p99 = (float(fields[f"e2e_{part}_{q}_us"]) for q in ("p50", "p99"))
+        assert -500 <= p50 <= p99 <= longest, (part, fields)
+        assert -500 <= float(fields[f"e2e_tail_{part}_us"]) <= longest, (part, fields)
 
 
 def test_orbitmq_end_to_end(mqload: Path, broker: sysmod.System) -> None:
