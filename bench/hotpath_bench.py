@@ -5,9 +5,9 @@
 
 A real BrokerController (store in a temporary directory) gets the frames mqload sends
 (SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32;
-then pulls at the end of the queues, as a consumer that caught up sends them: answered at once
-without the suspend bit, held with it, and the held ones answered by a send to each queue: per
-pull) fed
+the same by a TAG subscription to half of the messages, per message delivered; then pulls at
+the end of the queues, as a consumer that caught up sends them: answered at once without the
+suspend bit, held with it, and the held ones answered by a send to each queue: per pull) fed
 straight into a RemotingConnection whose transport only counts bytes. What is measured is
 ``time.process_time`` (every thread of the process: event loop, dispatch, flush) per message, so
 the figure does not depend on how busy the rest of the machine is, and the kernel's share
@@ -84,9 +84,12 @@ class CountingTransport:
         pass
 
 
-def send_frame(opaque: int, topic: str, qid: int, ser: SerializeType) -> bytes:
-    """One SEND_MESSAGE_V2 as mqload builds it (same extFields, same property)."""
+def send_frame(opaque: int, topic: str, qid: int, ser: SerializeType, tag: str = "") -> bytes:
+    """One SEND_MESSAGE_V2 as mqload builds it (same extFields, same property; a TAGS property
+    too when ``tag`` is given)."""
     props = f"UNIQ_KEY\x017F000001{os.getpid() & 0xFFFF:04X}000000000000{opaque:08X}\x02"
+    if tag:
+        props += f"TAGS\x01{tag}\x02"
     ext = {"a": "bench_producer", "b": topic, "c": "TBW102", "d": str(QUEUES), "e": str(qid),
            "f": "0", "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0",
            "k": "false", "m": "false"}
@@ -107,11 +110,11 @@ def batch_frame(opaque: int, topic: str, qid: int, ser: SerializeType, size: int
 
 
 def pull_frame(opaque: int, topic: str, qid: int, offset: int, sys_flag: int = 2,
-               suspend_ms: int = 1000) -> bytes:
+               suspend_ms: int = 1000, subscription: str = "*") -> bytes:
     ext = {"consumerGroup": "bench_consumer", "topic": topic, "queueId": str(qid),
            "queueOffset": str(offset), "maxMsgNums": str(PULL_BATCH), "sysFlag": str(sys_flag),
-           "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms), "subscription": "*",
-           "subVersion": "0", "expressionType": "TAG"}
+           "commitOffset": "0", "suspendTimeoutMillis": str(suspend_ms),
+           "subscription": subscription, "subVersion": "0", "expressionType": "TAG"}
     return encode(RemotingCommand(code=RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields=ext))
 
 
@@ -224,6 +227,21 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
                              lambda: loop.run_until_complete(feed(conn, chunks(pulls, 8))),
                              args.profile)
                 results["pull"] = min(results.get("pull", us), us)
+            # A TAG subscription to one of two tags that alternate: CPU per message delivered.
+            tagged = f"{topic}-tags"
+            loop.run_until_complete(feed(conn, chunks(
+                [send_frame(300_000 + i, tagged, i % QUEUES, ser, "TagA" if i // QUEUES % 2 else
+                            "TagB") for i in range(args.n)], FRAMES_PER_READ)))
+            broker.store.wait_dispatched()
+            tag_pulls = [pull_frame(400_000 + i, tagged, q, off, subscription="TagA")
+                         for i, (q, off) in enumerate(
+                             (q, off) for off in range(0, args.n // QUEUES - 2 * PULL_BATCH,
+                                                       2 * PULL_BATCH) for q in range(QUEUES))]
+            for _ in range(args.repeat):
+                us = measure("broker pull 32, TAG subscription (1 in 2)", len(tag_pulls) * PULL_BATCH,
+                             lambda: loop.run_until_complete(feed(conn, chunks(tag_pulls, 8))),
+                             args.profile)
+                results["pull tag"] = min(results.get("pull tag", us), us)
             broker.store.wait_dispatched()
             ends = [broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
             for key, label, flag, suspend_ms in (

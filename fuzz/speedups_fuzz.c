@@ -13,7 +13,8 @@
  *   4     encode_wire_single(properties = the bytes)
  *   5     encode_wire_batch(body = the bytes), and check_wire_batch of the same
  *   6     scan_stored(the bytes, as a commit log segment), and queue_runs(the bytes, as consume
- *         queue entries), unbounded and bounded by a physical end
+ *         queue entries), unbounded, bounded by a physical end and by tags codes; runs_tags_in
+ *         (the bytes, as a run of the commit log)
  *   7     java_string_hash / index_key_hash of the bytes as text
  *   8..9  take() as 0..3 on a fast path with authentication and authorization on (users root,
  *         Super; alice, Normal, her pair with FastPlain allowed; bob, disabled), so that signed
@@ -44,7 +45,7 @@
 #define BLANK_ROOM 8
 
 static PyObject *protocol, *store, *twins, *fast_path, *signed_path, *stateful_path, *session,
-    *users, *segment, *queue_table, *born, *topic_part, *store_host;
+    *users, *segment, *queue_table, *born, *topic_part, *store_host, *tag_codes, *tag_names;
 
 #define SESSION_SIZE 81  /* security/stateful.py: u64 version, i64 expiry ms, u8 length, name */
 
@@ -103,10 +104,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     store_host = PyBytes_FromStringAndSize("\x7f\x00\x00\x01\x00\x00\x2a\x9f", 8);
     born = PyBytes_FromStringAndSize("\x0a\x01\x02\x03\x00\x00\x9c\x40", 8);
     topic_part = PyBytes_FromStringAndSize("\x09" "FastPlain", 10);
+    /* A TAG subscription: "TagA" and two tags that share a code ("Aa", "BB"), and 0 */
+    tag_codes = Py_BuildValue("(iii)", 2112, 2598919, 0);
+    tag_names = Py_BuildValue("(yyy)", "Aa", "BB", "TagA");
     PyObject *inert = Py_BuildValue("(ssssss)", "UNIQ_KEY", "KEYS", "TAGS", "WAIT", "MSG_REGION",
                                     "TRACE_ON");
     PyObject *bounds = Py_BuildValue("(iiiiii)", 1024, 4096, 524288, 1048576, 2097152, 4194304);
-    if (cls == NULL || store_host == NULL || born == NULL || inert == NULL || bounds == NULL)
+    if (cls == NULL || store_host == NULL || born == NULL || inert == NULL || bounds == NULL ||
+        tag_codes == NULL || tag_names == NULL)
         die("setup");
     fast_path = PyObject_CallFunction(cls, "OnnnOOn", store_host, (Py_ssize_t)6000,
                                       (Py_ssize_t)(SEGMENT_SIZE - 8), (Py_ssize_t)(1 << 20), inert,
@@ -298,6 +303,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                          1LL << 20, -1LL));
         call_quietly(PyObject_CallMethod(store, "queue_runs", "OnLL", bytes, (Py_ssize_t)8,
                                          4096LL, (long long)size * 64));
+        call_quietly(PyObject_CallMethod(store, "queue_runs", "OnLLO", bytes, (Py_ssize_t)64,
+                                         1LL << 20, -1LL, tag_codes));
+        call_quietly(PyObject_CallMethod(store, "runs_tags_in", "OLO", bytes, 0LL, tag_names));
         break;
     case 7: {
         PyObject *text = PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)size, "replace");

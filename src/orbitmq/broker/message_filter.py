@@ -35,16 +35,21 @@ __all__ = [
 ]
 
 _FILTER_CACHE_MAX = 1024
+TAG_CODES_IN_C_MAX = 64  # store/_native/queue_runs.c's TAG_CODES_MAX
 
 
 class TagFilter:
     """A subscription naming tags; ``match_*`` is what MessageStore.get_message asks."""
 
-    __slots__ = ("tags", "codes")
+    __slots__ = ("tags", "codes", "tags_in_c")
 
     def __init__(self, tags: frozenset[str]) -> None:
         self.tags = tags
         self.codes = frozenset(java_string_hash(t) for t in tags)
+        # (store/message_filter.py) None past queue_runs' TAG_CODES_MAX: read in Python
+        self.tags_in_c: tuple[tuple[int, ...], tuple[bytes, ...]] | None = (
+            (tuple(sorted(self.codes)), tuple(sorted(t.encode() for t in tags)))
+            if len(self.codes) <= TAG_CODES_IN_C_MAX else None)
 
     def match_tags_code(self, code: int | None) -> bool:
         """A None code (a periodic recheck that knows no tag) lets the request run again."""
@@ -58,6 +63,7 @@ class SqlFilter:
     """A SQL92 subscription: every message is read and its properties evaluated."""
 
     __slots__ = ("predicate",)
+    tags_in_c = None  # every message's properties are evaluated (store/message_filter.py)
 
     def __init__(self, predicate: Sql92Predicate) -> None:
         self.predicate = predicate

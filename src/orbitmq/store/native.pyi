@@ -24,7 +24,9 @@ class StoreNative(Protocol):
     # (runs (commit log offset, length), entries scanned, count, total size, last offset,
     # held back end or -1)
     def queue_runs(
-        self, entries: Any, count_max: int, bytes_max: int, max_physical_end: int, /,
+        self, entries: Any, count_max: int, bytes_max: int, max_physical_end: int,
+        codes: tuple[int, ...] | None = None, /,
     ) -> tuple[list[tuple[int, int]], int, int, int, int, int]: ...
+    def runs_tags_in(self, run: Any, start: int, tags: tuple[bytes, ...], /) -> bool: ...
 
 NATIVE: StoreNative | None

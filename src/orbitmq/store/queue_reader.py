@@ -56,7 +56,8 @@ def read_queue(
     With ``runs``, messages lying back to back in the commit log share one buffer (a pull's
     body is their concatenation either way): a batch producer's messages are, and a bulk pull
     of them then costs one slice and one iovec per run instead of per message.
-    ``message_count`` still counts messages.
+    ``message_count`` still counts messages. Such a read, unfiltered or by tags, walks the
+    entries in C; a SQL92 filter's is read message by message.
 
     With ``check``, every message read is checked before it is served (``stored.check_served``:
     layout, PHYSICALOFFSET, body CRC): the answer stops before the first one that fails, as if
@@ -78,9 +79,10 @@ def read_queue(
     if max_bytes is not None:
         bytes_max = min(bytes_max, max_bytes)
     starts: list[int] | None = [] if check else None
-    if not (runs and message_filter is None and _RUNS_IN_C
+    tags = None if message_filter is None else message_filter.tags_in_c
+    if not (runs and _RUNS_IN_C and (message_filter is None or tags is not None)
             and _read_runs_in_c(result, entries, commit_log, count_max, bytes_max,
-                                max_physical_end, starts)):
+                                max_physical_end, starts, tags)):
         _read_one_by_one(result, entries, commit_log, message_filter, count_max, bytes_max,
                          max_physical_end, runs, starts)
     if starts is not None and result.buffers:
@@ -261,20 +263,29 @@ def _run_slices(commit_log: CommitLog, runs: list[tuple[int, int]]) -> list[memo
 
 def _read_runs_in_c(result: GetMessageResult, entries: Any, commit_log: CommitLog,
                     count_max: int, bytes_max: int, max_physical_end: int | None,
-                    starts: list[int] | None = None) -> bool:
-    """``result`` filled by an unfiltered read in runs, the entries walked in C
-    (``queue_runs``), then a slice a run; False, ``result`` untouched, when an entry is damaged
-    or a run is not all there: the read message by message tells what is, and answers the same
+                    starts: list[int] | None = None,
+                    tags: tuple[tuple[int, ...], tuple[bytes, ...]] | None = None) -> bool:
+    """``result`` filled by a read in runs, the entries walked in C (``queue_runs``), then a
+    slice a run; with ``tags`` (a TAG filter's ``tags_in_c``) only the entries of those tags
+    codes, then every message of a run checked for its exact tag (``runs_tags_in``). False,
+    ``result`` untouched, when an entry is damaged, a run is not all there or a message is not
+    one of the tags: the read message by message tells what is, and answers the same
     (tests/unit/protocol/test_stored_twins.py)."""
     assert NATIVE is not None
     try:
         runs, scanned, count, total, last, held = NATIVE.queue_runs(
-            entries, count_max, bytes_max, -1 if max_physical_end is None else max_physical_end)
+            entries, count_max, bytes_max, -1 if max_physical_end is None else max_physical_end,
+            None if tags is None else tags[0])
     except ValueError:
         return False
     buffers = _run_slices(commit_log, runs)
     if buffers is None:
         return False
+    if tags is not None:
+        tags_in, names = NATIVE.runs_tags_in, tags[1]
+        if not all(tags_in(raw, start, names)
+                   for raw, (start, _length) in zip(buffers, runs, strict=True)):
+            return False
     result.buffers = buffers
     if starts is not None:
         starts.extend(start for start, _length in runs)

@@ -493,3 +493,112 @@ def test_an_unfiltered_read_in_runs_is_alike_in_c_and_in_python(
         queue_reader._RUNS_IN_C = NATIVE is not None
     assert in_c == in_python
     assert in_c[:7] == one_by_one[:7]
+
+
+# "Aa" and "BB" share a tags code (Java's hashCode): the exact tag tells them apart.
+_TAGS = ["Aa", "BB", "C", "", "\u00e9t\u00e9", None]
+_TAG_LOG_SPECS = st.lists(st.tuples(
+    st.sampled_from(_TAGS),
+    st.sampled_from(["back to back", "gap", "blank entry", "code of another tag",
+                     "magic broken", "offset field wrong", "entry too short"]),
+), max_size=40)
+
+
+class _TagLog(_Log):
+    """A commit log of real stored messages (``_tag_log``) read as ``CommitLog.read`` does."""
+
+    def __init__(self, data: bytes) -> None:
+        self.SEGMENT = len(data) + 1
+        self.view = memoryview(data)
+
+
+def _tag_log(specs: list[tuple[str | None, str]]) -> tuple[bytes, bytes]:
+    """(the commit log, the queue's entries) for messages tagged and damaged as ``specs`` say."""
+    from orbitmq.protocol.message import java_string_hash
+    from orbitmq.store.consume_queue import CQ_ENTRY
+
+    log, entries = bytearray(), bytearray()
+    for i, (tag, how) in enumerate(specs):
+        if how == "gap":
+            log += b"\x00" * 7
+        phy = len(log)
+        raw = bytearray(stored.encode_stored_message(
+            topic="T", body=b"m%d" % i, queue_offset=i, physical_offset=phy,
+            properties={} if tag is None else {"TAGS": tag}))
+        if how == "magic broken":
+            raw[4] ^= 0xFF
+        elif how == "offset field wrong":
+            raw[28:36] = (phy + 1).to_bytes(8, "big")
+        code = 0 if tag is None else java_string_hash(tag)
+        if how == "code of another tag":
+            code = java_string_hash("C") if code != java_string_hash("C") else 0
+        log += raw
+        size = len(raw) - 1 if how == "entry too short" else len(raw)
+        entries += CQ_ENTRY.pack(0, 0x7FFFFFFF, 0) if how == "blank entry" else b""
+        entries += CQ_ENTRY.pack(phy, size, code)
+    return bytes(log), bytes(entries)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(_TAG_LOG_SPECS, st.sets(st.sampled_from(["Aa", "BB", "C", "\u00e9t\u00e9", "zz"]),
+                               min_size=1),
+       st.integers(1, 40), st.integers(1, 4000), st.integers(-1, 6000))
+def test_a_tag_filtered_read_in_runs_is_alike_in_c_and_in_python(
+        specs, tags: set[str], count_max: int, bytes_max: int, max_end: int) -> None:
+    """A TAG subscription's read in runs with the entries walked in C (``queue_runs`` by tags
+    code, ``runs_tags_in`` for the exact tag) and read message by message in Python: the same
+    answer for tags that share a code, messages without tags, gaps, blank entries, entries of
+    the wrong code or size, and damaged messages."""
+    from orbitmq.broker.message_filter import TagFilter
+    from orbitmq.config import StoreConfig
+    from orbitmq.store import queue_reader
+
+    log, entries = _tag_log(specs)
+    queue, commit_log = _Queue(entries), _TagLog(log)
+    conf = StoreConfig(max_transfer_count_on_message_in_memory=count_max,
+                       max_transfer_bytes_on_message_in_memory=bytes_max)
+    bound = None if max_end < 0 else max_end
+    tag_filter = TagFilter(frozenset(tags))
+
+    def read(in_c: bool, runs: bool = True) -> tuple[Any, ...]:
+        queue_reader._RUNS_IN_C = in_c
+        got = queue_reader.read_queue(queue, commit_log, 0, 32, tag_filter,  # type: ignore[arg-type]
+                                      conf, max_physical_end=bound, runs=runs)
+        return (got.status, got.next_begin_offset, got.message_count, got.total_size,
+                got.last_commit_offset, got.held_back_end, b"".join(got.buffers),
+                [len(b) for b in got.buffers] if runs else None)
+
+    try:
+        in_c, in_python, one_by_one = read(True), read(False), read(False, runs=False)
+    finally:
+        queue_reader._RUNS_IN_C = NATIVE is not None
+    assert in_c == in_python
+    assert in_c[:7] == one_by_one[:7]
+
+
+@needs_native
+def test_a_clean_tag_filtered_read_is_walked_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages whose tags codes and tags agree never reach the Python read; a tags code two
+    tags share sends the read there, and the other tag is left out."""
+    from orbitmq.broker.message_filter import TagFilter, build_filter
+    from orbitmq.config import StoreConfig
+    from orbitmq.store import queue_reader
+
+    log, entries = _tag_log([(tag, "back to back") for tag in ["C", "Aa", "C", "C", None, "C"]])
+    queue, commit_log, conf = _Queue(entries), _TagLog(log), StoreConfig()
+    one_by_one = queue_reader._read_one_by_one
+    called: list[str] = []
+
+    def spy(*args: Any, **kwargs: Any) -> None:
+        called.append("python")
+        one_by_one(*args, **kwargs)
+
+    monkeypatch.setattr(queue_reader, "_read_one_by_one", spy)
+    got = queue_reader.read_queue(queue, commit_log, 0, 32, build_filter("C"),  # type: ignore[arg-type]
+                                  conf, runs=True)
+    assert (called, got.message_count, [len(b) for b in got.buffers].__len__()) == ([], 4, 3)
+    assert got.next_begin_offset == 6
+    got = queue_reader.read_queue(queue, commit_log, 0, 32, TagFilter(frozenset({"BB"})),  # type: ignore[arg-type]
+                                  conf, runs=True)
+    assert called == ["python"] and got.message_count == 0  # "Aa" has "BB"'s code, not its tag

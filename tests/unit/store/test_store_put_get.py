@@ -147,6 +147,8 @@ def test_transfer_limits_bound_a_pull(tmp_path: Path) -> None:
 
 
 class TagFilter:
+    tags_in_c = None  # its second stage is the body's prefix: read message by message
+
     def __init__(self, tag: str, body_prefix: bytes = b"") -> None:
         self.code = java_string_hash(tag)
         self.prefix = body_prefix

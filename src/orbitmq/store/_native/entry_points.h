@@ -17,5 +17,6 @@ PyObject *py_dispatch_plan(PyObject *self, PyObject *args);
 PyObject *py_index_put(PyObject *self, PyObject *args);
 PyObject *py_index_key_hash(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *py_queue_runs(PyObject *self, PyObject *args);
+PyObject *py_runs_tags_in(PyObject *self, PyObject *args);
 
 #endif
