@@ -24,6 +24,10 @@
  * deliveries (those at or past the p99), the medians of their two parts: e2e_tail_in_us=
  * e2e_tail_out_us=. A store time given in whole milliseconds is taken at the middle of its
  * millisecond, so these are right to about half a millisecond.
+ *
+ * -dump FILE: a line a first delivery, "seq sent_ns stored_ns delivered_ns" (CLOCK_MONOTONIC ns;
+ * stored_ns -1 when the system gave no store time), for a timeline of the late ones against what
+ * else ran (bench/e2e_tail.py).
  */
 #define _GNU_SOURCE
 #include "mqload.h"
@@ -63,6 +67,7 @@ static struct {
     unsigned char *seen;       /* a bit per sequence number (the consumer's) */
     Lat lat;                   /* delivery - send, seconds (the consumer's) */
     double *in;                /* store - send, seconds, by lat's index (NAN: no store time) */
+    FILE *dump;                /* -dump (the consumer's) */
     long long wall_ns;         /* CLOCK_REALTIME - CLOCK_MONOTONIC at start */
 } e2e;
 
@@ -98,6 +103,8 @@ void e2e_init(void)
     if (e2e.seen == NULL || e2e.in == NULL)
         die("calloc");
     e2e.wall_ns = wall_offset_ns();
+    if (opt.dump != NULL && (e2e.dump = fopen(opt.dump, "w")) == NULL)
+        die(opt.dump);
 }
 
 void e2e_set_ready(void)
@@ -172,6 +179,9 @@ int e2e_record(const void *body, size_t len, long long stored_ns)
         e2e.in[e2e.lat.len] = stored_ns < 0 ? NAN
                               : (double)(stored_ns - e2e.wall_ns - s.sent_ns) / 1e9;
     lat_add(&e2e.lat, (double)(at - s.sent_ns) / 1e9);
+    if (e2e.dump != NULL)
+        fprintf(e2e.dump, "%llu %lld %lld %lld\n", (unsigned long long)s.seq, (long long)s.sent_ns,
+                stored_ns < 0 ? -1LL : stored_ns - e2e.wall_ns, at);
     e2e.last_ns = at;
     atomic_fetch_add(&e2e.received, 1);
     return 1;
@@ -267,6 +277,9 @@ void e2e_print(void)
 {
     long n = e2e.lat.len, received = atomic_load(&e2e.received);
     double through_s = (double)(e2e.last_ns - e2e.start_ns) / 1e9;
+    if (e2e.dump != NULL && fclose(e2e.dump) != 0)
+        die(opt.dump);
+    e2e.dump = NULL;
     print_split(); /* before the sort below: e2e.in is by lat's index */
     qsort(e2e.lat.v, (size_t)n, sizeof(double), lat_cmp);
     /* e2e_msgs_s: deliveries over the time from the first send to the last delivery (what the

@@ -4,6 +4,7 @@
  *   mqload -sys rocketmq|redis|nats|rabbit [-mode pub|sub|e2e|setup|purge] [-addr HOST:PORT]
  *          [-q TOPIC|QUEUE] [-n N] [-p PRODUCERS] [-w IN_FLIGHT] [-batch K] [-s BYTES]
  *          [-queues Q] [-b FETCH] [-rate MSGS_S] [-maxsec S] [-ak ACCESS_KEY -sk SECRET_KEY]
+ *          [-dump FILE]
  *
  * pub: -p connections (a thread each) send -n messages of -s bytes between them, at most -w
  * requests unanswered per connection (-w 1: one at a time, for latency); a message counts when
@@ -12,7 +13,8 @@
  * build has -sys's client library, 3 when not. e2e (rocketmq, redis, nats; e2e.c): a waiting
  * consumer and one producer sending -n messages at -rate a second in one process, the delivery
  * latency of each message taken on one clock (n, msgs_s and p50_us.. are then the producer's:
- * messages acknowledged, their rate over the sending time, send to acknowledgement).
+ * messages acknowledged, their rate over the sending time, send to acknowledgement); -dump
+ * writes a line a delivery to FILE (e2e.c).
  * Every pub, sub or e2e run stops sending after -maxsec and prints one line:
  *   RESULT sys= mode= p= w= n= secs= msgs_s= MB_s= p50_us= p99_us= p90_us= p999_us= errors= ...
  * and exits 1 when any request was refused.
@@ -245,6 +247,7 @@ int main(int argc, char **argv)
             if (!(opt.maxsec > 0 && opt.maxsec <= 3600))
                 fail("-maxsec %s: expected seconds in (0, 3600]", v);
         }
+        else if (!strcmp(k, "-dump")) opt.dump = v;
         else if (!strcmp(k, "-ak")) opt.ak = v;
         else if (!strcmp(k, "-sk")) opt.sk = v;
         else fail("unknown option %s", k);
@@ -281,6 +284,8 @@ int main(int argc, char **argv)
         fail("-mode e2e: not for -sys rabbit (rocketmq, redis or nats)");
     if (e2e && (opt.batch > 1 || opt.ak != NULL || opt.procs > 1))
         fail("-mode e2e: one producer sending one message a request, unsigned (no -batch, -p, -ak)");
+    if (opt.dump != NULL && !e2e)
+        fail("-dump is for -mode e2e only");
     if (e2e && opt.size < E2E_STAMP_BYTES)
         fail("-mode e2e: -s %ld: the send time needs %d bytes", opt.size, E2E_STAMP_BYTES);
     if (e2e)

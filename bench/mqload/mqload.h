@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 typedef struct {
-    const char *sys, *mode, *host, *port, *topic, *ak, *sk;
+    const char *sys, *mode, *host, *port, *topic, *ak, *sk, *dump;
     long n, procs, window, batch, size, queues, fetch, rate;
     double maxsec;
 } Options;

@@ -88,6 +88,7 @@ def test_builds_without_the_peers_client_libraries(tmp_path: Path) -> None:
     (["-mode", "e2e"], "-mode e2e needs -rate MSGS_PER_S"),
     (["-rate", "100"], "-rate is for -mode e2e only"),
     (["-mode", "e2e", "-rate", "100", "-s", "16"], "-mode e2e: -s 16: the send time needs 24 bytes"),
+    (["-dump", "/dev/null"], "-dump is for -mode e2e only"),
     (["-mode", "e2e", "-rate", "100", "-sys", "rabbit"],
      "-mode e2e: not for -sys rabbit (rocketmq, redis or nats)"),
     (["-sys", "kafka"], "-sys kafka: expected rocketmq, redis, nats or rabbit"),
@@ -134,15 +135,22 @@ def _check_e2e(fields: dict[str, str], sent: int) -> None:
         assert -500 <= float(fields[f"e2e_tail_{part}_us"]) <= longest, (part, fields)
 
 
-def test_orbitmq_end_to_end(mqload: Path, broker: sysmod.System) -> None:
+def test_orbitmq_end_to_end(mqload: Path, broker: sysmod.System, tmp_path: Path) -> None:
     """A consumer waiting in held pulls gets every message of a producer at a fixed rate, each
     once; a second run on the same topic starts at the queues' ends, not at their first messages."""
     addr = ["-addr", broker.addrs["broker"], "-q", "load-e2e", "-mode", "e2e", "-maxsec", "20"]
+    dump = tmp_path / "deliveries.txt"
     for _ in range(2):
-        rc, fields, text = _run(mqload, *addr, "-rate", "500", "-n", "300")
+        rc, fields, text = _run(mqload, *addr, "-rate", "500", "-n", "300", "-dump", str(dump))
         assert rc == 0, text
         _check_e2e(fields, 300)
         assert (fields["rate"], fields["queues"]) == ("500", "8"), fields
+        # -dump: a line a delivery, "seq sent_ns stored_ns delivered_ns", the store time within
+        # half a millisecond of the way from the send to the delivery
+        lines = [[int(v) for v in line.split()] for line in dump.read_text().splitlines()]
+        assert sorted(seq for seq, *_ in lines) == list(range(300)), lines[:3]
+        for _seq, sent, stored, delivered in lines:
+            assert sent - 500_000 <= stored <= delivered + 500_000 and sent < delivered, lines
 
 
 def test_signed_publish_is_admitted_and_unsigned_refused(mqload: Path, tmp_path: Path) -> None:

@@ -3,10 +3,12 @@ progress signal (what read-your-writes waits on)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from store_fixtures import config, msg
 
 from orbitmq.config import FlushDiskType
@@ -209,3 +211,19 @@ def test_dispatch_and_group_commit_leave_interval_rounds_to_the_loop_while_it_pr
         dispatcher.run_once()
         group.run_once()
         assert dispatcher.interval_round_due() is True and group.interval_round_due() is True
+
+
+def test_a_service_thread_has_its_name_in_the_kernel_too() -> None:
+    """``top -H``, ``ps -L`` and ``perf`` show the store's threads by name (Linux): the service's
+    name without the ``orbitmq-`` prefix, cut to the kernel's 15 bytes."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("thread names in /proc are Linux's")
+    service = Counting()
+    service.name = "orbitmq-flush-consumequeue"
+    service.start()
+    try:
+        assert _wait_until(lambda: service._thread is not None and service._thread.native_id)
+        task = Path(f"/proc/self/task/{service._thread.native_id}/comm")  # type: ignore[union-attr]
+        assert _wait_until(lambda: task.read_text().strip() == "flush-consumequ"), task.read_text()
+    finally:
+        service.shutdown()

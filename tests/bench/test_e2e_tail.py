@@ -1,0 +1,35 @@
+"""bench/e2e_tail.py's plumbing: one quick run, its deliveries split and, where perf may trace the
+scheduler, the CPUs' shares by thread. No figure is compared with a goal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CC = os.environ.get("CC", "cc")
+TIMEOUT_S = 120
+
+
+@pytest.mark.skipif(shutil.which(CC) is None, reason=f"no C compiler ({CC}) to build bench/mqload")
+def test_a_quick_run_splits_the_deliveries_and_names_the_threads(tmp_path: Path) -> None:
+    out = tmp_path / "tail.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "e2e_tail.py"), "--quick",
+                           "--json", str(out)], capture_output=True, text=True, timeout=TIMEOUT_S,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    (run,) = doc["runs"]
+    assert run["deliveries"] == 2000 and 0 < run["p50_us"] <= run["p99_us"], run
+    assert 0 <= run["late_windows"] <= run["windows"], run
+    assert "RESULT" in run["mqload"] and "e2e_lost=0" in run["mqload"], run
+    if doc["perf"]:  # the event loop and the load tool both ran, and shares are of all CPUs
+        shares = run["run_share_pct"]
+        assert shares.get("event loop", 0) > 0 and shares.get("mqload", 0) > 0, shares
+        assert 95 <= sum(shares.values()) <= 101, shares
