@@ -119,3 +119,24 @@ def test_e2e_targets_are_ratios_to_nats_and_the_half_load_p99() -> None:
     assert ("the slowest 1% spent 3.0 ms (median) before the store, 1.0 ms after it; the "
             "machine's CPUs 91% busy (broker 100%, load tool 80% of one CPU)") in half["note"], half
     assert [t["met"] for t in report.e2e_targets({})] == [None, None, None]
+
+
+def test_one_at_a_time_targets_are_issue_41s() -> None:
+    """ASYNC_FLUSH's lone-send p50 at most NATS's synchronous publish and 1.2x Redis everysec's,
+    SYNC_FLUSH's at most 1.1x Redis fsync-always's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import report
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+    def lone(p50: int) -> dict[str, str]:
+        return {"msgs_s": "1000", "p50_us": str(p50), "p99_us": str(p50 * 2), "errors": "0"}
+
+    runs = {("orbitmq-async", "sync p1"): lone(110), ("nats-js", "sync p1"): lone(100),
+            ("redis-everysec", "sync p1"): lone(100), ("orbitmq-sync", "sync p1"): lone(330),
+            ("redis-always", "sync p1"): lone(300)}
+    got = {t["target"]: (t["measured"], t["goal"], t["met"]) for t in report.targets(runs, {})}
+    assert got["orbitmq-async one-at-a-time p50 / NATS synchronous publish p50"] == (1.1, 1.0, False)
+    assert got["orbitmq-async one-at-a-time p50 / Redis everysec p50"] == (1.1, 1.2, True)
+    assert got["orbitmq-sync one-at-a-time p50 / Redis fsync-always p50"] == (1.1, 1.1, True)

@@ -12,7 +12,7 @@ import logging
 import sys
 import threading
 
-__all__ = ["ServiceThread"]
+__all__ = ["ServiceThread", "name_os_thread"]
 
 log = logging.getLogger(__name__)
 
