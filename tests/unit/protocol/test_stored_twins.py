@@ -467,7 +467,6 @@ def test_an_unfiltered_read_in_runs_is_alike_in_c_and_in_python(
     it goes: the same answer, runs and counts, for scattered, back-to-back, blank and damaged
     entries; and the same messages, counts and offsets as the read without runs."""
     from orbitmq.config import StoreConfig
-    from orbitmq.store import queue_reader
 
     laid, end = [], 0
     for phy, size in specs:
@@ -477,11 +476,18 @@ def test_an_unfiltered_read_in_runs_is_alike_in_c_and_in_python(
     queue, log = _Queue(_entries(laid)), _Log()
     conf = StoreConfig(max_transfer_count_on_message_in_memory=count_max,
                        max_transfer_bytes_on_message_in_memory=bytes_max)
-    bound = None if max_end < 0 else max_end
+    _assert_read_alike(queue, log, 64, None, conf, None if max_end < 0 else max_end)
+
+
+def _assert_read_alike(queue: Any, log: Any, max_msg_nums: int, message_filter: Any,
+                       conf: Any, bound: int | None) -> None:
+    """``read_queue`` in runs walked in C, in runs read message by message in Python, and
+    without runs: the same answer, runs and counts (the same messages without runs)."""
+    from orbitmq.store import queue_reader
 
     def read(in_c: bool, runs: bool = True) -> tuple[Any, ...]:
         queue_reader._RUNS_IN_C = in_c
-        got = queue_reader.read_queue(queue, log, 0, 64, None, conf,  # type: ignore[arg-type]
+        got = queue_reader.read_queue(queue, log, 0, max_msg_nums, message_filter, conf,
                                       max_physical_end=bound, runs=runs)
         return (got.status, got.next_begin_offset, got.message_count, got.total_size,
                 got.last_commit_offset, got.held_back_end, b"".join(got.buffers),
@@ -552,29 +558,13 @@ def test_a_tag_filtered_read_in_runs_is_alike_in_c_and_in_python(
     the wrong code or size, and damaged messages."""
     from orbitmq.broker.message_filter import TagFilter
     from orbitmq.config import StoreConfig
-    from orbitmq.store import queue_reader
 
     log, entries = _tag_log(specs)
     queue, commit_log = _Queue(entries), _TagLog(log)
     conf = StoreConfig(max_transfer_count_on_message_in_memory=count_max,
                        max_transfer_bytes_on_message_in_memory=bytes_max)
-    bound = None if max_end < 0 else max_end
-    tag_filter = TagFilter(frozenset(tags))
-
-    def read(in_c: bool, runs: bool = True) -> tuple[Any, ...]:
-        queue_reader._RUNS_IN_C = in_c
-        got = queue_reader.read_queue(queue, commit_log, 0, 32, tag_filter,  # type: ignore[arg-type]
-                                      conf, max_physical_end=bound, runs=runs)
-        return (got.status, got.next_begin_offset, got.message_count, got.total_size,
-                got.last_commit_offset, got.held_back_end, b"".join(got.buffers),
-                [len(b) for b in got.buffers] if runs else None)
-
-    try:
-        in_c, in_python, one_by_one = read(True), read(False), read(False, runs=False)
-    finally:
-        queue_reader._RUNS_IN_C = NATIVE is not None
-    assert in_c == in_python
-    assert in_c[:7] == one_by_one[:7]
+    _assert_read_alike(queue, commit_log, 32, TagFilter(frozenset(tags)), conf,
+                       None if max_end < 0 else max_end)
 
 
 @needs_native
