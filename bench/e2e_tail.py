@@ -16,8 +16,8 @@ delivery later than ``--late-ms`` (the late windows):
 - how their late messages split at the store time: "in" (send to store: the producer's write,
   the broker's read and append) and "out" (store to delivery: dispatch, the held pull's answer,
   the consumer's read), medians;
-- which threads had the CPUs in the ``--before-ms`` before each late window, as a share of all
-  the CPUs, next to their share over the whole run. The broker's threads are named by their
+- which threads had the CPUs in the ``--before-ms`` before each late window and during it, as a
+  share of all the CPUs, next to their share over the whole run. The broker's threads are named by their
   kernel names (the store's service threads name themselves, store/service.py; the event loop
   is the process's main thread), the load tool's are ``mqload``, an idle CPU ``idle``.
 
@@ -132,7 +132,7 @@ def analyse(dump: Path, perf_data: Path | None, names: dict[int, str], late_ms: 
         label.setdefault(tid, "other")
     tool = [tid for tid, name in _tool_threads(perf_data).items() if name == "mqload"]
     label.update(dict.fromkeys(tool, "mqload"))
-    first, last = rows[0][1] / 1e9, max(r[3] for r in rows) / 1e9
+    first, last = min(r[1] for r in rows) / 1e9, max(r[3] for r in rows) / 1e9
     cpus = os.cpu_count() or 1
     out["run_share_pct"] = shares(stretches, [(first, last)], label, cpus)
     spans, end = [], 0.0

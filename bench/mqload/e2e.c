@@ -232,8 +232,8 @@ static int split_cmp(const void *a, const void *b)
     return lat_cmp(&((const Split *)a)->total, &((const Split *)b)->total);
 }
 
-/* The in/out fields (module docstring), from the ``n`` deliveries that have a store time; none
- * when no delivery has one. */
+/* The in/out fields (module docstring), from the deliveries that have a store time; none when
+ * no delivery has one. */
 static void print_split(void)
 {
     long n = 0, all = e2e.lat.len;
