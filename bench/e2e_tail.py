@@ -48,7 +48,7 @@ import systems as sysmod
 RESULTS = Path(__file__).resolve().parent / "results"
 WINDOW_NS = 10_000_000  # late windows are 10 ms of send time
 _SWITCH = re.compile(r"\s*\S.*?\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*?"
-                     r"prev_pid=(\d+) ")
+                     r"prev_pid=(\d+) .*next_pid=(\d+)")
 
 
 def perf_works() -> bool:
@@ -74,18 +74,30 @@ def thread_names(pid: int) -> dict[int, str]:
 
 
 def switches(data: str) -> list[tuple[float, float, int, int]]:
-    """(start s, end s, cpu, tid) of each stretch a thread ran on a CPU, from a perf.data file."""
+    """(start s, end s, cpu, tid) of each stretch a thread ran on a CPU, from a perf.data file;
+    a CPU's first stretch starts where the record does, its last one ends there."""
     out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,tid,cpu,time,event,trace"],
                          capture_output=True, text=True, check=True).stdout
-    stretches, since = [], {}
+    stretches: list[tuple[float, float, int, int]] = []
+    since: dict[int, tuple[float, int]] = {}  # cpu -> (since when, who) runs there now
+    first: dict[int, tuple[float, int]] = {}  # cpu -> (its first switch, who ran before it)
+    start = end = None
     for line in out.splitlines():
         m = _SWITCH.match(line)
         if m is None:
             continue
-        cpu, at, prev = int(m.group(2)), float(m.group(3)), int(m.group(4))
+        cpu, at, prev, nxt = int(m.group(2)), float(m.group(3)), int(m.group(4)), int(m.group(5))
+        start = at if start is None else min(start, at)
+        end = at if end is None else max(end, at)
         if cpu in since:
-            stretches.append((since[cpu], at, cpu, prev))
-        since[cpu] = at
+            stretches.append((since[cpu][0], at, cpu, prev))
+        else:
+            first[cpu] = (at, prev)
+        since[cpu] = (at, nxt)
+    for cpu, (at, prev) in first.items():
+        stretches.append((start, at, cpu, prev))
+    for cpu, (at, nxt) in since.items():
+        stretches.append((at, end, cpu, nxt))
     return stretches
 
 
