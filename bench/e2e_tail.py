@@ -22,8 +22,8 @@ delivery later than ``--late-ms`` (the late windows):
   is the process's main thread), the load tool's are ``mqload``, an idle CPU ``idle``.
 
 A thread whose share before the late windows is well above its share over the run is what the
-late messages waited on. Results go to bench/results/e2e-tail-<date>.json. Not a test: never run
-by pytest (tests/bench/test_e2e_tail.py runs ``--quick`` once).
+late messages waited on. Results go to bench/results/e2e-tail-<date>.json. Not a test itself:
+tests/bench/test_e2e_tail.py runs ``--quick`` once, for its plumbing.
 """
 
 from __future__ import annotations
