@@ -212,6 +212,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 run, 1 s at 2,000 msgs/s, no warm-up")
     ap.add_argument("--json", type=Path, help="where the results go (default bench/results/)")
     args = ap.parse_args()
+    for name, value, low, high in (("--rate", args.rate, 1, 10_000_000), ("--secs", args.secs, 1, 3600),
+                                   ("--warm", args.warm, 0, 100_000_000), ("--runs", args.runs, 1, 100),
+                                   ("--late-ms", args.late_ms, 0.001, 60_000),
+                                   ("--before-ms", args.before_ms, 0.0, 60_000)):
+        if not low <= value <= high:
+            ap.error(f"{name} {value}: expected {low} to {high}")
     if args.quick:
         args.rate, args.secs, args.warm, args.runs, args.late_ms = 2000, 1, 0, 1, 1.0
     use_perf = perf_works()

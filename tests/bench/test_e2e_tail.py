@@ -34,3 +34,14 @@ def test_a_quick_run_splits_the_deliveries_and_names_the_threads(tmp_path: Path)
         shares = run["run_share_pct"]
         assert shares.get("event loop", 0) > 0 and shares.get("mqload", 0) > 0, shares
         assert 80 <= sum(shares.values()) <= 101, shares
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--rate", "0"], "--rate 0: expected 1 to 10000000"),
+    (["--late-ms", "-1"], "--late-ms -1.0: expected 0.001 to 60000"),
+    (["--runs", "0"], "--runs 0: expected 1 to 100"),
+])
+def test_out_of_range_options_are_refused_in_one_line(args: list[str], says: str) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "e2e_tail.py"), *args],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert proc.returncode == 2 and says in proc.stderr.splitlines()[-1], proc.stderr
