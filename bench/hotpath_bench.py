@@ -1,19 +1,21 @@
 """CPU cost per message of the broker's send and pull paths, in process, without sockets.
 
     .venv/bin/python bench/hotpath_bench.py [--n N] [--flush ASYNC_FLUSH|SYNC_FLUSH] [--profile]
-        [--only send|pull|sink] [--metrics]
+        [--sort tottime|cumulative] [--only send|pull|e2e|sink] [--metrics]
 
 A real BrokerController (store in a temporary directory) gets the frames mqload sends
 (SEND_MESSAGE_V2 with headers a..m and a UNIQ_KEY property, 1 KiB bodies; PULL_MESSAGE of 32;
 the same by a TAG subscription to half of the messages, per message delivered; then pulls at
 the end of the queues, as a consumer that caught up sends them: answered at once without the
-suspend bit, held with it, and the held ones answered by a send to each queue: per pull) fed
-straight into a RemotingConnection whose transport only counts bytes. What is measured is
+suspend bit, held with it, and the held ones answered by a send to each queue: per pull;
+last a caught-up push consumer's steady state, a lone send and the next held pull a message:
+``run_e2e``) fed straight into a RemotingConnection whose transport only counts bytes. What is measured is
 ``time.process_time`` (every thread of the process: event loop, dispatch, flush) per message, so
 the figure does not depend on how busy the rest of the machine is, and the kernel's share
 (socket writes) is left out on purpose: it is the same for every Python design. ``--only sink``
 runs the same frames against bench/ack_sink.py's handler (transport + codec only): the floor.
-Each is run ``--repeat`` times and the minimum kept. ``--profile`` prints the top functions by own time (cProfile; adds its own overhead).
+Each is run ``--repeat`` times and the minimum kept. ``--profile`` prints the top functions by
+own time (or ``--sort cumulative``; cProfile adds its own overhead).
 Not a test: never run by pytest.
 """
 
@@ -153,7 +155,8 @@ async def feed(conn: RemotingConnection, reads: list[bytes]) -> None:
         await asyncio.sleep(0.0005)
 
 
-def measure(label: str, messages: int, run: Callable[[], Any], profile: bool) -> float:
+def measure(label: str, messages: int, run: Callable[[], Any], profile: bool,
+            sort: str = "tottime") -> float:
     prof = cProfile.Profile() if profile else None
     t0 = time.process_time()
     if prof is not None:
@@ -165,7 +168,7 @@ def measure(label: str, messages: int, run: Callable[[], Any], profile: bool) ->
     print(f"{label:<44} {us:8.2f} us CPU/msg  ({messages} msgs)")
     if prof is not None:
         out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
+        pstats.Stats(prof, stream=out).sort_stats(sort).print_stats(22)
         print("\n".join(out.getvalue().splitlines()[6:34]))
     return us
 
@@ -208,11 +211,11 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
             loop.run_until_complete(broker.stop())
             return results
         label = f"broker send ({args.flush}, {ser.name} headers, batch {args.batch})"
-        for r in range(args.repeat):
+        for r in range(args.repeat if args.only != "e2e" else 0):
             batch = reads if r == 0 or args.batch > 1 else chunks(
                 [send_frame(100_000 * (r + 1) + i, topic, i % QUEUES, ser) for i in range(args.n)],
                 FRAMES_PER_READ)
-            us = measure(label, args.n, sends(batch), args.profile)
+            us = measure(label, args.n, sends(batch), args.profile, args.sort)
             results["send"] = min(results.get("send", us), us)
         if args.only in (None, "pull"):
             total = 2000 + args.n * args.repeat
@@ -225,7 +228,7 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
             for _ in range(args.repeat):
                 us = measure("broker pull 32", pulled,
                              lambda: loop.run_until_complete(feed(conn, chunks(pulls, 8))),
-                             args.profile)
+                             args.profile, args.sort)
                 results["pull"] = min(results.get("pull", us), us)
             # A TAG subscription to one of two tags that alternate: CPU per message delivered.
             tagged = f"{topic}-tags"
@@ -240,7 +243,7 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
             for _ in range(args.repeat):
                 us = measure("broker pull 32, TAG subscription (1 in 2)", len(tag_pulls) * PULL_BATCH,
                              lambda: loop.run_until_complete(feed(conn, chunks(tag_pulls, 8))),
-                             args.profile)
+                             args.profile, args.sort)
                 results["pull tag"] = min(results.get("pull tag", us), us)
             broker.store.wait_dispatched()
             ends = [broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
@@ -252,20 +255,72 @@ def run_broker(args: argparse.Namespace) -> dict[str, float]:
                     frames = [pull_frame(70_000 + i, topic, i % QUEUES, ends[i % QUEUES], flag,
                                          suspend_ms) for i in range(END_PULLS)]
                     us = measure(label, END_PULLS, lambda: loop.run_until_complete(
-                        feed(ended, chunks(frames, 8))), args.profile)  # noqa: B023
+                        feed(ended, chunks(frames, 8))), args.profile, args.sort)  # noqa: B023
                     results[key] = min(results.get(key, us), us)
                     if key == "pull held":  # a send to each queue answers its held pulls
                         sent = [send_frame(200_000 * (r + 1) + q, topic, q, ser)
                                 for q in range(QUEUES)]
                         us = measure("broker held pull answered by a send", END_PULLS,
-                                     sends([b"".join(sent)]), args.profile)
+                                     sends([b"".join(sent)]), args.profile, args.sort)
                         results["held answered"] = min(results.get("held answered", us), us)
                         ends = [end + 1 for end in ends]
+        if args.only in (None, "e2e"):
+            results["e2e"] = min(run_e2e(loop, broker, topic, ser, args) for _ in range(args.repeat))
         loop.run_until_complete(broker.stop())
     finally:
         loop.close()
         shutil.rmtree(base, ignore_errors=True)
     return results
+
+
+def run_e2e(loop: asyncio.AbstractEventLoop, broker: Any, topic: str, ser: SerializeType,
+            args: argparse.Namespace) -> float:
+    """A caught-up push consumer's steady state, as at a rate where every pull answer carries
+    one message (mqload -mode e2e below a few thousand msgs/s): one pull held on each queue;
+    then, message by message, a read of one send (which answers its queue's held pull in the
+    same call) and a read of the consumer's next pull of that queue (held again), the loop
+    running an iteration after each. CPU per message delivered, and how the event loop's
+    thread spent it: the send's read, the pull's read, the iterations after them."""
+    broker.store.wait_dispatched()
+    ends = [broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
+    producer = loop.run_until_complete(attach(broker.server))
+    consumer = loop.run_until_complete(attach(broker.server))
+    first = [pull_frame(80_000 + q, topic, q, ends[q], 3, 600_000) for q in range(QUEUES)]
+    loop.run_until_complete(feed(consumer, [b"".join(first)]))
+    n = args.n
+    sends, pulls = [], []
+    for i in range(n):
+        q = i % QUEUES
+        sends.append(send_frame(900_000 + i, topic, q, ser))
+        ends[q] += 1
+        pulls.append(pull_frame(90_000 + i, topic, q, ends[q], 3, 600_000))
+    written = consumer._transport.written  # type: ignore[attr-defined]
+    spent = [0.0, 0.0, 0.0]  # the loop thread's: send reads, pull reads, iterations
+    clock = time.thread_time
+
+    async def go() -> None:
+        for send, pull in zip(sends, pulls, strict=True):
+            t0 = clock()
+            received(producer, send)
+            t1 = clock()
+            await asyncio.sleep(0)
+            t2 = clock()
+            received(consumer, pull)
+            t3 = clock()
+            await asyncio.sleep(0)
+            spent[0] += t1 - t0
+            spent[1] += t3 - t2
+            spent[2] += t2 - t1 + clock() - t3
+        await feed(producer, [])
+
+    us = measure("e2e: a send, its held pull answered, the next held", n,
+                 lambda: loop.run_until_complete(go()), args.profile, args.sort)
+    send_us, pull_us, loop_us = (x / n * 1e6 for x in spent)
+    print(f"  the loop's thread, us a message: send read {send_us:.1f}, pull read {pull_us:.1f}, "
+          f"iterations {loop_us:.1f}")
+    answered = consumer._transport.written - written  # type: ignore[attr-defined]
+    assert answered > n * len(BODY), f"the held pulls were not answered ({answered} bytes)"
+    return us
 
 
 def run_sink(args: argparse.Namespace) -> dict[str, float]:
@@ -287,7 +342,7 @@ def run_sink(args: argparse.Namespace) -> dict[str, float]:
     reads = chunks(frames, FRAMES_PER_READ)
     try:
         return {"sink": min(measure("sink send (transport + codec only)", args.n,
-                                    lambda: loop.run_until_complete(go()), args.profile)
+                                    lambda: loop.run_until_complete(go()), args.profile, args.sort)
                             for _ in range(args.repeat))}
     finally:
         loop.close()
@@ -298,10 +353,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=50_000, help="sends measured")
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     ap.add_argument("--ser", type=int, default=0, help="0 JSON headers, 1 binary (ROCKETMQ)")
-    ap.add_argument("--only", choices=["send", "pull", "sink"])
+    ap.add_argument("--only", choices=["send", "pull", "sink", "e2e"])
     ap.add_argument("--batch", type=int, default=1, help="messages per SEND_BATCH_MESSAGE")
     ap.add_argument("--dry", action="store_true", help="build the frames, send nothing")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--sort", default="tottime", choices=["tottime", "cumulative"],
+                    help="--profile's order")
     ap.add_argument("--metrics", action="store_true",
                     help="metrics_exporter_type PROM (sampled request timings, /metrics served)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each; the minimum is kept")

@@ -138,6 +138,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
         # no callback scheduled for it (one write, in the read's own wake-up).
         self._in_read = False
         self.closed: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop it was made on
         self.peer: str = "?"
         self.peer_host: str = "?"  # the peer's address without its port (access rules, limits)
         self.attributes: dict[str, Any] = {}  # per-connection state for handlers (client id, ...)
@@ -156,7 +157,8 @@ class RemotingConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self._lent = _lent_buffer()
-        self.closed = asyncio.get_running_loop().create_future()
+        self._loop = loop = asyncio.get_running_loop()  # asked once: each ask costs a getpid(2)
+        self.closed = loop.create_future()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"
@@ -451,7 +453,8 @@ class RemotingConnection(asyncio.BufferedProtocol):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             if not self._in_read:
-                asyncio.get_running_loop().call_soon(self._flush_out)
+                assert self._loop is not None, "written to before connection_made"
+                self._loop.call_soon(self._flush_out)
 
     def _flush_out(self) -> None:
         self._flush_scheduled = False

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -87,6 +88,7 @@ class LongPollService:
         self._by_topic: dict[str, int] = {}  # held pulls per topic (``waits_on``: a send path asks)
         self._by_conn: dict[RemotingConnection, set[HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._recheck_task: asyncio.Task[None] | None = None
         # The connections whose pulls a dispatch round on the loop answered: written once at
         # the round's end (one write for all the pulls of a connection, in that call).
@@ -105,6 +107,9 @@ class LongPollService:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # Which thread runs the loop: asked per dispatch round, where asyncio's own question
+        # (_get_running_loop) costs a getpid(2).
+        self._loop_thread = threading.get_ident()
         self._recheck_task = self._loop.create_task(self._recheck_loop())
         if not self._listening:  # the end of each dispatch round: write what it answered
             self.store.add_dispatch_listener(self._round_done)
@@ -212,7 +217,7 @@ class LongPollService:
         loop = self._loop
         if loop is None or (topic, queue_id) not in self._held:
             return
-        if asyncio._get_running_loop() is loop:
+        if threading.get_ident() == self._loop_thread:
             self._in_round = True
             try:
                 self.notify(topic, queue_id, max_offset, tags_code)
@@ -239,7 +244,7 @@ class LongPollService:
     def _round_done(self, offset: int) -> None:
         """The store's dispatch progress listener: after a round that answered held pulls on
         the loop, their answers leave now, one write a connection."""
-        if not self._answered or asyncio._get_running_loop() is not self._loop:
+        if not self._answered or threading.get_ident() != self._loop_thread:
             return
         answered, self._answered = self._answered, set()
         for conn in answered:
