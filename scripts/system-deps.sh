@@ -36,6 +36,10 @@ fi
 PY="${PYTHON:-python3}"
 inc="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)"
 if [ -n "$inc" ] && [ ! -f "$inc/Python.h" ]; then need+=(python3-dev); fi
+# Debian's own python3 keeps the venv's pip bootstrap (ensurepip) in a package of its own.
+if command -v "$PY" >/dev/null 2>&1 && ! "$PY" -c 'import ensurepip' >/dev/null 2>&1; then
+  need+=(python3-venv)
+fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or install them with apt)" >&2
